@@ -1,0 +1,8 @@
+FROM python:3.11-slim
+RUN apt-get update && apt-get install -y --no-install-recommends nodejs npm && rm -rf /var/lib/apt/lists/*
+WORKDIR /app
+COPY requirements.txt package.json package-lock.json ./
+RUN pip install --no-cache-dir -r requirements.txt && npm ci --no-audit --no-fund
+COPY . .
+RUN DEBUG=0 SECRET_KEY=build-only python manage.py collectstatic --noinput
+EXPOSE 8000

@@ -1,0 +1,362 @@
+"""Scoring speed: this engine against a plain transformers loop and minicons.
+
+Scores every sentence of the SyntaxGym 2020 suites with a GPT-2-small-shaped model
+(12 layers, 768 wide, 50,257-token output layer, random init, byte-level BPE trained
+here) and prints tokens per second for each method, plus the largest difference
+between the engine's token surprisals and the plain loop's.
+
+    .venv/bin/python benchmarks/scoring.py                 # full workload (minutes on CPU)
+    .venv/bin/python benchmarks/scoring.py --smoke         # tiny model, two suites, < 60 s
+    .venv/bin/python benchmarks/scoring.py --device cuda --dtype bf16 --peak-tflops 989
+
+minicons runs in its own environment (`--minicons-python`, default
+`.venv-minicons/bin/python` when it exists), as a subprocess of this script in
+`--minicons-worker` mode; the worker imports nothing from this repository.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+DEFAULT_SUITES = REPO.parent / "shared" / "data" / "syntaxgym-2020" / "nextflow"
+DEFAULT_MINICONS_PYTHON = REPO / ".venv-minicons" / "bin" / "python"
+LN2 = math.log(2.0)
+
+
+def load_suites(folder: Path, limit: int | None) -> list[list[str]]:
+    """Region lists of every condition of every item, suites in name order."""
+    files = sorted(folder.glob("*.json"))[:limit]
+    if not files:
+        raise SystemExit(f"no suites found in {folder}")
+    sentences: list[list[str]] = []
+    for path in files:
+        suite = json.loads(path.read_text())
+        for item in suite["items"]:
+            for condition in item["conditions"]:
+                sentences.append([region["content"] for region in condition["regions"]])
+    return sentences
+
+
+def build_gpt2_small(folder: Path, texts: list[str]) -> Path:
+    """GPT-2-small shape, random init; a byte-level BPE trained on `texts`."""
+    import torch
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    from transformers import GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast
+
+    if (folder / "config.json").exists():
+        return folder
+    folder.mkdir(parents=True, exist_ok=True)
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    tokenizer.post_processor = processors.ByteLevel(trim_offsets=False)
+    trainer = trainers.BpeTrainer(
+        vocab_size=50257,
+        special_tokens=["<|endoftext|>"],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tokenizer.train_from_iterator(texts, trainer)
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tokenizer,
+        bos_token="<|endoftext|>",
+        eos_token="<|endoftext|>",
+        unk_token="<|endoftext|>",
+    )
+    torch.manual_seed(0)
+    eot = tokenizer.token_to_id("<|endoftext|>")
+    config = GPT2Config(vocab_size=50257, bos_token_id=eot, eos_token_id=eot)
+    GPT2LMHeadModel(config).save_pretrained(folder)
+    fast.save_pretrained(folder)
+    return folder
+
+
+def build_tiny(folder: Path) -> Path:
+    sys.path.insert(0, str(REPO))
+    from tests.tiny_models import make_gpt2
+
+    folder.mkdir(parents=True, exist_ok=True)
+    return make_gpt2(folder, n_positions=256)
+
+
+def plain_loop(
+    model_dir: Path, texts: list[str], device: str, dtype: str
+) -> tuple[list[list[float]], float]:
+    """One sentence at a time: BOS + tokens, full float32 log-softmax, no batching.
+
+    The model is loaded plainly (no kernel swaps) in the engine's dtype.
+    """
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from evaluations.scoring.loading import DTYPES
+
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=DTYPES[dtype])
+    model = model.to(device).eval()
+    bos = tokenizer.bos_token_id
+    out: list[list[float]] = []
+    with torch.inference_mode():
+        model(torch.tensor([[bos]], device=device))  # warm-up
+        started = time.perf_counter()
+        for text in texts:
+            ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+            logits = model(torch.tensor([[bos, *ids]], device=device)).logits[0, :-1].float()
+            logp = logits.log_softmax(-1)
+            rows = torch.arange(len(ids), device=device)
+            picked = logp[rows, torch.tensor(ids, device=device)]
+            out.append((-picked / LN2).tolist())
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()
+        seconds = time.perf_counter() - started
+    return out, seconds
+
+
+def minicons_worker(args: argparse.Namespace) -> None:
+    """Runs inside the minicons environment; prints one JSON line."""
+    import torch
+    from minicons import scorer
+
+    texts = json.loads(Path(args.sentences).read_text())
+    lm = scorer.IncrementalLMScorer(str(args.model_dir), args.device)
+    lm.token_score(texts[:2], surprisal=True, base_two=True, bos_token=True)  # warm-up
+    tokens = 0
+    started = time.perf_counter()
+    for low in range(0, len(texts), args.batch_size):
+        batch = texts[low : low + args.batch_size]
+        for scored in lm.token_score(batch, surprisal=True, base_two=True, bos_token=True):
+            tokens += len(scored) - 1  # the BOS entry carries no surprisal
+    if args.device.startswith("cuda"):
+        torch.cuda.synchronize()
+    seconds = time.perf_counter() - started
+    print(json.dumps({"tokens": tokens, "seconds": seconds}))
+
+
+def run_minicons(
+    python: Path, model_dir: Path, texts: list[str], batch_size: int, device: str
+) -> dict[str, Any]:
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as handle:
+        json.dump(texts, handle)
+    try:
+        completed = subprocess.run(
+            [
+                str(python),
+                str(Path(__file__).resolve()),
+                "--minicons-worker",
+                "--model-dir",
+                str(model_dir),
+                "--sentences",
+                handle.name,
+                "--batch-size",
+                str(batch_size),
+                "--device",
+                device,
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+    finally:
+        os.unlink(handle.name)
+    if completed.returncode != 0:
+        tail = completed.stderr.strip().splitlines()[-1:] or ["no output"]
+        return {"error": tail[0]}
+    return json.loads(completed.stdout.strip().splitlines()[-1])
+
+
+def flops_per_position(config: Any, context: float) -> float:
+    """Forward FLOPs of one token position through the transformer body (no head)."""
+    d, layers = config.n_embd, config.n_layer
+    inner = config.n_inner or 4 * d
+    matmuls = layers * (2 * (4 * d * d) + 2 * (2 * d * inner))  # qkv+proj, mlp
+    attention = layers * 2 * 2 * d * context  # scores and weighted sum
+    return matmuls + attention
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawTextHelpFormatter
+    )
+    parser.add_argument("--smoke", action="store_true", help="tiny model, two suites")
+    parser.add_argument("--suites-dir", type=Path, default=DEFAULT_SUITES)
+    parser.add_argument("--suites", type=int, default=None, help="use only the first N suites")
+    parser.add_argument("--model-dir", type=Path, default=None)
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--dtype", default="float32")
+    parser.add_argument("--token-budget", type=int, default=None)
+    parser.add_argument(
+        "--peak-tflops", type=float, default=989.0, help="GPU peak (H100 bf16 dense)"
+    )
+    parser.add_argument("--skip-plain", action="store_true")
+    parser.add_argument("--skip-unshared", action="store_true")
+    parser.add_argument("--minicons-python", type=Path, default=None)
+    parser.add_argument("--minicons-batch-sizes", default="1,32")
+    parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
+    # Worker mode, used by the subprocess in the minicons environment.
+    parser.add_argument("--minicons-worker", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--sentences", help=argparse.SUPPRESS)
+    parser.add_argument("--batch-size", type=int, default=1, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.minicons_worker:
+        minicons_worker(args)
+        return
+
+    sys.path.insert(0, str(REPO))
+    import torch
+
+    from evaluations.scoring import build_sentence, load_model, model_info, score_sentences
+    from evaluations.scoring.causal import plan_sequences, work_stats
+    from evaluations.scoring.prefix import PrefixTrie
+
+    suites = args.suites if args.suites is not None else (2 if args.smoke else None)
+    sentences = load_suites(args.suites_dir, suites)
+    texts = [build_sentence(regions)[0] for regions in sentences]
+    cache = Path(tempfile.gettempdir()) / "gym-bench"
+    if args.smoke:
+        model_dir = build_tiny(args.model_dir or cache / "tiny-gpt2-256")
+    else:
+        model_dir = build_gpt2_small(args.model_dir or cache / "gpt2-small-random", texts)
+    figures: dict[str, Any] = {
+        "sentences": len(sentences),
+        "unique_sentences": len(set(texts)),
+        "device": args.device,
+        "dtype": args.dtype,
+        "torch_threads": torch.get_num_threads(),
+        # Other work on the machine skews every figure; the load average shows how much.
+        "load_average_start": os.getloadavg(),
+    }
+
+    lm = load_model(str(model_dir), device=args.device, dtype=args.dtype)
+    info = model_info(lm)
+    print(f"model: {model_dir} ({info['n_params'] / 1e6:.1f}M parameters, {lm.dtype}, {lm.device})")
+    budget = args.token_budget
+    score_sentences(lm, sentences[:8], token_budget=budget)  # warm-up
+
+    def timed(sharing: bool) -> tuple[list[Any], float]:
+        if lm.device.startswith("cuda"):
+            torch.cuda.synchronize()
+        started = time.perf_counter()
+        results = score_sentences(lm, sentences, token_budget=budget, prefix_sharing=sharing)
+        if lm.device.startswith("cuda"):
+            torch.cuda.synchronize()
+        return results, time.perf_counter() - started
+
+    engine, seconds = timed(True)
+    tokens = sum(len(r.tokens) for r in engine)
+    figures["tokens"] = tokens
+    figures["engine"] = {"seconds": seconds, "tokens_per_s": tokens / seconds}
+    unique = {t: i for i, t in enumerate(texts)}
+    ids = [lm.tokenizer(t, add_special_tokens=False)["input_ids"] for t in unique]
+    sequences, _ = plan_sequences(ids, lm.bos_token_id, lm.context_length)
+    from evaluations.scoring.engine import default_token_budget
+
+    used_budget = budget or default_token_budget(lm)
+    shared_stats = work_stats(sequences, token_budget=used_budget, prefix_sharing=True)
+    plain_stats = work_stats(sequences, token_budget=used_budget, prefix_sharing=False)
+    full_trie = PrefixTrie()
+    for content in ids:
+        full_trie.insert([lm.bos_token_id, *content])
+    figures["work"] = {
+        "shared": shared_stats,
+        "unshared": plain_stats,
+        "tokens_with_bos": tokens + len(sentences),
+        "full_trie_nodes": len(full_trie),
+    }
+    print(f"sentences: {len(sentences)} ({len(unique)} unique), scored tokens: {tokens}")
+    print(
+        f"work: {tokens + len(sentences)} tokens with BOS; a trie of all of them has "
+        f"{len(full_trie)} nodes, {shared_stats['trie_nodes']} without the final tokens "
+        f"(never inputs); positions run "
+        f"{shared_stats['positions']} (padded {shared_stats['padded_positions']}) "
+        f"vs {plain_stats['positions']} unshared; output-layer rows "
+        f"{shared_stats['head_rows']} vs {plain_stats['head_rows']}"
+    )
+    print(f"engine (prefix sharing):      {tokens / seconds:9.1f} tokens/s  ({seconds:.1f} s)")
+
+    config = lm.model.config
+    body = flops_per_position(config, context=12.0)
+    head = 2 * config.n_embd * lm.vocab_size
+    executed = shared_stats["padded_positions"] * body + shared_stats["head_rows"] * head
+    figures["engine"]["flops_per_s"] = executed / seconds
+    print(f"  executed {executed / 1e12:.2f} TFLOP -> {executed / seconds / 1e9:.1f} GFLOP/s")
+    if lm.device.startswith("cuda"):
+        share = executed / seconds / (args.peak_tflops * 1e12)
+        figures["engine"]["peak_share"] = share
+        print(f"  {share:.2%} of {args.peak_tflops:g} TFLOP/s peak")
+
+    if not args.skip_unshared:
+        unshared, seconds_unshared = timed(False)
+        worst = max(
+            (
+                abs(a.surprisal - b.surprisal)
+                for x, y in zip(engine, unshared, strict=True)
+                for a, b in zip(x.tokens, y.tokens, strict=True)
+            ),
+            default=0.0,
+        )
+        figures["engine_unshared"] = {
+            "seconds": seconds_unshared,
+            "tokens_per_s": tokens / seconds_unshared,
+            "max_diff_vs_shared_bits": worst,
+        }
+        print(
+            f"engine (no prefix sharing):   {tokens / seconds_unshared:9.1f} tokens/s  "
+            f"({seconds_unshared:.1f} s); largest difference to shared: {worst:.2e} bits"
+        )
+
+    if not args.skip_plain:
+        reference, seconds_plain = plain_loop(model_dir, texts, lm.device, lm.dtype)
+        worst = 0.0
+        for result, expected in zip(engine, reference, strict=True):
+            assert len(result.tokens) == len(expected)
+            for token, value in zip(result.tokens, expected, strict=True):
+                worst = max(worst, abs(token.surprisal - value))
+        figures["plain_loop"] = {
+            "seconds": seconds_plain,
+            "tokens_per_s": tokens / seconds_plain,
+            "max_diff_engine_vs_plain_bits": worst,
+        }
+        print(
+            f"plain transformers loop:      {tokens / seconds_plain:9.1f} tokens/s  ({seconds_plain:.1f} s)"
+        )
+        print(f"largest |engine - plain loop|: {worst:.2e} bits")
+
+    python = args.minicons_python or DEFAULT_MINICONS_PYTHON
+    best = 0.0
+    for size in [int(s) for s in args.minicons_batch_sizes.split(",") if s.strip()]:
+        label = f"minicons token_score b={size}:"
+        if not python.exists():
+            print(f"{label:30}not measured: no minicons environment at {python}")
+            continue
+        result = run_minicons(python, model_dir, texts, size, lm.device)
+        if "error" in result:
+            print(f"{label:30}not measured: {result['error']}")
+            continue
+        rate = result["tokens"] / result["seconds"]
+        best = max(best, rate)
+        figures[f"minicons_b{size}"] = {**result, "tokens_per_s": rate}
+        print(
+            f"{label:30}{rate:9.1f} tokens/s  ({result['seconds']:.1f} s, {result['tokens']} tokens)"
+        )
+    if best:
+        speedup = figures["engine"]["tokens_per_s"] / best
+        figures["speedup_vs_best_minicons"] = speedup
+        print(f"engine / best minicons: {speedup:.2f}x")
+    figures["load_average_end"] = os.getloadavg()
+    print(f"load average: start {figures['load_average_start']}, end {figures['load_average_end']}")
+    if args.json:
+        args.json.write_text(json.dumps(figures, indent=2))
+
+
+if __name__ == "__main__":
+    main()

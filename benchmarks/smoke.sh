@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# CI's smoke mode: every benchmark on a small workload, to prove the scripts still run.
+# The figures reported in notes come from the full runs (see benchmarks/README.md).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=.venv/bin/python
+# Benchmarks use their own throw-away SQLite databases and broker folders.
+unset DATABASE_URL CELERY_BROKER_URL
+for script in suites scoring site end_to_end; do
+  if [ -f "benchmarks/$script.py" ]; then
+    echo "== benchmarks/$script.py --smoke"
+    $PY "benchmarks/$script.py" --smoke > "/tmp/gym-smoke-$script.log" 2>&1 || {
+      tail -n 60 "/tmp/gym-smoke-$script.log"; echo "benchmarks/$script.py --smoke failed" >&2; exit 1; }
+    grep -v "Writing model shards\|Loading weights\|WARNING/MainProcess\|^\s*$" "/tmp/gym-smoke-$script.log" | tail -n 25 || true
+  fi
+done

@@ -1,0 +1,37 @@
+from __future__ import annotations
+
+from django.contrib import admin
+
+from evaluations.models import Evaluation, LanguageModel
+
+
+@admin.register(LanguageModel)
+class LanguageModelAdmin(admin.ModelAdmin):
+    list_display = [
+        "display_name",
+        "name",
+        "source",
+        "kind",
+        "parameter_count",
+        "is_baseline",
+        "is_hidden",
+    ]
+    list_editable = ["is_hidden"]
+    search_fields = ["name", "display_name", "source"]
+
+
+@admin.register(Evaluation)
+class EvaluationAdmin(admin.ModelAdmin):
+    list_display = [
+        "id",
+        "model",
+        "suite",
+        "status",
+        "accuracy",
+        "progress_done",
+        "progress_total",
+        "created_at",
+    ]
+    list_filter = ["status", "model"]
+    readonly_fields = [f.name for f in Evaluation._meta.fields if f.name != "id"]
+    exclude = ["snapshot"]

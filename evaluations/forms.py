@@ -1,0 +1,52 @@
+from __future__ import annotations
+
+from django import forms
+
+from evaluations.models import LanguageModel
+from suites.models import Suite, Tag
+
+
+class ModelRegisterForm(forms.Form):
+    source = forms.CharField(
+        max_length=500,
+        help_text="A Hugging Face hub id (gpt2, EleutherAI/pythia-160m) or the path of a "
+        "folder saved with save_pretrained on the workers' machines.",
+    )
+    revision = forms.CharField(max_length=100, required=False, help_text="Hub revision (optional)")
+    display_name = forms.CharField(max_length=200, required=False)
+    name = forms.SlugField(
+        max_length=100, required=False, help_text="Short id for URLs; made from the source if empty"
+    )
+    description = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 3}))
+    reference_url = forms.URLField(required=False, max_length=500, assume_scheme="https")
+
+
+class EvaluationRequestForm(forms.Form):
+    model = forms.ModelChoiceField(
+        queryset=LanguageModel.objects.filter(is_hidden=False), to_field_name="name"
+    )
+    suites = forms.ModelMultipleChoiceField(
+        queryset=Suite.objects.order_by("name"),
+        required=False,
+        to_field_name="name",
+        widget=forms.SelectMultiple(attrs={"size": 12}),
+        help_text="Pick one or more suites, or a tag below.",
+    )
+    tag = forms.ModelChoiceField(
+        queryset=Tag.objects.all(),
+        required=False,
+        to_field_name="name",
+        empty_label="(no tag)",
+        help_text="Every suite with this tag.",
+    )
+
+    def clean(self) -> dict:
+        cleaned = super().clean()
+        suites = list(cleaned.get("suites") or [])
+        tag = cleaned.get("tag")
+        if tag is not None:
+            suites += [s for s in tag.suites.all() if s not in suites]
+        if not suites and not self.errors:
+            raise forms.ValidationError("Choose at least one suite or a tag that has suites.")
+        cleaned["all_suites"] = suites
+        return cleaned

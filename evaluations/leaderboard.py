@@ -1,0 +1,137 @@
+"""Pages, downloads and API views that read stored results: the leaderboard, a model's
+page and the result page of one evaluation. Thin: each parses the request, calls a
+selector and renders."""
+
+from __future__ import annotations
+
+import json
+
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, render
+from django.utils.text import slugify
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework.permissions import AllowAny
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from evaluations import selectors
+from evaluations.models import Evaluation, LanguageModel
+
+
+def _board(request: HttpRequest | Request) -> selectors.Leaderboard:
+    """The leaderboard as the query string asks for it; staff also see hidden models."""
+    return selectors.leaderboard(
+        tag=request.GET.get("tag", "").strip(),
+        sort=request.GET.get("sort", "").strip(),
+        direction=request.GET.get("dir", "").strip(),
+        include_hidden=bool(request.user.is_staff),
+    )
+
+
+def leaderboard_page(request: HttpRequest) -> HttpResponse:
+    board = _board(request)
+    return render(request, "evaluations/leaderboard.html", {"board": board})
+
+
+def leaderboard_csv_view(request: HttpRequest) -> HttpResponse:
+    board = _board(request)
+    name = f"leaderboard-{slugify(board.tag)}.csv" if board.tag else "leaderboard.csv"
+    return _download(selectors.leaderboard_csv(board), "text/csv; charset=utf-8", name)
+
+
+def model_page(request: HttpRequest, name: str) -> HttpResponse:
+    # A hidden model stays reachable by its address (its results are still linked from
+    # evaluation pages); it is only left out of lists and the leaderboard.
+    model = get_object_or_404(LanguageModel, name=name)
+    return render(
+        request,
+        "evaluations/model_detail.html",
+        {"model": model, "scores": selectors.model_scores(model)},
+    )
+
+
+def _done_evaluation(pk: int) -> Evaluation:
+    """Only done evaluations have results: anything else is not found here."""
+    evaluation = get_object_or_404(Evaluation.objects.select_related("model", "suite"), pk=pk)
+    if evaluation.status != Evaluation.Status.DONE:
+        raise Http404("This evaluation has no results yet.")
+    return evaluation
+
+
+def result_page_view(request: HttpRequest, pk: int) -> HttpResponse:
+    evaluation = _done_evaluation(pk)
+    page = selectors.result_page(evaluation)
+    show = request.GET.get("items", "")
+    items = page.items
+    if show == "passed":
+        items = [i for i in items if i.passed]
+    elif show == "failed":
+        items = [i for i in items if i.passed is False]
+    else:
+        show = ""
+    return render(
+        request,
+        "evaluations/result.html",
+        {"evaluation": evaluation, "page": page, "items": items, "show": show},
+    )
+
+
+def _results_filename(evaluation: Evaluation, extension: str) -> str:
+    return f"{slugify(evaluation.suite.name) or 'suite'}__{evaluation.model.name}.{extension}"
+
+
+def results_json_view(request: HttpRequest, pk: int) -> HttpResponse:
+    evaluation = _done_evaluation(pk)
+    text = json.dumps(selectors.results_document(evaluation), indent=2, ensure_ascii=False)
+    return _download(
+        text + "\n",
+        "application/json; charset=utf-8",
+        _results_filename(evaluation, "RESULTS.json"),
+    )
+
+
+def results_csv_view(request: HttpRequest, pk: int) -> HttpResponse:
+    evaluation = _done_evaluation(pk)
+    return _download(
+        selectors.results_csv(evaluation),
+        "text/csv; charset=utf-8",
+        _results_filename(evaluation, "results.csv"),
+    )
+
+
+def _download(text: str, content_type: str, filename: str) -> HttpResponse:
+    response = HttpResponse(text, content_type=content_type)
+    response["Content-Disposition"] = f'attachment; filename="{filename}"'
+    return response
+
+
+class LeaderboardAPI(APIView):
+    """Models x suites: per-suite accuracy (current suite content only), group means by
+    tag and the overall score (mean suite accuracy)."""
+
+    permission_classes = [AllowAny]
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("tag", str, description="Keep one tag group ('untagged' too)"),
+            OpenApiParameter(
+                "sort", str, description="A suite name, 'group:<tag>', 'overall' or 'model'"
+            ),
+            OpenApiParameter("dir", str, enum=["asc", "desc"]),
+        ],
+        responses=OpenApiTypes.OBJECT,
+    )
+    def get(self, request: Request) -> Response:
+        return Response(selectors.leaderboard_data(_board(request)))
+
+
+class EvaluationResultsAPI(APIView):
+    """One done evaluation in the SyntaxGym results format (values in bits)."""
+
+    permission_classes = [AllowAny]
+
+    @extend_schema(responses={200: OpenApiTypes.OBJECT, 404: None})
+    def get(self, request: Request, pk: int) -> Response:
+        return Response(selectors.results_document(_done_evaluation(pk)))

@@ -1,0 +1,135 @@
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from evaluations import outcomes, worker
+from suites import formats
+
+
+class Command(BaseCommand):
+    help = (
+        "Score suites with a language model and write SyntaxGym results files (region "
+        "values in bits) with per-prediction, per-item outcomes and the suite accuracy. "
+        "Needs no database: the model is loaded once and reused for every suite."
+    )
+    requires_system_checks: list[str] = []
+    requires_migrations_checks = False
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument(
+            "--model", required=True, help="hub id or a folder saved with save_pretrained"
+        )
+        parser.add_argument("--revision", default="", help="hub revision")
+        parser.add_argument(
+            "--dtype", default="", help="bf16 or fp16 on a GPU (log-probs stay fp32)"
+        )
+        parser.add_argument(
+            "--suite",
+            action="append",
+            required=True,
+            metavar="PATH",
+            help="a suite file in any known format, or a folder of them (repeatable)",
+        )
+        parser.add_argument(
+            "--out", help="results file (one suite) or folder (several); default: standard output"
+        )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        paths = self._suite_files(options["suite"])
+        suites = []
+        for path in paths:
+            result = formats.load_suite_file(path)
+            if not result.ok or result.suite is None:
+                details = "; ".join(f"{e.path}: {e.message}" for e in result.errors[:5])
+                raise CommandError(f"{path}: not a valid suite: {details}")
+            suites.append((path, result.suite))
+        out = Path(options["out"]) if options["out"] else None
+        if len(suites) > 1 and out is None:
+            raise CommandError("several suites need --out FOLDER (one results file per suite)")
+        if len(suites) > 1 and out is not None:
+            out.mkdir(parents=True, exist_ok=True)
+
+        model = {
+            "source": options["model"],
+            "revision": options["revision"],
+            "dtype": options["dtype"],
+        }
+        for path, suite in suites:
+            started = time.perf_counter()
+            payload = {
+                "model": model,
+                "sentences": [regions for _i, _c, regions in formats.sentences(suite)],
+            }
+            try:
+                scored = worker.run_scoring(payload, progress=self._progress(path))
+            except Exception as exc:  # noqa: BLE001 - reported to the user, with the suite
+                raise CommandError(f"{path}: {exc.__class__.__name__}: {exc}") from exc
+            document = self._document(suite, scored, options["model"])
+            text = json.dumps(document, indent=2, ensure_ascii=False) + "\n"
+            if out is None:
+                self.stdout.write(text, ending="")
+            else:
+                target = out / f"{path.stem}.results.json" if len(suites) > 1 else out
+                target.write_text(text, encoding="utf-8")
+            accuracy = document["results"]["accuracy"]
+            shown = "n/a" if accuracy is None else f"{accuracy:.3f}"
+            self.stderr.write(
+                f"{path}: accuracy {shown} over {len(suite['items'])} items "
+                f"({time.perf_counter() - started:.1f} s)"
+            )
+
+    def _suite_files(self, raw: list[str]) -> list[Path]:
+        files: list[Path] = []
+        for item in raw:
+            path = Path(item)
+            if path.is_dir():
+                files += sorted(p for p in path.glob("*.json") if p.is_file())
+            elif path.is_file():
+                files.append(path)
+            else:
+                raise CommandError(f"{item}: no such file or folder")
+        if not files:
+            raise CommandError("no suite files found")
+        return files
+
+    def _progress(self, path: Path):  # type: ignore[no-untyped-def]
+        def report(done: int, total: int) -> None:
+            if sys.stderr.isatty():
+                self.stderr.write(f"\r{path.name}: {done}/{total} sentences", ending="")
+
+        return report
+
+    def _document(
+        self, suite: dict[str, Any], scored: dict[str, Any], model_name: str
+    ) -> dict[str, Any]:
+        outcome = outcomes.score_items(suite, scored["sentences"])
+        document = outcomes.results_document(
+            suite, model_name, {item.item_number: item.values for item in outcome.items}
+        )
+        document["results"] = {
+            "units": "bits",
+            "metric": outcome.metric,
+            "accuracy": outcome.accuracy,
+            "predictions": [
+                {
+                    "formula": p.formula,
+                    "accuracy": p.accuracy,
+                    "passed": p.passed,
+                    "evaluated": p.evaluated,
+                }
+                for p in outcome.predictions
+            ],
+            "items": [
+                {"item_number": item.item_number, "outcomes": item.outcomes, "passed": item.passed}
+                for item in outcome.items
+            ],
+            "diagnostics": scored["diagnostics"],
+            "model_info": scored["model_info"],
+        }
+        return document

@@ -1,0 +1,159 @@
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.urls import reverse
+
+from suites.models import Suite
+
+
+class LanguageModel(models.Model):
+    """A language model that can be evaluated: a hub id or a local folder."""
+
+    class Kind(models.TextChoices):
+        CAUSAL = "causal", "causal (left-to-right)"
+        MASKED = "masked", "masked (pseudo-log-likelihood)"
+        UNKNOWN = "unknown", "not yet known"
+
+    name = models.SlugField(max_length=100, unique=True, help_text="Short id used in URLs")
+    display_name = models.CharField(max_length=200)
+    source = models.CharField(
+        max_length=500, help_text="Hugging Face hub id (e.g. gpt2) or a local folder path"
+    )
+    revision = models.CharField(max_length=100, blank=True, help_text="Hub revision (optional)")
+    kind = models.CharField(max_length=10, choices=Kind.choices, default=Kind.UNKNOWN)
+    parameter_count = models.BigIntegerField(null=True, blank=True)
+    description = models.TextField(blank=True)
+    reference_url = models.URLField(blank=True, max_length=500)
+    is_baseline = models.BooleanField(
+        default=False, help_text="A reference row such as the random-init baseline"
+    )
+    is_hidden = models.BooleanField(default=False, help_text="Hidden from leaderboards (staff)")
+    registered_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["display_name"]
+        constraints = [
+            models.UniqueConstraint(fields=["source", "revision"], name="model_unique_source"),
+        ]
+
+    def __str__(self) -> str:
+        return self.display_name
+
+    def get_absolute_url(self) -> str:
+        return reverse("evaluations:model", args=[self.name])
+
+
+class Evaluation(models.Model):
+    """One model on one suite's content (identified by its content hash).
+
+    Status only moves forward: queued -> running -> storing -> done, or to failed from
+    any state but done; a user's retry is the one way back (failed -> queued)."""
+
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        STORING = "storing"
+        DONE = "done"
+        FAILED = "failed"
+
+    model = models.ForeignKey(LanguageModel, on_delete=models.CASCADE, related_name="evaluations")
+    suite = models.ForeignKey(Suite, on_delete=models.CASCADE, related_name="evaluations")
+    content_hash = models.CharField(max_length=64)
+    # The suite as it was evaluated, so results of outdated content stay readable.
+    snapshot = models.JSONField()
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.QUEUED)
+    # Whether the GPU task reached the broker; False after a broker outage, so that asking
+    # again sends it.
+    enqueued = models.BooleanField(default=False)
+    attempt = models.PositiveIntegerField(default=1)
+    progress_done = models.PositiveIntegerField(default=0)
+    progress_total = models.PositiveIntegerField(default=0)
+    error = models.TextField(blank=True)
+    metric = models.CharField(max_length=10, default="sum")
+    accuracy = models.FloatField(null=True, blank=True)
+    diagnostics = models.JSONField(default=dict, blank=True)
+    model_info = models.JSONField(default=dict, blank=True)
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["model", "suite", "content_hash"], name="evaluation_unique_content"
+            ),
+        ]
+        indexes = [
+            models.Index(fields=["status"]),
+            # Covers the leaderboard's one query over all evaluations, so it never reads
+            # the (large) snapshot column.
+            models.Index(
+                fields=["status", "suite", "model", "content_hash", "accuracy"],
+                name="evaluation_board",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.model} on {self.suite} ({self.status})"
+
+    def get_absolute_url(self) -> str:
+        return reverse("evaluations:detail", args=[self.pk])
+
+    @property
+    def outdated(self) -> bool:
+        return self.content_hash != self.suite.content_hash
+
+    @property
+    def finished(self) -> bool:
+        return self.status in (self.Status.DONE, self.Status.FAILED)
+
+
+class PredictionResult(models.Model):
+    evaluation = models.ForeignKey(
+        Evaluation, on_delete=models.CASCADE, related_name="prediction_results"
+    )
+    position = models.PositiveIntegerField()
+    formula = models.TextField()
+    accuracy = models.FloatField(null=True)
+    passed = models.PositiveIntegerField(default=0)
+    evaluated = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        ordering = ["evaluation", "position"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["evaluation", "position"], name="prediction_result_unique"
+            ),
+        ]
+
+
+class ItemResult(models.Model):
+    """Region values and prediction outcomes of one item (one row per item keeps storing
+    a 1,000-item suite at 1,000 rows)."""
+
+    evaluation = models.ForeignKey(
+        Evaluation, on_delete=models.CASCADE, related_name="item_results"
+    )
+    item_number = models.IntegerField()
+    position = models.PositiveIntegerField()
+    # {condition: {"sum": [v per region], "mean": [...], ...}}; None where a value is missing
+    values = models.JSONField()
+    # One entry per prediction: True, False, or None (not evaluable: a missing value).
+    outcomes = models.JSONField()
+    passed = models.BooleanField(null=True)
+
+    class Meta:
+        ordering = ["evaluation", "position"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["evaluation", "item_number"], name="item_result_unique"
+            ),
+        ]

@@ -1,0 +1,137 @@
+"""From scored sentences to prediction outcomes and the SyntaxGym results format.
+
+Pure Python (no Django), shared by the `store` task and the `score` command."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from suites import formats, predictions
+
+METRICS = ("sum", "mean", "median", "range", "max", "min")
+
+
+def prediction_metric(metric: Any) -> str:
+    """The region metric predictions compare: the suite's metric, its first one if it
+    lists several, and sum for "all" (SyntaxGym's default)."""
+    if isinstance(metric, list) and metric:
+        metric = metric[0]
+    return metric if isinstance(metric, str) and metric in METRICS else "sum"
+
+
+@dataclass
+class ItemOutcome:
+    item_number: int
+    # {condition: {metric: [value per region]}}
+    values: dict[str, dict[str, list[float | None]]]
+    # per prediction: True, False, or None when a value it needs is missing
+    outcomes: list[bool | None]
+    passed: bool | None
+
+
+@dataclass
+class PredictionOutcome:
+    position: int
+    formula: str
+    passed: int
+    evaluated: int
+
+    @property
+    def accuracy(self) -> float | None:
+        return self.passed / self.evaluated if self.evaluated else None
+
+
+@dataclass
+class SuiteOutcome:
+    items: list[ItemOutcome]
+    predictions: list[PredictionOutcome]
+    accuracy: float | None
+    metric: str
+
+
+def score_items(suite: dict[str, Any], scored: list[dict[str, Any]]) -> SuiteOutcome:
+    """Evaluate every prediction on every item.
+
+    `scored[i]` belongs to the i-th sentence of `formats.sentences(suite)` and holds
+    {"regions": [{metric: value}], "sentence": {metric: value}}. An item passes when all
+    predictions hold; accuracy is the share of evaluable items that pass."""
+    keys = formats.sentences(suite)
+    if len(keys) != len(scored):
+        raise ValueError(f"{len(scored)} scored sentences for {len(keys)} in the suite")
+    metric = prediction_metric(suite["meta"].get("metric"))
+    formulas = [p["formula"] for p in suite.get("predictions", [])]
+    parsed = [predictions.parse(f) for f in formulas]
+    by_item: dict[int, dict[str, dict[str, Any]]] = {}
+    for (item_number, condition, _regions), result in zip(keys, scored, strict=True):
+        by_item.setdefault(item_number, {})[condition] = result
+
+    prediction_outcomes = [PredictionOutcome(i, f, 0, 0) for i, f in enumerate(formulas)]
+    items: list[ItemOutcome] = []
+    items_passed = items_evaluated = 0
+    for item_number, conditions in by_item.items():
+
+        def lookup(region: int | None, condition: str, _c: dict = conditions) -> float | None:
+            result = _c[condition]
+            return (result["sentence"] if region is None else result["regions"][region - 1]).get(
+                metric
+            )
+
+        outcomes: list[bool | None] = []
+        for node, tally in zip(parsed, prediction_outcomes, strict=True):
+            try:
+                outcome: bool | None = predictions.evaluate(node, lookup)
+            except (predictions.MissingValueError, ZeroDivisionError):
+                outcome = None
+            outcomes.append(outcome)
+            if outcome is not None:
+                tally.evaluated += 1
+                tally.passed += int(outcome)
+        passed: bool | None = None
+        if formulas and all(o is not None for o in outcomes):
+            passed = all(outcomes)
+            items_evaluated += 1
+            items_passed += int(passed)
+        values = {
+            condition: {m: [region.get(m) for region in result["regions"]] for m in METRICS}
+            for condition, result in conditions.items()
+        }
+        items.append(ItemOutcome(item_number, values, outcomes, passed))
+    accuracy = items_passed / items_evaluated if items_evaluated else None
+    return SuiteOutcome(items, prediction_outcomes, accuracy, metric)
+
+
+def results_document(
+    suite: dict[str, Any],
+    model_name: str,
+    values: dict[int, dict[str, dict[str, list[float | None]]]],
+) -> dict[str, Any]:
+    """The suite in SyntaxGym's results format: meta.model, and per region
+    "metric_value": {"sum", "mean", "median", "range", "max", "min"} (bits)."""
+    document = {
+        "meta": {**suite["meta"], "model": model_name},
+        "region_meta": suite["region_meta"],
+        "predictions": suite.get("predictions", []),
+        "items": [],
+    }
+    for item in suite["items"]:
+        item_values = values.get(item["item_number"], {})
+        conditions = []
+        for condition in item["conditions"]:
+            metrics = item_values.get(condition["condition_name"], {})
+            conditions.append(
+                {
+                    "condition_name": condition["condition_name"],
+                    "regions": [
+                        {
+                            **region,
+                            "metric_value": {
+                                m: (metrics.get(m) or [None] * (i + 1))[i] for m in METRICS
+                            },
+                        }
+                        for i, region in enumerate(condition["regions"])
+                    ],
+                }
+            )
+        document["items"].append({"item_number": item["item_number"], "conditions": conditions})
+    return document

@@ -1,0 +1,84 @@
+"""From regions to one sentence string, and from token offsets back to regions.
+
+The tokenizer always sees the whole sentence (tokenization is not additive across
+region boundaries); regions are recovered afterwards from character offsets, so the
+same rule serves byte-level BPE ("Ġ"), SentencePiece ("▁") and WordPiece ("##").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+
+def build_sentence(regions: Sequence[str]) -> tuple[str, list[tuple[int, int]]]:
+    """Join regions the SyntaxGym way and return the string with one span per region.
+
+    Each region is stripped, empty regions are dropped from the string and the rest are
+    joined with single spaces. An empty region gets the empty span at the point where it
+    would have been, so spans stay in region order.
+    """
+    parts: list[str] = []
+    spans: list[tuple[int, int]] = []
+    length = 0
+    for region in regions:
+        content = region.strip()
+        if not content:
+            spans.append((length, length))
+            continue
+        if parts:
+            length += 1  # the joining space
+        spans.append((length, length + len(content)))
+        parts.append(content)
+        length += len(content)
+    return " ".join(parts), spans
+
+
+def char_regions(text: str, spans: Sequence[tuple[int, int]]) -> list[int]:
+    """Region index of every character of `text`; -1 for the joining spaces."""
+    owner = [-1] * len(text)
+    for index, (start, end) in enumerate(spans):
+        for pos in range(start, end):
+            owner[pos] = index
+    return owner
+
+
+def anchor_char(text: str, start: int, end: int) -> int | None:
+    """The character that decides a token's region.
+
+    The token's first non-space character. A token made of spaces only (a lone "▁" or
+    "Ġ" before a piece it could not merge with) belongs with the word it introduces,
+    so look right of it first, then left.
+    """
+    for pos in range(start, min(end, len(text))):
+        if not text[pos].isspace():
+            return pos
+    for pos in range(max(end, start), len(text)):
+        if not text[pos].isspace():
+            return pos
+    for pos in range(min(start, len(text)) - 1, -1, -1):
+        if not text[pos].isspace():
+            return pos
+    return None
+
+
+def align_tokens(
+    text: str, spans: Sequence[tuple[int, int]], offsets: Sequence[tuple[int, int]]
+) -> tuple[list[int | None], int]:
+    """Region of each token (by its first non-space character) and the straddle count.
+
+    A token straddles when its non-space characters fall in more than one region.
+    """
+    owner = char_regions(text, spans)
+    regions: list[int | None] = []
+    straddling = 0
+    for start, end in offsets:
+        anchor = anchor_char(text, start, end)
+        if anchor is None:
+            regions.append(None)
+            continue
+        region = owner[anchor]
+        regions.append(region if region >= 0 else None)
+        touched = {owner[pos] for pos in range(start, min(end, len(text))) if owner[pos] >= 0}
+        if len(touched) > 1:
+            straddling += 1
+    return regions, straddling

@@ -1,0 +1,389 @@
+"""Loading a model once per process, deciding what kind it is, and saying why when we can't.
+
+Hub ids and local `save_pretrained` folders go through the same Auto* calls, so the
+tests' tiny local models exercise the code path a hub model takes.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from .forward import find_split_head, verify_split_head
+from .schema import ModelLoadError, ScoringError
+
+DTYPES: dict[str, torch.dtype] = {
+    "float32": torch.float32,
+    "fp32": torch.float32,
+    "bfloat16": torch.bfloat16,
+    "bf16": torch.bfloat16,
+    "float16": torch.float16,
+    "fp16": torch.float16,
+    "half": torch.float16,
+}
+
+# Models whose learned position table starts after the padding index: two rows of
+# `max_position_embeddings` can never be used by a real token.
+_PADDING_OFFSET_POSITIONS = {
+    "roberta",
+    "roberta-prelayernorm",
+    "xlm-roberta",
+    "xlm-roberta-xl",
+    "camembert",
+    "longformer",
+    "data2vec-text",
+    "ibert",
+    "xmod",
+    "mpnet",
+}
+
+PROBE_TEXT = "The keys to the old cabinet are on the table, and nobody has moved them."
+
+
+@dataclass(eq=False)
+class LoadedModel:
+    source: str
+    revision: str | None
+    kind: str  # "causal" or "masked"
+    model: nn.Module
+    tokenizer: Any
+    device: str
+    dtype: str
+    context_length: int  # tokens per forward pass, BOS or [CLS]/[SEP] included
+    vocab_size: int
+    bos_token_id: int | None
+    bos_token: str | None
+    mask_token_id: int | None
+    pad_token_id: int
+    # Output module run on selected positions only; None means full logits are computed.
+    head: nn.Module | None = None
+    # Whether packed prefix trees (4D masks + explicit positions) reproduce plain passes.
+    tree_attention: bool = False
+    n_params: int = 0
+    n_params_nonembedding: int = 0
+    notes: list[str] = field(default_factory=list)
+    # Per-thread working memory reused across calls (the output layer's logits).
+    scratch: threading.local = field(default_factory=threading.local, repr=False)
+
+    @property
+    def torch_dtype(self) -> torch.dtype:
+        return DTYPES[self.dtype]
+
+
+_cache: dict[tuple[str, str | None, str, str], LoadedModel] = {}
+_cache_lock = threading.Lock()
+
+
+def _env_flag(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() in {"1", "true", "yes", "on"}
+
+
+def resolve_device(device: str | None) -> str:
+    if device is None:
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise ScoringError(f"device '{device}' was asked for but CUDA is not available here")
+    return device
+
+
+def resolve_dtype(dtype: str | None) -> str:
+    if dtype is None:
+        return "float32"
+    key = dtype.strip().lower().removeprefix("torch.")
+    if key not in DTYPES:
+        raise ScoringError(f"unknown dtype '{dtype}'; use one of float32, bfloat16, float16")
+    return {torch.float32: "float32", torch.bfloat16: "bfloat16", torch.float16: "float16"}[
+        DTYPES[key]
+    ]
+
+
+def load_model(
+    source: str,
+    *,
+    revision: str | None = None,
+    device: str | None = None,
+    dtype: str | None = None,
+    kind: str | None = None,
+) -> LoadedModel:
+    """Load (once per process) a causal or masked LM from a hub id or a local folder.
+
+    `kind` overrides detection ("causal" or "masked"). Raises ModelLoadError with a
+    message meant for the person who asked for the run.
+    """
+    resolved_device = resolve_device(device)
+    resolved_dtype = resolve_dtype(dtype)
+    key = (source, revision, resolved_device, resolved_dtype)
+    with _cache_lock:
+        cached = _cache.get(key)
+        if cached is not None and (kind is None or cached.kind == kind):
+            return cached
+        loaded = _load(source, revision, resolved_device, resolved_dtype, kind)
+        _cache[key] = loaded
+        return loaded
+
+
+def clear_model_cache() -> None:
+    with _cache_lock:
+        _cache.clear()
+
+
+def _not_found(source: str, local_dir: bool, exc: Exception) -> ModelLoadError:
+    if local_dir:
+        return ModelLoadError(f"model folder '{source}' could not be loaded: {exc}")
+    return ModelLoadError(
+        f"model '{source}' was not found locally and the hub cannot be reached: {exc}"
+    )
+
+
+def detect_kind(config: Any) -> str:
+    """'causal' or 'masked' from the config; ModelLoadError for anything else."""
+    from transformers.models.auto.modeling_auto import (
+        MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
+        MODEL_FOR_MASKED_LM_MAPPING_NAMES,
+    )
+
+    causal_names = set(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.values())
+    masked_names = set(MODEL_FOR_MASKED_LM_MAPPING_NAMES.values())
+    architectures = list(getattr(config, "architectures", None) or [])
+    for name in architectures:
+        if name in causal_names or name.endswith("ForCausalLM"):
+            return "causal"
+        if name in masked_names or name.endswith("ForMaskedLM"):
+            return "masked"
+    model_type = getattr(config, "model_type", "")
+    if architectures:
+        raise ModelLoadError(
+            f"model is neither a causal nor a masked language model "
+            f"(architectures {architectures}, model type '{model_type}')"
+        )
+    # No architectures recorded: fall back on what the model type can be loaded as.
+    if getattr(config, "is_decoder", False) and model_type in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES:
+        return "causal"
+    if model_type in MODEL_FOR_MASKED_LM_MAPPING_NAMES:
+        return "masked"
+    if model_type in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES:
+        return "causal"
+    raise ModelLoadError(
+        f"model is neither a causal nor a masked language model (model type '{model_type}')"
+    )
+
+
+def context_length(config: Any, tokenizer: Any, notes: list[str]) -> int:
+    """Tokens one forward pass may hold, from the model config.
+
+    `tokenizer.model_max_length` is only a last resort: it is often a sentinel (1e30).
+    """
+    length: int | None = None
+    for name in ("n_positions", "max_position_embeddings", "n_ctx", "seq_length"):
+        value = getattr(config, name, None)
+        if isinstance(value, int) and value > 0:
+            length = value
+            break
+    if length is None:
+        tokenizer_max = getattr(tokenizer, "model_max_length", None)
+        if isinstance(tokenizer_max, int) and 0 < tokenizer_max < 1_000_000:
+            length = tokenizer_max
+            notes.append(f"context length {length} taken from the tokenizer (none in config)")
+        else:
+            length = 1024
+            notes.append("no context length in config or tokenizer; using 1024")
+    if getattr(config, "model_type", "") in _PADDING_OFFSET_POSITIONS:
+        length -= 2
+    window = getattr(config, "sliding_window", None)
+    if isinstance(window, int) and 0 < window < length:
+        # Our own masks replace the model's; keep every pass inside its attention window.
+        length = window
+    return length
+
+
+def _load(
+    source: str, revision: str | None, device: str, dtype: str, kind: str | None
+) -> LoadedModel:
+    from transformers import (
+        AutoConfig,
+        AutoModelForCausalLM,
+        AutoModelForMaskedLM,
+        AutoTokenizer,
+    )
+
+    local_dir = Path(source).expanduser().is_dir()
+    options: dict[str, Any] = {
+        "local_files_only": local_dir
+        or _env_flag("HF_HUB_OFFLINE")
+        or _env_flag("TRANSFORMERS_OFFLINE")
+    }
+    if revision:
+        options["revision"] = revision
+    try:
+        config = AutoConfig.from_pretrained(source, **options)
+    except OSError as exc:
+        raise _not_found(source, local_dir, exc) from exc
+    except ValueError as exc:
+        raise ModelLoadError(
+            f"model '{source}' has a configuration that cannot be read: {exc}"
+        ) from exc
+
+    if kind is None:
+        kind = detect_kind(config)
+    elif kind not in ("causal", "masked"):
+        raise ScoringError(f"kind must be 'causal' or 'masked', not '{kind}'")
+
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(source, **options)
+    except OSError as exc:
+        raise _not_found(source, local_dir, exc) from exc
+    except (ValueError, ImportError) as exc:
+        raise ModelLoadError(f"tokenizer of model '{source}' cannot be loaded: {exc}") from exc
+    require_offsets(tokenizer, source)
+
+    auto_class = AutoModelForCausalLM if kind == "causal" else AutoModelForMaskedLM
+    try:
+        model = auto_class.from_pretrained(source, dtype=DTYPES[dtype], **options)
+    except OSError as exc:
+        raise _not_found(source, local_dir, exc) from exc
+    except ValueError as exc:
+        raise ModelLoadError(f"model '{source}' cannot be loaded as a {kind} LM: {exc}") from exc
+    model.to(device)
+    model.eval()
+
+    notes: list[str] = []
+    fused = fuse_tanh_gelu(model)
+    if fused:
+        notes.append(f"tanh-approximate GELU runs as one fused kernel ({fused} modules)")
+    bos_id, bos_token = _bos(tokenizer, config)
+    if kind == "causal" and bos_id is None:
+        notes.append("model has no BOS token: first-token surprisals are missing")
+    mask_id = getattr(tokenizer, "mask_token_id", None)
+    if kind == "masked" and mask_id is None:
+        raise ModelLoadError(f"masked LM '{source}' has no mask token in its tokenizer")
+    pad_id = next(
+        (
+            value
+            for value in (tokenizer.pad_token_id, tokenizer.eos_token_id, bos_id)
+            if isinstance(value, int)
+        ),
+        0,
+    )
+
+    lm = LoadedModel(
+        source=source,
+        revision=revision,
+        kind=kind,
+        model=model,
+        tokenizer=tokenizer,
+        device=device,
+        dtype=dtype,
+        context_length=context_length(config, tokenizer, notes),
+        vocab_size=int(model.get_output_embeddings().weight.shape[0])
+        if model.get_output_embeddings() is not None
+        else int(config.vocab_size),
+        bos_token_id=bos_id,
+        bos_token=bos_token,
+        mask_token_id=mask_id,
+        pad_token_id=pad_id,
+        n_params=int(sum(p.numel() for p in model.parameters())),
+        n_params_nonembedding=int(model.num_parameters(exclude_embeddings=True)),
+        notes=notes,
+    )
+    _choose_head(lm)
+    if kind == "causal":
+        from .causal import check_tree_attention
+
+        lm.tree_attention, note = check_tree_attention(lm)
+        if note:
+            notes.append(note)
+    return lm
+
+
+def fuse_tanh_gelu(model: nn.Module) -> int:
+    """Swap Python-level tanh-GELU modules for torch's fused kernel; return how many.
+
+    GPT-2's "gelu_new" is the same function as `gelu(x, approximate="tanh")` but runs as
+    eight elementwise passes over the MLP activations; on a CPU those passes cost about
+    as much as the matrix product before them. Values agree to float32 rounding
+    (transformers documents GELUTanh as equivalent).
+    """
+    from transformers.activations import FastGELUActivation, GELUTanh, NewGELUActivation
+
+    replaced = 0
+    for module in list(model.modules()):
+        for name, child in list(module.named_children()):
+            if type(child) in (NewGELUActivation, FastGELUActivation):
+                setattr(module, name, GELUTanh())
+                replaced += 1
+    return replaced
+
+
+def require_offsets(tokenizer: Any, source: str) -> None:
+    """Alignment needs character offsets, which only fast (Rust) tokenizers give."""
+    if not getattr(tokenizer, "is_fast", False):
+        raise ModelLoadError(
+            f"tokenizer of model '{source}' ({type(tokenizer).__name__}) gives no character "
+            "offsets: a fast tokenizer (tokenizer.json) is needed to align tokens with regions"
+        )
+
+
+def _bos(tokenizer: Any, config: Any) -> tuple[int | None, str | None]:
+    bos_id = getattr(tokenizer, "bos_token_id", None)
+    if not isinstance(bos_id, int):
+        bos_id = getattr(config, "bos_token_id", None)
+        if not isinstance(bos_id, int):
+            return None, None
+    return bos_id, tokenizer.convert_ids_to_tokens(bos_id)
+
+
+def probe_inputs(lm: LoadedModel) -> dict[str, torch.Tensor]:
+    """A short real sentence in the model's own tokens, as forward keyword arguments."""
+    if lm.kind == "masked":
+        ids = lm.tokenizer(PROBE_TEXT, add_special_tokens=True)["input_ids"]
+    else:
+        ids = lm.tokenizer(PROBE_TEXT, add_special_tokens=False)["input_ids"]
+        if lm.bos_token_id is not None:
+            ids = [lm.bos_token_id, *ids]
+    ids = ids[: lm.context_length] or [lm.pad_token_id]
+    inputs: dict[str, torch.Tensor] = {
+        "input_ids": torch.tensor([ids], device=lm.device),
+        "attention_mask": torch.ones(1, len(ids), dtype=torch.long, device=lm.device),
+    }
+    if lm.kind == "causal":
+        inputs["use_cache"] = False  # type: ignore[assignment]
+    return inputs
+
+
+def _choose_head(lm: LoadedModel) -> None:
+    head = find_split_head(lm.model)
+    if head is not None and verify_split_head(
+        lm.model, head, probe_inputs(lm), half=lm.torch_dtype != torch.float32
+    ):
+        lm.head = head
+    else:
+        lm.notes.append("output layer runs on every position (no separable head)")
+
+
+def model_info(model: LoadedModel) -> dict[str, Any]:
+    """What a run should record about the model it used; JSON-serialisable."""
+    return {
+        "kind": model.kind,
+        "source": model.source,
+        "revision": model.revision,
+        "model_class": type(model.model).__name__,
+        "model_type": getattr(model.model.config, "model_type", None),
+        "n_params": model.n_params,
+        "n_params_nonembedding": model.n_params_nonembedding,
+        "context_length": model.context_length,
+        "vocab_size": model.vocab_size,
+        "bos_token": model.bos_token,
+        "bos_token_id": model.bos_token_id,
+        "mask_token": model.tokenizer.mask_token if model.kind == "masked" else None,
+        "device": model.device,
+        "dtype": model.dtype,
+        "prefix_sharing": model.tree_attention,
+        "separate_head": model.head is not None,
+        "notes": list(model.notes),
+    }

@@ -1,0 +1,604 @@
+"""Reads of stored results that the leaderboard, the model, suite and result pages, the
+API and the downloads share. Nothing here computes surprisal: it reads what the store
+task wrote (region values in bits, prediction outcomes, accuracies).
+
+The leaderboard reads a fixed number of queries whatever the number of models or suites:
+plain tuples from `values_list`, grouped in Python, never a query per model or per suite.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+import statistics
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from django.db.models import F
+
+from evaluations import outcomes
+from evaluations.models import Evaluation, LanguageModel, PredictionResult
+from suites.formats import condition_names, region_names
+from suites.models import Suite
+
+METRICS: tuple[str, ...] = ("sum", "mean", "median", "range", "max", "min")
+# The group of suites that carry no tag at all.
+UNTAGGED = "untagged"
+DONE = Evaluation.Status.DONE
+# z for a two-sided 95% interval under a normal approximation.
+Z95 = 1.96
+
+SORT_OVERALL = "overall"
+SORT_MODEL = "model"
+GROUP_PREFIX = "group:"
+
+
+# --- leaderboard -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SuiteColumn:
+    id: int
+    name: str
+    tags: tuple[str, ...]
+
+
+@dataclass
+class Cell:
+    suite: SuiteColumn
+    accuracy: float | None = None
+    evaluation_id: int | None = None
+
+    @property
+    def has_result(self) -> bool:
+        return self.evaluation_id is not None
+
+
+@dataclass
+class GroupCells:
+    """One row's cells for one tag group, in the group's column order."""
+
+    tag: str
+    mean: float | None
+    cells: list[Cell]
+
+
+@dataclass
+class Row:
+    model: LanguageModel
+    # suite id -> (accuracy, evaluation id); accuracy is None for a suite without
+    # predictions (scored, but nothing to pass).
+    cells: dict[int, tuple[float | None, int]]
+    group_means: dict[str, float | None]
+    overall: float | None
+    # Suites of the board with a current accuracy for this model.
+    covered: int
+    # The same cells laid out group by group, for templates that cannot index dicts.
+    blocks: list[GroupCells] = field(default_factory=list)
+
+
+@dataclass
+class Group:
+    tag: str
+    suites: list[SuiteColumn]
+
+
+@dataclass
+class Leaderboard:
+    groups: list[Group]
+    # The distinct suites of the board, by name (a suite with two tags is in two groups).
+    suites: list[SuiteColumn]
+    rows: list[Row]
+    # Every tag that has suites (and "untagged" if some have none), for the filter.
+    tags: list[str]
+    tag: str
+    sort: str
+    direction: str
+
+    @property
+    def total(self) -> int:
+        return len(self.suites)
+
+
+def _suite_columns() -> list[SuiteColumn]:
+    """Every suite with its tags, in one query (a left join: one row per suite and tag)."""
+    tags: dict[int, list[str]] = {}
+    names: dict[int, str] = {}
+    for suite_id, name, tag in Suite.objects.order_by("name").values_list(
+        "id", "name", "tags__name"
+    ):
+        names[suite_id] = name
+        bucket = tags.setdefault(suite_id, [])
+        if tag is not None:
+            bucket.append(tag)
+    return [SuiteColumn(id=i, name=names[i], tags=tuple(sorted(tags[i]))) for i in names]
+
+
+def _group(suites: Iterable[SuiteColumn]) -> list[Group]:
+    """Suites by tag, tags in name order and the untagged group last."""
+    by_tag: dict[str, list[SuiteColumn]] = defaultdict(list)
+    for suite in suites:
+        for tag in suite.tags or (UNTAGGED,):
+            by_tag[tag].append(suite)
+    order = sorted(t for t in by_tag if t != UNTAGGED) + ([UNTAGGED] if UNTAGGED in by_tag else [])
+    return [Group(tag=t, suites=by_tag[t]) for t in order]
+
+
+def _mean(values: Iterable[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    return math.fsum(present) / len(present) if present else None
+
+
+def leaderboard(
+    *, tag: str = "", sort: str = "", direction: str = "", include_hidden: bool = False
+) -> Leaderboard:
+    """Models x suites with each model's current accuracy.
+
+    A cell holds the DONE evaluation whose content hash is the suite's current one;
+    results of earlier content are left out. `tag` keeps one group ("untagged" for the
+    suites without tags). `sort` is a suite name, "group:<tag>", "overall" or "model";
+    anything else sorts by overall score. Rows without a value in the sorted column go
+    last in either direction. Three queries in all.
+    """
+    columns = _suite_columns()
+    all_groups = _group(columns)
+    tags = [g.tag for g in all_groups]
+    if tag:
+        groups = [g for g in all_groups if g.tag == tag]
+        suites = groups[0].suites if groups else []
+    else:
+        groups, suites = all_groups, columns
+    suite_ids = {s.id for s in suites}
+
+    models = LanguageModel.objects.all()
+    if not include_hidden:
+        models = models.filter(is_hidden=False)
+    by_id = {m.pk: m for m in models}
+
+    # No ordering: the rows are grouped in Python, and sorting would read created_at.
+    current = Evaluation.objects.filter(
+        status=DONE, content_hash=F("suite__content_hash")
+    ).order_by()
+    # Hidden models are dropped below (by_id), which keeps this query free of a join.
+    if tag:
+        current = current.filter(suite_id__in=suite_ids)
+    cells: dict[int, dict[int, tuple[float | None, int]]] = defaultdict(dict)
+    for model_id, suite_id, accuracy, evaluation_id in current.values_list(
+        "model_id", "suite_id", "accuracy", "id"
+    ):
+        if model_id in by_id and suite_id in suite_ids:
+            cells[model_id][suite_id] = (accuracy, evaluation_id)
+
+    rows = [
+        _row(by_id[model_id], model_cells, groups, suites)
+        for model_id, model_cells in cells.items()
+    ]
+    sort, direction = _sort_rows(rows, sort, direction, {s.name: s.id for s in suites}, groups)
+    return Leaderboard(
+        groups=groups, suites=suites, rows=rows, tags=tags, tag=tag, sort=sort, direction=direction
+    )
+
+
+def _row(
+    model: LanguageModel,
+    cells: dict[int, tuple[float | None, int]],
+    groups: Sequence[Group],
+    suites: Sequence[SuiteColumn],
+) -> Row:
+    by_suite = {
+        s.id: Cell(suite=s, accuracy=cells[s.id][0], evaluation_id=cells[s.id][1])
+        if s.id in cells
+        else Cell(suite=s)
+        for s in suites
+    }
+    blocks = []
+    for group in groups:
+        group_cells = [by_suite[s.id] for s in group.suites]
+        blocks.append(GroupCells(group.tag, _mean(c.accuracy for c in group_cells), group_cells))
+    accuracies = [cells[s.id][0] for s in suites if s.id in cells]
+    return Row(
+        model=model,
+        cells=cells,
+        group_means={b.tag: b.mean for b in blocks},
+        overall=_mean(accuracies),
+        covered=sum(1 for a in accuracies if a is not None),
+        blocks=blocks,
+    )
+
+
+def _sort_rows(
+    rows: list[Row],
+    sort: str,
+    direction: str,
+    suite_ids: dict[str, int],
+    groups: Sequence[Group],
+) -> tuple[str, str]:
+    """Sort in place; returns the sort and direction actually used."""
+    group_tags = {g.tag for g in groups}
+    if sort == SORT_MODEL:
+        direction = direction if direction in ("asc", "desc") else "asc"
+        rows.sort(key=lambda r: r.model.display_name.lower(), reverse=direction == "desc")
+        return sort, direction
+    if sort.startswith(GROUP_PREFIX) and sort[len(GROUP_PREFIX) :] in group_tags:
+        group = sort[len(GROUP_PREFIX) :]
+
+        def key(r: Row) -> float | None:
+            return r.group_means.get(group)
+    elif sort in suite_ids:
+        suite_id = suite_ids[sort]
+
+        def key(r: Row) -> float | None:
+            return r.cells.get(suite_id, (None, 0))[0]
+    else:
+        sort = SORT_OVERALL
+
+        def key(r: Row) -> float | None:
+            return r.overall
+
+    direction = direction if direction in ("asc", "desc") else "desc"
+    # Ties (and rows without a value) in name order, whatever the direction.
+    rows.sort(key=lambda r: r.model.display_name.lower())
+    present = [r for r in rows if key(r) is not None]
+    missing = [r for r in rows if key(r) is None]
+    present.sort(key=lambda r: key(r), reverse=direction == "desc")  # type: ignore[arg-type,return-value]
+    rows[:] = present + missing
+    return sort, direction
+
+
+def leaderboard_data(board: Leaderboard) -> dict[str, Any]:
+    """The board as plain JSON for the API."""
+    names = {s.id: s.name for s in board.suites}
+    return {
+        "tag": board.tag,
+        "sort": board.sort,
+        "direction": board.direction,
+        "tags": board.tags,
+        "groups": [{"tag": g.tag, "suites": [s.name for s in g.suites]} for g in board.groups],
+        "suites": [{"name": s.name, "tags": list(s.tags)} for s in board.suites],
+        "rows": [
+            {
+                "model": row.model.name,
+                "display_name": row.model.display_name,
+                "is_baseline": row.model.is_baseline,
+                "overall": row.overall,
+                "covered": row.covered,
+                "total": board.total,
+                "group_means": row.group_means,
+                "scores": {
+                    names[suite_id]: {"accuracy": accuracy, "evaluation": evaluation_id}
+                    for suite_id, (accuracy, evaluation_id) in sorted(
+                        row.cells.items(), key=lambda kv: names[kv[0]]
+                    )
+                },
+            }
+            for row in board.rows
+        ],
+    }
+
+
+def leaderboard_csv(board: Leaderboard) -> str:
+    """One line per model: overall, coverage, each group mean, then each suite's accuracy."""
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(
+        ["model", "display_name", "is_baseline", "overall", "suites_scored", "suites_total"]
+        + [f"{GROUP_PREFIX}{g.tag}" for g in board.groups]
+        + [s.name for s in board.suites]
+    )
+    for row in board.rows:
+        writer.writerow(
+            [
+                row.model.name,
+                row.model.display_name,
+                int(row.model.is_baseline),
+                _number(row.overall),
+                row.covered,
+                board.total,
+            ]
+            + [_number(row.group_means.get(g.tag)) for g in board.groups]
+            + [_number(row.cells.get(s.id, (None, 0))[0]) for s in board.suites]
+        )
+    return out.getvalue()
+
+
+def _number(value: float | None) -> str:
+    return "" if value is None else repr(float(value))
+
+
+# --- one model, one suite ----------------------------------------------------------------
+
+
+@dataclass
+class SuiteScore:
+    """One evaluation of a model on a suite, as the model and suite pages list them."""
+
+    evaluation_id: int
+    suite_name: str
+    model: LanguageModel | None
+    status: str
+    accuracy: float | None
+    outdated: bool
+    created_at: datetime
+    finished_at: datetime | None
+    tags: tuple[str, ...] = ()
+
+    @property
+    def done(self) -> bool:
+        return self.status == DONE
+
+
+@dataclass
+class TagScore:
+    tag: str
+    mean: float | None
+    covered: int
+    total: int
+
+
+@dataclass
+class ModelScores:
+    model: LanguageModel
+    # Current-content evaluations of any status, then results of earlier content, by suite.
+    suites: list[SuiteScore]
+    tags: list[TagScore]
+    overall: float | None
+    covered: int
+    total: int
+
+
+def model_scores(model: LanguageModel) -> ModelScores:
+    """The model's evaluations suite by suite, its mean per tag and its overall score.
+
+    Per-tag means and the overall score use current results only, as the leaderboard does;
+    done results of earlier suite content are listed, marked outdated. Two queries.
+    """
+    columns = _suite_columns()
+    by_id = {s.id: s for s in columns}
+    rows = (
+        Evaluation.objects.filter(model=model)
+        .order_by("suite__name", "-created_at")
+        .values_list(
+            "id",
+            "suite_id",
+            "status",
+            "accuracy",
+            "content_hash",
+            "suite__content_hash",
+            "created_at",
+            "finished_at",
+        )
+    )
+    scores: list[SuiteScore] = []
+    current: dict[int, float | None] = {}
+    for pk, suite_id, status, accuracy, content_hash, suite_hash, created, finished in rows:
+        outdated = content_hash != suite_hash
+        if outdated and status != DONE:
+            # Only done evaluations have results; a failed run of old content says nothing.
+            continue
+        if not outdated and status == DONE:
+            current[suite_id] = accuracy
+        scores.append(
+            SuiteScore(
+                evaluation_id=pk,
+                suite_name=by_id[suite_id].name,
+                model=model,
+                status=status,
+                accuracy=accuracy if status == DONE else None,
+                outdated=outdated,
+                created_at=created,
+                finished_at=finished,
+                tags=by_id[suite_id].tags,
+            )
+        )
+    scores.sort(key=lambda s: (s.suite_name, s.outdated))
+    tags = [
+        TagScore(
+            tag=g.tag,
+            mean=_mean(current.get(s.id) for s in g.suites),
+            covered=sum(1 for s in g.suites if current.get(s.id) is not None),
+            total=len(g.suites),
+        )
+        for g in _group(columns)
+    ]
+    return ModelScores(
+        model=model,
+        suites=scores,
+        tags=tags,
+        overall=_mean(current.values()),
+        covered=sum(1 for a in current.values() if a is not None),
+        total=len(columns),
+    )
+
+
+def suite_results(suite: Suite, *, include_hidden: bool = False) -> list[SuiteScore]:
+    """The suite's evaluations by model: current content first (done ones by accuracy,
+    best first, then those still running or failed), then done results of earlier
+    content, marked outdated. One query."""
+    evaluations = Evaluation.objects.filter(suite=suite).select_related("model")
+    if not include_hidden:
+        evaluations = evaluations.filter(model__is_hidden=False)
+    scores = []
+    for e in evaluations.order_by("-created_at"):
+        outdated = e.content_hash != suite.content_hash
+        if outdated and e.status != DONE:
+            continue
+        scores.append(
+            SuiteScore(
+                evaluation_id=e.pk,
+                suite_name=suite.name,
+                model=e.model,
+                status=e.status,
+                accuracy=e.accuracy if e.status == DONE else None,
+                outdated=outdated,
+                created_at=e.created_at,
+                finished_at=e.finished_at,
+            )
+        )
+
+    def rank(s: SuiteScore) -> tuple[bool, bool, bool, float, str]:
+        name = s.model.display_name.lower() if s.model else ""
+        return (s.outdated, not s.done, s.accuracy is None, -(s.accuracy or 0.0), name)
+
+    return sorted(scores, key=rank)
+
+
+# --- one evaluation's results ------------------------------------------------------------
+
+
+@dataclass
+class ItemRow:
+    item_number: int
+    outcomes: list[bool | None]
+    passed: bool | None
+
+
+@dataclass
+class ResultPage:
+    evaluation: Evaluation
+    outdated: bool
+    metric: str
+    accuracy: float | None
+    items_passed: int
+    items_evaluated: int
+    predictions: list[PredictionResult]
+    items: list[ItemRow]
+    conditions: list[str]
+    # (number, name) in region order.
+    regions: list[tuple[int, str]]
+    region_names: dict[int, str]
+    # JSON for the surprisal plot (see `plot_data`).
+    plot: dict[str, Any]
+
+
+def _region_numbers(snapshot: dict[str, Any]) -> list[int]:
+    return sorted(int(k) for k in snapshot["region_meta"])
+
+
+def result_page(evaluation: Evaluation) -> ResultPage:
+    """Everything the result page of one done evaluation shows. Two queries."""
+    snapshot = evaluation.snapshot
+    numbers = _region_numbers(snapshot)
+    names = region_names(snapshot)
+    rows = list(evaluation.item_results.values_list("item_number", "values", "outcomes", "passed"))
+    items = [ItemRow(item_number=n, outcomes=list(o or []), passed=p) for n, _v, o, p in rows]
+    conditions = condition_names(snapshot)
+    return ResultPage(
+        evaluation=evaluation,
+        outdated=evaluation.content_hash != evaluation.suite.content_hash,
+        metric=evaluation.metric,
+        accuracy=evaluation.accuracy,
+        items_passed=sum(1 for i in items if i.passed),
+        items_evaluated=sum(1 for i in items if i.passed is not None),
+        predictions=list(evaluation.prediction_results.all()),
+        items=items,
+        conditions=conditions,
+        regions=list(zip(numbers, names, strict=True)),
+        region_names=dict(zip(numbers, names, strict=True)),
+        plot=plot_data(
+            [v for _n, v, _o, _p in rows],
+            conditions,
+            list(zip(numbers, names, strict=True)),
+            evaluation.metric,
+        ),
+    )
+
+
+def interval(values: Sequence[float]) -> tuple[float, float, float] | None:
+    """(mean, lower, upper) of a 95% interval for the mean: mean ± 1.96·sd/√n with the
+    sample standard deviation (n - 1); one value gives an interval of zero width."""
+    if not values:
+        return None
+    mean = math.fsum(values) / len(values)
+    half = Z95 * statistics.stdev(values) / math.sqrt(len(values)) if len(values) > 1 else 0.0
+    return mean, mean - half, mean + half
+
+
+def plot_data(
+    item_values: Sequence[dict[str, Any]],
+    conditions: Sequence[str],
+    regions: Sequence[tuple[int, str]],
+    metric: str,
+) -> dict[str, Any]:
+    """Per condition and region, the mean over items of the evaluation's metric and its
+    95% interval, skipping missing values (None). Regions stay in region order."""
+    series = []
+    for condition in conditions:
+        points: list[dict[str, float | int] | None] = []
+        for index in range(len(regions)):
+            values = [
+                float(v)
+                for item in item_values
+                if (v := _value_at(item, condition, metric, index)) is not None
+            ]
+            summary = interval(values)
+            points.append(
+                None
+                if summary is None
+                else {"y": summary[0], "yMin": summary[1], "yMax": summary[2], "n": len(values)}
+            )
+        series.append({"condition": condition, "points": points})
+    return {
+        "metric": metric,
+        "unit": "bits",
+        "regions": [f"{number} {name}" for number, name in regions],
+        "series": series,
+    }
+
+
+def _value_at(item: dict[str, Any], condition: str, metric: str, index: int) -> Any:
+    values = (item.get(condition) or {}).get(metric) or []
+    return values[index] if index < len(values) else None
+
+
+# --- downloads -----------------------------------------------------------------------------
+
+
+def _item_values(evaluation: Evaluation) -> dict[int, dict[str, Any]]:
+    return dict(evaluation.item_results.values_list("item_number", "values"))
+
+
+def results_document(evaluation: Evaluation) -> dict[str, Any]:
+    """The evaluation in the SyntaxGym results format: the suite as evaluated, with
+    meta.model and a `metric_value` of all six metrics (bits) on every region. The layout
+    is the one the `score` command writes (outcomes.results_document)."""
+    return outcomes.results_document(
+        evaluation.snapshot, evaluation.model.name, _item_values(evaluation)
+    )
+
+
+RESULTS_CSV_HEADER = [
+    "item_number",
+    "condition_name",
+    "region_number",
+    "region_name",
+    "content",
+    *METRICS,
+]
+
+
+def results_csv(evaluation: Evaluation) -> str:
+    """One line per item, condition and region with the six metrics in bits."""
+    document = results_document(evaluation)
+    region_meta = document["region_meta"]
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(RESULTS_CSV_HEADER)
+    for item in document["items"]:
+        for condition in item["conditions"]:
+            for region in condition["regions"]:
+                value = region["metric_value"]
+                writer.writerow(
+                    [
+                        item["item_number"],
+                        condition["condition_name"],
+                        region["region_number"],
+                        region_meta.get(str(region["region_number"]), ""),
+                        region["content"],
+                    ]
+                    + [_number(value[m]) for m in METRICS]
+                )
+    return out.getvalue()

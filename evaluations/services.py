@@ -1,0 +1,333 @@
+"""Writes for evaluations: registering models, requesting and retrying evaluations,
+recording progress and storing results. Each is one function, one transaction."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+from django.utils.text import slugify
+
+from evaluations import outcomes
+from evaluations.models import Evaluation, ItemResult, LanguageModel, PredictionResult
+from suites import formats, selectors
+from suites.models import Suite
+
+log = logging.getLogger(__name__)
+
+S = Evaluation.Status
+# From which states each state may be entered: the status machine never goes backwards.
+ALLOWED_FROM: dict[str, tuple[str, ...]] = {
+    S.RUNNING: (S.QUEUED, S.RUNNING),
+    S.STORING: (S.QUEUED, S.RUNNING),
+    S.DONE: (S.QUEUED, S.RUNNING, S.STORING),
+    S.FAILED: (S.QUEUED, S.RUNNING, S.STORING),
+}
+
+
+class BrokerUnavailable(Exception):
+    """The task queue could not be reached. The evaluations were recorded; asking again
+    sends them."""
+
+
+class ModelRegistrationError(Exception):
+    def __init__(self, errors: dict[str, str]) -> None:
+        super().__init__("; ".join(f"{k}: {v}" for k, v in errors.items()))
+        self.errors = errors
+
+
+def detect_kind(source: str, revision: str = "") -> tuple[str, str]:
+    """Read the model's config (no weights) to tell causal from masked.
+
+    Returns (kind, note); kind is "unknown" when the config cannot be read here (a hub id
+    on an offline machine): the worker fills it in after its first load."""
+    try:
+        from transformers import AutoConfig
+
+        config = AutoConfig.from_pretrained(source, revision=revision or None)
+    except Exception as exc:  # noqa: BLE001 - any failure only means "not known yet"
+        return (
+            LanguageModel.Kind.UNKNOWN,
+            f"could not read the model's config here ({exc.__class__.__name__})",
+        )
+    architectures = " ".join(getattr(config, "architectures", None) or [])
+    if "MaskedLM" in architectures:
+        return LanguageModel.Kind.MASKED, ""
+    if "CausalLM" in architectures or "LMHeadModel" in architectures:
+        return LanguageModel.Kind.CAUSAL, ""
+    if getattr(config, "is_decoder", False) or config.model_type in {
+        "gpt2",
+        "llama",
+        "gpt_neox",
+        "opt",
+    }:
+        return LanguageModel.Kind.CAUSAL, ""
+    return (
+        LanguageModel.Kind.UNKNOWN,
+        f"architectures {architectures or 'unknown'} are neither causal nor masked LMs",
+    )
+
+
+def model_register(
+    *,
+    source: str,
+    display_name: str = "",
+    name: str = "",
+    revision: str = "",
+    description: str = "",
+    reference_url: str = "",
+    user: AbstractBaseUser | None = None,
+    is_baseline: bool = False,
+) -> LanguageModel:
+    source = source.strip()
+    errors: dict[str, str] = {}
+    if not source:
+        errors["source"] = (
+            "give a hub id (e.g. gpt2) or the path of a folder saved with save_pretrained"
+        )
+    name = slugify(name or display_name or source.rstrip("/").split("/")[-1])
+    if not name:
+        errors["name"] = "give a short name of letters, digits and hyphens"
+    elif LanguageModel.objects.filter(name=name).exists():
+        errors["name"] = f"a model named {name!r} is already registered; choose another name"
+    if LanguageModel.objects.filter(source=source, revision=revision).exists():
+        errors["source"] = f"{source!r} (revision {revision or 'default'}) is already registered"
+    if errors:
+        raise ModelRegistrationError(errors)
+    kind, _note = detect_kind(source, revision)
+    try:
+        with transaction.atomic():
+            return LanguageModel.objects.create(
+                name=name,
+                display_name=display_name or source,
+                source=source,
+                revision=revision,
+                kind=kind,
+                description=description,
+                reference_url=reference_url,
+                registered_by=user if user is not None and user.is_authenticated else None,
+                is_baseline=is_baseline,
+            )
+    except IntegrityError:
+        raise ModelRegistrationError({"name": "that model was registered a moment ago"}) from None
+
+
+def model_set_hidden(*, model: LanguageModel, hidden: bool) -> LanguageModel:
+    model.is_hidden = hidden
+    model.save(update_fields=["is_hidden"])
+    return model
+
+
+@dataclass
+class RequestOutcome:
+    evaluations: list[Evaluation]
+    created: list[Evaluation] = field(default_factory=list)
+    existing: list[Evaluation] = field(default_factory=list)
+
+
+def evaluation_request(
+    *,
+    model: LanguageModel,
+    suites: Iterable[Suite],
+    user: AbstractBaseUser | AnonymousUser | None = None,
+) -> RequestOutcome:
+    """One evaluation per (model, suite, content hash): asking again returns the existing
+    one. New ones are sent to the GPU queue after their rows are committed.
+
+    Raises BrokerUnavailable (after committing the rows) when the queue is unreachable;
+    asking again later sends whatever was not sent."""
+    outcome = RequestOutcome(evaluations=[])
+    requester = user if user is not None and user.is_authenticated else None
+    with transaction.atomic():
+        for suite in suites:
+            evaluation = Evaluation.objects.filter(
+                model=model, suite=suite, content_hash=suite.content_hash
+            ).first()
+            if evaluation is None:
+                snapshot = selectors.suite_canonical(suite)
+                try:
+                    with transaction.atomic():
+                        evaluation = Evaluation.objects.create(
+                            model=model,
+                            suite=suite,
+                            content_hash=suite.content_hash,
+                            snapshot=snapshot,
+                            metric=outcomes.prediction_metric(snapshot["meta"].get("metric")),
+                            progress_total=len(formats.sentences(snapshot)),
+                            requested_by=requester,
+                        )
+                    outcome.created.append(evaluation)
+                except IntegrityError:
+                    evaluation = Evaluation.objects.get(
+                        model=model, suite=suite, content_hash=suite.content_hash
+                    )
+                    outcome.existing.append(evaluation)
+            else:
+                outcome.existing.append(evaluation)
+            outcome.evaluations.append(evaluation)
+    # Outside the transaction, so that a worker never sees a row that is not committed.
+    _enqueue([e for e in outcome.evaluations if not e.enqueued and e.status == S.QUEUED])
+    return outcome
+
+
+def scoring_payload(evaluation: Evaluation) -> dict[str, Any]:
+    """Everything a GPU worker needs, so that it never touches the database."""
+    model = evaluation.model
+    return {
+        "evaluation_id": evaluation.pk,
+        "attempt": evaluation.attempt,
+        "model": {"source": model.source, "revision": model.revision},
+        "sentences": [regions for _item, _cond, regions in formats.sentences(evaluation.snapshot)],
+    }
+
+
+def _enqueue(evaluations: Sequence[Evaluation]) -> None:
+    from evaluations import tasks
+
+    failed = []
+    for evaluation in evaluations:
+        try:
+            tasks.enqueue_score(scoring_payload(evaluation))
+        except Exception as exc:  # noqa: BLE001 - any broker failure is reported the same way
+            log.warning("could not enqueue evaluation %s: %s", evaluation.pk, exc)
+            failed.append(evaluation)
+            continue
+        Evaluation.objects.filter(pk=evaluation.pk).update(enqueued=True)
+        evaluation.enqueued = True
+    if failed:
+        raise BrokerUnavailable(
+            f"The task queue could not be reached, so {len(failed)} evaluation(s) are recorded "
+            "but not yet sent to a worker. Nothing was lost: ask again in a moment."
+        )
+
+
+def evaluation_retry(
+    *, evaluation: Evaluation, user: AbstractBaseUser | AnonymousUser | None
+) -> Evaluation:
+    """Send a failed evaluation again, as a new attempt (results of a late old attempt are
+    then ignored)."""
+    with transaction.atomic():
+        updated = Evaluation.objects.filter(pk=evaluation.pk, status=S.FAILED).update(
+            status=S.QUEUED,
+            enqueued=False,
+            attempt=evaluation.attempt + 1,
+            error="",
+            progress_done=0,
+            started_at=None,
+            finished_at=None,
+        )
+    evaluation.refresh_from_db()
+    if updated or (evaluation.status == S.QUEUED and not evaluation.enqueued):
+        _enqueue([evaluation])
+    return evaluation
+
+
+def _advance(evaluation_id: int, attempt: int, to: str, **fields: Any) -> bool:
+    """Move to `to` if allowed from the current state; False when the update is stale."""
+    count = Evaluation.objects.filter(
+        pk=evaluation_id, attempt=attempt, status__in=ALLOWED_FROM[to]
+    ).update(status=to, **fields)
+    return count == 1
+
+
+def progress_record(*, evaluation_id: int, attempt: int, done: int, total: int) -> None:
+    """Record progress; it only ever grows, and marks the run as started."""
+    now = timezone.now()
+    Evaluation.objects.filter(pk=evaluation_id, attempt=attempt, status=S.QUEUED).update(
+        status=S.RUNNING, started_at=now
+    )
+    Evaluation.objects.filter(
+        pk=evaluation_id, attempt=attempt, status=S.RUNNING, progress_done__lt=done
+    ).update(progress_done=done, progress_total=total)
+
+
+def evaluation_fail(*, evaluation_id: int, attempt: int, reason: str) -> None:
+    _advance(evaluation_id, attempt, S.FAILED, error=reason[:5000], finished_at=timezone.now())
+
+
+def results_store(*, evaluation_id: int, attempt: int, results: dict[str, Any]) -> bool:
+    """Write region values, prediction outcomes and accuracy in one transaction.
+
+    Idempotent: a second delivery (or a stale attempt) finds the evaluation done or the
+    attempt changed, and writes nothing. Returns whether it wrote."""
+    with transaction.atomic():
+        evaluation = (
+            Evaluation.objects.select_for_update()
+            .select_related("model")
+            .filter(pk=evaluation_id)
+            .first()
+        )
+        if (
+            evaluation is None
+            or evaluation.attempt != attempt
+            or evaluation.status not in ALLOWED_FROM[S.DONE]
+        ):
+            return False
+        snapshot = evaluation.snapshot
+        keys = formats.sentences(snapshot)
+        scored = results["sentences"]
+        if len(scored) != len(keys):
+            _advance(
+                evaluation_id,
+                attempt,
+                S.FAILED,
+                error=f"the worker returned {len(scored)} sentences for {len(keys)}",
+                finished_at=timezone.now(),
+            )
+            return False
+        outcome = outcomes.score_items(snapshot, scored)
+        item_rows = [
+            ItemResult(
+                evaluation=evaluation,
+                item_number=item.item_number,
+                position=position,
+                values=item.values,
+                outcomes=item.outcomes,
+                passed=item.passed,
+            )
+            for position, item in enumerate(outcome.items)
+        ]
+        prediction_rows = [
+            PredictionResult(
+                evaluation=evaluation,
+                position=p.position,
+                formula=p.formula,
+                passed=p.passed,
+                evaluated=p.evaluated,
+                accuracy=p.accuracy,
+            )
+            for p in outcome.predictions
+        ]
+        ItemResult.objects.filter(evaluation=evaluation).delete()
+        PredictionResult.objects.filter(evaluation=evaluation).delete()
+        ItemResult.objects.bulk_create(item_rows, batch_size=500)
+        PredictionResult.objects.bulk_create(prediction_rows)
+        info = results.get("model_info") or {}
+        _advance(
+            evaluation_id,
+            attempt,
+            S.DONE,
+            accuracy=outcome.accuracy,
+            diagnostics=results.get("diagnostics") or {},
+            model_info=info,
+            progress_done=len(keys),
+            progress_total=len(keys),
+            finished_at=timezone.now(),
+        )
+        _learn_model_facts(evaluation.model, info)
+    return True
+
+
+def _learn_model_facts(model: LanguageModel, info: dict[str, Any]) -> None:
+    changes: dict[str, Any] = {}
+    if model.kind == LanguageModel.Kind.UNKNOWN and info.get("kind") in ("causal", "masked"):
+        changes["kind"] = info["kind"]
+    if model.parameter_count is None and isinstance(info.get("n_params"), int):
+        changes["parameter_count"] = info["n_params"]
+    if changes:
+        LanguageModel.objects.filter(pk=model.pk).update(**changes)

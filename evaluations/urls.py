@@ -1,0 +1,38 @@
+from __future__ import annotations
+
+from django.urls import path
+
+from evaluations import api, leaderboard, views
+
+app_name = "evaluations"
+
+urlpatterns = [
+    path("models/", views.model_list, name="models"),
+    path("models/register/", views.model_register, name="register"),
+    path("models/<slug:name>/visibility/", views.model_visibility, name="visibility"),
+    path("evaluations/", views.evaluation_list, name="list"),
+    path("evaluations/new/", views.evaluation_request, name="request"),
+    path("evaluations/<int:pk>/", views.evaluation_detail, name="detail"),
+    path("evaluations/<int:pk>/retry/", views.evaluation_retry, name="retry"),
+    # After models/register/, which the slug pattern would otherwise swallow.
+    path("models/<slug:name>/", leaderboard.model_page, name="model"),
+    path("leaderboard/", leaderboard.leaderboard_page, name="leaderboard"),
+    path("leaderboard.csv", leaderboard.leaderboard_csv_view, name="leaderboard_csv"),
+    path("evaluations/<int:pk>/results/", leaderboard.result_page_view, name="result"),
+    path("evaluations/<int:pk>/results.json", leaderboard.results_json_view, name="results_json"),
+    path("evaluations/<int:pk>/results.csv", leaderboard.results_csv_view, name="results_csv"),
+]
+
+api_urlpatterns = [
+    path("models/", api.ModelListCreate.as_view(), name="api-models"),
+    path("models/<slug:name>/", api.ModelDetail.as_view(), name="api-model"),
+    path("evaluations/", api.EvaluationListCreate.as_view(), name="api-evaluations"),
+    path("evaluations/<int:pk>/", api.EvaluationDetail.as_view(), name="api-evaluation"),
+    path("evaluations/<int:pk>/retry/", api.EvaluationRetry.as_view(), name="api-evaluation-retry"),
+    path("leaderboard/", leaderboard.LeaderboardAPI.as_view(), name="api-leaderboard"),
+    path(
+        "evaluations/<int:pk>/results/",
+        leaderboard.EvaluationResultsAPI.as_view(),
+        name="api-evaluation-results",
+    ),
+]

@@ -1,0 +1,120 @@
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
+from django.http import HttpRequest, HttpResponse, HttpResponseForbidden
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_POST
+
+from evaluations import services
+from evaluations.forms import EvaluationRequestForm, ModelRegisterForm
+from evaluations.models import Evaluation, LanguageModel
+
+
+def model_list(request: HttpRequest) -> HttpResponse:
+    models = LanguageModel.objects.all()
+    if not request.user.is_staff:
+        models = models.filter(is_hidden=False)
+    return render(request, "evaluations/model_list.html", {"models": models})
+
+
+@login_required
+def model_register(request: HttpRequest) -> HttpResponse:
+    form = ModelRegisterForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        try:
+            model = services.model_register(user=request.user, **form.cleaned_data)
+        except services.ModelRegistrationError as invalid:
+            for field, message in invalid.errors.items():
+                form.add_error(field if field in form.fields else None, message)
+        else:
+            messages.success(
+                request, f"Registered {model.display_name} ({model.get_kind_display()})."
+            )
+            return redirect(model)
+    status = 400 if request.method == "POST" else 200
+    return render(request, "evaluations/model_register.html", {"form": form}, status=status)
+
+
+@login_required
+@require_POST
+def model_visibility(request: HttpRequest, name: str) -> HttpResponse:
+    """Staff hide a model from leaderboards and lists (or show it again)."""
+    if not request.user.is_staff:
+        return HttpResponseForbidden("Only staff may hide or show models.")
+    model = get_object_or_404(LanguageModel, name=name)
+    services.model_set_hidden(model=model, hidden=request.POST.get("hidden") == "1")
+    messages.success(
+        request, f"{model.display_name} is now {'hidden' if model.is_hidden else 'shown'}."
+    )
+    return redirect(model)
+
+
+@login_required
+def evaluation_request(request: HttpRequest) -> HttpResponse:
+    initial = {}
+    if request.GET.get("model"):
+        initial["model"] = request.GET["model"]
+    if request.GET.getlist("suite"):
+        initial["suites"] = request.GET.getlist("suite")
+    form = EvaluationRequestForm(request.POST or None, initial=initial)
+    if request.method == "POST" and form.is_valid():
+        model = form.cleaned_data["model"]
+        suites = form.cleaned_data["all_suites"]
+        try:
+            outcome = services.evaluation_request(model=model, suites=suites, user=request.user)
+        except services.BrokerUnavailable as down:
+            messages.error(request, str(down))
+            return render(
+                request, "evaluations/evaluation_request.html", {"form": form}, status=503
+            )
+        if outcome.created:
+            messages.success(
+                request, f"Queued {len(outcome.created)} evaluation(s) of {model.display_name}."
+            )
+        if outcome.existing:
+            messages.info(
+                request,
+                f"{len(outcome.existing)} of these were already requested for the same suite "
+                "content; showing them instead of running them again.",
+            )
+        if len(outcome.evaluations) == 1:
+            return redirect(outcome.evaluations[0])
+        ids = ",".join(str(e.pk) for e in outcome.evaluations)
+        return redirect(f"/evaluations/?ids={ids}")
+    return render(request, "evaluations/evaluation_request.html", {"form": form})
+
+
+def evaluation_list(request: HttpRequest) -> HttpResponse:
+    evaluations = Evaluation.objects.select_related("model", "suite").order_by("-created_at")
+    ids = [int(i) for i in request.GET.get("ids", "").split(",") if i.strip().isdigit()]
+    if ids:
+        evaluations = evaluations.filter(pk__in=ids)
+    status = request.GET.get("status", "")
+    if status:
+        evaluations = evaluations.filter(status=status)
+    page = Paginator(evaluations, 50).get_page(request.GET.get("page"))
+    return render(
+        request,
+        "evaluations/evaluation_list.html",
+        {"page": page, "status": status, "statuses": Evaluation.Status.choices, "ids": ids},
+    )
+
+
+def evaluation_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    evaluation = get_object_or_404(Evaluation.objects.select_related("model", "suite"), pk=pk)
+    return render(request, "evaluations/evaluation_detail.html", {"evaluation": evaluation})
+
+
+@login_required
+@require_POST
+def evaluation_retry(request: HttpRequest, pk: int) -> HttpResponse:
+    evaluation = get_object_or_404(Evaluation, pk=pk)
+    try:
+        services.evaluation_retry(evaluation=evaluation, user=request.user)
+    except services.BrokerUnavailable as down:
+        messages.error(request, str(down))
+    else:
+        messages.success(request, "Sent again.")
+    return redirect(evaluation)

@@ -1,0 +1,61 @@
+"""What a GPU worker does with one scoring task. No database: everything it needs comes
+in the task's payload, and everything it produces goes back in the result."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from evaluations import scoring
+from evaluations.scoring.metrics import region_metrics
+
+# Progress messages at most this often, so a fast worker does not flood the broker.
+PROGRESS_EVERY_SECONDS = 1.0
+
+
+def sentence_metrics(tokens: list[Any]) -> dict[str, float | None]:
+    """The metrics over all tokens of a sentence: what `(*;%cond%)` refers to."""
+    return region_metrics([t.surprisal for t in tokens])
+
+
+def run_scoring(
+    payload: dict[str, Any], progress: Callable[[int, int], None] | None = None
+) -> dict[str, Any]:
+    """Score the payload's sentences; return region and sentence metrics per sentence.
+
+    payload: {"model": {"source", "revision", "dtype"?}, "sentences": [[region, ...], ...]}
+    result: {"sentences": [{"regions": [{metric: value}], "sentence": {metric: value}}],
+             "diagnostics": {...}, "model_info": {...}}
+    """
+    spec = payload["model"]
+    model = scoring.load_model(
+        spec["source"], revision=spec.get("revision") or None, dtype=spec.get("dtype") or None
+    )
+    last = [0.0]
+
+    def throttled(done: int, total: int) -> None:
+        now = time.monotonic()
+        if progress is not None and (now - last[0] >= PROGRESS_EVERY_SECONDS or done == total):
+            last[0] = now
+            progress(done, total)
+
+    scores = scoring.score_sentences(model, payload["sentences"], progress=throttled)
+    diagnostics: dict[str, Any] = {}
+    for score in scores:
+        for key, value in score.diagnostics.items():
+            if isinstance(value, bool):
+                diagnostics[key] = diagnostics.get(key, 0) + int(value)
+            elif isinstance(value, int | float):
+                diagnostics[key] = diagnostics.get(key, 0) + value
+    return {
+        "sentences": [
+            {
+                "regions": [region.metrics for region in score.regions],
+                "sentence": sentence_metrics(score.tokens),
+            }
+            for score in scores
+        ],
+        "diagnostics": diagnostics,
+        "model_info": scoring.model_info(model),
+    }

@@ -1,0 +1,44 @@
+// Live progress for evaluation pages: poll the API for every unfinished evaluation on the
+// page and update its status, progress bar and accuracy without a reload.
+(function () {
+  "use strict";
+  const POLL_MS = 1500;
+
+  function update(el, data) {
+    const status = el.querySelector("[data-status]");
+    if (status) {
+      status.textContent = data.status.charAt(0).toUpperCase() + data.status.slice(1);
+      status.className = "status status-" + data.status;
+    }
+    const bar = el.querySelector("[data-progress]");
+    if (bar) { bar.max = data.progress_total || 1; bar.value = data.progress_done; }
+    const text = el.querySelector("[data-progress-text]");
+    if (text) text.textContent = data.progress_done + " / " + data.progress_total;
+    const acc = el.querySelector("[data-accuracy]");
+    if (acc) acc.textContent = data.accuracy === null ? "—" : data.accuracy.toFixed(3);
+    const err = el.querySelector("[data-error]");
+    if (err && data.error) { err.hidden = false; err.querySelector("[data-error-text]").textContent = data.error; }
+    const link = el.querySelector("[data-results-link]");
+    if (link && data.status === "done") link.hidden = false;
+    const finished = data.status === "done" || data.status === "failed";
+    el.dataset.finished = finished ? "1" : "0";
+    if (finished && el.tagName === "SECTION" && data.status === "failed") {
+      // The retry button is rendered by the server: reload once to show it.
+      window.location.reload();
+    }
+  }
+
+  async function poll() {
+    const pending = document.querySelectorAll('[data-evaluation][data-finished="0"]');
+    await Promise.all(Array.from(pending).map(async (el) => {
+      try {
+        const response = await fetch("/api/evaluations/" + el.dataset.evaluation + "/", {
+          headers: { Accept: "application/json" }, credentials: "same-origin",
+        });
+        if (response.ok) update(el, await response.json());
+      } catch (e) { /* a missed poll is retried on the next tick */ }
+    }));
+    if (document.querySelector('[data-evaluation][data-finished="0"]')) setTimeout(poll, POLL_MS);
+  }
+  document.addEventListener("DOMContentLoaded", () => setTimeout(poll, POLL_MS));
+})();

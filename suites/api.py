@@ -1,0 +1,203 @@
+"""REST API for suites: thin views over the same services and selectors the pages use."""
+
+from __future__ import annotations
+
+import json
+
+from django.db.models import Count
+from django.http import HttpResponse
+from django.shortcuts import get_object_or_404
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import generics, serializers, status
+from rest_framework.parsers import BaseParser
+from rest_framework.permissions import IsAuthenticatedOrReadOnly
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from suites import formats, selectors, services
+from suites.models import Suite, Tag
+
+
+class RawJSONParser(BaseParser):
+    """Hands the body to the format layer untouched, so that malformed JSON gets the same
+    located error (line, column) as an upload through the page."""
+
+    media_type = "application/json"
+
+    def parse(self, stream, media_type=None, parser_context=None) -> bytes:  # type: ignore[no-untyped-def]
+        return stream.read()
+
+
+class TagSerializer(serializers.ModelSerializer):
+    suite_count = serializers.IntegerField(read_only=True)
+
+    class Meta:
+        model = Tag
+        fields = ["name", "description", "suite_count"]
+
+
+class SuiteSummarySerializer(serializers.ModelSerializer):
+    owner = serializers.CharField(source="owner.username", default=None, read_only=True)
+    tags = serializers.SlugRelatedField(many=True, read_only=True, slug_field="name")
+    url = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Suite
+        fields = [
+            "name",
+            "description",
+            "owner",
+            "tags",
+            "metric",
+            "region_count",
+            "condition_count",
+            "item_count",
+            "content_hash",
+            "created_at",
+            "updated_at",
+            "url",
+        ]
+
+    def get_url(self, suite: Suite) -> str:
+        request = self.context.get("request")
+        path = f"/api/suites/{suite.name}/"
+        return request.build_absolute_uri(path) if request else path
+
+
+class SuiteDetailSerializer(SuiteSummarySerializer):
+    regions = serializers.SerializerMethodField()
+    conditions = serializers.SerializerMethodField()
+    predictions = serializers.SerializerMethodField()
+
+    class Meta(SuiteSummarySerializer.Meta):
+        fields = SuiteSummarySerializer.Meta.fields + [
+            "reference",
+            "author",
+            "comment",
+            "extra_meta",
+            "source_format",
+            "import_warnings",
+            "regions",
+            "conditions",
+            "predictions",
+        ]
+
+    def get_regions(self, suite: Suite) -> list[dict]:
+        return [{"number": r.number, "name": r.name} for r in suite.regions.all()]
+
+    def get_conditions(self, suite: Suite) -> list[str]:
+        return [c.name for c in suite.conditions.all()]
+
+    def get_predictions(self, suite: Suite) -> list[dict]:
+        return [{"formula": p.formula, "original": p.original} for p in suite.predictions.all()]
+
+
+def _errors(errors: list[formats.SuiteError], code: int = status.HTTP_400_BAD_REQUEST) -> Response:
+    return Response({"errors": [e.as_dict() for e in errors]}, status=code)
+
+
+class SuiteListCreate(generics.ListAPIView):
+    """List suites (search, tag filter, sort, pagination) or upload one (body: suite JSON)."""
+
+    serializer_class = SuiteSummarySerializer
+    permission_classes = [IsAuthenticatedOrReadOnly]
+    parser_classes = [RawJSONParser]
+
+    def get_queryset(self):  # type: ignore[no-untyped-def]
+        params = self.request.query_params
+        return selectors.suite_list(
+            q=params.get("search", "").strip(),
+            tag=params.get("tag", "").strip(),
+            sort=params.get("ordering", "name"),
+        )
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("search", str, description="Text in the name or description"),
+            OpenApiParameter("tag", str, description="Only suites with this tag"),
+            OpenApiParameter("ordering", str, enum=list(selectors.SORTS), description="Sort order"),
+        ]
+    )
+    def get(self, request: Request, *args, **kwargs) -> Response:  # type: ignore[no-untyped-def]
+        return super().get(request, *args, **kwargs)
+
+    @extend_schema(
+        request={"application/json": OpenApiTypes.OBJECT},
+        responses={201: SuiteDetailSerializer, 400: OpenApiTypes.OBJECT},
+        description="Upload a suite in any SyntaxGym JSON format. 400 gives "
+        '{"errors": [{"path": ..., "message": ...}]}; nothing is saved unless all is valid.',
+    )
+    def post(self, request: Request) -> Response:
+        try:
+            report = services.suite_import(source=request.data, owner=request.user)
+        except services.SuiteInvalid as invalid:
+            return _errors(invalid.errors)
+        body = SuiteDetailSerializer(report.suite, context={"request": request}).data
+        body["warnings"] = report.warnings
+        return Response(body, status=status.HTTP_201_CREATED)
+
+
+class SuiteDetail(APIView):
+    permission_classes = [IsAuthenticatedOrReadOnly]
+    parser_classes = [RawJSONParser]
+
+    def _get(self, name: str) -> Suite:
+        return get_object_or_404(Suite.objects.select_related("owner"), name=name)
+
+    @extend_schema(responses=SuiteDetailSerializer)
+    def get(self, request: Request, name: str) -> Response:
+        suite = self._get(name)
+        return Response(SuiteDetailSerializer(suite, context={"request": request}).data)
+
+    @extend_schema(
+        request={"application/json": OpenApiTypes.OBJECT},
+        responses={200: SuiteDetailSerializer, 400: OpenApiTypes.OBJECT, 403: None},
+        description="Replace the suite's content (owner or staff).",
+    )
+    def put(self, request: Request, name: str) -> Response:
+        suite = self._get(name)
+        try:
+            report = services.suite_replace(suite=suite, user=request.user, source=request.data)
+        except services.PermissionDenied as denied:
+            return Response({"detail": str(denied)}, status=status.HTTP_403_FORBIDDEN)
+        except services.SuiteInvalid as invalid:
+            return _errors(invalid.errors)
+        body = SuiteDetailSerializer(report.suite, context={"request": request}).data
+        body["warnings"] = report.warnings
+        return Response(body)
+
+    @extend_schema(responses={204: None, 403: None})
+    def delete(self, request: Request, name: str) -> Response:
+        suite = self._get(name)
+        try:
+            services.suite_delete(suite=suite, user=request.user)
+        except services.PermissionDenied as denied:
+            return Response({"detail": str(denied)}, status=status.HTTP_403_FORBIDDEN)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class SuiteExport(APIView):
+    """The whole suite in the canonical current format (or CSV with ?as=csv)."""
+
+    @extend_schema(
+        parameters=[OpenApiParameter("as", str, enum=["json", "csv"])],
+        responses={(200, "application/json"): OpenApiTypes.OBJECT, (200, "text/csv"): str},
+    )
+    def get(self, request: Request, name: str) -> HttpResponse:
+        suite = get_object_or_404(Suite, name=name)
+        data = selectors.suite_canonical(suite)
+        if request.query_params.get("as") == "csv":
+            return HttpResponse(formats.to_csv_text(data), content_type="text/csv; charset=utf-8")
+        return HttpResponse(
+            json.dumps(data, ensure_ascii=False), content_type="application/json; charset=utf-8"
+        )
+
+
+class TagList(generics.ListAPIView):
+    serializer_class = TagSerializer
+    pagination_class = None
+
+    def get_queryset(self):  # type: ignore[no-untyped-def]
+        return Tag.objects.annotate(suite_count=Count("suites")).order_by("name")

@@ -1,0 +1,325 @@
+"""The grid editor: pages to author and edit a suite in the browser, "copy to my suites",
+and the two validation endpoints the editor calls while the user types.
+
+The editor saves through the suites API (`POST /api/suites/`, `PUT /api/suites/<name>/`),
+that is through `services.suite_import` / `services.suite_replace`: one code path checks
+and writes suites whether they come from a file, the API or the grid. The validation
+endpoints below run the same format layer and the same name check, without writing.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_POST
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import status
+from rest_framework.permissions import AllowAny
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from suites import formats, predictions, selectors, services
+from suites.api import RawJSONParser
+from suites.formats import SuiteError
+from suites.models import Suite
+
+METRICS = ("sum", "mean", "median", "range", "max", "min", "all")
+# Copies are named "<name> (copy)", "<name> (copy 2)", …; past this many tries something
+# other than a name clash is wrong.
+MAX_COPY_ATTEMPTS = 100
+
+
+def _suite_or_404(name: str) -> Suite:
+    try:
+        return Suite.objects.select_related("owner").get(name=name)
+    except Suite.DoesNotExist:
+        raise Http404(f"No suite named {name!r}.") from None
+
+
+def _blank_suite() -> dict[str, Any]:
+    """What a new suite starts as: no regions, conditions or items yet (the page says
+    how to add them), so that nothing has to be deleted before real work starts."""
+    return {
+        "meta": {"name": "", "metric": "sum"},
+        "region_meta": {},
+        "predictions": [],
+        "items": [],
+    }
+
+
+def _editor_config(request: HttpRequest, *, mode: str, suite: Suite | None) -> dict[str, Any]:
+    """URLs and flags the editor's script needs; rendered with json_script, never inlined."""
+    return {
+        "mode": mode,
+        "name": suite.name if suite else "",
+        "validateSuiteUrl": reverse("api-validate-suite"),
+        "validateFormulaUrl": reverse("api-validate-formula"),
+        "createUrl": reverse("api-suites"),
+        # The editor swaps the placeholder for the (possibly renamed) suite's name.
+        "suiteApiUrl": reverse("api-suite", args=["__name__"]),
+        "exportUrl": reverse("api-suite-export", args=["__name__"]),
+        "gridUrl": reverse("suites:grid", args=["__name__"]),
+        "detailUrl": reverse("suites:detail", args=["__name__"]),
+        "metrics": list(METRICS),
+    }
+
+
+@login_required
+@require_GET
+def editor_new(request: HttpRequest) -> HttpResponse:
+    return render(
+        request,
+        "suites/editor.html",
+        {
+            "mode": "new",
+            "suite": None,
+            "suite_data": _blank_suite(),
+            "config": _editor_config(request, mode="new", suite=None),
+        },
+    )
+
+
+@login_required
+@require_GET
+def editor_edit(request: HttpRequest, name: str) -> HttpResponse:
+    """The owner (or staff) edits here; anyone else logged in sees the suite read-only,
+    with a button to copy it."""
+    suite = _suite_or_404(name)
+    mode = "edit" if services.can_change(request.user, suite) else "view"
+    return render(
+        request,
+        "suites/editor.html",
+        {
+            "mode": mode,
+            "suite": suite,
+            # Embedded rather than fetched: the same dict /api/suites/<name>/export/ serves,
+            # without a second request before the grid can draw.
+            "suite_data": selectors.suite_canonical(suite),
+            "config": _editor_config(request, mode=mode, suite=suite),
+        },
+    )
+
+
+def copy_name(name: str, attempt: int) -> str:
+    """'<name> (copy)', then '<name> (copy 2)', …, cut to fit the name length limit."""
+    suffix = " (copy)" if attempt == 1 else f" (copy {attempt})"
+    base = name[: services.NAME_MAX_LENGTH - len(suffix)].rstrip()
+    return base + suffix
+
+
+@login_required
+@require_POST
+def suite_copy(request: HttpRequest, name: str) -> HttpResponse:
+    """Copy any suite into the user's own suites and open the copy in the grid."""
+    original = _suite_or_404(name)
+    data = selectors.suite_canonical(original)
+    taken = set(
+        Suite.objects.filter(name__startswith=copy_name(name, 1)[: -len(" (copy)")]).values_list(
+            "name", flat=True
+        )
+    )
+    attempt = 1
+    while attempt <= MAX_COPY_ATTEMPTS:
+        new_name = copy_name(name, attempt)
+        attempt += 1
+        if new_name in taken:
+            continue
+        try:
+            report = services.suite_import(source=data, owner=request.user, name=new_name)
+        except services.SuiteInvalid as invalid:
+            # Someone took the name in the meantime: try the next one. Any other error
+            # means the stored suite no longer passes today's checks; say so.
+            if (
+                all(e.path == "$.meta.name" for e in invalid.errors)
+                and Suite.objects.filter(name=new_name).exists()
+            ):
+                continue
+            for error in invalid.errors[:5]:
+                messages.error(request, f"Could not copy: {error.path}: {error.message}")
+            return redirect(original)
+        messages.success(
+            request,
+            f"Copied “{original.name}” to your suites as “{report.suite.name}”. "
+            "You can edit the copy here.",
+        )
+        return redirect("suites:grid", name=report.suite.name)
+    messages.error(request, "Could not find a free name for the copy; rename some copies first.")
+    return redirect(original)
+
+
+# -- validation endpoints ---------------------------------------------------------------
+
+
+def _bad_request(message: str) -> Response:
+    return Response(
+        {"errors": [{"path": "$", "message": message}]}, status=status.HTTP_400_BAD_REQUEST
+    )
+
+
+def _name_errors(
+    result: formats.FormatResult, raw: object, replace: Suite | None
+) -> list[SuiteError]:
+    """The importer's name check (free name, no slashes, …), also when the rest of the
+    suite still has errors, so that the editor can show a clash as soon as it is typed."""
+    if any(e.path.startswith("$.meta.name") for e in result.errors):
+        return []
+    if result.suite is not None:
+        name = result.suite["meta"]["name"]
+    elif isinstance(raw, dict) and isinstance(raw.get("meta"), dict):
+        name = raw["meta"].get("name")
+    else:
+        return []
+    if not isinstance(name, str):
+        return []
+    # A private helper of services: the same function suite_import calls, so that the
+    # editor shows exactly the message a save would give.
+    return services._check_name(name, exclude_pk=replace.pk if replace else None)
+
+
+class ValidateSuite(APIView):
+    """Check a suite as the importer would, without saving it."""
+
+    permission_classes = [AllowAny]
+    parser_classes = [RawJSONParser]
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter(
+                "as",
+                str,
+                enum=["json", "csv"],
+                description="json (default): the body is a suite in any SyntaxGym JSON format. "
+                'csv: the body is {"csv": "<CSV text>", "meta": {...}, "predictions": [...]}.',
+            ),
+            OpenApiParameter(
+                "replace",
+                str,
+                description="Name of the suite being edited: a suite may keep its own name.",
+            ),
+            OpenApiParameter("to", str, enum=["csv"], description="Also render the suite as CSV"),
+        ],
+        request={"application/json": OpenApiTypes.OBJECT},
+        responses={200: OpenApiTypes.OBJECT, 400: OpenApiTypes.OBJECT},
+        description='Returns {"ok", "errors": [{"path", "message"}], "warnings", '
+        '"source_format", "suite": <canonical suite or null>, "csv"?}. Nothing is saved.',
+    )
+    def post(self, request: Request) -> Response:
+        params = request.query_params
+        replace = None
+        if params.get("replace"):
+            replace = Suite.objects.filter(name=params["replace"]).first()
+        raw: object = None
+        if params.get("as", "json") == "csv":
+            try:
+                sent = json.loads(request.data or b"null")
+            except (ValueError, UnicodeDecodeError):
+                sent = None
+            if not isinstance(sent, dict) or not isinstance(sent.get("csv"), str):
+                return _bad_request('send {"csv": "<the CSV text>", "meta": {"name": ...}}')
+            meta = sent.get("meta") if isinstance(sent.get("meta"), dict) else {}
+            preds = sent.get("predictions") if isinstance(sent.get("predictions"), list) else None
+            result = formats.parse_suite_csv(sent["csv"], meta=meta, predictions=preds)
+        else:
+            result = formats.parse_suite_text(request.data or b"")
+            try:
+                raw = json.loads(request.data or b"null")
+            except (ValueError, UnicodeDecodeError):
+                raw = None
+        errors = [*result.errors, *_name_errors(result, raw, replace)]
+        body: dict[str, Any] = {
+            "ok": not errors,
+            "errors": [e.as_dict() for e in errors],
+            "warnings": list(result.warnings),
+            "source_format": result.source_format,
+            "suite": result.suite,
+        }
+        if params.get("to") == "csv" and result.suite is not None:
+            body["csv"] = formats.to_csv_text(result.suite)
+        return Response(body)
+
+
+class ValidateFormula(APIView):
+    """Parse one prediction formula with the importer's parser and check its references
+    against the regions and conditions the editor has right now."""
+
+    permission_classes = [AllowAny]
+    parser_classes = [RawJSONParser]
+
+    @extend_schema(
+        request={"application/json": OpenApiTypes.OBJECT},
+        responses={200: OpenApiTypes.OBJECT, 400: OpenApiTypes.OBJECT},
+        description='Body {"formula": str, "regions": [int], "conditions": [str]}. Returns '
+        '{"ok", "canonical": str|null, "errors": [{"col": int|null, "message": str}]}; '
+        "col is 1-based, counted in characters.",
+    )
+    def post(self, request: Request) -> Response:
+        try:
+            body = json.loads(request.data or b"null")
+        except (ValueError, UnicodeDecodeError):
+            body = None
+        if not isinstance(body, dict) or not isinstance(body.get("formula"), str):
+            return _bad_request('send {"formula": "...", "regions": [1, 2], "conditions": [...]}')
+        regions = body.get("regions", [])
+        conditions = body.get("conditions", [])
+        if not isinstance(regions, list) or not all(
+            isinstance(n, int) and not isinstance(n, bool) for n in regions
+        ):
+            return _bad_request('"regions" must be a list of region numbers')
+        if not isinstance(conditions, list) or not all(isinstance(c, str) for c in conditions):
+            return _bad_request('"conditions" must be a list of condition names')
+
+        formula = body["formula"]
+        try:
+            node = predictions.parse(formula)
+        except predictions.PredictionError as exc:
+            return Response(
+                {
+                    "ok": False,
+                    "canonical": None,
+                    "errors": [{"col": exc.col, "message": exc.message}],
+                }
+            )
+        errors = _reference_errors(
+            formula, node, region_numbers=set(regions), condition_names=set(conditions)
+        )
+        return Response(
+            {"ok": not errors, "canonical": predictions.canonical(formula), "errors": errors}
+        )
+
+
+# A reference as written, spaces allowed between its parts: "( 2 ; %match% )".
+_REFERENCE = re.compile(r"\(\s*(\d+|\*)\s*;\s*%\s*([A-Za-z0-9_.\-]+)\s*%\s*\)")
+
+
+def _reference_errors(
+    text: str, node: predictions.Node, *, region_numbers: set[int], condition_names: set[str]
+) -> list[dict[str, Any]]:
+    """The importer's messages for unknown regions and conditions, each with the column
+    (1-based) of the first reference it is about, so that the editor can point at it."""
+    spans: dict[tuple[int | None, str], tuple[int, int]] = {}
+    for match in _REFERENCE.finditer(text):
+        region = None if match.group(1) == "*" else int(match.group(1))
+        spans.setdefault((region, match.group(2)), (match.start(1) + 1, match.start(2) + 1))
+    errors: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    for ref in predictions.references(node):
+        # One reference at a time, through the importer's own check, for its wording.
+        for message in predictions.check_references(
+            ref, region_numbers=region_numbers, condition_names=condition_names
+        ):
+            if message in seen:
+                continue
+            seen.add(message)
+            region_col, condition_col = spans.get((ref.region, ref.condition), (None, None))
+            col = region_col if message.startswith("region") else condition_col
+            errors.append({"col": col, "message": message})
+    return errors

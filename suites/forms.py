@@ -1,0 +1,61 @@
+from __future__ import annotations
+
+from django import forms
+from django.conf import settings
+from django.contrib.auth.forms import UserCreationForm
+from django.contrib.auth.models import User
+
+from suites.services import tag_slugs
+
+
+class SignupForm(UserCreationForm):
+    email = forms.EmailField(required=False, help_text="Optional; only used to reach you.")
+
+    class Meta:
+        model = User
+        fields = ("username", "email")
+
+
+class SuiteUploadForm(forms.Form):
+    file = forms.FileField(
+        required=False,
+        label="Suite file (JSON)",
+        help_text="Any SyntaxGym format: current, 2020 bracket formulas, 2019 relations.",
+    )
+    text = forms.CharField(
+        required=False,
+        label="…or paste the JSON",
+        widget=forms.Textarea(attrs={"rows": 10, "spellcheck": "false", "class": "mono"}),
+    )
+
+    def clean(self) -> dict:
+        cleaned = super().clean()
+        upload = cleaned.get("file")
+        text = cleaned.get("text") or ""
+        if upload and text.strip():
+            raise forms.ValidationError("Give either a file or pasted text, not both.")
+        if not upload and not text.strip():
+            raise forms.ValidationError("Choose a JSON file or paste the suite's JSON.")
+        if upload and upload.size > settings.GYM_MAX_UPLOAD_BYTES:
+            raise forms.ValidationError(
+                f"The file is {upload.size:,} bytes; the limit is "
+                f"{settings.GYM_MAX_UPLOAD_BYTES:,} bytes."
+            )
+        return cleaned
+
+    def source(self) -> bytes | str:
+        upload = self.cleaned_data.get("file")
+        if upload:
+            return upload.read()
+        return self.cleaned_data["text"]
+
+
+class SuiteMetaForm(forms.Form):
+    description = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 3}))
+    reference = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}))
+    author = forms.CharField(required=False, max_length=500)
+    comment = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 3}))
+    tags = forms.CharField(required=False, help_text="Comma-separated, e.g. agreement, licensing")
+
+    def clean_tags(self) -> list[str]:
+        return tag_slugs(self.cleaned_data.get("tags", "").split(","))

@@ -1,0 +1,67 @@
+"""Reads of suites that several pages, the API and the exporters share."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models import Q, QuerySet
+
+from suites.models import Suite
+
+SORTS = {
+    "name": "name",
+    "-name": "-name",
+    "newest": "-created_at",
+    "oldest": "created_at",
+    "items": "-item_count",
+    "updated": "-updated_at",
+}
+
+
+def suite_list(*, q: str = "", tag: str = "", sort: str = "name") -> QuerySet[Suite]:
+    suites = Suite.objects.select_related("owner").prefetch_related("tags")
+    if q:
+        suites = suites.filter(Q(name__icontains=q) | Q(description__icontains=q))
+    if tag:
+        suites = suites.filter(tags__name=tag)
+    return suites.order_by(SORTS.get(sort, "name"), "name")
+
+
+def suite_meta(suite: Suite) -> dict[str, Any]:
+    """meta in the canonical order the format layer writes."""
+    meta: dict[str, Any] = {"name": suite.name, "metric": suite.metric}
+    for key in ("description", "reference", "author", "comment"):
+        value = getattr(suite, key)
+        if value:
+            meta[key] = value
+    tags = sorted(t.name for t in suite.tags.all())
+    if tags:
+        meta["tags"] = tags
+    meta.update(suite.extra_meta or {})
+    return meta
+
+
+def suite_canonical(suite: Suite) -> dict[str, Any]:
+    """The whole suite as the canonical (current-format) dict the exporters write."""
+    regions = list(suite.regions.all())
+    return {
+        "meta": suite_meta(suite),
+        "region_meta": {str(r.number): r.name for r in regions},
+        "predictions": [{"type": "formula", "formula": p.formula} for p in suite.predictions.all()],
+        "items": [
+            {
+                "item_number": item.item_number,
+                "conditions": [
+                    {
+                        "condition_name": c["condition_name"],
+                        "regions": [
+                            {"region_number": i + 1, "content": content}
+                            for i, content in enumerate(c["regions"])
+                        ],
+                    }
+                    for c in item.conditions
+                ],
+            }
+            for item in suite.items.all()
+        ],
+    }

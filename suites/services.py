@@ -1,0 +1,254 @@
+"""Writes to suites: every use case that touches several rows is one function here,
+called by pages, the API, management commands and the grid editor alike."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.db import IntegrityError, transaction
+from django.utils.text import slugify
+
+from suites import formats
+from suites.formats import SuiteError
+from suites.models import Condition, Item, Prediction, Region, Suite, Tag
+
+NAME_MAX_LENGTH = 200
+# Names appear in URLs (/suites/<name>/); a slash would split them.
+_NAME_FORBIDDEN = re.compile(r"[/\\\x00-\x1f\x7f]")
+_META_TEXT_FIELDS = ("description", "reference", "author", "comment")
+
+
+class SuiteInvalid(Exception):
+    """The suite cannot be saved; `errors` says where and why. Nothing was written."""
+
+    def __init__(self, errors: list[SuiteError]) -> None:
+        super().__init__("; ".join(f"{e.path}: {e.message}" for e in errors[:3]))
+        self.errors = errors
+
+
+class PermissionDenied(Exception):
+    pass
+
+
+@dataclass
+class ImportReport:
+    suite: Suite
+    created: bool
+    source_format: str
+    warnings: list[str] = field(default_factory=list)
+
+
+def can_change(user: AbstractBaseUser | AnonymousUser | None, suite: Suite) -> bool:
+    """Owners change their suites; staff change any (and the site's own examples)."""
+    if user is None or not user.is_authenticated:
+        return False
+    return bool(user.is_staff) or (suite.owner_id is not None and suite.owner_id == user.pk)
+
+
+def tag_slugs(raw: Iterable[str]) -> list[str]:
+    """Tags as stored: lower-case slugs, unique, sorted."""
+    return sorted({slugify(str(t)) for t in raw if slugify(str(t))})
+
+
+def _check_name(name: str, *, exclude_pk: int | None) -> list[SuiteError]:
+    errors: list[SuiteError] = []
+    if not name.strip():
+        errors.append(SuiteError("$.meta.name", "the suite needs a name (meta.name)"))
+    elif len(name) > NAME_MAX_LENGTH:
+        errors.append(
+            SuiteError(
+                "$.meta.name",
+                f"the name is {len(name)} characters long; shorten it to at most {NAME_MAX_LENGTH}",
+            )
+        )
+    elif _NAME_FORBIDDEN.search(name):
+        errors.append(
+            SuiteError("$.meta.name", "the name may not contain slashes or control characters")
+        )
+    elif name != name.strip():
+        errors.append(SuiteError("$.meta.name", "the name may not start or end with spaces"))
+    else:
+        clash = Suite.objects.filter(name=name).exclude(pk=exclude_pk).select_related("owner")
+        other = clash.first()
+        if other is not None:
+            whose = (
+                f"owned by {other.owner.username}" if other.owner else "one of the site's examples"
+            )
+            errors.append(
+                SuiteError(
+                    "$.meta.name",
+                    f"a suite named {name!r} already exists ({whose}); choose another "
+                    "meta.name, or replace that suite from its own page if it is yours",
+                )
+            )
+    return errors
+
+
+def suite_import(
+    *,
+    source: str | bytes | dict[str, Any] | formats.FormatResult,
+    owner: AbstractBaseUser | None,
+    replace: Suite | None = None,
+    name: str | None = None,
+) -> ImportReport:
+    """Validate a suite in any known format and save it, all or nothing.
+
+    `replace`: an existing suite whose content is swapped for this one (its row, and so
+    the evaluations that point at it, stay). `name` overrides meta.name.
+    Raises SuiteInvalid with every error found; nothing is written then.
+    """
+    if isinstance(source, formats.FormatResult):
+        result = source
+    elif isinstance(source, dict):
+        result = formats.parse_suite_data(source)
+    else:
+        result = formats.parse_suite_text(source)
+    if not result.ok or result.suite is None:
+        raise SuiteInvalid(list(result.errors))
+    data = result.suite
+    if name is not None:
+        data = {**data, "meta": {**data["meta"], "name": name}}
+    suite_name = str(data["meta"].get("name", ""))
+    name_errors = _check_name(suite_name, exclude_pk=replace.pk if replace else None)
+    if name_errors:
+        raise SuiteInvalid(name_errors)
+
+    try:
+        with transaction.atomic():
+            suite = _write(data, owner=owner, replace=replace, result=result)
+    except IntegrityError:
+        # Another request took the name between the check and the insert.
+        raise SuiteInvalid(
+            _check_name(suite_name, exclude_pk=replace.pk if replace else None)
+            or [SuiteError("$.meta.name", f"a suite named {suite_name!r} already exists")]
+        ) from None
+    return ImportReport(
+        suite=suite,
+        created=replace is None,
+        source_format=result.source_format,
+        warnings=list(result.warnings),
+    )
+
+
+def _write(
+    data: dict[str, Any],
+    *,
+    owner: AbstractBaseUser | None,
+    replace: Suite | None,
+    result: formats.FormatResult,
+) -> Suite:
+    meta = data["meta"]
+    known = {"name", "metric", "tags", *_META_TEXT_FIELDS}
+    suite = replace if replace is not None else Suite(owner=owner)
+    suite.name = meta["name"]
+    for key in _META_TEXT_FIELDS:
+        setattr(suite, key, str(meta.get(key) or ""))
+    suite.metric = meta.get("metric", "sum")
+    suite.extra_meta = {k: v for k, v in meta.items() if k not in known}
+    suite.source_format = result.source_format
+    suite.import_warnings = list(result.warnings)
+    suite.content_hash = formats.content_hash(data)
+    region_meta: dict[str, str] = data["region_meta"]
+    items = data["items"]
+    condition_order = [c["condition_name"] for c in items[0]["conditions"]] if items else []
+    suite.region_count = len(region_meta)
+    suite.condition_count = len(condition_order)
+    suite.item_count = len(items)
+    suite.save()
+
+    if replace is not None:
+        for related in (suite.regions, suite.conditions, suite.predictions, suite.items):
+            related.all().delete()
+
+    Region.objects.bulk_create(
+        Region(suite=suite, number=int(number), name=region_name)
+        for number, region_name in sorted(region_meta.items(), key=lambda kv: int(kv[0]))
+    )
+    Condition.objects.bulk_create(
+        Condition(suite=suite, name=cond, position=i) for i, cond in enumerate(condition_order)
+    )
+    originals = list(result.original_predictions)
+    Prediction.objects.bulk_create(
+        Prediction(
+            suite=suite,
+            position=i,
+            formula=p["formula"],
+            original=originals[i] if i < len(originals) else p["formula"],
+        )
+        for i, p in enumerate(data.get("predictions", []))
+    )
+    Item.objects.bulk_create(
+        (
+            Item(
+                suite=suite,
+                item_number=item["item_number"],
+                position=i,
+                conditions=[
+                    {
+                        "condition_name": c["condition_name"],
+                        "regions": [r["content"] for r in c["regions"]],
+                    }
+                    for c in item["conditions"]
+                ],
+            )
+            for i, item in enumerate(items)
+        ),
+        batch_size=500,
+    )
+    _set_tags(suite, meta.get("tags", []))
+    return suite
+
+
+def _set_tags(suite: Suite, raw: Iterable[str]) -> None:
+    slugs = tag_slugs(raw)
+    existing = {t.name: t for t in Tag.objects.filter(name__in=slugs)}
+    missing = [Tag(name=s) for s in slugs if s not in existing]
+    if missing:
+        Tag.objects.bulk_create(missing, ignore_conflicts=True)
+        existing = {t.name: t for t in Tag.objects.filter(name__in=slugs)}
+    suite.tags.set([existing[s] for s in slugs])
+
+
+def suite_update_meta(
+    *,
+    suite: Suite,
+    user: AbstractBaseUser | AnonymousUser | None,
+    description: str,
+    reference: str,
+    author: str,
+    comment: str,
+    tags: Iterable[str],
+) -> Suite:
+    """Change what describes a suite; its content (and so its content hash) stays."""
+    if not can_change(user, suite):
+        raise PermissionDenied("only the suite's owner (or staff) may change it")
+    with transaction.atomic():
+        suite.description = description
+        suite.reference = reference
+        suite.author = author
+        suite.comment = comment
+        suite.save(update_fields=["description", "reference", "author", "comment", "updated_at"])
+        _set_tags(suite, tags)
+    return suite
+
+
+def suite_replace(
+    *,
+    suite: Suite,
+    user: AbstractBaseUser | AnonymousUser | None,
+    source: str | bytes | dict[str, Any] | formats.FormatResult,
+) -> ImportReport:
+    """Swap a suite's content for a new upload, keeping its identity (owner, evaluations)."""
+    if not can_change(user, suite):
+        raise PermissionDenied("only the suite's owner (or staff) may replace it")
+    return suite_import(source=source, owner=suite.owner, replace=suite)
+
+
+def suite_delete(*, suite: Suite, user: AbstractBaseUser | AnonymousUser | None) -> None:
+    if not can_change(user, suite):
+        raise PermissionDenied("only the suite's owner (or staff) may delete it")
+    suite.delete()

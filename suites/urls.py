@@ -1,0 +1,32 @@
+from __future__ import annotations
+
+from django.urls import path
+
+from suites import api, authoring, views
+
+app_name = "suites"
+
+urlpatterns = [
+    path("", views.suite_list, name="list"),
+    path("upload/", views.suite_upload, name="upload"),
+    path("editor/", authoring.editor_new, name="editor"),
+    path("tags/", views.tag_list, name="tags"),
+    path("tags/<slug:tag>/", views.suite_list, name="tag"),
+    path("suites/<str:name>/", views.suite_detail, name="detail"),
+    path("suites/<str:name>/edit/", views.suite_edit, name="edit"),
+    path("suites/<str:name>/replace/", views.suite_replace, name="replace"),
+    path("suites/<str:name>/delete/", views.suite_delete, name="delete"),
+    path("suites/<str:name>/download.json", views.suite_download_json, name="download_json"),
+    path("suites/<str:name>/download.csv", views.suite_download_csv, name="download_csv"),
+    path("suites/<str:name>/grid/", authoring.editor_edit, name="grid"),
+    path("suites/<str:name>/copy/", authoring.suite_copy, name="copy"),
+]
+
+api_urlpatterns = [
+    path("suites/", api.SuiteListCreate.as_view(), name="api-suites"),
+    path("suites/<str:name>/", api.SuiteDetail.as_view(), name="api-suite"),
+    path("suites/<str:name>/export/", api.SuiteExport.as_view(), name="api-suite-export"),
+    path("tags/", api.TagList.as_view(), name="api-tags"),
+    path("validate/suite/", authoring.ValidateSuite.as_view(), name="api-validate-suite"),
+    path("validate/formula/", authoring.ValidateFormula.as_view(), name="api-validate-formula"),
+]

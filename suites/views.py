@@ -1,0 +1,212 @@
+from __future__ import annotations
+
+import json
+
+from django.conf import settings
+from django.contrib import messages
+from django.contrib.auth import login
+from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseForbidden
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_http_methods
+
+from suites import formats, selectors, services
+from suites.forms import SignupForm, SuiteMetaForm, SuiteUploadForm
+from suites.models import Suite, Tag
+
+SUITES_PER_PAGE = 25
+ITEMS_PER_PAGE = 50
+
+
+def signup(request: HttpRequest) -> HttpResponse:
+    if request.method == "POST":
+        form = SignupForm(request.POST)
+        if form.is_valid():
+            user = form.save()
+            login(request, user)
+            messages.success(request, f"Welcome, {user.username}. You can upload suites now.")
+            return redirect("suites:list")
+    else:
+        form = SignupForm()
+    return render(request, "registration/signup.html", {"form": form})
+
+
+def suite_list(request: HttpRequest, tag: str | None = None) -> HttpResponse:
+    q = request.GET.get("q", "").strip()
+    tag_name = tag or request.GET.get("tag", "").strip()
+    sort = request.GET.get("sort", "name")
+    tag_obj = None
+    if tag:
+        tag_obj = get_object_or_404(Tag, name=tag)
+    suites = selectors.suite_list(q=q, tag=tag_name, sort=sort)
+    page = Paginator(suites, SUITES_PER_PAGE).get_page(request.GET.get("page"))
+    return render(
+        request,
+        "suites/suite_list.html",
+        {
+            "page": page,
+            "q": q,
+            "tag": tag_name,
+            "tag_obj": tag_obj,
+            "sort": sort,
+            "sorts": [
+                ("name", "Name A–Z"),
+                ("-name", "Name Z–A"),
+                ("newest", "Newest"),
+                ("updated", "Recently updated"),
+                ("items", "Most items"),
+            ],
+            "all_tags": Tag.objects.all(),
+        },
+    )
+
+
+def tag_list(request: HttpRequest) -> HttpResponse:
+    from django.db.models import Count
+
+    tags = Tag.objects.annotate(n=Count("suites")).order_by("name")
+    return render(request, "suites/tag_list.html", {"tags": tags})
+
+
+def _suite_or_404(name: str) -> Suite:
+    try:
+        return Suite.objects.select_related("owner").get(name=name)
+    except Suite.DoesNotExist:
+        raise Http404(f"No suite named {name!r}.") from None
+
+
+def suite_detail(request: HttpRequest, name: str) -> HttpResponse:
+    suite = _suite_or_404(name)
+    regions = list(suite.regions.all())
+    region_names = {r.number: r.name for r in regions}
+    page = Paginator(suite.items.all(), ITEMS_PER_PAGE).get_page(request.GET.get("page"))
+    return render(
+        request,
+        "suites/suite_detail.html",
+        {
+            "suite": suite,
+            "regions": regions,
+            "region_names": region_names,
+            "conditions": list(suite.conditions.all()),
+            "predictions": list(suite.predictions.all()),
+            "tags": list(suite.tags.all()),
+            "page": page,
+            "can_change": services.can_change(request.user, suite),
+            "extra_meta": json.dumps(suite.extra_meta, indent=2, ensure_ascii=False)
+            if suite.extra_meta
+            else "",
+        },
+    )
+
+
+def _import_errors_response(
+    request: HttpRequest, template: str, context: dict, errors: list[formats.SuiteError]
+) -> HttpResponse:
+    context = {**context, "errors": errors}
+    return render(request, template, context, status=400)
+
+
+@login_required
+def suite_upload(request: HttpRequest) -> HttpResponse:
+    form = SuiteUploadForm(request.POST or None, request.FILES or None)
+    context = {"form": form, "max_bytes": settings.GYM_MAX_UPLOAD_BYTES}
+    if request.method == "POST" and form.is_valid():
+        try:
+            report = services.suite_import(source=form.source(), owner=request.user)
+        except services.SuiteInvalid as invalid:
+            return _import_errors_response(
+                request, "suites/suite_upload.html", context, invalid.errors
+            )
+        _report_messages(request, report)
+        return redirect(report.suite)
+    return render(request, "suites/suite_upload.html", context, status=400 if form.errors else 200)
+
+
+def _report_messages(request: HttpRequest, report: services.ImportReport) -> None:
+    verb = "Imported" if report.created else "Replaced"
+    messages.success(
+        request,
+        f"{verb} “{report.suite.name}”: {report.suite.item_count} items, "
+        f"{report.suite.condition_count} conditions, {report.suite.region_count} regions "
+        f"(format: {report.source_format}).",
+    )
+    for warning in report.warnings:
+        messages.warning(request, warning)
+
+
+@login_required
+def suite_replace(request: HttpRequest, name: str) -> HttpResponse:
+    suite = _suite_or_404(name)
+    if not services.can_change(request.user, suite):
+        return HttpResponseForbidden("Only the suite's owner (or staff) may replace it.")
+    form = SuiteUploadForm(request.POST or None, request.FILES or None)
+    context = {"form": form, "suite": suite, "max_bytes": settings.GYM_MAX_UPLOAD_BYTES}
+    if request.method == "POST" and form.is_valid():
+        try:
+            report = services.suite_replace(suite=suite, user=request.user, source=form.source())
+        except services.SuiteInvalid as invalid:
+            return _import_errors_response(
+                request, "suites/suite_upload.html", context, invalid.errors
+            )
+        _report_messages(request, report)
+        return redirect(report.suite)
+    return render(request, "suites/suite_upload.html", context, status=400 if form.errors else 200)
+
+
+@login_required
+def suite_edit(request: HttpRequest, name: str) -> HttpResponse:
+    suite = _suite_or_404(name)
+    if not services.can_change(request.user, suite):
+        return HttpResponseForbidden("Only the suite's owner (or staff) may edit it.")
+    if request.method == "POST":
+        form = SuiteMetaForm(request.POST)
+        if form.is_valid():
+            services.suite_update_meta(suite=suite, user=request.user, **form.cleaned_data)
+            messages.success(request, "Saved.")
+            return redirect(suite)
+    else:
+        form = SuiteMetaForm(
+            initial={
+                "description": suite.description,
+                "reference": suite.reference,
+                "author": suite.author,
+                "comment": suite.comment,
+                "tags": ", ".join(t.name for t in suite.tags.all()),
+            }
+        )
+    return render(request, "suites/suite_edit.html", {"form": form, "suite": suite})
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def suite_delete(request: HttpRequest, name: str) -> HttpResponse:
+    suite = _suite_or_404(name)
+    if not services.can_change(request.user, suite):
+        return HttpResponseForbidden("Only the suite's owner (or staff) may delete it.")
+    if request.method == "POST":
+        services.suite_delete(suite=suite, user=request.user)
+        messages.success(request, f"Deleted “{name}”.")
+        return redirect("suites:list")
+    return render(request, "suites/suite_delete.html", {"suite": suite})
+
+
+def _download_name(suite: Suite, ext: str) -> str:
+    safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in suite.name)
+    return f"{safe}.{ext}"
+
+
+def suite_download_json(request: HttpRequest, name: str) -> HttpResponse:
+    suite = _suite_or_404(name)
+    body = formats.to_json_text(selectors.suite_canonical(suite))
+    response = HttpResponse(body, content_type="application/json; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="{_download_name(suite, "json")}"'
+    return response
+
+
+def suite_download_csv(request: HttpRequest, name: str) -> HttpResponse:
+    suite = _suite_or_404(name)
+    body = formats.to_csv_text(selectors.suite_canonical(suite))
+    response = HttpResponse(body, content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="{_download_name(suite, "csv")}"'
+    return response

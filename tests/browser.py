@@ -1,0 +1,111 @@
+"""Shared fixtures for browser tests: Playwright driving Debian's `chromium` package (never
+a browser downloaded by Playwright), one context and page per test against pytest-django's
+live server, logging in through the real login form, and the artifacts folder.
+
+Use them by importing into a test module:
+
+    from tests.browser import browser, browser_context, login, page  # noqa: F401
+
+and mark the tests `@pytest.mark.browser` and `@pytest.mark.django_db(transaction=True)`
+(the live server runs in another thread, so the data must be committed).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote, unquote, urlsplit
+
+import pytest
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Browser, BrowserContext, Page
+
+# Playwright's sync API runs an event loop in the test thread, and Django refuses ORM calls
+# from a thread with a running loop. The tests' own ORM calls are plain synchronous code
+# between browser steps, so the guard protects nothing here.
+os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+
+REPO = Path(__file__).resolve().parents[1]
+ARTIFACTS = REPO / "artifacts"
+VIEWPORT = {"width": 1400, "height": 900}
+CHROMIUM_ARGS = [
+    "--headless=new",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+TIMEOUT_MS = 10_000
+
+
+def _unavailable(reason: str) -> None:
+    """CI must run the browser tests, so there a missing browser is a failure; on a
+    laptop without chromium the tests are skipped with the reason."""
+    if os.environ.get("CI"):
+        pytest.fail(f"{reason} (CI must run the browser tests)", pytrace=False)
+    pytest.skip(reason)
+
+
+def artifact(name: str) -> Path:
+    """A path in the artifacts folder (ignored by git) for screenshots and downloads."""
+    ARTIFACTS.mkdir(exist_ok=True)
+    return ARTIFACTS / name
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[Browser]:
+    executable = shutil.which("chromium")
+    if executable is None:
+        _unavailable(
+            "Debian's chromium is not installed: apt-get install chromium "
+            "(scripts/test.sh installs it)"
+        )
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        _unavailable("the playwright Python package is not installed (requirements-dev.txt)")
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
+        yield launched
+        launched.close()
+
+
+@pytest.fixture
+def browser_context(browser: Browser, live_server: Any) -> Iterator[BrowserContext]:
+    """A fresh profile (no cookies) per test; relative URLs go to the live server, and
+    pages may use the clipboard, so that tests can paste as a user does."""
+    context = browser.new_context(
+        viewport=VIEWPORT, base_url=live_server.url, accept_downloads=True
+    )
+    context.grant_permissions(["clipboard-read", "clipboard-write"], origin=live_server.url)
+    context.set_default_timeout(TIMEOUT_MS)
+    yield context
+    context.close()
+
+
+@pytest.fixture
+def page(browser_context: BrowserContext) -> Iterator[Page]:
+    """A page whose uncaught JavaScript errors fail the test."""
+    current = browser_context.new_page()
+    errors: list[str] = []
+    current.on("pageerror", lambda exc: errors.append(str(exc)))
+    yield current
+    if errors:
+        pytest.fail("JavaScript errors on the page:\n" + "\n".join(errors), pytrace=False)
+
+
+def login(page: Page, username: str, password: str, *, next_url: str = "/") -> None:
+    """Log in through the site's own form, then land on `next_url`."""
+    page.goto(f"/accounts/login/?next={quote(next_url)}")
+    page.get_by_label("Username").fill(username)
+    page.get_by_label("Password").fill(password)
+    page.get_by_role("button", name="Log in").click()
+    target = unquote(urlsplit(next_url).path)
+    page.wait_for_url(lambda url: unquote(urlsplit(url).path) == target)

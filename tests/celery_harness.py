@@ -1,0 +1,146 @@
+"""Real Celery workers for the integration tests: a subprocess running the project's
+worker against the real Redis broker and the test database."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+from django.db import connection
+
+from gym.celery import app as celery_app
+from tests.conftest import REPO
+
+REDIS_URL = os.environ.get("GYM_TEST_REDIS_URL", "redis://127.0.0.1:6379/11")
+
+
+def redis_or_skip() -> str:
+    import redis
+
+    try:
+        client = redis.Redis.from_url(REDIS_URL, socket_connect_timeout=2)
+        client.ping()
+    except Exception as exc:  # noqa: BLE001
+        if os.environ.get("CI"):
+            raise RuntimeError(f"CI needs Redis at {REDIS_URL}: {exc}") from exc
+        pytest.skip(f"Redis not reachable at {REDIS_URL}")
+    client.flushdb()
+    client.close()
+    return REDIS_URL
+
+
+def flush_redis() -> None:
+    import redis
+
+    client = redis.Redis.from_url(REDIS_URL)
+    client.flushdb()
+    client.close()
+
+
+@contextmanager
+def broker(url: str) -> Iterator[None]:
+    """Point this process's Celery app at `url` (publishing side) for a while."""
+    before = celery_app.conf.broker_url
+    before_opts = dict(celery_app.conf.broker_transport_options or {})
+    _switch(url, {"visibility_timeout": 3600} if url.startswith("redis") else before_opts)
+    try:
+        yield
+    finally:
+        _switch(before, before_opts)
+
+
+def _switch(url: str, options: dict) -> None:
+    from kombu import pools
+
+    # Drop every connection and producer pool made for the old broker.
+    pools.reset()
+    celery_app._pool = None
+    celery_app.conf.broker_url = url
+    celery_app.conf.broker_transport_options = options
+    celery_app.amqp._producer_pool = None
+
+
+def database_url() -> str:
+    settings = connection.settings_dict
+    if settings["ENGINE"].endswith("sqlite3"):
+        return f"sqlite:///{settings['NAME']}"
+    user = settings.get("USER") or "postgres"
+    password = f":{settings['PASSWORD']}" if settings.get("PASSWORD") else ""
+    host = settings.get("HOST") or "127.0.0.1"
+    port = settings.get("PORT") or 5432
+    return f"postgres://{user}{password}@{host}:{port}/{settings['NAME']}"
+
+
+class Worker:
+    def __init__(self, log_dir: Path, **env: str) -> None:
+        self.name = f"test-{uuid.uuid4().hex[:8]}@localhost"
+        self.log = log_dir / f"{self.name.split('@')[0]}.log"
+        environment = {
+            **os.environ,
+            "CELERY_BROKER_URL": REDIS_URL,
+            "DATABASE_URL": database_url(),
+            "HF_HUB_OFFLINE": "1",
+            "PYTHONUNBUFFERED": "1",
+            **env,
+        }
+        self.process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "gym",
+                "worker",
+                "--loglevel",
+                "INFO",
+                "--queues",
+                "celery,gpu",
+                "--concurrency",
+                "1",
+                "--pool",
+                "prefork",
+                "--without-gossip",
+                "--without-mingle",
+                "--hostname",
+                self.name,
+            ],
+            cwd=REPO,
+            env=environment,
+            stdout=self.log.open("w"),
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # its own process group, so a kill takes its children
+        )
+
+    def wait_ready(self, timeout: float = 90) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"worker exited: {self.log.read_text()[-3000:]}")
+            if " ready." in self.log.read_text():
+                return
+            time.sleep(0.3)
+        raise RuntimeError(f"worker not ready after {timeout}s: {self.log.read_text()[-3000:]}")
+
+    def kill(self) -> None:
+        """SIGKILL the worker and its pool children, as a crashed machine would."""
+        try:
+            os.killpg(self.process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.process.wait(timeout=30)
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.kill()

@@ -1,0 +1,145 @@
+"""Shared fixtures: named users (alice owns, bob is another user, charlie is staff),
+clients that enforce CSRF like a browser, and the path to the real suites in shared/."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.test import Client
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_DATA = Path(os.environ.get("GYM_SHARED_DATA", REPO.parent / "shared" / "data"))
+EXAMPLES = REPO / "examples"
+
+
+def shared_files(*parts: str) -> list[Path]:
+    """The real suites in shared/data (recursively); empty when the folder is absent,
+    which CI does not allow."""
+    folder = SHARED_DATA.joinpath(*parts)
+    if not folder.is_dir():
+        if os.environ.get("CI"):
+            raise RuntimeError(f"CI needs the shared data at {folder}")
+        return []
+    # The JSON Schema file that sits beside the suites is not a suite.
+    return sorted(
+        p for p in folder.rglob("*.json") if p.is_file() and not p.name.startswith("schema")
+    )
+
+
+class BrowserClient(Client):
+    """A test client that enforces CSRF; `post_form` sends the token as a browser would."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(enforce_csrf_checks=True, **kwargs)
+
+    def csrf_token(self) -> str:
+        if "csrftoken" not in self.cookies:
+            self.get("/accounts/login/")
+        return self.cookies["csrftoken"].value
+
+    def post_form(self, path: str, data: dict[str, Any] | None = None, **kwargs: Any):  # type: ignore[no-untyped-def]
+        payload = dict(data or {})
+        payload["csrfmiddlewaretoken"] = self.csrf_token()
+        return self.post(path, payload, **kwargs)
+
+
+@pytest.fixture
+def alice(django_user_model):  # type: ignore[no-untyped-def]
+    return django_user_model.objects.create_user("alice", password="alice-pass-1234")
+
+
+@pytest.fixture
+def bob(django_user_model):  # type: ignore[no-untyped-def]
+    return django_user_model.objects.create_user("bob", password="bob-pass-1234")
+
+
+@pytest.fixture
+def charlie(django_user_model):  # type: ignore[no-untyped-def]
+    return django_user_model.objects.create_user(
+        "charlie", password="charlie-pass-1234", is_staff=True
+    )
+
+
+@pytest.fixture
+def anon_client() -> BrowserClient:
+    return BrowserClient()
+
+
+def _logged_in(user) -> BrowserClient:  # type: ignore[no-untyped-def]
+    client = BrowserClient()
+    client.force_login(user)
+    return client
+
+
+@pytest.fixture
+def alice_client(alice) -> BrowserClient:  # type: ignore[no-untyped-def]
+    return _logged_in(alice)
+
+
+@pytest.fixture
+def bob_client(bob) -> BrowserClient:  # type: ignore[no-untyped-def]
+    return _logged_in(bob)
+
+
+@pytest.fixture
+def charlie_client(charlie) -> BrowserClient:  # type: ignore[no-untyped-def]
+    return _logged_in(charlie)
+
+
+def small_suite(name: str = "tiny agreement", **meta: Any) -> dict[str, Any]:
+    """A valid 2-item, 2-condition, 3-region suite in the current format."""
+
+    def item(n: int, noun: str) -> dict[str, Any]:
+        return {
+            "item_number": n,
+            "conditions": [
+                {
+                    "condition_name": "match",
+                    "regions": [
+                        {"region_number": 1, "content": f"The {noun}"},
+                        {"region_number": 2, "content": "is"},
+                        {"region_number": 3, "content": "here."},
+                    ],
+                },
+                {
+                    "condition_name": "mismatch",
+                    "regions": [
+                        {"region_number": 1, "content": f"The {noun}"},
+                        {"region_number": 2, "content": "are"},
+                        {"region_number": 3, "content": "here."},
+                    ],
+                },
+            ],
+        }
+
+    return {
+        "meta": {"name": name, "metric": "sum", **meta},
+        "region_meta": {"1": "Subject", "2": "Verb", "3": "End"},
+        "predictions": [{"type": "formula", "formula": "(2;%mismatch%) > (2;%match%)"}],
+        "items": [item(1, "dog"), item(2, "cat")],
+    }
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _private_broker(tmp_path_factory):  # type: ignore[no-untyped-def]
+    """Tests that queue work without a worker publish into a throw-away folder broker,
+    never into the developer's var/broker."""
+    from gym.celery import app as celery_app
+    from tests.celery_harness import _switch
+
+    folder = tmp_path_factory.mktemp("broker")
+    before = (celery_app.conf.broker_url, dict(celery_app.conf.broker_transport_options or {}))
+    _switch(
+        "filesystem://",
+        {
+            "data_folder_in": str(folder),
+            "data_folder_out": str(folder),
+            "control_folder": str(folder / "control"),
+            "store_processed": False,
+        },
+    )
+    yield folder
+    _switch(*before)

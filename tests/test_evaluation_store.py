@@ -1,0 +1,139 @@
+"""Storing results is idempotent and the status machine never goes backwards; requesting
+twice gives one evaluation; a changed suite gets a new one and the old one is outdated.
+Results come from the real scoring engine on a tiny local model (no worker needed)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from evaluations import services, tasks, worker
+from evaluations.models import Evaluation, ItemResult, PredictionResult
+from suites import services as suite_services
+from tests.celery_harness import broker
+from tests.conftest import small_suite
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(scope="module")
+def tiny_gpt2(tmp_path_factory) -> Path:  # type: ignore[no-untyped-def]
+    from tests.tiny_models import make_gpt2
+
+    return make_gpt2(tmp_path_factory.mktemp("tiny-gpt2"))
+
+
+@pytest.fixture
+def setup(tiny_gpt2, alice):  # type: ignore[no-untyped-def]
+    suite = suite_services.suite_import(source=small_suite("store me"), owner=alice).suite
+    model = services.model_register(source=str(tiny_gpt2), name="tiny")
+    evaluation = services.evaluation_request(model=model, suites=[suite], user=alice).evaluations[0]
+    payload = services.scoring_payload(evaluation)
+    results = worker.run_scoring(payload)
+    return suite, model, evaluation, results
+
+
+def test_request_twice_gives_one_evaluation(setup, alice) -> None:  # type: ignore[no-untyped-def]
+    suite, model, evaluation, _ = setup
+    assert evaluation.enqueued and evaluation.status == "queued"
+    outcome = services.evaluation_request(model=model, suites=[suite, suite], user=alice)
+    assert outcome.created == [] and {e.pk for e in outcome.evaluations} == {evaluation.pk}
+    assert Evaluation.objects.count() == 1
+
+
+def test_store_twice_writes_one_set(setup) -> None:  # type: ignore[no-untyped-def]
+    _, _, evaluation, results = setup
+    assert tasks.store.apply(args=[evaluation.pk, 1, results]).get() is True
+    assert tasks.store.apply(args=[evaluation.pk, 1, results]).get() is False
+    evaluation.refresh_from_db()
+    assert evaluation.status == "done"
+    assert ItemResult.objects.filter(evaluation=evaluation).count() == 2
+    assert PredictionResult.objects.filter(evaluation=evaluation).count() == 1
+    row = ItemResult.objects.get(evaluation=evaluation, item_number=1)
+    verb = (
+        [r["sum"] for r in results["sentences"][1]["regions"]][1],
+        [r["sum"] for r in results["sentences"][0]["regions"]][1],
+    )
+    assert row.outcomes == [verb[0] > verb[1]]
+    assert row.values["mismatch"]["sum"][1] == pytest.approx(verb[0])
+
+
+def test_status_never_goes_backwards(setup) -> None:  # type: ignore[no-untyped-def]
+    _, _, evaluation, results = setup
+    services.progress_record(evaluation_id=evaluation.pk, attempt=1, done=1, total=4)
+    services.progress_record(evaluation_id=evaluation.pk, attempt=1, done=3, total=4)
+    services.progress_record(
+        evaluation_id=evaluation.pk, attempt=1, done=2, total=4
+    )  # late message
+    evaluation.refresh_from_db()
+    assert (evaluation.status, evaluation.progress_done) == ("running", 3)
+    services.results_store(evaluation_id=evaluation.pk, attempt=1, results=results)
+    services.progress_record(evaluation_id=evaluation.pk, attempt=1, done=1, total=4)
+    services.evaluation_fail(evaluation_id=evaluation.pk, attempt=1, reason="late failure")
+    evaluation.refresh_from_db()
+    assert (evaluation.status, evaluation.progress_done, evaluation.error) == ("done", 4, "")
+
+
+def test_stale_attempt_is_ignored_after_retry(setup, alice) -> None:  # type: ignore[no-untyped-def]
+    _, _, evaluation, results = setup
+    services.evaluation_fail(evaluation_id=evaluation.pk, attempt=1, reason="GPU fell over")
+    evaluation.refresh_from_db()
+    assert evaluation.status == "failed" and evaluation.error == "GPU fell over"
+    evaluation = services.evaluation_retry(evaluation=evaluation, user=alice)
+    assert (evaluation.status, evaluation.attempt, evaluation.error) == ("queued", 2, "")
+    assert services.results_store(evaluation_id=evaluation.pk, attempt=1, results=results) is False
+    assert services.results_store(evaluation_id=evaluation.pk, attempt=2, results=results) is True
+
+
+def test_changed_suite_gets_a_new_evaluation_and_old_is_outdated(setup, alice) -> None:  # type: ignore[no-untyped-def]
+    suite, model, evaluation, results = setup
+    services.results_store(evaluation_id=evaluation.pk, attempt=1, results=results)
+    changed = small_suite("store me")
+    changed["items"][0]["conditions"][0]["regions"][2]["content"] = "there."
+    suite_services.suite_replace(suite=suite, user=alice, source=changed)
+    evaluation.refresh_from_db()
+    assert evaluation.outdated and evaluation.status == "done"
+    outcome = services.evaluation_request(model=model, suites=[suite], user=alice)
+    assert len(outcome.created) == 1 and outcome.created[0].pk != evaluation.pk
+    assert Evaluation.objects.filter(suite=suite).count() == 2
+    # The old results stay with the content they were computed on.
+    assert evaluation.snapshot["items"][0]["conditions"][0]["regions"][2]["content"] == "here."
+    assert ItemResult.objects.filter(evaluation=evaluation).count() == 2
+
+
+def test_broker_down_is_a_clear_503_and_nothing_is_lost(tiny_gpt2, alice, alice_client) -> None:  # type: ignore[no-untyped-def]
+    suite = suite_services.suite_import(source=small_suite("queued"), owner=alice).suite
+    services.model_register(source=str(tiny_gpt2), name="tiny")
+    with broker("redis://127.0.0.1:1/0"):
+        response = alice_client.post_form(
+            "/evaluations/new/", {"model": "tiny", "suites": [suite.name]}
+        )
+        assert response.status_code == 503
+        assert "could not be reached" in response.content.decode()
+        response = alice_client.post(
+            "/api/evaluations/",
+            json.dumps({"model": "tiny", "suites": [suite.name]}),
+            content_type="application/json",
+            HTTP_X_CSRFTOKEN=alice_client.csrf_token(),
+        )
+        assert response.status_code == 503
+    assert Evaluation.objects.get().enqueued is False
+    response = alice_client.post_form(
+        "/evaluations/new/", {"model": "tiny", "suites": [suite.name]}
+    )
+    assert response.status_code == 302
+    assert Evaluation.objects.get().enqueued is True
+
+
+def test_run_scoring_output_shape(setup) -> None:  # type: ignore[no-untyped-def]
+    _, _, evaluation, results = setup
+    assert len(results["sentences"]) == 4
+    first = results["sentences"][0]
+    assert len(first["regions"]) == 3
+    assert set(first["regions"][0]) == {"sum", "mean", "median", "range", "max", "min"}
+    assert first["sentence"]["sum"] == pytest.approx(
+        sum(r["sum"] for r in first["regions"]), abs=1e-4
+    )
+    json.dumps(results)  # travels through the broker as JSON

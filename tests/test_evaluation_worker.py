@@ -1,0 +1,241 @@
+"""Integration: real Redis, a real Celery worker process, the real database (PostgreSQL
+in CI), a tiny local model loaded through the same path as a hub model."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+from rest_framework.authtoken.models import Token
+
+from evaluations import scoring, services
+from evaluations.models import Evaluation, ItemResult, LanguageModel, PredictionResult
+from suites import formats
+from suites import services as suite_services
+from suites.models import Suite
+from tests.celery_harness import Worker, broker, flush_redis, redis_or_skip
+from tests.conftest import SHARED_DATA, BrowserClient
+
+pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
+
+NEXTFLOW = SHARED_DATA / "syntaxgym-2020" / "nextflow"
+SUITES = ["number_src", "npi_orc_any", "subordination"]
+
+
+@pytest.fixture(scope="module")
+def tiny_gpt2(tmp_path_factory) -> Path:  # type: ignore[no-untyped-def]
+    from tests.tiny_models import make_gpt2
+
+    return make_gpt2(tmp_path_factory.mktemp("tiny-gpt2"))
+
+
+@pytest.fixture
+def redis_broker():  # type: ignore[no-untyped-def]
+    url = redis_or_skip()
+    with broker(url):
+        yield url
+    flush_redis()
+
+
+@pytest.fixture
+def workers(tmp_path):  # type: ignore[no-untyped-def]
+    started: list[Worker] = []
+
+    def start(**env: str) -> Worker:
+        worker = Worker(tmp_path, **env)
+        started.append(worker)
+        worker.wait_ready()
+        return worker
+
+    yield start
+    for worker in started:
+        worker.stop()
+
+
+def _wait(pks: list[int], timeout: float = 240) -> list[Evaluation]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        evaluations = list(Evaluation.objects.filter(pk__in=pks).order_by("pk"))
+        if all(e.finished for e in evaluations):
+            return evaluations
+        time.sleep(0.5)
+    states = list(
+        Evaluation.objects.filter(pk__in=pks).values_list("pk", "status", "progress_done", "error")
+    )
+    raise AssertionError(f"evaluations not finished after {timeout}s: {states}")
+
+
+def _import(names: list[str]) -> list[Suite]:
+    if not NEXTFLOW.is_dir():
+        pytest.skip("shared data not found")
+    return [
+        suite_services.suite_import(source=(NEXTFLOW / f"{n}.json").read_bytes(), owner=None).suite
+        for n in names
+    ]
+
+
+def test_end_to_end_through_a_real_worker(redis_broker, workers, tiny_gpt2, alice) -> None:  # type: ignore[no-untyped-def]
+    suites = _import(SUITES)
+    model = services.model_register(source=str(tiny_gpt2), name="tiny", display_name="Tiny GPT-2")
+    assert model.kind == "causal"
+    workers()
+    token, _ = Token.objects.get_or_create(user=alice)
+    client = BrowserClient(HTTP_AUTHORIZATION=f"Token {token.key}")
+    response = client.post(
+        "/api/evaluations/",
+        json.dumps({"model": "tiny", "suites": SUITES}),
+        content_type="application/json",
+    )
+    assert response.status_code == 201, response.content
+    pks = [e["id"] for e in response.json()]
+    evaluations = _wait(pks)
+    assert [e.status for e in evaluations] == ["done"] * 3, [e.error for e in evaluations]
+
+    # Asking again returns the same evaluations and runs nothing.
+    again = client.post(
+        "/api/evaluations/",
+        json.dumps({"model": "tiny", "suites": SUITES}),
+        content_type="application/json",
+    )
+    assert again.status_code == 200 and [e["id"] for e in again.json()] == pks
+
+    # Stored region values equal the scoring engine called directly.
+    loaded = scoring.load_model(str(tiny_gpt2))
+    for evaluation, suite in zip(evaluations, suites, strict=True):
+        keys = formats.sentences(evaluation.snapshot)
+        direct = scoring.score_sentences(loaded, [regions for _i, _c, regions in keys])
+        stored = {r.item_number: r for r in ItemResult.objects.filter(evaluation=evaluation)}
+        assert len(stored) == suite.item_count
+        for (item_number, condition, _regions), score in zip(keys, direct, strict=True):
+            got = stored[item_number].values[condition]["sum"]
+            want = [region.metrics["sum"] for region in score.regions]
+            assert got == pytest.approx(want, abs=1e-4)
+        assert evaluation.progress_done == evaluation.progress_total == len(keys)
+        assert evaluation.model_info.get("kind") == "causal"
+
+    # Accuracy of number_src against its prediction evaluated by hand.
+    number_src = evaluations[0]
+    assert number_src.suite.name == "number_src"
+    formulas = [p["formula"] for p in number_src.snapshot["predictions"]]
+    assert formulas == [
+        "(7;%match_sing%) < (7;%mismatch_sing%) & (7;%match_plural%) < (7;%mismatch_plural%)"
+    ]
+    items = ItemResult.objects.filter(evaluation=number_src)
+    verb = 6  # region 7, the verb
+    by_hand = [
+        r.values["match_sing"]["sum"][verb] < r.values["mismatch_sing"]["sum"][verb]
+        and r.values["match_plural"]["sum"][verb] < r.values["mismatch_plural"]["sum"][verb]
+        for r in items
+    ]
+    assert [r.passed for r in items] == by_hand
+    assert number_src.accuracy == pytest.approx(sum(by_hand) / len(by_hand))
+    only = PredictionResult.objects.get(evaluation=number_src, position=0)
+    assert (only.passed, only.evaluated) == (sum(by_hand), len(by_hand))
+    # The evaluation page shows it.
+    page = client.get(f"/evaluations/{number_src.pk}/").content.decode()
+    assert "Done" in page
+
+
+def test_worker_killed_mid_run_is_completed_once_by_a_restarted_worker(
+    redis_broker,
+    workers,
+    tiny_gpt2,
+    alice,  # type: ignore[no-untyped-def]
+) -> None:
+    # A suite large enough that scoring takes a few seconds with the tiny model.
+    data = json.loads((NEXTFLOW / "number_src.json").read_text()) if NEXTFLOW.is_dir() else None
+    if data is None:
+        pytest.skip("shared data not found")
+    base = data["items"]
+    data["items"] = [{**base[i % len(base)], "item_number": i + 1} for i in range(400)]
+    for i, item in enumerate(data["items"]):
+        item["conditions"] = [
+            {
+                **c,
+                "regions": [
+                    *c["regions"][:-1],
+                    {**c["regions"][-1], "content": f"{c['regions'][-1]['content']} {i}"},
+                ],
+            }
+            for c in item["conditions"]
+        ]
+    data["meta"]["name"] = "number_src x400"
+    suite = suite_services.suite_import(source=data, owner=None).suite
+    model = services.model_register(source=str(tiny_gpt2), name="tiny")
+    env = {"CELERY_TASK_HARD_TIME_LIMIT": "25", "CELERY_VISIBILITY_TIMEOUT": "30"}
+    first = workers(**env)
+    evaluation = services.evaluation_request(model=model, suites=[suite], user=alice).evaluations[0]
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        evaluation.refresh_from_db()
+        if evaluation.status == "running" and evaluation.progress_done > 0:
+            break
+        assert evaluation.status in ("queued", "running"), evaluation.error
+        time.sleep(0.1)
+    else:
+        raise AssertionError("the run never started")
+    first.kill()
+    evaluation.refresh_from_db()
+    assert evaluation.status == "running"  # killed before it could store anything
+    assert not ItemResult.objects.filter(evaluation=evaluation).exists()
+
+    workers(**env)  # the message comes back once its visibility timeout has passed
+    (evaluation,) = _wait([evaluation.pk], timeout=240)
+    assert evaluation.status == "done", evaluation.error
+    assert ItemResult.objects.filter(evaluation=evaluation).count() == 400
+    assert PredictionResult.objects.filter(evaluation=evaluation).count() == 1
+    assert Evaluation.objects.filter(suite=suite, model=model).count() == 1
+
+
+def test_redis_down_at_request_time_gives_a_clear_message_then_works(
+    workers,
+    tiny_gpt2,
+    alice,  # type: ignore[no-untyped-def]
+) -> None:
+    url = redis_or_skip()
+    suite = _import(["number_src"])[0]
+    services.model_register(source=str(tiny_gpt2), name="tiny")
+    token, _ = Token.objects.get_or_create(user=alice)
+    client = BrowserClient(HTTP_AUTHORIZATION=f"Token {token.key}")
+    body = json.dumps({"model": "tiny", "suites": [suite.name]})
+    with broker("redis://127.0.0.1:1/0"):  # nothing listens there
+        response = client.post("/api/evaluations/", body, content_type="application/json")
+    assert response.status_code == 503
+    assert "could not be reached" in response.json()["detail"]
+    evaluation = Evaluation.objects.get()
+    assert evaluation.status == "queued" and not evaluation.enqueued
+    with broker(url):
+        workers()
+        response = client.post("/api/evaluations/", body, content_type="application/json")
+        assert response.status_code == 200
+        (evaluation,) = _wait([evaluation.pk])
+    assert evaluation.status == "done"
+    flush_redis()
+
+
+def test_missing_model_fails_permanently_with_reason_and_can_be_retried(
+    redis_broker,
+    workers,
+    tiny_gpt2,
+    alice_client,  # type: ignore[no-untyped-def]
+) -> None:
+    suite = _import(["number_src"])[0]
+    missing = LanguageModel.objects.create(
+        name="ghost", display_name="Ghost", source="/nonexistent/model"
+    )
+    workers()
+    evaluation = services.evaluation_request(model=missing, suites=[suite]).evaluations[0]
+    (evaluation,) = _wait([evaluation.pk], timeout=120)
+    assert evaluation.status == "failed"
+    assert "could not be loaded" in evaluation.error
+    page = alice_client.get(evaluation.get_absolute_url()).content.decode()
+    assert "Retry" in page and "could not be loaded" in page
+    # The model appears where it was expected; a retry then succeeds.
+    LanguageModel.objects.filter(pk=missing.pk).update(source=str(tiny_gpt2))
+    response = alice_client.post_form(f"/evaluations/{evaluation.pk}/retry/")
+    assert response.status_code == 302
+    (evaluation,) = _wait([evaluation.pk], timeout=120)
+    assert evaluation.status == "done" and evaluation.attempt == 2
+    assert ItemResult.objects.filter(evaluation=evaluation).count() == suite.item_count

@@ -1,0 +1,339 @@
+"""Leaderboard: heatmap cells, group means by tag, the overall score, sorting, the tag
+filter, hidden and baseline models, outdated results, a constant number of queries, and
+the same data as CSV and JSON. Rows are created directly in the database: the leaderboard
+only reads stored accuracies."""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from evaluations import selectors
+from evaluations.models import Evaluation, LanguageModel
+from evaluations.templatetags.evaluation_tags import heat
+from suites import selectors as suite_selectors
+from suites import services as suite_services
+from suites.models import Suite
+from tests.conftest import small_suite
+
+pytestmark = pytest.mark.django_db
+
+DONE = Evaluation.Status.DONE
+
+
+def make_suite(name: str, *tags: str, noun: str = "dog") -> Suite:
+    data = small_suite(name, **({"tags": list(tags)} if tags else {}))
+    data["items"][0]["conditions"][0]["regions"][0]["content"] = f"The {noun}"
+    data["items"][0]["conditions"][1]["regions"][0]["content"] = f"The {noun}"
+    return suite_services.suite_import(source=data, owner=None).suite
+
+
+def make_model(name: str, **fields: object) -> LanguageModel:
+    fields.setdefault("display_name", name.replace("-", " ").title())
+    return LanguageModel.objects.create(name=name, source=f"hub/{name}", **fields)
+
+
+def done(model: LanguageModel, suite: Suite, accuracy: float | None) -> Evaluation:
+    return Evaluation.objects.create(
+        model=model,
+        suite=suite,
+        content_hash=suite.content_hash,
+        snapshot=suite_selectors.suite_canonical(suite),
+        status=DONE,
+        accuracy=accuracy,
+    )
+
+
+@pytest.fixture
+def board_data() -> dict[str, object]:
+    """agreement: a1, a2, both (also garden-path); garden-path: both; untagged: plain."""
+    a1 = make_suite("agr one", "agreement")
+    a2 = make_suite("agr two", "agreement", noun="cat")
+    both = make_suite("both tags", "agreement", "garden-path", noun="cow")
+    plain = make_suite("plain", noun="owl")
+    m1 = make_model("model-one")
+    m2 = make_model("model-two")
+    e = {
+        "m1a1": done(m1, a1, 0.5),
+        "m1a2": done(m1, a2, 1.0),
+        "m1both": done(m1, both, 0.25),
+        "m1plain": done(m1, plain, 0.75),
+        "m2a1": done(m2, a1, 1.0),
+    }
+    # Not done: never on the leaderboard.
+    Evaluation.objects.create(
+        model=m2, suite=a2, content_hash=a2.content_hash, snapshot={}, status="running"
+    )
+    return {"a1": a1, "a2": a2, "both": both, "plain": plain, "m1": m1, "m2": m2, **e}
+
+
+def test_cells_group_means_and_overall(board_data) -> None:  # type: ignore[no-untyped-def]
+    d = board_data
+    board = selectors.leaderboard()
+    assert [g.tag for g in board.groups] == ["agreement", "garden-path", "untagged"]
+    assert [s.name for s in board.groups[0].suites] == ["agr one", "agr two", "both tags"]
+    assert [s.name for s in board.groups[1].suites] == ["both tags"]
+    assert [s.name for s in board.suites] == ["agr one", "agr two", "both tags", "plain"]
+    # Default: overall score, best first.
+    assert [r.model.name for r in board.rows] == ["model-two", "model-one"]
+    m2, m1 = board.rows
+    assert m1.cells[d["a1"].id] == (0.5, d["m1a1"].id)
+    assert m1.group_means == pytest.approx(
+        {"agreement": (0.5 + 1.0 + 0.25) / 3, "garden-path": 0.25, "untagged": 0.75}
+    )
+    # The suite with two tags counts once in the overall score.
+    assert m1.overall == pytest.approx((0.5 + 1.0 + 0.25 + 0.75) / 4)
+    assert (m1.covered, board.total) == (4, 4)
+    assert m2.cells == {d["a1"].id: (1.0, d["m2a1"].id)}
+    assert m2.overall == 1.0 and m2.covered == 1
+    assert m2.group_means == {"agreement": 1.0, "garden-path": None, "untagged": None}
+
+
+def test_page_shows_heatmap_links_and_coverage(anon_client, board_data) -> None:  # type: ignore[no-untyped-def]
+    d = board_data
+    page = anon_client.get("/leaderboard/").content.decode()
+    # The number is printed in the cell, over its heat colour, and links to the result.
+    cell = re.search(
+        rf'<td class="num lb-cell" style="background:([^"]+)"><a href="/evaluations/{d["m1a1"].id}/results/"[^>]*>0.50</a>',
+        page,
+    )
+    assert cell and cell.group(1) == heat(0.5)
+    assert "4/4" in page and "1/4" in page
+    assert page.count('scope="colgroup"') == 3
+    # A cell without a result links to queueing one.
+    assert "/evaluations/new/?model=model-two&amp;suite=plain" in page
+    assert 'aria-sort="descending"' in page
+
+
+def test_heat_colours_are_light_and_distinct() -> None:
+    assert heat(None) == ""
+    assert heat(0) != heat(0.5) != heat(1)
+    assert heat(2) == heat(1) and heat(-1) == heat(0)
+    for value in (0, 0.25, 0.5, 0.75, 1):
+        lightness = float(re.search(r"(\d+)%\)$", heat(value)).group(1))
+        assert lightness >= 80, "dark text must stay readable on every cell"
+
+
+def order(**sorting: str) -> list[str]:
+    return [r.model.name for r in selectors.leaderboard(**sorting).rows]
+
+
+def test_sort_by_column_and_overall(anon_client, board_data) -> None:  # type: ignore[no-untyped-def]
+    one_two, two_one = ["model-one", "model-two"], ["model-two", "model-one"]
+    assert order(sort="agr one", direction="asc") == one_two
+    assert order(sort="agr one", direction="desc") == two_one
+    # Rows without a value go last in both directions.
+    assert order(sort="plain", direction="asc") == one_two
+    assert order(sort="plain", direction="desc") == one_two
+    assert order(sort="overall", direction="asc") == one_two
+    assert order(sort="group:agreement") == two_one
+    assert order(sort="model", direction="desc") == two_one
+    unknown = selectors.leaderboard(sort="no such column")
+    assert (unknown.sort, unknown.direction) == ("overall", "desc")
+
+    page = anon_client.get("/leaderboard/?sort=agr+one&dir=asc").content.decode()
+    assert page.index("Model One") < page.index("Model Two")
+    header = re.search(
+        r'<th scope="col" class="lb-rot" aria-sort="ascending"><a href="([^"]+)"', page
+    )
+    assert header, "the sorted column is marked for assistive technology"
+    # Its link flips the direction.
+    assert header.group(1) == "?sort=agr+one&amp;dir=desc"
+
+
+def test_tag_filter(anon_client, board_data) -> None:  # type: ignore[no-untyped-def]
+    board = selectors.leaderboard(tag="garden-path")
+    assert [g.tag for g in board.groups] == ["garden-path"]
+    assert [r.model.name for r in board.rows] == ["model-one"]
+    assert board.rows[0].overall == 0.25 and board.total == 1
+    assert board.tags == ["agreement", "garden-path", "untagged"]
+    untagged = selectors.leaderboard(tag="untagged")
+    assert [s.name for s in untagged.suites] == ["plain"]
+    page = anon_client.get("/leaderboard/?tag=garden-path").content.decode()
+    assert "agr one" not in page and "both tags" in page
+    assert '<option value="garden-path" selected>' in page
+    missing = anon_client.get("/leaderboard/?tag=nope").content.decode()
+    assert "No suite is tagged" in missing
+
+
+def test_hidden_models_only_for_staff_and_baseline_badge(  # type: ignore[no-untyped-def]
+    anon_client, charlie_client, board_data
+) -> None:
+    secret = make_model("secret-model", is_hidden=True)
+    done(secret, board_data["a1"], 0.9)
+    chance = make_model("random-init", is_baseline=True, display_name="Random init")
+    done(chance, board_data["a1"], 0.5)
+    page = anon_client.get("/leaderboard/").content.decode()
+    assert "Secret Model" not in page
+    assert re.search(r"Random init</a> <span class=\"badge\"[^>]*>baseline</span>", page)
+    api = anon_client.get("/api/leaderboard/").json()
+    assert "secret-model" not in [r["model"] for r in api["rows"]]
+    assert "secret-model" not in anon_client.get("/leaderboard.csv").content.decode()
+    staff_page = charlie_client.get("/leaderboard/").content.decode()
+    assert "Secret Model" in staff_page and ">hidden</span>" in staff_page
+
+
+def test_outdated_results_left_out_but_labelled(  # type: ignore[no-untyped-def]
+    anon_client, board_data
+) -> None:
+    d = board_data
+    changed = small_suite("agr one", tags=["agreement"])
+    changed["items"][0]["conditions"][1]["regions"][1]["content"] = "were"
+    suite_services.suite_import(source=changed, owner=None, replace=d["a1"])
+    d["a1"].refresh_from_db()
+    board = selectors.leaderboard()
+    for row in board.rows:
+        assert d["a1"].id not in row.cells
+    assert [r.model.name for r in board.rows] == ["model-one"]
+
+    model_page = anon_client.get("/models/model-one/").content.decode()
+    assert model_page.count(">outdated</span>") == 1
+    assert f"/evaluations/{d['m1a1'].id}/results/" in model_page
+    scores = selectors.model_scores(d["m1"])
+    assert scores.overall == pytest.approx((1.0 + 0.25 + 0.75) / 3)
+    assert [s.outdated for s in scores.suites if s.suite_name == "agr one"] == [True]
+
+    suite_page = anon_client.get("/suites/agr one/").content.decode()
+    assert "Results by model" in suite_page
+    assert suite_page.count(">outdated</span>") == 2  # model-one and model-two
+    # A new run on the current content is on the leaderboard again, above the old one.
+    fresh = done(d["m1"], d["a1"], 0.0)
+    results = selectors.suite_results(d["a1"])
+    assert [(r.evaluation_id, r.outdated) for r in results][0] == (fresh.id, False)
+    assert selectors.leaderboard().rows[0].cells[d["a1"].id] == (0.0, fresh.id)
+
+
+def test_model_page_scores_by_tag_and_suite(anon_client, board_data) -> None:  # type: ignore[no-untyped-def]
+    d = board_data
+    scores = selectors.model_scores(d["m2"])
+    by_tag = {t.tag: (t.mean, t.covered, t.total) for t in scores.tags}
+    assert by_tag == {
+        "agreement": (1.0, 1, 3),
+        "garden-path": (None, 0, 1),
+        "untagged": (None, 0, 1),
+    }
+    # The running evaluation is listed with its status, without an accuracy.
+    assert [(s.suite_name, s.status, s.accuracy) for s in scores.suites] == [
+        ("agr one", "done", 1.0),
+        ("agr two", "running", None),
+    ]
+    LanguageModel.objects.filter(pk=d["m2"].pk).update(
+        parameter_count=124_439_808,
+        description="A small GPT-2.",
+        reference_url="https://example.org/m2",
+    )
+    page = anon_client.get("/models/model-two/").content.decode()
+    for text in (
+        "hub/model-two",
+        "124,439,808",
+        "A small GPT-2.",
+        "https://example.org/m2",
+        "1 / 3",
+    ):
+        assert text in page
+    assert anon_client.get("/models/nobody/").status_code == 404
+    # models/register/ is still the lead's registration page, not a model called "register".
+    assert anon_client.get("/models/register/").status_code == 302
+
+
+def test_empty_states(anon_client, alice_client) -> None:
+    page = anon_client.get("/leaderboard/").content.decode()
+    assert "There are no suites yet" in page
+    make_suite("lonely")
+    page = alice_client.get("/leaderboard/").content.decode()
+    assert "No results yet" in page and 'href="/evaluations/new/"' in page
+    suite_page = alice_client.get("/suites/lonely/").content.decode()
+    assert "No model has been evaluated on this suite yet" in suite_page
+    model = make_model("fresh")
+    assert "No results yet" in anon_client.get(f"/models/{model.name}/").content.decode()
+
+
+def _fill(models: int, suites: int, prefix: str) -> None:
+    tags = ["agreement", "garden-path", "npi"]
+    made = [make_suite(f"{prefix}{i:02d}", tags[i % 3], noun=f"{prefix}{i}") for i in range(suites)]
+    for m in range(models):
+        model = make_model(f"{prefix}-m{m:02d}", is_baseline=m == 0)
+        for i, suite in enumerate(made):
+            done(model, suite, ((m + i) % 5) / 4)
+
+
+def _count(path: str, client) -> tuple[int, int]:  # type: ignore[no-untyped-def]
+    with CaptureQueriesContext(connection) as selector_queries:
+        selectors.leaderboard()
+    with CaptureQueriesContext(connection) as page_queries:
+        assert client.get(path).status_code == 200
+    return len(selector_queries), len(page_queries)
+
+
+def test_query_count_does_not_grow(anon_client, django_assert_max_num_queries) -> None:  # type: ignore[no-untyped-def]
+    _fill(2, 3, prefix="a")
+    small = _count("/leaderboard/", anon_client), _count("/api/leaderboard/", anon_client)
+    _fill(4, 6, prefix="b")
+    assert (LanguageModel.objects.count(), Suite.objects.count()) == (6, 9)
+    large = _count("/leaderboard/", anon_client), _count("/api/leaderboard/", anon_client)
+    assert small == large
+    with django_assert_max_num_queries(3):
+        board = selectors.leaderboard()
+    assert len(board.rows) == 6 and board.total == 9
+
+
+def test_csv_and_api_shape(anon_client, board_data) -> None:  # type: ignore[no-untyped-def]
+    d = board_data
+    response = anon_client.get("/leaderboard.csv")
+    assert response["Content-Type"].startswith("text/csv")
+    assert 'filename="leaderboard.csv"' in response["Content-Disposition"]
+    rows = list(csv.reader(io.StringIO(response.content.decode())))
+    assert rows[0] == [
+        "model", "display_name", "is_baseline", "overall", "suites_scored", "suites_total",
+        "group:agreement", "group:garden-path", "group:untagged",
+        "agr one", "agr two", "both tags", "plain",
+    ]  # fmt: skip
+    assert rows[1] == [
+        "model-two",
+        "Model Two",
+        "0",
+        "1.0",
+        "1",
+        "4",
+        "1.0",
+        "",
+        "",
+        "1.0",
+        "",
+        "",
+        "",
+    ]
+    assert rows[2][:6] == ["model-one", "Model One", "0", "0.625", "4", "4"]
+    assert rows[2][9:] == ["0.5", "1.0", "0.25", "0.75"]
+    filtered = anon_client.get("/leaderboard.csv?tag=garden-path")
+    assert 'filename="leaderboard-garden-path.csv"' in filtered["Content-Disposition"]
+
+    api = anon_client.get("/api/leaderboard/").json()
+    assert set(api) == {"tag", "sort", "direction", "tags", "groups", "suites", "rows"}
+    assert api["groups"][1] == {"tag": "garden-path", "suites": ["both tags"]}
+    assert api["suites"][2] == {"name": "both tags", "tags": ["agreement", "garden-path"]}
+    m1 = api["rows"][1]
+    assert m1["model"] == "model-one" and m1["is_baseline"] is False
+    assert m1["overall"] == pytest.approx(0.625) and (m1["covered"], m1["total"]) == (4, 4)
+    assert m1["group_means"]["garden-path"] == 0.25
+    assert m1["scores"]["agr one"] == {"accuracy": 0.5, "evaluation": d["m1a1"].id}
+    tagged = anon_client.get("/api/leaderboard/?tag=untagged").json()
+    assert [g["tag"] for g in tagged["groups"]] == ["untagged"]
+    assert [r["model"] for r in tagged["rows"]] == ["model-one"]
+
+
+def test_suite_without_predictions_shows_n_a(anon_client) -> None:
+    data = small_suite("no predictions")
+    data["predictions"] = []
+    suite = suite_services.suite_import(source=data, owner=None).suite
+    model = make_model("m")
+    done(model, suite, None)
+    board = selectors.leaderboard()
+    assert board.rows[0].overall is None and board.rows[0].covered == 0
+    page = anon_client.get("/leaderboard/").content.decode()
+    assert ">n/a</a>" in page

@@ -1,0 +1,310 @@
+"""Result page of one model on one suite: accuracy, per-prediction accuracy, the per-item
+table, the surprisal plot's numbers, and the downloads in the SyntaxGym results format and
+as CSV. Results are stored the way the store task stores them (outcomes.score_items on
+region values computed from token surprisals), without running a model."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import re
+import statistics
+from typing import Any
+
+import pytest
+from django.contrib.staticfiles import finders
+
+from evaluations import outcomes, selectors
+from evaluations.models import Evaluation, ItemResult, LanguageModel, PredictionResult
+from evaluations.scoring.metrics import region_metrics
+from suites import formats
+from suites import selectors as suite_selectors
+from suites import services as suite_services
+from suites.models import Suite
+from tests.conftest import SHARED_DATA
+
+pytestmark = pytest.mark.django_db
+
+# Token surprisals (bits) per item, condition and region. None: a missing value (no BOS).
+#   P1 (verb): mismatch > match    P2 (end): mismatch > match
+TOKENS: dict[int, dict[str, list[list[float | None]]]] = {
+    1: {"match": [[2, 3], [1], [4]], "mismatch": [[2, 3], [5], [6]]},  # P1 yes, P2 yes: pass
+    2: {"match": [[1, 1], [2], [3]], "mismatch": [[1, 1], [6], [1]]},  # P1 yes, P2 no: fail
+    3: {"match": [[None], [3], [2]], "mismatch": [[4], [2], [5]]},  # P1 no, P2 yes: fail
+}
+WORDS = {1: "dog", 2: "cat", 3: "cow"}
+
+
+def suite_data(name: str = "three items") -> dict[str, Any]:
+    def condition(name: str, noun: str, verb: str) -> dict[str, Any]:
+        contents = [f"The {noun}", verb, "here."]
+        return {
+            "condition_name": name,
+            "regions": [{"region_number": i + 1, "content": c} for i, c in enumerate(contents)],
+        }
+
+    return {
+        "meta": {"name": name, "metric": "sum", "tags": ["agreement"]},
+        "region_meta": {"1": "Subject", "2": "Verb", "3": "End"},
+        "predictions": [
+            {"type": "formula", "formula": "(2;%mismatch%) > (2;%match%)"},
+            {"type": "formula", "formula": "(3;%mismatch%) > (3;%match%)"},
+        ],
+        "items": [
+            {
+                "item_number": n,
+                "conditions": [condition("match", noun, "is"), condition("mismatch", noun, "are")],
+            }
+            for n, noun in WORDS.items()
+        ],
+    }
+
+
+def store_done(model: LanguageModel, suite: Suite) -> Evaluation:
+    """A done evaluation whose rows are what results_store writes for TOKENS."""
+    snapshot = suite_selectors.suite_canonical(suite)
+    scored = []
+    for item_number, condition, _regions in formats.sentences(snapshot):
+        tokens = TOKENS[item_number][condition]
+        flat = [t for region in tokens for t in region]
+        scored.append(
+            {"regions": [region_metrics(r) for r in tokens], "sentence": region_metrics(flat)}
+        )
+    result = outcomes.score_items(snapshot, scored)
+    evaluation = Evaluation.objects.create(
+        model=model,
+        suite=suite,
+        content_hash=suite.content_hash,
+        snapshot=snapshot,
+        status=Evaluation.Status.DONE,
+        metric=result.metric,
+        accuracy=result.accuracy,
+    )
+    ItemResult.objects.bulk_create(
+        ItemResult(
+            evaluation=evaluation,
+            item_number=item.item_number,
+            position=position,
+            values=item.values,
+            outcomes=item.outcomes,
+            passed=item.passed,
+        )
+        for position, item in enumerate(result.items)
+    )
+    PredictionResult.objects.bulk_create(
+        PredictionResult(
+            evaluation=evaluation,
+            position=p.position,
+            formula=p.formula,
+            passed=p.passed,
+            evaluated=p.evaluated,
+            accuracy=p.accuracy,
+        )
+        for p in result.predictions
+    )
+    return evaluation
+
+
+@pytest.fixture
+def evaluation() -> Evaluation:
+    suite = suite_services.suite_import(source=suite_data(), owner=None).suite
+    model = LanguageModel.objects.create(name="tiny-lm", display_name="Tiny LM", source="hub/tiny")
+    return store_done(model, suite)
+
+
+def sums(condition: str, region: int) -> list[float]:
+    """Region sums over items by hand, skipping missing values."""
+    values = []
+    for tokens in TOKENS.values():
+        region_tokens = tokens[condition][region - 1]
+        if None not in region_tokens:
+            values.append(float(sum(region_tokens)))  # type: ignore[arg-type]
+    return values
+
+
+def by_hand(values: list[float]) -> dict[str, float]:
+    mean = sum(values) / len(values)
+    sd = statistics.stdev(values)
+    half = 1.96 * sd / math.sqrt(len(values))
+    return {"y": mean, "yMin": mean - half, "yMax": mean + half, "n": len(values)}
+
+
+def test_result_page_numbers(anon_client, evaluation) -> None:  # type: ignore[no-untyped-def]
+    assert evaluation.accuracy == pytest.approx(1 / 3)
+    response = anon_client.get(f"/evaluations/{evaluation.pk}/results/")
+    assert response.status_code == 200
+    page = response.content.decode()
+    assert ">0.33</span>" in page
+    assert "1 of 3 items pass every prediction" in page
+    # Both predictions hold on 2 of 3 items.
+    assert page.count(">0.67</td>") == 2 and page.count(">2 / 3</td>") == 2
+    rows = re.findall(r"<tr(?: class=\"fail\")?>\s*<td>(\d+)</td>(.*?)</tr>", page, re.S)
+    table = {int(n): re.findall(r"outcome-(pass|fail|na)", cells) for n, cells in rows}
+    assert table == {
+        1: ["pass", "pass", "pass"],
+        2: ["pass", "fail", "fail"],
+        3: ["fail", "pass", "fail"],
+    }
+    failing = anon_client.get(
+        f"/evaluations/{evaluation.pk}/results/?items=failed"
+    ).content.decode()
+    shown = re.findall(r"<tr(?: class=\"fail\")?>\s*<td>(\d+)</td>", failing)
+    assert shown == ["2", "3"]
+    # Links to the model, the suite and both downloads.
+    for href in ("/models/tiny-lm/", "/suites/three%20items/", "results.json", "results.csv"):
+        assert href in page
+
+
+def test_plot_data_is_mean_and_95_interval_per_condition_and_region(  # type: ignore[no-untyped-def]
+    anon_client, evaluation
+) -> None:
+    plot = selectors.result_page(evaluation).plot
+    assert plot["regions"] == ["1 Subject", "2 Verb", "3 End"]
+    assert plot["metric"] == "sum" and plot["unit"] == "bits"
+    assert [s["condition"] for s in plot["series"]] == ["match", "mismatch"]
+    for series in plot["series"]:
+        for region, point in enumerate(series["points"], start=1):
+            assert point == pytest.approx(by_hand(sums(series["condition"], region)))
+    # The missing first-token value of item 3 is skipped, not counted as 0.
+    match_subject = plot["series"][0]["points"][0]
+    assert match_subject["n"] == 2 and match_subject["y"] == pytest.approx((5 + 2) / 2)
+    assert match_subject["yMax"] - match_subject["y"] == pytest.approx(
+        1.96 * statistics.stdev([5, 2]) / math.sqrt(2)
+    )
+    verb = plot["series"][0]["points"][1]
+    assert verb["y"] == pytest.approx(2.0) and verb["yMin"] == pytest.approx(
+        2 - 1.96 / math.sqrt(3)
+    )
+
+    page = anon_client.get(f"/evaluations/{evaluation.pk}/results/").content.decode()
+    embedded = re.search(
+        r'<script id="plot-data" type="application/json">(.*?)</script>', page, re.S
+    )
+    assert embedded and json.loads(embedded.group(1)) == json.loads(json.dumps(plot))
+    assert '<canvas id="surprisal-plot"' in page
+
+
+def test_plot_interval_of_one_value_has_zero_width() -> None:
+    assert selectors.interval([3.0]) == (3.0, 3.0, 3.0)
+    assert selectors.interval([]) is None
+
+
+def test_plot_scripts_come_from_npm_packages(anon_client, evaluation) -> None:  # type: ignore[no-untyped-def]
+    page = anon_client.get(f"/evaluations/{evaluation.pk}/results/").content.decode()
+    scripts = re.findall(r'<script src="/static/([^"]+)"', page)
+    assert scripts == [
+        "vendor/chartjs/chart.umd.min.js",
+        "vendor/chartjs-error-bars/index.umd.min.js",
+        "js/result-plot.js",
+    ]
+    for path in scripts:
+        assert finders.find(path), f"{path} is not served"
+    assert "node_modules" in finders.find("vendor/chartjs/chart.umd.min.js")
+
+
+def _shape(region: dict[str, Any]) -> tuple[set[str], set[str]]:
+    return set(region), set(region["metric_value"])
+
+
+def test_results_json_follows_the_syntaxgym_results_format(  # type: ignore[no-untyped-def]
+    anon_client, evaluation
+) -> None:
+    response = anon_client.get(f"/evaluations/{evaluation.pk}/results.json")
+    assert response.status_code == 200
+    assert response["Content-Type"].startswith("application/json")
+    assert 'filename="three-items__tiny-lm.RESULTS.json"' in response["Content-Disposition"]
+    document = json.loads(response.content)
+    assert document["meta"]["model"] == "tiny-lm"
+    assert document["meta"]["name"] == "three items" and document["meta"]["metric"] == "sum"
+    assert document["region_meta"] == {"1": "Subject", "2": "Verb", "3": "End"}
+    first = document["items"][0]["conditions"][1]["regions"][0]
+    assert first == {
+        "region_number": 1,
+        "content": "The dog",
+        "metric_value": {
+            "sum": 5.0,
+            "mean": 2.5,
+            "median": 2.5,
+            "range": 1.0,
+            "max": 3.0,
+            "min": 2.0,
+        },
+    }
+    missing = document["items"][2]["conditions"][0]["regions"][0]["metric_value"]
+    assert missing == dict.fromkeys(selectors.METRICS)
+
+    # The same keys at every level as SyntaxGym's own results files.
+    references = sorted((SHARED_DATA / "syntaxgym-misc").glob("*.RESULTS.json"))
+    if not references:
+        pytest.skip("the shared SyntaxGym results files are not here")
+    for path in references:
+        reference = json.loads(path.read_text())
+        assert set(reference) <= set(document)
+        assert set(reference["meta"]) - {"author", "reference", "tags"} <= set(document["meta"])
+        ref_item, item = reference["items"][0], document["items"][0]
+        assert set(ref_item) == set(item)
+        assert set(ref_item["conditions"][0]) == set(item["conditions"][0])
+        assert _shape(ref_item["conditions"][0]["regions"][0]) == _shape(first)
+
+    # And Gym reads it back as a results file of the very suite that was evaluated.
+    again = formats.parse_suite_data(document)
+    assert again.ok and again.source_format == formats.RESULTS
+    assert formats.content_hash(again.suite) == evaluation.content_hash
+
+
+def test_results_api_is_the_same_document(anon_client, evaluation) -> None:  # type: ignore[no-untyped-def]
+    api = anon_client.get(f"/api/evaluations/{evaluation.pk}/results/")
+    assert api.status_code == 200
+    download = json.loads(anon_client.get(f"/evaluations/{evaluation.pk}/results.json").content)
+    assert api.json() == download == selectors.results_document(evaluation)
+
+
+def test_results_csv_rows(anon_client, evaluation) -> None:  # type: ignore[no-untyped-def]
+    response = anon_client.get(f"/evaluations/{evaluation.pk}/results.csv")
+    assert response["Content-Type"].startswith("text/csv")
+    assert 'filename="three-items__tiny-lm.results.csv"' in response["Content-Disposition"]
+    rows = list(csv.reader(io.StringIO(response.content.decode())))
+    assert rows[0] == [
+        "item_number", "condition_name", "region_number", "region_name", "content",
+        "sum", "mean", "median", "range", "max", "min",
+    ]  # fmt: skip
+    assert len(rows) == 1 + 3 * 2 * 3
+    assert rows[4] == [
+        "1",
+        "mismatch",
+        "1",
+        "Subject",
+        "The dog",
+        "5.0",
+        "2.5",
+        "2.5",
+        "1.0",
+        "3.0",
+        "2.0",
+    ]
+    assert rows[5][:6] == ["1", "mismatch", "2", "Verb", "are", "5.0"]
+    # Item 3's missing first value stays empty rather than 0.
+    assert rows[13] == ["3", "match", "1", "Subject", "The cow", "", "", "", "", "", ""]
+
+
+@pytest.mark.parametrize("status", ["queued", "running", "storing", "failed"])
+def test_only_done_evaluations_have_result_pages(anon_client, evaluation, status) -> None:  # type: ignore[no-untyped-def]
+    Evaluation.objects.filter(pk=evaluation.pk).update(status=status)
+    for suffix in ("results/", "results.json", "results.csv"):
+        assert anon_client.get(f"/evaluations/{evaluation.pk}/{suffix}").status_code == 404
+    assert anon_client.get(f"/api/evaluations/{evaluation.pk}/results/").status_code == 404
+    assert anon_client.get("/evaluations/999999/results/").status_code == 404
+
+
+def test_outdated_result_page_is_kept_and_labelled(anon_client, evaluation) -> None:  # type: ignore[no-untyped-def]
+    changed = suite_data()
+    changed["items"][0]["conditions"][0]["regions"][2]["content"] = "there."
+    suite_services.suite_import(source=changed, owner=None, replace=evaluation.suite)
+    page = anon_client.get(f"/evaluations/{evaluation.pk}/results/").content.decode()
+    assert "Outdated:" in page and ">outdated</span>" in page
+    # The page and the download keep the content that was evaluated.
+    document = json.loads(anon_client.get(f"/evaluations/{evaluation.pk}/results.json").content)
+    assert document["items"][0]["conditions"][0]["regions"][2]["content"] == "here."
+    assert selectors.result_page(evaluation).outdated is True

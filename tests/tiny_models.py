@@ -1,0 +1,272 @@
+"""Tiny language models built locally, for tests that must not touch the hub.
+
+Each builder trains a tokenizer on a generated corpus, builds a random-init model,
+and saves both with `save_pretrained`, so the engine loads them through the same
+Auto* code path as a hub model. Everything is seeded: the same folder contents every
+time. Builders skip work when the folder already holds a model.
+
+Use the session fixtures (`tiny_gpt2`, `tiny_llama`, `tiny_bert`) in tests:
+
+    from tests.tiny_models import tiny_gpt2  # noqa: F401  (pytest fixture)
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import torch
+
+CONTEXT = 64  # small on purpose: a 70-token sentence exercises the sliding window
+
+# Large enough that outputs depend strongly on context; with the usual 0.02 a tiny
+# random model is nearly uniform and would hide masking or position mistakes.
+INIT_RANGE = 0.3
+
+_DETERMINERS = ["the", "a", "every", "no", "some", "this", "that", "each"]
+_NOUNS = [
+    "author",
+    "senator",
+    "pilot",
+    "doctor",
+    "key",
+    "cabinet",
+    "table",
+    "painting",
+    "artist",
+    "storm",
+    "captain",
+    "lawyer",
+    "farmer",
+    "teacher",
+    "student",
+    "book",
+    "meal",
+    "river",
+    "village",
+    "mountain",
+    "reporter",
+    "guard",
+    "dog",
+    "cat",
+]
+_VERBS = [
+    "admired",
+    "saw",
+    "praised",
+    "feared",
+    "liked",
+    "criticized",
+    "painted",
+    "ignored",
+    "visited",
+    "helped",
+    "followed",
+    "remembered",
+]
+_INTRANSITIVE = ["laughed", "slept", "arrived", "deteriorated", "subsided", "left", "smiled"]
+_ADJECTIVES = ["old", "young", "tall", "quiet", "famous", "careful", "tired", "happy"]
+_EXTRA = [
+    "The café in Zürich served crème brûlée to a naïve señor.",
+    "Façade, résumé, and jalapeño: three words with accents!",
+    "東京 and 北京 are cities; Москва is too.",
+    "She said “hello” — then left… quickly?",
+    "Numbers like 3.14, 1,000 and 42% appear (sometimes) in text.",
+    "The doctor's dog, which barked, didn't sleep; why?",
+    "An emoji 🙂 or two 🎉 won't hurt.",
+    "Antidisestablishmentarianism is an unusually long word.",
+]
+
+
+def corpus(size: int = 400, seed: int = 0) -> list[str]:
+    """Simple generated English with punctuation, plus unicode sentences."""
+    rng = random.Random(seed)
+
+    def noun_phrase() -> str:
+        words = [rng.choice(_DETERMINERS)]
+        if rng.random() < 0.4:
+            words.append(rng.choice(_ADJECTIVES))
+        words.append(rng.choice(_NOUNS))
+        return " ".join(words)
+
+    sentences = list(_EXTRA)
+    while len(sentences) < size:
+        subject = noun_phrase()
+        shape = rng.random()
+        if shape < 0.3:
+            body = f"{subject} {rng.choice(_INTRANSITIVE)}"
+        elif shape < 0.6:
+            body = f"{subject} {rng.choice(_VERBS)} {noun_phrase()}"
+        elif shape < 0.8:
+            body = (
+                f"{subject} that {noun_phrase()} {rng.choice(_VERBS)} {rng.choice(_INTRANSITIVE)}"
+            )
+        else:
+            body = f"{subject} , who {rng.choice(_VERBS)} {noun_phrase()} , {rng.choice(_INTRANSITIVE)}"
+        ending = rng.choice([".", ".", "!", "?", ""])
+        sentences.append(body[0].upper() + body[1:] + ending)
+    return sentences
+
+
+def _done(folder: Path) -> bool:
+    return (folder / "config.json").exists() and (folder / "tokenizer.json").exists()
+
+
+def make_gpt2(folder: Path, *, n_positions: int = CONTEXT) -> Path:
+    """GPT-2-style causal LM with a byte-level BPE tokenizer (offsets keep the space)."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    from transformers import GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast
+
+    folder = Path(folder)
+    if _done(folder):
+        return folder
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    # As in GPT-2's own tokenizer.json: offsets of "Ġword" include the space.
+    tokenizer.post_processor = processors.ByteLevel(trim_offsets=False)
+    trainer = trainers.BpeTrainer(
+        vocab_size=700,
+        special_tokens=["<|endoftext|>"],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tokenizer.train_from_iterator(corpus(), trainer)
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tokenizer,
+        bos_token="<|endoftext|>",
+        eos_token="<|endoftext|>",
+        unk_token="<|endoftext|>",
+    )
+    torch.manual_seed(0)
+    eot = tokenizer.token_to_id("<|endoftext|>")
+    config = GPT2Config(
+        vocab_size=tokenizer.get_vocab_size(),
+        n_positions=n_positions,
+        n_embd=48,
+        n_layer=2,
+        n_head=4,
+        bos_token_id=eot,
+        eos_token_id=eot,
+        initializer_range=INIT_RANGE,
+    )
+    GPT2LMHeadModel(config).save_pretrained(folder)
+    fast.save_pretrained(folder)
+    return folder
+
+
+def make_llama(folder: Path, *, max_position_embeddings: int = CONTEXT) -> Path:
+    """Llama-style causal LM (RoPE, GQA) with a SentencePiece-style Unigram + Metaspace
+    tokenizer whose template adds <s> (the engine must not add it twice)."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+    folder = Path(folder)
+    if _done(folder):
+        return folder
+    tokenizer = Tokenizer(models.Unigram())
+    tokenizer.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="first")
+    tokenizer.decoder = decoders.Metaspace(replacement="▁", prepend_scheme="first")
+    trainer = trainers.UnigramTrainer(
+        vocab_size=500,
+        special_tokens=["<unk>", "<s>", "</s>"],
+        unk_token="<unk>",
+        show_progress=False,
+    )
+    tokenizer.train_from_iterator(corpus(), trainer)
+    bos = tokenizer.token_to_id("<s>")
+    tokenizer.post_processor = processors.TemplateProcessing(
+        single="<s> $A", pair="<s> $A $B", special_tokens=[("<s>", bos)]
+    )
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tokenizer, bos_token="<s>", eos_token="</s>", unk_token="<unk>"
+    )
+    torch.manual_seed(1)
+    config = LlamaConfig(
+        vocab_size=tokenizer.get_vocab_size(),
+        hidden_size=48,
+        intermediate_size=96,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=max_position_embeddings,
+        bos_token_id=bos,
+        eos_token_id=tokenizer.token_to_id("</s>"),
+        tie_word_embeddings=False,
+        initializer_range=INIT_RANGE,
+    )
+    LlamaForCausalLM(config).save_pretrained(folder)
+    fast.save_pretrained(folder)
+    return folder
+
+
+def make_bert(folder: Path, *, max_position_embeddings: int = CONTEXT) -> Path:
+    """BERT-style masked LM with a lower-casing WordPiece tokenizer ("##" pieces)."""
+    from tokenizers import (
+        Tokenizer,
+        decoders,
+        models,
+        normalizers,
+        pre_tokenizers,
+        processors,
+        trainers,
+    )
+    from transformers import BertConfig, BertForMaskedLM, PreTrainedTokenizerFast
+
+    folder = Path(folder)
+    if _done(folder):
+        return folder
+    specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    tokenizer = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    tokenizer.normalizer = normalizers.BertNormalizer(lowercase=True)
+    tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tokenizer.decoder = decoders.WordPiece()
+    trainer = trainers.WordPieceTrainer(
+        vocab_size=400, special_tokens=specials, show_progress=False
+    )
+    tokenizer.train_from_iterator(corpus(), trainer)
+    cls, sep = tokenizer.token_to_id("[CLS]"), tokenizer.token_to_id("[SEP]")
+    tokenizer.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]",
+        pair="[CLS] $A [SEP] $B:1 [SEP]:1",
+        special_tokens=[("[CLS]", cls), ("[SEP]", sep)],
+    )
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tokenizer,
+        unk_token="[UNK]",
+        pad_token="[PAD]",
+        cls_token="[CLS]",
+        sep_token="[SEP]",
+        mask_token="[MASK]",
+    )
+    torch.manual_seed(2)
+    config = BertConfig(
+        vocab_size=tokenizer.get_vocab_size(),
+        hidden_size=48,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=96,
+        max_position_embeddings=max_position_embeddings,
+        pad_token_id=tokenizer.token_to_id("[PAD]"),
+        initializer_range=INIT_RANGE,
+    )
+    BertForMaskedLM(config).save_pretrained(folder)
+    fast.save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture(scope="session")
+def tiny_gpt2(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    yield make_gpt2(tmp_path_factory.mktemp("tiny-gpt2"))
+
+
+@pytest.fixture(scope="session")
+def tiny_llama(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    yield make_llama(tmp_path_factory.mktemp("tiny-llama"))
+
+
+@pytest.fixture(scope="session")
+def tiny_bert(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    yield make_bert(tmp_path_factory.mktemp("tiny-bert"))
