@@ -10,6 +10,7 @@ import logging
 from typing import Any
 
 from celery import shared_task
+from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 
 log = logging.getLogger(__name__)
@@ -25,13 +26,28 @@ PUBLISH_RETRY_POLICY = {
 }
 
 
+def soft_time_limit(hard: int) -> int:
+    """A little before the hard limit, so that a run that is too long can say so itself
+    instead of being killed without a word."""
+    return max(hard - min(60, max(hard // 10, 1)), 1)
+
+
 class TransientScoringError(Exception):
     """A failure worth retrying (out of memory on a busy GPU, a lost connection)."""
 
 
 def enqueue_score(payload: dict[str, Any]) -> None:
+    """Publish a scoring run. Its time limits travel in the message, from this site's
+    settings at the time of the request, so every worker applies the same ones."""
+    hard = settings.CELERY_TASK_HARD_TIME_LIMIT
+    soft = soft_time_limit(hard)
     score.apply_async(
-        args=[payload], queue=GPU_QUEUE, retry=True, retry_policy=PUBLISH_RETRY_POLICY
+        args=[{**payload, "time_limit_s": soft}],
+        queue=GPU_QUEUE,
+        time_limit=hard,
+        soft_time_limit=soft,
+        retry=True,
+        retry_policy=PUBLISH_RETRY_POLICY,
     )
 
 
@@ -47,40 +63,59 @@ def _send(task: Any, *args: Any) -> None:
     acks_late=True,
     reject_on_worker_lost=True,
     max_retries=5,
+    # Defaults only: enqueue_score sets the limits of each message.
     time_limit=settings.CELERY_TASK_HARD_TIME_LIMIT,
-    soft_time_limit=max(settings.CELERY_TASK_HARD_TIME_LIMIT - 60, 30),
+    soft_time_limit=soft_time_limit(settings.CELERY_TASK_HARD_TIME_LIMIT),
 )
 def score(self: Any, payload: dict[str, Any]) -> None:
-    from evaluations import scoring, worker
-
     evaluation_id, attempt = payload["evaluation_id"], payload["attempt"]
     total = len(payload["sentences"])
     _send(progress, evaluation_id, attempt, 0, total)
     try:
+        # Inside the try: importing torch takes seconds and counts against the time limit.
+        from evaluations import worker
+
         results = worker.run_scoring(
             payload, progress=lambda done, tot: _send(progress, evaluation_id, attempt, done, tot)
         )
-    except scoring.ModelLoadError as exc:
-        # Permanent: the model is not there; retrying will not make it appear.
-        _send(fail, evaluation_id, attempt, f"The model could not be loaded: {exc}")
-        return
-    except scoring.ScoringError as exc:
-        _send(fail, evaluation_id, attempt, f"Scoring failed: {exc}")
-        return
-    except (MemoryError, ConnectionError, TransientScoringError) as exc:
-        if self.request.retries >= self.max_retries:
-            _send(
-                fail, evaluation_id, attempt, f"Gave up after {self.request.retries} retries: {exc}"
-            )
-            return
-        raise self.retry(exc=exc, countdown=min(2 ** (self.request.retries + 2), 300)) from exc
     except Exception as exc:
-        if _is_cuda_oom(exc) and self.request.retries < self.max_retries:
+        transient = isinstance(exc, MemoryError | ConnectionError | TransientScoringError) or (
+            _is_cuda_oom(exc)
+        )
+        if transient and self.request.retries < self.max_retries:
             raise self.retry(exc=exc, countdown=min(2 ** (self.request.retries + 2), 300)) from exc
-        log.exception("scoring evaluation %s failed", evaluation_id)
-        _send(fail, evaluation_id, attempt, f"Scoring failed: {exc.__class__.__name__}: {exc}")
+        if not transient:
+            log.exception("scoring evaluation %s failed", evaluation_id)
+        _send(
+            fail,
+            evaluation_id,
+            attempt,
+            failure_reason(exc, retries=self.request.retries, limit=payload.get("time_limit_s")),
+        )
         return
     _send(store, evaluation_id, attempt, results)
+
+
+def failure_reason(exc: BaseException, *, retries: int = 0, limit: int | None = None) -> str:
+    """What the evaluation page says about a run that failed for good."""
+    if isinstance(exc, SoftTimeLimitExceeded):
+        # The same run on the same worker would take as long again.
+        return (
+            f"Scoring took longer than this site's limit of {limit or '?'} s per run and "
+            "was stopped. Split the suite into smaller ones, or ask the site's administrator "
+            "to raise CELERY_TASK_HARD_TIME_LIMIT (or to add a faster GPU worker)."
+        )
+    # Only now: importing the engine imports torch, seconds that a run over time lacks.
+    from evaluations.scoring.schema import ModelLoadError, ScoringError
+
+    if isinstance(exc, ModelLoadError):
+        # The model is not there; retrying will not make it appear.
+        return f"The model could not be loaded: {exc}"
+    if isinstance(exc, ScoringError):
+        return f"Scoring failed: {exc}"
+    if isinstance(exc, MemoryError | ConnectionError | TransientScoringError) or _is_cuda_oom(exc):
+        return f"Gave up after {retries} retries: {exc.__class__.__name__}: {exc}"
+    return f"Scoring failed: {exc.__class__.__name__}: {exc}"
 
 
 def _is_cuda_oom(exc: BaseException) -> bool:

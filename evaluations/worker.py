@@ -3,6 +3,7 @@ in the task's payload, and everything it produces goes back in the result."""
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from typing import Any
@@ -11,7 +12,7 @@ from evaluations import scoring
 from evaluations.scoring.metrics import region_metrics
 
 # Progress messages at most this often, so a fast worker does not flood the broker.
-PROGRESS_EVERY_SECONDS = 1.0
+PROGRESS_EVERY_SECONDS = float(os.environ.get("GYM_PROGRESS_EVERY_SECONDS", "1.0"))
 
 
 def sentence_metrics(tokens: list[Any]) -> dict[str, float | None]:

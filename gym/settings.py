@@ -213,6 +213,13 @@ else:
             "CELERY_VISIBILITY_TIMEOUT", CELERY_TASK_HARD_TIME_LIMIT + 3600
         ),
     }
+    # How often (seconds) a worker looks for messages whose worker died and whose
+    # visibility timeout has passed; kombu's own default sweep is about every 100 s.
+    if _restore_every := envint("CELERY_RESTORE_INTERVAL", 0):
+        CELERY_BROKER_TRANSPORT_OPTIONS |= {
+            "unacked_restore_interval": _restore_every,
+            "unacked_restore_throttle": 1,
+        }
     if CELERY_BROKER_TRANSPORT_OPTIONS["visibility_timeout"] <= CELERY_TASK_HARD_TIME_LIMIT:
         raise ImproperlyConfigured(
             "CELERY_VISIBILITY_TIMEOUT must be longer than CELERY_TASK_HARD_TIME_LIMIT"

@@ -14,9 +14,14 @@ $PY manage.py gym_bootstrap
 pids=()
 cleanup() { for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done; }
 trap cleanup EXIT INT TERM
-# One worker for both queues: storing (celery) and scoring (gpu), on CPU here.
-$PY -m celery -A gym worker --loglevel INFO --concurrency 1 --queues celery,gpu \
-  --hostname "gym-local@%h" &
+# Two workers, as deployed: one stores results and progress (queue celery), one scores
+# (queue gpu; on the CPU here). One worker for both would hold progress back until the
+# scoring ends.
+$PY -m celery -A gym worker --loglevel INFO --concurrency 1 --queues celery \
+  --hostname "gym-store@%h" &
+pids+=($!)
+$PY -m celery -A gym worker --loglevel INFO --concurrency 1 --queues gpu \
+  --hostname "gym-score@%h" &
 pids+=($!)
 echo "Gym is starting on http://127.0.0.1:${PORT:-8000}/"
 $PY manage.py runserver "127.0.0.1:${PORT:-8000}" --noreload &

@@ -80,7 +80,9 @@ def database_url() -> str:
 
 
 class Worker:
-    def __init__(self, log_dir: Path, **env: str) -> None:
+    def __init__(self, log_dir: Path, queues: str = "celery,gpu", **env: str) -> None:
+        """A worker process for `queues`; production runs one for `celery` (storing,
+        progress) and GPU workers for `gpu`, the embedded default one of each."""
         self.name = f"test-{uuid.uuid4().hex[:8]}@localhost"
         self.log = log_dir / f"{self.name.split('@')[0]}.log"
         environment = {
@@ -102,7 +104,7 @@ class Worker:
                 "--loglevel",
                 "INFO",
                 "--queues",
-                "celery,gpu",
+                queues,
                 "--concurrency",
                 "1",
                 "--pool",

@@ -31,6 +31,14 @@ def tiny_gpt2(tmp_path_factory) -> Path:  # type: ignore[no-untyped-def]
     return make_gpt2(tmp_path_factory.mktemp("tiny-gpt2"))
 
 
+@pytest.fixture(scope="module")
+def slow_gpt2(tmp_path_factory) -> Path:  # type: ignore[no-untyped-def]
+    """Wide and deep enough that scoring 1,600 sentences takes several seconds."""
+    from tests.tiny_models import make_gpt2
+
+    return make_gpt2(tmp_path_factory.mktemp("slow-gpt2"), n_embd=512, n_layer=8)
+
+
 @pytest.fixture
 def redis_broker():  # type: ignore[no-untyped-def]
     url = redis_or_skip()
@@ -43,8 +51,8 @@ def redis_broker():  # type: ignore[no-untyped-def]
 def workers(tmp_path):  # type: ignore[no-untyped-def]
     started: list[Worker] = []
 
-    def start(**env: str) -> Worker:
-        worker = Worker(tmp_path, **env)
+    def start(queues: str = "celery,gpu", **env: str) -> Worker:
+        worker = Worker(tmp_path, queues, **env)
         started.append(worker)
         worker.wait_ready()
         return worker
@@ -138,18 +146,14 @@ def test_end_to_end_through_a_real_worker(redis_broker, workers, tiny_gpt2, alic
     assert "Done" in page
 
 
-def test_worker_killed_mid_run_is_completed_once_by_a_restarted_worker(
-    redis_broker,
-    workers,
-    tiny_gpt2,
-    alice,  # type: ignore[no-untyped-def]
-) -> None:
-    # A suite large enough that scoring takes a few seconds with the tiny model.
-    data = json.loads((NEXTFLOW / "number_src.json").read_text()) if NEXTFLOW.is_dir() else None
-    if data is None:
+def _big_suite(items: int) -> Suite:
+    """number_src repeated to `items` items, each sentence made unique: large enough that
+    scoring takes a few seconds with the tiny model."""
+    if not NEXTFLOW.is_dir():
         pytest.skip("shared data not found")
+    data = json.loads((NEXTFLOW / "number_src.json").read_text())
     base = data["items"]
-    data["items"] = [{**base[i % len(base)], "item_number": i + 1} for i in range(400)]
+    data["items"] = [{**base[i % len(base)], "item_number": i + 1} for i in range(items)]
     for i, item in enumerate(data["items"]):
         item["conditions"] = [
             {
@@ -161,32 +165,73 @@ def test_worker_killed_mid_run_is_completed_once_by_a_restarted_worker(
             }
             for c in item["conditions"]
         ]
-    data["meta"]["name"] = "number_src x400"
-    suite = suite_services.suite_import(source=data, owner=None).suite
-    model = services.model_register(source=str(tiny_gpt2), name="tiny")
-    env = {"CELERY_TASK_HARD_TIME_LIMIT": "25", "CELERY_VISIBILITY_TIMEOUT": "30"}
-    first = workers(**env)
+    data["meta"]["name"] = f"number_src x{items}"
+    return suite_services.suite_import(source=data, owner=None).suite
+
+
+def test_worker_killed_mid_run_is_completed_once_by_a_restarted_worker(
+    redis_broker,
+    workers,
+    slow_gpt2,
+    alice,
+    settings,  # type: ignore[no-untyped-def]
+) -> None:
+    suite = _big_suite(400)
+    model = services.model_register(source=str(slow_gpt2), name="tiny")
+    # As deployed: storing and progress on one worker, scoring on a GPU worker, so that
+    # progress is stored while the scoring runs.
+    settings.CELERY_TASK_HARD_TIME_LIMIT = 60
+    env = {
+        "CELERY_TASK_HARD_TIME_LIMIT": "60",
+        "CELERY_VISIBILITY_TIMEOUT": "65",
+        "CELERY_RESTORE_INTERVAL": "2",
+        "GYM_PROGRESS_EVERY_SECONDS": "0.1",
+    }
+    workers("celery", **env)
+    gpu = workers("gpu", **env)
     evaluation = services.evaluation_request(model=model, suites=[suite], user=alice).evaluations[0]
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         evaluation.refresh_from_db()
-        if evaluation.status == "running" and evaluation.progress_done > 0:
+        if evaluation.status == "running" and 0 < evaluation.progress_done < 1600:
             break
         assert evaluation.status in ("queued", "running"), evaluation.error
-        time.sleep(0.1)
+        assert evaluation.progress_done < 1600, "scoring ended before the test could kill it"
+        time.sleep(0.05)
     else:
         raise AssertionError("the run never started")
-    first.kill()
+    killed_at = time.monotonic()
+    gpu.kill()
     evaluation.refresh_from_db()
-    assert evaluation.status == "running"  # killed before it could store anything
+    assert evaluation.status == "running"  # killed mid-scoring: nothing to store yet
+    assert 0 < evaluation.progress_done < 1600
     assert not ItemResult.objects.filter(evaluation=evaluation).exists()
 
-    workers(**env)  # the message comes back once its visibility timeout has passed
+    # The message comes back to a new GPU worker once its visibility timeout has passed.
+    workers("gpu", **env)
     (evaluation,) = _wait([evaluation.pk], timeout=240)
     assert evaluation.status == "done", evaluation.error
+    assert time.monotonic() - killed_at >= 65 - 5  # not before the visibility timeout
     assert ItemResult.objects.filter(evaluation=evaluation).count() == 400
     assert PredictionResult.objects.filter(evaluation=evaluation).count() == 1
     assert Evaluation.objects.filter(suite=suite, model=model).count() == 1
+    assert evaluation.progress_done == evaluation.progress_total == 1600
+
+
+def test_a_run_over_the_time_limit_fails_with_its_reason(
+    redis_broker, workers, slow_gpt2, alice, settings
+) -> None:  # type: ignore[no-untyped-def]
+    suite = _big_suite(400)
+    model = services.model_register(source=str(slow_gpt2), name="tiny")
+    # A hard limit of 2 s puts the soft limit at 1 s: loading and scoring take longer.
+    settings.CELERY_TASK_HARD_TIME_LIMIT = 2  # the limits travel with the message
+    workers("celery,gpu")
+    evaluation = services.evaluation_request(model=model, suites=[suite], user=alice).evaluations[0]
+    (evaluation,) = _wait([evaluation.pk], timeout=120)
+    assert evaluation.status == "failed"
+    assert "longer than this site's limit of 1 s" in evaluation.error
+    assert "CELERY_TASK_HARD_TIME_LIMIT" in evaluation.error
+    assert not ItemResult.objects.filter(evaluation=evaluation).exists()
 
 
 def test_redis_down_at_request_time_gives_a_clear_message_then_works(

@@ -114,8 +114,11 @@ def _done(folder: Path) -> bool:
     return (folder / "config.json").exists() and (folder / "tokenizer.json").exists()
 
 
-def make_gpt2(folder: Path, *, n_positions: int = CONTEXT) -> Path:
-    """GPT-2-style causal LM with a byte-level BPE tokenizer (offsets keep the space)."""
+def make_gpt2(
+    folder: Path, *, n_positions: int = CONTEXT, n_embd: int = 48, n_layer: int = 2
+) -> Path:
+    """GPT-2-style causal LM with a byte-level BPE tokenizer (offsets keep the space).
+    Larger `n_embd`/`n_layer` give a model slow enough to be caught mid-run."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
     from transformers import GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast
 
@@ -145,8 +148,8 @@ def make_gpt2(folder: Path, *, n_positions: int = CONTEXT) -> Path:
     config = GPT2Config(
         vocab_size=tokenizer.get_vocab_size(),
         n_positions=n_positions,
-        n_embd=48,
-        n_layer=2,
+        n_embd=n_embd,
+        n_layer=n_layer,
         n_head=4,
         bos_token_id=eot,
         eos_token_id=eot,
