@@ -72,40 +72,44 @@ def main() -> None:
     model_dir = baseline.build_random_gpt2(tmp / "tiny", sentences, vocab_size=2000)
     model = services.model_register(source=str(model_dir), name="tiny")
 
-    log = (tmp / "worker.log").open("w")
-    worker = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "celery",
-            "-A",
-            "gym",
-            "worker",
-            "-Q",
-            "celery,gpu",
-            "-c",
-            "1",
-            "--without-gossip",
-            "--without-mingle",
-            "-n",
-            "bench@localhost",
-            "--loglevel",
-            "INFO",
-        ],
-        cwd=REPO,
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
+    # As the run command does: one worker stores (queue celery), one scores (queue gpu).
+    workers = {
+        queue: subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "gym",
+                "worker",
+                "-Q",
+                queue,
+                "-c",
+                "1",
+                "--without-gossip",
+                "--without-mingle",
+                "-n",
+                f"bench-{queue}@localhost",
+                "--loglevel",
+                "INFO",
+            ],
+            cwd=REPO,
+            env=env,
+            stdout=(tmp / f"worker-{queue}.log").open("w"),
+            stderr=subprocess.STDOUT,
+        )
+        for queue in ("celery", "gpu")
+    }
     try:
         deadline = time.monotonic() + 120
-        while " ready." not in (tmp / "worker.log").read_text():
-            if worker.poll() is not None or time.monotonic() > deadline:
-                raise SystemExit(
-                    "end-to-end: the worker did not start: "
-                    + (tmp / "worker.log").read_text()[-2000:]
-                )
-            time.sleep(0.2)
+        for queue, worker in workers.items():
+            log = tmp / f"worker-{queue}.log"
+            while " ready." not in log.read_text():
+                if worker.poll() is not None or time.monotonic() > deadline:
+                    raise SystemExit(
+                        f"end-to-end: the {queue} worker did not start: " + log.read_text()[-2000:]
+                    )
+                time.sleep(0.2)
         start = time.perf_counter()
         outcome = services.evaluation_request(model=model, suites=suites)
         pks = [e.pk for e in outcome.evaluations]
@@ -118,14 +122,16 @@ def main() -> None:
             time.sleep(0.5)
         elapsed = time.perf_counter() - start
     finally:
-        worker.terminate()
-        worker.wait(timeout=60)
+        for worker in workers.values():
+            worker.terminate()
+        for worker in workers.values():
+            worker.wait(timeout=60)
     done = Evaluation.objects.filter(pk__in=pks, status="done").count()
     total_sentences = sum(e.progress_total for e in Evaluation.objects.filter(pk__in=pks))
     print(
         f"end-to-end: {done}/{len(pks)} evaluations done, {total_sentences} sentences, "
         f"{elapsed:.1f} s from request to stored results "
-        f"({total_sentences / elapsed:.0f} sentences/s; tiny 2-layer model, CPU, one worker)"
+        f"({total_sentences / elapsed:.0f} sentences/s; tiny 2-layer model, CPU, one scoring worker)"
     )
     if done != len(pks):
         raise SystemExit("end-to-end: some evaluations failed")
