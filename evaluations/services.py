@@ -235,15 +235,20 @@ def _advance(evaluation_id: int, attempt: int, to: str, **fields: Any) -> bool:
     return count == 1
 
 
-def progress_record(*, evaluation_id: int, attempt: int, done: int, total: int) -> None:
-    """Record progress; it only ever grows, and marks the run as started."""
+def progress_record(
+    *, evaluation_id: int, attempt: int, done: int, total: int, restart: bool = False
+) -> None:
+    """Record progress and mark the run as started. Within one run progress only grows (a
+    late message changes nothing); `restart` is the first message of a run, which starts
+    again from `done` when a worker died and the message was handed to another one."""
     now = timezone.now()
     Evaluation.objects.filter(pk=evaluation_id, attempt=attempt, status=S.QUEUED).update(
         status=S.RUNNING, started_at=now
     )
-    Evaluation.objects.filter(
-        pk=evaluation_id, attempt=attempt, status=S.RUNNING, progress_done__lt=done
-    ).update(progress_done=done, progress_total=total)
+    running = Evaluation.objects.filter(pk=evaluation_id, attempt=attempt, status=S.RUNNING)
+    if not restart:
+        running = running.filter(progress_done__lt=done)
+    running.update(progress_done=done, progress_total=total)
 
 
 def evaluation_fail(*, evaluation_id: int, attempt: int, reason: str) -> None:

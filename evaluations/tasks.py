@@ -70,7 +70,8 @@ def _send(task: Any, *args: Any) -> None:
 def score(self: Any, payload: dict[str, Any]) -> None:
     evaluation_id, attempt = payload["evaluation_id"], payload["attempt"]
     total = len(payload["sentences"])
-    _send(progress, evaluation_id, attempt, 0, total)
+    # A run starts from 0, also when it is a re-delivery after its worker died.
+    _send(progress, evaluation_id, attempt, 0, total, True)
     try:
         # Inside the try: importing torch takes seconds and counts against the time limit.
         from evaluations import worker
@@ -130,10 +131,14 @@ def store(evaluation_id: int, attempt: int, results: dict[str, Any]) -> bool:
 
 
 @shared_task(name="evaluations.progress", ignore_result=True)
-def progress(evaluation_id: int, attempt: int, done: int, total: int) -> None:
+def progress(
+    evaluation_id: int, attempt: int, done: int, total: int, restart: bool = False
+) -> None:
     from evaluations import services
 
-    services.progress_record(evaluation_id=evaluation_id, attempt=attempt, done=done, total=total)
+    services.progress_record(
+        evaluation_id=evaluation_id, attempt=attempt, done=done, total=total, restart=restart
+    )
 
 
 @shared_task(name="evaluations.fail", acks_late=True)

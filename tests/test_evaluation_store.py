@@ -76,6 +76,25 @@ def test_status_never_goes_backwards(setup) -> None:  # type: ignore[no-untyped-
     assert (evaluation.status, evaluation.progress_done, evaluation.error) == ("done", 4, "")
 
 
+def test_a_redelivered_run_starts_its_progress_again(setup) -> None:  # type: ignore[no-untyped-def]
+    _, _, evaluation, results = setup
+    services.progress_record(evaluation_id=evaluation.pk, attempt=1, done=0, total=4, restart=True)
+    services.progress_record(evaluation_id=evaluation.pk, attempt=1, done=3, total=4)
+    # The worker dies; the message goes to another worker, which starts from the beginning.
+    services.progress_record(evaluation_id=evaluation.pk, attempt=1, done=0, total=4, restart=True)
+    evaluation.refresh_from_db()
+    assert (evaluation.status, evaluation.progress_done) == ("running", 0)
+    services.progress_record(evaluation_id=evaluation.pk, attempt=1, done=2, total=4)
+    evaluation.refresh_from_db()
+    assert evaluation.progress_done == 2
+    services.results_store(evaluation_id=evaluation.pk, attempt=1, results=results)
+    # A finished run is never restarted, nor is another attempt's.
+    services.progress_record(evaluation_id=evaluation.pk, attempt=1, done=0, total=4, restart=True)
+    services.progress_record(evaluation_id=evaluation.pk, attempt=2, done=0, total=4, restart=True)
+    evaluation.refresh_from_db()
+    assert (evaluation.status, evaluation.progress_done) == ("done", 4)
+
+
 def test_stale_attempt_is_ignored_after_retry(setup, alice) -> None:  # type: ignore[no-untyped-def]
     _, _, evaluation, results = setup
     services.evaluation_fail(evaluation_id=evaluation.pk, attempt=1, reason="GPU fell over")

@@ -207,8 +207,18 @@ def test_worker_killed_mid_run_is_completed_once_by_a_restarted_worker(
     assert 0 < evaluation.progress_done < 1600
     assert not ItemResult.objects.filter(evaluation=evaluation).exists()
 
-    # The message comes back to a new GPU worker once its visibility timeout has passed.
+    # The message comes back to a new GPU worker once its visibility timeout has passed;
+    # its progress starts again from 0 and grows to the end.
+    progress_before = evaluation.progress_done
     workers("gpu", **env)
+    restarted = False
+    deadline = time.monotonic() + 240
+    while not restarted and time.monotonic() < deadline:
+        evaluation.refresh_from_db()
+        restarted = evaluation.progress_done < progress_before
+        assert not evaluation.finished, "finished without starting its progress again"
+        time.sleep(0.05)
+    assert restarted, "the run never came back"
     (evaluation,) = _wait([evaluation.pk], timeout=240)
     assert evaluation.status == "done", evaluation.error
     assert time.monotonic() - killed_at >= 65 - 5  # not before the visibility timeout
