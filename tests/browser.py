@@ -2,11 +2,9 @@
 a browser downloaded by Playwright), one context and page per test against pytest-django's
 live server, logging in through the real login form, and the artifacts folder.
 
-Use them by importing into a test module:
-
-    from tests.browser import browser, browser_context, login, page  # noqa: F401
-
-and mark the tests `@pytest.mark.browser` and `@pytest.mark.django_db(transaction=True)`
+tests/conftest.py registers the fixtures for every module (import them nowhere else: a
+second import would start a second Playwright in the same session); import `login` and
+`artifact` where needed, and mark the tests `@pytest.mark.browser` and `@pytest.mark.django_db(transaction=True)`
 (the live server runs in another thread, so the data must be committed).
 """
 

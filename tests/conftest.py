@@ -10,6 +10,10 @@ from typing import Any
 import pytest
 from django.test import Client
 
+# Browser fixtures, registered once for every module: the session's one Playwright and
+# chromium must not be started again by a second module.
+from tests.browser import browser, browser_context, page  # noqa: F401
+
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = Path(os.environ.get("GYM_SHARED_DATA", REPO.parent / "shared" / "data"))
 EXAMPLES = REPO / "examples"

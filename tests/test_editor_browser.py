@@ -14,7 +14,7 @@ from playwright.sync_api import Locator, Page, expect
 
 from suites import services
 from suites.models import Suite
-from tests.browser import artifact, browser, browser_context, login, page  # noqa: F401
+from tests.browser import artifact, login
 from tests.conftest import small_suite
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -72,7 +72,7 @@ def type_cells(on: Page, *steps: str) -> None:
             on.keyboard.type(step)
 
 
-def test_build_save_find_and_download_a_suite(page: Page, alice) -> None:  # noqa: F811
+def test_build_save_find_and_download_a_suite(page: Page, alice) -> None:
     login(page, "alice", "alice-pass-1234", next_url="/editor/")
     page.get_by_label("Name").first.fill(NAME)
     page.get_by_label("Description").fill(EXPECTED["meta"]["description"])
@@ -159,7 +159,7 @@ def test_build_save_find_and_download_a_suite(page: Page, alice) -> None:  # noq
     assert json.loads(downloaded) == EXPECTED
 
 
-def test_others_cannot_save_and_anonymous_visitors_log_in(page: Page, alice, bob) -> None:  # noqa: F811
+def test_others_cannot_save_and_anonymous_visitors_log_in(page: Page, alice, bob) -> None:
     suite = services.suite_import(source=small_suite("alice's suite"), owner=alice).suite
     grid = "/suites/alice's suite/grid/"
 
@@ -199,7 +199,7 @@ def test_others_cannot_save_and_anonymous_visitors_log_in(page: Page, alice, bob
     assert copy.owner == bob and copy.content_hash == suite.content_hash
 
 
-def test_import_restructure_undo_and_export_without_leaving_the_page(page: Page, alice) -> None:  # noqa: F811
+def test_import_restructure_undo_and_export_without_leaving_the_page(page: Page, alice) -> None:
     login(page, "alice", "alice-pass-1234", next_url="/editor/")
     headers = page.locator(".ed-grid .tabulator-col-title")
     formula = page.locator("#prediction-0")
