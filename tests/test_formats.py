@@ -1059,3 +1059,33 @@ def test_random_suites_round_trip_through_csv(suite: dict[str, Any]) -> None:
     assert result.ok, result.errors
     assert result.suite == suite
     assert formats.to_csv_text(result.suite) == text
+
+
+def test_inlined_schema_finds_the_same_errors_as_the_schema_with_refs() -> None:
+    from suites.formats import schema as schema_module
+
+    raw = schema_module.load_schema()
+    cls = jsonschema.validators.validator_for(raw)
+    with_refs, inlined = cls(raw), cls(schema_module.inline_refs(raw))
+    assert "$ref" not in json.dumps(schema_module.inline_refs(raw))
+    bad = small()
+    bad["meta"]["name"] = " "
+    bad["meta"]["metric"] = ["sum", "mode"]
+    bad["predictions"] = [{"type": "formula", "formula": ""}, {"relation": "greaterthan"}]
+    bad["items"][0]["item_number"] = "1"
+    bad["items"][0]["conditions"][0]["condition_name"] = ""
+    bad["items"][1]["conditions"][1]["regions"] = [{"region_number": 0}]
+
+    def found(validator: Any) -> list[tuple[str, str]]:
+        return sorted((str(list(e.absolute_path)), e.message) for e in validator.iter_errors(bad))
+
+    assert found(with_refs) == found(inlined)
+    assert len(found(inlined)) >= 7
+
+
+def test_a_recursive_schema_definition_is_refused_by_inlining() -> None:
+    from suites.formats.schema import inline_refs
+
+    recursive = {"$defs": {"node": {"type": "array", "items": {"$ref": "#/$defs/node"}}}}
+    with pytest.raises(ValueError, match="'node' is recursive"):
+        inline_refs({**recursive, "items": {"$ref": "#/$defs/node"}})
