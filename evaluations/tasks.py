@@ -9,8 +9,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from celery import shared_task
-from celery.exceptions import SoftTimeLimitExceeded
+from celery import Task, shared_task
+from celery.exceptions import SoftTimeLimitExceeded, TimeLimitExceeded
 from django.conf import settings
 
 log = logging.getLogger(__name__)
@@ -57,8 +57,28 @@ def _send(task: Any, *args: Any) -> None:
     )
 
 
+class ScoreTask(Task):
+    """Reports a run that the hard time limit killed. The soft limit comes first and
+    usually ends the run with its reason; the hard one kills the pool process only when
+    the run did not stop (stuck in native code), and then the worker's main process
+    calls on_failure. (A worker that dies is not a failure: its message goes to another
+    worker.)"""
+
+    def on_failure(self, exc: Exception, task_id: str, args: Any, kwargs: Any, einfo: Any) -> None:
+        if isinstance(exc, TimeLimitExceeded) and args and isinstance(args[0], dict):
+            payload = args[0]
+            limit = exc.args[0] if exc.args else None
+            _send(
+                fail,
+                payload["evaluation_id"],
+                payload["attempt"],
+                failure_reason(exc, limit=int(limit) if isinstance(limit, int | float) else None),
+            )
+
+
 @shared_task(
     name="evaluations.score",
+    base=ScoreTask,
     bind=True,
     acks_late=True,
     reject_on_worker_lost=True,
@@ -99,7 +119,7 @@ def score(self: Any, payload: dict[str, Any]) -> None:
 
 def failure_reason(exc: BaseException, *, retries: int = 0, limit: int | None = None) -> str:
     """What the evaluation page says about a run that failed for good."""
-    if isinstance(exc, SoftTimeLimitExceeded):
+    if isinstance(exc, SoftTimeLimitExceeded | TimeLimitExceeded):
         # The same run on the same worker would take as long again.
         return (
             f"Scoring took longer than this site's limit of {limit or '?'} s per run and "

@@ -156,3 +156,40 @@ def test_run_scoring_output_shape(setup) -> None:  # type: ignore[no-untyped-def
         sum(r["sum"] for r in first["regions"]), abs=1e-4
     )
     json.dumps(results)  # travels through the broker as JSON
+
+
+def test_a_run_killed_by_the_hard_time_limit_is_marked_failed(setup) -> None:  # type: ignore[no-untyped-def]
+    """The worker's main process calls on_failure when the hard limit kills the pool
+    process (the soft limit is the usual way out; this is for code that ignores it)."""
+    from celery.exceptions import TimeLimitExceeded
+
+    from gym.celery import app as celery_app
+
+    _, _, evaluation, _ = setup
+    payload = services.scoring_payload(evaluation)
+    celery_app.conf.task_always_eager = True  # run the fail task it sends, here
+    try:
+        tasks.score.on_failure(TimeLimitExceeded(7200), "task-id", [payload], {}, None)
+    finally:
+        celery_app.conf.task_always_eager = False
+    evaluation.refresh_from_db()
+    assert evaluation.status == "failed"
+    assert "longer than this site's limit of 7200 s" in evaluation.error
+
+
+def test_a_lost_worker_is_not_a_failure(setup) -> None:  # type: ignore[no-untyped-def]
+    """Its message goes back to the queue for another worker; the run stays as it is."""
+    from billiard.exceptions import WorkerLostError
+
+    from gym.celery import app as celery_app
+
+    _, _, evaluation, _ = setup
+    celery_app.conf.task_always_eager = True
+    try:
+        tasks.score.on_failure(
+            WorkerLostError("gone"), "task-id", [services.scoring_payload(evaluation)], {}, None
+        )
+    finally:
+        celery_app.conf.task_always_eager = False
+    evaluation.refresh_from_db()
+    assert evaluation.status == "queued" and evaluation.error == ""
