@@ -40,12 +40,11 @@ def enqueue_score(payload: dict[str, Any]) -> None:
     """Publish a scoring run. Its time limits travel in the message, from this site's
     settings at the time of the request, so every worker applies the same ones."""
     hard = settings.CELERY_TASK_HARD_TIME_LIMIT
-    soft = soft_time_limit(hard)
     score.apply_async(
-        args=[{**payload, "time_limit_s": soft}],
+        args=[payload],
         queue=GPU_QUEUE,
         time_limit=hard,
-        soft_time_limit=soft,
+        soft_time_limit=soft_time_limit(hard),
         retry=True,
         retry_policy=PUBLISH_RETRY_POLICY,
     )
@@ -100,9 +99,7 @@ def score(self: Any, payload: dict[str, Any]) -> None:
             payload, progress=lambda done, tot: _send(progress, evaluation_id, attempt, done, tot)
         )
     except Exception as exc:
-        transient = isinstance(exc, MemoryError | ConnectionError | TransientScoringError) or (
-            _is_cuda_oom(exc)
-        )
+        transient = _is_transient(exc)
         if transient and self.request.retries < self.max_retries:
             raise self.retry(exc=exc, countdown=min(2 ** (self.request.retries + 2), 300)) from exc
         if not transient:
@@ -111,7 +108,7 @@ def score(self: Any, payload: dict[str, Any]) -> None:
             fail,
             evaluation_id,
             attempt,
-            failure_reason(exc, retries=self.request.retries, limit=payload.get("time_limit_s")),
+            failure_reason(exc, retries=self.request.retries, limit=self.request.soft_time_limit),
         )
         return
     _send(store, evaluation_id, attempt, results)
@@ -134,13 +131,16 @@ def failure_reason(exc: BaseException, *, retries: int = 0, limit: int | None = 
         return f"The model could not be loaded: {exc}"
     if isinstance(exc, ScoringError):
         return f"Scoring failed: {exc}"
-    if isinstance(exc, MemoryError | ConnectionError | TransientScoringError) or _is_cuda_oom(exc):
+    if _is_transient(exc):
         return f"Gave up after {retries} retries: {exc.__class__.__name__}: {exc}"
     return f"Scoring failed: {exc.__class__.__name__}: {exc}"
 
 
-def _is_cuda_oom(exc: BaseException) -> bool:
-    return exc.__class__.__name__ == "OutOfMemoryError"
+def _is_transient(exc: BaseException) -> bool:
+    """Worth retrying: out of memory (a busy GPU, CUDA included) or a lost connection."""
+    return isinstance(exc, MemoryError | ConnectionError | TransientScoringError) or (
+        exc.__class__.__name__ == "OutOfMemoryError"
+    )
 
 
 @shared_task(name="evaluations.store", acks_late=True, reject_on_worker_lost=True)
