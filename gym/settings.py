@@ -45,16 +45,73 @@ def envlist(name: str, default: str) -> list[str]:
     return [part.strip() for part in envstr(name, default).split(",") if part.strip()]
 
 
-DEBUG = envbool("DEBUG", True)
-SECRET_KEY = envstr("SECRET_KEY", "gym-insecure-development-key-change-me-in-production")
-if not DEBUG and SECRET_KEY.startswith("gym-insecure"):
-    raise ImproperlyConfigured("SECRET_KEY must be set when DEBUG is off")
+# Where the embedded default keeps its database, broker folders, secret key and models.
+VAR_DIR = Path(envstr("GYM_VAR_DIR", str(BASE_DIR / "var")))
+VAR_DIR.mkdir(parents=True, exist_ok=True)
+
+# Off unless asked for: the debug pages show settings, environment names and every URL.
+DEBUG = envbool("DEBUG", False)
+
+# Keys that are public (an old default, docker-compose's example): a site that signs
+# sessions and messages with one of them can be forged against.
+PLACEHOLDER_SECRET_KEYS = frozenset(
+    {
+        "gym-insecure-development-key-change-me-in-production",
+        "change-me-before-you-deploy",
+        "change-me",
+    }
+)
+
+
+def generated_secret_key(folder: Path) -> str:
+    """The key made for this installation on first start and kept in `folder`.
+
+    Written to a private temporary file and linked into place, so that the web server and
+    the workers starting at the same moment all end up with the one key."""
+    path = folder / "secret_key"
+    if not path.exists():
+        from django.core.management.utils import get_random_secret_key
+
+        tmp = folder / f".secret_key.{os.getpid()}"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as out:
+            out.write(get_random_secret_key())
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            pass  # another process made it first: use theirs
+        finally:
+            tmp.unlink()
+    key = path.read_text().strip()
+    if len(key) < 32:
+        raise ImproperlyConfigured(f"{path} holds no usable key; delete it to make a new one")
+    return key
+
+
+SECRET_KEY = envstr("SECRET_KEY", "") or generated_secret_key(VAR_DIR)
+if not DEBUG and (SECRET_KEY in PLACEHOLDER_SECRET_KEYS or SECRET_KEY.startswith("gym-insecure")):
+    raise ImproperlyConfigured(
+        "SECRET_KEY is a published placeholder: set a long random SECRET_KEY, or unset it "
+        "to use the key generated into GYM_VAR_DIR"
+    )
 ALLOWED_HOSTS = envlist("ALLOWED_HOSTS", "localhost,127.0.0.1,[::1],testserver")
 CSRF_TRUSTED_ORIGINS = envlist("CSRF_TRUSTED_ORIGINS", "")
 
-# Where the embedded default keeps its database, broker folders and model files.
-VAR_DIR = Path(envstr("GYM_VAR_DIR", str(BASE_DIR / "var")))
-VAR_DIR.mkdir(parents=True, exist_ok=True)
+# Behind HTTPS (GYM_HTTPS=1): cookies only over TLS, HSTS, plain HTTP redirected.
+GYM_HTTPS = envbool("GYM_HTTPS", False)
+if GYM_HTTPS:
+    SESSION_COOKIE_SECURE = True
+    CSRF_COOKIE_SECURE = True
+    SECURE_SSL_REDIRECT = True
+    SECURE_HSTS_SECONDS = envint("GYM_HSTS_SECONDS", 365 * 24 * 3600)
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = envbool("GYM_HSTS_INCLUDE_SUBDOMAINS", True)
+    SECURE_HSTS_PRELOAD = envbool("GYM_HSTS_PRELOAD", True)
+# A reverse proxy that terminates TLS says so in this header; trust it only when told to,
+# since a client could send it too.
+if envbool("GYM_TRUST_X_FORWARDED_PROTO", False):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+SESSION_COOKIE_HTTPONLY = True
+X_FRAME_OPTIONS = "DENY"
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -142,16 +199,21 @@ STATICFILES_DIRS = [
     ("vendor/chartjs", NODE_MODULES / "chart.js" / "dist"),
     ("vendor/chartjs-error-bars", NODE_MODULES / "chartjs-chart-error-bars" / "build"),
 ]
+# GYM_COLLECTED_STATIC=1 (the Docker image, after collectstatic): WhiteNoise serves the
+# collected, hashed and compressed files from STATIC_ROOT. Otherwise (the run command,
+# tests) WhiteNoise serves the source folders directly, with DEBUG on or off.
+GYM_COLLECTED_STATIC = envbool("GYM_COLLECTED_STATIC", False)
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {
         "BACKEND": (
             "whitenoise.storage.CompressedManifestStaticFilesStorage"
-            if not DEBUG
+            if GYM_COLLECTED_STATIC
             else "django.contrib.staticfiles.storage.StaticFilesStorage"
         )
     },
 }
+WHITENOISE_USE_FINDERS = not GYM_COLLECTED_STATIC
 
 # Uploads: suites above this size are refused with a 413.
 GYM_MAX_UPLOAD_BYTES = envint("GYM_MAX_UPLOAD_BYTES", 20 * 1024 * 1024)
