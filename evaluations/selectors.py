@@ -472,6 +472,10 @@ class ResultPage:
     region_names: dict[int, str]
     # JSON for the surprisal plot (see `plot_data`).
     plot: dict[str, Any]
+    # From the run's diagnostics; None for runs that did not count them.
+    straddling_tokens: int | None = None
+    regions_without_tokens: int | None = None
+    straddling_rule: str = "missing"
 
 
 def _region_numbers(snapshot: dict[str, Any]) -> list[int]:
@@ -504,7 +508,15 @@ def result_page(evaluation: Evaluation) -> ResultPage:
             list(zip(numbers, names, strict=True)),
             evaluation.metric,
         ),
+        straddling_tokens=_count(evaluation.diagnostics, "straddling_tokens"),
+        regions_without_tokens=_count(evaluation.diagnostics, "regions_without_tokens"),
+        straddling_rule=str((evaluation.diagnostics or {}).get("straddling_rule") or "missing"),
     )
+
+
+def _count(diagnostics: dict[str, Any] | None, key: str) -> int | None:
+    value = (diagnostics or {}).get(key)
+    return int(value) if isinstance(value, int | float) else None
 
 
 def interval(values: Sequence[float]) -> tuple[float, float, float] | None:
@@ -564,10 +576,19 @@ def _item_values(evaluation: Evaluation) -> dict[int, dict[str, Any]]:
 def results_document(evaluation: Evaluation) -> dict[str, Any]:
     """The evaluation in the SyntaxGym results format: the suite as evaluated, with
     meta.model and a `metric_value` of all six metrics (bits) on every region. The layout
-    is the one the `score` command writes (outcomes.results_document)."""
-    return outcomes.results_document(
+    is the one the `score` command writes (outcomes.results_document), with the run's
+    accuracy and diagnostics under "results" as there."""
+    document = outcomes.results_document(
         evaluation.snapshot, evaluation.model.name, _item_values(evaluation)
     )
+    document["results"] = {
+        "units": "bits",
+        "metric": evaluation.metric,
+        "accuracy": evaluation.accuracy,
+        "diagnostics": evaluation.diagnostics or {},
+        "model_info": evaluation.model_info or {},
+    }
+    return document
 
 
 RESULTS_CSV_HEADER = [

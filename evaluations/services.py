@@ -8,6 +8,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db import IntegrityError, transaction
 from django.utils import timezone
@@ -183,6 +184,7 @@ def scoring_payload(evaluation: Evaluation) -> dict[str, Any]:
         "attempt": evaluation.attempt,
         "model": {"source": model.source, "revision": model.revision},
         "sentences": [regions for _item, _cond, regions in formats.sentences(evaluation.snapshot)],
+        "straddling": settings.GYM_STRADDLING_TOKENS,
     }
 
 

@@ -25,7 +25,8 @@ def run_scoring(
 ) -> dict[str, Any]:
     """Score the payload's sentences; return region and sentence metrics per sentence.
 
-    payload: {"model": {"source", "revision", "dtype"?}, "sentences": [[region, ...], ...]}
+    payload: {"model": {"source", "revision", "dtype"?}, "sentences": [[region, ...], ...],
+              "straddling"?: "missing" | "split"}
     result: {"sentences": [{"regions": [{metric: value}], "sentence": {metric: value}}],
              "diagnostics": {...}, "model_info": {...}}
     """
@@ -41,7 +42,10 @@ def run_scoring(
             last[0] = now
             progress(done, total)
 
-    scores = scoring.score_sentences(model, payload["sentences"], progress=throttled)
+    rule = payload.get("straddling") or "missing"
+    scores = scoring.score_sentences(
+        model, payload["sentences"], progress=throttled, straddling=rule
+    )
     diagnostics: dict[str, Any] = {}
     for score in scores:
         for key, value in score.diagnostics.items():
@@ -49,6 +53,7 @@ def run_scoring(
                 diagnostics[key] = diagnostics.get(key, 0) + int(value)
             elif isinstance(value, int | float):
                 diagnostics[key] = diagnostics.get(key, 0) + value
+    diagnostics["straddling_rule"] = rule
     return {
         "sentences": [
             {

@@ -220,6 +220,15 @@ GYM_MAX_UPLOAD_BYTES = envint("GYM_MAX_UPLOAD_BYTES", 20 * 1024 * 1024)
 DATA_UPLOAD_MAX_MEMORY_SIZE = GYM_MAX_UPLOAD_BYTES + 1024 * 1024
 FILE_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024 * 1024
 
+# Scoring: what a token whose characters fall in several regions counts for. "missing"
+# gives it wholly to its first character's region (a region it swallowed has no value);
+# "split" divides its surprisal among those regions by characters.
+GYM_STRADDLING_TOKENS = envstr("GYM_STRADDLING_TOKENS", "missing").strip().lower() or "missing"
+if GYM_STRADDLING_TOKENS not in ("missing", "split"):
+    raise ImproperlyConfigured(
+        f"GYM_STRADDLING_TOKENS={GYM_STRADDLING_TOKENS!r}: expected 'missing' or 'split'"
+    )
+
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "rest_framework.authentication.SessionAuthentication",

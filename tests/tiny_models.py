@@ -160,9 +160,14 @@ def make_gpt2(
     return folder
 
 
-def make_llama(folder: Path, *, max_position_embeddings: int = CONTEXT) -> Path:
+def make_llama(
+    folder: Path, *, max_position_embeddings: int = CONTEXT, split_on_spaces: bool = True
+) -> Path:
     """Llama-style causal LM (RoPE, GQA) with a SentencePiece-style Unigram + Metaspace
-    tokenizer whose template adds <s> (the engine must not add it twice)."""
+    tokenizer whose template adds <s> (the engine must not add it twice).
+
+    `split_on_spaces=False` trains the tokenizer the way SentencePiece's
+    `split_by_whitespace=false` does: pieces such as "that▁the▁" span several words."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
     from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
@@ -170,8 +175,12 @@ def make_llama(folder: Path, *, max_position_embeddings: int = CONTEXT) -> Path:
     if _done(folder):
         return folder
     tokenizer = Tokenizer(models.Unigram())
-    tokenizer.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="first")
-    tokenizer.decoder = decoders.Metaspace(replacement="▁", prepend_scheme="first")
+    tokenizer.pre_tokenizer = pre_tokenizers.Metaspace(
+        replacement="▁", prepend_scheme="first", split=split_on_spaces
+    )
+    tokenizer.decoder = decoders.Metaspace(
+        replacement="▁", prepend_scheme="first", split=split_on_spaces
+    )
     trainer = trainers.UnigramTrainer(
         vocab_size=500,
         special_tokens=["<unk>", "<s>", "</s>"],

@@ -6,13 +6,14 @@ Pure Python + torch + transformers, no Django, so a GPU worker can run it alone.
 from __future__ import annotations
 
 from .alignment import build_sentence
-from .engine import score_sentences
+from .engine import STRADDLING_RULES, score_sentences
 from .loading import LoadedModel, clear_model_cache, load_model, model_info
 from .metrics import METRICS
 from .schema import ModelLoadError, RegionScore, ScoringError, SentenceScore, TokenScore
 
 __all__ = [
     "METRICS",
+    "STRADDLING_RULES",
     "LoadedModel",
     "ModelLoadError",
     "RegionScore",

@@ -82,3 +82,22 @@ def align_tokens(
         if len(touched) > 1:
             straddling += 1
     return regions, straddling
+
+
+def token_shares(
+    text: str, spans: Sequence[tuple[int, int]], offsets: Sequence[tuple[int, int]]
+) -> list[dict[int, int]]:
+    """Per token, the regions its non-space characters fall in, with how many in each.
+
+    What the "split" rule for straddling tokens divides a token's surprisal by. A token
+    with no non-space character of its own (a lone "▁") gets an empty dict.
+    """
+    owner = char_regions(text, spans)
+    shares: list[dict[int, int]] = []
+    for start, end in offsets:
+        counts: dict[int, int] = {}
+        for pos in range(start, min(end, len(text))):
+            if owner[pos] >= 0 and not text[pos].isspace():
+                counts[owner[pos]] = counts.get(owner[pos], 0) + 1
+        shares.append(counts)
+    return shares

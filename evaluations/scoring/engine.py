@@ -8,15 +8,22 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from . import causal, masked
-from .alignment import align_tokens, build_sentence
+from .alignment import align_tokens, build_sentence, token_shares
 from .loading import LoadedModel
-from .metrics import region_metrics
+from .metrics import METRICS, region_metrics
 from .schema import RegionScore, ScoringError, SentenceScore, TokenScore
 
 # Tokens per forward pass (padding included). On CPU larger batches stop paying off
 # early; on a GPU they keep the device busy.
 CPU_TOKEN_BUDGET = 2048
 GPU_TOKEN_BUDGET = 32768
+
+# What a token whose characters fall in several regions contributes to them:
+# - "missing" (default): all of it to the region of its first non-space character; a
+#   non-empty region left without any token has no value (never 0 bits);
+# - "split": its surprisal is divided among the regions it touches in proportion to its
+#   non-space characters in each, so every region holding characters gets a value.
+STRADDLING_RULES = ("missing", "split")
 
 
 def default_token_budget(model: LoadedModel) -> int:
@@ -30,17 +37,22 @@ def score_sentences(
     token_budget: int | None = None,
     progress: Callable[[int, int], None] | None = None,
     prefix_sharing: bool = True,
+    straddling: str = "missing",
 ) -> list[SentenceScore]:
     """Token and region surprisals (bits) for sentences given as lists of region texts.
 
     Identical sentences are scored once. `progress(done, total)` is called after each
     batch with the number of input sentences finished. `prefix_sharing` (causal LMs)
     computes shared prefixes once; turning it off gives plain padded batches, which
-    must agree within float32 noise.
+    must agree within float32 noise. `straddling` is one of STRADDLING_RULES.
     """
     for regions in sentences:
         if isinstance(regions, str):
             raise ScoringError("each sentence must be a list of region texts, not a string")
+    if straddling not in STRADDLING_RULES:
+        raise ScoringError(
+            f"straddling must be one of {', '.join(STRADDLING_RULES)}, not '{straddling}'"
+        )
     budget = token_budget or default_token_budget(model)
     if budget < 1:
         raise ScoringError("token_budget must be positive")
@@ -98,6 +110,7 @@ def score_sentences(
                 encoded[index][1],
                 values[index],
                 diagnostics[index],
+                straddling,
             )
         )
     return results
@@ -150,6 +163,7 @@ def _assemble(
     offsets: list[tuple[int, int]],
     values: np.ndarray,
     diagnostics: dict[str, object],
+    rule: str,
 ) -> SentenceScore:
     owners, straddling = align_tokens(text, spans, offsets)
     tokens = [
@@ -163,18 +177,28 @@ def _assemble(
         for name, (start, end), owner, value in zip(names, offsets, owners, values, strict=True)
     ]
     by_region: list[list[float | None]] = [[] for _ in regions]
-    for token in tokens:
-        if token.region is not None:
+    shares = token_shares(text, spans, offsets) if rule == "split" else [{}] * len(tokens)
+    for token, share in zip(tokens, shares, strict=True):
+        if len(share) > 1:
+            characters = sum(share.values())
+            for region, count in share.items():
+                value = token.surprisal
+                by_region[region].append(None if value is None else value * count / characters)
+        elif token.region is not None:
             by_region[token.region].append(token.surprisal)
-    region_scores = [
-        RegionScore(
-            text=regions[index].strip(),
-            start=start,
-            end=end,
-            metrics=region_metrics(by_region[index]),
+    region_scores: list[RegionScore] = []
+    without_tokens = 0
+    for index, (start, end) in enumerate(spans):
+        if end > start and not by_region[index]:
+            # A piece that began in an earlier region swallowed this one: nothing was
+            # measured here, which must not read as an empty region's 0 bits.
+            metrics: dict[str, float | None] = dict.fromkeys(METRICS)
+            without_tokens += 1
+        else:
+            metrics = region_metrics(by_region[index])
+        region_scores.append(
+            RegionScore(text=regions[index].strip(), start=start, end=end, metrics=metrics)
         )
-        for index, (start, end) in enumerate(spans)
-    ]
     return SentenceScore(
         text=text,
         tokens=tokens,
@@ -182,6 +206,7 @@ def _assemble(
         diagnostics={
             "tokens": len(tokens),
             "straddling_tokens": straddling,
+            "regions_without_tokens": without_tokens,
             "unassigned_tokens": sum(1 for token in tokens if token.region is None),
             **diagnostics,
         },

@@ -6,6 +6,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from evaluations import outcomes, worker
@@ -37,6 +38,14 @@ class Command(BaseCommand):
             help="a suite file in any known format, or a folder of them (repeatable)",
         )
         parser.add_argument(
+            "--straddling",
+            choices=["missing", "split"],
+            default=None,
+            help="a token spanning several regions: 'missing' (default; a region it "
+            "swallowed has no value) or 'split' (its surprisal divided by characters); "
+            "default from GYM_STRADDLING_TOKENS",
+        )
+        parser.add_argument(
             "--out", help="results file (one suite) or folder (several); default: standard output"
         )
 
@@ -65,6 +74,7 @@ class Command(BaseCommand):
             payload = {
                 "model": model,
                 "sentences": [regions for _i, _c, regions in formats.sentences(suite)],
+                "straddling": options["straddling"] or settings.GYM_STRADDLING_TOKENS,
             }
             try:
                 scored = worker.run_scoring(payload, progress=self._progress(path))
