@@ -1,6 +1,7 @@
 """Reads of stored results that the leaderboard, the model, suite and result pages, the
 API and the downloads share. Nothing here computes surprisal: it reads what the store
-task wrote (region values in bits, prediction outcomes, accuracies).
+task wrote (region values in bits, prediction outcomes, accuracies). Laying the reads out
+as CSV or JSON downloads is `exports`' work; the plot's means and intervals are `plots`'.
 
 The leaderboard reads a fixed number of queries whatever the number of models or suites:
 plain tuples from `values_list`, grouped in Python, never a query per model or per suite.
@@ -8,10 +9,7 @@ plain tuples from `values_list`, grouped in Python, never a query per model or p
 
 from __future__ import annotations
 
-import csv
-import io
 import math
-import statistics
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -20,17 +18,14 @@ from typing import Any
 
 from django.db.models import F
 
-from evaluations import outcomes
 from evaluations.models import Evaluation, LanguageModel, PredictionResult
+from evaluations.plots import plot_data
 from suites.formats import condition_names, region_names
 from suites.models import Suite
 
-METRICS: tuple[str, ...] = ("sum", "mean", "median", "range", "max", "min")
 # The group of suites that carry no tag at all.
 UNTAGGED = "untagged"
 DONE = Evaluation.Status.DONE
-# z for a two-sided 95% interval under a normal approximation.
-Z95 = 1.96
 
 SORT_OVERALL = "overall"
 SORT_MODEL = "model"
@@ -249,66 +244,6 @@ def _sort_rows(
     return sort, direction
 
 
-def leaderboard_data(board: Leaderboard) -> dict[str, Any]:
-    """The board as plain JSON for the API."""
-    names = {s.id: s.name for s in board.suites}
-    return {
-        "tag": board.tag,
-        "sort": board.sort,
-        "direction": board.direction,
-        "tags": board.tags,
-        "groups": [{"tag": g.tag, "suites": [s.name for s in g.suites]} for g in board.groups],
-        "suites": [{"name": s.name, "tags": list(s.tags)} for s in board.suites],
-        "rows": [
-            {
-                "model": row.model.name,
-                "display_name": row.model.display_name,
-                "is_baseline": row.model.is_baseline,
-                "overall": row.overall,
-                "covered": row.covered,
-                "total": board.total,
-                "group_means": row.group_means,
-                "scores": {
-                    names[suite_id]: {"accuracy": accuracy, "evaluation": evaluation_id}
-                    for suite_id, (accuracy, evaluation_id) in sorted(
-                        row.cells.items(), key=lambda kv: names[kv[0]]
-                    )
-                },
-            }
-            for row in board.rows
-        ],
-    }
-
-
-def leaderboard_csv(board: Leaderboard) -> str:
-    """One line per model: overall, coverage, each group mean, then each suite's accuracy."""
-    out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(
-        ["model", "display_name", "is_baseline", "overall", "suites_scored", "suites_total"]
-        + [f"{GROUP_PREFIX}{g.tag}" for g in board.groups]
-        + [s.name for s in board.suites]
-    )
-    for row in board.rows:
-        writer.writerow(
-            [
-                row.model.name,
-                row.model.display_name,
-                int(row.model.is_baseline),
-                _number(row.overall),
-                row.covered,
-                board.total,
-            ]
-            + [_number(row.group_means.get(g.tag)) for g in board.groups]
-            + [_number(row.cells.get(s.id, (None, 0))[0]) for s in board.suites]
-        )
-    return out.getvalue()
-
-
-def _number(value: float | None) -> str:
-    return "" if value is None else repr(float(value))
-
-
 # --- one model, one suite ----------------------------------------------------------------
 
 
@@ -517,109 +452,3 @@ def result_page(evaluation: Evaluation) -> ResultPage:
 def _count(diagnostics: dict[str, Any] | None, key: str) -> int | None:
     value = (diagnostics or {}).get(key)
     return int(value) if isinstance(value, int | float) else None
-
-
-def interval(values: Sequence[float]) -> tuple[float, float, float] | None:
-    """(mean, lower, upper) of a 95% interval for the mean: mean ± 1.96·sd/√n with the
-    sample standard deviation (n - 1); one value gives an interval of zero width."""
-    if not values:
-        return None
-    mean = math.fsum(values) / len(values)
-    half = Z95 * statistics.stdev(values) / math.sqrt(len(values)) if len(values) > 1 else 0.0
-    return mean, mean - half, mean + half
-
-
-def plot_data(
-    item_values: Sequence[dict[str, Any]],
-    conditions: Sequence[str],
-    regions: Sequence[tuple[int, str]],
-    metric: str,
-) -> dict[str, Any]:
-    """Per condition and region, the mean over items of the evaluation's metric and its
-    95% interval, skipping missing values (None). Regions stay in region order."""
-    series = []
-    for condition in conditions:
-        points: list[dict[str, float | int] | None] = []
-        for index in range(len(regions)):
-            values = [
-                float(v)
-                for item in item_values
-                if (v := _value_at(item, condition, metric, index)) is not None
-            ]
-            summary = interval(values)
-            points.append(
-                None
-                if summary is None
-                else {"y": summary[0], "yMin": summary[1], "yMax": summary[2], "n": len(values)}
-            )
-        series.append({"condition": condition, "points": points})
-    return {
-        "metric": metric,
-        "unit": "bits",
-        "regions": [f"{number} {name}" for number, name in regions],
-        "series": series,
-    }
-
-
-def _value_at(item: dict[str, Any], condition: str, metric: str, index: int) -> Any:
-    values = (item.get(condition) or {}).get(metric) or []
-    return values[index] if index < len(values) else None
-
-
-# --- downloads -----------------------------------------------------------------------------
-
-
-def _item_values(evaluation: Evaluation) -> dict[int, dict[str, Any]]:
-    return dict(evaluation.item_results.values_list("item_number", "values"))
-
-
-def results_document(evaluation: Evaluation) -> dict[str, Any]:
-    """The evaluation in the SyntaxGym results format: the suite as evaluated, with
-    meta.model and a `metric_value` of all six metrics (bits) on every region. The layout
-    is the one the `score` command writes (outcomes.results_document), with the run's
-    accuracy and diagnostics under "results" as there."""
-    document = outcomes.results_document(
-        evaluation.snapshot, evaluation.model.name, _item_values(evaluation)
-    )
-    document["results"] = {
-        "units": "bits",
-        "metric": evaluation.metric,
-        "accuracy": evaluation.accuracy,
-        "diagnostics": evaluation.diagnostics or {},
-        "model_info": evaluation.model_info or {},
-    }
-    return document
-
-
-RESULTS_CSV_HEADER = [
-    "item_number",
-    "condition_name",
-    "region_number",
-    "region_name",
-    "content",
-    *METRICS,
-]
-
-
-def results_csv(evaluation: Evaluation) -> str:
-    """One line per item, condition and region with the six metrics in bits."""
-    document = results_document(evaluation)
-    region_meta = document["region_meta"]
-    out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(RESULTS_CSV_HEADER)
-    for item in document["items"]:
-        for condition in item["conditions"]:
-            for region in condition["regions"]:
-                value = region["metric_value"]
-                writer.writerow(
-                    [
-                        item["item_number"],
-                        condition["condition_name"],
-                        region["region_number"],
-                        region_meta.get(str(region["region_number"]), ""),
-                        region["content"],
-                    ]
-                    + [_number(value[m]) for m in METRICS]
-                )
-    return out.getvalue()

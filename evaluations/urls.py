@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from evaluations import api, leaderboard, views
+from evaluations import api, result_views, views
 
 app_name = "evaluations"
 
@@ -15,12 +15,12 @@ urlpatterns = [
     path("evaluations/<int:pk>/", views.evaluation_detail, name="detail"),
     path("evaluations/<int:pk>/retry/", views.evaluation_retry, name="retry"),
     # After models/register/, which the slug pattern would otherwise swallow.
-    path("models/<slug:name>/", leaderboard.model_page, name="model"),
-    path("leaderboard/", leaderboard.leaderboard_page, name="leaderboard"),
-    path("leaderboard.csv", leaderboard.leaderboard_csv_view, name="leaderboard_csv"),
-    path("evaluations/<int:pk>/results/", leaderboard.result_page_view, name="result"),
-    path("evaluations/<int:pk>/results.json", leaderboard.results_json_view, name="results_json"),
-    path("evaluations/<int:pk>/results.csv", leaderboard.results_csv_view, name="results_csv"),
+    path("models/<slug:name>/", result_views.model_page, name="model"),
+    path("leaderboard/", result_views.leaderboard_page, name="leaderboard"),
+    path("leaderboard.csv", result_views.leaderboard_csv_view, name="leaderboard_csv"),
+    path("evaluations/<int:pk>/results/", result_views.result_page_view, name="result"),
+    path("evaluations/<int:pk>/results.json", result_views.results_json_view, name="results_json"),
+    path("evaluations/<int:pk>/results.csv", result_views.results_csv_view, name="results_csv"),
 ]
 
 api_urlpatterns = [
@@ -29,10 +29,10 @@ api_urlpatterns = [
     path("evaluations/", api.EvaluationListCreate.as_view(), name="api-evaluations"),
     path("evaluations/<int:pk>/", api.EvaluationDetail.as_view(), name="api-evaluation"),
     path("evaluations/<int:pk>/retry/", api.EvaluationRetry.as_view(), name="api-evaluation-retry"),
-    path("leaderboard/", leaderboard.LeaderboardAPI.as_view(), name="api-leaderboard"),
+    path("leaderboard/", result_views.LeaderboardAPI.as_view(), name="api-leaderboard"),
     path(
         "evaluations/<int:pk>/results/",
-        leaderboard.EvaluationResultsAPI.as_view(),
+        result_views.EvaluationResultsAPI.as_view(),
         name="api-evaluation-results",
     ),
 ]

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from django.contrib.staticfiles import finders
 
-from evaluations import outcomes, selectors
+from evaluations import exports, outcomes, plots, selectors
 from evaluations.models import Evaluation, ItemResult, LanguageModel, PredictionResult
 from evaluations.scoring.metrics import region_metrics
 from suites import formats
@@ -187,8 +187,8 @@ def test_plot_data_is_mean_and_95_interval_per_condition_and_region(  # type: ig
 
 
 def test_plot_interval_of_one_value_has_zero_width() -> None:
-    assert selectors.interval([3.0]) == (3.0, 3.0, 3.0)
-    assert selectors.interval([]) is None
+    assert plots.interval([3.0]) == (3.0, 3.0, 3.0)
+    assert plots.interval([]) is None
 
 
 def test_plot_scripts_come_from_npm_packages(anon_client, evaluation) -> None:  # type: ignore[no-untyped-def]
@@ -233,7 +233,7 @@ def test_results_json_follows_the_syntaxgym_results_format(  # type: ignore[no-u
         },
     }
     missing = document["items"][2]["conditions"][0]["regions"][0]["metric_value"]
-    assert missing == dict.fromkeys(selectors.METRICS)
+    assert missing == dict.fromkeys(exports.METRICS)
 
     # The same keys at every level as SyntaxGym's own results files.
     references = sorted((SHARED_DATA / "syntaxgym-misc").glob("*.RESULTS.json"))
@@ -258,7 +258,7 @@ def test_results_api_is_the_same_document(anon_client, evaluation) -> None:  # t
     api = anon_client.get(f"/api/evaluations/{evaluation.pk}/results/")
     assert api.status_code == 200
     download = json.loads(anon_client.get(f"/evaluations/{evaluation.pk}/results.json").content)
-    assert api.json() == download == selectors.results_document(evaluation)
+    assert api.json() == download == exports.results_document(evaluation)
 
 
 def test_results_csv_rows(anon_client, evaluation) -> None:  # type: ignore[no-untyped-def]

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from django.core.management import call_command
 
-from evaluations import selectors, services, worker
+from evaluations import exports, services, worker
 from evaluations.models import Evaluation, LanguageModel
 from evaluations.scoring import METRICS, LoadedModel, ScoringError, load_model, score_sentences
 from suites import selectors as suite_selectors
@@ -202,4 +202,4 @@ def test_result_page_and_export_count_regions_without_tokens(
     assert document["items"][0]["conditions"][0]["regions"][3]["metric_value"] == dict.fromkeys(
         METRICS
     )
-    assert document == selectors.results_document(evaluation)
+    assert document == exports.results_document(evaluation)

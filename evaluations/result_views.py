@@ -16,7 +16,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from evaluations import selectors
+from evaluations import exports, selectors
 from evaluations.models import Evaluation, LanguageModel
 
 
@@ -38,7 +38,7 @@ def leaderboard_page(request: HttpRequest) -> HttpResponse:
 def leaderboard_csv_view(request: HttpRequest) -> HttpResponse:
     board = _board(request)
     name = f"leaderboard-{slugify(board.tag)}.csv" if board.tag else "leaderboard.csv"
-    return _download(selectors.leaderboard_csv(board), "text/csv; charset=utf-8", name)
+    return _download(exports.leaderboard_csv(board), "text/csv; charset=utf-8", name)
 
 
 def model_page(request: HttpRequest, name: str) -> HttpResponse:
@@ -84,7 +84,7 @@ def _results_filename(evaluation: Evaluation, extension: str) -> str:
 
 def results_json_view(request: HttpRequest, pk: int) -> HttpResponse:
     evaluation = _done_evaluation(pk)
-    text = json.dumps(selectors.results_document(evaluation), indent=2, ensure_ascii=False)
+    text = json.dumps(exports.results_document(evaluation), indent=2, ensure_ascii=False)
     return _download(
         text + "\n",
         "application/json; charset=utf-8",
@@ -95,7 +95,7 @@ def results_json_view(request: HttpRequest, pk: int) -> HttpResponse:
 def results_csv_view(request: HttpRequest, pk: int) -> HttpResponse:
     evaluation = _done_evaluation(pk)
     return _download(
-        selectors.results_csv(evaluation),
+        exports.results_csv(evaluation),
         "text/csv; charset=utf-8",
         _results_filename(evaluation, "results.csv"),
     )
@@ -124,7 +124,7 @@ class LeaderboardAPI(APIView):
         responses=OpenApiTypes.OBJECT,
     )
     def get(self, request: Request) -> Response:
-        return Response(selectors.leaderboard_data(_board(request)))
+        return Response(exports.leaderboard_data(_board(request)))
 
 
 class EvaluationResultsAPI(APIView):
@@ -134,4 +134,4 @@ class EvaluationResultsAPI(APIView):
 
     @extend_schema(responses={200: OpenApiTypes.OBJECT, 404: None})
     def get(self, request: Request, pk: int) -> Response:
-        return Response(selectors.results_document(_done_evaluation(pk)))
+        return Response(exports.results_document(_done_evaluation(pk)))
