@@ -13,6 +13,7 @@ from rest_framework.views import APIView
 from evaluations import services
 from evaluations.models import Evaluation, LanguageModel
 from suites.models import Suite, Tag
+from suites.selectors import suites_with_tag
 
 
 class LanguageModelSerializer(serializers.ModelSerializer):
@@ -93,12 +94,12 @@ class EvaluationRequestSerializer(serializers.Serializer):
             raise serializers.ValidationError(
                 {"suites": [f"no suite named {n!r}" for n in missing]}
             )
-        suites = [found[n] for n in names]
+        tag = None
         if attrs["tag"]:
             tag = Tag.objects.filter(name=attrs["tag"]).first()
             if tag is None:
                 raise serializers.ValidationError({"tag": [f"no tag named {attrs['tag']!r}"]})
-            suites += [s for s in tag.suites.order_by("name") if s not in suites]
+        suites = suites_with_tag([found[n] for n in names], tag)
         if not suites:
             raise serializers.ValidationError(
                 "give at least one suite name in 'suites', or a 'tag' that has suites"

@@ -4,6 +4,7 @@ from django import forms
 
 from evaluations.models import LanguageModel
 from suites.models import Suite, Tag
+from suites.selectors import suites_with_tag
 
 
 class ModelRegisterForm(forms.Form):
@@ -42,10 +43,7 @@ class EvaluationRequestForm(forms.Form):
 
     def clean(self) -> dict:
         cleaned = super().clean()
-        suites = list(cleaned.get("suites") or [])
-        tag = cleaned.get("tag")
-        if tag is not None:
-            suites += [s for s in tag.suites.all() if s not in suites]
+        suites = suites_with_tag(cleaned.get("suites") or [], cleaned.get("tag"))
         if not suites and not self.errors:
             raise forms.ValidationError("Choose at least one suite or a tag that has suites.")
         cleaned["all_suites"] = suites

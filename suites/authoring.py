@@ -33,9 +33,6 @@ from suites.formats import SuiteError
 from suites.models import Suite
 
 METRICS = ("sum", "mean", "median", "range", "max", "min", "all")
-# Copies are named "<name> (copy)", "<name> (copy 2)", …; past this many tries something
-# other than a name clash is wrong.
-MAX_COPY_ATTEMPTS = 100
 
 
 def _suite_or_404(name: str) -> Suite:
@@ -109,51 +106,26 @@ def editor_edit(request: HttpRequest, name: str) -> HttpResponse:
     )
 
 
-def copy_name(name: str, attempt: int) -> str:
-    """'<name> (copy)', then '<name> (copy 2)', …, cut to fit the name length limit."""
-    suffix = " (copy)" if attempt == 1 else f" (copy {attempt})"
-    base = name[: services.NAME_MAX_LENGTH - len(suffix)].rstrip()
-    return base + suffix
-
-
 @login_required
 @require_POST
 def suite_copy(request: HttpRequest, name: str) -> HttpResponse:
     """Copy any suite into the user's own suites and open the copy in the grid."""
     original = _suite_or_404(name)
-    data = selectors.suite_canonical(original)
-    taken = set(
-        Suite.objects.filter(name__startswith=copy_name(name, 1)[: -len(" (copy)")]).values_list(
-            "name", flat=True
-        )
+    try:
+        report = services.suite_copy(suite=original, owner=request.user)
+    except services.SuiteInvalid as invalid:
+        for error in invalid.errors[:5]:
+            messages.error(request, f"Could not copy: {error.path}: {error.message}")
+        return redirect(original)
+    except services.NoFreeName as exhausted:
+        messages.error(request, str(exhausted))
+        return redirect(original)
+    messages.success(
+        request,
+        f"Copied “{original.name}” to your suites as “{report.suite.name}”. "
+        "You can edit the copy here.",
     )
-    attempt = 1
-    while attempt <= MAX_COPY_ATTEMPTS:
-        new_name = copy_name(name, attempt)
-        attempt += 1
-        if new_name in taken:
-            continue
-        try:
-            report = services.suite_import(source=data, owner=request.user, name=new_name)
-        except services.SuiteInvalid as invalid:
-            # Someone took the name in the meantime: try the next one. Any other error
-            # means the stored suite no longer passes today's checks; say so.
-            if (
-                all(e.path == "$.meta.name" for e in invalid.errors)
-                and Suite.objects.filter(name=new_name).exists()
-            ):
-                continue
-            for error in invalid.errors[:5]:
-                messages.error(request, f"Could not copy: {error.path}: {error.message}")
-            return redirect(original)
-        messages.success(
-            request,
-            f"Copied “{original.name}” to your suites as “{report.suite.name}”. "
-            "You can edit the copy here.",
-        )
-        return redirect("suites:grid", name=report.suite.name)
-    messages.error(request, "Could not find a free name for the copy; rename some copies first.")
-    return redirect(original)
+    return redirect("suites:grid", name=report.suite.name)
 
 
 # -- validation endpoints ---------------------------------------------------------------
@@ -180,9 +152,8 @@ def _name_errors(
         return []
     if not isinstance(name, str):
         return []
-    # A private helper of services: the same function suite_import calls, so that the
-    # editor shows exactly the message a save would give.
-    return services._check_name(name, exclude_pk=replace.pk if replace else None)
+    # The check suite_import applies, so that the editor shows the message a save would give.
+    return services.suite_name_check(name=name, replace=replace)
 
 
 class ValidateSuite(APIView):

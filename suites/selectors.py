@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from django.db.models import Q, QuerySet
 
-from suites.models import Suite
+from suites.models import Suite, Tag
 
 SORTS = {
     "name": "name",
@@ -25,6 +26,15 @@ def suite_list(*, q: str = "", tag: str = "", sort: str = "name") -> QuerySet[Su
     if tag:
         suites = suites.filter(tags__name=tag)
     return suites.order_by(SORTS.get(sort, "name"), "name")
+
+
+def suites_with_tag(suites: Iterable[Suite], tag: Tag | None) -> list[Suite]:
+    """What a request for `suites` plus `tag` covers: the suites as picked, then the tag's
+    other suites in name order (a suite picked and tagged comes once)."""
+    chosen = list(suites)
+    if tag is not None:
+        chosen += [s for s in tag.suites.order_by("name") if s not in chosen]
+    return chosen
 
 
 def suite_meta(suite: Suite) -> dict[str, Any]:

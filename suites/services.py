@@ -12,7 +12,7 @@ from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db import IntegrityError, transaction
 from django.utils.text import slugify
 
-from suites import formats
+from suites import formats, selectors
 from suites.formats import SuiteError
 from suites.models import Condition, Item, Prediction, Region, Suite, Tag
 
@@ -20,6 +20,9 @@ NAME_MAX_LENGTH = 200
 # Names appear in URLs (/suites/<name>/); a slash would split them.
 _NAME_FORBIDDEN = re.compile(r"[/\\\x00-\x1f\x7f]")
 _META_TEXT_FIELDS = ("description", "reference", "author", "comment")
+# Copies are named "<name> (copy)", "<name> (copy 2)", …; past this many tries something
+# other than a name clash is wrong.
+MAX_COPY_ATTEMPTS = 100
 
 
 class SuiteInvalid(Exception):
@@ -32,6 +35,10 @@ class SuiteInvalid(Exception):
 
 class PermissionDenied(Exception):
     pass
+
+
+class NoFreeName(Exception):
+    """suite_copy tried MAX_COPY_ATTEMPTS names and every one was taken."""
 
 
 @dataclass
@@ -54,7 +61,10 @@ def tag_slugs(raw: Iterable[str]) -> list[str]:
     return sorted({slugify(str(t)) for t in raw if slugify(str(t))})
 
 
-def _check_name(name: str, *, exclude_pk: int | None) -> list[SuiteError]:
+def suite_name_check(*, name: str, replace: Suite | None = None) -> list[SuiteError]:
+    """What is wrong with `name` as a suite's name (empty, too long, slashes, taken by a
+    suite other than `replace`); empty when it is free. suite_import applies it, and the
+    editor's validation endpoint calls it so that a clash shows as soon as it is typed."""
     errors: list[SuiteError] = []
     if not name.strip():
         errors.append(SuiteError("$.meta.name", "the suite needs a name (meta.name)"))
@@ -72,7 +82,9 @@ def _check_name(name: str, *, exclude_pk: int | None) -> list[SuiteError]:
     elif name != name.strip():
         errors.append(SuiteError("$.meta.name", "the name may not start or end with spaces"))
     else:
-        clash = Suite.objects.filter(name=name).exclude(pk=exclude_pk).select_related("owner")
+        clash = Suite.objects.filter(name=name).select_related("owner")
+        if replace is not None:
+            clash = clash.exclude(pk=replace.pk)
         other = clash.first()
         if other is not None:
             whose = (
@@ -113,7 +125,7 @@ def suite_import(
     if name is not None:
         data = {**data, "meta": {**data["meta"], "name": name}}
     suite_name = str(data["meta"].get("name", ""))
-    name_errors = _check_name(suite_name, exclude_pk=replace.pk if replace else None)
+    name_errors = suite_name_check(name=suite_name, replace=replace)
     if name_errors:
         raise SuiteInvalid(name_errors)
 
@@ -123,7 +135,7 @@ def suite_import(
     except IntegrityError:
         # Another request took the name between the check and the insert.
         raise SuiteInvalid(
-            _check_name(suite_name, exclude_pk=replace.pk if replace else None)
+            suite_name_check(name=suite_name, replace=replace)
             or [SuiteError("$.meta.name", f"a suite named {suite_name!r} already exists")]
         ) from None
     return ImportReport(
@@ -246,6 +258,39 @@ def suite_replace(
     if not can_change(user, suite):
         raise PermissionDenied("only the suite's owner (or staff) may replace it")
     return suite_import(source=source, owner=suite.owner, replace=suite)
+
+
+def copy_name(name: str, attempt: int) -> str:
+    """'<name> (copy)', then '<name> (copy 2)', …, cut to fit the name length limit."""
+    suffix = " (copy)" if attempt == 1 else f" (copy {attempt})"
+    base = name[: NAME_MAX_LENGTH - len(suffix)].rstrip()
+    return base + suffix
+
+
+def suite_copy(*, suite: Suite, owner: AbstractBaseUser) -> ImportReport:
+    """Copy any suite into `owner`'s suites under the first free name of
+    '<name> (copy)', '<name> (copy 2)', …
+
+    Raises SuiteInvalid when the stored suite no longer passes today's checks, and
+    NoFreeName when MAX_COPY_ATTEMPTS names are all taken."""
+    data = selectors.suite_canonical(suite)
+    stem = copy_name(suite.name, 1)[: -len(" (copy)")]
+    taken = set(Suite.objects.filter(name__startswith=stem).values_list("name", flat=True))
+    for attempt in range(1, MAX_COPY_ATTEMPTS + 1):
+        new_name = copy_name(suite.name, attempt)
+        if new_name in taken:
+            continue
+        try:
+            return suite_import(source=data, owner=owner, name=new_name)
+        except SuiteInvalid as invalid:
+            # Someone took the name in the meantime: try the next one. Any other error
+            # means the stored suite no longer passes today's checks.
+            if not (
+                all(e.path == "$.meta.name" for e in invalid.errors)
+                and Suite.objects.filter(name=new_name).exists()
+            ):
+                raise
+    raise NoFreeName("Could not find a free name for the copy; rename some copies first.")
 
 
 def suite_delete(*, suite: Suite, user: AbstractBaseUser | AnonymousUser | None) -> None:

@@ -1,5 +1,6 @@
-"""Shared fixtures: named users (alice owns, bob is another user, charlie is staff),
-clients that enforce CSRF like a browser, and the path to the real suites in shared/."""
+"""Shared fixtures: named users (alice owns, bob is another user, charlie has no rights,
+dana is staff), clients that enforce CSRF like a browser, and the path to the real suites
+in shared/."""
 
 from __future__ import annotations
 
@@ -62,9 +63,12 @@ def bob(django_user_model):  # type: ignore[no-untyped-def]
 
 @pytest.fixture
 def charlie(django_user_model):  # type: ignore[no-untyped-def]
-    return django_user_model.objects.create_user(
-        "charlie", password="charlie-pass-1234", is_staff=True
-    )
+    return django_user_model.objects.create_user("charlie", password="charlie-pass-1234")
+
+
+@pytest.fixture
+def dana(django_user_model):  # type: ignore[no-untyped-def]
+    return django_user_model.objects.create_user("dana", password="dana-pass-1234", is_staff=True)
 
 
 @pytest.fixture
@@ -91,6 +95,11 @@ def bob_client(bob) -> BrowserClient:  # type: ignore[no-untyped-def]
 @pytest.fixture
 def charlie_client(charlie) -> BrowserClient:  # type: ignore[no-untyped-def]
     return _logged_in(charlie)
+
+
+@pytest.fixture
+def dana_client(dana) -> BrowserClient:  # type: ignore[no-untyped-def]
+    return _logged_in(dana)
 
 
 def small_suite(name: str = "tiny agreement", **meta: Any) -> dict[str, Any]:

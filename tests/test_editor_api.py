@@ -10,7 +10,6 @@ import pytest
 from django.contrib.staticfiles import finders
 
 from suites import formats, selectors, services
-from suites.authoring import copy_name
 from suites.models import Suite
 from tests.conftest import BrowserClient, small_suite
 
@@ -241,10 +240,10 @@ def test_copy_needs_post_login_and_csrf(anon_client, bob_client, alice) -> None:
 
 
 def test_copy_names_fit_the_limit() -> None:
-    assert copy_name("x", 1) == "x (copy)" and copy_name("x", 3) == "x (copy 3)"
+    assert services.copy_name("x", 1) == "x (copy)" and services.copy_name("x", 3) == "x (copy 3)"
     long = "n" * services.NAME_MAX_LENGTH
-    assert len(copy_name(long, 12)) == services.NAME_MAX_LENGTH
-    assert copy_name(long, 12).endswith(" (copy 12)")
+    assert len(services.copy_name(long, 12)) == services.NAME_MAX_LENGTH
+    assert services.copy_name(long, 12).endswith(" (copy 12)")
 
 
 # -- saving (the editor posts to the suites API) ----------------------------------------

@@ -162,7 +162,7 @@ def test_tag_filter(anon_client, board_data) -> None:  # type: ignore[no-untyped
 
 
 def test_hidden_models_only_for_staff_and_baseline_badge(  # type: ignore[no-untyped-def]
-    anon_client, charlie_client, board_data
+    anon_client, dana_client, board_data
 ) -> None:
     secret = make_model("secret-model", is_hidden=True)
     done(secret, board_data["a1"], 0.9)
@@ -174,7 +174,7 @@ def test_hidden_models_only_for_staff_and_baseline_badge(  # type: ignore[no-unt
     api = anon_client.get("/api/leaderboard/").json()
     assert "secret-model" not in [r["model"] for r in api["rows"]]
     assert "secret-model" not in anon_client.get("/leaderboard.csv").content.decode()
-    staff_page = charlie_client.get("/leaderboard/").content.decode()
+    staff_page = dana_client.get("/leaderboard/").content.decode()
     assert "Secret Model" in staff_page and ">hidden</span>" in staff_page
 
 

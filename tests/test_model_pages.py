@@ -48,14 +48,14 @@ def test_register_unknown_hub_id_offline_is_kept_as_unknown(alice_client, monkey
     assert LanguageModel.objects.get(source="someone/not-here-model").kind == "unknown"
 
 
-def test_models_api_and_hidden_models(anon_client, alice, charlie_client, tiny_gpt2) -> None:
+def test_models_api_and_hidden_models(anon_client, alice, dana_client, tiny_gpt2) -> None:
     services.model_register(source=str(tiny_gpt2), name="tiny", user=alice)
     services.model_register(source="x/hidden", name="hidden")
     LanguageModel.objects.filter(name="hidden").update(is_hidden=True)
     names = [m["name"] for m in anon_client.get("/api/models/").json()["results"]]
     assert names == ["tiny"]
     assert anon_client.get("/models/").content.decode().count("hidden") == 0
-    staff_names = [m["name"] for m in charlie_client.get("/api/models/").json()["results"]]
+    staff_names = [m["name"] for m in dana_client.get("/api/models/").json()["results"]]
     assert sorted(staff_names) == ["hidden", "tiny"]
     assert anon_client.get("/api/models/tiny/").json()["kind"] == "causal"
 
@@ -93,13 +93,13 @@ def test_api_request_validation(alice_client, alice, tiny_gpt2) -> None:
     assert response.status_code == 400 and "no suite named 'nope'" in response.content.decode()
 
 
-def test_staff_hide_and_show_a_model(alice_client, charlie_client, anon_client, tiny_gpt2) -> None:
+def test_staff_hide_and_show_a_model(alice_client, dana_client, anon_client, tiny_gpt2) -> None:
     services.model_register(source=str(tiny_gpt2), name="tiny")
     assert alice_client.post_form("/models/tiny/visibility/", {"hidden": "1"}).status_code == 403
     assert "Hide from leaderboards" not in alice_client.get("/models/tiny/").content.decode()
-    assert "Hide from leaderboards" in charlie_client.get("/models/tiny/").content.decode()
-    assert charlie_client.post_form("/models/tiny/visibility/", {"hidden": "1"}).status_code == 302
+    assert "Hide from leaderboards" in dana_client.get("/models/tiny/").content.decode()
+    assert dana_client.post_form("/models/tiny/visibility/", {"hidden": "1"}).status_code == 302
     assert LanguageModel.objects.get(name="tiny").is_hidden
     assert anon_client.get("/api/models/").json()["results"] == []
-    charlie_client.post_form("/models/tiny/visibility/", {"hidden": "0"})
+    dana_client.post_form("/models/tiny/visibility/", {"hidden": "0"})
     assert not LanguageModel.objects.get(name="tiny").is_hidden

@@ -128,7 +128,7 @@ def test_too_large_is_413(alice, settings) -> None:
     assert "limit" in response.json()["errors"][0]["message"]
 
 
-def test_delete_owner_only(alice, bob, charlie) -> None:
+def test_delete_owner_only(alice, bob, dana) -> None:
     services.suite_import(source=small_suite("del"), owner=alice)
     assert BrowserClient().delete("/api/suites/del/").status_code in (401, 403)
     assert _token_client(bob).delete("/api/suites/del/").status_code == 403
@@ -136,7 +136,7 @@ def test_delete_owner_only(alice, bob, charlie) -> None:
     assert _token_client(alice).delete("/api/suites/del/").status_code == 204
     assert not Suite.objects.filter(name="del").exists()
     services.suite_import(source=small_suite("del2"), owner=alice)
-    assert _token_client(charlie).delete("/api/suites/del2/").status_code == 204
+    assert _token_client(dana).delete("/api/suites/del2/").status_code == 204
 
 
 def test_put_replaces_for_owner(alice, bob) -> None:

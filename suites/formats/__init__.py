@@ -27,7 +27,6 @@ from suites.formats.syntaxgym import (
     load_suite_file,
     parse_suite_data,
     parse_suite_text,
-    tag_slug,
 )
 from suites.formats.tables import CSV_FORMAT, CSV_HEADER, parse_suite_csv, to_csv_text
 
@@ -55,7 +54,6 @@ __all__ = [
     "parse_suite_text",
     "region_names",
     "sentences",
-    "tag_slug",
     "to_csv_text",
     "to_json_text",
 ]

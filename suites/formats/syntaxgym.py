@@ -12,12 +12,12 @@ from __future__ import annotations
 import difflib
 import json
 import os
-import re
-import unicodedata
 from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
+
+from django.utils.text import slugify
 
 from suites import predictions
 from suites.formats.canonical import DEFAULT_METRIC, META_KNOWN_KEYS, META_TEXT_KEYS
@@ -172,14 +172,6 @@ def _regions(data: dict[str, Any]) -> Iterable[dict[str, Any]]:
             for region in regions if isinstance(regions, list) else []:
                 if isinstance(region, dict):
                     yield region
-
-
-def tag_slug(text: str) -> str:
-    """A tag as stored: lower-case ASCII letters, digits, `_` and `-` (as Django's slugify,
-    so that tags read here match the ones the site stores)."""
-    ascii_text = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode("ascii")
-    cleaned = re.sub(r"[^\w\s-]", "", ascii_text.lower())
-    return re.sub(r"[-\s]+", "-", cleaned).strip("-_")
 
 
 class _SuiteReader:
@@ -472,7 +464,8 @@ class _SuiteReader:
     def _tags(self, raw: list[str]) -> list[str]:
         slugs: set[str] = set()
         for tag in raw:
-            slug = tag_slug(tag)
+            # Django's slugify: tags read here are the ones the site stores.
+            slug = slugify(tag)
             if not slug:
                 self.warnings.append(f"tag {tag!r} was dropped: a tag needs letters or digits")
             elif slug != tag:

@@ -64,121 +64,187 @@ def parse_suite_csv(
     """Build a suite from CSV rows (the columns of CSV_HEADER, in any order) plus `meta` and
     `predictions` (any form parse_suite_data accepts), then check it like a JSON upload.
     Errors point at CSV rows: `csv line 7, column content`."""
+    rows, problem = _csv_rows(text)
+    if problem is not None:
+        return failed([problem], source_format=CSV_FORMAT)
+    header_line, header = rows[0]
+    columns = [name.strip().lower() for name in header]
+    errors = _header_errors(columns, header_line)
+    if not errors and len(rows) == 1:
+        errors = [
+            SuiteError(
+                f"csv line {header_line + 1}",
+                "the CSV has a header but no rows; add one row per item, condition and region",
+            )
+        ]
+    if errors:
+        return failed(errors, source_format=CSV_FORMAT)
+    table = _Table(columns)
+    for line, row in rows[1:]:
+        table.add_row(line, row)
+    table.check_region_numbers()
+    if table.errors:
+        return failed(table.errors, source_format=CSV_FORMAT)
+    return _check_as_suite(table, meta=meta, predictions=predictions)
+
+
+def _csv_rows(text: str | bytes) -> tuple[list[tuple[int, list[str]]], SuiteError | None]:
+    """The non-blank rows of UTF-8 CSV text (a BOM is dropped), or why there are none."""
     if isinstance(text, bytes):
         try:
             text = text.decode("utf-8-sig")
         except UnicodeDecodeError as exc:
             line = exc.object[: exc.start].count(b"\n") + 1
-            return _failed(f"csv line {line}", "the CSV is not UTF-8 text; save it as UTF-8")
+            return [], SuiteError(f"csv line {line}", "the CSV is not UTF-8 text; save it as UTF-8")
     rows, problem = _read_rows(text.removeprefix("\ufeff"))
-    if problem is not None:
-        return failed([problem], source_format=CSV_FORMAT)
-    if not rows:
-        return _failed(
+    if problem is None and not rows:
+        problem = SuiteError(
             "csv line 1",
             "the CSV is empty; it needs a header row (" + ",".join(CSV_HEADER) + ") and one row "
             "per item, condition and region",
         )
-    header_line, header = rows[0]
-    columns = [name.strip().lower() for name in header]
+    return rows, problem
+
+
+def _check_as_suite(
+    table: _Table, *, meta: dict[str, Any], predictions: list[Any] | None
+) -> FormatResult:
+    """The gathered rows plus meta and predictions, checked like a JSON upload; errors
+    pointed back at the rows they came from."""
+    data = {
+        "meta": dict(meta),
+        "region_meta": {str(n): table.region_meta[n][0] for n in sorted(table.region_meta)},
+        "predictions": list(predictions) if predictions is not None else [],
+        "items": table.items,
+    }
+    result = parse_suite_data(data)
+    result.errors = [SuiteError(_csv_path(e.path, table.lines), e.message) for e in result.errors]
+    ignored = [name for name in table.columns if name not in CSV_HEADER]
+    result.warnings = [
+        f"ignored the CSV column {name!r}: Gym reads only {', '.join(CSV_HEADER)}"
+        for name in ignored
+    ] + result.warnings
+    result.source_format = CSV_FORMAT
+    return result
+
+
+def _header_errors(columns: list[str], line: int) -> list[SuiteError]:
+    """Each of CSV_HEADER's columns must be there, once."""
     errors: list[SuiteError] = []
-    warnings: list[str] = []
     for name in CSV_HEADER:
         if name not in columns:
             errors.append(
                 SuiteError(
-                    f"csv line {header_line}",
+                    f"csv line {line}",
                     f"the header row has no {name!r} column; the CSV needs the columns "
                     f"{', '.join(CSV_HEADER)} (in any order)",
                 )
             )
         elif columns.count(name) > 1:
             errors.append(
-                SuiteError(
-                    f"csv line {header_line}", f"the header row has {name!r} twice; keep one"
-                )
+                SuiteError(f"csv line {line}", f"the header row has {name!r} twice; keep one")
             )
-    if errors:
-        return failed(errors, source_format=CSV_FORMAT)
-    for name in columns:
-        if name not in CSV_HEADER:
-            warnings.append(
-                f"ignored the CSV column {name!r}: Gym reads only {', '.join(CSV_HEADER)}"
-            )
-    if len(rows) == 1:
-        return _failed(
-            f"csv line {header_line + 1}",
-            "the CSV has a header but no rows; add one row per item, condition and region",
-        )
-    index = {name: columns.index(name) for name in CSV_HEADER}
+    return errors
 
-    items: list[dict[str, Any]] = []
-    item_index: dict[int, int] = {}
-    condition_index: dict[tuple[int, str], int] = {}
-    region_meta: dict[int, tuple[str, int]] = {}
-    lines = _Lines()
-    for line, row in rows[1:]:
-        if len(row) != len(columns):
-            errors.append(
+
+class _Table:
+    """The rows of a CSV gathered into items, conditions and regions, in the order they
+    first appear, with the row each came from; errors collected on the way."""
+
+    def __init__(self, columns: list[str]) -> None:
+        self.columns = columns
+        self.index = {name: columns.index(name) for name in CSV_HEADER}
+        self.items: list[dict[str, Any]] = []
+        self.item_index: dict[int, int] = {}
+        self.condition_index: dict[tuple[int, str], int] = {}
+        # Region number -> (name, the line that first named it).
+        self.region_meta: dict[int, tuple[str, int]] = {}
+        self.lines = _Lines()
+        self.errors: list[SuiteError] = []
+
+    def add_row(self, line: int, row: list[str]) -> None:
+        if len(row) != len(self.columns):
+            self.errors.append(
                 SuiteError(
                     f"csv line {line}",
-                    f"this row has {len(row)} fields but the header has {len(columns)}; put any "
-                    "field that holds a comma, a double quote or a line break in double quotes",
+                    f"this row has {len(row)} fields but the header has {len(self.columns)}; "
+                    "put any field that holds a comma, a double quote or a line break in "
+                    "double quotes",
                 )
             )
-            continue
-        values = {name: row[index[name]] for name in CSV_HEADER}
-        item_number = _whole_number(values["item_number"])
-        region_number = _whole_number(values["region_number"])
-        if item_number is None:
-            errors.append(
+            return
+        values = {name: row[self.index[name]] for name in CSV_HEADER}
+        item_number = self._item_number(line, values["item_number"])
+        region_number = self._region_number(line, values["region_number"])
+        if region_number is not None:
+            self._name_region(line, region_number, values["region_name"])
+        if item_number is not None and region_number is not None:
+            self._place(line, item_number, values["condition_name"], region_number, values)
+
+    def _item_number(self, line: int, text: str) -> int | None:
+        number = _whole_number(text)
+        if number is None:
+            self.errors.append(
                 SuiteError(
                     f"csv line {line}, column item_number",
-                    f"item_number must be a whole number, not {values['item_number']!r}",
+                    f"item_number must be a whole number, not {text!r}",
                 )
             )
-        if region_number is None or region_number < 1:
-            errors.append(
+        return number
+
+    def _region_number(self, line: int, text: str) -> int | None:
+        number = _whole_number(text)
+        if number is None or number < 1:
+            self.errors.append(
                 SuiteError(
                     f"csv line {line}, column region_number",
-                    f"region_number must be a whole number from 1 up, not {values['region_number']!r}",
+                    f"region_number must be a whole number from 1 up, not {text!r}",
                 )
             )
-            region_number = None
-        if region_number is not None:
-            region_name = values["region_name"]
-            if region_number not in region_meta:
-                region_meta[region_number] = (region_name, line)
-                lines.region_numbers[region_number] = line
-            elif region_meta[region_number][0] != region_name:
-                first_name, first_line = region_meta[region_number]
-                errors.append(
-                    SuiteError(
-                        f"csv line {line}, column region_name",
-                        f"region {region_number} is called {first_name!r} on line {first_line} "
-                        f"but {region_name!r} here; a region has the same name in every row",
-                    )
+            return None
+        return number
+
+    def _name_region(self, line: int, number: int, name: str) -> None:
+        """A region has one name: the first row that mentions it sets it."""
+        if number not in self.region_meta:
+            self.region_meta[number] = (name, line)
+            self.lines.region_numbers[number] = line
+        elif self.region_meta[number][0] != name:
+            first_name, first_line = self.region_meta[number]
+            self.errors.append(
+                SuiteError(
+                    f"csv line {line}, column region_name",
+                    f"region {number} is called {first_name!r} on line {first_line} "
+                    f"but {name!r} here; a region has the same name in every row",
                 )
-        if item_number is None or region_number is None:
-            continue
-        i = item_index.get(item_number)
+            )
+
+    def _place(
+        self, line: int, item_number: int, name: str, region_number: int, values: dict[str, str]
+    ) -> None:
+        """Append the row's region to its item and condition, creating them on first use."""
+        i = self.item_index.get(item_number)
         if i is None:
-            i = item_index[item_number] = len(items)
-            items.append({"item_number": item_number, "conditions": []})
-            lines.items[i] = line
-        name = values["condition_name"]
-        j = condition_index.get((item_number, name))
+            i = self.item_index[item_number] = len(self.items)
+            self.items.append({"item_number": item_number, "conditions": []})
+            self.lines.items[i] = line
+        conditions = self.items[i]["conditions"]
+        j = self.condition_index.get((item_number, name))
         if j is None:
-            j = condition_index[(item_number, name)] = len(items[i]["conditions"])
-            items[i]["conditions"].append({"condition_name": name, "regions": []})
-            lines.conditions[(i, j)] = line
-        regions = items[i]["conditions"][j]["regions"]
-        lines.regions[(i, j, len(regions))] = line
+            j = self.condition_index[(item_number, name)] = len(conditions)
+            conditions.append({"condition_name": name, "regions": []})
+            self.lines.conditions[(i, j)] = line
+        regions = conditions[j]["regions"]
+        self.lines.regions[(i, j, len(regions))] = line
         regions.append({"region_number": region_number, "content": values["content"]})
-    numbers = sorted(region_meta)
-    if not errors and numbers != list(range(1, len(numbers) + 1)):
-        gaps = [n for n in range(1, numbers[-1] + 1) if n not in region_meta]
-        errors.append(
+
+    def check_region_numbers(self) -> None:
+        """Region numbers run from 1 without gaps (checked only on otherwise clean rows)."""
+        numbers = sorted(self.region_meta)
+        if self.errors or numbers == list(range(1, len(numbers) + 1)):
+            return
+        gaps = [n for n in range(1, numbers[-1] + 1) if n not in self.region_meta]
+        self.errors.append(
             SuiteError(
                 "csv column region_number",
                 f"the rows number their regions {', '.join(map(str, numbers))}, but region "
@@ -186,20 +252,6 @@ def parse_suite_csv(
                 f"{', '.join(map(str, gaps))}; add rows for it or renumber the regions",
             )
         )
-    if errors:
-        return failed(errors, source_format=CSV_FORMAT)
-
-    data = {
-        "meta": dict(meta),
-        "region_meta": {str(n): region_meta[n][0] for n in sorted(region_meta)},
-        "predictions": list(predictions) if predictions is not None else [],
-        "items": items,
-    }
-    result = parse_suite_data(data)
-    result.errors = [SuiteError(_csv_path(e.path, lines), e.message) for e in result.errors]
-    result.warnings = warnings + result.warnings
-    result.source_format = CSV_FORMAT
-    return result
 
 
 def _read_rows(text: str) -> tuple[list[tuple[int, list[str]]], SuiteError | None]:
