@@ -1,0 +1,299 @@
+"""Sentence vectors from every layer of a language model, in bounded memory.
+
+Layer 0 is the embedding output; layer k is block k's output (as transformers reports
+it in `hidden_states`). A sentence's vector at a layer is the float32 mean of the hidden
+states over the sentence's own tokens: no BOS, no [CLS]/[SEP], no padding. For causal
+models the last token's state is an option (`pooling="last"`).
+
+Sentences are tokenized once, identical sentences run once, and batches are filled up
+to a token budget in length order (as the scoring engine does), with right padding and
+an attention mask. Only the model body runs: the output layer (50k-wide for GPT-2) is
+never computed.
+
+Memory: the vectors of all layers take sentences x layers x width floats. When that is
+above `memory_limit_bytes` they are written as they come to one float16 file per layer
+(a numpy memmap) and read back one layer at a time, so that the probe for one layer
+needs only that layer in memory.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from evaluations.scoring.engine import default_token_budget
+from evaluations.scoring.loading import LoadedModel
+from evaluations.scoring.schema import ScoringError
+
+POOLINGS = ("mean", "last")
+DEFAULT_MEMORY_LIMIT = 2 * 1024**3  # bytes of float32 vectors kept in memory
+
+Progress = Callable[[int, int], None]
+
+
+@dataclass
+class Features:
+    """Per-layer sentence vectors. `layer(k)` gives a float32 (sentences, width) array in
+    the order the sentences were given; rows of repeated sentences are shared."""
+
+    n_layers: int
+    width: int
+    index: np.ndarray  # sentence -> row of the stored (deduplicated) vectors
+    stored: list[np.ndarray]  # per layer, (rows, width): float32 in memory or float16 memmaps
+    folder: Path | None = None  # where the memmaps live; removed by close()
+    owns_folder: bool = False
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def on_disk(self) -> bool:
+        return self.folder is not None
+
+    @property
+    def n_sentences(self) -> int:
+        return int(self.index.shape[0])
+
+    def layer(self, k: int, rows: np.ndarray | None = None) -> np.ndarray:
+        """Layer k's vectors (float32), for all sentences or the sentence indices `rows`."""
+        picked = self.index if rows is None else self.index[rows]
+        return np.asarray(self.stored[k][picked], dtype=np.float32)
+
+    def close(self) -> None:
+        self.stored = []
+        if self.folder is not None and self.owns_folder:
+            shutil.rmtree(self.folder, ignore_errors=True)
+
+    def __enter__(self) -> Features:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+@dataclass
+class _Encoded:
+    ids: list[int]  # the model input, specials included
+    content: list[int]  # positions of the sentence's own tokens in `ids`
+
+
+def encode(lm: LoadedModel, texts: Sequence[str]) -> tuple[list[_Encoded], int]:
+    """Model inputs and content positions per text; also how many were cut to fit.
+
+    Causal models: content tokens without the tokenizer's specials, after one BOS when
+    the model has one (as the scoring engine conditions its first token). Masked models:
+    the tokenizer's own template ([CLS] ... [SEP]); the special-token mask says which
+    positions are content.
+    """
+    if not texts:
+        return [], 0
+    limit = lm.context_length
+    out: list[_Encoded] = []
+    cut = 0
+    if lm.kind == "causal":
+        encoding = lm.tokenizer(list(texts), add_special_tokens=False, return_attention_mask=False)
+        prefix = [] if lm.bos_token_id is None else [lm.bos_token_id]
+        for ids in encoding["input_ids"]:
+            room = limit - len(prefix)
+            if len(ids) > room:
+                cut += 1
+                ids = ids[:room]
+            full = [*prefix, *ids]
+            out.append(_Encoded(full, list(range(len(prefix), len(full)))))
+        return out, cut
+    encoding = lm.tokenizer(
+        list(texts),
+        add_special_tokens=True,
+        return_special_tokens_mask=True,
+        return_attention_mask=False,
+    )
+    for ids, special in zip(encoding["input_ids"], encoding["special_tokens_mask"], strict=True):
+        content = [position for position, flag in enumerate(special) if not flag]
+        if len(ids) > limit and content:
+            # Keep the template's specials around the first tokens that fit.
+            cut += 1
+            room = max(0, limit - (len(ids) - len(content)))
+            head, tail = ids[: content[0]], ids[content[-1] + 1 :]
+            ids = [*head, *ids[content[0] : content[0] + room], *tail]
+            content = list(range(len(head), len(head) + room))
+        out.append(_Encoded(list(ids), content))
+    return out, cut
+
+
+def plan_batches(lengths: Sequence[int], token_budget: int) -> list[list[int]]:
+    """Indices grouped longest first, each batch's rows x longest length within budget."""
+    order = sorted(range(len(lengths)), key=lambda i: (-lengths[i], i))
+    batches: list[list[int]] = []
+    start = 0
+    while start < len(order):
+        width = max(1, lengths[order[start]])
+        count = max(1, token_budget // width)
+        batches.append(order[start : start + count])
+        start += count
+    return batches
+
+
+def body(lm: LoadedModel) -> torch.nn.Module:
+    """The transformer without its LM head (GPT2Model, BertModel, LlamaModel, ...)."""
+    base = getattr(lm.model, "base_model", None)
+    return base if isinstance(base, torch.nn.Module) else lm.model
+
+
+def hidden_states(
+    lm: LoadedModel, ids: torch.Tensor, mask: torch.Tensor
+) -> tuple[torch.Tensor, ...]:
+    kwargs: dict[str, Any] = {"attention_mask": mask, "output_hidden_states": True}
+    if lm.kind == "causal":
+        kwargs["use_cache"] = False
+    output = body(lm)(input_ids=ids, **kwargs)
+    states = output.hidden_states
+    if states is None:
+        raise ScoringError(f"model {lm.source} does not report its hidden states")
+    return tuple(states)
+
+
+def pool(states: Sequence[torch.Tensor], weights: torch.Tensor) -> torch.Tensor:
+    """(layers, batch, width) float32: each layer's states weighted over positions.
+
+    `weights` is (batch, positions): 1/n on a sentence's n content tokens for the mean,
+    a single 1 for the last token, 0 elsewhere (BOS, specials, padding).
+    """
+    w = weights.to(torch.float32).unsqueeze(1)  # (batch, 1, positions)
+    return torch.stack([torch.bmm(w, layer.to(torch.float32)).squeeze(1) for layer in states])
+
+
+def pooling_weights(encoded: Sequence[_Encoded], width: int, pooling: str) -> torch.Tensor:
+    weights = torch.zeros((len(encoded), width), dtype=torch.float32)
+    for row, item in enumerate(encoded):
+        if not item.content:
+            continue  # a sentence that tokenizes to nothing keeps a zero vector
+        if pooling == "last":
+            weights[row, item.content[-1]] = 1.0
+        else:
+            weights[row, item.content] = 1.0 / len(item.content)
+    return weights
+
+
+def n_hidden_states(lm: LoadedModel) -> tuple[int, int]:
+    """(layers counting the embedding output, width), from one short forward pass."""
+    with torch.inference_mode():
+        ids = torch.tensor([[lm.pad_token_id]], device=lm.device)
+        states = hidden_states(lm, ids, torch.ones_like(ids))
+    return len(states), int(states[0].shape[-1])
+
+
+def extract_features(
+    lm: LoadedModel,
+    sentences: Sequence[str],
+    *,
+    pooling: str = "mean",
+    token_budget: int | None = None,
+    memory_limit_bytes: int = DEFAULT_MEMORY_LIMIT,
+    folder: str | Path | None = None,
+    progress: Progress | None = None,
+) -> Features:
+    """Pooled vectors of every layer for `sentences` (plain strings).
+
+    `progress(done, total)` counts input sentences finished. Vectors go to float16
+    memmaps under `folder` (a temporary folder when None) once they would take more
+    than `memory_limit_bytes` as float32.
+    """
+    if pooling not in POOLINGS:
+        raise ScoringError(f"pooling must be one of {', '.join(POOLINGS)}, not '{pooling}'")
+    if pooling == "last" and lm.kind != "causal":
+        raise ScoringError(
+            "last-token pooling needs a causal model: a masked model's last content "
+            "token has seen the whole sentence like every other token; use mean pooling"
+        )
+    budget = token_budget or default_token_budget(lm)
+    if budget < 1:
+        raise ScoringError("token_budget must be positive")
+
+    unique: dict[str, int] = {}
+    index = np.fromiter(
+        (unique.setdefault(text, len(unique)) for text in sentences),
+        dtype=np.int64,
+        count=len(sentences),
+    )
+    texts = list(unique)
+    weight = np.bincount(index, minlength=len(texts)) if len(texts) else np.zeros(0, int)
+    n_layers, width = n_hidden_states(lm)
+    total = len(sentences)
+    if progress is not None:
+        progress(0, total)
+
+    need = len(texts) * n_layers * width * 4
+    notes: list[str] = []
+    target: Path | None = None
+    owns = False
+    if need > memory_limit_bytes:
+        owns = folder is None
+        target = Path(tempfile.mkdtemp(prefix="gym-probing-")) if folder is None else Path(folder)
+        target.mkdir(parents=True, exist_ok=True)
+        stored: list[np.ndarray] = [
+            np.lib.format.open_memmap(
+                target / f"layer-{k:03d}.npy",
+                mode="w+",
+                dtype=np.float16,
+                shape=(len(texts), width),
+            )
+            for k in range(n_layers)
+        ]
+        notes.append(
+            f"vectors stored on disk as float16 ({need / 1024**2:.0f} MiB as float32 is "
+            f"above the {memory_limit_bytes / 1024**2:.0f} MiB limit)"
+        )
+    else:
+        stored = [np.zeros((len(texts), width), dtype=np.float32) for _ in range(n_layers)]
+
+    encoded, cut = encode(lm, texts)
+    if cut:
+        notes.append(
+            f"{cut} sentence{'s' if cut != 1 else ''} longer than the model's "
+            f"{lm.context_length}-token context cut to fit"
+        )
+    empty = sum(1 for item in encoded if not item.content)
+    if empty:
+        notes.append(f"{empty} sentence{'s' if empty != 1 else ''} had no tokens (zero vectors)")
+
+    done = 0
+    finite = True
+    lengths = [len(item.ids) for item in encoded]
+    for batch in plan_batches(lengths, budget):
+        items = [encoded[i] for i in batch]
+        width_t = max(len(item.ids) for item in items)
+        ids = torch.full((len(items), width_t), lm.pad_token_id, dtype=torch.long)
+        mask = torch.zeros((len(items), width_t), dtype=torch.long)
+        for row, item in enumerate(items):
+            ids[row, : len(item.ids)] = torch.tensor(item.ids)
+            mask[row, : len(item.ids)] = 1
+        weights = pooling_weights(items, width_t, pooling).to(lm.device)
+        with torch.inference_mode():
+            states = hidden_states(lm, ids.to(lm.device), mask.to(lm.device))
+            pooled = pool(states, weights).cpu().numpy()
+        rows = np.asarray(batch)
+        for k in range(n_layers):
+            stored[k][rows] = pooled[k]
+            finite = finite and bool(np.isfinite(stored[k][rows]).all())
+        done += int(weight[rows].sum())
+        if progress is not None:
+            progress(done, total)
+    for array in stored:
+        if isinstance(array, np.memmap):
+            array.flush()
+    if not finite:
+        notes.append("some vectors are not finite (beyond the range of the storage dtype)")
+    return Features(
+        n_layers=n_layers,
+        width=width,
+        index=index,
+        stored=stored,
+        folder=target,
+        owns_folder=owns,
+        notes=notes,
+    )

@@ -1,0 +1,258 @@
+"""Classifiers trained on one layer's sentence vectors, and the trivial baselines.
+
+Every hyperparameter is chosen on `va` and only then is `te` looked at. Features are
+standardised with the training partition's mean and spread, so one L2 grid suits
+every model and layer.
+
+- logreg: multinomial logistic regression, full-batch L-BFGS, loss = mean cross-entropy
+  + l2/2 * |W|^2, for each l2 of the grid (strongest first, each fit starting from the
+  previous one's weights).
+- mlp: one hidden layer of 50 sigmoid units with dropout 0.1 (SentEval's probing MLP),
+  Adam, mini-batches, early stopping on `va` (3 rounds without gain; a round is one
+  pass over tr, or several when tr is small), weight decay chosen from a grid.
+
+Seeds are fixed: on a CPU the same inputs give the same numbers, run after run.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+PROBES = ("logreg", "mlp")
+LOGREG_GRID = (1e-1, 1e-2, 1e-3, 1e-4)
+MLP_GRID = (1e-2, 1e-3, 1e-4)
+MLP_HIDDEN = 50
+MLP_DROPOUT = 0.1
+MLP_BATCH = 128
+MLP_MAX_EPOCHS = 30
+MLP_PATIENCE = 3
+# Steps between two looks at va: a small training set still gets real training per round.
+MLP_MIN_STEPS = 100
+SEED = 1234
+
+
+@dataclass
+class Split:
+    """Vectors and class indices of the three partitions (numpy, float32 / int64)."""
+
+    x_tr: np.ndarray
+    y_tr: np.ndarray
+    x_va: np.ndarray
+    y_va: np.ndarray
+    x_te: np.ndarray
+    y_te: np.ndarray
+    n_classes: int
+
+
+@dataclass
+class ProbeFit:
+    va_accuracy: float
+    te_accuracy: float
+    hyperparameters: dict[str, float | int]
+    te_predictions: np.ndarray  # class index per te instance
+
+
+def accuracy(predicted: np.ndarray, gold: np.ndarray) -> float:
+    return float((predicted == gold).mean()) if len(gold) else 0.0
+
+
+def confusion_matrix(gold: np.ndarray, predicted: np.ndarray, n_classes: int) -> list[list[int]]:
+    """Rows: true class; columns: predicted class."""
+    matrix = np.zeros((n_classes, n_classes), dtype=np.int64)
+    np.add.at(matrix, (gold, predicted), 1)
+    return matrix.tolist()
+
+
+def _tensors(split: Split, device: str) -> tuple[torch.Tensor, ...]:
+    x_tr = torch.as_tensor(split.x_tr, dtype=torch.float32)
+    mean = x_tr.mean(0)
+    std = x_tr.std(0, unbiased=False)
+    # Constant dimensions (some layers have them) must not divide by zero.
+    std = torch.where(std > 1e-6, std, torch.ones_like(std))
+
+    def prepared(x: np.ndarray) -> torch.Tensor:
+        return ((torch.as_tensor(x, dtype=torch.float32) - mean) / std).to(device)
+
+    return (
+        prepared(split.x_tr),
+        torch.as_tensor(split.y_tr, dtype=torch.long, device=device),
+        prepared(split.x_va),
+        prepared(split.x_te),
+    )
+
+
+def fit_logreg(
+    split: Split,
+    *,
+    grid: Sequence[float] = LOGREG_GRID,
+    device: str = "cpu",
+    max_iter: int = 100,
+) -> ProbeFit:
+    x_tr, y_tr, x_va, x_te = _tensors(split, device)
+    width = x_tr.shape[1]
+    weight = torch.zeros((width, split.n_classes), device=device, requires_grad=True)
+    bias = torch.zeros(split.n_classes, device=device, requires_grad=True)
+    best: ProbeFit | None = None
+    for l2 in sorted(grid, reverse=True):
+        optimizer = torch.optim.LBFGS(
+            [weight, bias],
+            lr=1.0,
+            max_iter=max_iter,
+            history_size=10,
+            tolerance_grad=1e-6,
+            tolerance_change=1e-9,
+            line_search_fn="strong_wolfe",
+        )
+
+        def closure(l2: float = l2, optimizer: torch.optim.LBFGS = optimizer) -> torch.Tensor:
+            optimizer.zero_grad()
+            logits = x_tr @ weight + bias
+            loss = torch.nn.functional.cross_entropy(logits, y_tr)
+            loss = loss + 0.5 * l2 * weight.pow(2).sum()
+            loss.backward()
+            return loss
+
+        optimizer.step(closure)
+        with torch.no_grad():
+            va_pred = (x_va @ weight + bias).argmax(1).cpu().numpy()
+            va_accuracy = accuracy(va_pred, split.y_va)
+            # Strictly better only: on a tie the stronger penalty (seen first) stays.
+            if best is None or va_accuracy > best.va_accuracy:
+                te_pred = (x_te @ weight + bias).argmax(1).cpu().numpy()
+                best = ProbeFit(va_accuracy, accuracy(te_pred, split.y_te), {"l2": l2}, te_pred)
+    assert best is not None, "the grid is empty"
+    return best
+
+
+class _MLP(torch.nn.Module):
+    def __init__(self, width: int, n_classes: int) -> None:
+        super().__init__()
+        self.hidden = torch.nn.Linear(width, MLP_HIDDEN)
+        self.dropout = torch.nn.Dropout(MLP_DROPOUT)
+        self.out = torch.nn.Linear(MLP_HIDDEN, n_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.out(torch.sigmoid(self.dropout(self.hidden(x))))
+
+
+def fit_mlp(
+    split: Split,
+    *,
+    grid: Sequence[float] = MLP_GRID,
+    device: str = "cpu",
+    max_epochs: int = MLP_MAX_EPOCHS,
+    seed: int = SEED,
+) -> ProbeFit:
+    x_tr, y_tr, x_va, x_te = _tensors(split, device)
+    best: ProbeFit | None = None
+    for decay in grid:
+        # Each fit draws its initial weights, dropout masks and batch order from its own
+        # seeded generators, so the grid's order does not change any fit.
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            model = _MLP(x_tr.shape[1], split.n_classes).to(device)
+            shuffle = torch.Generator().manual_seed(seed)
+            optimizer = torch.optim.Adam(model.parameters(), lr=1e-3, weight_decay=decay)
+            state: dict[str, torch.Tensor] | None = None
+            best_va, epoch_va, stale = -1.0, -1.0, 0
+            n = x_tr.shape[0]
+            per_pass = -(-n // MLP_BATCH)
+            passes = max(1, -(-MLP_MIN_STEPS // per_pass))
+            for _round in range(max_epochs):
+                model.train()
+                for _pass in range(passes):
+                    order = torch.randperm(n, generator=shuffle).to(device)
+                    for start in range(0, n, MLP_BATCH):
+                        rows = order[start : start + MLP_BATCH]
+                        optimizer.zero_grad()
+                        loss = torch.nn.functional.cross_entropy(model(x_tr[rows]), y_tr[rows])
+                        loss.backward()
+                        optimizer.step()
+                model.eval()
+                with torch.no_grad():
+                    epoch_va = accuracy(model(x_va).argmax(1).cpu().numpy(), split.y_va)
+                if epoch_va > best_va:
+                    best_va, stale = epoch_va, 0
+                    state = {k: v.detach().clone() for k, v in model.state_dict().items()}
+                else:
+                    stale += 1
+                    if stale >= MLP_PATIENCE:
+                        break
+            assert state is not None
+            model.load_state_dict(state)
+            model.eval()
+        if best is None or best_va > best.va_accuracy:
+            with torch.no_grad():
+                te_pred = model(x_te).argmax(1).cpu().numpy()
+            best = ProbeFit(
+                best_va,
+                accuracy(te_pred, split.y_te),
+                {"weight_decay": decay, "hidden": MLP_HIDDEN},
+                te_pred,
+            )
+    assert best is not None, "the grid is empty"
+    return best
+
+
+def fit_probe(split: Split, *, probe: str = "logreg", device: str = "cpu") -> ProbeFit:
+    if probe == "logreg":
+        return fit_logreg(split, device=device)
+    if probe == "mlp":
+        return fit_mlp(split, device=device)
+    raise ValueError(f"probe must be one of {', '.join(PROBES)}, not '{probe}'")
+
+
+# Baselines need no vectors: they read the labels, and the sentences' lengths.
+
+
+def majority_baseline(
+    y_tr: np.ndarray, y_va: np.ndarray, y_te: np.ndarray
+) -> tuple[int, float, float]:
+    """(class, va accuracy, te accuracy) of always answering tr's most frequent class;
+    a tie goes to the lower class index (label order)."""
+    counts = np.bincount(y_tr)
+    majority = int(counts.argmax())
+    return majority, float((y_va == majority).mean()), float((y_te == majority).mean())
+
+
+def length_baseline(
+    len_tr: Sequence[int],
+    y_tr: np.ndarray,
+    len_va: Sequence[int],
+    y_va: np.ndarray,
+    len_te: Sequence[int],
+    y_te: np.ndarray,
+) -> tuple[float, float]:
+    """(va, te) accuracy of a classifier that sees only the number of words.
+
+    For each length seen in tr it answers tr's most frequent class at that length (a
+    tie goes to the class more frequent overall, then the lower index); a length never
+    seen in tr borrows the nearest seen length (the shorter one on a tie). This is the
+    best any classifier on length alone can do on tr.
+    """
+    overall = np.bincount(y_tr)
+    by_length: dict[int, Counter[int]] = {}
+    for length, label in zip(len_tr, y_tr, strict=True):
+        by_length.setdefault(int(length), Counter())[int(label)] += 1
+    answer = {
+        length: max(counter, key=lambda c: (counter[c], overall[c], -c))
+        for length, counter in by_length.items()
+    }
+    known = np.array(sorted(answer))
+
+    def predict(length: int) -> int:
+        if length in answer:
+            return answer[length]
+        nearest = known[np.argmin(np.abs(known - length) * 2 + (known > length))]
+        return answer[int(nearest)]
+
+    def score(lengths: Sequence[int], gold: np.ndarray) -> float:
+        predicted = np.array([predict(int(n)) for n in lengths], dtype=np.int64)
+        return accuracy(predicted, gold)
+
+    return score(len_va, y_va), score(len_te, y_te)
