@@ -229,6 +229,10 @@ if GYM_STRADDLING_TOKENS not in ("missing", "split"):
         f"GYM_STRADDLING_TOKENS={GYM_STRADDLING_TOKENS!r}: expected 'missing' or 'split'"
     )
 
+# Probing: sentence vectors of all layers above this size (as float32) are written to
+# float16 files on disk and read back one layer at a time.
+GYM_PROBING_MEMORY_MB = envint("GYM_PROBING_MEMORY_MB", 2048)
+
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "rest_framework.authentication.SessionAuthentication",
