@@ -25,6 +25,9 @@ GPU_TOKEN_BUDGET = 32768
 #   non-space characters in each, so every region holding characters gets a value.
 STRADDLING_RULES = ("missing", "split")
 
+# (sentence text, content token offsets) -> the word index of each content token.
+WordIds = Callable[[str, list[tuple[int, int]]], list[int]]
+
 
 def default_token_budget(model: LoadedModel) -> int:
     return GPU_TOKEN_BUDGET if model.device.startswith("cuda") else CPU_TOKEN_BUDGET
@@ -38,6 +41,7 @@ def score_sentences(
     progress: Callable[[int, int], None] | None = None,
     prefix_sharing: bool = True,
     straddling: str = "missing",
+    word_ids: WordIds | None = None,
 ) -> list[SentenceScore]:
     """Token and region surprisals (bits) for sentences given as lists of region texts.
 
@@ -45,6 +49,9 @@ def score_sentences(
     batch with the number of input sentences finished. `prefix_sharing` (causal LMs)
     computes shared prefixes once; turning it off gives plain padded batches, which
     must agree within float32 noise. `straddling` is one of STRADDLING_RULES.
+    `word_ids(text, offsets)` (masked LMs) gives the word of each content token for
+    PLL-word-l2r instead of the tokenizer's own words, so that callers with
+    model-independent words (minimal pairs) mask the same words for every model.
     """
     for regions in sentences:
         if isinstance(regions, str):
@@ -76,7 +83,7 @@ def score_sentences(
 
     if progress is not None:
         progress(0, total)
-    encoded = _tokenize(model, texts)
+    encoded = _tokenize(model, texts, word_ids)
     ids = [item[0] for item in encoded]
     n_tokens = [len(item[0]) for item in encoded]
     if model.kind == "causal":
@@ -117,7 +124,7 @@ def score_sentences(
 
 
 def _tokenize(
-    model: LoadedModel, texts: list[str]
+    model: LoadedModel, texts: list[str], word_ids: WordIds | None = None
 ) -> list[tuple[list[int], list[tuple[int, int]], masked.MaskedText | None]]:
     """Content token ids and offsets per text (plus the masked-LM view with specials).
 
@@ -150,7 +157,13 @@ def _tokenize(
         special = encoding["special_tokens_mask"][index]
         offsets = encoding["offset_mapping"][index]
         content = [p for p, flag in enumerate(special) if not flag]
-        view = masked.MaskedText(ids, content, list(encoding.word_ids(index)))
+        words: list[int | None] = list(encoding.word_ids(index))
+        if word_ids is not None:
+            words = [None] * len(ids)
+            own = word_ids(texts[index], [tuple(offsets[p]) for p in content])
+            for position, word in zip(content, own, strict=True):
+                words[position] = word
+        view = masked.MaskedText(ids, content, words)
         out.append(([ids[p] for p in content], [tuple(offsets[p]) for p in content], view))
     return out
 

@@ -1,0 +1,69 @@
+"""Evaluate: a minimal-pair set through the scoring engine -> the token table.
+
+Each sentence is scored whole, its first token conditioned on BOS (causal LMs); masked
+LMs use PLL-word-l2r over the set's own words (suites.formats.minimal_pairs.split_words),
+not the tokenizer's, so `wordpos` and ROIs mean the same words for every model. A token
+belongs to the word holding its first non-space character.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from evaluations.minimal_pairs.tokens import TokenTable
+from suites.formats.minimal_pairs import MinimalPairSet, split_words, word_of_tokens
+
+if TYPE_CHECKING:
+    from evaluations.scoring import LoadedModel
+
+
+def sentence_words(text: str, offsets: list[tuple[int, int]]) -> list[int]:
+    """The engine's `word_ids` hook: each token's word in the model-independent words."""
+    return word_of_tokens(split_words(text), offsets, text)
+
+
+def evaluate_minimal_pairs(
+    model: LoadedModel,
+    pair_set: MinimalPairSet,
+    *,
+    model_name: str,
+    tokenizer_name: str | None = None,
+    token_budget: int | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> TokenTable:
+    """One row per token of every sentence, in NLPScholar's evaluate columns."""
+    from evaluations.scoring import score_sentences
+
+    tokenizer_name = tokenizer_name or str(
+        getattr(model.tokenizer, "name_or_path", "") or model_name
+    )
+    scores = score_sentences(
+        model,
+        [[sentence.sentence] for sentence in pair_set.sentences],
+        token_budget=token_budget,
+        progress=progress,
+        word_ids=sentence_words,
+    )
+    rows: list[tuple] = []
+    for sentence, score in zip(pair_set.sentences, scores, strict=True):
+        words = split_words(score.text)
+        owners = word_of_tokens(words, [(t.start, t.end) for t in score.tokens], score.text)
+        for token, owner in zip(score.tokens, owners, strict=True):
+            word = words[owner] if owner >= 0 else None
+            surp = token.surprisal
+            rows.append(
+                (
+                    token.text,
+                    sentence.sentid,
+                    word.text if word else "",
+                    owner,
+                    model_name,
+                    tokenizer_name,
+                    bool(word and word.punctuation),
+                    None if surp is None else math.pow(2.0, -surp),
+                    surp,
+                )
+            )
+    return TokenTable.from_rows(rows)
