@@ -1,0 +1,120 @@
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from evaluations.minimal_pairs import files
+from evaluations.minimal_pairs.analysis import (
+    PRED_MEASURES,
+    PUNCTUATION,
+    WORD_SUMMARIES,
+    AnalysisError,
+    AnalysisOptions,
+)
+from evaluations.minimal_pairs.tokens import predictions_to_tsv
+from suites.formats.minimal_pairs import MinimalPairFormatError
+
+
+class Command(BaseCommand):
+    help = (
+        "Minimal pairs without the database, as NLPScholar's MinimalPair: `evaluate` writes "
+        "the token table (surprisal in bits) of a data TSV or BLiMP JSONL for a model; "
+        "`analyze` writes by_cond (RESULTS.tsv), by_pair (RESULTS_bypair.tsv) and by_word "
+        "(RESULTS_byword.tsv)."
+    )
+    requires_system_checks: list[str] = []
+    requires_migrations_checks = False
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        sub = parser.add_subparsers(dest="action", required=True)
+        evaluate = sub.add_parser("evaluate", help="score every sentence of a set with a model")
+        evaluate.add_argument("--model", required=True, help="hub id or a save_pretrained folder")
+        evaluate.add_argument("--data", required=True, help="NLPScholar data TSV or BLiMP JSONL")
+        evaluate.add_argument("--out", required=True, help="the predictions TSV to write")
+        evaluate.add_argument(
+            "--model-name", default="", help="the model column (default: --model)"
+        )
+        evaluate.add_argument("--kind", choices=["causal", "masked"], help="override detection")
+        evaluate.add_argument("--revision", default="", help="hub revision")
+        evaluate.add_argument("--dtype", default="", help="bf16 or fp16 on a GPU")
+        analyze = sub.add_parser("analyze", help="by_word / by_pair / by_cond tables")
+        analyze.add_argument(
+            "--pred", required=True, help="predictions TSV (Gym's or NLPScholar's)"
+        )
+        analyze.add_argument("--data", required=True, help="NLPScholar data TSV or BLiMP JSONL")
+        analyze.add_argument("--out", required=True, help="RESULTS.tsv (by_cond); others beside it")
+        analyze.add_argument("--save", default="by_word,by_pair,by_cond")
+        analyze.add_argument("--pred-measure", default="surp", choices=PRED_MEASURES)
+        analyze.add_argument("--word-summary", default="mean", choices=WORD_SUMMARIES)
+        analyze.add_argument("--punctuation", default="previous", choices=PUNCTUATION)
+        analyze.add_argument("--conditions", default="", help="condition columns, comma-separated")
+        analyze.add_argument(
+            "--drop-incomplete-pairs",
+            action="store_true",
+            help="leave out pairs lacking an expected or unexpected sentence (as NLPScholar "
+            "does) instead of stopping with an error",
+        )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        try:
+            if options["action"] == "evaluate":
+                self._evaluate(options)
+            else:
+                self._analyze(options)
+        except (MinimalPairFormatError, AnalysisError, files.ConfigError) as exc:
+            raise CommandError(str(exc)) from exc
+
+    def _evaluate(self, options: dict[str, Any]) -> None:
+        data = self._existing(options["data"])
+        pair_set = files.load_pairs(data, drop_incomplete_pairs=True)
+        for warning in pair_set.warnings:
+            self.stderr.write(f"warning: {warning}")
+        try:
+            table = files.evaluate_file(
+                source=options["model"],
+                pair_set=pair_set,
+                model_name=options["model_name"] or options["model"],
+                kind=options["kind"],
+                revision=options["revision"] or None,
+                dtype=options["dtype"] or None,
+                progress=self._progress,
+            )
+        except Exception as exc:  # noqa: BLE001 - a model that cannot run, told to the user
+            raise CommandError(f"{exc.__class__.__name__}: {exc}") from exc
+        out = Path(options["out"])
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(predictions_to_tsv(table), encoding="utf-8")
+        self.stderr.write(f"{out}: {len(table)} tokens of {len(pair_set.sentences)} sentences")
+
+    def _analyze(self, options: dict[str, Any]) -> None:
+        pair_set = files.load_pairs(
+            self._existing(options["data"]),
+            drop_incomplete_pairs=options["drop_incomplete_pairs"],
+        )
+        tokens = files.load_predictions(self._existing(options["pred"]))
+        analysis_options = AnalysisOptions(
+            pred_measure=options["pred_measure"],
+            word_summary=options["word_summary"],
+            punctuation=options["punctuation"],
+            conditions=tuple(c.strip() for c in options["conditions"].split(",") if c.strip()),
+        )
+        result = files.analyze(
+            tokens, pair_set, analysis_options, files.parse_save(options["save"])
+        )
+        for warning in result.warnings:
+            self.stderr.write(f"warning: {warning}")
+        for path in files.write_analysis(result, Path(options["out"])):
+            self.stderr.write(f"wrote {path}")
+
+    def _existing(self, name: str) -> Path:
+        path = Path(name)
+        if not path.is_file():
+            raise CommandError(f"{name}: no such file")
+        return path
+
+    def _progress(self, done: int, total: int) -> None:
+        if sys.stderr.isatty():
+            self.stderr.write(f"\r{done}/{total} sentences", ending="")
