@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from operator import itemgetter
 
 import numpy as np
 
@@ -232,7 +233,12 @@ def analyze_minimal_pairs(
     original = picked[words.order]  # sorted token -> row of `tokens`
 
     conditions = list(options.conditions)
-    cond_of_sentence = [tuple(s.conditions[c] for c in conditions) for s in sentences]
+    if conditions:
+        pick = itemgetter(*conditions)
+        one = len(conditions) == 1
+        cond_of_sentence = [(pick(s.conditions),) if one else pick(s.conditions) for s in sentences]
+    else:
+        cond_of_sentence = [()] * n_sent
 
     if "by_word" in tables:
         result.by_word = _by_word(tokens, pair_set, models, words, original, conditions)

@@ -1,0 +1,252 @@
+"""Minimal pairs at BLiMP size: reading, analysis, and the engine on a slice.
+
+Generates a BLiMP-shaped JSONL set (67 paradigms x 1,000 pairs = 67,000 pairs, 134,000
+sentences, agreement pairs with condition fields) and prints:
+
+- parse: reading the JSONL, and its NLPScholar TSV export, into a set (seconds);
+- predictions import: writing and reading back a token table for all 134,000 sentences
+  (NLPScholar's evaluate columns), the path of `analyze --pred` and of imports;
+- analysis: by_pair and by_cond over all 134,000 sentences' tokens (target: under 5 s),
+  and by_word separately;
+- engine: tokens/s of the evaluate path (scoring + word alignment) on a suite-sized
+  slice of the pairs, against the plain engine on SyntaxGym suite sentences of about
+  the same token count, with the GPT-2-small-shaped model of benchmarks/scoring.py.
+
+    .venv/bin/python benchmarks/minimal_pairs.py            # full (engine part: minutes on CPU)
+    .venv/bin/python benchmarks/minimal_pairs.py --smoke    # tiny model, 2,000 pairs
+    .venv/bin/python benchmarks/minimal_pairs.py --skip-engine
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+FIELDS = ["morphology", "syntax", "semantics", "syntax_semantics"]
+ADJECTIVES = ["old", "young", "tall", "quiet", "famous", "careful", "tired", "happy", "brave"]
+NOUNS = [
+    ("author", "authors"),
+    ("senator", "senators"),
+    ("pilot", "pilots"),
+    ("doctor", "doctors"),
+    ("teacher", "teachers"),
+    ("farmer", "farmers"),
+    ("guard", "guards"),
+    ("reporter", "reporters"),
+    ("captain", "captains"),
+    ("lawyer", "lawyers"),
+]
+VERBS = [("admires", "admire"), ("sees", "see"), ("praises", "praise"), ("likes", "like")]
+OBJECTS = ["the book", "a river", "the village", "every painting", "the old cabinet", "a storm"]
+
+
+def generate_blimp(n_paradigms: int, per_paradigm: int, seed: int = 0) -> str:
+    """BLiMP-shaped JSONL: one pair per line, the verb agreeing or not with its subject."""
+    rng = random.Random(seed)
+    lines = []
+    for paradigm in range(n_paradigms):
+        uid = f"paradigm_{paradigm:02d}"
+        field = FIELDS[paradigm % len(FIELDS)]
+        for k in range(per_paradigm):
+            singular, plural = rng.choice(NOUNS)
+            plural_subject = rng.random() < 0.5
+            noun = plural if plural_subject else singular
+            good, bad = rng.choice(VERBS)
+            if plural_subject:
+                good, bad = bad, good
+            middle = f" near the {rng.choice(NOUNS)[rng.randrange(2)]}" if k % 3 == 0 else ""
+            start = f"The {rng.choice(ADJECTIVES)} {noun}{middle}"
+            tail = f"{rng.choice(OBJECTS)}."
+            lines.append(
+                json.dumps(
+                    {
+                        "sentence_good": f"{start} {good} {tail}",
+                        "sentence_bad": f"{start} {bad} {tail}",
+                        "field": field,
+                        "linguistics_term": "subject_verb_agreement",
+                        "UID": uid,
+                        "simple_LM_method": True,
+                        "pairID": str(paradigm * per_paradigm + k),
+                    }
+                )
+            )
+    return "\n".join(lines) + "\n"
+
+
+def synthetic_tokens(pair_set: Any, seed: int = 0) -> Any:
+    """A token table as a model would give it: every third word in two pieces."""
+    import numpy as np
+
+    from evaluations.minimal_pairs.tokens import TokenTable
+    from suites.formats.minimal_pairs import split_words
+
+    token: list[str] = []
+    sentid: list[str] = []
+    word: list[str] = []
+    wordpos: list[int] = []
+    punct: list[bool] = []
+    for sentence in pair_set.sentences:
+        for position, w in enumerate(split_words(sentence.sentence)):
+            pieces = [w.text[:2], w.text[2:]] if position % 3 == 2 and len(w.text) > 2 else [w.text]
+            for piece in pieces:
+                token.append(piece)
+                sentid.append(sentence.sentid)
+                word.append(w.text)
+                wordpos.append(position)
+                punct.append(w.punctuation)
+    n = len(token)
+    rng = np.random.default_rng(seed)
+    surp = rng.gamma(2.0, 3.0, n)
+    return TokenTable(
+        token=token,
+        sentid=sentid,
+        word=word,
+        wordpos=np.asarray(wordpos, dtype=np.int64),
+        model=["synthetic"] * n,
+        tokenizer=["synthetic"] * n,
+        punctuation=np.asarray(punct, dtype=bool),
+        prob=np.exp2(-surp),
+        surp=surp,
+    )
+
+
+def timed(label: str, figures: dict[str, Any], fn: Any) -> Any:
+    started = time.perf_counter()
+    value = fn()
+    seconds = time.perf_counter() - started
+    figures[label] = round(seconds, 3)
+    print(f"{label}: {seconds:.2f} s", flush=True)
+    return value
+
+
+def engine_figures(args: argparse.Namespace, pair_set: Any, figures: dict[str, Any]) -> None:
+    import importlib.util
+
+    from evaluations.minimal_pairs.evaluate import evaluate_minimal_pairs
+    from evaluations.scoring import build_sentence, load_model, score_sentences
+    from suites.formats.minimal_pairs import MinimalPairSet
+
+    # benchmarks/scoring.py by path: the benchmarks folder must not shadow the `suites` app.
+    spec = importlib.util.spec_from_file_location(
+        "bench_scoring", REPO / "benchmarks" / "scoring.py"
+    )
+    assert spec is not None and spec.loader is not None
+    bench_scoring = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench_scoring)
+    suites = bench_scoring.load_suites(bench_scoring.DEFAULT_SUITES, 2 if args.smoke else 4)
+    cache = Path(tempfile.gettempdir()) / "gym-bench"
+    if args.smoke:
+        model_dir = bench_scoring.build_tiny(cache / "tiny-gpt2-256")
+    else:
+        texts = [build_sentence(regions)[0] for regions in suites]
+        model_dir = bench_scoring.build_gpt2_small(cache / "gpt2-small-random", texts)
+    lm = load_model(str(model_dir), device=args.device, dtype=args.dtype)
+    score_sentences(lm, suites[:8])  # warm-up
+    started = time.perf_counter()
+    suite_scores = score_sentences(lm, suites)
+    suite_seconds = time.perf_counter() - started
+    suite_tokens = sum(len(s.tokens) for s in suite_scores)
+    # A slice of the pairs with about as many tokens as the suites.
+    per_sentence = max(1.0, len(pair_set.sentences[0].sentence) / 4.5)
+    count = min(len(pair_set.sentences), max(2, int(suite_tokens / per_sentence)) // 2 * 2)
+    part = MinimalPairSet(
+        sentences=pair_set.sentences[:count],
+        columns=pair_set.columns,
+        condition_columns=pair_set.condition_columns,
+        source_format=pair_set.source_format,
+    )
+    started = time.perf_counter()
+    table = evaluate_minimal_pairs(lm, part, model_name="bench")
+    pair_seconds = time.perf_counter() - started
+    figures["engine"] = {
+        "model": str(model_dir),
+        "device": lm.device,
+        "suite_sentences": len(suites),
+        "suite_tokens": suite_tokens,
+        "suite_tokens_per_s": round(suite_tokens / suite_seconds, 1),
+        "pair_sentences": count,
+        "pair_tokens": len(table),
+        "pair_tokens_per_s": round(len(table) / pair_seconds, 1),
+    }
+    print(
+        f"engine: suites {suite_tokens} tokens at {suite_tokens / suite_seconds:,.0f} tokens/s; "
+        f"minimal pairs (evaluate incl. word alignment) {len(table)} tokens of {count} "
+        f"sentences at {len(table) / pair_seconds:,.0f} tokens/s",
+        flush=True,
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawTextHelpFormatter
+    )
+    parser.add_argument("--smoke", action="store_true", help="2,000 pairs, tiny model")
+    parser.add_argument("--pairs-per-paradigm", type=int, default=None)
+    parser.add_argument("--paradigms", type=int, default=67)
+    parser.add_argument("--skip-engine", action="store_true")
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--dtype", default="float32")
+    parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
+    args = parser.parse_args()
+
+    from evaluations.minimal_pairs.analysis import AnalysisOptions, analyze_minimal_pairs
+    from evaluations.minimal_pairs.tokens import parse_predictions_tsv, predictions_to_tsv
+    from suites.formats.minimal_pairs import parse_minimal_pairs, to_tsv_text
+
+    per = args.pairs_per_paradigm or (30 if args.smoke else 1000)
+    paradigms = args.paradigms
+    figures: dict[str, Any] = {"load_average_start": os.getloadavg()}
+    text = generate_blimp(paradigms, per)
+    pair_set = timed("parse_blimp_jsonl_s", figures, lambda: parse_minimal_pairs(text))
+    figures["pairs"] = paradigms * per
+    figures["sentences"] = len(pair_set.sentences)
+    print(f"set: {figures['pairs']:,} pairs, {figures['sentences']:,} sentences")
+    tsv = to_tsv_text(pair_set)
+    timed("parse_nlpscholar_tsv_s", figures, lambda: parse_minimal_pairs(tsv, filename="x.tsv"))
+
+    tokens = synthetic_tokens(pair_set)
+    figures["tokens"] = len(tokens)
+    print(f"token table: {len(tokens):,} tokens")
+    predictions = timed("write_predictions_tsv_s", figures, lambda: predictions_to_tsv(tokens))
+    timed("read_predictions_tsv_s", figures, lambda: parse_predictions_tsv(predictions))
+    options = AnalysisOptions(conditions=("UID",))
+    timed(
+        "analysis_by_pair_by_cond_s",
+        figures,
+        lambda: analyze_minimal_pairs(tokens, pair_set, options, tables=("by_pair", "by_cond")),
+    )
+    timed(
+        "analysis_by_pair_by_cond_next_sum_s",
+        figures,
+        lambda: analyze_minimal_pairs(
+            tokens,
+            pair_set,
+            AnalysisOptions(punctuation="next", word_summary="sum", conditions=("UID", "field")),
+            tables=("by_pair", "by_cond"),
+        ),
+    )
+    timed(
+        "analysis_by_word_s",
+        figures,
+        lambda: analyze_minimal_pairs(tokens, pair_set, options, tables=("by_word",)),
+    )
+    if not args.skip_engine:
+        engine_figures(args, pair_set, figures)
+    figures["load_average_end"] = os.getloadavg()
+    print(f"load average: {figures['load_average_start']} -> {figures['load_average_end']}")
+    if args.json:
+        args.json.write_text(json.dumps(figures, indent=2))
+
+
+if __name__ == "__main__":
+    main()
