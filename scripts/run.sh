@@ -9,6 +9,7 @@ mkdir -p var
 PY=.venv/bin/python
 $PY manage.py migrate --noinput
 $PY manage.py import_suites examples --on-conflict skip
+$PY manage.py import_minimal_pairs examples/minimal_pairs --on-conflict skip --tags agreement,npi --description "Gym's example minimal pairs: agreement across attractors, NPI licensing, quoted speech"
 $PY manage.py gym_bootstrap
 
 pids=()

@@ -137,3 +137,60 @@ class Item(models.Model):
 
     def __str__(self) -> str:
         return f"{self.suite_id} item {self.item_number}"
+
+
+class MinimalPairSet(models.Model):
+    """A minimal-pair set (NLPScholar data TSV or BLiMP JSONL). Owner, name, tags,
+    description and content hash work as for suites; sentences live in
+    `PairSetSentence` rows written in bulk."""
+
+    name = models.CharField(max_length=200, unique=True)
+    # None: a set shipped with the site (the examples); only staff may change those.
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="pair_sets",
+    )
+    description = models.TextField(blank=True)
+    tags = models.ManyToManyField(Tag, blank=True, related_name="pair_sets")
+    source_format = models.CharField(max_length=40, blank=True)
+    # The TSV's columns in file order (export writes them back so) and which are conditions.
+    columns = models.JSONField(default=list)
+    condition_columns = models.JSONField(default=list)
+    import_warnings = models.JSONField(default=list, blank=True)
+    content_hash = models.CharField(max_length=64, db_index=True)
+    sentence_count = models.PositiveIntegerField(default=0)
+    pair_count = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def get_absolute_url(self) -> str:
+        return reverse("suites:pair_set", args=[self.name])
+
+
+class PairSetSentence(models.Model):
+    pair_set = models.ForeignKey(MinimalPairSet, on_delete=models.CASCADE, related_name="sentences")
+    position = models.PositiveIntegerField()
+    sentid = models.CharField(max_length=200)
+    pairid = models.CharField(max_length=200, blank=True)
+    comparison = models.CharField(max_length=20, blank=True)
+    sentence = models.TextField()
+    roi = models.JSONField(null=True, blank=True)  # word positions; null: the whole sentence
+    conditions = models.JSONField(default=dict)
+
+    class Meta:
+        ordering = ["pair_set", "position"]
+        constraints = [
+            models.UniqueConstraint(fields=["pair_set", "sentid"], name="pair_sentence_unique_id"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.pair_set_id} {self.sentid}"

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from suites import api, authoring, views
+from suites import api, authoring, pair_api, pair_views, views
 
 app_name = "suites"
 
@@ -20,6 +20,14 @@ urlpatterns = [
     path("suites/<str:name>/download.csv", views.suite_download_csv, name="download_csv"),
     path("suites/<str:name>/grid/", authoring.editor_edit, name="grid"),
     path("suites/<str:name>/copy/", authoring.suite_copy, name="copy"),
+    path("minimal-pairs/", pair_views.pair_set_list, name="pair_sets"),
+    path("minimal-pairs/upload/", pair_views.pair_set_upload, name="pair_set_upload"),
+    path("minimal-pairs/<str:name>/", pair_views.pair_set_detail, name="pair_set"),
+    path(
+        "minimal-pairs/<str:name>/download.tsv",
+        pair_views.pair_set_download,
+        name="pair_set_download",
+    ),
 ]
 
 api_urlpatterns = [
@@ -27,6 +35,13 @@ api_urlpatterns = [
     path("suites/<str:name>/", api.SuiteDetail.as_view(), name="api-suite"),
     path("suites/<str:name>/export/", api.SuiteExport.as_view(), name="api-suite-export"),
     path("tags/", api.TagList.as_view(), name="api-tags"),
+    path("minimal-pairs/", pair_api.PairSetListCreate.as_view(), name="api-pair-sets"),
+    path("minimal-pairs/<str:name>/", pair_api.PairSetDetail.as_view(), name="api-pair-set"),
+    path(
+        "minimal-pairs/<str:name>/export/",
+        pair_api.PairSetExport.as_view(),
+        name="api-pair-set-export",
+    ),
     path("validate/suite/", authoring.ValidateSuite.as_view(), name="api-validate-suite"),
     path("validate/formula/", authoring.ValidateFormula.as_view(), name="api-validate-formula"),
 ]

@@ -1,0 +1,217 @@
+"""Minimal-pair sets in the database: the import use case (one transaction) and the
+reads that pages, the API and the exporter share."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db import IntegrityError, transaction
+from django.db.models import Q, QuerySet
+
+from suites.formats import minimal_pairs as mp
+from suites.models import MinimalPairSet, PairSetSentence, Tag
+from suites.services import _NAME_FORBIDDEN, NAME_MAX_LENGTH, tag_slugs
+
+BULK_BATCH = 2000
+
+
+class PairSetInvalid(Exception):
+    """The set cannot be saved; `errors` lists every problem. Nothing was written."""
+
+    def __init__(self, errors: list[mp.PairSetError]) -> None:
+        super().__init__("; ".join(str(e) for e in errors[:3]))
+        self.errors = errors
+
+
+@dataclass
+class PairSetReport:
+    pair_set: MinimalPairSet
+    source_format: str
+    warnings: list[str] = field(default_factory=list)
+
+
+# Names that the set pages' URLs use for themselves.
+RESERVED_NAMES = {"upload"}
+
+
+def _name_errors(name: str) -> list[mp.PairSetError]:
+    def error(message: str) -> list[mp.PairSetError]:
+        return [mp.PairSetError(None, "name", message)]
+
+    if not name.strip():
+        return error("the set needs a name")
+    if name in RESERVED_NAMES:
+        return error(f"{name!r} is reserved; choose another name")
+    if len(name) > NAME_MAX_LENGTH:
+        return error(f"the name is {len(name)} characters long; use at most {NAME_MAX_LENGTH}")
+    if _NAME_FORBIDDEN.search(name):
+        return error("the name may not contain slashes or control characters")
+    if name != name.strip():
+        return error("the name may not start or end with spaces")
+    other = MinimalPairSet.objects.filter(name=name).select_related("owner").first()
+    if other is not None:
+        whose = f"owned by {other.owner.username}" if other.owner else "one of the site's examples"
+        return error(
+            f"a minimal-pair set named {name!r} already exists ({whose}); choose another name"
+        )
+    return []
+
+
+def minimal_pair_set_import(
+    *,
+    data: str | bytes,
+    name: str,
+    owner: Any,
+    filename: str = "",
+    description: str = "",
+    tags: Iterable[str] = (),
+) -> PairSetReport:
+    """Validate an NLPScholar TSV or BLiMP JSONL file and save it as a set, all or
+    nothing. Raises PairSetInvalid with every error found."""
+    try:
+        parsed = mp.parse_minimal_pairs(data, filename=filename)
+    except mp.MinimalPairFormatError as exc:
+        raise PairSetInvalid(exc.errors) from None
+    errors = _name_errors(name)
+    if errors:
+        raise PairSetInvalid(errors)
+    try:
+        with transaction.atomic():
+            pair_set = MinimalPairSet.objects.create(
+                name=name,
+                owner=owner,
+                description=description,
+                source_format=parsed.source_format,
+                columns=parsed.columns,
+                condition_columns=parsed.condition_columns,
+                import_warnings=parsed.warnings,
+                content_hash=mp.content_hash(parsed),
+                sentence_count=len(parsed.sentences),
+                pair_count=len(parsed.pairs()),
+            )
+            PairSetSentence.objects.bulk_create(
+                (
+                    PairSetSentence(
+                        pair_set=pair_set,
+                        position=index,
+                        sentid=s.sentid,
+                        pairid=s.pairid or "",
+                        comparison=s.comparison or "",
+                        sentence=s.sentence,
+                        roi=list(s.roi) if s.roi is not None else None,
+                        conditions=s.conditions,
+                    )
+                    for index, s in enumerate(parsed.sentences)
+                ),
+                batch_size=BULK_BATCH,
+            )
+            slugs = tag_slugs(tags)
+            if slugs:
+                for slug in slugs:
+                    Tag.objects.get_or_create(name=slug)
+                pair_set.tags.set(Tag.objects.filter(name__in=slugs))
+    except IntegrityError:
+        # Another request took the name between the check and the insert.
+        raise PairSetInvalid(
+            _name_errors(name) or [mp.PairSetError(None, "name", "name taken")]
+        ) from None
+    return PairSetReport(
+        pair_set=pair_set, source_format=parsed.source_format, warnings=parsed.warnings
+    )
+
+
+# ---------------------------------------------------------------- reads
+
+SORTS = {"name": "name", "-name": "-name", "newest": "-created_at", "pairs": "-pair_count"}
+
+
+def pair_set_list(*, q: str = "", tag: str = "", sort: str = "name") -> QuerySet[MinimalPairSet]:
+    sets = MinimalPairSet.objects.select_related("owner").prefetch_related("tags")
+    if q:
+        sets = sets.filter(Q(name__icontains=q) | Q(description__icontains=q))
+    if tag:
+        sets = sets.filter(tags__name=tag)
+    return sets.order_by(SORTS.get(sort, "name"), "name")
+
+
+def pair_set_data(pair_set: MinimalPairSet) -> mp.MinimalPairSet:
+    """The stored set in the format layer's form (for export and analysis)."""
+    sentences = [
+        mp.PairSentence(
+            sentid=s.sentid,
+            sentence=s.sentence,
+            pairid=s.pairid or None,
+            comparison=s.comparison or None,
+            roi=tuple(s.roi) if s.roi is not None else None,
+            conditions=dict(s.conditions),
+            row=s.position + 2,
+        )
+        for s in pair_set.sentences.all().order_by("position")
+    ]
+    return mp.MinimalPairSet(
+        sentences=sentences,
+        columns=list(pair_set.columns),
+        condition_columns=list(pair_set.condition_columns),
+        source_format=pair_set.source_format,
+    )
+
+
+def pair_set_export(pair_set: MinimalPairSet) -> str:
+    return mp.to_tsv_text(pair_set_data(pair_set))
+
+
+def pair_rows(pair_set: MinimalPairSet, *, limit: int | None = None) -> list[dict[str, Any]]:
+    """Pairs side by side for the set page: each sentence's words with ROI words
+    marked, expected sentences on the left, unexpected on the right."""
+    data = pair_set_data(pair_set)
+    rows = []
+    for pairid, members in data.pairs().items():
+        rows.append(
+            {
+                "pairid": pairid,
+                "conditions": members[0].conditions,
+                "expected": [_words(s) for s in members if s.comparison == mp.EXPECTED],
+                "unexpected": [_words(s) for s in members if s.comparison == mp.UNEXPECTED],
+            }
+        )
+        if limit is not None and len(rows) >= limit:
+            break
+    return rows
+
+
+def folded_words(sentence: str) -> list[tuple[str, bool]]:
+    """The sentence's words as the analysis numbers them by default (punctuation
+    `previous`: each punctuation mark joins the word before it, or the first word when
+    none comes before): (text, is punctuation only) per word."""
+    words = mp.split_words(sentence)
+    groups: list[list[mp.Word]] = []
+    pending: list[mp.Word] = []
+    for word in words:
+        if word.punctuation:
+            if groups:
+                groups[-1].append(word)
+            else:
+                pending.append(word)
+        else:
+            groups.append([*pending, word])
+            pending = []
+    if pending:
+        groups.append(pending)
+    return [
+        (sentence[group[0].start : group[-1].end], all(w.punctuation for w in group))
+        for group in groups
+    ]
+
+
+def _words(sentence: mp.PairSentence) -> dict[str, Any]:
+    roi = set(sentence.roi or ())
+    return {
+        "sentid": sentence.sentid,
+        "words": [
+            {"text": text, "roi": i in roi, "position": i}
+            for i, (text, _) in enumerate(folded_words(sentence.sentence))
+        ],
+        "whole": sentence.roi is None,
+    }

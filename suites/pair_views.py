@@ -1,0 +1,121 @@
+"""Pages of minimal-pair sets: list (search, tags), a set's page with its pairs side by
+side, upload, and the TSV download. Thin: reads from suites.pair_sets, writes through
+its import service."""
+
+from __future__ import annotations
+
+from django import forms
+from django.conf import settings
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+
+from suites import pair_sets
+from suites.models import MinimalPairSet, Tag
+
+SETS_PER_PAGE = 50
+PAIRS_PER_PAGE = 50
+
+
+class PairSetUploadForm(forms.Form):
+    file = forms.FileField(
+        label="File",
+        help_text="An NLPScholar data TSV (.tsv) or BLiMP JSONL (.jsonl)",
+    )
+    name = forms.CharField(label="Name", max_length=200)
+    description = forms.CharField(label="Description", required=False, widget=forms.Textarea)
+    tags = forms.CharField(label="Tags", required=False, help_text="comma-separated")
+
+    def clean_file(self):  # type: ignore[no-untyped-def]
+        upload = self.cleaned_data["file"]
+        if upload.size > settings.GYM_MAX_UPLOAD_BYTES:
+            raise forms.ValidationError(
+                f"the file is {upload.size} bytes; the limit is {settings.GYM_MAX_UPLOAD_BYTES}"
+            )
+        return upload
+
+
+def pair_set_list(request: HttpRequest) -> HttpResponse:
+    q = request.GET.get("q", "").strip()
+    tag = request.GET.get("tag", "").strip()
+    sort = request.GET.get("sort", "name")
+    sets = pair_sets.pair_set_list(q=q, tag=tag, sort=sort)
+    page = Paginator(sets, SETS_PER_PAGE).get_page(request.GET.get("page"))
+    return render(
+        request,
+        "suites/pair_set_list.html",
+        {
+            "page": page,
+            "q": q,
+            "tag": tag,
+            "sort": sort,
+            "sorts": [
+                ("name", "Name A–Z"),
+                ("-name", "Name Z–A"),
+                ("newest", "Newest"),
+                ("pairs", "Most pairs"),
+            ],  # fmt: skip
+            "all_tags": Tag.objects.all(),
+        },
+    )
+
+
+def pair_set_detail(request: HttpRequest, name: str) -> HttpResponse:
+    pair_set = get_object_or_404(MinimalPairSet, name=name)
+    rows = pair_sets.pair_rows(pair_set)
+    page = Paginator(rows, PAIRS_PER_PAGE).get_page(request.GET.get("page"))
+    return render(
+        request,
+        "suites/pair_set_detail.html",
+        {
+            "pair_set": pair_set,
+            "tags": list(pair_set.tags.all()),
+            "page": page,
+            "condition_columns": pair_set.condition_columns,
+        },
+    )
+
+
+@login_required
+def pair_set_upload(request: HttpRequest) -> HttpResponse:
+    form = PairSetUploadForm(request.POST or None, request.FILES or None)
+    context = {"form": form, "max_bytes": settings.GYM_MAX_UPLOAD_BYTES}
+    if request.method == "POST" and form.is_valid():
+        upload = form.cleaned_data["file"]
+        try:
+            report = pair_sets.minimal_pair_set_import(
+                data=upload.read(),
+                filename=upload.name or "",
+                name=form.cleaned_data["name"],
+                owner=request.user,
+                description=form.cleaned_data["description"],
+                tags=form.cleaned_data["tags"].split(","),
+            )
+        except pair_sets.PairSetInvalid as invalid:
+            return render(
+                request, "suites/pair_set_upload.html", {**context, "errors": invalid.errors},
+                status=400,
+            )  # fmt: skip
+        messages.success(
+            request,
+            f"Imported “{report.pair_set.name}”: {report.pair_set.pair_count} pairs, "
+            f"{report.pair_set.sentence_count} sentences (format: {report.source_format}).",
+        )
+        return redirect(report.pair_set)
+    status = 400 if form.errors else 200
+    return render(request, "suites/pair_set_upload.html", context, status=status)
+
+
+def pair_set_download(request: HttpRequest, name: str) -> HttpResponse:
+    pair_set = get_object_or_404(MinimalPairSet, name=name)
+    response = HttpResponse(
+        pair_sets.pair_set_export(pair_set), content_type="text/tab-separated-values; charset=utf-8"
+    )
+    response["Content-Disposition"] = f'attachment; filename="{_file_name(pair_set.name)}.tsv"'
+    return response
+
+
+def _file_name(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)[:100] or "pairs"

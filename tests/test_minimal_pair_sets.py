@@ -1,0 +1,148 @@
+"""Minimal-pair sets on the site: the import service (one transaction, every error
+located), `import_minimal_pairs`, the example set, the upload page, list and set pages
+(pairs side by side, ROI words highlighted) and the API (upload, list, detail, export)."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+from rest_framework.authtoken.models import Token
+
+from suites import pair_sets
+from suites.formats import minimal_pairs as mp
+from suites.models import MinimalPairSet, PairSetSentence
+from tests.conftest import EXAMPLES, SHARED_DATA, BrowserClient
+
+pytestmark = pytest.mark.django_db
+
+NLPSCHOLAR_DATA = SHARED_DATA / "nlpscholar" / "data"
+SMALL = (
+    "sentid\tpairid\tcomparison\tsentence\tROI\tkind\n"
+    "1\t1\texpected\tHello, the keys are here.\t3\tagr_1\n"
+    "2\t1\tunexpected\tHello, the keys is here.\t3\tagr_1\n"
+)
+
+
+def test_import_stores_sentences_in_bulk_and_exports_the_same_tsv(alice) -> None:
+    data = (NLPSCHOLAR_DATA / "minimal_pairs.tsv").read_bytes()
+    report = pair_sets.minimal_pair_set_import(
+        data=data, name="nlpscholar sample", owner=alice, tags=["Agreement", "npi"]
+    )
+    stored = report.pair_set
+    assert (stored.pair_count, stored.sentence_count, stored.source_format) == (
+        8,
+        16,
+        mp.NLPSCHOLAR_TSV,
+    )
+    assert sorted(t.name for t in stored.tags.all()) == ["agreement", "npi"]
+    assert stored.condition_columns == ["contextid", "lemma", "condition"]
+    first = PairSetSentence.objects.get(pair_set=stored, sentid="1")
+    assert (first.roi, first.conditions["lemma"]) == ([3, 4], "BE")
+    exported = pair_sets.pair_set_export(stored)
+    assert exported == mp.to_tsv_text(mp.parse_minimal_pairs(data))
+    assert stored.content_hash == mp.content_hash(mp.parse_minimal_pairs(exported))
+
+
+def test_a_bad_file_or_name_saves_nothing(alice) -> None:
+    bad = (NLPSCHOLAR_DATA / "minimal_pairs_bad.tsv").read_bytes()
+    with pytest.raises(pair_sets.PairSetInvalid) as caught:
+        pair_sets.minimal_pair_set_import(data=bad, name="bad", owner=alice)
+    assert [(e.row, e.column) for e in caught.value.errors][0] == (14, "comparison")
+    pair_sets.minimal_pair_set_import(data=SMALL, name="taken", owner=alice)
+    for name, message in (("taken", "already exists"), ("a/b", "slashes"), ("", "needs a name"),
+                          ("upload", "reserved")):  # fmt: skip
+        with pytest.raises(pair_sets.PairSetInvalid, match=message):
+            pair_sets.minimal_pair_set_import(data=SMALL, name=name, owner=alice)
+    assert MinimalPairSet.objects.count() == 1 and PairSetSentence.objects.count() == 2
+
+
+def test_import_command_and_the_example_set() -> None:
+    out = io.StringIO()
+    call_command(
+        "import_minimal_pairs", str(EXAMPLES / "minimal_pairs"), "--tags", "agreement", stdout=out
+    )
+    example = MinimalPairSet.objects.get(name="agreement_minimal_pairs")
+    assert example.owner is None and example.pair_count == 7
+    assert "imported 'agreement_minimal_pairs'" in out.getvalue()
+    call_command("import_minimal_pairs", str(EXAMPLES / "minimal_pairs"), "--on-conflict", "skip",
+                 stdout=io.StringIO())  # fmt: skip
+    out = io.StringIO()
+    with pytest.raises(CommandError, match="1 of 1 file"):
+        call_command(
+            "import_minimal_pairs", str(NLPSCHOLAR_DATA / "minimal_pairs_bad.tsv"), stdout=out
+        )
+    assert "row 14, column comparison" in out.getvalue()
+    assert MinimalPairSet.objects.count() == 1
+
+
+def test_pages_list_search_and_pairs_side_by_side_with_roi_highlighted(anon_client, alice) -> None:
+    pair_sets.minimal_pair_set_import(
+        data=SMALL, name="agree", owner=alice, description="needle", tags=["agreement"]
+    )
+    pair_sets.minimal_pair_set_import(data=SMALL.replace("agr_1", "x"), name="other", owner=alice)
+    page = anon_client.get("/minimal-pairs/?q=needle").content.decode()
+    assert "agree" in page and "/minimal-pairs/other/" not in page
+    assert "/minimal-pairs/other/" in anon_client.get("/minimal-pairs/").content.decode()
+    assert (
+        "/minimal-pairs/agree/" in anon_client.get("/minimal-pairs/?tag=agreement").content.decode()
+    )
+    detail = anon_client.get("/minimal-pairs/agree/").content.decode()
+    # Word 3 with punctuation folded into the word before: Hello, | the | keys | are | here.
+    assert (
+        '<mark title="word 3">are</mark>' in detail and '<mark title="word 3">is</mark>' in detail
+    )
+    assert '<span title="word 0">Hello,</span>' in detail and "agr_1" in detail
+    download = anon_client.get("/minimal-pairs/agree/download.tsv")
+    assert download.content.decode() == mp.to_tsv_text(mp.parse_minimal_pairs(SMALL))
+    assert anon_client.get("/minimal-pairs/missing/").status_code == 404
+
+
+def test_upload_page(alice_client, anon_client) -> None:
+    assert anon_client.get("/minimal-pairs/upload/").status_code == 302
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    bad = SimpleUploadedFile("bad.tsv", (NLPSCHOLAR_DATA / "minimal_pairs_bad.tsv").read_bytes())
+    response = alice_client.post_form("/minimal-pairs/upload/", {"file": bad, "name": "b"})
+    assert response.status_code == 400 and "row 14, column comparison" in response.content.decode()
+    lines = [{"sentence_good": "A cat sleeps.", "sentence_bad": "A cat sleep.", "UID": "agr"}]
+    blimp = SimpleUploadedFile("b.jsonl", "\n".join(json.dumps(x) for x in lines).encode())
+    response = alice_client.post_form(
+        "/minimal-pairs/upload/", {"file": blimp, "name": "blimp one", "tags": "agreement"}
+    )
+    assert response.status_code == 302 and response["Location"] == "/minimal-pairs/blimp%20one/"
+    stored = MinimalPairSet.objects.get(name="blimp one")
+    assert stored.owner is not None and stored.owner.username == "alice"
+    assert stored.source_format == mp.BLIMP_JSONL
+
+
+def test_api_upload_list_detail_export_and_hostile_input(anon_client, alice) -> None:
+    token, _ = Token.objects.get_or_create(user=alice)
+    client = BrowserClient(HTTP_AUTHORIZATION=f"Token {token.key}")
+    url = "/api/minimal-pairs/?name=api%20set&tags=agreement&filename=x.tsv"
+    assert anon_client.post(url, SMALL, content_type="text/tab-separated-values").status_code in (
+        401,
+        403,
+    )
+    created = client.post(url, SMALL, content_type="text/tab-separated-values")
+    assert created.status_code == 201, created.content
+    assert created.json()["pair_count"] == 1 and created.json()["tags"] == ["agreement"]
+    listed = anon_client.get("/api/minimal-pairs/?search=api").json()
+    assert [s["name"] for s in listed["results"]] == ["api set"]
+    detail = anon_client.get("/api/minimal-pairs/api%20set/").json()
+    assert detail["condition_columns"] == ["kind"] and detail["owner"] == "alice"
+    exported = anon_client.get("/api/minimal-pairs/api%20set/export/")
+    assert exported.content.decode() == mp.to_tsv_text(mp.parse_minimal_pairs(SMALL))
+    for body in (b"\xff\xfe\x00garbage", b"", b"sentid\tsentence\n1\t\n", b'{"sentence_good": 1}'):
+        response = client.post(
+            "/api/minimal-pairs/?name=h", body, content_type="application/octet-stream"
+        )
+        assert response.status_code == 400, body
+        assert response.json()["errors"][0]["message"]
+    again = client.post(url, SMALL, content_type="text/tab-separated-values")
+    assert again.status_code == 400 and "already exists" in again.json()["errors"][0]["message"]
+    assert anon_client.get("/api/minimal-pairs/nope/").status_code == 404
+    assert MinimalPairSet.objects.count() == 1
