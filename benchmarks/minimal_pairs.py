@@ -148,7 +148,10 @@ def engine_figures(args: argparse.Namespace, pair_set: Any, figures: dict[str, A
     if args.smoke:
         model_dir = bench_scoring.build_tiny(cache / "tiny-gpt2-256")
     else:
-        texts = [build_sentence(regions)[0] for regions in suites]
+        # The tokenizer is trained on all the suites, as benchmarks/scoring.py does, so
+        # that both scripts share one cached model.
+        everything = bench_scoring.load_suites(bench_scoring.DEFAULT_SUITES, None)
+        texts = [build_sentence(regions)[0] for regions in everything]
         model_dir = bench_scoring.build_gpt2_small(cache / "gpt2-small-random", texts)
     lm = load_model(str(model_dir), device=args.device, dtype=args.dtype)
     score_sentences(lm, suites[:8])  # warm-up
