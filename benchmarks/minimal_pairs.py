@@ -8,6 +8,8 @@ sentences, agreement pairs with condition fields) and prints:
   (NLPScholar's evaluate columns), the path of `analyze --pred` and of imports;
 - analysis: by_pair and by_cond over all 134,000 sentences' tokens (target: under 5 s),
   and by_word separately;
+- import: the set into a throw-away SQLite database through the import service (one
+  transaction; target under 20 s), and the set page's server time and query count;
 - engine: tokens/s of the evaluate path (scoring + word alignment) on a suite-sized
   slice of the pairs, against the plain engine on SyntaxGym suite sentences of about
   the same token count, with the GPT-2-small-shaped model of benchmarks/scoring.py.
@@ -189,6 +191,50 @@ def engine_figures(args: argparse.Namespace, pair_set: Any, figures: dict[str, A
     )
 
 
+def database_figures(text: str, figures: dict[str, Any]) -> None:
+    """Import through the site's service into a throw-away SQLite database, then render
+    the set page (first and last page of pairs) and count its queries."""
+    tmp = tempfile.mkdtemp(prefix="gym-bench-")
+    os.environ["DATABASE_URL"] = f"sqlite:///{tmp}/bench.sqlite3"
+    os.environ.setdefault("GYM_VAR_DIR", tmp)
+    os.environ.setdefault("DEBUG", "1")
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "gym.settings")
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+    from django.db import connection
+    from django.test import Client
+    from django.test.utils import CaptureQueriesContext, setup_test_environment
+
+    from suites import pair_sets
+
+    setup_test_environment()
+    call_command("migrate", verbosity=0)
+    report = timed(
+        "db_import_s",
+        figures,
+        lambda: pair_sets.minimal_pair_set_import(
+            data=text, filename="bench.jsonl", name="bench", owner=None
+        ),
+    )
+    client = Client()
+    last = (report.pair_set.pair_count + 49) // 50
+    for label, url in (
+        ("first", "/minimal-pairs/bench/"),
+        ("last", f"/minimal-pairs/bench/?page={last}"),
+    ):
+        client.get(url)  # warm-up
+        with CaptureQueriesContext(connection) as queries:
+            started = time.perf_counter()
+            response = client.get(url)
+            seconds = time.perf_counter() - started
+        assert response.status_code == 200, response.status_code
+        figures[f"set_page_{label}_ms"] = round(seconds * 1000, 1)
+        figures[f"set_page_{label}_queries"] = len(queries.captured_queries)
+        print(f"set page ({label} page): {seconds * 1000:.0f} ms, {len(queries)} queries")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawTextHelpFormatter
@@ -197,6 +243,7 @@ def main() -> None:
     parser.add_argument("--pairs-per-paradigm", type=int, default=None)
     parser.add_argument("--paradigms", type=int, default=67)
     parser.add_argument("--skip-engine", action="store_true")
+    parser.add_argument("--skip-database", action="store_true")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--dtype", default="float32")
     parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
@@ -243,6 +290,8 @@ def main() -> None:
         figures,
         lambda: analyze_minimal_pairs(tokens, pair_set, options, tables=("by_word",)),
     )
+    if not args.skip_database:
+        database_figures(text, figures)
     if not args.skip_engine:
         engine_figures(args, pair_set, figures)
     figures["load_average_end"] = os.getloadavg()

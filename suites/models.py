@@ -181,6 +181,9 @@ class PairSetSentence(models.Model):
     position = models.PositiveIntegerField()
     sentid = models.CharField(max_length=200)
     pairid = models.CharField(max_length=200, blank=True)
+    # The pair's ordinal in first-seen order (None: no pairs), so that a page of pairs is
+    # one indexed range query whatever the set's size.
+    pair_index = models.PositiveIntegerField(null=True, blank=True)
     comparison = models.CharField(max_length=20, blank=True)
     sentence = models.TextField()
     roi = models.JSONField(null=True, blank=True)  # word positions; null: the whole sentence
@@ -191,6 +194,7 @@ class PairSetSentence(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["pair_set", "sentid"], name="pair_sentence_unique_id"),
         ]
+        indexes = [models.Index(fields=["pair_set", "pair_index"], name="pair_sentence_pair")]
 
     def __str__(self) -> str:
         return f"{self.pair_set_id} {self.sentid}"

@@ -91,6 +91,10 @@ def minimal_pair_set_import(
                 sentence_count=len(parsed.sentences),
                 pair_count=len(parsed.pairs()),
             )
+            pair_index: dict[str, int] = {}
+            for s in parsed.sentences:
+                if s.pairid is not None:
+                    pair_index.setdefault(s.pairid, len(pair_index))
             PairSetSentence.objects.bulk_create(
                 (
                     PairSetSentence(
@@ -98,6 +102,7 @@ def minimal_pair_set_import(
                         position=index,
                         sentid=s.sentid,
                         pairid=s.pairid or "",
+                        pair_index=pair_index.get(s.pairid) if s.pairid is not None else None,
                         comparison=s.comparison or "",
                         sentence=s.sentence,
                         roi=list(s.roi) if s.roi is not None else None,
@@ -162,22 +167,26 @@ def pair_set_export(pair_set: MinimalPairSet) -> str:
     return mp.to_tsv_text(pair_set_data(pair_set))
 
 
-def pair_rows(pair_set: MinimalPairSet, *, limit: int | None = None) -> list[dict[str, Any]]:
-    """Pairs side by side for the set page: each sentence's words with ROI words
-    marked, expected sentences on the left, unexpected on the right."""
-    data = pair_set_data(pair_set)
+def pair_rows(pair_set: MinimalPairSet, *, start: int, stop: int) -> list[dict[str, Any]]:
+    """Pairs number start..stop-1 (first-seen order) side by side for the set page: each
+    sentence's words with ROI words marked, expected on the left, unexpected on the
+    right. One query, whatever the set's size."""
+    members: dict[int, list[PairSetSentence]] = {}
+    for s in pair_set.sentences.filter(pair_index__gte=start, pair_index__lt=stop).order_by(
+        "position"
+    ):
+        members.setdefault(s.pair_index or 0, []).append(s)
     rows = []
-    for pairid, members in data.pairs().items():
+    for index in sorted(members):
+        group = members[index]
         rows.append(
             {
-                "pairid": pairid,
-                "conditions": members[0].conditions,
-                "expected": [_words(s) for s in members if s.comparison == mp.EXPECTED],
-                "unexpected": [_words(s) for s in members if s.comparison == mp.UNEXPECTED],
+                "pairid": group[0].pairid,
+                "conditions": group[0].conditions,
+                "expected": [_words(s) for s in group if s.comparison == mp.EXPECTED],
+                "unexpected": [_words(s) for s in group if s.comparison == mp.UNEXPECTED],
             }
         )
-        if limit is not None and len(rows) >= limit:
-            break
     return rows
 
 
@@ -205,7 +214,7 @@ def folded_words(sentence: str) -> list[tuple[str, bool]]:
     ]
 
 
-def _words(sentence: mp.PairSentence) -> dict[str, Any]:
+def _words(sentence: PairSetSentence) -> dict[str, Any]:
     roi = set(sentence.roi or ())
     return {
         "sentid": sentence.sentid,

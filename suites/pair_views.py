@@ -63,9 +63,10 @@ def pair_set_list(request: HttpRequest) -> HttpResponse:
 
 
 def pair_set_detail(request: HttpRequest, name: str) -> HttpResponse:
-    pair_set = get_object_or_404(MinimalPairSet, name=name)
-    rows = pair_sets.pair_rows(pair_set)
-    page = Paginator(rows, PAIRS_PER_PAGE).get_page(request.GET.get("page"))
+    pair_set = get_object_or_404(MinimalPairSet.objects.select_related("owner"), name=name)
+    # Page over pair numbers; the rows of one page come from one range query.
+    page = Paginator(range(pair_set.pair_count), PAIRS_PER_PAGE).get_page(request.GET.get("page"))
+    rows = pair_sets.pair_rows(pair_set, start=page.start_index() - 1, stop=page.end_index())
     return render(
         request,
         "suites/pair_set_detail.html",
@@ -73,6 +74,7 @@ def pair_set_detail(request: HttpRequest, name: str) -> HttpResponse:
             "pair_set": pair_set,
             "tags": list(pair_set.tags.all()),
             "page": page,
+            "rows": rows,
             "condition_columns": pair_set.condition_columns,
         },
     )

@@ -146,3 +146,24 @@ def test_api_upload_list_detail_export_and_hostile_input(anon_client, alice) -> 
     assert again.status_code == 400 and "already exists" in again.json()["errors"][0]["message"]
     assert anon_client.get("/api/minimal-pairs/nope/").status_code == 404
     assert MinimalPairSet.objects.count() == 1
+
+
+def test_set_page_pages_over_pairs_with_a_constant_number_of_queries(
+    anon_client, alice, django_assert_max_num_queries
+) -> None:  # type: ignore[no-untyped-def]
+    def make(n: int) -> str:
+        lines = ["sentid\tpairid\tcomparison\tsentence"]
+        for k in range(n):
+            lines += [f"{2 * k}\tp{k}\texpected\tThe cat sleeps {k}.",
+                      f"{2 * k + 1}\tp{k}\tunexpected\tThe cat sleep {k}."]  # fmt: skip
+        return "\n".join(lines) + "\n"
+
+    pair_sets.minimal_pair_set_import(data=make(60), name="sixty", owner=alice)
+    pair_sets.minimal_pair_set_import(data=make(600), name="many", owner=alice)
+    second = anon_client.get("/minimal-pairs/sixty/?page=2").content.decode()
+    assert 'data-sentid="100"' in second and 'data-sentid="99"' not in second
+    assert "<td>p59</td>" in second and "<td>p49</td>" not in second
+    with django_assert_max_num_queries(8) as small:
+        anon_client.get("/minimal-pairs/sixty/")
+    with django_assert_max_num_queries(len(small.captured_queries)):
+        anon_client.get("/minimal-pairs/many/?page=7")
