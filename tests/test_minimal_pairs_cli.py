@@ -70,7 +70,8 @@ def test_analyze_command_names_files_like_nlpscholar(nlpscholar_copy: Path) -> N
         "minimal_pairs", "analyze", "--pred", "predictions/minimal_pairs_bad.tsv",
         "--data", "data/minimal_pairs_bad.tsv", "--out", "out/R.tsv", "--drop-incomplete-pairs",
         "--save", "by_pair,by_cond", "--pred-measure", "prob", "--punctuation", "separate",
-        "--conditions", "condition,lemma", stderr=io.StringIO(),
+        "--conditions", "condition,lemma", "--as-model", "gpt2 (NLPScholar)",
+        stderr=io.StringIO(),
     )  # fmt: skip
     out = nlpscholar_copy / "out"
     assert sorted(p.name for p in out.iterdir()) == ["R.tsv", "R_bypair.tsv"]
@@ -78,6 +79,7 @@ def test_analyze_command_names_files_like_nlpscholar(nlpscholar_copy: Path) -> N
     assert header == ["", "model", "condition", "lemma", "acc", "diff", "expected", "unexpected",
                       "macrodiff", "pairs", "ties"]  # fmt: skip
     pairs = _rows(out / "R_bypair.tsv")
+    assert {p["model"] for p in pairs} == {"gpt2 (NLPScholar)"}
     assert [(p["condition"], p["lemma"], p["pairid"]) for p in pairs] == [
         ("plu", "BE", "5"), ("plu", "LIKE", "6"), ("sing", "BE", "1"), ("sing", "BE", "3"),
         ("sing", "LIKE", "2"), ("sing", "LIKE", "4"),

@@ -47,6 +47,12 @@ class Command(BaseCommand):
         analyze.add_argument("--data", required=True, help="NLPScholar data TSV or BLiMP JSONL")
         analyze.add_argument("--out", required=True, help="RESULTS.tsv (by_cond); others beside it")
         analyze.add_argument("--save", default="by_word,by_pair,by_cond")
+        analyze.add_argument(
+            "--as-model",
+            default="",
+            help="report the predictions as the results of this model name (e.g. a model "
+            "scored elsewhere with NLPScholar)",
+        )
         analyze.add_argument("--pred-measure", default="surp", choices=PRED_MEASURES)
         analyze.add_argument("--word-summary", default="mean", choices=WORD_SUMMARIES)
         analyze.add_argument("--punctuation", default="previous", choices=PUNCTUATION)
@@ -95,6 +101,8 @@ class Command(BaseCommand):
             drop_incomplete_pairs=options["drop_incomplete_pairs"],
         )
         tokens = files.load_predictions(self._existing(options["pred"]))
+        if options["as_model"]:
+            tokens = tokens.rename_model(options["as_model"])
         analysis_options = AnalysisOptions(
             pred_measure=options["pred_measure"],
             word_summary=options["word_summary"],
