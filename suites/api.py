@@ -127,7 +127,9 @@ class SuiteListCreate(generics.ListAPIView):
         request={"application/json": OpenApiTypes.OBJECT},
         responses={201: SuiteDetailSerializer, 400: OpenApiTypes.OBJECT},
         description="Upload a suite in any SyntaxGym JSON format. 400 gives "
-        '{"errors": [{"path": ..., "message": ...}]}; nothing is saved unless all is valid.',
+        '{"errors": [{"path": ..., "message": ..., "location": {...}}]}; nothing is saved '
+        "unless all is valid. `location` holds the place as numbers (section, item, condition, "
+        "region, region_number, prediction, key; line and column for CSV).",
     )
     def post(self, request: Request) -> Response:
         try:

@@ -10,7 +10,6 @@ endpoints below run the same format layer and the same name check, without writi
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
 from django.contrib import messages
@@ -142,7 +141,7 @@ def _name_errors(
 ) -> list[SuiteError]:
     """The importer's name check (free name, no slashes, …), also when the rest of the
     suite still has errors, so that the editor can show a clash as soon as it is typed."""
-    if any(e.path.startswith("$.meta.name") for e in result.errors):
+    if any(e.location == services.NAME_LOCATION for e in result.errors):
         return []
     if result.suite is not None:
         name = result.suite["meta"]["name"]
@@ -180,7 +179,7 @@ class ValidateSuite(APIView):
         ],
         request={"application/json": OpenApiTypes.OBJECT},
         responses={200: OpenApiTypes.OBJECT, 400: OpenApiTypes.OBJECT},
-        description='Returns {"ok", "errors": [{"path", "message"}], "warnings", '
+        description='Returns {"ok", "errors": [{"path", "message", "location"}], "warnings", '
         '"source_format", "suite": <canonical suite or null>, "csv"?}. Nothing is saved.',
     )
     def post(self, request: Request) -> Response:
@@ -260,26 +259,18 @@ class ValidateFormula(APIView):
                 }
             )
         errors = _reference_errors(
-            formula, node, region_numbers=set(regions), condition_names=set(conditions)
+            node, region_numbers=set(regions), condition_names=set(conditions)
         )
         return Response(
             {"ok": not errors, "canonical": predictions.canonical(formula), "errors": errors}
         )
 
 
-# A reference as written, spaces allowed between its parts: "( 2 ; %match% )".
-_REFERENCE = re.compile(r"\(\s*(\d+|\*)\s*;\s*%\s*([A-Za-z0-9_.\-]+)\s*%\s*\)")
-
-
 def _reference_errors(
-    text: str, node: predictions.Node, *, region_numbers: set[int], condition_names: set[str]
+    node: predictions.Node, *, region_numbers: set[int], condition_names: set[str]
 ) -> list[dict[str, Any]]:
     """The importer's messages for unknown regions and conditions, each with the column
     (1-based) of the first reference it is about, so that the editor can point at it."""
-    spans: dict[tuple[int | None, str], tuple[int, int]] = {}
-    for match in _REFERENCE.finditer(text):
-        region = None if match.group(1) == "*" else int(match.group(1))
-        spans.setdefault((region, match.group(2)), (match.start(1) + 1, match.start(2) + 1))
     errors: list[dict[str, Any]] = []
     seen: set[str] = set()
     for ref in predictions.references(node):
@@ -290,7 +281,6 @@ def _reference_errors(
             if message in seen:
                 continue
             seen.add(message)
-            region_col, condition_col = spans.get((ref.region, ref.condition), (None, None))
-            col = region_col if message.startswith("region") else condition_col
+            col = ref.region_col if message.startswith("region") else ref.condition_col
             errors.append({"col": col, "message": message})
     return errors

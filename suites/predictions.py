@@ -55,7 +55,7 @@ import re
 import string
 import unicodedata
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Context, Decimal
 
 __all__ = [
@@ -157,10 +157,16 @@ class Num(Node):
 
 @dataclass(frozen=True)
 class Ref(Node):
-    """Region `region` of condition `condition`; region None is the whole sentence."""
+    """Region `region` of condition `condition`; region None is the whole sentence.
+
+    A parsed reference knows where it was written (1-based columns of its region and of
+    its condition name), so that messages about it can point there; the columns take no
+    part in equality, so the same reference written twice is one reference."""
 
     region: int | None
     condition: str
+    region_col: int | None = field(default=None, compare=False, repr=False)
+    condition_col: int | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         # Validated so that to_text() of any Ref is a reference parse() reads back.
@@ -682,7 +688,8 @@ class _Parser:
                 end.col,
             )
         self._take()
-        return Ref(region, name.text)
+        # The name starts right after its opening '%'.
+        return Ref(region, name.text, region_col=region_token.col, condition_col=name.col + 1)
 
 
 # ---------------------------------------------------------------------------------------

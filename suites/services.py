@@ -13,13 +13,16 @@ from django.db import IntegrityError, transaction
 from django.utils.text import slugify
 
 from suites import formats, selectors
-from suites.formats import SuiteError
+from suites.formats import Location, SuiteError
 from suites.models import Condition, Item, Prediction, Region, Suite, Tag
 
 NAME_MAX_LENGTH = 200
 # Names appear in URLs (/suites/<name>/); a slash would split them.
 _NAME_FORBIDDEN = re.compile(r"[/\\\x00-\x1f\x7f]")
 _META_TEXT_FIELDS = ("description", "reference", "author", "comment")
+# Where name errors point: meta.name.
+_NAME = ("meta", "name")
+NAME_LOCATION = Location.of(_NAME)
 # Copies are named "<name> (copy)", "<name> (copy 2)", …; past this many tries something
 # other than a name clash is wrong.
 MAX_COPY_ATTEMPTS = 100
@@ -67,20 +70,20 @@ def suite_name_check(*, name: str, replace: Suite | None = None) -> list[SuiteEr
     editor's validation endpoint calls it so that a clash shows as soon as it is typed."""
     errors: list[SuiteError] = []
     if not name.strip():
-        errors.append(SuiteError("$.meta.name", "the suite needs a name (meta.name)"))
+        errors.append(SuiteError.at(_NAME, "the suite needs a name (meta.name)"))
     elif len(name) > NAME_MAX_LENGTH:
         errors.append(
-            SuiteError(
-                "$.meta.name",
+            SuiteError.at(
+                _NAME,
                 f"the name is {len(name)} characters long; shorten it to at most {NAME_MAX_LENGTH}",
             )
         )
     elif _NAME_FORBIDDEN.search(name):
         errors.append(
-            SuiteError("$.meta.name", "the name may not contain slashes or control characters")
+            SuiteError.at(_NAME, "the name may not contain slashes or control characters")
         )
     elif name != name.strip():
-        errors.append(SuiteError("$.meta.name", "the name may not start or end with spaces"))
+        errors.append(SuiteError.at(_NAME, "the name may not start or end with spaces"))
     else:
         clash = Suite.objects.filter(name=name).select_related("owner")
         if replace is not None:
@@ -91,8 +94,8 @@ def suite_name_check(*, name: str, replace: Suite | None = None) -> list[SuiteEr
                 f"owned by {other.owner.username}" if other.owner else "one of the site's examples"
             )
             errors.append(
-                SuiteError(
-                    "$.meta.name",
+                SuiteError.at(
+                    _NAME,
                     f"a suite named {name!r} already exists ({whose}); choose another "
                     "meta.name, or replace that suite from its own page if it is yours",
                 )
@@ -136,7 +139,7 @@ def suite_import(
         # Another request took the name between the check and the insert.
         raise SuiteInvalid(
             suite_name_check(name=suite_name, replace=replace)
-            or [SuiteError("$.meta.name", f"a suite named {suite_name!r} already exists")]
+            or [SuiteError.at(_NAME, f"a suite named {suite_name!r} already exists")]
         ) from None
     return ImportReport(
         suite=suite,
@@ -286,7 +289,7 @@ def suite_copy(*, suite: Suite, owner: AbstractBaseUser) -> ImportReport:
             # Someone took the name in the meantime: try the next one. Any other error
             # means the stored suite no longer passes today's checks.
             if not (
-                all(e.path == "$.meta.name" for e in invalid.errors)
+                all(e.location == NAME_LOCATION for e in invalid.errors)
                 and Suite.objects.filter(name=new_name).exists()
             ):
                 raise

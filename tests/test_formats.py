@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from suites import formats, predictions
-from suites.formats import FormatResult, SuiteError
+from suites.formats import FormatResult, Location, SuiteError
 
 DATA = Path(
     os.environ.get(
@@ -616,9 +616,52 @@ def test_error_list_is_capped() -> None:
 
 
 def test_suite_error_as_dict() -> None:
-    error = SuiteError("$.items[0]", "wrong")
-    assert error.as_dict() == {"path": "$.items[0]", "message": "wrong"}
+    error = SuiteError.at(["items", 0], "wrong")
+    assert error.path == "$.items[0]"
+    assert error.as_dict() == {
+        "path": "$.items[0]",
+        "message": "wrong",
+        "location": {"section": "items", "item": 0},
+    }
     assert str(error) == "$.items[0]: wrong"
+    assert SuiteError("$", "whole suite").as_dict()["location"] == {}
+
+
+@pytest.mark.parametrize(
+    ("parts", "location"),
+    [
+        (
+            ["items", 3, "conditions", 1, "regions", 0, "content"],
+            Location(section="items", item=3, condition=1, region=0, key="content"),
+        ),
+        (["items", 2, "conditions"], Location(section="items", item=2, key="conditions")),
+        (
+            ["items", 2, "conditions", 1, "condition_name"],
+            Location(section="items", item=2, condition=1, key="condition_name"),
+        ),
+        (["region_meta", "4"], Location(section="region_meta", region_number=4)),
+        (
+            ["predictions", 1, "formula"],
+            Location(section="predictions", prediction=1, key="formula"),
+        ),
+        (["meta", "name"], Location(section="meta", key="name")),
+        ([], Location()),
+    ],
+)
+def test_error_locations_come_from_the_path_parts(parts: list[Any], location: Any) -> None:
+    assert Location.of(parts) == location
+
+
+def test_checks_locate_their_errors_by_index() -> None:
+    data = small()
+    data["items"][1]["conditions"][0]["regions"][2]["content"] = 7
+    data["predictions"] = [{"type": "formula", "formula": "(1;%match%) > (9;%mismatch%)"}]
+    schema = formats.parse_suite_data(data)
+    [error] = schema.errors
+    assert error.location == Location(section="items", item=1, condition=0, region=2, key="content")
+    data["items"][1]["conditions"][0]["regions"][2]["content"] = "fine"
+    [error] = formats.parse_suite_data(data).errors
+    assert error.location.section == "predictions" and error.location.prediction == 0
 
 
 # -- versions and normalisation --------------------------------------------------------------
@@ -970,6 +1013,14 @@ def test_bad_csv_gets_an_error_at_its_row(text: str, path: str, words: str) -> N
     assert any(e.path == path and words in e.message for e in result.errors), "\n".join(
         map(str, result.errors)
     )
+    # The same place as numbers, for programs: the CSV line and column (meta, which the
+    # CSV does not hold, keeps its JSON path).
+    for error in (e for e in result.errors if e.location.section is None):
+        at = error.location
+        assert error.path == "csv " + ", ".join(
+            [f"line {at.line}"] * (at.line is not None)
+            + [f"column {at.column}"] * (at.column is not None)
+        )
 
 
 # -- random suites -----------------------------------------------------------------------------

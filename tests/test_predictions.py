@@ -136,6 +136,15 @@ def test_whitespace_inside_references() -> None:
     )
 
 
+def test_references_carry_their_columns() -> None:
+    text = "( 5 ; %ambig_comma% ) > (*;%b%) & ((5;%ambig_comma%) > (*;%b%))"
+    first, second = references(parse(text))
+    assert (first.region_col, first.condition_col) == (3, text.index("ambig") + 1)
+    assert (second.region_col, second.condition_col) == (text.index("*") + 1, text.index("b%") + 1)
+    # Columns are where a reference was written, not part of what it means.
+    assert first == Ref(5, "ambig_comma") and len(references(parse(text))) == 2
+
+
 def test_condition_names_allow_letters_digits_underscore_dash_dot() -> None:
     assert references(parse("(1;%no-obj_no-comma%) > (2;%v.1_X-2%)")) == [
         Ref(1, "no-obj_no-comma"),

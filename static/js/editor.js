@@ -1425,29 +1425,23 @@
     showProblems(result.data.errors || [], result.data.warnings || [], rowMap, predMap);
   }
 
-  function locate(path, rowMap, predMap) {
-    let match = path.match(/^\$\.items\[(\d+)\](.*)$/);
-    if (match) {
-      const ids = rowMap[Number(match[1])] || [];
-      const condition = match[2].match(/^\.conditions\[(\d+)\](.*)$/);
-      if (condition) {
-        const id = ids[Number(condition[1])];
-        if (id === undefined) return { cells: ids.map((rowId) => [rowId, "item"]) };
-        const region = condition[2].match(/^\.regions\[(\d+)\]/);
-        if (region) {
-          const target = state.regions[Number(region[1])];
-          return { cells: [[id, target ? fieldOf(target.key) : "cond"]] };
-        }
-        return { cells: [[id, "cond"]] };
+  // The server says where each error is as numbers (error.location): item, condition and
+  // region indices, a region_meta number, a prediction index or a meta key.
+  function locate(at, rowMap, predMap) {
+    if (at.section === "items" && at.item !== undefined) {
+      const ids = rowMap[at.item] || [];
+      if (at.condition === undefined) return { cells: ids.map((rowId) => [rowId, "item"]) };
+      const id = ids[at.condition];
+      if (id === undefined) return { cells: ids.map((rowId) => [rowId, "item"]) };
+      if (at.region !== undefined) {
+        const target = state.regions[at.region];
+        return { cells: [[id, target ? fieldOf(target.key) : "cond"]] };
       }
-      return { cells: ids.map((rowId) => [rowId, "item"]) };
+      return { cells: [[id, "cond"]] };
     }
-    match = path.match(/^\$\.region_meta(?:\["(\d+)"\])?/);
-    if (match) return { region: match[1] ? Number(match[1]) - 1 : null };
-    match = path.match(/^\$\.meta\.(\w+)/);
-    if (match) return { meta: match[1] };
-    match = path.match(/^\$\.predictions\[(\d+)\]/);
-    if (match) return { prediction: predMap[Number(match[1])] };
+    if (at.section === "region_meta") return { region: at.region_number ? at.region_number - 1 : null };
+    if (at.section === "meta" && at.key) return { meta: at.key };
+    if (at.section === "predictions" && at.prediction !== undefined) return { prediction: predMap[at.prediction] };
     return {};
   }
 
@@ -1464,7 +1458,7 @@
     for (const node of root.querySelectorAll(".ed-entry.is-invalid, .ed-field.is-invalid")) node.classList.remove("is-invalid");
 
     for (const error of errors) {
-      const where = locate(error.path, rowMap, predMap);
+      const where = locate(error.location || {}, rowMap, predMap);
       const entry = el("li", {}, el("code", { class: "path" }, error.path), " ", error.message);
       if (where.cells && where.cells.length) {
         for (const [rowId, field] of where.cells) {

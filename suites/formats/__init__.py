@@ -1,7 +1,8 @@
 """SyntaxGym test suites in every version found in the wild <-> one canonical form.
 
 The canonical form is a plain dict in the current SyntaxGym format (see canonical.py).
-Pure Python, no Django: the scoring worker and management commands use it too.
+Pure Python, no database and no settings (of Django only `slugify`, so that tags read here
+are the ones the site stores): the scoring worker and management commands use it too.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from suites.formats.canonical import (
     sentences,
     to_json_text,
 )
-from suites.formats.report import MAX_ERRORS, FormatResult, SuiteError
+from suites.formats.report import MAX_ERRORS, FormatResult, Location, SuiteError
 from suites.formats.schema import SCHEMA_PATH, load_schema
 from suites.formats.syntaxgym import (
     BRACKET_FORMULAS,
@@ -43,6 +44,7 @@ __all__ = [
     "SOURCE_FORMATS",
     "STRING_PREDICTIONS",
     "FormatResult",
+    "Location",
     "SuiteError",
     "condition_names",
     "content_hash",

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import dataclasses
+import json
+import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -11,17 +14,94 @@ from typing import Any
 MAX_ERRORS = 200
 
 
+_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def json_path(parts: Iterable[str | int]) -> str:
+    """`$.items[3].conditions[1]` style; keys that are not identifiers go in brackets."""
+    out = "$"
+    for part in parts:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif _IDENTIFIER.match(part):
+            out += f".{part}"
+        else:
+            out += f"[{json.dumps(part, ensure_ascii=False)}]"
+    return out
+
+
+@dataclass(frozen=True)
+class Location:
+    """Where an error is, as numbers and names a program can use: the grid editor marks
+    the cell, the table importer finds the CSV row. Indices count from 0 in the suite's
+    lists; `region_number` is a key of region_meta. A CSV error has `line` and `column`.
+    Unset fields are None; an error about the whole suite has none set."""
+
+    section: str | None = None  # meta, region_meta, predictions or items
+    item: int | None = None
+    condition: int | None = None
+    region: int | None = None
+    region_number: int | None = None
+    prediction: int | None = None
+    # The key named right after the deepest index: "content", "condition_name", a meta key.
+    key: str | None = None
+    line: int | None = None
+    column: str | None = None
+
+    @classmethod
+    def of(cls, parts: Sequence[str | int]) -> Location:
+        """The location of a JSON path given as its parts, such as
+        ("items", 3, "conditions", 1, "regions", 0, "content")."""
+        if not parts or not isinstance(parts[0], str):
+            return cls()
+        section, rest = parts[0], list(parts[1:])
+        found: dict[str, Any] = {"section": section}
+        if section == "items" and rest and isinstance(rest[0], int):
+            found["item"] = rest.pop(0)
+            # items[i].conditions[j].regions[k]: each index only under the one before.
+            for name, key in (("condition", "conditions"), ("region", "regions")):
+                if len(rest) < 2 or rest[0] != key or not isinstance(rest[1], int):
+                    break
+                found[name] = rest[1]
+                del rest[:2]
+        elif section == "predictions" and rest and isinstance(rest[0], int):
+            found["prediction"] = rest.pop(0)
+        elif section == "region_meta" and rest:
+            number = rest.pop(0)
+            if isinstance(number, str) and number.isdigit():
+                found["region_number"] = int(number)
+        if rest and isinstance(rest[0], str):
+            found["key"] = rest[0]
+        return cls(**found)
+
+    def as_dict(self) -> dict[str, str | int]:
+        return {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
+
+
 @dataclass(frozen=True)
 class SuiteError:
-    """One problem with a suite. `path` says where (a JSON path such as
+    """One problem with a suite. `path` says where for people (a JSON path such as
     `$.items[3].conditions[1].regions[0].content`, or `csv line 7, column content`);
-    `message` says what is wrong and how to fix it, in plain English."""
+    `location` says the same for programs; `message` says what is wrong and how to fix it,
+    in plain English."""
 
     path: str
     message: str
+    location: Location = field(default_factory=Location)
 
-    def as_dict(self) -> dict[str, str]:
-        return {"path": self.path, "message": self.message}
+    @classmethod
+    def at(cls, parts: Sequence[str | int], message: str) -> SuiteError:
+        """An error at a JSON path given as its parts."""
+        return cls(json_path(parts), message, Location.of(parts))
+
+    @classmethod
+    def at_row(cls, line: int | None, column: str | None, message: str) -> SuiteError:
+        """An error at a CSV line, a column, or both."""
+        where = [f"line {line}"] * (line is not None) + [f"column {column}"] * (column is not None)
+        return cls("csv " + ", ".join(where), message, Location(line=line, column=column))
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"path": self.path, "message": self.message, "location": self.location.as_dict()}
 
     def __str__(self) -> str:
         return f"{self.path}: {self.message}"

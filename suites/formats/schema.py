@@ -18,12 +18,10 @@ from typing import Any
 import jsonschema
 from jsonschema.exceptions import ValidationError
 
-from suites.formats.report import SuiteError
+from suites.formats.report import SuiteError, json_path
 
 SCHEMA_PATH = Path(__file__).with_name("suite.schema.json")
 METRICS = ("sum", "mean", "median", "range", "max", "min", "all")
-
-_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 _EXPECTED = {
     "integer": "a whole number (such as 1)",
@@ -58,19 +56,6 @@ _NON_EMPTY_HINTS = {
     "conditions": "an item needs at least one condition",
     "regions": 'a condition lists every region of region_meta (an empty region has content "")',
 }
-
-
-def json_path(parts: Iterable[str | int]) -> str:
-    """`$.items[3].conditions[1]` style; keys that are not identifiers go in brackets."""
-    out = "$"
-    for part in parts:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        elif _IDENTIFIER.match(part):
-            out += f".{part}"
-        else:
-            out += f"[{json.dumps(part, ensure_ascii=False)}]"
-    return out
 
 
 @cache
@@ -113,7 +98,7 @@ def schema_errors(data: object) -> list[SuiteError]:
     """Every schema violation in `data`, in document order."""
     found = sorted(_validator().iter_errors(data), key=lambda e: _sort_key(e.absolute_path))
     # Two branches of one schema can fault the same value in the same words; say it once.
-    return list(dict.fromkeys(SuiteError(json_path(e.absolute_path), explain(e)) for e in found))
+    return list(dict.fromkeys(SuiteError.at(list(e.absolute_path), explain(e)) for e in found))
 
 
 def _sort_key(path: Iterable[str | int]) -> tuple[tuple[int, int, str], ...]:

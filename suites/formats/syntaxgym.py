@@ -21,8 +21,8 @@ from django.utils.text import slugify
 
 from suites import predictions
 from suites.formats.canonical import DEFAULT_METRIC, META_KNOWN_KEYS, META_TEXT_KEYS
-from suites.formats.report import FormatResult, SuiteError, cap_errors, failed
-from suites.formats.schema import describe_value, json_path, schema_errors, short
+from suites.formats.report import FormatResult, SuiteError, cap_errors, failed, json_path
+from suites.formats.schema import describe_value, schema_errors, short
 
 # source_format values: which version of the SyntaxGym format the upload was written in.
 CURRENT = "current"  # {"type": "formula", "formula": ...} with parentheses
@@ -184,7 +184,7 @@ class _SuiteReader:
         self.warnings: list[str] = []
 
     def error(self, path: list[str | int], message: str) -> None:
-        self.errors.append(SuiteError(json_path(path), message))
+        self.errors.append(SuiteError.at(path, message))
 
     def read(self) -> FormatResult:
         data = self.data

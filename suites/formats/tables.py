@@ -15,10 +15,6 @@ from suites.formats.syntaxgym import parse_suite_data
 CSV_FORMAT = "csv"
 CSV_HEADER = ("item_number", "condition_name", "region_number", "region_name", "content")
 
-_ITEM_PATH = re.compile(
-    r"^\$\.items\[(\d+)\](?:\.conditions\[(\d+)\](?:\.regions\[(\d+)\])?)?(?:\.(\w+))?"
-)
-_REGION_META_PATH = re.compile(r'^\$\.region_meta(?:\["(\d+)"\])?')
 _WHOLE_NUMBER = re.compile(r"^[+-]?\d+$")
 
 
@@ -72,8 +68,9 @@ def parse_suite_csv(
     errors = _header_errors(columns, header_line)
     if not errors and len(rows) == 1:
         errors = [
-            SuiteError(
-                f"csv line {header_line + 1}",
+            SuiteError.at_row(
+                header_line + 1,
+                None,
                 "the CSV has a header but no rows; add one row per item, condition and region",
             )
         ]
@@ -95,11 +92,12 @@ def _csv_rows(text: str | bytes) -> tuple[list[tuple[int, list[str]]], SuiteErro
             text = text.decode("utf-8-sig")
         except UnicodeDecodeError as exc:
             line = exc.object[: exc.start].count(b"\n") + 1
-            return [], SuiteError(f"csv line {line}", "the CSV is not UTF-8 text; save it as UTF-8")
+            return [], SuiteError.at_row(line, None, "the CSV is not UTF-8 text; save it as UTF-8")
     rows, problem = _read_rows(text.removeprefix("\ufeff"))
     if problem is None and not rows:
-        problem = SuiteError(
-            "csv line 1",
+        problem = SuiteError.at_row(
+            1,
+            None,
             "the CSV is empty; it needs a header row (" + ",".join(CSV_HEADER) + ") and one row "
             "per item, condition and region",
         )
@@ -118,7 +116,7 @@ def _check_as_suite(
         "items": table.items,
     }
     result = parse_suite_data(data)
-    result.errors = [SuiteError(_csv_path(e.path, table.lines), e.message) for e in result.errors]
+    result.errors = [_row_error(e, table.lines) for e in result.errors]
     ignored = [name for name in table.columns if name not in CSV_HEADER]
     result.warnings = [
         f"ignored the CSV column {name!r}: Gym reads only {', '.join(CSV_HEADER)}"
@@ -134,15 +132,16 @@ def _header_errors(columns: list[str], line: int) -> list[SuiteError]:
     for name in CSV_HEADER:
         if name not in columns:
             errors.append(
-                SuiteError(
-                    f"csv line {line}",
+                SuiteError.at_row(
+                    line,
+                    None,
                     f"the header row has no {name!r} column; the CSV needs the columns "
                     f"{', '.join(CSV_HEADER)} (in any order)",
                 )
             )
         elif columns.count(name) > 1:
             errors.append(
-                SuiteError(f"csv line {line}", f"the header row has {name!r} twice; keep one")
+                SuiteError.at_row(line, None, f"the header row has {name!r} twice; keep one")
             )
     return errors
 
@@ -165,8 +164,9 @@ class _Table:
     def add_row(self, line: int, row: list[str]) -> None:
         if len(row) != len(self.columns):
             self.errors.append(
-                SuiteError(
-                    f"csv line {line}",
+                SuiteError.at_row(
+                    line,
+                    None,
                     f"this row has {len(row)} fields but the header has {len(self.columns)}; "
                     "put any field that holds a comma, a double quote or a line break in "
                     "double quotes",
@@ -185,8 +185,9 @@ class _Table:
         number = _whole_number(text)
         if number is None:
             self.errors.append(
-                SuiteError(
-                    f"csv line {line}, column item_number",
+                SuiteError.at_row(
+                    line,
+                    "item_number",
                     f"item_number must be a whole number, not {text!r}",
                 )
             )
@@ -196,8 +197,9 @@ class _Table:
         number = _whole_number(text)
         if number is None or number < 1:
             self.errors.append(
-                SuiteError(
-                    f"csv line {line}, column region_number",
+                SuiteError.at_row(
+                    line,
+                    "region_number",
                     f"region_number must be a whole number from 1 up, not {text!r}",
                 )
             )
@@ -212,8 +214,9 @@ class _Table:
         elif self.region_meta[number][0] != name:
             first_name, first_line = self.region_meta[number]
             self.errors.append(
-                SuiteError(
-                    f"csv line {line}, column region_name",
+                SuiteError.at_row(
+                    line,
+                    "region_name",
                     f"region {number} is called {first_name!r} on line {first_line} "
                     f"but {name!r} here; a region has the same name in every row",
                 )
@@ -245,8 +248,9 @@ class _Table:
             return
         gaps = [n for n in range(1, numbers[-1] + 1) if n not in self.region_meta]
         self.errors.append(
-            SuiteError(
-                "csv column region_number",
+            SuiteError.at_row(
+                None,
+                "region_number",
                 f"the rows number their regions {', '.join(map(str, numbers))}, but region "
                 f"numbers must run from 1 without gaps: no row has region "
                 f"{', '.join(map(str, gaps))}; add rows for it or renumber the regions",
@@ -265,8 +269,9 @@ def _read_rows(text: str) -> tuple[list[tuple[int, list[str]]], SuiteError | Non
             if any(value.strip() for value in row):
                 rows.append((start, row))
     except csv.Error as exc:
-        return rows, SuiteError(
-            f"csv line {reader.line_num}",
+        return rows, SuiteError.at_row(
+            reader.line_num,
+            None,
             f"the CSV cannot be read here ({exc}); a field with a double quote in it must be "
             'quoted, with each " inside written twice ("")',
         )
@@ -278,29 +283,20 @@ def _whole_number(text: str) -> int | None:
     return int(text) if _WHOLE_NUMBER.match(text) else None
 
 
-def _csv_path(path: str, lines: _Lines) -> str:
-    """Turn a JSON path into the CSV row (and column) it came from."""
-    match = _ITEM_PATH.match(path)
-    if match:
-        i, j, k, key = (int(g) if g and g.isdigit() else g for g in match.groups())
-        if k is not None:
-            line = lines.regions.get((i, j, k))
-        elif j is not None:
-            line = lines.conditions.get((i, j))
+def _row_error(error: SuiteError, lines: _Lines) -> SuiteError:
+    """The error moved from the JSON built from the rows to the CSV row (and column) it
+    came from; left as it is when no row made that part of the suite."""
+    at = error.location
+    column = at.key if at.key in CSV_HEADER else None
+    if at.section == "items" and at.item is not None:
+        if at.condition is not None and at.region is not None:
+            line = lines.regions.get((at.item, at.condition, at.region))
+        elif at.condition is not None:
+            line = lines.conditions.get((at.item, at.condition))
         else:
-            line = lines.items.get(i)
-        if line is None:
-            return path
-        return f"csv line {line}, column {key}" if key in CSV_HEADER else f"csv line {line}"
-    match = _REGION_META_PATH.match(path)
-    if match:
-        number = match.group(1)
-        line = lines.region_numbers.get(int(number)) if number else None
-        if line is None:
-            return "csv column region_number"
-        return f"csv line {line}, column region_number"
-    return path
-
-
-def _failed(path: str, message: str) -> FormatResult:
-    return failed([SuiteError(path, message)], source_format=CSV_FORMAT)
+            line = lines.items.get(at.item)
+        return error if line is None else SuiteError.at_row(line, column, error.message)
+    if at.section == "region_meta":
+        line = lines.region_numbers.get(at.region_number) if at.region_number else None
+        return SuiteError.at_row(line, "region_number", error.message)
+    return error
