@@ -26,8 +26,13 @@ if ! command -v npm >/dev/null 2>&1; then
   echo "setup: npm not found; installing Node.js from Debian's packages"
   apt-get update -qq && apt-get install -y -qq nodejs npm
 fi
-if [ ! -f node_modules/.package-lock.json ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
+# A stamp of the lock file's content, not its date: a fresh checkout or a rebase touches
+# package-lock.json without changing it, and `npm ci` empties node_modules before it
+# installs (also when node_modules is a link to an install other checkouts share).
+npm_stamp="node_modules/.installed-$(sha256sum package-lock.json | cut -c1-16)"
+if [ ! -f "$npm_stamp" ]; then
   echo "setup: installing front-end libraries (npm ci)"
   npm ci --no-audit --no-fund --loglevel=error
+  touch "$npm_stamp"
 fi
 echo "setup: done"
