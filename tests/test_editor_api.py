@@ -184,10 +184,15 @@ def test_new_suite_page_uses_npm_tabulator(alice_client) -> None:
     page = alice_client.get("/editor/").content.decode()
     assert "/static/vendor/tabulator/js/tabulator.min.js" in page
     assert "/static/vendor/tabulator/css/tabulator.min.css" in page
-    assert "/static/js/editor.js" in page and "cdn" not in page.lower()
+    # Native ES modules served as static files: no bundle, no build step.
+    assert '<script type="module" src="/static/js/editor/main.js"' in page
+    assert "cdn" not in page.lower()
     assert 'id="suite-data"' in page and 'id="editor-config"' in page
     assert finders.find("vendor/tabulator/js/tabulator.min.js")
-    assert finders.find("js/editor.js") and finders.find("css/editor.css")
+    assert finders.find("css/editor.css")
+    modules = ["main", "context", "dom", "model", "undo", "grid", "panels", "predictions"]
+    for name in [*modules, "checks", "io"]:
+        assert finders.find(f"js/editor/{name}.js"), name
 
 
 def test_owner_edits_others_see_it_read_only(alice_client, bob_client, alice) -> None:

@@ -1,0 +1,538 @@
+/* The grid (Tabulator): one row per item and condition, regions as columns. Every edit,
+ * paste or new item updates the model first; the grid is redrawn from it. */
+
+import { GHOST_ID, editable } from "./context.js";
+import { $, el, parseTSV } from "./dom.js";
+import { ensureConditions, fieldOf, groupOfRow, itemGroups, keyOf, maxItemNumber, newRowId, state } from "./model.js";
+import { renderConditions, schedulePreview } from "./panels.js";
+import { changed, setStatus } from "./undo.js";
+
+
+const gridEl = $("grid");
+export let table = null;
+let tableBuilt = false;
+let renderChain = Promise.resolve();
+// Problems the server found, by cell: "rowId|field" -> messages.
+export const cellProblems = new Map();
+
+function gridRows() {
+  const out = [];
+  let odd = true;
+  for (const group of itemGroups()) {
+    odd = !odd;
+    group.rows.forEach((row, i) => {
+      const data = { id: row.id, item: row.item, cond: row.cond, _first: i === 0, _odd: odd };
+      for (const region of state.regions) data[fieldOf(region.key)] = row.cells[region.key] ?? "";
+      out.push(data);
+    });
+  }
+  if (editable) {
+    const ghost = { id: GHOST_ID, item: "", cond: "", _ghost: true, _odd: !odd };
+    for (const region of state.regions) ghost[fieldOf(region.key)] = "";
+    out.push(ghost);
+  }
+  return out;
+}
+
+function columnFields() {
+  return ["item", "cond", ...state.regions.map((region) => fieldOf(region.key))];
+}
+
+function decorateCell(cell, { stray = false } = {}) {
+  const data = cell.getRow().getData();
+  const element = cell.getElement();
+  const value = String(cell.getValue() ?? "");
+  // While Tabulator holds redraws (clearing a range), a cell may have no element yet;
+  // an exception here would leave the grid blocked.
+  if (!element) return { data, value };
+  const problems = data._ghost ? null : cellProblems.get(`${data.id}|${cell.getField()}`);
+  const strayNote = stray && !data._ghost && value !== value.trim();
+  element.classList.toggle("cell-error", Boolean(problems));
+  element.classList.toggle("cell-warn", !problems && strayNote);
+  element.classList.toggle("cell-blank", !data._ghost && value === "");
+  const notes = [];
+  if (problems) notes.push(...problems);
+  if (strayNote) notes.push("leading/trailing spaces: they are removed when the suite is saved");
+  if (notes.length) element.setAttribute("title", notes.join("\n"));
+  else if (value.length > 24) element.setAttribute("title", value);
+  else element.removeAttribute("title");
+  if (problems) element.setAttribute("aria-invalid", "true");
+  else element.removeAttribute("aria-invalid");
+  return { data, value };
+}
+
+/** Cell text as a text node (never HTML), with stray spaces made visible. */
+function contentNode(value) {
+  const match = value.match(/^(\s*)(.*?)(\s*)$/s);
+  if (!match || (match[1] === "" && match[3] === "")) return document.createTextNode(value);
+  const mark = (spaces) => (spaces ? el("span", { class: "ws", "aria-hidden": "true" }, "␣".repeat(spaces.length)) : null);
+  return el("span", {}, mark(match[1]), match[2], mark(match[3]));
+}
+
+function itemFormatter(cell) {
+  const { data, value } = decorateCell(cell);
+  if (data._ghost) return el("span", { class: "ghost-text" }, "+");
+  cell.getElement()?.classList.toggle("item-cont", !data._first);
+  return document.createTextNode(value);
+}
+
+function condFormatter(cell) {
+  const { data, value } = decorateCell(cell);
+  if (data._ghost) return el("span", { class: "ghost-text" }, "new item");
+  return contentNode(value);
+}
+
+function regionFormatter(cell) {
+  const { data, value } = decorateCell(cell, { stray: true });
+  if (data._ghost) {
+    const first = state.regions.length && cell.getField() === fieldOf(state.regions[0].key);
+    return first ? el("span", { class: "ghost-text" }, "type or paste here to add items") : "";
+  }
+  return contentNode(value);
+}
+
+export function regionTitle(index) {
+  return () => {
+    const region = state.regions[index];
+    return el(
+      "span",
+      { class: "col-title" },
+      el("span", { class: "rnum" }, String(index + 1)),
+      " ",
+      region && region.name ? region.name : el("em", { class: "muted" }, "unnamed"),
+    );
+  };
+}
+
+function gridColumns() {
+  const editor = editable ? "input" : undefined;
+  const columns = [
+    {
+      title: "Item",
+      field: "item",
+      editor,
+      formatter: itemFormatter,
+      width: 70,
+      hozAlign: "right",
+      cssClass: "col-item",
+    },
+    { title: "Condition", field: "cond", editor, formatter: condFormatter, minWidth: 130, widthGrow: 0.7, cssClass: "col-cond" },
+  ];
+  state.regions.forEach((region, i) => {
+    columns.push({
+      title: `${i + 1} ${region.name}`,
+      titleFormatter: regionTitle(i),
+      field: fieldOf(region.key),
+      editor,
+      formatter: regionFormatter,
+      minWidth: 110,
+    });
+  });
+  return columns;
+}
+
+function rowFormatter(row) {
+  const data = row.getData();
+  const element = row.getElement();
+  element.classList.toggle("item-start", Boolean(data._first));
+  element.classList.toggle("item-odd", Boolean(data._odd));
+  element.classList.toggle("ghost-row", Boolean(data._ghost));
+}
+
+function activeCellComponent() {
+  if (!table || !tableBuilt) return null;
+  try {
+    const ranges = table.getRanges();
+    if (!ranges.length) return null;
+    // Row-major, [[cell, ...], ...]: the top-left cell is where a paste lands.
+    const cells = ranges[0].getCells();
+    return (Array.isArray(cells[0]) ? cells[0][0] : cells[0]) || null;
+  } catch (_) {
+    // Not built yet, or the range points at rows that were just replaced.
+    return null;
+  }
+}
+
+export function activeCell() {
+  const cell = activeCellComponent();
+  if (!cell) return null;
+  return { rowId: cell.getRow().getData().id, field: cell.getField() };
+}
+
+function rangeCells() {
+  if (!table) return [];
+  const ranges = table.getRanges();
+  if (!ranges.length) return [];
+  const cells = ranges[0].getCells();
+  return Array.isArray(cells[0]) ? cells.flat() : cells;
+}
+
+function holder() {
+  return gridEl.querySelector(".tabulator-tableholder");
+}
+
+export function focusCell(target, { takeFocus = true } = {}) {
+  if (!table || !target) return;
+  // The row may be gone (undo, delete); then the grid keeps its default cell.
+  if (target.rowId === GHOST_ID ? !editable : !rowById(target.rowId)) return;
+  const row = table.getRow(target.rowId);
+  if (!row) return;
+  const cell = row.getCell(target.field) || row.getCells()[0];
+  if (!cell) return;
+  const ranges = table.getRanges();
+  if (ranges.length) ranges[0].setBounds(cell);
+  else table.addRange(cell);
+  table.scrollToRow(row, "nearest", false).catch(() => {});
+  if (takeFocus) {
+    holder()?.focus({ preventScroll: true });
+    cell.getElement().scrollIntoView({ block: "nearest", inline: "nearest" });
+  }
+  schedulePreview();
+}
+
+/** Redraw the rows from the model, keeping (or moving) the active cell. */
+export function renderGrid({ focus = undefined, takeFocus = false } = {}) {
+  const keep = focus === undefined ? activeCell() : focus;
+  renderChain = renderChain
+    .then(() => table.replaceData(gridRows()))
+    .then(() => {
+      if (keep) focusCell(keep, { takeFocus });
+      updateEmptyState();
+    })
+    .catch((error) => console.error(error));
+  return renderChain;
+}
+
+export function renderColumns(options = {}) {
+  const keep = options.focus === undefined ? activeCell() : options.focus;
+  renderChain = renderChain.then(() => table.setColumns(gridColumns()));
+  return renderGrid({ ...options, focus: keep });
+}
+
+export function updateEmptyState() {
+  const box = $("grid-empty");
+  box.replaceChildren();
+  if (state.rows.length) {
+    box.hidden = true;
+    return;
+  }
+  box.hidden = false;
+  if (!editable) {
+    box.append("This suite has no items.");
+    return;
+  }
+  const steps = [];
+  if (!state.regions.length) steps.push("add regions (the grid's columns, e.g. Subject, Verb, End)");
+  if (!state.conditions.length) steps.push("add conditions (e.g. grammatical, ungrammatical)");
+  steps.push("click New item and type, or paste rows from a spreadsheet on the new item row");
+  box.append(el("strong", {}, "No items yet. "), "To start: ", steps.join("; then "), ".");
+}
+
+function rowById(id) {
+  return state.rows.find((row) => row.id === id) || null;
+}
+
+function setRowField(row, field, value) {
+  const text = String(value ?? "");
+  if (field === "item") row.item = text.trim();
+  else if (field === "cond") row.cond = text.trim();
+  else row.cells[keyOf(field)] = text;
+}
+
+function onCellEdited(cell) {
+  const data = cell.getRow().getData();
+  const field = cell.getField();
+  const value = String(cell.getValue() ?? "");
+  if (data._ghost) {
+    if (value !== "") addItemFromGhost(field, value);
+    return;
+  }
+  const row = rowById(data.id);
+  if (!row) return;
+  if (field === "item") {
+    // The item number belongs to the whole item: renumber all its rows.
+    const group = groupOfRow(row.id);
+    for (const member of group ? group.rows : [row]) member.item = value.trim();
+    renderGrid();
+  } else if (field === "cond") {
+    setRowField(row, field, value);
+    if (ensureConditions([row.cond])) renderConditions();
+    if (row.cond !== value) renderGrid();
+  } else {
+    // The cell has re-run its formatter already; reformatting the row here would
+    // rebuild cells that a range clear is still writing to.
+    setRowField(row, field, value);
+  }
+  changed();
+}
+
+function addItemFromGhost(field, value) {
+  const number = String(maxItemNumber() + 1);
+  const names = state.conditions.length ? state.conditions : [""];
+  const rows = names.map((name) => ({ id: newRowId(), item: number, cond: name, cells: {} }));
+  setRowField(rows[0], field, value);
+  if (field === "item") for (const row of rows) row.item = rows[0].item;
+  state.rows.push(...rows);
+  ensureConditions([rows[0].cond]);
+  renderConditions();
+  renderGrid({ focus: { rowId: rows[0].id, field }, takeFocus: true });
+  changed();
+}
+
+/** Paste a block at the active cell, as a spreadsheet does. Rows past the last one
+ * (or pasted on the "new item" row) become new items: numbered after the last item and
+ * given the conditions in order, unless the block has item or condition columns. */
+function pasteBlock(block) {
+  const start = activeCell();
+  if (!start || !block.length) return;
+  const fields = columnFields();
+  const col0 = Math.max(fields.indexOf(start.field), 0);
+  let row0 = start.rowId === GHOST_ID ? state.rows.length : state.rows.findIndex((r) => r.id === start.rowId);
+  if (row0 < 0) row0 = state.rows.length;
+
+  // One value pasted on a larger selection fills the selection.
+  const selected = rangeCells();
+  if (block.length === 1 && block[0].length === 1 && selected.length > 1) {
+    for (const cell of selected) {
+      const data = cell.getRow().getData();
+      const row = rowById(data.id);
+      if (row) setRowField(row, cell.getField(), block[0][0]);
+    }
+    finishPaste(start, `Filled ${selected.length} cells.`);
+    return;
+  }
+
+  const width = Math.max(...block.map((values) => values.length));
+  const dropped = Math.max(0, col0 + width - fields.length);
+  const conditionCount = Math.max(state.conditions.length, 1);
+  const coversItem = col0 === 0;
+  const coversCond = col0 <= 1 && col0 + width > 1;
+  const nextNumber = maxItemNumber() + 1;
+  let appended = 0;
+  block.forEach((values, r) => {
+    const index = row0 + r;
+    let row = state.rows[index];
+    if (!row) {
+      row = { id: newRowId(), item: "", cond: "", cells: {} };
+      if (!coversItem) row.item = String(nextNumber + Math.floor(appended / conditionCount));
+      if (!coversCond) row.cond = state.conditions[appended % conditionCount] ?? "";
+      state.rows.push(row);
+      appended += 1;
+    }
+    values.forEach((value, c) => {
+      if (col0 + c < fields.length) setRowField(row, fields[col0 + c], value);
+    });
+  });
+  ensureConditions(state.rows.map((row) => row.cond));
+  renderConditions();
+  const newItems = appended ? itemGroups(state.rows.slice(state.rows.length - appended)).length : 0;
+  let message = `Pasted ${block.length} row${block.length === 1 ? "" : "s"}`;
+  if (newItems) message += `, adding ${newItems} item${newItems === 1 ? "" : "s"}`;
+  message += ".";
+  if (dropped) message += ` ${dropped} column${dropped === 1 ? "" : "s"} past the last region ignored.`;
+  // On the "new item" row, the first pasted row now holds its place.
+  finishPaste({ rowId: state.rows[row0].id, field: start.field }, message);
+}
+
+function finishPaste(focus, message) {
+  renderGrid({ focus, takeFocus: true });
+  changed();
+  setStatus(message);
+}
+
+/** Move the active cell after Enter/Tab in an editor, once the grid is redrawn. */
+function moveActive(direction) {
+  renderChain = renderChain.then(() => {
+    const cell = activeCellComponent();
+    if (!cell) return;
+    const rows = table.getRows("active");
+    const fields = table.getColumns().filter((c) => c.isVisible()).map((c) => c.getField());
+    const rowIds = rows.map((r) => r.getData().id);
+    let r = rowIds.indexOf(cell.getRow().getData().id);
+    let c = fields.indexOf(cell.getField());
+    if (direction === "down") r = Math.min(r + 1, rows.length - 1);
+    if (direction === "up") r = Math.max(r - 1, 0);
+    if (direction === "right") {
+      if (c < fields.length - 1) c += 1;
+      else if (r < rows.length - 1) {
+        // Past the last column, go on at the next row's first region (or condition).
+        r += 1;
+        c = Math.min(2, fields.length - 1);
+      }
+    }
+    if (direction === "left") {
+      if (c > 0) c -= 1;
+      else if (r > 0) {
+        r -= 1;
+        c = fields.length - 1;
+      }
+    }
+    focusCell({ rowId: rowIds[r], field: fields[c] });
+  });
+}
+
+export function flushEditor() {
+  const input = gridEl.querySelector(".tabulator-cell input, .tabulator-cell textarea");
+  if (input) input.blur();
+}
+
+function startEditing(cell, text) {
+  cell.edit(true);
+  const input = cell.getElement().querySelector("input");
+  if (input) {
+    input.value = text;
+    input.setSelectionRange(text.length, text.length);
+  }
+}
+
+function onGridKeydown(event) {
+  const target = event.target;
+  const inEditor = target.tagName === "INPUT" || target.tagName === "TEXTAREA";
+  if (inEditor) {
+    if (event.key === "Tab" || (event.key === "Enter" && !event.altKey && !event.isComposing)) {
+      // Spreadsheet keys: save the cell and move on (the editor saves on blur).
+      event.preventDefault();
+      event.stopPropagation();
+      const direction = event.key === "Tab" ? (event.shiftKey ? "left" : "right") : event.shiftKey ? "up" : "down";
+      target.blur();
+      moveActive(direction);
+    }
+    return;
+  }
+  if (!editable || event.ctrlKey || event.metaKey || event.altKey) return;
+  const cell = activeCellComponent();
+  if (!cell) return;
+  if (event.key.length === 1 && !event.isComposing) {
+    // Typing on a selected cell replaces its content, as in a spreadsheet.
+    event.preventDefault();
+    event.stopPropagation();
+    startEditing(cell, event.key);
+  } else if (event.key === "F2") {
+    event.preventDefault();
+    cell.edit(true);
+  }
+}
+
+export function buildTable() {
+  table = new Tabulator(gridEl, {
+    data: gridRows(),
+    columns: gridColumns(),
+    index: "id",
+    layout: "fitColumns",
+    maxHeight: "62vh",
+    placeholder: "No items yet",
+    columnDefaults: { headerSort: false, resizable: true },
+    rowFormatter,
+    selectableRange: 1,
+    selectableRangeClearCells: editable,
+    selectableRangeClearCellsValue: "",
+    // Focus stays where the user is (a name field, a button) when the grid redraws.
+    selectableRangeAutoFocus: false,
+    editTriggerEvent: "dblclick",
+    clipboard: editable ? true : "copy",
+    clipboardCopyStyled: false,
+    clipboardCopyRowRange: "range",
+    clipboardCopyConfig: {
+      columnHeaders: false,
+      columnGroups: false,
+      rowHeaders: false,
+      rowGroups: false,
+      columnCalcs: false,
+      dataTree: false,
+      formatCells: false,
+    },
+    // Our own parser and action: the range paste of Tabulator splits quoted cells and
+    // cannot add rows, and pasted rows must land in the model, not only in the grid.
+    clipboardPasteParser: (text) => {
+      const block = parseTSV(text);
+      return block.length ? { block } : false;
+    },
+    clipboardPasteAction: (parsed) => {
+      pasteBlock(parsed.block);
+      return [];
+    },
+  });
+  table.on("cellEdited", onCellEdited);
+  table.on("rangeChanged", schedulePreview);
+  table.on("tableBuilt", () => {
+    tableBuilt = true;
+    updateEmptyState();
+    // Start on the first region of the first row, where typing is most likely.
+    const first = state.rows[0];
+    if (first && state.regions.length) focusCell({ rowId: first.id, field: fieldOf(state.regions[0].key) }, { takeFocus: false });
+  });
+  gridEl.addEventListener("keydown", onGridKeydown, true);
+}
+
+// -- items ------------------------------------------------------------------------------
+
+export function newItem() {
+  flushEditor();
+  const groups = itemGroups();
+  const number = String(maxItemNumber() + 1);
+  let rows;
+  if (groups.length) {
+    // Copy the previous item: usually only a word or two differ between items.
+    const last = groups[groups.length - 1];
+    rows = last.rows.map((row) => ({ id: newRowId(), item: number, cond: row.cond, cells: { ...row.cells } }));
+  } else {
+    const names = state.conditions.length ? state.conditions : [""];
+    rows = names.map((name) => ({ id: newRowId(), item: number, cond: name, cells: {} }));
+  }
+  state.rows.push(...rows);
+  const field = state.regions.length ? fieldOf(state.regions[0].key) : "cond";
+  renderGrid({ focus: { rowId: rows[0].id, field }, takeFocus: true });
+  changed();
+  setStatus(groups.length ? `Added item ${number}, a copy of item ${groups[groups.length - 1].item}.` : `Added item ${number}.`);
+}
+
+export function deleteItem() {
+  flushEditor();
+  const active = activeCell();
+  const group = active ? groupOfRow(active.rowId) : null;
+  if (!group) {
+    setStatus("Select a cell of the item to delete first.");
+    return;
+  }
+  const ids = new Set(group.rows.map((row) => row.id));
+  const index = state.rows.findIndex((row) => ids.has(row.id));
+  state.rows = state.rows.filter((row) => !ids.has(row.id));
+  const next = state.rows[Math.min(index, state.rows.length - 1)];
+  renderGrid({ focus: next ? { rowId: next.id, field: active.field } : null, takeFocus: true });
+  changed();
+  setStatus(`Deleted item ${group.item}. Undo brings it back.`);
+}
+
+export function pasteItemsFromDialog() {
+  const error = $("paste-error");
+  const block = parseTSV($("paste-text").value).filter((values) => values.some((v) => v.trim() !== ""));
+  const regionCount = state.regions.length;
+  if (!block.length) {
+    error.textContent = "Paste some rows first.";
+    return;
+  }
+  if (!regionCount) {
+    error.textContent = "Add the regions first: each pasted column after item and condition fills one region.";
+    return;
+  }
+  if (/^(item|item_number|#)$/i.test(block[0][0].trim()) || /^(condition|condition_name)$/i.test(block[0][0].trim())) {
+    block.shift();
+  }
+  const width = Math.max(...block.map((values) => values.length));
+  let startField;
+  if (width >= regionCount + 2) startField = "item";
+  else if (width === regionCount + 1) startField = "cond";
+  else if (width === regionCount) startField = fieldOf(state.regions[0].key);
+  else {
+    error.textContent = `Each row needs ${regionCount} region columns (optionally after item and condition columns); the widest row has ${width}.`;
+    return;
+  }
+  error.textContent = "";
+  const ghost = { rowId: GHOST_ID, field: startField };
+  renderChain = renderChain.then(() => {
+    focusCell(ghost, { takeFocus: false });
+    pasteBlock(block);
+  });
+  $("paste-dialog").close();
+  $("paste-text").value = "";
+}
