@@ -136,6 +136,14 @@ def _bad_request(message: str) -> Response:
     )
 
 
+def _json_body(request: Request) -> object:
+    """The request's body as JSON, or None when it is not JSON (the caller says what to send)."""
+    try:
+        return json.loads(request.data or b"null")
+    except (ValueError, UnicodeDecodeError):
+        return None
+
+
 def _name_errors(
     result: formats.FormatResult, raw: object, replace: Suite | None
 ) -> list[SuiteError]:
@@ -189,10 +197,7 @@ class ValidateSuite(APIView):
             replace = Suite.objects.filter(name=params["replace"]).first()
         raw: object = None
         if params.get("as", "json") == "csv":
-            try:
-                sent = json.loads(request.data or b"null")
-            except (ValueError, UnicodeDecodeError):
-                sent = None
+            sent = _json_body(request)
             if not isinstance(sent, dict) or not isinstance(sent.get("csv"), str):
                 return _bad_request('send {"csv": "<the CSV text>", "meta": {"name": ...}}')
             meta = sent.get("meta") if isinstance(sent.get("meta"), dict) else {}
@@ -200,10 +205,7 @@ class ValidateSuite(APIView):
             result = formats.parse_suite_csv(sent["csv"], meta=meta, predictions=preds)
         else:
             result = formats.parse_suite_text(request.data or b"")
-            try:
-                raw = json.loads(request.data or b"null")
-            except (ValueError, UnicodeDecodeError):
-                raw = None
+            raw = _json_body(request)
         errors = [*result.errors, *_name_errors(result, raw, replace)]
         body: dict[str, Any] = {
             "ok": not errors,
@@ -232,10 +234,7 @@ class ValidateFormula(APIView):
         "col is 1-based, counted in characters.",
     )
     def post(self, request: Request) -> Response:
-        try:
-            body = json.loads(request.data or b"null")
-        except (ValueError, UnicodeDecodeError):
-            body = None
+        body = _json_body(request)
         if not isinstance(body, dict) or not isinstance(body.get("formula"), str):
             return _bad_request('send {"formula": "...", "regions": [1, 2], "conditions": [...]}')
         regions = body.get("regions", [])

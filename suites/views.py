@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 
 from django.conf import settings
 from django.contrib import messages
@@ -109,11 +110,24 @@ def _import_errors_response(
 
 @login_required
 def suite_upload(request: HttpRequest) -> HttpResponse:
+    return _upload_page(
+        request,
+        None,
+        lambda source: services.suite_import(source=source, owner=request.user),
+    )
+
+
+def _upload_page(
+    request: HttpRequest,
+    suite: Suite | None,
+    write: Callable[[bytes | str], services.ImportReport],
+) -> HttpResponse:
+    """The upload form, for a new suite or to replace `suite`: `write` saves the upload."""
     form = SuiteUploadForm(request.POST or None, request.FILES or None)
-    context = {"form": form, "max_bytes": settings.GYM_MAX_UPLOAD_BYTES}
+    context = {"form": form, "suite": suite, "max_bytes": settings.GYM_MAX_UPLOAD_BYTES}
     if request.method == "POST" and form.is_valid():
         try:
-            report = services.suite_import(source=form.source(), owner=request.user)
+            report = write(form.source())
         except services.SuiteInvalid as invalid:
             return _import_errors_response(
                 request, "suites/suite_upload.html", context, invalid.errors
@@ -140,18 +154,11 @@ def suite_replace(request: HttpRequest, name: str) -> HttpResponse:
     suite = _suite_or_404(name)
     if not services.can_change(request.user, suite):
         return HttpResponseForbidden("Only the suite's owner (or staff) may replace it.")
-    form = SuiteUploadForm(request.POST or None, request.FILES or None)
-    context = {"form": form, "suite": suite, "max_bytes": settings.GYM_MAX_UPLOAD_BYTES}
-    if request.method == "POST" and form.is_valid():
-        try:
-            report = services.suite_replace(suite=suite, user=request.user, source=form.source())
-        except services.SuiteInvalid as invalid:
-            return _import_errors_response(
-                request, "suites/suite_upload.html", context, invalid.errors
-            )
-        _report_messages(request, report)
-        return redirect(report.suite)
-    return render(request, "suites/suite_upload.html", context, status=400 if form.errors else 200)
+    return _upload_page(
+        request,
+        suite,
+        lambda source: services.suite_replace(suite=suite, user=request.user, source=source),
+    )
 
 
 @login_required
@@ -199,14 +206,16 @@ def _download_name(suite: Suite, ext: str) -> str:
 def suite_download_json(request: HttpRequest, name: str) -> HttpResponse:
     suite = _suite_or_404(name)
     body = formats.to_json_text(selectors.suite_canonical(suite))
-    response = HttpResponse(body, content_type="application/json; charset=utf-8")
-    response["Content-Disposition"] = f'attachment; filename="{_download_name(suite, "json")}"'
-    return response
+    return _download(suite, "json", body, "application/json; charset=utf-8")
 
 
 def suite_download_csv(request: HttpRequest, name: str) -> HttpResponse:
     suite = _suite_or_404(name)
     body = formats.to_csv_text(selectors.suite_canonical(suite))
-    response = HttpResponse(body, content_type="text/csv; charset=utf-8")
-    response["Content-Disposition"] = f'attachment; filename="{_download_name(suite, "csv")}"'
+    return _download(suite, "csv", body, "text/csv; charset=utf-8")
+
+
+def _download(suite: Suite, ext: str, body: str, content_type: str) -> HttpResponse:
+    response = HttpResponse(body, content_type=content_type)
+    response["Content-Disposition"] = f'attachment; filename="{_download_name(suite, ext)}"'
     return response

@@ -24,6 +24,13 @@ CONTEXT = 64  # small on purpose: a 70-token sentence exercises the sliding wind
 # Large enough that outputs depend strongly on context; with the usual 0.02 a tiny
 # random model is nearly uniform and would hide masking or position mistakes.
 INIT_RANGE = 0.3
+# The size of the Llama- and BERT-style models (config keys both understand).
+SMALL_TRANSFORMER = {
+    "hidden_size": 48,
+    "intermediate_size": 96,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+}
 
 _DETERMINERS = ["the", "a", "every", "no", "some", "this", "that", "each"]
 _NOUNS = [
@@ -198,10 +205,7 @@ def make_llama(
     torch.manual_seed(1)
     config = LlamaConfig(
         vocab_size=tokenizer.get_vocab_size(),
-        hidden_size=48,
-        intermediate_size=96,
-        num_hidden_layers=2,
-        num_attention_heads=4,
+        **SMALL_TRANSFORMER,
         num_key_value_heads=2,
         max_position_embeddings=max_position_embeddings,
         bos_token_id=bos,
@@ -256,10 +260,7 @@ def make_bert(folder: Path, *, max_position_embeddings: int = CONTEXT) -> Path:
     torch.manual_seed(2)
     config = BertConfig(
         vocab_size=tokenizer.get_vocab_size(),
-        hidden_size=48,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        intermediate_size=96,
+        **SMALL_TRANSFORMER,
         max_position_embeddings=max_position_embeddings,
         pad_token_id=tokenizer.token_to_id("[PAD]"),
         initializer_range=INIT_RANGE,
