@@ -234,6 +234,18 @@ def test_copy_to_my_suites(bob_client, alice, bob) -> None:
     assert original.owner == alice and original.name == "shared"
 
 
+def test_copy_service_takes_the_next_free_name_and_stops(alice, bob, monkeypatch) -> None:
+    original = services.suite_import(source=small_suite("busy"), owner=alice).suite
+    services.suite_import(source=small_suite("busy (copy)"), owner=alice)
+    assert services.suite_copy(suite=original, owner=bob).suite.name == "busy (copy 2)"
+    # Every name it may try is taken: a clear refusal, and no new suite.
+    monkeypatch.setattr(services, "MAX_COPY_ATTEMPTS", 2)
+    before = Suite.objects.count()
+    with pytest.raises(services.NoFreeName, match="rename some copies first"):
+        services.suite_copy(suite=original, owner=bob)
+    assert Suite.objects.count() == before
+
+
 def test_copy_needs_post_login_and_csrf(anon_client, bob_client, alice) -> None:
     services.suite_import(source=small_suite("guarded"), owner=alice)
     response = anon_client.post_form("/suites/guarded/copy/")
