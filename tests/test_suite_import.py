@@ -127,6 +127,16 @@ def test_meta_edit_keeps_content_hash(alice) -> None:
     assert selectors.suite_meta(suite)["description"] == "new"
 
 
+def test_suites_with_tag_adds_the_tagged_suites_once_in_name_order() -> None:
+    for name, tags in (("c", ["t"]), ("b", []), ("a", ["t"]), ("d", ["t"])):
+        services.suite_import(source=small_suite(name, tags=tags), owner=None)
+    picked = [Suite.objects.get(name="b"), Suite.objects.get(name="d")]
+    tag = Tag.objects.get(name="t")
+    chosen = selectors.suites_with_tag(picked, tag)
+    assert [s.name for s in chosen] == ["b", "d", "a", "c"]
+    assert selectors.suites_with_tag(picked, None) == picked
+
+
 def test_import_suites_command_reports_each_file(tmp_path) -> None:
     good = tmp_path / "good.json"
     good.write_text(json.dumps(small_suite("good one")))
