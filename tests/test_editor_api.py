@@ -18,24 +18,14 @@ pytestmark = pytest.mark.django_db
 
 def validate(client: BrowserClient, body: Any, query: str = "") -> dict[str, Any]:
     raw = body if isinstance(body, str | bytes) else json.dumps(body)
-    response = client.post(
-        f"/api/validate/suite/{query}",
-        raw,
-        content_type="application/json",
-        HTTP_X_CSRFTOKEN=client.csrf_token(),
-    )
+    response = client.send_json("POST", f"/api/validate/suite/{query}", raw)
     assert response.status_code == 200, response.content
     return response.json()
 
 
 def check_formula(client: BrowserClient, formula: str, **extra: Any) -> dict[str, Any]:
     body = {"formula": formula, "regions": [1, 2, 3], "conditions": ["match", "mismatch"], **extra}
-    response = client.post(
-        "/api/validate/formula/",
-        json.dumps(body),
-        content_type="application/json",
-        HTTP_X_CSRFTOKEN=client.csrf_token(),
-    )
+    response = client.send_json("POST", "/api/validate/formula/", json.dumps(body))
     assert response.status_code == 200, response.content
     return response.json()
 
@@ -108,11 +98,8 @@ def test_csv_import_and_csv_export(alice_client) -> None:
     assert body["suite"]["region_meta"] == canonical["region_meta"]
     body = validate(alice_client, small_suite("as csv"), "?to=csv")
     assert body["csv"] == csv_text
-    bad = alice_client.post(
-        "/api/validate/suite/?as=csv",
-        json.dumps({"text": "no csv key"}),
-        content_type="application/json",
-        HTTP_X_CSRFTOKEN=alice_client.csrf_token(),
+    bad = alice_client.send_json(
+        "POST", "/api/validate/suite/?as=csv", json.dumps({"text": "no csv key"})
     )
     assert bad.status_code == 400
 
@@ -271,24 +258,14 @@ def test_only_the_owner_saves_through_the_editor_path(alice_client, bob_client, 
     edited = selectors.suite_canonical(suite)
     edited["items"][0]["conditions"][1]["regions"][1]["content"] = "were"
     body = json.dumps(edited)
-    denied = bob_client.put(
-        "/api/suites/saved/",
-        body,
-        content_type="application/json",
-        HTTP_X_CSRFTOKEN=bob_client.csrf_token(),
-    )
+    denied = bob_client.send_json("PUT", "/api/suites/saved/", body)
     assert denied.status_code == 403
     assert (
         alice_client.put("/api/suites/saved/", body, content_type="application/json").status_code
         == 403
     )
     old_hash = suite.content_hash
-    response = alice_client.put(
-        "/api/suites/saved/",
-        body,
-        content_type="application/json",
-        HTTP_X_CSRFTOKEN=alice_client.csrf_token(),
-    )
+    response = alice_client.send_json("PUT", "/api/suites/saved/", body)
     assert response.status_code == 200, response.content
     suite.refresh_from_db()
     # Same row (evaluations keep pointing at it), new content hash.
@@ -301,12 +278,7 @@ def test_invalid_save_writes_nothing(alice_client, alice) -> None:
     before = selectors.suite_canonical(suite)
     broken = dict(before, predictions=[{"type": "formula", "formula": "(2;%nope%) > (2;%match%)"}])
     broken["items"] = [*before["items"], before["items"][0]]  # a duplicate item too
-    response = alice_client.put(
-        "/api/suites/kept/",
-        json.dumps(broken),
-        content_type="application/json",
-        HTTP_X_CSRFTOKEN=alice_client.csrf_token(),
-    )
+    response = alice_client.send_json("PUT", "/api/suites/kept/", json.dumps(broken))
     assert response.status_code == 400
     paths = {e["path"] for e in response.json()["errors"]}
     assert {"$.items[2].item_number", "$.predictions[0].formula"} <= paths

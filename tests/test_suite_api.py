@@ -161,12 +161,7 @@ def test_session_auth_enforces_csrf(alice_client) -> None:
     assert (
         alice_client.post("/api/suites/", body, content_type="application/json").status_code == 403
     )
-    response = alice_client.post(
-        "/api/suites/",
-        body,
-        content_type="application/json",
-        HTTP_X_CSRFTOKEN=alice_client.csrf_token(),
-    )
+    response = alice_client.send_json("POST", "/api/suites/", body)
     assert response.status_code == 201
 
 
