@@ -7,11 +7,13 @@ from __future__ import annotations
 
 from .alignment import build_sentence
 from .engine import STRADDLING_RULES, score_sentences
+from .kinds import KINDS, detect_kind
 from .loading import LoadedModel, clear_model_cache, load_model, model_info
 from .metrics import METRICS
 from .schema import ModelLoadError, RegionScore, ScoringError, SentenceScore, TokenScore
 
 __all__ = [
+    "KINDS",
     "METRICS",
     "STRADDLING_RULES",
     "LoadedModel",
@@ -22,6 +24,7 @@ __all__ = [
     "TokenScore",
     "build_sentence",
     "clear_model_cache",
+    "detect_kind",
     "load_model",
     "model_info",
     "score_sentences",

@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from . import causal, masked
+from . import causal, masked, ngram
 from .alignment import align_tokens, build_sentence, token_shares
 from .loading import LoadedModel
 from .metrics import METRICS, region_metrics
@@ -34,7 +34,7 @@ def default_token_budget(model: LoadedModel) -> int:
 
 
 def score_sentences(
-    model: LoadedModel,
+    model: LoadedModel | ngram.NgramModel,
     sentences: Sequence[Sequence[str]],
     *,
     token_budget: int | None = None,
@@ -60,6 +60,9 @@ def score_sentences(
         raise ScoringError(
             f"straddling must be one of {', '.join(STRADDLING_RULES)}, not '{straddling}'"
         )
+    if isinstance(model, ngram.NgramModel):
+        # Words, not subword batches: the n-gram model scores each sentence in a loop.
+        return _score_words(model, sentences, progress, straddling)
     budget = token_budget or default_token_budget(model)
     if budget < 1:
         raise ScoringError("token_budget must be positive")
@@ -121,6 +124,30 @@ def score_sentences(
             )
         )
     return results
+
+
+def _score_words(
+    model: ngram.NgramModel,
+    sentences: Sequence[Sequence[str]],
+    progress: Callable[[int, int], None] | None,
+    rule: str,
+) -> list[SentenceScore]:
+    """n-gram models: each word is a token with offsets, assembled like subword tokens."""
+    built = [build_sentence(list(regions)) for regions in sentences]
+    scored = ngram.score_texts(model, [text for text, _spans in built], progress=progress)
+    return [
+        _assemble(
+            list(regions),
+            text,
+            spans,
+            [w.word.text for w in words],
+            [(w.word.start, w.word.end) for w in words],
+            np.array([w.surprisal for w in words], dtype=np.float64),
+            {"oov_words": sum(1 for w in words if w.oov)},
+            rule,
+        )
+        for regions, (text, spans), words in zip(sentences, built, scored, strict=True)
+    ]
 
 
 def _tokenize(

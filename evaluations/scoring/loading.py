@@ -15,7 +15,9 @@ from typing import Any
 import torch
 from torch import nn
 
+from . import kinds
 from .forward import find_split_head, verify_split_head
+from .ngram import NgramModel, load_ngram
 from .schema import ModelLoadError, ScoringError
 
 DTYPES: dict[str, torch.dtype] = {
@@ -50,7 +52,7 @@ PROBE_TEXT = "The keys to the old cabinet are on the table, and nobody has moved
 class LoadedModel:
     source: str
     revision: str | None
-    kind: str  # "causal" or "masked"
+    kind: str  # "causal" or "masked" (n-gram models load as ngram.NgramModel)
     model: nn.Module
     tokenizer: Any
     device: str
@@ -110,12 +112,15 @@ def load_model(
     device: str | None = None,
     dtype: str | None = None,
     kind: str | None = None,
-) -> LoadedModel:
-    """Load (once per process) a causal or masked LM from a hub id or a local folder.
+) -> LoadedModel | NgramModel:
+    """Load (once per process) a causal or masked LM from a hub id or a local folder, or
+    an n-gram model from a file.
 
-    `kind` overrides detection ("causal" or "masked"). Raises ModelLoadError with a
-    message meant for the person who asked for the run.
+    `kind` overrides detection ("causal", "masked" or "ngram"). Raises ModelLoadError
+    with a message meant for the person who asked for the run.
     """
+    if kind == kinds.NGRAM or (kind is None and Path(source).expanduser().is_file()):
+        return _load_ngram(source)
     resolved_device = resolve_device(device)
     resolved_dtype = resolve_dtype(dtype)
     key = (source, revision, resolved_device, resolved_dtype)
@@ -131,6 +136,19 @@ def load_model(
 def clear_model_cache() -> None:
     with _cache_lock:
         _cache.clear()
+        _ngram_cache.clear()
+
+
+_ngram_cache: dict[str, NgramModel] = {}
+
+
+def _load_ngram(source: str) -> NgramModel:
+    """n-gram files are read on the CPU and kept per process, like any other model."""
+    with _cache_lock:
+        cached = _ngram_cache.get(source)
+        if cached is None:
+            cached = _ngram_cache[source] = load_ngram(source)
+        return cached
 
 
 def _not_found(source: str, local_dir: bool, exc: Exception) -> ModelLoadError:
@@ -138,39 +156,6 @@ def _not_found(source: str, local_dir: bool, exc: Exception) -> ModelLoadError:
         return ModelLoadError(f"model folder '{source}' could not be loaded: {exc}")
     return ModelLoadError(
         f"model '{source}' was not found locally and the hub cannot be reached: {exc}"
-    )
-
-
-def detect_kind(config: Any) -> str:
-    """'causal' or 'masked' from the config; ModelLoadError for anything else."""
-    from transformers.models.auto.modeling_auto import (
-        MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
-        MODEL_FOR_MASKED_LM_MAPPING_NAMES,
-    )
-
-    causal_names = set(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.values())
-    masked_names = set(MODEL_FOR_MASKED_LM_MAPPING_NAMES.values())
-    architectures = list(getattr(config, "architectures", None) or [])
-    for name in architectures:
-        if name in causal_names or name.endswith("ForCausalLM"):
-            return "causal"
-        if name in masked_names or name.endswith("ForMaskedLM"):
-            return "masked"
-    model_type = getattr(config, "model_type", "")
-    if architectures:
-        raise ModelLoadError(
-            f"model is neither a causal nor a masked language model "
-            f"(architectures {architectures}, model type '{model_type}')"
-        )
-    # No architectures recorded: fall back on what the model type can be loaded as.
-    if getattr(config, "is_decoder", False) and model_type in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES:
-        return "causal"
-    if model_type in MODEL_FOR_MASKED_LM_MAPPING_NAMES:
-        return "masked"
-    if model_type in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES:
-        return "causal"
-    raise ModelLoadError(
-        f"model is neither a causal nor a masked language model (model type '{model_type}')"
     )
 
 
@@ -230,9 +215,9 @@ def _load(
         ) from exc
 
     if kind is None:
-        kind = detect_kind(config)
-    elif kind not in ("causal", "masked"):
-        raise ScoringError(f"kind must be 'causal' or 'masked', not '{kind}'")
+        kind = kinds.detect_kind(source, config=config)
+    elif kind not in (kinds.CAUSAL, kinds.MASKED):
+        raise ScoringError(f"kind must be one of {', '.join(kinds.KINDS)}, not '{kind}'")
 
     try:
         tokenizer = AutoTokenizer.from_pretrained(source, **options)
@@ -366,8 +351,10 @@ def _choose_head(lm: LoadedModel) -> None:
         lm.notes.append("output layer runs on every position (no separable head)")
 
 
-def model_info(model: LoadedModel) -> dict[str, Any]:
+def model_info(model: LoadedModel | NgramModel) -> dict[str, Any]:
     """What a run should record about the model it used; JSON-serialisable."""
+    if isinstance(model, NgramModel):
+        return model.info()
     return {
         "kind": model.kind,
         "source": model.source,
