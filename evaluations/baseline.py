@@ -1,10 +1,16 @@
-"""The embedded random baseline: a small GPT-2-shaped model with random weights and a
-byte-level BPE tokenizer trained here on the example suites' sentences. It lets a fresh
-offline machine run the whole evaluation path, and it is the chance-level reference row
-on a leaderboard."""
+"""The built-in baselines, registered by `manage.py gym_bootstrap` on every fresh site.
+
+- The random baseline: a small GPT-2-shaped model with random weights and a byte-level
+  BPE tokenizer trained here on the example suites' sentences. It lets a fresh offline
+  machine run the whole evaluation path, and it is the chance-level reference row.
+- The CMU US English trigram that the `pocketsphinx` wheel ships (BSD licence): a real,
+  trained English model that installs offline from the package registry, the classic
+  n-gram baseline of SyntaxGym and Hu et al. (2020).
+"""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from collections.abc import Iterable
 from pathlib import Path
@@ -15,6 +21,28 @@ BASELINE_DESCRIPTION = (
     "Random weights, never trained: its accuracy is what chance gives on each suite. "
     "Built on this machine from the example suites so that Gym works offline."
 )
+
+NGRAM_BASELINE_NAME = "cmu-us-english-trigram"
+NGRAM_BASELINE_DISPLAY = "CMU US English trigram (n-gram baseline)"
+NGRAM_BASELINE_DESCRIPTION = (
+    "CMU Sphinx's US English trigram (about 72,500 words, lowercase, no punctuation), "
+    "as shipped in the pocketsphinx package. Scored word by word: see the README's "
+    "n-gram section for how sentences become words and what unknown words cost."
+)
+NGRAM_BASELINE_URL = "https://github.com/cmusphinx/pocketsphinx"
+
+
+def cmu_trigram_path() -> Path | None:
+    """The trigram inside the installed pocketsphinx package (found without importing
+    its native code), or None when the package or the file is missing."""
+    spec = importlib.util.find_spec("pocketsphinx")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    for folder in spec.submodule_search_locations:
+        path = Path(folder) / "model" / "en-us" / "en-us.lm.bin"
+        if path.is_file():
+            return path
+    return None
 
 
 def example_sentences(folder: Path) -> list[str]:

@@ -36,9 +36,14 @@ def leaderboard_data(board: Leaderboard) -> dict[str, Any]:
                 "overall": row.overall,
                 "covered": row.covered,
                 "total": board.total,
+                "ties": row.tie_total,
                 "group_means": row.group_means,
                 "scores": {
-                    names[suite_id]: {"accuracy": accuracy, "evaluation": evaluation_id}
+                    names[suite_id]: {
+                        "accuracy": accuracy,
+                        "evaluation": evaluation_id,
+                        "ties": row.ties.get(suite_id, 0),
+                    }
                     for suite_id, (accuracy, evaluation_id) in sorted(
                         row.cells.items(), key=lambda kv: names[kv[0]]
                     )
@@ -50,11 +55,13 @@ def leaderboard_data(board: Leaderboard) -> dict[str, Any]:
 
 
 def leaderboard_csv(board: Leaderboard) -> str:
-    """One line per model: overall, coverage, each group mean, then each suite's accuracy."""
+    """One line per model: overall, coverage, tied comparisons, each group mean, then each
+    suite's accuracy."""
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(
         ["model", "display_name", "is_baseline", "overall", "suites_scored", "suites_total"]
+        + ["ties"]
         + [f"{GROUP_PREFIX}{g.tag}" for g in board.groups]
         + [s.name for s in board.suites]
     )
@@ -67,6 +74,7 @@ def leaderboard_csv(board: Leaderboard) -> str:
                 _number(row.overall),
                 row.covered,
                 board.total,
+                row.tie_total,
             ]
             + [_number(row.group_means.get(g.tag)) for g in board.groups]
             + [_number(row.cells.get(s.id, (None, 0))[0]) for s in board.suites]
@@ -97,6 +105,8 @@ def results_document(evaluation: Evaluation) -> dict[str, Any]:
         "units": "bits",
         "metric": evaluation.metric,
         "accuracy": evaluation.accuracy,
+        "ties": evaluation.ties,
+        "accuracy_random_ties": evaluation.accuracy_random_ties,
         "diagnostics": evaluation.diagnostics or {},
         "model_info": evaluation.model_info or {},
     }

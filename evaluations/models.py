@@ -8,17 +8,20 @@ from suites.models import Suite
 
 
 class LanguageModel(models.Model):
-    """A language model that can be evaluated: a hub id or a local folder."""
+    """A language model that can be evaluated: a hub id, a local folder, or an n-gram
+    model file (ARPA or CMU Sphinx binary)."""
 
     class Kind(models.TextChoices):
         CAUSAL = "causal", "causal (left-to-right)"
         MASKED = "masked", "masked (pseudo-log-likelihood)"
+        NGRAM = "ngram", "n-gram (word back-off model)"
         UNKNOWN = "unknown", "not yet known"
 
     name = models.SlugField(max_length=100, unique=True, help_text="Short id used in URLs")
     display_name = models.CharField(max_length=200)
     source = models.CharField(
-        max_length=500, help_text="Hugging Face hub id (e.g. gpt2) or a local folder path"
+        max_length=500,
+        help_text="Hugging Face hub id (e.g. gpt2), a local folder path, or an n-gram file path",
     )
     revision = models.CharField(max_length=100, blank=True, help_text="Hub revision (optional)")
     kind = models.CharField(max_length=10, choices=Kind.choices, default=Kind.UNKNOWN)
@@ -75,6 +78,11 @@ class Evaluation(models.Model):
     error = models.TextField(blank=True)
     metric = models.CharField(max_length=10, default="sum")
     accuracy = models.FloatField(null=True, blank=True)
+    # Strict comparisons (< or >) whose two sides were exactly equal: each failed, as in
+    # SyntaxGym. n-gram models tie often; the accuracy with ties broken at random says
+    # how much they cost.
+    ties = models.PositiveIntegerField(default=0)
+    accuracy_random_ties = models.FloatField(null=True, blank=True)
     diagnostics = models.JSONField(default=dict, blank=True)
     model_info = models.JSONField(default=dict, blank=True)
     requested_by = models.ForeignKey(
@@ -96,7 +104,7 @@ class Evaluation(models.Model):
             # Covers the leaderboard's one query over all evaluations, so it never reads
             # the (large) snapshot column.
             models.Index(
-                fields=["status", "suite", "model", "content_hash", "accuracy"],
+                fields=["status", "suite", "model", "content_hash", "accuracy", "ties"],
                 name="evaluation_board",
             ),
         ]
@@ -125,6 +133,7 @@ class PredictionResult(models.Model):
     accuracy = models.FloatField(null=True)
     passed = models.PositiveIntegerField(default=0)
     evaluated = models.PositiveIntegerField(default=0)
+    ties = models.PositiveIntegerField(default=0)
 
     class Meta:
         ordering = ["evaluation", "position"]

@@ -28,6 +28,10 @@ class ItemOutcome:
     # per prediction: True, False, or None when a value it needs is missing
     outcomes: list[bool | None]
     passed: bool | None
+    # Strict comparisons of this item whose two sides were exactly equal (each failed).
+    ties: int = 0
+    # The chance that the item passes when every tie is broken by a fair coin.
+    pass_chance: float | None = None
 
 
 @dataclass
@@ -36,6 +40,8 @@ class PredictionOutcome:
     formula: str
     passed: int
     evaluated: int
+    # Tied strict comparisons over all evaluable items.
+    ties: int = 0
 
     @property
     def accuracy(self) -> float | None:
@@ -48,6 +54,10 @@ class SuiteOutcome:
     predictions: list[PredictionOutcome]
     accuracy: float | None
     metric: str
+    # Tied strict comparisons over all items and predictions (a tie counts as failed).
+    ties: int = 0
+    # Expected accuracy when ties are broken at random (Hu et al. 2020).
+    accuracy_random_ties: float | None = None
 
 
 def score_items(suite: dict[str, Any], scored: list[dict[str, Any]]) -> SuiteOutcome:
@@ -69,6 +79,7 @@ def score_items(suite: dict[str, Any], scored: list[dict[str, Any]]) -> SuiteOut
     prediction_outcomes = [PredictionOutcome(i, f, 0, 0) for i, f in enumerate(formulas)]
     items: list[ItemOutcome] = []
     items_passed = items_evaluated = 0
+    chance_total = 0.0
     for item_number, conditions in by_item.items():
 
         def lookup(region: int | None, condition: str, _c: dict = conditions) -> float | None:
@@ -78,27 +89,45 @@ def score_items(suite: dict[str, Any], scored: list[dict[str, Any]]) -> SuiteOut
             )
 
         outcomes: list[bool | None] = []
+        item_ties = 0
+        chance = 1.0
         for node, tally in zip(parsed, prediction_outcomes, strict=True):
             try:
                 outcome: bool | None = predictions.evaluate(node, lookup)
+                ties = predictions.tied_comparisons(node, lookup)
+                chance *= (
+                    predictions.truth_with_random_ties(node, lookup) if ties else float(outcome)
+                )
             except (predictions.MissingValueError, ZeroDivisionError):
-                outcome = None
+                outcome, ties = None, 0
             outcomes.append(outcome)
             if outcome is not None:
                 tally.evaluated += 1
                 tally.passed += int(outcome)
+                tally.ties += ties
+                item_ties += ties
         passed: bool | None = None
+        pass_chance: float | None = None
         if formulas and all(o is not None for o in outcomes):
             passed = all(outcomes)
+            pass_chance = chance
             items_evaluated += 1
             items_passed += int(passed)
+            chance_total += chance
         values = {
             condition: {m: [region.get(m) for region in result["regions"]] for m in METRICS}
             for condition, result in conditions.items()
         }
-        items.append(ItemOutcome(item_number, values, outcomes, passed))
+        items.append(ItemOutcome(item_number, values, outcomes, passed, item_ties, pass_chance))
     accuracy = items_passed / items_evaluated if items_evaluated else None
-    return SuiteOutcome(items, prediction_outcomes, accuracy, metric)
+    return SuiteOutcome(
+        items,
+        prediction_outcomes,
+        accuracy,
+        metric,
+        ties=sum(p.ties for p in prediction_outcomes),
+        accuracy_random_ties=chance_total / items_evaluated if items_evaluated else None,
+    )
 
 
 def results_document(

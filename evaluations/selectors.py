@@ -72,8 +72,15 @@ class Row:
     overall: float | None
     # Suites of the board with a current accuracy for this model.
     covered: int
+    # suite id -> tied strict comparisons (counted as failures) of the cell's evaluation.
+    ties: dict[int, int] = field(default_factory=dict)
     # The same cells laid out group by group, for templates that cannot index dicts.
     blocks: list[GroupCells] = field(default_factory=list)
+
+    @property
+    def tie_total(self) -> int:
+        """Tied comparisons over the board's suites (every model kind can tie)."""
+        return sum(self.ties.values())
 
 
 @dataclass
@@ -162,14 +169,16 @@ def leaderboard(
     if tag:
         current = current.filter(suite_id__in=suite_ids)
     cells: dict[int, dict[int, tuple[float | None, int]]] = defaultdict(dict)
-    for model_id, suite_id, accuracy, evaluation_id in current.values_list(
-        "model_id", "suite_id", "accuracy", "id"
+    ties: dict[int, dict[int, int]] = defaultdict(dict)
+    for model_id, suite_id, accuracy, evaluation_id, tied in current.values_list(
+        "model_id", "suite_id", "accuracy", "id", "ties"
     ):
         if model_id in by_id and suite_id in suite_ids:
             cells[model_id][suite_id] = (accuracy, evaluation_id)
+            ties[model_id][suite_id] = tied
 
     rows = [
-        _row(by_id[model_id], model_cells, groups, suites)
+        _row(by_id[model_id], model_cells, groups, suites, ties[model_id])
         for model_id, model_cells in cells.items()
     ]
     sort, direction = _sort_rows(rows, sort, direction, {s.name: s.id for s in suites}, groups)
@@ -183,6 +192,7 @@ def _row(
     cells: dict[int, tuple[float | None, int]],
     groups: Sequence[Group],
     suites: Sequence[SuiteColumn],
+    ties: dict[int, int],
 ) -> Row:
     by_suite = {
         s.id: Cell(suite=s, accuracy=cells[s.id][0], evaluation_id=cells[s.id][1])
@@ -201,6 +211,7 @@ def _row(
         group_means={b.tag: b.mean for b in blocks},
         overall=_mean(accuracies),
         covered=sum(1 for a in accuracies if a is not None),
+        ties=ties,
         blocks=blocks,
     )
 
@@ -411,6 +422,12 @@ class ResultPage:
     straddling_tokens: int | None = None
     regions_without_tokens: int | None = None
     straddling_rule: str = "missing"
+    # Tied strict comparisons (each failed) and the accuracy had ties been coin flips.
+    ties: int = 0
+    accuracy_random_ties: float | None = None
+    # Words an n-gram model does not know (None for other kinds), and words scored.
+    oov_words: int | None = None
+    words: int | None = None
 
 
 def _region_numbers(snapshot: dict[str, Any]) -> list[int]:
@@ -446,6 +463,10 @@ def result_page(evaluation: Evaluation) -> ResultPage:
         straddling_tokens=_count(evaluation.diagnostics, "straddling_tokens"),
         regions_without_tokens=_count(evaluation.diagnostics, "regions_without_tokens"),
         straddling_rule=str((evaluation.diagnostics or {}).get("straddling_rule") or "missing"),
+        ties=evaluation.ties,
+        accuracy_random_ties=evaluation.accuracy_random_ties,
+        oov_words=_count(evaluation.diagnostics, "oov_words"),
+        words=_count(evaluation.diagnostics, "tokens"),
     )
 
 

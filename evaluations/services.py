@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from django.conf import settings
@@ -43,35 +44,23 @@ class ModelRegistrationError(Exception):
 
 
 def detect_kind(source: str, revision: str = "") -> tuple[str, str]:
-    """Read the model's config (no weights) to tell causal from masked.
+    """The model's kind by the scoring engine's own rule (a file's first bytes, or a
+    transformers config without weights), so that registration and workers agree.
 
-    Returns (kind, note); kind is "unknown" when the config cannot be read here (a hub id
-    on an offline machine): the worker fills it in after its first load."""
+    Returns (kind, note); kind is "unknown" when it cannot be told here (a hub id on an
+    offline machine, a config of another kind of model): the worker fills it in after its
+    first load. Raises ModelRegistrationError for a file that is no model Gym can read."""
+    # Imported here: the web process needs no scoring code until someone registers.
+    from evaluations.scoring.kinds import detect_kind as scoring_detect_kind
+    from evaluations.scoring.schema import ModelLoadError
+
+    path = Path(source).expanduser()
     try:
-        from transformers import AutoConfig
-
-        config = AutoConfig.from_pretrained(source, revision=revision or None)
-    except Exception as exc:  # noqa: BLE001 - any failure only means "not known yet"
-        return (
-            LanguageModel.Kind.UNKNOWN,
-            f"could not read the model's config here ({exc.__class__.__name__})",
-        )
-    architectures = " ".join(getattr(config, "architectures", None) or [])
-    if "MaskedLM" in architectures:
-        return LanguageModel.Kind.MASKED, ""
-    if "CausalLM" in architectures or "LMHeadModel" in architectures:
-        return LanguageModel.Kind.CAUSAL, ""
-    if getattr(config, "is_decoder", False) or config.model_type in {
-        "gpt2",
-        "llama",
-        "gpt_neox",
-        "opt",
-    }:
-        return LanguageModel.Kind.CAUSAL, ""
-    return (
-        LanguageModel.Kind.UNKNOWN,
-        f"architectures {architectures or 'unknown'} are neither causal nor masked LMs",
-    )
+        return scoring_detect_kind(source, revision=revision or None), ""
+    except ModelLoadError as exc:
+        if path.is_file():
+            raise ModelRegistrationError({"source": str(exc)}) from None
+        return LanguageModel.Kind.UNKNOWN, str(exc)
 
 
 def model_register(
@@ -307,6 +296,7 @@ def results_store(*, evaluation_id: int, attempt: int, results: dict[str, Any]) 
                 passed=p.passed,
                 evaluated=p.evaluated,
                 accuracy=p.accuracy,
+                ties=p.ties,
             )
             for p in outcome.predictions
         ]
@@ -320,6 +310,8 @@ def results_store(*, evaluation_id: int, attempt: int, results: dict[str, Any]) 
             attempt,
             S.DONE,
             accuracy=outcome.accuracy,
+            ties=outcome.ties,
+            accuracy_random_ties=outcome.accuracy_random_ties,
             diagnostics=results.get("diagnostics") or {},
             model_info=info,
             progress_done=len(keys),
@@ -332,7 +324,7 @@ def results_store(*, evaluation_id: int, attempt: int, results: dict[str, Any]) 
 
 def _learn_model_facts(model: LanguageModel, info: dict[str, Any]) -> None:
     changes: dict[str, Any] = {}
-    if model.kind == LanguageModel.Kind.UNKNOWN and info.get("kind") in ("causal", "masked"):
+    if model.kind == LanguageModel.Kind.UNKNOWN and info.get("kind") in LanguageModel.Kind.values:
         changes["kind"] = info["kind"]
     if model.parameter_count is None and isinstance(info.get("n_params"), int):
         changes["parameter_count"] = info["n_params"]

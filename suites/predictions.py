@@ -82,7 +82,9 @@ __all__ = [
     "parse",
     "references",
     "relation_to_formula",
+    "tied_comparisons",
     "to_text",
+    "truth_with_random_ties",
 ]
 
 # SyntaxGym's tolerance for "=": isclose with rtol 1e-5 and atol 1e-3.
@@ -851,12 +853,18 @@ def _value_of(node: Node, value: Callable[[int | None, str], float | None]) -> f
     raise TypeError(f"not a number-valued node: {node!r}")
 
 
-def _truth(node: Node, value: Callable[[int | None, str], float | None]) -> bool:
+def _truth(
+    node: Node,
+    value: Callable[[int | None, str], float | None],
+    tie: Callable[[Compare], bool] | None = None,
+) -> bool:
     if isinstance(node, Compare):
         left, right = _value_of(node.left, value), _value_of(node.right, value)
         if math.isnan(left) or math.isnan(right):
             # inf - inf and the like: no honest answer either way.
             raise MissingValueError(f"{to_text(node)} compares a value that is not a number")
+        if node.op in "<>" and left == right and tie is not None:
+            return tie(node)
         if node.op == "<":
             return left < right
         if node.op == ">":
@@ -864,11 +872,11 @@ def _truth(node: Node, value: Callable[[int | None, str], float | None]) -> bool
         if node.op == "=":
             return _approx_equal(left, right)
     if isinstance(node, Not):
-        return not _truth(node.operand, value)
+        return not _truth(node.operand, value, tie)
     if isinstance(node, Logic):
         # Both sides always run (no short-circuit), so a missing value anywhere makes the
         # item not evaluable whatever the order of the operands.
-        left, right = _truth(node.left, value), _truth(node.right, value)
+        left, right = _truth(node.left, value, tie), _truth(node.right, value, tie)
         if node.op == "&":
             return left and right
         if node.op == "|":
@@ -876,7 +884,12 @@ def _truth(node: Node, value: Callable[[int | None, str], float | None]) -> bool
     raise TypeError(f"not a true/false-valued node: {node!r}")
 
 
-def evaluate(node: Node, value: Callable[[int | None, str], float | None]) -> bool:
+def evaluate(
+    node: Node,
+    value: Callable[[int | None, str], float | None],
+    *,
+    tie: Callable[[Compare], bool] | None = None,
+) -> bool:
     """Evaluate a parsed formula; ``value(region, condition)`` gives a region's value
     (region None: the whole sentence).
 
@@ -884,8 +897,53 @@ def evaluate(node: Node, value: Callable[[int | None, str], float | None]) -> bo
     None or NaN, or a comparison of NaN (such as inf - inf), raises MissingValueError.
     Division by zero raises ZeroDivisionError. Every reference is looked up, even when
     one side of ``&`` or ``|`` already decides the result.
+
+    A strict ``<`` or ``>`` whose two sides are exactly equal (a tie) is false, as in
+    SyntaxGym, unless `tie` is given: then ``tie(comparison)`` decides it.
     """
-    return _truth(node, value)
+    return _truth(node, value, tie)
+
+
+def tied_comparisons(node: Node, value: Callable[[int | None, str], float | None]) -> int:
+    """How many strict comparisons of the formula have two exactly equal sides (each
+    of them made the comparison false). Raises as `evaluate` does."""
+    count = 0
+
+    def record(_comparison: Compare) -> bool:
+        nonlocal count
+        count += 1
+        return False
+
+    _truth(node, value, record)
+    return count
+
+
+# 2**16 evaluations of one formula at most; beyond that ties stay failures.
+MAX_BROKEN_TIES = 16
+
+
+def truth_with_random_ties(node: Node, value: Callable[[int | None, str], float | None]) -> float:
+    """The probability that the formula holds when every tied strict comparison is
+    decided by a fair coin (one coin per distinct comparison), as Hu et al. (2020) broke
+    ties at random: 1.0 or 0.0 without ties, 0.5 for one decisive tie.
+
+    Exact, by trying every way the ties can fall. A formula with more than
+    `MAX_BROKEN_TIES` distinct tied comparisons keeps them as failures."""
+    seen: dict[Compare, None] = {}
+
+    def record(comparison: Compare) -> bool:
+        seen[comparison] = None
+        return False
+
+    strict = _truth(node, value, record)
+    tied = list(seen)
+    if not tied or len(tied) > MAX_BROKEN_TIES:
+        return float(strict)
+    held = 0
+    for pattern in range(2 ** len(tied)):
+        choice = {c: bool(pattern >> i & 1) for i, c in enumerate(tied)}
+        held += _truth(node, value, choice.__getitem__)
+    return held / 2 ** len(tied)
 
 
 _RELATIONS = {

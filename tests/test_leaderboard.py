@@ -38,7 +38,7 @@ def make_model(name: str, **fields: object) -> LanguageModel:
     return LanguageModel.objects.create(name=name, source=f"hub/{name}", **fields)
 
 
-def done(model: LanguageModel, suite: Suite, accuracy: float | None) -> Evaluation:
+def done(model: LanguageModel, suite: Suite, accuracy: float | None, ties: int = 0) -> Evaluation:
     return Evaluation.objects.create(
         model=model,
         suite=suite,
@@ -46,6 +46,7 @@ def done(model: LanguageModel, suite: Suite, accuracy: float | None) -> Evaluati
         snapshot=suite_selectors.suite_canonical(suite),
         status=DONE,
         accuracy=accuracy,
+        ties=ties,
     )
 
 
@@ -59,8 +60,8 @@ def board_data() -> dict[str, object]:
     m1 = make_model("model-one")
     m2 = make_model("model-two")
     e = {
-        "m1a1": done(m1, a1, 0.5),
-        "m1a2": done(m1, a2, 1.0),
+        "m1a1": done(m1, a1, 0.5, ties=3),
+        "m1a2": done(m1, a2, 1.0, ties=2),
         "m1both": done(m1, both, 0.25),
         "m1plain": done(m1, plain, 0.75),
         "m2a1": done(m2, a1, 1.0),
@@ -290,7 +291,7 @@ def test_csv_and_api_shape(anon_client, board_data) -> None:  # type: ignore[no-
     rows = list(csv.reader(io.StringIO(response.content.decode())))
     assert rows[0] == [
         "model", "display_name", "is_baseline", "overall", "suites_scored", "suites_total",
-        "group:agreement", "group:garden-path", "group:untagged",
+        "ties", "group:agreement", "group:garden-path", "group:untagged",
         "agr one", "agr two", "both tags", "plain",
     ]  # fmt: skip
     assert rows[1] == [
@@ -300,6 +301,7 @@ def test_csv_and_api_shape(anon_client, board_data) -> None:  # type: ignore[no-
         "1.0",
         "1",
         "4",
+        "0",
         "1.0",
         "",
         "",
@@ -308,8 +310,8 @@ def test_csv_and_api_shape(anon_client, board_data) -> None:  # type: ignore[no-
         "",
         "",
     ]
-    assert rows[2][:6] == ["model-one", "Model One", "0", "0.625", "4", "4"]
-    assert rows[2][9:] == ["0.5", "1.0", "0.25", "0.75"]
+    assert rows[2][:7] == ["model-one", "Model One", "0", "0.625", "4", "4", "5"]
+    assert rows[2][10:] == ["0.5", "1.0", "0.25", "0.75"]
     filtered = anon_client.get("/leaderboard.csv?tag=garden-path")
     assert 'filename="leaderboard-garden-path.csv"' in filtered["Content-Disposition"]
 
@@ -321,10 +323,13 @@ def test_csv_and_api_shape(anon_client, board_data) -> None:  # type: ignore[no-
     assert m1["model"] == "model-one" and m1["is_baseline"] is False
     assert m1["overall"] == pytest.approx(0.625) and (m1["covered"], m1["total"]) == (4, 4)
     assert m1["group_means"]["garden-path"] == 0.25
-    assert m1["scores"]["agr one"] == {"accuracy": 0.5, "evaluation": d["m1a1"].id}
+    assert m1["scores"]["agr one"] == {"accuracy": 0.5, "evaluation": d["m1a1"].id, "ties": 3}
+    assert m1["ties"] == 5 and api["rows"][0]["ties"] == 0
     tagged = anon_client.get("/api/leaderboard/?tag=untagged").json()
     assert [g["tag"] for g in tagged["groups"]] == ["untagged"]
     assert [r["model"] for r in tagged["rows"]] == ["model-one"]
+    # Ties of the suites shown only: "plain" had none.
+    assert tagged["rows"][0]["ties"] == 0
 
 
 def test_suite_without_predictions_shows_n_a(anon_client) -> None:

@@ -10,7 +10,10 @@ from evaluations.models import LanguageModel
 
 
 class Command(BaseCommand):
-    help = "Build (once) and register the random-init baseline model, so a fresh offline machine can evaluate."
+    help = (
+        "Register the built-in baselines so that a fresh offline machine can evaluate: the "
+        "random-init GPT-2 (built once) and the CMU US English trigram from pocketsphinx."
+    )
 
     def handle(self, *args: Any, **options: Any) -> None:
         target = settings.VAR_DIR / "models" / baseline.BASELINE_NAME
@@ -18,14 +21,39 @@ class Command(BaseCommand):
             sentences = baseline.example_sentences(settings.BASE_DIR / "examples")
             baseline.build_random_gpt2(target, sentences)
             self.stdout.write(f"built the random baseline in {target}")
-        if LanguageModel.objects.filter(name=baseline.BASELINE_NAME).exists():
-            self.stdout.write("random baseline already registered")
-            return
-        model = services.model_register(
+        self._register(
             source=str(target),
             name=baseline.BASELINE_NAME,
             display_name=baseline.BASELINE_DISPLAY,
             description=baseline.BASELINE_DESCRIPTION,
-            is_baseline=True,
         )
+
+        trigram = baseline.cmu_trigram_path()
+        if trigram is None:
+            self.stdout.write(
+                "the pocketsphinx package (and its trigram) is not installed: the n-gram "
+                "baseline is not registered (pip install -r requirements.txt)"
+            )
+            return
+        self._register(
+            source=str(trigram),
+            name=baseline.NGRAM_BASELINE_NAME,
+            display_name=baseline.NGRAM_BASELINE_DISPLAY,
+            description=baseline.NGRAM_BASELINE_DESCRIPTION,
+            reference_url=baseline.NGRAM_BASELINE_URL,
+        )
+
+    def _register(self, **fields: str) -> None:
+        name = fields["name"]
+        existing = LanguageModel.objects.filter(name=name).first()
+        if existing is not None:
+            if existing.source != fields["source"]:
+                # A reinstalled package or a moved checkout: point the baseline at the
+                # file that exists now (its results stay).
+                LanguageModel.objects.filter(pk=existing.pk).update(source=fields["source"])
+                self.stdout.write(f"{existing.display_name}: source moved to {fields['source']}")
+            else:
+                self.stdout.write(f"{existing.display_name} already registered")
+            return
+        model = services.model_register(is_baseline=True, **fields)
         self.stdout.write(f"registered {model.display_name} ({model.kind})")

@@ -24,7 +24,10 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument(
-            "--model", required=True, help="hub id or a folder saved with save_pretrained"
+            "--model",
+            required=True,
+            help="hub id, a folder saved with save_pretrained, or an n-gram model file "
+            "(ARPA, gzipped ARPA, CMU Sphinx .lm.bin/DMP)",
         )
         parser.add_argument("--revision", default="", help="hub revision")
         parser.add_argument(
@@ -87,10 +90,15 @@ class Command(BaseCommand):
             else:
                 target = out / f"{path.stem}.results.json" if len(suites) > 1 else out
                 target.write_text(text, encoding="utf-8")
-            accuracy = document["results"]["accuracy"]
+            results = document["results"]
+            accuracy = results["accuracy"]
             shown = "n/a" if accuracy is None else f"{accuracy:.3f}"
+            ties = ""
+            if results["ties"]:
+                ties = f", {results['ties']} tied comparisons (random ties: "
+                ties += f"{results['accuracy_random_ties']:.3f})"
             self.stderr.write(
-                f"{path}: accuracy {shown} over {len(suite['items'])} items "
+                f"{path}: accuracy {shown} over {len(suite['items'])} items{ties} "
                 f"({time.perf_counter() - started:.1f} s)"
             )
 
@@ -126,17 +134,27 @@ class Command(BaseCommand):
             "units": "bits",
             "metric": outcome.metric,
             "accuracy": outcome.accuracy,
+            # Strict comparisons with exactly equal sides (each failed), and the expected
+            # accuracy had every tie been broken by a fair coin.
+            "ties": outcome.ties,
+            "accuracy_random_ties": outcome.accuracy_random_ties,
             "predictions": [
                 {
                     "formula": p.formula,
                     "accuracy": p.accuracy,
                     "passed": p.passed,
                     "evaluated": p.evaluated,
+                    "ties": p.ties,
                 }
                 for p in outcome.predictions
             ],
             "items": [
-                {"item_number": item.item_number, "outcomes": item.outcomes, "passed": item.passed}
+                {
+                    "item_number": item.item_number,
+                    "outcomes": item.outcomes,
+                    "passed": item.passed,
+                    "ties": item.ties,
+                }
                 for item in outcome.items
             ],
             "diagnostics": scored["diagnostics"],
