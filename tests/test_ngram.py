@@ -197,13 +197,21 @@ def test_segmentation_rules() -> None:
 
 def test_region_sums_and_punctuation_regions(tiny_arpa: Path) -> None:
     model = load_model(str(tiny_arpa))
-    [scored] = score_sentences(model, [["The cat", ",", "sat", "."]])
+    [scored] = score_sentences(model, [["The cat", ",", "sat", "", "."]])
     sums = [region.metrics["sum"] for region in scored.regions]
-    # A comma region has no words: it sums to 0 (the model has no punctuation); the final
-    # period is </s>, scored in its own region.
-    assert sums == pytest.approx([0.3 * L, 0.0, 0.3 * L, 0.6 * L])
-    assert [t.region for t in scored.tokens] == [0, 0, 2, 3]
+    # A comma region holds characters but no word: it has no value (never 0 bits), as a
+    # region no subword token starts in. The empty region sums to 0. The final period is
+    # </s>, scored in its own region.
+    assert sums == [
+        pytest.approx(0.3 * L),
+        None,
+        pytest.approx(0.3 * L),
+        0.0,
+        pytest.approx(0.6 * L),
+    ]
+    assert [t.region for t in scored.tokens] == [0, 0, 2, 4]
     assert scored.diagnostics["oov_words"] == 0 and scored.diagnostics["tokens"] == 4
+    assert scored.diagnostics["regions_without_tokens"] == 1
 
 
 # --- CMU Sphinx binaries ----------------------------------------------------------------
@@ -372,6 +380,24 @@ def test_store_counts_ties_and_unknown_words_and_pages_show_them(
     csv_text = anon_client.get("/leaderboard.csv").content.decode().splitlines()
     header, line = csv_text[0].split(","), csv_text[1].split(",")
     assert line[header.index("ties")] == "1"
+
+
+def test_score_command_with_an_arpa_file(tiny_arpa: Path, tmp_path: Path) -> None:
+    suites = tmp_path / "suites"
+    suites.mkdir()
+    (suites / "one.json").write_text(json.dumps(_ngram_suite("one")), encoding="utf-8")
+    (suites / "two.json").write_text(json.dumps(_ngram_suite("two")), encoding="utf-8")
+    out, err = tmp_path / "out", io.StringIO()
+    call_command("score", model=str(tiny_arpa), suite=[str(suites)], out=str(out), stderr=err)
+    results = json.loads((out / "one.results.json").read_text())["results"]
+    assert results["accuracy"] == 0.5 and results["ties"] == 1
+    assert results["accuracy_random_ties"] == 0.75
+    assert [item["ties"] for item in results["items"]] == [1, 0]
+    assert results["diagnostics"]["oov_words"] == 2
+    assert results["model_info"]["kind"] == "ngram" and results["model_info"]["order"] == 3
+    assert "mean accuracy over 2 suites: 0.500 (ties fail); 0.750 with ties broken" in (
+        err.getvalue()
+    )
 
 
 # --- registration and the bootstrap -------------------------------------------------------

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import math
 import sys
 import time
 from pathlib import Path
@@ -72,6 +73,7 @@ class Command(BaseCommand):
             "revision": options["revision"],
             "dtype": options["dtype"],
         }
+        summary: list[tuple[float | None, float | None]] = []
         for path, suite in suites:
             started = time.perf_counter()
             payload = {
@@ -101,6 +103,20 @@ class Command(BaseCommand):
                 f"{path}: accuracy {shown} over {len(suite['items'])} items{ties} "
                 f"({time.perf_counter() - started:.1f} s)"
             )
+            summary.append((accuracy, results["accuracy_random_ties"]))
+        if len(summary) > 1:
+            self.stderr.write(self._summary(summary))
+
+    def _summary(self, accuracies: list[tuple[float | None, float | None]]) -> str:
+        """The mean suite accuracy (SyntaxGym's SG score) over suites with predictions."""
+        strict = [a for a, _r in accuracies if a is not None]
+        broken = [r for _a, r in accuracies if r is not None]
+        if not strict:
+            return f"{len(accuracies)} suites, none with predictions"
+        return (
+            f"mean accuracy over {len(strict)} suites: {math.fsum(strict) / len(strict):.3f} "
+            f"(ties fail); {math.fsum(broken) / len(broken):.3f} with ties broken at random"
+        )
 
     def _suite_files(self, raw: list[str]) -> list[Path]:
         files: list[Path] = []
