@@ -17,7 +17,9 @@ if [ ! -f "$stamp" ]; then
   echo "setup: installing Python packages from $req"
   .venv/bin/python -m pip install --quiet --disable-pip-version-check -r "$req" 2>&1 \
     | grep -v "^WARNING: Location" || true
-  .venv/bin/python -c "import django, torch, transformers, celery" || {
+  # pocketsphinx must import without the PortAudio library (only its microphone class
+  # needs it, through sounddevice, which Gym never imports).
+  .venv/bin/python -c "import django, torch, transformers, celery, pocketsphinx" || {
     echo "setup: Python packages failed to install" >&2; exit 1; }
   touch "$stamp"
 fi

@@ -465,6 +465,30 @@ def test_bootstrap_registers_both_baselines_on_a_fresh_database(settings, tmp_pa
     assert "already registered" not in out.getvalue()
 
 
+@needs_trigram
+def test_loading_a_sphinx_model_never_imports_sounddevice() -> None:
+    """pocketsphinx depends on sounddevice, which needs the PortAudio library when it is
+    imported; scoring must not import it (a fresh worker has no PortAudio)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from evaluations.scoring import load_model, score_sentences\n"
+        f"model = load_model({str(CMU_TRIGRAM)!r})\n"
+        "score_sentences(model, [['The cat', 'sat.']])\n"
+        "assert 'sounddevice' not in sys.modules, 'sounddevice was imported'\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=Path(__file__).resolve().parents[1],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+
+
 def test_arpa_model_is_pure_python() -> None:
     model = ArpaModel(1, {("a",): -1.0}, {})
     assert model.known("a") and not model.known("b") and model.bits("a", ()) == L
