@@ -294,6 +294,24 @@ def test_real_trigram_on_real_suites_ties_and_accuracy() -> None:
     assert scores["number_prep"].accuracy == 0.0
 
 
+@needs_trigram
+def test_minimal_pairs_score_words_of_the_trigram() -> None:
+    """Minimal pairs go through the same engine: each word is a token, </s> lands on the
+    final period (a punctuation word of the set)."""
+    from evaluations.minimal_pairs.files import evaluate_file, load_pairs
+
+    repo = Path(__file__).resolve().parents[1]
+    pairs = load_pairs(
+        repo / "examples" / "minimal_pairs" / "agreement_minimal_pairs.tsv",
+        drop_incomplete_pairs=False,
+    )
+    table = evaluate_file(source=str(CMU_TRIGRAM), pair_set=pairs, model_name="cmu")
+    assert len(table) > 0 and table.tokenizer[0] == "cmu"
+    assert table.token[0] == "the" and table.surp[0] == pytest.approx(4.2152, abs=1e-3)
+    ends = [i for i, token in enumerate(table.token) if token == "</s>"]
+    assert ends and all(table.word[i] == "." and table.punctuation[i] for i in ends)
+
+
 # --- ties ---------------------------------------------------------------------------------
 
 

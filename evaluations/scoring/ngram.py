@@ -342,6 +342,9 @@ class NgramModel:
     device: str = "cpu"
     dtype: str = "float64"
     notes: list[str] = field(default_factory=list)
+    # No subword tokenizer: words are the tokens. Callers that name a model's tokenizer
+    # (the minimal-pair token table) see None and use the model's name.
+    tokenizer: None = None
 
     @property
     def order(self) -> int:
