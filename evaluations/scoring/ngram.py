@@ -336,7 +336,7 @@ class NgramModel:
 
     source: str
     format: str
-    backend: Any  # ArpaModel or SphinxModel (the Backend protocol)
+    backend: Backend  # ArpaModel or SphinxModel
     kind: str = kinds.NGRAM
     revision: str | None = None
     device: str = "cpu"
@@ -400,8 +400,9 @@ def load_ngram(source: str) -> NgramModel:
     fmt = kinds.ngram_format(path)
     if fmt is None:
         raise ModelLoadError(f"'{source}' is not {kinds.NGRAM_FORMATS_TEXT}")
+    backend: Backend
     if fmt in (kinds.SPHINX_TRIE, kinds.SPHINX_DMP):
-        backend: Any = SphinxModel(path, fmt)
+        backend = SphinxModel(path, fmt)
     else:
         try:
             backend = read_arpa(_arpa_lines(path, fmt == kinds.ARPA_GZ), source)
