@@ -398,6 +398,8 @@ def test_store_counts_ties_and_unknown_words_and_pages_show_them(
     csv_text = anon_client.get("/leaderboard.csv").content.decode().splitlines()
     header, line = csv_text[0].split(","), csv_text[1].split(",")
     assert line[header.index("ties")] == "1"
+    LanguageModel.objects.filter(pk=model.pk).update(is_baseline=True)
+    assert "a classic word n-gram model" in anon_client.get("/leaderboard/").content.decode()
 
 
 def test_score_command_with_an_arpa_file(tiny_arpa: Path, tmp_path: Path) -> None:
