@@ -190,50 +190,15 @@ def context_length(config: Any, tokenizer: Any, notes: list[str]) -> int:
 def _load(
     source: str, revision: str | None, device: str, dtype: str, kind: str | None
 ) -> LoadedModel:
-    from transformers import (
-        AutoConfig,
-        AutoModelForCausalLM,
-        AutoModelForMaskedLM,
-        AutoTokenizer,
-    )
-
-    local_dir = Path(source).expanduser().is_dir()
-    options: dict[str, Any] = {
-        "local_files_only": local_dir
-        or _env_flag("HF_HUB_OFFLINE")
-        or _env_flag("TRANSFORMERS_OFFLINE")
-    }
-    if revision:
-        options["revision"] = revision
-    try:
-        config = AutoConfig.from_pretrained(source, **options)
-    except OSError as exc:
-        raise _not_found(source, local_dir, exc) from exc
-    except ValueError as exc:
-        raise ModelLoadError(
-            f"model '{source}' has a configuration that cannot be read: {exc}"
-        ) from exc
-
+    """Config, kind, tokenizer, weights, special tokens, then the load-time checks."""
+    options, local_dir = _hub_options(source, revision)
+    config = _read_config(source, options, local_dir)
     if kind is None:
         kind = kinds.detect_kind(source, config=config)
     elif kind not in (kinds.CAUSAL, kinds.MASKED):
         raise ScoringError(f"kind must be one of {', '.join(kinds.KINDS)}, not '{kind}'")
-
-    try:
-        tokenizer = AutoTokenizer.from_pretrained(source, **options)
-    except OSError as exc:
-        raise _not_found(source, local_dir, exc) from exc
-    except (ValueError, ImportError) as exc:
-        raise ModelLoadError(f"tokenizer of model '{source}' cannot be loaded: {exc}") from exc
-    require_offsets(tokenizer, source)
-
-    auto_class = AutoModelForCausalLM if kind == "causal" else AutoModelForMaskedLM
-    try:
-        model = auto_class.from_pretrained(source, dtype=DTYPES[dtype], **options)
-    except OSError as exc:
-        raise _not_found(source, local_dir, exc) from exc
-    except ValueError as exc:
-        raise ModelLoadError(f"model '{source}' cannot be loaded as a {kind} LM: {exc}") from exc
+    tokenizer = _read_tokenizer(source, options, local_dir)
+    model = _read_weights(source, kind, dtype, options, local_dir)
     model.to(device)
     model.eval()
 
@@ -247,15 +212,7 @@ def _load(
     mask_id = getattr(tokenizer, "mask_token_id", None)
     if kind == "masked" and mask_id is None:
         raise ModelLoadError(f"masked LM '{source}' has no mask token in its tokenizer")
-    pad_id = next(
-        (
-            value
-            for value in (tokenizer.pad_token_id, tokenizer.eos_token_id, bos_id)
-            if isinstance(value, int)
-        ),
-        0,
-    )
-
+    output = model.get_output_embeddings()
     lm = LoadedModel(
         source=source,
         revision=revision,
@@ -265,25 +222,89 @@ def _load(
         device=device,
         dtype=dtype,
         context_length=context_length(config, tokenizer, notes),
-        vocab_size=int(model.get_output_embeddings().weight.shape[0])
-        if model.get_output_embeddings() is not None
-        else int(config.vocab_size),
+        vocab_size=int(output.weight.shape[0]) if output is not None else int(config.vocab_size),
         bos_token_id=bos_id,
         bos_token=bos_token,
         mask_token_id=mask_id,
-        pad_token_id=pad_id,
+        pad_token_id=_pad_id(tokenizer, bos_id),
         n_params=int(sum(p.numel() for p in model.parameters())),
         n_params_nonembedding=int(model.num_parameters(exclude_embeddings=True)),
         notes=notes,
     )
+    _run_checks(lm)
+    return lm
+
+
+def _hub_options(source: str, revision: str | None) -> tuple[dict[str, Any], bool]:
+    """from_pretrained options shared by config, tokenizer and weights; is it a folder?"""
+    local_dir = Path(source).expanduser().is_dir()
+    options: dict[str, Any] = {
+        "local_files_only": local_dir
+        or _env_flag("HF_HUB_OFFLINE")
+        or _env_flag("TRANSFORMERS_OFFLINE")
+    }
+    if revision:
+        options["revision"] = revision
+    return options, local_dir
+
+
+def _read_config(source: str, options: dict[str, Any], local_dir: bool) -> Any:
+    from transformers import AutoConfig
+
+    try:
+        return AutoConfig.from_pretrained(source, **options)
+    except OSError as exc:
+        raise _not_found(source, local_dir, exc) from exc
+    except ValueError as exc:
+        raise ModelLoadError(
+            f"model '{source}' has a configuration that cannot be read: {exc}"
+        ) from exc
+
+
+def _read_tokenizer(source: str, options: dict[str, Any], local_dir: bool) -> Any:
+    from transformers import AutoTokenizer
+
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(source, **options)
+    except OSError as exc:
+        raise _not_found(source, local_dir, exc) from exc
+    except (ValueError, ImportError) as exc:
+        raise ModelLoadError(f"tokenizer of model '{source}' cannot be loaded: {exc}") from exc
+    require_offsets(tokenizer, source)
+    return tokenizer
+
+
+def _read_weights(
+    source: str, kind: str, dtype: str, options: dict[str, Any], local_dir: bool
+) -> nn.Module:
+    from transformers import AutoModelForCausalLM, AutoModelForMaskedLM
+
+    auto_class = AutoModelForCausalLM if kind == "causal" else AutoModelForMaskedLM
+    try:
+        return auto_class.from_pretrained(source, dtype=DTYPES[dtype], **options)
+    except OSError as exc:
+        raise _not_found(source, local_dir, exc) from exc
+    except ValueError as exc:
+        raise ModelLoadError(f"model '{source}' cannot be loaded as a {kind} LM: {exc}") from exc
+
+
+def _pad_id(tokenizer: Any, bos_id: int | None) -> int:
+    """Padding is masked out, so any real id does: pad, else EOS, else BOS, else 0."""
+    for value in (tokenizer.pad_token_id, tokenizer.eos_token_id, bos_id):
+        if isinstance(value, int):
+            return value
+    return 0
+
+
+def _run_checks(lm: LoadedModel) -> None:
+    """The load-time checks: may the output layer run apart, may prefix trees be packed."""
     _choose_head(lm)
-    if kind == "causal":
+    if lm.kind == "causal":
         from .causal import check_tree_attention
 
         lm.tree_attention, note = check_tree_attention(lm)
         if note:
-            notes.append(note)
-    return lm
+            lm.notes.append(note)
 
 
 def fuse_tanh_gelu(model: nn.Module) -> int:
