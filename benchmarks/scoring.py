@@ -49,40 +49,14 @@ def load_suites(folder: Path, limit: int | None) -> list[list[str]]:
 
 def build_gpt2_small(folder: Path, texts: list[str]) -> Path:
     """GPT-2-small shape, random init; a byte-level BPE trained on `texts`."""
-    import torch
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
-    from transformers import GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast
+    from evaluations.baseline import random_gpt2
 
     if (folder / "config.json").exists():
         return folder
-    folder.mkdir(parents=True, exist_ok=True)
-    tokenizer = Tokenizer(models.BPE())
-    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tokenizer.decoder = decoders.ByteLevel()
-    tokenizer.post_processor = processors.ByteLevel(trim_offsets=False)
-    trainer = trainers.BpeTrainer(
-        vocab_size=50257,
-        special_tokens=["<|endoftext|>"],
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False,
-    )
-    tokenizer.train_from_iterator(texts, trainer)
-    fast = PreTrainedTokenizerFast(
-        tokenizer_object=tokenizer,
-        bos_token="<|endoftext|>",
-        eos_token="<|endoftext|>",
-        unk_token="<|endoftext|>",
-    )
-    torch.manual_seed(0)
-    eot = tokenizer.token_to_id("<|endoftext|>")
-    config = GPT2Config(vocab_size=50257, bos_token_id=eot, eos_token_id=eot)
-    GPT2LMHeadModel(config).save_pretrained(folder)
-    fast.save_pretrained(folder)
-    return folder
+    return random_gpt2(folder, texts, vocab_size=50257, n_layer=12, n_head=12, output_rows=50257)
 
 
 def build_tiny(folder: Path) -> Path:
-    sys.path.insert(0, str(REPO))
     from tests.tiny_models import make_gpt2
 
     folder.mkdir(parents=True, exist_ok=True)

@@ -62,10 +62,39 @@ def example_sentences(folder: Path) -> list[str]:
 def build_random_gpt2(
     target: Path, sentences: Iterable[str], *, vocab_size: int = 1000, seed: int = 0
 ) -> Path:
-    """Train a byte-level BPE tokenizer on `sentences`, build a random GPT-2 and save both
-    with save_pretrained, so that loading goes through the same path as a hub model."""
+    """The baseline: a 2-layer, 64-wide random GPT-2 with a tokenizer trained on
+    `sentences`, marked as the baseline in its folder."""
+    random_gpt2(
+        target, sentences, vocab_size=vocab_size, seed=seed, n_positions=256, n_embd=64, n_head=2
+    )
+    (target / "GYM_BASELINE.json").write_text(json.dumps({"random_init_seed": seed}))
+    return target
+
+
+def random_gpt2(
+    target: Path,
+    sentences: Iterable[str],
+    *,
+    vocab_size: int,
+    seed: int = 0,
+    n_positions: int = 1024,
+    n_embd: int = 768,
+    n_layer: int = 2,
+    n_head: int = 12,
+    output_rows: int | None = None,
+    initializer_range: float | None = None,
+) -> Path:
+    """Train a byte-level BPE tokenizer on `sentences`, build a random-init GPT-2 and save
+    both with save_pretrained, so that loading goes through the same path as a hub model.
+
+    The one builder behind the baseline, the tests' tiny models and the benchmark's
+    GPT-2-small shape. `output_rows` gives the output layer more rows than the trained
+    vocabulary (a full-size model's head on a small corpus); `initializer_range` above
+    GPT-2's 0.02 makes a tiny model's outputs depend strongly on context. Seeded: the
+    same arguments give the same files.
+    """
     import torch
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
     from transformers import GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast
 
     target.mkdir(parents=True, exist_ok=True)
@@ -73,6 +102,8 @@ def build_random_gpt2(
     tokenizer = Tokenizer(models.BPE())
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tokenizer.decoder = decoders.ByteLevel()
+    # As in GPT-2's own tokenizer.json: offsets of "Ġword" include the space.
+    tokenizer.post_processor = processors.ByteLevel(trim_offsets=False)
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size,
         special_tokens=[bos],
@@ -85,15 +116,19 @@ def build_random_gpt2(
     )
     fast.save_pretrained(target)
     torch.manual_seed(seed)
+    eot = tokenizer.token_to_id(bos)
+    shape: dict[str, float] = {}
+    if initializer_range is not None:
+        shape["initializer_range"] = initializer_range
     config = GPT2Config(
-        vocab_size=tokenizer.get_vocab_size(),
-        n_positions=256,
-        n_embd=64,
-        n_layer=2,
-        n_head=2,
-        bos_token_id=tokenizer.token_to_id(bos),
-        eos_token_id=tokenizer.token_to_id(bos),
+        vocab_size=output_rows or tokenizer.get_vocab_size(),
+        n_positions=n_positions,
+        n_embd=n_embd,
+        n_layer=n_layer,
+        n_head=n_head,
+        bos_token_id=eot,
+        eos_token_id=eot,
+        **shape,
     )
     GPT2LMHeadModel(config).save_pretrained(target)
-    (target / "GYM_BASELINE.json").write_text(json.dumps({"random_init_seed": seed}))
     return target

@@ -126,45 +126,21 @@ def make_gpt2(
 ) -> Path:
     """GPT-2-style causal LM with a byte-level BPE tokenizer (offsets keep the space).
     Larger `n_embd`/`n_layer` give a model slow enough to be caught mid-run."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
-    from transformers import GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast
+    from evaluations.baseline import random_gpt2
 
     folder = Path(folder)
     if _done(folder):
         return folder
-    tokenizer = Tokenizer(models.BPE())
-    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tokenizer.decoder = decoders.ByteLevel()
-    # As in GPT-2's own tokenizer.json: offsets of "Ġword" include the space.
-    tokenizer.post_processor = processors.ByteLevel(trim_offsets=False)
-    trainer = trainers.BpeTrainer(
+    return random_gpt2(
+        folder,
+        corpus(),
         vocab_size=700,
-        special_tokens=["<|endoftext|>"],
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False,
-    )
-    tokenizer.train_from_iterator(corpus(), trainer)
-    fast = PreTrainedTokenizerFast(
-        tokenizer_object=tokenizer,
-        bos_token="<|endoftext|>",
-        eos_token="<|endoftext|>",
-        unk_token="<|endoftext|>",
-    )
-    torch.manual_seed(0)
-    eot = tokenizer.token_to_id("<|endoftext|>")
-    config = GPT2Config(
-        vocab_size=tokenizer.get_vocab_size(),
         n_positions=n_positions,
         n_embd=n_embd,
         n_layer=n_layer,
         n_head=4,
-        bos_token_id=eot,
-        eos_token_id=eot,
         initializer_range=INIT_RANGE,
     )
-    GPT2LMHeadModel(config).save_pretrained(folder)
-    fast.save_pretrained(folder)
-    return folder
 
 
 def make_llama(
