@@ -8,9 +8,22 @@ same rule serves byte-level BPE ("Ġ"), SentencePiece ("▁") and WordPiece ("##
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import NamedTuple
+
+# What a token whose characters fall in several regions contributes to them:
+# - "missing" (default): all of it to the region of its first non-space character; a
+#   non-empty region left without any token has no value (never 0 bits);
+# - "split": its surprisal is divided among the regions it touches in proportion to its
+#   non-space characters in each, so every region holding characters gets a value.
+STRADDLING_RULES = ("missing", "split")
 
 
-def build_sentence(regions: Sequence[str]) -> tuple[str, list[tuple[int, int]]]:
+class BuiltSentence(NamedTuple):
+    text: str  # the regions joined
+    spans: list[tuple[int, int]]  # per region, its characters in `text`
+
+
+def build_sentence(regions: Sequence[str]) -> BuiltSentence:
     """Join regions the SyntaxGym way and return the string with one span per region.
 
     Each region is stripped, empty regions are dropped from the string and the rest are
@@ -30,7 +43,7 @@ def build_sentence(regions: Sequence[str]) -> tuple[str, list[tuple[int, int]]]:
         spans.append((length, length + len(content)))
         parts.append(content)
         length += len(content)
-    return " ".join(parts), spans
+    return BuiltSentence(" ".join(parts), spans)
 
 
 def char_regions(text: str, spans: Sequence[tuple[int, int]]) -> list[int]:

@@ -4,11 +4,19 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
 from . import causal, masked, ngram
-from .alignment import align_tokens, build_sentence, token_shares
+from .alignment import (
+    STRADDLING_RULES,
+    BuiltSentence,
+    align_tokens,
+    build_sentence,
+    token_shares,
+)
 from .loading import LoadedModel
 from .metrics import METRICS, region_metrics
 from .schema import RegionScore, ScoringError, SentenceScore, TokenScore
@@ -18,12 +26,6 @@ from .schema import RegionScore, ScoringError, SentenceScore, TokenScore
 CPU_TOKEN_BUDGET = 2048
 GPU_TOKEN_BUDGET = 32768
 
-# What a token whose characters fall in several regions contributes to them:
-# - "missing" (default): all of it to the region of its first non-space character; a
-#   non-empty region left without any token has no value (never 0 bits);
-# - "split": its surprisal is divided among the regions it touches in proportion to its
-#   non-space characters in each, so every region holding characters gets a value.
-STRADDLING_RULES = ("missing", "split")
 
 # (sentence text, content token offsets) -> the word index of each content token.
 WordIds = Callable[[str, list[tuple[int, int]]], list[int]]
@@ -31,6 +33,43 @@ WordIds = Callable[[str, list[tuple[int, int]]], list[int]]
 
 def default_token_budget(model: LoadedModel) -> int:
     return GPU_TOKEN_BUDGET if model.device.startswith("cuda") else CPU_TOKEN_BUDGET
+
+
+class EncodedText(NamedTuple):
+    """One unique sentence as the model sees it."""
+
+    ids: list[int]  # content tokens: no BOS, [CLS] or [SEP]
+    offsets: list[tuple[int, int]]  # character span of each content token
+    masked_view: masked.MaskedText | None  # masked LMs: the ids with special tokens
+
+
+@dataclass
+class UniqueTexts:
+    """Input sentences reduced to distinct texts (suites repeat whole sentences)."""
+
+    built: list[BuiltSentence]  # per input sentence
+    text_of: list[int]  # per input sentence, the index of its text in `texts`
+    texts: list[str]
+    weight: list[int]  # per text, how many input sentences it stands for
+
+
+class _Progress:
+    """Turns "these texts are finished" into progress(done, total) in input sentences."""
+
+    def __init__(
+        self, progress: Callable[[int, int], None] | None, weight: list[int], total: int
+    ) -> None:
+        self.progress = progress
+        self.weight = weight
+        self.total = total
+        self.done = 0
+        if progress is not None:
+            progress(0, total)
+
+    def texts_done(self, finished: list[int]) -> None:
+        self.done += sum(self.weight[index] for index in finished)
+        if self.progress is not None and finished:
+            self.progress(self.done, self.total)
 
 
 def score_sentences(
@@ -53,6 +92,36 @@ def score_sentences(
     PLL-word-l2r instead of the tokenizer's own words, so that callers with
     model-independent words (minimal pairs) mask the same words for every model.
     """
+    budget = _check_arguments(model, sentences, token_budget, straddling)
+    if isinstance(model, ngram.NgramModel):
+        # Words, not subword batches: the n-gram model scores each sentence in a loop.
+        return _score_words(model, sentences, progress, straddling)
+    unique = _unique_texts(sentences)
+    tracker = _Progress(progress, unique.weight, len(sentences))
+    encoded = _tokenize(model, unique.texts, word_ids)
+    values, diagnostics = _run_model(model, encoded, budget, prefix_sharing, tracker.texts_done)
+    names = [model.tokenizer.convert_ids_to_tokens(list(item.ids)) for item in encoded]
+    return [
+        _assemble(
+            list(regions),
+            built,
+            names[index],
+            encoded[index].offsets,
+            values[index],
+            diagnostics[index],
+            straddling,
+        )
+        for regions, built, index in zip(sentences, unique.built, unique.text_of, strict=True)
+    ]
+
+
+def _check_arguments(
+    model: LoadedModel | ngram.NgramModel,
+    sentences: Sequence[Sequence[str]],
+    token_budget: int | None,
+    straddling: str,
+) -> int:
+    """The token budget to use; ScoringError for input the engine cannot take."""
     for regions in sentences:
         if isinstance(regions, str):
             raise ScoringError("each sentence must be a list of region texts, not a string")
@@ -61,69 +130,11 @@ def score_sentences(
             f"straddling must be one of {', '.join(STRADDLING_RULES)}, not '{straddling}'"
         )
     if isinstance(model, ngram.NgramModel):
-        # Words, not subword batches: the n-gram model scores each sentence in a loop.
-        return _score_words(model, sentences, progress, straddling)
+        return 0  # no batches
     budget = token_budget or default_token_budget(model)
     if budget < 1:
         raise ScoringError("token_budget must be positive")
-
-    built = [build_sentence(list(regions)) for regions in sentences]
-    unique: dict[str, int] = {}
-    text_of = [unique.setdefault(text, len(unique)) for text, _ in built]
-    texts = list(unique)
-    weight = [0] * len(texts)
-    for index in text_of:
-        weight[index] += 1
-
-    total = len(sentences)
-    done = 0
-
-    def batch_done(finished: list[int]) -> None:
-        nonlocal done
-        done += sum(weight[index] for index in finished)
-        if progress is not None and finished:
-            progress(done, total)
-
-    if progress is not None:
-        progress(0, total)
-    encoded = _tokenize(model, texts, word_ids)
-    ids = [item[0] for item in encoded]
-    n_tokens = [len(item[0]) for item in encoded]
-    if model.kind == "causal":
-        sequences, diagnostics = causal.plan_sequences(
-            ids, model.bos_token_id, model.context_length
-        )
-        values = causal.score_sequences(
-            model,
-            sequences,
-            n_tokens,
-            token_budget=budget,
-            prefix_sharing=prefix_sharing,
-            batch_done=batch_done,
-        )
-    else:
-        views = [item[2] for item in encoded if item[2] is not None]
-        rows, diagnostics = masked.plan_rows(views, model.mask_token_id, model.context_length)
-        values = masked.score_rows(
-            model, rows, n_tokens, token_budget=budget, batch_done=batch_done
-        )
-
-    results: list[SentenceScore] = []
-    names = [model.tokenizer.convert_ids_to_tokens(list(item[0])) for item in encoded]
-    for regions, (text, spans), index in zip(sentences, built, text_of, strict=True):
-        results.append(
-            _assemble(
-                list(regions),
-                text,
-                spans,
-                names[index],
-                encoded[index][1],
-                values[index],
-                diagnostics[index],
-                straddling,
-            )
-        )
-    return results
+    return budget
 
 
 def _score_words(
@@ -134,25 +145,62 @@ def _score_words(
 ) -> list[SentenceScore]:
     """n-gram models: each word is a token with offsets, assembled like subword tokens."""
     built = [build_sentence(list(regions)) for regions in sentences]
-    scored = ngram.score_texts(model, [text for text, _spans in built], progress=progress)
+    scored = ngram.score_texts(model, [sentence.text for sentence in built], progress=progress)
     return [
         _assemble(
             list(regions),
-            text,
-            spans,
+            sentence,
             [w.word.text for w in words],
             [(w.word.start, w.word.end) for w in words],
             np.array([w.surprisal for w in words], dtype=np.float64),
             {"oov_words": sum(1 for w in words if w.oov)},
             rule,
         )
-        for regions, (text, spans), words in zip(sentences, built, scored, strict=True)
+        for regions, sentence, words in zip(sentences, built, scored, strict=True)
     ]
+
+
+def _unique_texts(sentences: Sequence[Sequence[str]]) -> UniqueTexts:
+    built = [build_sentence(list(regions)) for regions in sentences]
+    index_of: dict[str, int] = {}
+    text_of = [index_of.setdefault(sentence.text, len(index_of)) for sentence in built]
+    weight = [0] * len(index_of)
+    for index in text_of:
+        weight[index] += 1
+    return UniqueTexts(built, text_of, list(index_of), weight)
+
+
+def _run_model(
+    model: LoadedModel,
+    encoded: list[EncodedText],
+    budget: int,
+    prefix_sharing: bool,
+    texts_done: Callable[[list[int]], None],
+) -> tuple[list[np.ndarray], list[dict[str, object]]]:
+    """Token surprisals (bits; NaN where missing) and diagnostics per unique text."""
+    n_tokens = [len(item.ids) for item in encoded]
+    if model.kind == "causal":
+        sequences, diagnostics = causal.plan_sequences(
+            [item.ids for item in encoded], model.bos_token_id, model.context_length
+        )
+        values = causal.score_sequences(
+            model,
+            sequences,
+            n_tokens,
+            token_budget=budget,
+            prefix_sharing=prefix_sharing,
+            batch_done=texts_done,
+        )
+        return values, diagnostics
+    views = [item.masked_view for item in encoded if item.masked_view is not None]
+    rows, diagnostics = masked.plan_rows(views, model.mask_token_id, model.context_length)
+    values = masked.score_rows(model, rows, n_tokens, token_budget=budget, batch_done=texts_done)
+    return values, diagnostics
 
 
 def _tokenize(
     model: LoadedModel, texts: list[str], word_ids: WordIds | None = None
-) -> list[tuple[list[int], list[tuple[int, int]], masked.MaskedText | None]]:
+) -> list[EncodedText]:
     """Content token ids and offsets per text (plus the masked-LM view with specials).
 
     Causal LMs: no special tokens from the tokenizer; BOS is added once by the engine.
@@ -168,7 +216,7 @@ def _tokenize(
             return_attention_mask=False,
         )
         return [
-            (list(ids), [tuple(pair) for pair in offsets], None)
+            EncodedText(list(ids), [tuple(pair) for pair in offsets], None)
             for ids, offsets in zip(encoding["input_ids"], encoding["offset_mapping"], strict=True)
         ]
     encoding = tokenizer(
@@ -178,7 +226,7 @@ def _tokenize(
         return_special_tokens_mask=True,
         return_attention_mask=False,
     )
-    out: list[tuple[list[int], list[tuple[int, int]], masked.MaskedText | None]] = []
+    out: list[EncodedText] = []
     for index in range(len(texts)):
         ids = list(encoding["input_ids"][index])
         special = encoding["special_tokens_mask"][index]
@@ -191,20 +239,22 @@ def _tokenize(
             for position, word in zip(content, own, strict=True):
                 words[position] = word
         view = masked.MaskedText(ids, content, words)
-        out.append(([ids[p] for p in content], [tuple(offsets[p]) for p in content], view))
+        out.append(
+            EncodedText([ids[p] for p in content], [tuple(offsets[p]) for p in content], view)
+        )
     return out
 
 
 def _assemble(
     regions: list[str],
-    text: str,
-    spans: list[tuple[int, int]],
+    built: BuiltSentence,
     names: list[str],
     offsets: list[tuple[int, int]],
     values: np.ndarray,
     diagnostics: dict[str, object],
     rule: str,
 ) -> SentenceScore:
+    text, spans = built
     owners, straddling = align_tokens(text, spans, offsets)
     tokens = [
         TokenScore(
