@@ -47,7 +47,6 @@ CIRCUITS = [
     ("fgd", "long-distance"),
     ("cleft", "long-distance"),
 ]
-METRICS = ("sum", "mean", "median", "range", "max", "min")
 
 
 def circuit(name: str) -> list[str]:
@@ -112,6 +111,7 @@ def add_results(models: list[Any], suites: list[Any], rng: random.Random) -> int
     """Done evaluations of every model on every suite, stored with bulk_create. Returns
     the number of item rows in the database."""
     from evaluations.models import Evaluation, ItemResult, PredictionResult
+    from evaluations.scoring import METRICS
     from suites import selectors
 
     snapshots = {s.pk: selectors.suite_canonical(s) for s in suites}

@@ -10,10 +10,8 @@ from typing import Any
 
 from evaluations import outcomes
 from evaluations.models import Evaluation
+from evaluations.scoring import METRICS
 from evaluations.selectors import GROUP_PREFIX, Leaderboard
-
-METRICS: tuple[str, ...] = ("sum", "mean", "median", "range", "max", "min")
-
 
 # --- leaderboard -----------------------------------------------------------------------
 

@@ -7,9 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from evaluations.scoring import METRICS
 from suites import formats, predictions
-
-METRICS = ("sum", "mean", "median", "range", "max", "min")
 
 
 def prediction_metric(metric: Any) -> str:
@@ -136,7 +135,7 @@ def results_document(
     values: dict[int, dict[str, dict[str, list[float | None]]]],
 ) -> dict[str, Any]:
     """The suite in SyntaxGym's results format: meta.model, and per region
-    "metric_value": {"sum", "mean", "median", "range", "max", "min"} (bits)."""
+    "metric_value": {metric: value} for every one of METRICS (bits)."""
     document = {
         "meta": {**suite["meta"], "model": model_name},
         "region_meta": suite["region_meta"],

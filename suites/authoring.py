@@ -29,9 +29,8 @@ from rest_framework.views import APIView
 from suites import formats, predictions, selectors, services
 from suites.api import RawJSONParser
 from suites.formats import SuiteError
+from suites.formats.schema import METRICS
 from suites.models import Suite
-
-METRICS = ("sum", "mean", "median", "range", "max", "min", "all")
 
 
 def _suite_or_404(name: str) -> Suite:

@@ -8,6 +8,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -109,6 +112,30 @@ def causal_by_hand(lm: LoadedModel, ids: list[int]) -> list[float]:
 
 
 # --- building sentences, alignment, metrics (no model) -------------------------------
+
+
+def test_importing_the_package_does_not_import_torch() -> None:
+    # Web processes read METRICS and build sentences through the package; the names
+    # that need torch load on first use. A fresh interpreter, since this one has torch.
+    code = (
+        "import sys\n"
+        "import evaluations.scoring as scoring\n"
+        "from evaluations.scoring import METRICS, ScoringError, build_sentence\n"
+        "assert build_sentence(['a ', 'b']).text == 'a b'\n"
+        "import django\n"
+        "django.setup()\n"
+        "import evaluations.outcomes, evaluations.selectors, evaluations.services\n"
+        "import evaluations.views, evaluations.leaderboard, evaluations.api, gym.urls\n"
+        "assert 'torch' not in sys.modules, 'torch was imported'\n"
+        "assert 'transformers' not in sys.modules, 'transformers was imported'\n"
+        "assert callable(scoring.score_sentences) and 'torch' in sys.modules\n"
+    )
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "gym.settings"}
+    repo = Path(__file__).resolve().parents[1]
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=repo, env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
 
 
 def test_build_sentence_strips_drops_and_joins() -> None:

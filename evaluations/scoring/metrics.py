@@ -6,7 +6,10 @@ import math
 import statistics
 from collections.abc import Sequence
 
-METRICS: tuple[str, ...] = ("sum", "mean", "median", "range", "max", "min")
+from suites.formats.schema import REGION_METRICS
+
+# The region metrics are the SyntaxGym results format's own keys, defined with the format.
+METRICS: tuple[str, ...] = REGION_METRICS
 
 
 def region_metrics(surprisals: Sequence[float | None]) -> dict[str, float | None]:

@@ -21,7 +21,11 @@ from jsonschema.exceptions import ValidationError
 from suites.formats.report import SuiteError, json_path
 
 SCHEMA_PATH = Path(__file__).with_name("suite.schema.json")
-METRICS = ("sum", "mean", "median", "range", "max", "min", "all")
+# The values a region has (a results file's "metric_value" keys), the one definition
+# the scoring engine, stored results and exports all use.
+REGION_METRICS: tuple[str, ...] = ("sum", "mean", "median", "range", "max", "min")
+# What meta.metric may name: a region metric, or "all" of them.
+METRICS: tuple[str, ...] = (*REGION_METRICS, "all")
 
 _EXPECTED = {
     "integer": "a whole number (such as 1)",
