@@ -8,6 +8,11 @@ between the engine's token surprisals and the plain loop's.
     .venv/bin/python benchmarks/scoring.py                 # full workload (minutes on CPU)
     .venv/bin/python benchmarks/scoring.py --smoke         # tiny model, two suites, < 60 s
     .venv/bin/python benchmarks/scoring.py --device cuda --dtype bf16 --peak-tflops 989
+    .venv/bin/python benchmarks/scoring.py --end-to-end    # as a user runs it, load included
+
+`--end-to-end` times `manage.py score --model M --suite ...` in a fresh process (imports,
+model load and load-time checks included) against minicons run the same way, and
+prints what one process pays before its first sentence (imports, model load, checks).
 
 minicons runs in its own environment (`--minicons-python`, default
 `.venv-minicons/bin/python` when it exists), as a subprocess of this script in
@@ -20,6 +25,7 @@ import argparse
 import json
 import math
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -35,7 +41,7 @@ LN2 = math.log(2.0)
 
 def load_suites(folder: Path, limit: int | None) -> list[list[str]]:
     """Region lists of every condition of every item, suites in name order."""
-    files = sorted(folder.glob("*.json"))[:limit]
+    files = suite_files(folder, limit)
     if not files:
         raise SystemExit(f"no suites found in {folder}")
     sentences: list[list[str]] = []
@@ -45,6 +51,10 @@ def load_suites(folder: Path, limit: int | None) -> list[list[str]]:
             for condition in item["conditions"]:
                 sentences.append([region["content"] for region in condition["regions"]])
     return sentences
+
+
+def suite_files(folder: Path, limit: int | None) -> list[Path]:
+    return sorted(folder.glob("*.json"))[:limit]
 
 
 def build_gpt2_small(folder: Path, texts: list[str]) -> Path:
@@ -157,6 +167,120 @@ def flops_per_position(config: Any, context: float) -> float:
     return matmuls + attention
 
 
+# Run in a fresh interpreter: what a worker or a `score` process pays once, before its
+# first sentence. Prints one JSON line.
+STARTUP_PROBE = """
+import json, os, sys, time
+started = time.perf_counter()
+import torch, transformers
+imported = time.perf_counter()
+sys.path.insert(0, sys.argv[2])
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "gym.settings")
+import django
+django.setup()
+from evaluations.scoring import load_model
+ready = time.perf_counter()
+lm = load_model(sys.argv[1])
+loaded = time.perf_counter()
+print(json.dumps({"imports": imported - started, "django": ready - imported,
+                  "load_model": loaded - ready, "steps": lm.timings}))
+"""
+
+
+def startup(model_dir: Path, repeat: int) -> dict[str, Any]:
+    """Once-per-process costs, for a model seen for the first time and again later.
+
+    The first process on a machine runs the load-time checks and records them in the
+    check cache (GYM_SCORING_CACHE, here a fresh folder); later processes read them.
+    """
+    figures: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory() as cache:
+        env = {**os.environ, "GYM_SCORING_CACHE": cache, "HF_HUB_OFFLINE": "1"}
+        for label in ("first process", "later process"):
+            runs = []
+            for _ in range(repeat if label == "later process" else 1):
+                done = subprocess.run(
+                    [sys.executable, "-c", STARTUP_PROBE, str(model_dir), str(REPO)],
+                    capture_output=True,
+                    text=True,
+                    env=env,
+                    check=False,
+                )
+                if done.returncode != 0:
+                    raise SystemExit(f"startup probe failed: {done.stderr[-2000:]}")
+                runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
+            total = statistics.median(r["imports"] + r["django"] + r["load_model"] for r in runs)
+            middle = sorted(runs, key=lambda r: r["imports"] + r["django"] + r["load_model"])
+            shown = middle[len(middle) // 2]
+            figures[label] = {"total": total, **shown}
+            steps = ", ".join(f"{k} {v:.2f}" for k, v in shown["steps"].items())
+            print(
+                f"startup, {label:14} {total:6.2f} s: imports {shown['imports']:.2f}, "
+                f"django {shown['django']:.2f}, load_model {shown['load_model']:.2f} "
+                f"({steps})"
+            )
+    return figures
+
+
+def end_to_end(
+    args: argparse.Namespace, model_dir: Path, files: list[Path], texts: list[str]
+) -> dict[str, Any]:
+    """`manage.py score` as a user runs it against minicons run the same way: wall-clock
+    seconds of a fresh process each, model load included; medians over --repeat runs."""
+    figures: dict[str, Any] = {"suites": len(files), "sentences": len(texts)}
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    seconds: list[float] = []
+    tokens = 0
+    with tempfile.TemporaryDirectory() as out:
+        command = [sys.executable, str(REPO / "manage.py"), "score", "--model", str(model_dir)]
+        for path in files:
+            command += ["--suite", str(path)]
+        command += ["--out", out]
+        for _ in range(args.repeat):
+            started = time.perf_counter()
+            done = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
+            seconds.append(time.perf_counter() - started)
+            if done.returncode != 0:
+                raise SystemExit(f"manage.py score failed: {done.stderr[-2000:]}")
+        for result in Path(out).glob("*.json"):
+            tokens += json.loads(result.read_text())["results"]["diagnostics"]["tokens"]
+    command_s = statistics.median(seconds)
+    figures["command"] = {"seconds": seconds, "median_s": command_s, "tokens": tokens}
+    print(
+        f"manage.py score, {len(files)} suites, {len(texts)} sentences: "
+        f"{command_s:.1f} s median of {len(seconds)} ({tokens / command_s:.0f} tokens/s "
+        f"end to end; runs {', '.join(f'{s:.1f}' for s in seconds)})"
+    )
+    python = args.minicons_python or DEFAULT_MINICONS_PYTHON
+    best: float | None = None
+    for size in [int(s) for s in args.minicons_batch_sizes.split(",") if s.strip()]:
+        label = f"minicons, same process shape, b={size}:"
+        if not python.exists():
+            print(f"{label:40}not measured: no minicons environment at {python}")
+            continue
+        runs = []
+        for _ in range(args.repeat):
+            started = time.perf_counter()
+            result = run_minicons(python, model_dir, texts, size, args.device)
+            runs.append(time.perf_counter() - started)
+            if "error" in result:
+                break
+        if "error" in result:
+            print(f"{label:40}not measured: {result['error']}")
+            continue
+        wall = statistics.median(runs)
+        figures[f"minicons_b{size}"] = {"seconds": runs, "median_s": wall, **result}
+        best = wall if best is None else min(best, wall)
+        print(
+            f"{label:40}{wall:.1f} s median of {len(runs)} (scoring alone {result['seconds']:.1f} s)"
+        )
+    if best is not None:
+        figures["speedup_vs_best_minicons"] = best / command_s
+        print(f"end to end, best minicons / manage.py score: {best / command_s:.2f}x")
+    figures["startup"] = startup(model_dir, args.repeat)
+    return figures
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawTextHelpFormatter
@@ -176,6 +300,13 @@ def main() -> None:
     parser.add_argument("--minicons-python", type=Path, default=None)
     parser.add_argument("--minicons-batch-sizes", default="1,32")
     parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
+    parser.add_argument(
+        "--end-to-end",
+        action="store_true",
+        help="time `manage.py score` over the suites, model load included, against "
+        "minicons run the same way; print the once-per-process startup",
+    )
+    parser.add_argument("--repeat", type=int, default=1, help="end-to-end runs per method")
     # Worker mode, used by the subprocess in the minicons environment.
     parser.add_argument("--minicons-worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--sentences", help=argparse.SUPPRESS)
@@ -200,6 +331,13 @@ def main() -> None:
         model_dir = build_tiny(args.model_dir or cache / "tiny-gpt2-256")
     else:
         model_dir = build_gpt2_small(args.model_dir or cache / "gpt2-small-random", texts)
+    if args.end_to_end:
+        figures = end_to_end(args, model_dir, suite_files(args.suites_dir, suites), texts)
+        figures["load_average"] = os.getloadavg()
+        print(f"load average at the end: {figures['load_average']}")
+        if args.json:
+            args.json.write_text(json.dumps(figures, indent=2))
+        return
     figures: dict[str, Any] = {
         "sentences": len(sentences),
         "unique_sentences": len(set(texts)),

@@ -30,6 +30,21 @@ def run_scoring(
     result: {"sentences": [{"regions": [{metric: value}], "sentence": {metric: value}}],
              "diagnostics": {...}, "model_info": {...}}
     """
+    groups = {key: value for key, value in payload.items() if key != "sentences"}
+    groups["groups"] = [payload["sentences"]]
+    return run_scoring_groups(groups, progress)[0]
+
+
+def run_scoring_groups(
+    payload: dict[str, Any], progress: Callable[[int, int], None] | None = None
+) -> list[dict[str, Any]]:
+    """Several groups of sentences (suites) in one engine call, one result per group.
+
+    One call lets identical sentences and shared prefixes across suites be computed once
+    and fills every batch; each group still gets its own sentences and diagnostics.
+    payload: as for run_scoring, with "groups": [[[region, ...], ...], ...] instead of
+    "sentences"; progress counts the sentences of all groups together.
+    """
     spec = payload["model"]
     model = scoring.load_model(
         spec["source"], revision=spec.get("revision") or None, dtype=spec.get("dtype") or None
@@ -43,9 +58,33 @@ def run_scoring(
             progress(done, total)
 
     rule = payload.get("straddling") or "missing"
-    scores = scoring.score_sentences(
-        model, payload["sentences"], progress=throttled, straddling=rule
-    )
+    groups = payload["groups"]
+    everything = [sentence for group in groups for sentence in group]
+    scores = scoring.score_sentences(model, everything, progress=throttled, straddling=rule)
+    info = scoring.model_info(model)
+    results = []
+    start = 0
+    for group in groups:
+        part = scores[start : start + len(group)]
+        start += len(group)
+        results.append(
+            {
+                "sentences": [
+                    {
+                        "regions": [region.metrics for region in score.regions],
+                        "sentence": sentence_metrics(score.tokens),
+                    }
+                    for score in part
+                ],
+                "diagnostics": {**summed_diagnostics(part), "straddling_rule": rule},
+                "model_info": dict(info),
+            }
+        )
+    return results
+
+
+def summed_diagnostics(scores: list[Any]) -> dict[str, Any]:
+    """The numeric diagnostics of sentences added up (flags count the sentences)."""
     diagnostics: dict[str, Any] = {}
     for score in scores:
         for key, value in score.diagnostics.items():
@@ -53,15 +92,4 @@ def run_scoring(
                 diagnostics[key] = diagnostics.get(key, 0) + int(value)
             elif isinstance(value, int | float):
                 diagnostics[key] = diagnostics.get(key, 0) + value
-    diagnostics["straddling_rule"] = rule
-    return {
-        "sentences": [
-            {
-                "regions": [region.metrics for region in score.regions],
-                "sentence": sentence_metrics(score.tokens),
-            }
-            for score in scores
-        ],
-        "diagnostics": diagnostics,
-        "model_info": scoring.model_info(model),
-    }
+    return diagnostics

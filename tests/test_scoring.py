@@ -24,12 +24,14 @@ from evaluations.scoring import (
     ModelLoadError,
     ScoringError,
     build_sentence,
+    clear_model_cache,
     load_model,
     model_info,
     score_sentences,
 )
 from evaluations.scoring import causal as causal_module
 from evaluations.scoring import engine as engine_module
+from evaluations.scoring import loading as loading_module
 from evaluations.scoring.alignment import align_tokens
 from evaluations.scoring.loading import require_offsets
 from evaluations.scoring.masked import word_l2r_masks
@@ -478,6 +480,67 @@ def test_load_model_is_cached_and_detects_kind(tiny_gpt2: Path, tiny_bert: Path)
     gpt = model_info(load_model(str(tiny_gpt2)))
     assert gpt["kind"] == "causal" and gpt["bos_token"] == "<|endoftext|>"
     assert gpt["prefix_sharing"] is True and gpt["n_params"] > 0
+
+
+def test_load_time_checks_are_cached_per_model(
+    tiny_gpt2: Path,  # noqa: F811
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("GYM_SCORING_CACHE", str(tmp_path / "checks"))
+    clear_model_cache()
+    first = load_model(str(tiny_gpt2))
+    assert "tree_check" in first.timings and "checks_cached" not in first.timings
+    assert len(list((tmp_path / "checks").glob("*.json"))) == 1
+    clear_model_cache()
+
+    # A later process reads the answers instead of running the probes again.
+    def probe_again(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a load-time check ran again")
+
+    monkeypatch.setattr(causal_module, "check_tree_attention", probe_again)
+    monkeypatch.setattr(loading_module, "verify_split_head", probe_again)
+    second = load_model(str(tiny_gpt2))
+    assert second is not first and "checks_cached" in second.timings
+    assert second.tree_attention == first.tree_attention is True
+    assert (second.head is None) == (first.head is None)
+    assert second.notes == first.notes
+    assert_close(
+        values(score_sentences(second, SENTENCES)), values(score_sentences(first, SENTENCES))
+    )
+
+    # Another dtype is another answer: it is checked, not read.
+    clear_model_cache()
+    with pytest.raises(AssertionError, match="ran again"):
+        load_model(str(tiny_gpt2), dtype="bf16")
+    # A changed file is another model.
+    clear_model_cache()
+    (tiny_gpt2 / "config.json").touch()
+    with pytest.raises(AssertionError, match="ran again"):
+        load_model(str(tiny_gpt2))
+    clear_model_cache()
+
+
+def test_an_unusable_check_cache_only_means_checking_again(
+    tiny_gpt2: Path,  # noqa: F811
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    blocked = tmp_path / "file"
+    blocked.write_text("not a folder")
+    monkeypatch.setenv("GYM_SCORING_CACHE", str(blocked))
+    clear_model_cache()
+    lm = load_model(str(tiny_gpt2))
+    assert lm.tree_attention and "tree_check" in lm.timings
+    monkeypatch.setenv("GYM_SCORING_CACHE", str(tmp_path / "checks"))
+    clear_model_cache()
+    load_model(str(tiny_gpt2))
+    for entry in (tmp_path / "checks").glob("*.json"):
+        entry.write_text("{not json")
+    clear_model_cache()
+    again = load_model(str(tiny_gpt2))
+    assert again.tree_attention and "tree_check" in again.timings
+    clear_model_cache()
 
 
 def test_missing_model_offline_gives_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:

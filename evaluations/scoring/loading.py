@@ -6,8 +6,12 @@ tests' tiny local models exercise the code path a hub model takes.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
+import tempfile
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -45,6 +49,9 @@ _PADDING_OFFSET_POSITIONS = {
     "mpnet",
 }
 
+# Bump when a load-time check changes, so that no answer of an older check is reused.
+CHECKS_VERSION = 1
+
 PROBE_TEXT = "The keys to the old cabinet are on the table, and nobody has moved them."
 
 
@@ -70,6 +77,8 @@ class LoadedModel:
     n_params: int = 0
     n_params_nonembedding: int = 0
     notes: list[str] = field(default_factory=list)
+    # Seconds each loading step took, and whether the checks came from the check cache.
+    timings: dict[str, float] = field(default_factory=dict)
     # Per-thread working memory reused across calls (the output layer's logits).
     scratch: threading.local = field(default_factory=threading.local, repr=False)
 
@@ -191,6 +200,15 @@ def _load(
     source: str, revision: str | None, device: str, dtype: str, kind: str | None
 ) -> LoadedModel:
     """Config, kind, tokenizer, weights, special tokens, then the load-time checks."""
+    clock = time.perf_counter()
+    timings: dict[str, float] = {}
+
+    def lap(step: str) -> None:
+        nonlocal clock
+        now = time.perf_counter()
+        timings[step] = now - clock
+        clock = now
+
     options, local_dir = _hub_options(source, revision)
     config = _read_config(source, options, local_dir)
     if kind is None:
@@ -198,6 +216,7 @@ def _load(
     elif kind not in (kinds.CAUSAL, kinds.MASKED):
         raise ScoringError(f"kind must be one of {', '.join(kinds.KINDS)}, not '{kind}'")
     tokenizer = _read_tokenizer(source, options, local_dir)
+    lap("config_and_tokenizer")
     model = _read_weights(source, kind, dtype, options, local_dir)
     model.to(device)
     model.eval()
@@ -230,8 +249,10 @@ def _load(
         n_params=int(sum(p.numel() for p in model.parameters())),
         n_params_nonembedding=int(model.num_parameters(exclude_embeddings=True)),
         notes=notes,
+        timings=timings,
     )
-    _run_checks(lm)
+    lap("weights")
+    _run_checks(lm, config, local_dir)
     return lm
 
 
@@ -296,15 +317,118 @@ def _pad_id(tokenizer: Any, bos_id: int | None) -> int:
     return 0
 
 
-def _run_checks(lm: LoadedModel) -> None:
-    """The load-time checks: may the output layer run apart, may prefix trees be packed."""
+def _run_checks(lm: LoadedModel, config: Any, local_dir: bool) -> None:
+    """The load-time checks: may the output layer run apart, may prefix trees be packed.
+
+    Their answers depend on the model, not on the process, so they are kept in the check
+    cache (see `checks_cache_dir`) and a later process loading the same model skips the
+    probe passes.
+    """
+    started = time.perf_counter()
+    key = _checks_key(lm, config, local_dir)
+    cached = _read_checks(key)
+    if cached is not None:
+        if cached["separate_head"]:
+            lm.head = find_split_head(lm.model)
+        lm.tree_attention = bool(cached["tree_attention"])
+        lm.notes.extend(str(note) for note in cached["notes"])
+        lm.timings["checks_cached"] = time.perf_counter() - started
+        return
+    notes_before = len(lm.notes)
     _choose_head(lm)
+    lm.timings["head_check"] = time.perf_counter() - started
     if lm.kind == "causal":
         from .causal import check_tree_attention
 
+        started = time.perf_counter()
         lm.tree_attention, note = check_tree_attention(lm)
         if note:
             lm.notes.append(note)
+        lm.timings["tree_check"] = time.perf_counter() - started
+    _write_checks(
+        key,
+        {
+            "separate_head": lm.head is not None,
+            "tree_attention": lm.tree_attention,
+            "notes": lm.notes[notes_before:],
+        },
+    )
+
+
+def checks_cache_dir() -> Path | None:
+    """Where load-time check answers are kept: GYM_SCORING_CACHE ("off" for nowhere),
+    else gym/scoring-checks under XDG_CACHE_HOME or ~/.cache."""
+    raw = os.environ.get("GYM_SCORING_CACHE")
+    if raw is not None:
+        raw = raw.strip()
+        return None if raw.lower() in ("", "0", "off", "none") else Path(raw).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "gym" / "scoring-checks"
+
+
+def _checks_key(lm: LoadedModel, config: Any, local_dir: bool) -> str:
+    """Everything a check's answer depends on: the model's files (or hub commit) and
+    config, the dtype and kind of device, and the library versions."""
+    import transformers
+
+    files: list[tuple[str, int, int]] = []
+    if local_dir:
+        folder = Path(lm.source).expanduser()
+        for path in sorted(folder.iterdir()):
+            if path.is_file():
+                stat = path.stat()
+                files.append((path.name, stat.st_size, stat.st_mtime_ns))
+    parts = {
+        "checks": CHECKS_VERSION,
+        "source": lm.source,
+        "revision": lm.revision,
+        "commit": getattr(config, "_commit_hash", None),
+        "files": files,
+        "config": config.to_dict(),
+        "model_class": type(lm.model).__name__,
+        "kind": lm.kind,
+        "dtype": lm.dtype,
+        "device": lm.device.split(":")[0],
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+    }
+    text = json.dumps(parts, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _read_checks(key: str) -> dict[str, Any] | None:
+    folder = checks_cache_dir()
+    if folder is None:
+        return None
+    try:
+        data = json.loads((folder / f"{key}.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not (
+        isinstance(data, dict)
+        and isinstance(data.get("separate_head"), bool)
+        and isinstance(data.get("tree_attention"), bool)
+        and isinstance(data.get("notes"), list)
+    ):
+        return None
+    return data
+
+
+def _write_checks(key: str, answers: dict[str, Any]) -> None:
+    """Best effort: a cache that cannot be written only means the checks run again."""
+    folder = checks_cache_dir()
+    if folder is None:
+        return
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        # Written aside and renamed, so a process reading it never sees half a file.
+        with tempfile.NamedTemporaryFile(
+            "w", dir=folder, suffix=".tmp", delete=False, encoding="utf-8"
+        ) as handle:
+            json.dump(answers, handle)
+        os.replace(handle.name, folder / f"{key}.json")
+    except OSError:
+        return
 
 
 def fuse_tanh_gelu(model: nn.Module) -> int:

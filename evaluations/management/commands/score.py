@@ -4,6 +4,7 @@ import json
 import math
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,8 @@ class Command(BaseCommand):
     help = (
         "Score suites with a language model and write SyntaxGym results files (region "
         "values in bits) with per-prediction, per-item outcomes and the suite accuracy. "
-        "Needs no database: the model is loaded once and reused for every suite."
+        "Needs no database: the model is loaded once, and all suites are scored in one "
+        "pass (sentences and prefixes they share are computed once)."
     )
     requires_system_checks: list[str] = []
     requires_migrations_checks = False
@@ -68,23 +70,26 @@ class Command(BaseCommand):
         if len(suites) > 1 and out is not None:
             out.mkdir(parents=True, exist_ok=True)
 
-        model = {
-            "source": options["model"],
-            "revision": options["revision"],
-            "dtype": options["dtype"],
+        started = time.perf_counter()
+        payload = {
+            "model": {
+                "source": options["model"],
+                "revision": options["revision"],
+                "dtype": options["dtype"],
+            },
+            "groups": [
+                [regions for _i, _c, regions in formats.sentences(suite)] for _p, suite in suites
+            ],
+            "straddling": options["straddling"] or settings.GYM_STRADDLING_TOKENS,
         }
+        try:
+            scored_suites = worker.run_scoring_groups(payload, progress=self._progress())
+        except Exception as exc:  # noqa: BLE001 - reported to the user
+            raise CommandError(f"{exc.__class__.__name__}: {exc}") from exc
+        if sys.stderr.isatty():
+            self.stderr.write("")
         summary: list[tuple[float | None, float | None]] = []
-        for path, suite in suites:
-            started = time.perf_counter()
-            payload = {
-                "model": model,
-                "sentences": [regions for _i, _c, regions in formats.sentences(suite)],
-                "straddling": options["straddling"] or settings.GYM_STRADDLING_TOKENS,
-            }
-            try:
-                scored = worker.run_scoring(payload, progress=self._progress(path))
-            except Exception as exc:  # noqa: BLE001 - reported to the user, with the suite
-                raise CommandError(f"{path}: {exc.__class__.__name__}: {exc}") from exc
+        for (path, suite), scored in zip(suites, scored_suites, strict=True):
             document = self._document(suite, scored, options["model"])
             text = json.dumps(document, indent=2, ensure_ascii=False) + "\n"
             if out is None:
@@ -99,11 +104,13 @@ class Command(BaseCommand):
             if results["ties"]:
                 ties = f", {results['ties']} tied comparisons (random ties: "
                 ties += f"{results['accuracy_random_ties']:.3f})"
-            self.stderr.write(
-                f"{path}: accuracy {shown} over {len(suite['items'])} items{ties} "
-                f"({time.perf_counter() - started:.1f} s)"
-            )
+            self.stderr.write(f"{path}: accuracy {shown} over {len(suite['items'])} items{ties}")
             summary.append((accuracy, results["accuracy_random_ties"]))
+        sentences = sum(len(group) for group in payload["groups"])
+        self.stderr.write(
+            f"{len(suites)} suite{'s' if len(suites) != 1 else ''}, {sentences} sentences "
+            f"in {time.perf_counter() - started:.1f} s (model load included)"
+        )
         if len(summary) > 1:
             self.stderr.write(self._summary(summary))
 
@@ -132,10 +139,10 @@ class Command(BaseCommand):
             raise CommandError("no suite files found")
         return files
 
-    def _progress(self, path: Path):  # type: ignore[no-untyped-def]
+    def _progress(self) -> Callable[[int, int], None]:
         def report(done: int, total: int) -> None:
             if sys.stderr.isatty():
-                self.stderr.write(f"\r{path.name}: {done}/{total} sentences", ending="")
+                self.stderr.write(f"\r{done}/{total} sentences", ending="")
 
         return report
 

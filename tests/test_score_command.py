@@ -1,0 +1,87 @@
+"""`manage.py score` over several suites: one engine call, results written per suite.
+
+Runs the real command on the project's example suites with a tiny local GPT-2.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from evaluations import scoring, worker
+from suites import formats
+from tests.conftest import EXAMPLES
+from tests.tiny_models import tiny_gpt2  # noqa: F401
+
+TOL = 1e-4  # bits: batches differ between one call and another, values only by float noise
+
+
+def region_values(document: dict[str, Any]) -> list[float | None]:
+    return [
+        region["metric_value"][metric]
+        for item in document["items"]
+        for condition in item["conditions"]
+        for region in condition["regions"]
+        for metric in scoring.METRICS
+    ]
+
+
+def test_many_suites_are_scored_in_one_engine_call(
+    tiny_gpt2: Path,  # noqa: F811
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    files = sorted(EXAMPLES.glob("*.json"))
+    assert len(files) >= 3
+    calls: list[int] = []
+    real = scoring.score_sentences
+
+    def counted(model, sentences, **kwargs):  # type: ignore[no-untyped-def]
+        calls.append(len(sentences))
+        return real(model, sentences, **kwargs)
+
+    monkeypatch.setattr(worker.scoring, "score_sentences", counted)
+    out = tmp_path / "all"
+    call_command("score", "--model", str(tiny_gpt2), "--suite", str(EXAMPLES), "--out", str(out))
+    sizes = [len(formats.sentences(formats.load_suite_file(path).suite)) for path in files]
+    assert calls == [sum(sizes)]
+
+    # Each suite's file is what scoring that suite alone gives.
+    for path in files:
+        together = json.loads((out / f"{path.stem}.results.json").read_text())
+        alone_path = tmp_path / f"{path.stem}.alone.json"
+        call_command(
+            "score", "--model", str(tiny_gpt2), "--suite", str(path), "--out", str(alone_path)
+        )
+        alone = json.loads(alone_path.read_text())
+        assert together["meta"]["name"] == alone["meta"]["name"]
+        a, b = region_values(together), region_values(alone)
+        assert len(a) == len(b)
+        for x, y in zip(a, b, strict=True):
+            assert (x is None) == (y is None)
+            if x is not None:
+                assert abs(x - y) <= TOL
+        ours, theirs = together["results"], alone["results"]
+        assert ours["accuracy"] == theirs["accuracy"]
+        assert [i["outcomes"] for i in ours["items"]] == [i["outcomes"] for i in theirs["items"]]
+        # Diagnostics are the suite's own, not the whole call's.
+        assert ours["diagnostics"] == theirs["diagnostics"]
+        assert ours["diagnostics"]["tokens"] > 0
+    assert calls[1:] == sizes
+
+
+def test_several_suites_need_an_output_folder(tiny_gpt2: Path) -> None:  # noqa: F811
+    with pytest.raises(CommandError, match="several suites need --out FOLDER"):
+        call_command("score", "--model", str(tiny_gpt2), "--suite", str(EXAMPLES))
+
+
+def test_a_model_that_cannot_load_is_reported(tmp_path: Path) -> None:
+    suite = sorted(EXAMPLES.glob("*.json"))[0]
+    with pytest.raises(CommandError, match="ModelLoadError"):
+        call_command(
+            "score", "--model", str(tmp_path), "--suite", str(suite), "--out", str(tmp_path / "x")
+        )
