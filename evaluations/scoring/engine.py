@@ -254,6 +254,7 @@ def _assemble(
     diagnostics: dict[str, object],
     rule: str,
 ) -> SentenceScore:
+    """One input sentence's tokens, region values and diagnostics."""
     text, spans = built
     owners, straddling = align_tokens(text, spans, offsets)
     tokens = [
@@ -266,29 +267,17 @@ def _assemble(
         )
         for name, (start, end), owner, value in zip(names, offsets, owners, values, strict=True)
     ]
-    by_region: list[list[float | None]] = [[] for _ in regions]
-    shares = token_shares(text, spans, offsets) if rule == "split" else [{}] * len(tokens)
-    for token, share in zip(tokens, shares, strict=True):
-        if len(share) > 1:
-            characters = sum(share.values())
-            for region, count in share.items():
-                value = token.surprisal
-                by_region[region].append(None if value is None else value * count / characters)
-        elif token.region is not None:
-            by_region[token.region].append(token.surprisal)
-    region_scores: list[RegionScore] = []
-    without_tokens = 0
-    for index, (start, end) in enumerate(spans):
-        if end > start and not by_region[index]:
-            # A piece that began in an earlier region swallowed this one: nothing was
-            # measured here, which must not read as an empty region's 0 bits.
-            metrics: dict[str, float | None] = dict.fromkeys(METRICS)
-            without_tokens += 1
-        else:
-            metrics = region_metrics(by_region[index])
-        region_scores.append(
-            RegionScore(text=regions[index].strip(), start=start, end=end, metrics=metrics)
+    shares = token_shares(text, spans, offsets) if rule == "split" else None
+    by_region = _region_values(tokens, shares, len(regions))
+    region_scores = [
+        RegionScore(
+            text=region.strip(),
+            start=start,
+            end=end,
+            metrics=_metrics(by_region[index], empty=end == start),
         )
+        for index, (region, (start, end)) in enumerate(zip(regions, spans, strict=True))
+    ]
     return SentenceScore(
         text=text,
         tokens=tokens,
@@ -296,8 +285,38 @@ def _assemble(
         diagnostics={
             "tokens": len(tokens),
             "straddling_tokens": straddling,
-            "regions_without_tokens": without_tokens,
+            "regions_without_tokens": sum(
+                1
+                for (start, end), got in zip(spans, by_region, strict=True)
+                if end > start and not got
+            ),
             "unassigned_tokens": sum(1 for token in tokens if token.region is None),
             **diagnostics,
         },
     )
+
+
+def _region_values(
+    tokens: list[TokenScore], shares: list[dict[int, int]] | None, n_regions: int
+) -> list[list[float | None]]:
+    """Per region, the surprisals it receives: whole tokens by their first character, or
+    with `shares` (the "split" rule) a straddling token's parts by characters."""
+    by_region: list[list[float | None]] = [[] for _ in range(n_regions)]
+    for position, token in enumerate(tokens):
+        share = shares[position] if shares is not None else {}
+        if len(share) > 1:
+            characters = sum(share.values())
+            for region, count in share.items():
+                value = token.surprisal
+                by_region[region].append(None if value is None else value * count / characters)
+        elif token.region is not None:
+            by_region[token.region].append(token.surprisal)
+    return by_region
+
+
+def _metrics(values: list[float | None], *, empty: bool) -> dict[str, float | None]:
+    if not values and not empty:
+        # A piece that began in an earlier region swallowed this one: nothing was
+        # measured here, which must not read as an empty region's 0 bits.
+        return dict.fromkeys(METRICS)
+    return region_metrics(values)
