@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from evaluations import api, result_views, views
+from evaluations import api, pair_api, result_views, views
 
 app_name = "evaluations"
 
@@ -30,6 +30,11 @@ api_urlpatterns = [
     path("evaluations/<int:pk>/", api.EvaluationDetail.as_view(), name="api-evaluation"),
     path("evaluations/<int:pk>/retry/", api.EvaluationRetry.as_view(), name="api-evaluation-retry"),
     path("leaderboard/", result_views.LeaderboardAPI.as_view(), name="api-leaderboard"),
+    path(
+        "minimal-pairs/<str:name>/analyze/",
+        pair_api.PairSetAnalyze.as_view(),
+        name="api-pair-set-analyze",
+    ),
     path(
         "evaluations/<int:pk>/results/",
         result_views.EvaluationResultsAPI.as_view(),

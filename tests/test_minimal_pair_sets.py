@@ -167,3 +167,56 @@ def test_set_page_pages_over_pairs_with_a_constant_number_of_queries(
         anon_client.get("/minimal-pairs/sixty/")
     with django_assert_max_num_queries(len(small.captured_queries)):
         anon_client.get("/minimal-pairs/many/?page=7")
+
+
+def test_api_analyses_nlpscholar_predictions_against_a_stored_set(anon_client, alice) -> None:
+    token, _ = Token.objects.get_or_create(user=alice)
+    client = BrowserClient(HTTP_AUTHORIZATION=f"Token {token.key}")
+    data = (NLPSCHOLAR_DATA / "minimal_pairs.tsv").read_bytes()
+    pair_sets.minimal_pair_set_import(data=data, name="sample", owner=alice)
+    predictions = (
+        SHARED_DATA / "nlpscholar" / "predictions" / "minimal_pairs_bad.tsv"
+    ).read_bytes()
+    url = "/api/minimal-pairs/sample/analyze/?conditions=condition&table=by_pair"
+    # Analysis costs server time: accounts only.
+    assert anon_client.post(url, predictions, content_type="text/plain").status_code in (401, 403)
+    body = client.post(url, predictions, content_type="text/tab-separated-values").json()
+    assert body["columns"][:7] == [
+        "model",
+        "condition",
+        "pairid",
+        "expected",
+        "unexpected",
+        "diff",
+        "acc",
+    ]
+    # The full set has 8 pairs (NLPScholar's "bad" data file lacked labels for 4 of them).
+    assert [(r[1], r[2]) for r in body["rows"]][:2] == [("plu", "5"), ("plu", "6")]
+    assert body["rows"][2][:3] == ["gpt2", "plu", "7"]
+    by_cond = client.post(
+        "/api/minimal-pairs/sample/analyze/?conditions=condition&as=tsv&pred_measure=prob",
+        predictions,
+        content_type="text/tab-separated-values",
+    )
+    assert by_cond.content.decode().splitlines()[0].split("\t")[:4] == [
+        "",
+        "model",
+        "condition",
+        "acc",
+    ]
+    for query, body_bytes, message in (
+        ("?pred_measure=bits", predictions, "pred_measure must be one of"),
+        ("?conditions=nope", predictions, "'nope' is not a condition column"),
+        ("?table=by_item", predictions, "table must be"),
+        ("", b"token\tsentid\n", "the predictions need the column"),
+        ("", b"\xff\xfe", "not UTF-8"),
+    ):
+        response = client.post(
+            f"/api/minimal-pairs/sample/analyze/{query}", body_bytes, content_type="text/plain"
+        )
+        assert response.status_code == 400, query
+        assert message in response.json()["errors"][0]["message"]
+    missing = client.post(
+        "/api/minimal-pairs/none/analyze/", predictions, content_type="text/plain"
+    )
+    assert missing.status_code == 404
