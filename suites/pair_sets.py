@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import Q, QuerySet
 
 from suites.formats import minimal_pairs as mp
@@ -91,27 +91,7 @@ def minimal_pair_set_import(
                 sentence_count=len(parsed.sentences),
                 pair_count=len(parsed.pairs()),
             )
-            pair_index: dict[str, int] = {}
-            for s in parsed.sentences:
-                if s.pairid is not None:
-                    pair_index.setdefault(s.pairid, len(pair_index))
-            PairSetSentence.objects.bulk_create(
-                (
-                    PairSetSentence(
-                        pair_set=pair_set,
-                        position=index,
-                        sentid=s.sentid,
-                        pairid=s.pairid or "",
-                        pair_index=pair_index.get(s.pairid) if s.pairid is not None else None,
-                        comparison=s.comparison or "",
-                        sentence=s.sentence,
-                        roi=list(s.roi) if s.roi is not None else None,
-                        conditions=s.conditions,
-                    )
-                    for index, s in enumerate(parsed.sentences)
-                ),
-                batch_size=BULK_BATCH,
-            )
+            _insert_sentences(pair_set, parsed)
             slugs = tag_slugs(tags)
             if slugs:
                 for slug in slugs:
@@ -125,6 +105,44 @@ def minimal_pair_set_import(
     return PairSetReport(
         pair_set=pair_set, source_format=parsed.source_format, warnings=parsed.warnings
     )
+
+
+def _insert_sentences(pair_set: MinimalPairSet, parsed: mp.MinimalPairSet) -> None:
+    """All sentences in batched multi-row INSERTs. Django's bulk_create spends ~0.1 ms
+    per row building model instances, most of a BLiMP-sized import; executemany with
+    each field's own database preparation (JSON for roi and conditions) writes the same
+    rows in a fraction of that, inside the caller's transaction."""
+    pair_index: dict[str, int] = {}
+    for s in parsed.sentences:
+        if s.pairid is not None:
+            pair_index.setdefault(s.pairid, len(pair_index))
+    meta = PairSetSentence._meta
+    names = ["pair_set", "position", "sentid", "pairid", "pair_index", "comparison",
+             "sentence", "roi", "conditions"]  # fmt: skip
+    fields = [meta.get_field(name) for name in names]
+    roi_field, conditions_field = fields[7], fields[8]
+    quote = connection.ops.quote_name
+    sql = (
+        f"INSERT INTO {quote(meta.db_table)} ({', '.join(quote(f.column) for f in fields)}) "
+        f"VALUES ({', '.join(['%s'] * len(fields))})"
+    )
+    rows = [
+        (
+            pair_set.pk,
+            index,
+            s.sentid,
+            s.pairid or "",
+            pair_index.get(s.pairid) if s.pairid is not None else None,
+            s.comparison or "",
+            s.sentence,
+            roi_field.get_db_prep_save(list(s.roi) if s.roi is not None else None, connection),
+            conditions_field.get_db_prep_save(s.conditions, connection),
+        )
+        for index, s in enumerate(parsed.sentences)
+    ]
+    with connection.cursor() as cursor:
+        for start in range(0, len(rows), BULK_BATCH):
+            cursor.executemany(sql, rows[start : start + BULK_BATCH])
 
 
 # ---------------------------------------------------------------- reads
