@@ -62,6 +62,7 @@ class EvaluationSerializer(serializers.ModelSerializer):
             "content_hash",
             "outdated",
             "status",
+            "enqueued",
             "attempt",
             "progress_done",
             "progress_total",
@@ -191,13 +192,37 @@ class EvaluationDetail(generics.RetrieveAPIView):
 
 
 class EvaluationRetry(APIView):
+    """Send a failed or cancelled evaluation again (a new attempt), or send one that never
+    reached the task queue. Only the suite's owner, the requester or staff; 409 when
+    there is nothing to retry."""
+
     permission_classes = [IsAuthenticated]
 
-    @extend_schema(request=None, responses={200: EvaluationSerializer, 503: None})
+    @extend_schema(
+        request=None, responses={200: EvaluationSerializer, 403: None, 409: None, 503: None}
+    )
     def post(self, request: Request, pk: int) -> Response:
-        evaluation = get_object_or_404(Evaluation, pk=pk)
+        evaluation = get_object_or_404(Evaluation.objects.select_related("suite"), pk=pk)
         try:
             evaluation = services.evaluation_retry(evaluation=evaluation, user=request.user)
         except services.BrokerUnavailable as down:
             return Response({"detail": str(down)}, status=status.HTTP_503_SERVICE_UNAVAILABLE)
+        except services.RunConflict as conflict:
+            return Response({"detail": str(conflict)}, status=status.HTTP_409_CONFLICT)
+        return Response(EvaluationSerializer(evaluation).data)
+
+
+class EvaluationCancel(APIView):
+    """Cancel a queued or running evaluation. Only the suite's owner, the requester or
+    staff; 409 when it is already finished."""
+
+    permission_classes = [IsAuthenticated]
+
+    @extend_schema(request=None, responses={200: EvaluationSerializer, 403: None, 409: None})
+    def post(self, request: Request, pk: int) -> Response:
+        evaluation = get_object_or_404(Evaluation.objects.select_related("suite"), pk=pk)
+        try:
+            evaluation = services.evaluation_cancel(evaluation=evaluation, user=request.user)
+        except services.RunConflict as conflict:
+            return Response({"detail": str(conflict)}, status=status.HTTP_409_CONFLICT)
         return Response(EvaluationSerializer(evaluation).data)

@@ -1,8 +1,11 @@
 from __future__ import annotations
 
+from typing import Any
+
 from django.conf import settings
 from django.db import models
 from django.urls import reverse
+from django.utils import timezone
 
 from suites.models import Suite
 
@@ -50,32 +53,75 @@ class LanguageModel(models.Model):
         return reverse("evaluations:model", args=[self.name])
 
 
-class Evaluation(models.Model):
-    """One model on one suite's content (identified by its content hash).
+class Run(models.Model):
+    """What every kind of run shares: one model on one benchmark's content, worked on a
+    GPU worker, stored next to the database. Subclasses add the benchmark, the results
+    and `benchmark_owner`; `evaluations.runs` holds the lifecycle that moves them.
 
-    Status only moves forward: queued -> running -> storing -> done, or to failed from
-    any state but done; a user's retry is the one way back (failed -> queued)."""
+    Status only moves forward: queued -> running -> done, or to failed / cancelled from
+    queued or running. A retry is the one way back (failed or cancelled -> queued), and it
+    increments `attempt`: every message carries the attempt it was sent for, so a late
+    message of an earlier attempt changes nothing."""
 
     class Status(models.TextChoices):
         QUEUED = "queued"
         RUNNING = "running"
-        STORING = "storing"
         DONE = "done"
         FAILED = "failed"
+        CANCELLED = "cancelled"
+
+    FINISHED = (Status.DONE, Status.FAILED, Status.CANCELLED)
+
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.QUEUED)
+    # Whether the GPU task reached the broker; False after a broker outage, until the
+    # sweep (or asking again) sends it.
+    enqueued = models.BooleanField(default=False)
+    attempt = models.PositiveIntegerField(default=1)
+    progress_done = models.PositiveIntegerField(default=0)
+    progress_total = models.PositiveIntegerField(default=0)
+    error = models.TextField(blank=True)
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    # When the current attempt was queued: the sweep re-sends a run that is still not
+    # sent a while after this.
+    queued_at = models.DateTimeField(default=timezone.now)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        abstract = True
+
+    @property
+    def finished(self) -> bool:
+        return self.status in self.FINISHED
+
+    @property
+    def waiting_for_broker(self) -> bool:
+        return self.status == self.Status.QUEUED and not self.enqueued
+
+    def benchmark_owner(self) -> Any:
+        """The user who owns the benchmark this run is on (None for nobody)."""
+        raise NotImplementedError
+
+    def may_manage(self, user: Any) -> bool:
+        """Cancel and retry: the benchmark's owner, the requester, or staff."""
+        if user is None or not user.is_authenticated:
+            return False
+        if user.is_staff:
+            return True
+        return user.pk in {self.requested_by_id, getattr(self.benchmark_owner(), "pk", None)}
+
+
+class Evaluation(Run):
+    """One model on one suite's content (identified by its content hash)."""
 
     model = models.ForeignKey(LanguageModel, on_delete=models.CASCADE, related_name="evaluations")
     suite = models.ForeignKey(Suite, on_delete=models.CASCADE, related_name="evaluations")
     content_hash = models.CharField(max_length=64)
     # The suite as it was evaluated, so results of outdated content stay readable.
     snapshot = models.JSONField()
-    status = models.CharField(max_length=10, choices=Status.choices, default=Status.QUEUED)
-    # Whether the GPU task reached the broker; False after a broker outage, so that asking
-    # again sends it.
-    enqueued = models.BooleanField(default=False)
-    attempt = models.PositiveIntegerField(default=1)
-    progress_done = models.PositiveIntegerField(default=0)
-    progress_total = models.PositiveIntegerField(default=0)
-    error = models.TextField(blank=True)
     metric = models.CharField(max_length=10, default="sum")
     accuracy = models.FloatField(null=True, blank=True)
     # Strict comparisons (< or >) whose two sides were exactly equal: each failed, as in
@@ -85,12 +131,6 @@ class Evaluation(models.Model):
     accuracy_random_ties = models.FloatField(null=True, blank=True)
     diagnostics = models.JSONField(default=dict, blank=True)
     model_info = models.JSONField(default=dict, blank=True)
-    requested_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
-    )
-    created_at = models.DateTimeField(auto_now_add=True)
-    started_at = models.DateTimeField(null=True, blank=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at"]
@@ -119,9 +159,8 @@ class Evaluation(models.Model):
     def outdated(self) -> bool:
         return self.content_hash != self.suite.content_hash
 
-    @property
-    def finished(self) -> bool:
-        return self.status in (self.Status.DONE, self.Status.FAILED)
+    def benchmark_owner(self) -> Any:
+        return self.suite.owner
 
 
 class PredictionResult(models.Model):

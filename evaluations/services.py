@@ -4,7 +4,7 @@ recording progress and storing results. Each is one function, one transaction.""
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -15,26 +15,27 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 from django.utils.text import slugify
 
-from evaluations import outcomes
+from evaluations import outcomes, runs
 from evaluations.models import Evaluation, ItemResult, LanguageModel, PredictionResult
 from suites import formats, selectors
 from suites.models import Suite
 
 log = logging.getLogger(__name__)
 
+# Suite evaluations as a kind of run: the lifecycle in `evaluations.runs` moves them.
+SUITE_RUNS = runs.RunKind(
+    name="suite",
+    model="evaluations.Evaluation",
+    payload="evaluations.services.scoring_payload",
+    work="evaluations.worker.run_scoring",
+    store="evaluations.services.suite_results_store",
+)
+runs.register(SUITE_RUNS)
+
 S = Evaluation.Status
-# From which states each state may be entered: the status machine never goes backwards.
-ALLOWED_FROM: dict[str, tuple[str, ...]] = {
-    S.RUNNING: (S.QUEUED, S.RUNNING),
-    S.STORING: (S.QUEUED, S.RUNNING),
-    S.DONE: (S.QUEUED, S.RUNNING, S.STORING),
-    S.FAILED: (S.QUEUED, S.RUNNING, S.STORING),
-}
-
-
-class BrokerUnavailable(Exception):
-    """The task queue could not be reached. The evaluations were recorded; asking again
-    sends them."""
+# Re-exported: views and the API catch them from here.
+BrokerUnavailable = runs.BrokerUnavailable
+RunConflict = runs.RunConflict
 
 
 class ModelRegistrationError(Exception):
@@ -160,8 +161,9 @@ def evaluation_request(
             else:
                 outcome.existing.append(evaluation)
             outcome.evaluations.append(evaluation)
-    # Outside the transaction, so that a worker never sees a row that is not committed.
-    _enqueue([e for e in outcome.evaluations if not e.enqueued and e.status == S.QUEUED])
+        # Sent once the rows are committed, so that a worker never sees a row that is
+        # not there; a broker outage then raises BrokerUnavailable out of this block.
+        runs.runs_enqueue_on_commit(kind=SUITE_RUNS, runs=outcome.evaluations)
     return outcome
 
 
@@ -177,73 +179,39 @@ def scoring_payload(evaluation: Evaluation) -> dict[str, Any]:
     }
 
 
-def _enqueue(evaluations: Sequence[Evaluation]) -> None:
-    from evaluations import tasks
-
-    failed = []
-    for evaluation in evaluations:
-        try:
-            tasks.enqueue_score(scoring_payload(evaluation))
-        except Exception as exc:  # noqa: BLE001 - any broker failure is reported the same way
-            log.warning("could not enqueue evaluation %s: %s", evaluation.pk, exc)
-            failed.append(evaluation)
-            continue
-        Evaluation.objects.filter(pk=evaluation.pk).update(enqueued=True)
-        evaluation.enqueued = True
-    if failed:
-        raise BrokerUnavailable(
-            f"The task queue could not be reached, so {len(failed)} evaluation(s) are recorded "
-            "but not yet sent to a worker. Nothing was lost: ask again in a moment."
-        )
-
-
 def evaluation_retry(
     *, evaluation: Evaluation, user: AbstractBaseUser | AnonymousUser | None
 ) -> Evaluation:
-    """Send a failed evaluation again, as a new attempt (results of a late old attempt are
-    then ignored)."""
-    with transaction.atomic():
-        updated = Evaluation.objects.filter(pk=evaluation.pk, status=S.FAILED).update(
-            status=S.QUEUED,
-            enqueued=False,
-            attempt=evaluation.attempt + 1,
-            error="",
-            progress_done=0,
-            started_at=None,
-            finished_at=None,
-        )
-    evaluation.refresh_from_db()
-    if updated or (evaluation.status == S.QUEUED and not evaluation.enqueued):
-        _enqueue([evaluation])
-    return evaluation
+    """Send a failed or cancelled evaluation again (see `runs.run_retry`)."""
+    return runs.run_retry(run=evaluation, user=user)
 
 
-def _advance(evaluation_id: int, attempt: int, to: str, **fields: Any) -> bool:
-    """Move to `to` if allowed from the current state; False when the update is stale."""
-    count = Evaluation.objects.filter(
-        pk=evaluation_id, attempt=attempt, status__in=ALLOWED_FROM[to]
-    ).update(status=to, **fields)
-    return count == 1
+def evaluation_cancel(
+    *, evaluation: Evaluation, user: AbstractBaseUser | AnonymousUser | None
+) -> Evaluation:
+    return runs.run_cancel(run=evaluation, user=user)
 
 
 def progress_record(
     *, evaluation_id: int, attempt: int, done: int, total: int, restart: bool = False
 ) -> None:
-    """Record progress and mark the run as started. Within one run progress only grows (a
-    late message changes nothing); `restart` is the first message of a run, which starts
-    again from `done` when a worker died and the message was handed to another one."""
-    now = timezone.now()
-    Evaluation.objects.filter(pk=evaluation_id, attempt=attempt, status=S.QUEUED).update(
-        status=S.RUNNING, started_at=now
+    runs.run_progress(
+        kind=SUITE_RUNS,
+        run_id=evaluation_id,
+        attempt=attempt,
+        done=done,
+        total=total,
+        restart=restart,
     )
-    running = Evaluation.objects.filter(pk=evaluation_id, attempt=attempt, status=S.RUNNING)
-    if not restart:
-        running = running.filter(progress_done__lt=done)
-    running.update(progress_done=done, progress_total=total)
 
 
 def evaluation_fail(*, evaluation_id: int, attempt: int, reason: str) -> None:
-    _advance(evaluation_id, attempt, S.FAILED, error=reason[:5000], finished_at=timezone.now())
+    runs.run_fail(kind=SUITE_RUNS, run_id=evaluation_id, attempt=attempt, reason=reason)
+
+
+def suite_results_store(*, run_id: int, attempt: int, results: dict[str, Any]) -> bool:
+    """The store function of suite runs (the kinds registry's calling convention)."""
+    return results_store(evaluation_id=run_id, attempt=attempt, results=results)
 
 
 def results_store(*, evaluation_id: int, attempt: int, results: dict[str, Any]) -> bool:
@@ -261,19 +229,18 @@ def results_store(*, evaluation_id: int, attempt: int, results: dict[str, Any]) 
         if (
             evaluation is None
             or evaluation.attempt != attempt
-            or evaluation.status not in ALLOWED_FROM[S.DONE]
+            or evaluation.status not in runs.ALLOWED_FROM[S.DONE]
         ):
             return False
         snapshot = evaluation.snapshot
         keys = formats.sentences(snapshot)
         scored = results["sentences"]
         if len(scored) != len(keys):
-            _advance(
-                evaluation_id,
-                attempt,
-                S.FAILED,
-                error=f"the worker returned {len(scored)} sentences for {len(keys)}",
-                finished_at=timezone.now(),
+            runs.run_fail(
+                kind=SUITE_RUNS,
+                run_id=evaluation_id,
+                attempt=attempt,
+                reason=f"the worker returned {len(scored)} sentences for {len(keys)}",
             )
             return False
         outcome = outcomes.score_items(snapshot, scored)
@@ -305,7 +272,8 @@ def results_store(*, evaluation_id: int, attempt: int, results: dict[str, Any]) 
         ItemResult.objects.bulk_create(item_rows, batch_size=500)
         PredictionResult.objects.bulk_create(prediction_rows)
         info = results.get("model_info") or {}
-        _advance(
+        runs.run_advance(
+            SUITE_RUNS,
             evaluation_id,
             attempt,
             S.DONE,

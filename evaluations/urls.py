@@ -14,6 +14,7 @@ urlpatterns = [
     path("evaluations/new/", views.evaluation_request, name="request"),
     path("evaluations/<int:pk>/", views.evaluation_detail, name="detail"),
     path("evaluations/<int:pk>/retry/", views.evaluation_retry, name="retry"),
+    path("evaluations/<int:pk>/cancel/", views.evaluation_cancel, name="cancel"),
     # After models/register/, which the slug pattern would otherwise swallow.
     path("models/<slug:name>/", result_views.model_page, name="model"),
     path("leaderboard/", result_views.leaderboard_page, name="leaderboard"),
@@ -29,6 +30,9 @@ api_urlpatterns = [
     path("evaluations/", api.EvaluationListCreate.as_view(), name="api-evaluations"),
     path("evaluations/<int:pk>/", api.EvaluationDetail.as_view(), name="api-evaluation"),
     path("evaluations/<int:pk>/retry/", api.EvaluationRetry.as_view(), name="api-evaluation-retry"),
+    path(
+        "evaluations/<int:pk>/cancel/", api.EvaluationCancel.as_view(), name="api-evaluation-cancel"
+    ),
     path("leaderboard/", result_views.LeaderboardAPI.as_view(), name="api-leaderboard"),
     path(
         "minimal-pairs/<str:name>/analyze/",

@@ -103,18 +103,39 @@ def evaluation_list(request: HttpRequest) -> HttpResponse:
 
 
 def evaluation_detail(request: HttpRequest, pk: int) -> HttpResponse:
-    evaluation = get_object_or_404(Evaluation.objects.select_related("model", "suite"), pk=pk)
-    return render(request, "evaluations/evaluation_detail.html", {"evaluation": evaluation})
+    evaluation = get_object_or_404(
+        Evaluation.objects.select_related("model", "suite", "requested_by"), pk=pk
+    )
+    return render(
+        request,
+        "evaluations/evaluation_detail.html",
+        {"evaluation": evaluation, "may_manage": evaluation.may_manage(request.user)},
+    )
 
 
 @login_required
 @require_POST
 def evaluation_retry(request: HttpRequest, pk: int) -> HttpResponse:
-    evaluation = get_object_or_404(Evaluation, pk=pk)
+    evaluation = get_object_or_404(Evaluation.objects.select_related("suite"), pk=pk)
     try:
         services.evaluation_retry(evaluation=evaluation, user=request.user)
     except services.BrokerUnavailable as down:
         messages.error(request, str(down))
+    except services.RunConflict as conflict:
+        messages.error(request, str(conflict))
     else:
         messages.success(request, "Sent again.")
+    return redirect(evaluation)
+
+
+@login_required
+@require_POST
+def evaluation_cancel(request: HttpRequest, pk: int) -> HttpResponse:
+    evaluation = get_object_or_404(Evaluation.objects.select_related("suite"), pk=pk)
+    try:
+        services.evaluation_cancel(evaluation=evaluation, user=request.user)
+    except services.RunConflict as conflict:
+        messages.error(request, str(conflict))
+    else:
+        messages.success(request, "Cancelled.")
     return redirect(evaluation)

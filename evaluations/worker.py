@@ -3,16 +3,11 @@ in the task's payload, and everything it produces goes back in the result."""
 
 from __future__ import annotations
 
-import os
-import time
 from collections.abc import Callable
 from typing import Any
 
 from evaluations import scoring
 from evaluations.scoring.metrics import region_metrics
-
-# Progress messages at most this often, so a fast worker does not flood the broker.
-PROGRESS_EVERY_SECONDS = float(os.environ.get("GYM_PROGRESS_EVERY_SECONDS", "1.0"))
 
 
 def sentence_metrics(tokens: list[Any]) -> dict[str, float | None]:
@@ -49,18 +44,11 @@ def run_scoring_groups(
     model = scoring.load_model(
         spec["source"], revision=spec.get("revision") or None, dtype=spec.get("dtype") or None
     )
-    last = [0.0]
-
-    def throttled(done: int, total: int) -> None:
-        now = time.monotonic()
-        if progress is not None and (now - last[0] >= PROGRESS_EVERY_SECONDS or done == total):
-            last[0] = now
-            progress(done, total)
-
     rule = payload.get("straddling") or "missing"
     groups = payload["groups"]
     everything = [sentence for group in groups for sentence in group]
-    scores = scoring.score_sentences(model, everything, progress=throttled, straddling=rule)
+    # `progress` is called after each batch; the caller throttles it (see tasks).
+    scores = scoring.score_sentences(model, everything, progress=progress, straddling=rule)
     info = scoring.model_info(model)
     results = []
     start = 0

@@ -166,8 +166,19 @@ DATABASES = {
     )
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
-    # Web and worker share the file: wait for locks instead of failing at once.
-    DATABASES["default"].setdefault("OPTIONS", {})["timeout"] = 20
+    # Web and workers write the same file at once. WAL lets readers go on while one
+    # writes; IMMEDIATE transactions take the write lock when they begin, so that two
+    # writers queue for it (for up to the busy timeout) instead of one failing with
+    # "database is locked" halfway through.
+    _busy_seconds = envint("GYM_SQLITE_BUSY_TIMEOUT", 30)
+    DATABASES["default"].setdefault("OPTIONS", {}).update(
+        {
+            "timeout": _busy_seconds,
+            "transaction_mode": "IMMEDIATE",
+            # NORMAL with WAL cannot corrupt the file; a power cut may lose the last commits.
+            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+        }
+    )
     # A file, not memory, so that a Celery worker started by the tests shares it.
     # One file per test run, so that two runs on one machine never share it.
     DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / f"test-db-{os.getpid()}.sqlite3")}
@@ -265,6 +276,19 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BROKER_CONNECTION_TIMEOUT = envint("CELERY_BROKER_CONNECTION_TIMEOUT", 3)
+# How often a worker reports progress (seconds), so that a fast one does not flood the
+# broker.
+GYM_PROGRESS_EVERY_SECONDS = float(envstr("GYM_PROGRESS_EVERY_SECONDS", "1.0"))
+# The periodic sweep (celery beat): how often it runs, how long a run may stay queued
+# without reaching the broker before it re-sends it.
+GYM_SWEEP_EVERY_SECONDS = envint("GYM_SWEEP_EVERY_SECONDS", 60)
+GYM_SWEEP_RESEND_AFTER = envint("GYM_SWEEP_RESEND_AFTER", 30)
+CELERY_BEAT_SCHEDULE = {
+    "sweep runs": {"task": "runs.sweep", "schedule": GYM_SWEEP_EVERY_SECONDS},
+}
+# Test hook, unset in production: while a file named "hold" is in this folder, a worker
+# pauses after each progress report, so that tests pace runs instead of racing them.
+GYM_RUN_HOLD_DIR = envstr("GYM_RUN_HOLD_DIR", "")
 if CELERY_BROKER_URL.startswith("filesystem://"):
     _broker_dir = VAR_DIR / "broker"
     for _sub in ("queue", "processed", "control"):
@@ -280,6 +304,8 @@ if CELERY_BROKER_URL.startswith("filesystem://"):
         # The folder is polled; a short interval keeps a laptop's runs snappy.
         "polling_interval": 0.2,
     }
+    # Every worker shares this machine's disk: results travel as files, not messages.
+    _results_default = str(VAR_DIR / "results")
 else:
     # A message not acknowledged within this time is given to another worker: it must
     # outlast the longest task, or a long run would be started twice.
@@ -299,6 +325,17 @@ else:
         raise ImproperlyConfigured(
             "CELERY_VISIBILITY_TIMEOUT must be longer than CELERY_TASK_HARD_TIME_LIMIT"
         )
+    _results_default = ""
+# A folder that the GPU workers and the storing worker share (a volume): results go
+# through it instead of through the broker. Empty: results travel in the message.
+GYM_RUN_RESULTS_DIR = envstr("GYM_RUN_RESULTS_DIR", _results_default)
+# A run still running this long after its start is failed by the sweep with the reason:
+# no worker may take longer (the time limit, plus the time the broker takes to give a
+# lost worker's message to another worker), so its worker is gone with its work.
+GYM_RUN_STALE_AFTER = envint(
+    "GYM_RUN_STALE_AFTER",
+    CELERY_BROKER_TRANSPORT_OPTIONS.get("visibility_timeout", CELERY_TASK_HARD_TIME_LIMIT) + 600,
+)
 
 LOGGING = {
     "version": 1,

@@ -26,10 +26,15 @@ def tiny_gpt2(tmp_path_factory) -> Path:  # type: ignore[no-untyped-def]
 
 
 @pytest.fixture
-def setup(tiny_gpt2, alice):  # type: ignore[no-untyped-def]
+def setup(tiny_gpt2, alice, django_capture_on_commit_callbacks):  # type: ignore[no-untyped-def]
     suite = suite_services.suite_import(source=small_suite("store me"), owner=alice).suite
     model = services.model_register(source=str(tiny_gpt2), name="tiny")
-    evaluation = services.evaluation_request(model=model, suites=[suite], user=alice).evaluations[0]
+    # The work is published when the request's transaction commits.
+    with django_capture_on_commit_callbacks(execute=True) as published:
+        outcome = services.evaluation_request(model=model, suites=[suite], user=alice)
+    assert len(published) == 1
+    evaluation = outcome.evaluations[0]
+    evaluation.refresh_from_db()
     payload = services.scoring_payload(evaluation)
     results = worker.run_scoring(payload)
     return suite, model, evaluation, results
@@ -45,8 +50,9 @@ def test_request_twice_gives_one_evaluation(setup, alice) -> None:  # type: igno
 
 def test_store_twice_writes_one_set(setup) -> None:  # type: ignore[no-untyped-def]
     _, _, evaluation, results = setup
-    assert tasks.store.apply(args=[evaluation.pk, 1, results]).get() is True
-    assert tasks.store.apply(args=[evaluation.pk, 1, results]).get() is False
+    packed = {"inline": results}
+    assert tasks.store.apply(args=["suite", evaluation.pk, 1, packed]).get() is True
+    assert tasks.store.apply(args=["suite", evaluation.pk, 1, packed]).get() is False
     evaluation.refresh_from_db()
     assert evaluation.status == "done"
     assert ItemResult.objects.filter(evaluation=evaluation).count() == 2
@@ -122,6 +128,7 @@ def test_changed_suite_gets_a_new_evaluation_and_old_is_outdated(setup, alice) -
     assert ItemResult.objects.filter(evaluation=evaluation).count() == 2
 
 
+@pytest.mark.django_db(transaction=True)
 def test_broker_down_is_a_clear_503_and_nothing_is_lost(tiny_gpt2, alice, alice_client) -> None:  # type: ignore[no-untyped-def]
     suite = suite_services.suite_import(source=small_suite("queued"), owner=alice).suite
     services.model_register(source=str(tiny_gpt2), name="tiny")
@@ -166,10 +173,10 @@ def test_a_run_killed_by_the_hard_time_limit_is_marked_failed(setup) -> None:  #
     from gym.celery import app as celery_app
 
     _, _, evaluation, _ = setup
-    payload = services.scoring_payload(evaluation)
+    args = ["suite", evaluation.pk, 1, services.scoring_payload(evaluation)]
     celery_app.conf.task_always_eager = True  # run the fail task it sends, here
     try:
-        tasks.score.on_failure(TimeLimitExceeded(7200), "task-id", [payload], {}, None)
+        tasks.work.on_failure(TimeLimitExceeded(7200), "task-id", args, {}, None)
     finally:
         celery_app.conf.task_always_eager = False
     evaluation.refresh_from_db()
@@ -177,19 +184,23 @@ def test_a_run_killed_by_the_hard_time_limit_is_marked_failed(setup) -> None:  #
     assert "longer than this site's limit of 7200 s" in evaluation.error
 
 
-def test_a_lost_worker_is_not_a_failure(setup) -> None:  # type: ignore[no-untyped-def]
-    """Its message goes back to the queue for another worker; the run stays as it is."""
+def test_a_lost_worker_is_not_a_failure_but_any_other_final_exception_is(setup) -> None:  # type: ignore[no-untyped-def]
+    """A lost worker's message goes back to the queue for another worker, so the run
+    stays as it is; every other exception that escapes the task fails the run with it."""
     from billiard.exceptions import WorkerLostError
 
     from gym.celery import app as celery_app
 
     _, _, evaluation, _ = setup
+    args = ["suite", evaluation.pk, 1, services.scoring_payload(evaluation)]
     celery_app.conf.task_always_eager = True
     try:
-        tasks.score.on_failure(
-            WorkerLostError("gone"), "task-id", [services.scoring_payload(evaluation)], {}, None
-        )
+        tasks.work.on_failure(WorkerLostError("gone"), "task-id", args, {}, None)
+        evaluation.refresh_from_db()
+        assert evaluation.status == "queued" and evaluation.error == ""
+        tasks.work.on_failure(RuntimeError("disk full"), "task-id", args, {}, None)
     finally:
         celery_app.conf.task_always_eager = False
     evaluation.refresh_from_db()
-    assert evaluation.status == "queued" and evaluation.error == ""
+    assert evaluation.status == "failed"
+    assert "RuntimeError: disk full" in evaluation.error

@@ -289,7 +289,7 @@ def test_results_csv_rows(anon_client, evaluation) -> None:  # type: ignore[no-u
     assert rows[13] == ["3", "match", "1", "Subject", "The cow", "", "", "", "", "", ""]
 
 
-@pytest.mark.parametrize("status", ["queued", "running", "storing", "failed"])
+@pytest.mark.parametrize("status", ["queued", "running", "failed", "cancelled"])
 def test_only_done_evaluations_have_result_pages(anon_client, evaluation, status) -> None:  # type: ignore[no-untyped-def]
     Evaluation.objects.filter(pk=evaluation.pk).update(status=status)
     for suffix in ("results/", "results.json", "results.csv"):

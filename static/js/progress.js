@@ -18,11 +18,15 @@
     if (acc) acc.textContent = data.accuracy === null ? "—" : data.accuracy.toFixed(3);
     const err = el.querySelector("[data-error]");
     if (err && data.error) { err.hidden = false; err.querySelector("[data-error-text]").textContent = data.error; }
+    const waiting = el.querySelector("[data-waiting]");
+    if (waiting) waiting.hidden = !(data.status === "queued" && data.enqueued === false);
     const link = el.querySelector("[data-results-link]");
     if (link && data.status === "done") link.hidden = false;
-    const finished = data.status === "done" || data.status === "failed";
+    const finished = data.status === "done" || data.status === "failed" || data.status === "cancelled";
     el.dataset.finished = finished ? "1" : "0";
-    if (finished && el.tagName === "SECTION" && data.status === "failed") {
+    const cancel = el.querySelector("[data-cancel]");
+    if (cancel && finished) cancel.hidden = true;
+    if (finished && el.tagName === "SECTION" && data.status !== "done") {
       // The retry button is rendered by the server: reload once to show it.
       window.location.reload();
     }

@@ -1,0 +1,170 @@
+"""The run lifecycle without a worker: who may cancel and retry, what retry and cancel do
+in every state, the sweep that heals runs nobody asks about, and the page that says a
+run waits for the broker."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from evaluations import runs, services
+from evaluations.models import Evaluation, LanguageModel
+from suites import services as suite_services
+from tests.celery_harness import broker
+from tests.conftest import small_suite
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def evaluation(alice, bob) -> Evaluation:  # type: ignore[no-untyped-def]
+    """Alice's suite; bob asked for the run. Not sent to the broker (no commit here)."""
+    suite = suite_services.suite_import(source=small_suite("owned by alice"), owner=alice).suite
+    model = LanguageModel.objects.create(name="m", display_name="M", source="/models/m")
+    return services.evaluation_request(model=model, suites=[suite], user=bob).evaluations[0]
+
+
+@pytest.fixture
+def dave_client(django_user_model):  # type: ignore[no-untyped-def]
+    from tests.conftest import BrowserClient
+
+    client = BrowserClient()
+    client.force_login(django_user_model.objects.create_user("dave", password="dave-pass-1234"))
+    return client
+
+
+def _api_post(client, path: str):  # type: ignore[no-untyped-def]
+    return client.post(
+        path, "{}", content_type="application/json", HTTP_X_CSRFTOKEN=client.csrf_token()
+    )
+
+
+def test_only_owner_requester_or_staff_may_cancel_or_retry(
+    evaluation, dave_client, alice_client, bob_client, charlie_client
+) -> None:  # type: ignore[no-untyped-def]
+    services.evaluation_fail(evaluation_id=evaluation.pk, attempt=1, reason="GPU fell over")
+    # Somebody else: refused, on the API and on the page, and nothing changes.
+    assert _api_post(dave_client, f"/api/evaluations/{evaluation.pk}/retry/").status_code == 403
+    assert dave_client.post_form(f"/evaluations/{evaluation.pk}/retry/").status_code == 403
+    assert "Retry" not in dave_client.get(f"/evaluations/{evaluation.pk}/").content.decode()
+    evaluation.refresh_from_db()
+    assert (evaluation.status, evaluation.attempt) == ("failed", 1)
+    # The requester, the suite's owner and staff may.
+    page = bob_client.get(f"/evaluations/{evaluation.pk}/").content.decode()
+    assert "Retry" in page
+    response = _api_post(bob_client, f"/api/evaluations/{evaluation.pk}/retry/")
+    assert response.status_code == 200 and response.json()["attempt"] == 2
+    assert _api_post(dave_client, f"/api/evaluations/{evaluation.pk}/cancel/").status_code == 403
+    response = _api_post(alice_client, f"/api/evaluations/{evaluation.pk}/cancel/")
+    assert response.status_code == 200 and response.json()["status"] == "cancelled"
+    assert "Cancelled by alice" in response.json()["error"]
+    response = charlie_client.post_form(f"/evaluations/{evaluation.pk}/retry/")
+    assert response.status_code == 302
+    evaluation.refresh_from_db()
+    assert (evaluation.status, evaluation.attempt) == ("queued", 3)
+
+
+def test_retry_and_cancel_answer_a_conflict_when_there_is_nothing_to_do(
+    evaluation, bob_client
+) -> None:  # type: ignore[no-untyped-def]
+    pk = evaluation.pk
+    Evaluation.objects.filter(pk=pk).update(enqueued=True)
+    queued = _api_post(bob_client, f"/api/evaluations/{pk}/retry/")
+    assert queued.status_code == 409 and "already sent" in queued.json()["detail"]
+    services.progress_record(evaluation_id=pk, attempt=1, done=1, total=4)
+    running = _api_post(bob_client, f"/api/evaluations/{pk}/retry/")
+    assert running.status_code == 409 and "cancel it first" in running.json()["detail"]
+    Evaluation.objects.filter(pk=pk).update(status="done")
+    done = _api_post(bob_client, f"/api/evaluations/{pk}/retry/")
+    assert done.status_code == 409 and "done" in done.json()["detail"]
+    cancel = _api_post(bob_client, f"/api/evaluations/{pk}/cancel/")
+    assert cancel.status_code == 409
+    # The page says so too, instead of "Sent again".
+    page = bob_client.post_form(f"/evaluations/{pk}/retry/", follow=True).content.decode()
+    assert "nothing to retry" in page and "Sent again" not in page
+    evaluation.refresh_from_db()
+    assert (evaluation.status, evaluation.attempt) == ("done", 1)
+
+
+def test_a_cancelled_run_refuses_its_results_until_retried(evaluation, bob) -> None:  # type: ignore[no-untyped-def]
+    services.progress_record(evaluation_id=evaluation.pk, attempt=1, done=2, total=4)
+    services.evaluation_cancel(evaluation=evaluation, user=bob)
+    results = {"sentences": [{"regions": [], "sentence": {}}] * 4}
+    assert services.results_store(evaluation_id=evaluation.pk, attempt=1, results=results) is False
+    services.progress_record(evaluation_id=evaluation.pk, attempt=1, done=3, total=4)
+    evaluation.refresh_from_db()
+    assert (evaluation.status, evaluation.progress_done) == ("cancelled", 2)
+    assert evaluation.finished_at is not None
+    evaluation = services.evaluation_retry(evaluation=evaluation, user=bob)
+    assert (evaluation.status, evaluation.attempt, evaluation.error) == ("queued", 2, "")
+
+
+def test_the_page_says_when_a_run_waits_for_the_broker(evaluation, bob_client) -> None:  # type: ignore[no-untyped-def]
+    waiting = "waiting for the task queue"
+    page = bob_client.get(f"/evaluations/{evaluation.pk}/").content.decode()
+    assert evaluation.enqueued is False
+    assert waiting in page and "data-waiting hidden" not in page
+    assert "Send again" in page
+    api = bob_client.get(f"/api/evaluations/{evaluation.pk}/").json()
+    assert api["enqueued"] is False
+    Evaluation.objects.filter(pk=evaluation.pk).update(enqueued=True)
+    page = bob_client.get(f"/evaluations/{evaluation.pk}/").content.decode()
+    assert "data-waiting hidden" in page and "Send again" not in page
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_sweep_sends_what_never_reached_the_broker_and_fails_stale_runs(
+    alice, bob, settings
+) -> None:  # type: ignore[no-untyped-def]
+    suites = [
+        suite_services.suite_import(source=small_suite(f"sweep {n}"), owner=alice).suite
+        for n in range(3)
+    ]
+    model = LanguageModel.objects.create(name="m", display_name="M", source="/models/m")
+    with broker("redis://127.0.0.1:1/0"):  # nothing listens there
+        with pytest.raises(services.BrokerUnavailable):
+            services.evaluation_request(model=model, suites=suites, user=bob)
+    unsent, running, fresh = Evaluation.objects.order_by("pk")
+    assert not any(e.enqueued for e in (unsent, running, fresh))
+    now = timezone.now()
+    Evaluation.objects.filter(pk=unsent.pk).update(queued_at=now - timedelta(minutes=5))
+    Evaluation.objects.filter(pk__in=[running.pk, fresh.pk]).update(enqueued=True)
+    services.progress_record(evaluation_id=running.pk, attempt=1, done=1, total=4)
+    services.progress_record(evaluation_id=fresh.pk, attempt=1, done=1, total=4)
+    Evaluation.objects.filter(pk=running.pk).update(
+        started_at=now - timedelta(seconds=settings.GYM_RUN_STALE_AFTER + 1)
+    )
+
+    # While the broker is still down the sweep sends nothing and says so.
+    with broker("redis://127.0.0.1:1/0"):
+        report = runs.runs_sweep(now=now)
+    assert (report.resent, report.unsent, report.failed) == (0, 1, 1)
+    # Once it is back, the unsent run goes out; nothing else moves.
+    report = runs.runs_sweep(now=now)
+    assert (report.resent, report.unsent, report.failed) == (1, 0, 0)
+    for evaluation in (unsent, running, fresh):
+        evaluation.refresh_from_db()
+    assert unsent.enqueued and unsent.status == "queued"
+    assert running.status == "failed" and "No worker finished this run" in running.error
+    assert fresh.status == "running"
+    # A queued run that is younger than GYM_SWEEP_RESEND_AFTER is left to its request.
+    Evaluation.objects.filter(pk=unsent.pk).update(enqueued=False, queued_at=now)
+    assert runs.runs_sweep(now=now).resent == 0
+
+
+def test_the_sweep_is_scheduled() -> None:
+    from evaluations import tasks
+    from gym.celery import app as celery_app
+
+    entry = celery_app.conf.beat_schedule["sweep runs"]
+    assert entry["task"] == tasks.sweep.name == "runs.sweep"
+
+
+def test_every_kind_is_registered_with_importable_parts() -> None:
+    kind = runs.kind_named("suite")
+    assert kind.run_model is Evaluation
+    assert callable(kind.store_function())
+    with pytest.raises(LookupError):
+        runs.kind_named("no such kind")
