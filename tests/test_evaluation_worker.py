@@ -294,6 +294,7 @@ def test_missing_model_fails_permanently_with_reason_and_can_be_retried(
     redis_broker,
     workers,
     tiny_gpt2,
+    alice,
     alice_client,  # type: ignore[no-untyped-def]
 ) -> None:
     suite = _import(["number_src"])[0]
@@ -301,7 +302,10 @@ def test_missing_model_fails_permanently_with_reason_and_can_be_retried(
         name="ghost", display_name="Ghost", source="/nonexistent/model"
     )
     workers()
-    evaluation = services.evaluation_request(model=missing, suites=[suite]).evaluations[0]
+    # Alice asks, so she may retry it.
+    evaluation = services.evaluation_request(model=missing, suites=[suite], user=alice).evaluations[
+        0
+    ]
     (evaluation,) = _wait([evaluation.pk], timeout=120)
     assert evaluation.status == "failed"
     assert "could not be loaded" in evaluation.error
