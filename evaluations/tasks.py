@@ -162,7 +162,7 @@ def work(self: Any, kind: str, run_id: int, attempt: int, payload: dict[str, Any
     except Exception as exc:
         transient = _is_transient(exc)
         if transient and self.request.retries < self.max_retries:
-            raise self.retry(exc=exc, countdown=min(2 ** (self.request.retries + 2), 300)) from exc
+            raise self.retry(exc=exc, countdown=retry_countdown(self.request.retries)) from exc
         if not transient:
             log.exception("%s run %s failed", kind, run_id)
         _hand_over(
@@ -174,6 +174,12 @@ def work(self: Any, kind: str, run_id: int, attempt: int, payload: dict[str, Any
         )
         return
     _hand_over(store, kind, run_id, attempt, results_pack(kind, run_id, attempt, results))
+
+
+def retry_countdown(retries: int) -> int:
+    """Seconds before the next try of a run's work: 4, 8, 16 ... at most 5 minutes, so a
+    busy GPU gets time to free its memory."""
+    return min(2 ** (retries + 2), 300)
 
 
 class _Progress:
@@ -252,6 +258,24 @@ def results_discard(packed: dict[str, Any]) -> None:
     path = _results_path(packed)
     if path is not None:
         path.unlink(missing_ok=True)
+
+
+def results_prune(*, older_than_seconds: float) -> int:
+    """Delete result files nobody stored (their message was lost with a broker folder);
+    returns how many. Old enough that no pending store can still want them."""
+    folder = settings.GYM_RUN_RESULTS_DIR
+    if not folder or not Path(folder).is_dir():
+        return 0
+    cutoff = time.time() - older_than_seconds
+    pruned = 0
+    for path in Path(folder).iterdir():
+        try:
+            if path.is_file() and path.stat().st_mtime < cutoff:
+                path.unlink()
+                pruned += 1
+        except FileNotFoundError:
+            continue
+    return pruned
 
 
 def failure_reason(exc: BaseException, *, retries: int = 0, limit: int | None = None) -> str:
@@ -379,3 +403,5 @@ def sweep() -> None:
     from evaluations import runs
 
     runs.runs_sweep()
+    # A week: far beyond any store's retries, short enough that lost files do not pile up.
+    results_prune(older_than_seconds=7 * 24 * 3600)

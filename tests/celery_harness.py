@@ -12,6 +12,7 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 from django.db import connection
@@ -146,3 +147,45 @@ class Worker:
                 self.process.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 self.kill()
+
+
+class Pace:
+    """The test's hand on a worker's pace (the GYM_RUN_HOLD_DIR hook): while held, a run
+    stops after its first batch, with its progress reported, until released."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        folder.mkdir(parents=True, exist_ok=True)
+
+    def hold(self) -> None:
+        (self.folder / "hold").touch()
+
+    def release(self) -> None:
+        (self.folder / "hold").unlink(missing_ok=True)
+
+    def wait_held(self, evaluation: Any, *, after: object = None, timeout: float = 120) -> Any:
+        """Until the run is running mid-way (a delivery that started after `after`)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            evaluation.refresh_from_db()
+            assert not evaluation.finished, evaluation.error
+            if (
+                evaluation.status == "running"
+                and 0 < evaluation.progress_done < evaluation.progress_total
+                and (after is None or evaluation.started_at > after)
+            ):
+                return evaluation
+            time.sleep(0.1)
+        raise AssertionError(f"the run never got held mid-way: {evaluation.status}")
+
+
+def wait_for_log(worker: Worker, text: str, timeout: float = 120) -> None:
+    """Until the worker's log shows `text` (what a worker did, not how fast)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if text in worker.log.read_text():
+            return
+        if worker.process.poll() is not None:
+            raise RuntimeError(f"worker exited: {worker.log.read_text()[-3000:]}")
+        time.sleep(0.2)
+    raise AssertionError(f"{text!r} not in the worker's log: {worker.log.read_text()[-3000:]}")

@@ -16,7 +16,7 @@ from evaluations.models import Evaluation, ItemResult, LanguageModel, Prediction
 from suites import formats
 from suites import services as suite_services
 from suites.models import Suite
-from tests.celery_harness import Worker, broker, flush_redis, redis_or_skip
+from tests.celery_harness import Pace, Worker, broker, flush_redis, redis_or_skip
 from tests.conftest import SHARED_DATA, BrowserClient
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
@@ -30,38 +30,6 @@ def tiny_gpt2(tmp_path_factory) -> Path:  # type: ignore[no-untyped-def]
     from tests.tiny_models import make_gpt2
 
     return make_gpt2(tmp_path_factory.mktemp("tiny-gpt2"))
-
-
-class Pace:
-    """The test's hand on a worker's pace (the GYM_RUN_HOLD_DIR hook): while held, a run
-    stops after its first batch, with its progress reported, until released."""
-
-    def __init__(self, folder: Path) -> None:
-        self.folder = folder
-        folder.mkdir(parents=True, exist_ok=True)
-
-    def hold(self) -> None:
-        (self.folder / "hold").touch()
-
-    def release(self) -> None:
-        (self.folder / "hold").unlink(missing_ok=True)
-
-    def wait_held(
-        self, evaluation: Evaluation, *, after: object = None, timeout: float = 120
-    ) -> Evaluation:
-        """Until the run is running mid-way (a delivery that started after `after`)."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            evaluation.refresh_from_db()
-            assert not evaluation.finished, evaluation.error
-            if (
-                evaluation.status == "running"
-                and 0 < evaluation.progress_done < evaluation.progress_total
-                and (after is None or evaluation.started_at > after)
-            ):
-                return evaluation
-            time.sleep(0.1)
-        raise AssertionError(f"the run never got held mid-way: {evaluation.status}")
 
 
 @pytest.fixture

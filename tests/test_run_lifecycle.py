@@ -168,3 +168,19 @@ def test_every_kind_is_registered_with_importable_parts() -> None:
     assert callable(kind.store_function())
     with pytest.raises(LookupError):
         runs.kind_named("no such kind")
+
+
+def test_the_sweep_prunes_result_files_nobody_stored(tmp_path, settings) -> None:  # type: ignore[no-untyped-def]
+    import os
+    import time
+
+    from evaluations import tasks
+
+    settings.GYM_RUN_RESULTS_DIR = str(tmp_path)
+    old = tasks.results_pack("suite", 1, 1, {"sentences": []})
+    new = tasks.results_pack("suite", 2, 1, {"sentences": []})
+    week_ago = time.time() - 8 * 24 * 3600
+    os.utime(tmp_path / old["file"], (week_ago, week_ago))
+    assert tasks.results_prune(older_than_seconds=7 * 24 * 3600) == 1
+    assert tasks.results_unpack(old) is None
+    assert tasks.results_unpack(new) == {"sentences": []}
