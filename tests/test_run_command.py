@@ -1,0 +1,106 @@
+"""The README's run command (`bash scripts/run.sh`) on its embedded defaults, in a
+throw-away var folder: a worker that dies is started again and the site keeps serving."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _status(url: str) -> int | None:
+    try:
+        with urllib.request.urlopen(url, timeout=10) as response:  # noqa: S310 - loopback
+            return response.status
+    except OSError:
+        return None
+
+
+def _processes(session: int, marker: str) -> list[int]:
+    """Processes of the run command's session whose command line holds `marker`."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if os.getsid(int(entry.name)) != session:
+                continue
+            command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except (OSError, ProcessLookupError):
+            continue
+        if marker in command and "celery" in command:
+            found.append(int(entry.name))
+    return found
+
+
+def _until(what: str, check, timeout: float = 600):  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(0.5)
+    raise AssertionError(f"gave up waiting for {what}")
+
+
+def test_a_crashed_worker_is_restarted_and_the_site_keeps_serving(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    port = _free_port()
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if key not in {"DATABASE_URL", "CELERY_BROKER_URL", "DJANGO_SETTINGS_MODULE"}
+    }
+    env |= {"GYM_VAR_DIR": str(tmp_path / "var"), "PORT": str(port), "HF_HUB_OFFLINE": "1"}
+    log = tmp_path / "run.log"
+    command = subprocess.Popen(
+        ["bash", "scripts/run.sh"],
+        cwd=REPO,
+        env=env,
+        stdout=log.open("w"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    home = f"http://127.0.0.1:{port}/"
+    try:
+        _until("the site", lambda: command.poll() is None and _status(home) == 200)
+        # The scoring worker: its main process and its pool process, killed as a crash
+        # (or the out-of-memory killer) would.
+        before = _until("the scoring worker", lambda: set(_processes(command.pid, "gym-score@")))
+        for pid in before:
+            os.kill(pid, signal.SIGKILL)
+        assert _status(home) == 200
+        _until(
+            "a new scoring worker",
+            lambda: set(_processes(command.pid, "gym-score@")) - before,
+            timeout=120,
+        )
+        assert "run: score exited" in log.read_text()
+        assert _status(home) == 200
+        assert command.poll() is None
+    finally:
+        os.killpg(command.pid, signal.SIGTERM)
+        try:
+            command.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            pass
+        try:  # whatever is left of the session
+            os.killpg(command.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        command.wait(timeout=30)
