@@ -148,6 +148,10 @@ def runs_enqueue(*, kind: RunKind, runs: Sequence[Run]) -> None:
 
     failed = 0
     for run in runs:
+        if failed:
+            # The broker is down: the others would wait out the same timeouts for nothing.
+            failed += 1
+            continue
         try:
             tasks.enqueue_work(kind.name, run.pk, run.attempt, kind.build_payload(run))
         except Exception as exc:  # noqa: BLE001 - any broker failure is reported the same way

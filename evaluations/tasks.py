@@ -322,14 +322,14 @@ class StoreTask(Task):
         from evaluations import runs
 
         kind, run_id, attempt = args[0], args[1], args[2]
-        try:
-            runs.run_fail(
-                kind=runs.kind_named(kind),
-                run_id=run_id,
-                attempt=attempt,
-                reason=f"The results could not be stored ({exc.__class__.__name__}: {exc}). "
-                "Retry the run.",
+        if self.name == fail.name and len(args) > 3:
+            reason = str(args[3])  # recording the failure failed: record it from here
+        else:
+            reason = (
+                f"The results could not be stored ({exc.__class__.__name__}: {exc}). Retry the run."
             )
+        try:
+            runs.run_fail(kind=runs.kind_named(kind), run_id=run_id, attempt=attempt, reason=reason)
         except Exception:  # noqa: BLE001 - the database is gone; the sweep fails it later
             log.exception("could not record the failure of %s run %s", kind, run_id)
         if self.name == store.name and len(args) > 3 and isinstance(args[3], dict):

@@ -204,3 +204,23 @@ def test_a_lost_worker_is_not_a_failure_but_any_other_final_exception_is(setup) 
     evaluation.refresh_from_db()
     assert evaluation.status == "failed"
     assert "RuntimeError: disk full" in evaluation.error
+
+
+def test_a_store_that_gives_up_fails_the_run_with_the_reason(setup) -> None:  # type: ignore[no-untyped-def]
+    """After its retries, storing calls on_failure, which fails the run instead of
+    leaving it running forever."""
+    from django.db import OperationalError
+
+    _, _, evaluation, results = setup
+    services.progress_record(evaluation_id=evaluation.pk, attempt=1, done=2, total=4)
+    args = ["suite", evaluation.pk, 1, {"inline": results}]
+    tasks.store.on_failure(OperationalError("database is locked"), "task-id", args, {}, None)
+    evaluation.refresh_from_db()
+    assert evaluation.status == "failed"
+    assert "could not be stored (OperationalError: database is locked)" in evaluation.error
+    # A failure that could not be recorded by its own task is recorded with its reason.
+    evaluation = services.evaluation_retry(evaluation=evaluation, user=evaluation.requested_by)
+    reason = ["suite", evaluation.pk, 2, "The model could not be loaded: gone"]
+    tasks.fail.on_failure(OperationalError("database is locked"), "task-id", reason, {}, None)
+    evaluation.refresh_from_db()
+    assert (evaluation.status, evaluation.error) == ("failed", reason[3])
