@@ -184,3 +184,21 @@ def test_the_sweep_prunes_result_files_nobody_stored(tmp_path, settings) -> None
     assert tasks.results_prune(older_than_seconds=7 * 24 * 3600) == 1
     assert tasks.results_unpack(old) is None
     assert tasks.results_unpack(new) == {"sentences": []}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_work_is_published_only_when_the_rows_are_committed(alice, _private_broker) -> None:  # type: ignore[no-untyped-def]
+    from django.db import transaction
+
+    def published() -> int:
+        return sum(1 for p in _private_broker.iterdir() if p.name.endswith(".gpu.msg"))
+
+    suite = suite_services.suite_import(source=small_suite("on commit"), owner=alice).suite
+    model = LanguageModel.objects.create(name="m", display_name="M", source="/models/m")
+    before = published()
+    with transaction.atomic():  # a caller's own transaction around the service
+        evaluation = services.evaluation_request(model=model, suites=[suite]).evaluations[0]
+        assert published() == before  # a worker could not see the row yet
+    assert published() == before + 1
+    evaluation.refresh_from_db()
+    assert evaluation.enqueued
