@@ -20,6 +20,7 @@ from django.apps import apps
 from django.conf import settings
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
+from django.db.models import F
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
@@ -197,7 +198,7 @@ def run_retry(*, run: Run, user: Any) -> Run:
         ).update(
             status=S.QUEUED,
             enqueued=False,
-            attempt=run.attempt + 1,
+            attempt=F("attempt") + 1,
             error="",
             progress_done=0,
             queued_at=timezone.now(),
