@@ -134,8 +134,12 @@ def evaluation_request(
     asking again later sends whatever was not sent."""
     outcome = RequestOutcome(evaluations=[])
     requester = user if user is not None and user.is_authenticated else None
+    asked = list(suites)
+    by_suite: dict[int, Evaluation] = {}
     with transaction.atomic():
-        for suite in suites:
+        # Rows are created in one global order (suite id), so that two requests for
+        # overlapping suites wait for each other instead of deadlocking (PostgreSQL).
+        for suite in sorted({s.pk: s for s in asked}.values(), key=lambda s: s.pk):
             evaluation = Evaluation.objects.filter(
                 model=model, suite=suite, content_hash=suite.content_hash
             ).first()
@@ -160,7 +164,8 @@ def evaluation_request(
                     outcome.existing.append(evaluation)
             else:
                 outcome.existing.append(evaluation)
-            outcome.evaluations.append(evaluation)
+            by_suite[suite.pk] = evaluation
+        outcome.evaluations = [by_suite[suite.pk] for suite in asked]
         # Sent once the rows are committed, so that a worker never sees a row that is
         # not there; a broker outage then raises BrokerUnavailable out of this block.
         runs.runs_enqueue_on_commit(kind=SUITE_RUNS, runs=outcome.evaluations)

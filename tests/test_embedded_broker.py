@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 import threading
+import time
+import uuid
 from pathlib import Path
 
 from kombu import Connection
@@ -37,13 +39,15 @@ def test_a_big_message_is_never_visible_half_written(tmp_path) -> None:  # type:
     import gym.celery  # noqa: F401
 
     body = {"sentences": [["x" * 80] * 4] * 50_000}  # about 16 MB of JSON
+    # A name of its own: the transport remembers declared exchanges per process.
+    queue_name = f"big-{uuid.uuid4().hex[:8]}"
     seen_sizes: list[int] = []
     done = threading.Event()
 
     def watch() -> None:
         while not done.is_set():
             for name in os.listdir(tmp_path):
-                if name.endswith(".gpu.msg"):
+                if name.endswith(f".{queue_name}.msg"):
                     try:
                         seen_sizes.append((tmp_path / name).stat().st_size)
                     except FileNotFoundError:
@@ -53,8 +57,12 @@ def test_a_big_message_is_never_visible_half_written(tmp_path) -> None:  # type:
     watcher.start()
     try:
         with _connection(tmp_path) as connection:
-            queue = connection.SimpleQueue("gpu")
+            queue = connection.SimpleQueue(queue_name)
             queue.put(body)
+            # The complete file is there until it is consumed: let the watcher see it.
+            deadline = time.monotonic() + 30
+            while not seen_sizes and time.monotonic() < deadline:
+                time.sleep(0.01)
             done.set()
             watcher.join()
             message = queue.get(timeout=5)
@@ -72,8 +80,9 @@ def test_a_big_message_is_never_visible_half_written(tmp_path) -> None:  # type:
 def test_each_message_goes_to_exactly_one_of_several_consumers(tmp_path) -> None:  # type: ignore[no-untyped-def]
     import gym.celery  # noqa: F401
 
+    queue_name = f"many-{uuid.uuid4().hex[:8]}"
     with _connection(tmp_path) as producer:
-        queue = producer.SimpleQueue("celery")
+        queue = producer.SimpleQueue(queue_name)
         for n in range(40):
             queue.put({"n": n})
         queue.close()
@@ -85,7 +94,7 @@ def test_each_message_goes_to_exactly_one_of_several_consumers(tmp_path) -> None
             channel = connection.default_channel
             while True:
                 try:
-                    payload = channel._get("celery")
+                    payload = channel._get(queue_name)
                 except Exception:  # noqa: BLE001 - Empty: the queue is drained
                     return
                 with lock:

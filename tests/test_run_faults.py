@@ -145,7 +145,7 @@ class DatabaseLock:
 def test_a_database_failure_while_storing_is_retried_and_the_run_completes(
     redis_broker, workers, tiny_gpt2, alice, pace
 ) -> None:  # type: ignore[no-untyped-def]
-    suite = _big_suite(100)
+    suite = _big_suite(400)
     model = services.model_register(source=str(tiny_gpt2), name="tiny")
     lock = DatabaseLock()
     env = {"GYM_RUN_HOLD_DIR": str(pace.folder), "GYM_PROGRESS_EVERY_SECONDS": "0"}
@@ -164,7 +164,7 @@ def test_a_database_failure_while_storing_is_retried_and_the_run_completes(
         lock.release()
     (evaluation,) = _wait([evaluation.pk], timeout=300)
     assert evaluation.status == "done", evaluation.error
-    assert ItemResult.objects.filter(evaluation=evaluation).count() == 100
+    assert ItemResult.objects.filter(evaluation=evaluation).count() == 400
 
 
 def test_broker_connections_dropped_mid_run_the_run_still_completes(
@@ -172,7 +172,7 @@ def test_broker_connections_dropped_mid_run_the_run_still_completes(
 ) -> None:  # type: ignore[no-untyped-def]
     import redis
 
-    suite = _big_suite(100)
+    suite = _big_suite(400)
     model = services.model_register(source=str(tiny_gpt2), name="tiny")
     env = {"GYM_RUN_HOLD_DIR": str(pace.folder), "GYM_PROGRESS_EVERY_SECONDS": "0"}
     workers("celery", **env)
@@ -195,7 +195,7 @@ def test_broker_connections_dropped_mid_run_the_run_still_completes(
     pace.release()
     (evaluation,) = _wait([evaluation.pk], timeout=300)
     assert evaluation.status == "done", evaluation.error
-    assert ItemResult.objects.filter(evaluation=evaluation).count() == 100
+    assert ItemResult.objects.filter(evaluation=evaluation).count() == 400
 
 
 # A run kind whose worker function fails transiently before it succeeds: the registry is
