@@ -26,15 +26,6 @@ def evaluation(alice, bob) -> Evaluation:  # type: ignore[no-untyped-def]
     return services.evaluation_request(model=model, suites=[suite], user=bob).evaluations[0]
 
 
-@pytest.fixture
-def dave_client(django_user_model):  # type: ignore[no-untyped-def]
-    from tests.conftest import BrowserClient
-
-    client = BrowserClient()
-    client.force_login(django_user_model.objects.create_user("dave", password="dave-pass-1234"))
-    return client
-
-
 def _api_post(client, path: str):  # type: ignore[no-untyped-def]
     return client.post(
         path, "{}", content_type="application/json", HTTP_X_CSRFTOKEN=client.csrf_token()
@@ -42,13 +33,13 @@ def _api_post(client, path: str):  # type: ignore[no-untyped-def]
 
 
 def test_only_owner_requester_or_staff_may_cancel_or_retry(
-    evaluation, dave_client, alice_client, bob_client, charlie_client
+    evaluation, charlie_client, alice_client, bob_client, dana_client
 ) -> None:  # type: ignore[no-untyped-def]
     services.evaluation_fail(evaluation_id=evaluation.pk, attempt=1, reason="GPU fell over")
     # Somebody else: refused, on the API and on the page, and nothing changes.
-    assert _api_post(dave_client, f"/api/evaluations/{evaluation.pk}/retry/").status_code == 403
-    assert dave_client.post_form(f"/evaluations/{evaluation.pk}/retry/").status_code == 403
-    assert "Retry" not in dave_client.get(f"/evaluations/{evaluation.pk}/").content.decode()
+    assert _api_post(charlie_client, f"/api/evaluations/{evaluation.pk}/retry/").status_code == 403
+    assert charlie_client.post_form(f"/evaluations/{evaluation.pk}/retry/").status_code == 403
+    assert "Retry" not in charlie_client.get(f"/evaluations/{evaluation.pk}/").content.decode()
     evaluation.refresh_from_db()
     assert (evaluation.status, evaluation.attempt) == ("failed", 1)
     # The requester, the suite's owner and staff may.
@@ -56,11 +47,11 @@ def test_only_owner_requester_or_staff_may_cancel_or_retry(
     assert "Retry" in page
     response = _api_post(bob_client, f"/api/evaluations/{evaluation.pk}/retry/")
     assert response.status_code == 200 and response.json()["attempt"] == 2
-    assert _api_post(dave_client, f"/api/evaluations/{evaluation.pk}/cancel/").status_code == 403
+    assert _api_post(charlie_client, f"/api/evaluations/{evaluation.pk}/cancel/").status_code == 403
     response = _api_post(alice_client, f"/api/evaluations/{evaluation.pk}/cancel/")
     assert response.status_code == 200 and response.json()["status"] == "cancelled"
     assert "Cancelled by alice" in response.json()["error"]
-    response = charlie_client.post_form(f"/evaluations/{evaluation.pk}/retry/")
+    response = dana_client.post_form(f"/evaluations/{evaluation.pk}/retry/")
     assert response.status_code == 302
     evaluation.refresh_from_db()
     assert (evaluation.status, evaluation.attempt) == ("queued", 3)
