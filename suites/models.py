@@ -198,3 +198,59 @@ class PairSetSentence(models.Model):
 
     def __str__(self) -> str:
         return f"{self.pair_set_id} {self.sentid}"
+
+
+class ProbingTask(models.Model):
+    """A classifier probing task (SentEval style): sentences with a label, split into
+    tr/va/te. Its instances live in `ProbingInstance` rows; counts are kept here so that
+    lists and pages never count 120,000 rows."""
+
+    name = models.CharField(max_length=200, unique=True)
+    # None: a task shipped with the site (the examples); only staff may change those.
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="probing_tasks",
+    )
+    description = models.TextField(blank=True)
+    tags = models.ManyToManyField(Tag, blank=True, related_name="probing_tasks")
+    # One of suites.formats.probing.TASK_TYPES: a SentEval task or "custom".
+    task_type = models.CharField(max_length=40)
+    content_hash = models.CharField(max_length=64, db_index=True)
+    labels = models.JSONField(default=list)  # the tr labels, in order
+    counts = models.JSONField(default=dict)  # {"tr": {"label": n, ...}, "va": ..., "te": ...}
+    extra_columns = models.PositiveSmallIntegerField(default=0)
+    instance_count = models.PositiveIntegerField(default=0)
+
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class ProbingInstance(models.Model):
+    PARTITIONS = [("tr", "training"), ("va", "validation"), ("te", "test")]
+
+    task = models.ForeignKey(ProbingTask, on_delete=models.CASCADE, related_name="instances")
+    line = models.PositiveIntegerField()  # line number in the uploaded file
+    partition = models.CharField(max_length=2, choices=PARTITIONS)
+    label = models.CharField(max_length=200)
+    sentence = models.TextField()
+    n_words = models.PositiveIntegerField()
+    extra = models.JSONField(default=list, blank=True)
+
+    class Meta:
+        ordering = ["task", "line"]
+        constraints = [
+            models.UniqueConstraint(fields=["task", "line"], name="probing_instance_unique_line"),
+        ]
+        indexes = [models.Index(fields=["task", "partition", "label"])]
+
+    def __str__(self) -> str:
+        return f"{self.task_id} line {self.line}"

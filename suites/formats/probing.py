@@ -69,6 +69,7 @@ SENTEVAL_LABELS: dict[str, frozenset[str] | None] = {
 }
 TASK_TYPES: tuple[str, ...] = (*SENTEVAL_LABELS, CUSTOM)
 WORD_CONTENT_MAX_WORDS = 1000
+LABEL_MAX_LENGTH = 200  # what the database keeps
 
 # sentence_length's classes are bins of the token count (SentEval README).
 SENTENCE_LENGTH_BINS = ((5, 8), (9, 12), (13, 16), (17, 20), (21, 25), (26, 28))
@@ -240,6 +241,11 @@ class ProbingReader:
             good = False
         if not label:
             self._error(number, "the label is empty", "field 2")
+            good = False
+        elif len(label) > LABEL_MAX_LENGTH:
+            self._error(
+                number, f"the label is longer than {LABEL_MAX_LENGTH} characters", "field 2"
+            )
             good = False
         elif not self._label_ok(number, label, sentence):
             good = False
