@@ -5,6 +5,7 @@ from django.conf import settings
 from django.contrib.auth.forms import UserCreationForm
 from django.contrib.auth.models import User
 
+from suites.formats.probing import TASK_TYPES
 from suites.services import tag_slugs
 
 
@@ -56,6 +57,38 @@ class SuiteMetaForm(forms.Form):
     author = forms.CharField(required=False, max_length=500)
     comment = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 3}))
     tags = forms.CharField(required=False, help_text="Comma-separated, e.g. agreement, licensing")
+
+    def clean_tags(self) -> list[str]:
+        return tag_slugs(self.cleaned_data.get("tags", "").split(","))
+
+
+class ProbingUploadForm(forms.Form):
+    """A SentEval-style probing file with the task's name, type, description and tags."""
+
+    file = forms.FileField(
+        label="Probing file",
+        help_text="One instance per line: partition (tr, va or te) TAB label TAB sentence.",
+    )
+    name = forms.CharField(
+        max_length=200, required=False, help_text="Default: the file name without extension."
+    )
+    task_type = forms.ChoiceField(
+        label="Type",
+        required=False,
+        choices=[("", "From the file name (e.g. past_present.txt), else custom")]
+        + [(name, name) for name in TASK_TYPES],
+    )
+    description = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 3}))
+    tags = forms.CharField(required=False, help_text="Comma-separated, e.g. senteval, syntax")
+
+    def clean_file(self):  # type: ignore[no-untyped-def]
+        upload = self.cleaned_data["file"]
+        if upload.size > settings.GYM_MAX_UPLOAD_BYTES:
+            raise forms.ValidationError(
+                f"The file is {upload.size:,} bytes; the limit is "
+                f"{settings.GYM_MAX_UPLOAD_BYTES:,} bytes."
+            )
+        return upload
 
     def clean_tags(self) -> list[str]:
         return tag_slugs(self.cleaned_data.get("tags", "").split(","))

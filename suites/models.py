@@ -221,6 +221,8 @@ class ProbingTask(models.Model):
     content_hash = models.CharField(max_length=64, db_index=True)
     labels = models.JSONField(default=list)  # the tr labels, in order
     counts = models.JSONField(default=dict)  # {"tr": {"label": n, ...}, "va": ..., "te": ...}
+    # {"label": {"words": n, ...}}: the sentence-length distribution per label, all partitions.
+    length_counts = models.JSONField(default=dict)
     extra_columns = models.PositiveSmallIntegerField(default=0)
     instance_count = models.PositiveIntegerField(default=0)
 

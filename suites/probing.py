@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import json
 import re
+from collections import Counter
 from collections.abc import Iterable
+from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, connection, transaction
+from django.db.models import Q, QuerySet
 from django.utils.text import slugify
 
 from suites.formats.probing import (
@@ -89,8 +92,10 @@ def probing_task_import(
                 "extra) VALUES (%s, %s, %s, %s, %s, %s, %s)"
             )
             batch: list[tuple[object, ...]] = []
+            lengths: dict[str, Counter[int]] = {}
             with connection.cursor() as cursor:
                 for item in iter_probing(source, reader):
+                    lengths.setdefault(item.label, Counter())[item.n_words] += 1
                     batch.append(
                         (
                             task.pk,
@@ -116,6 +121,10 @@ def probing_task_import(
                 partition: {label: counter[label] for label in summary.labels if counter[label]}
                 for partition, counter in summary.counts.items()
             }
+            task.length_counts = {
+                label: {str(n): lengths[label][n] for n in sorted(lengths[label])}
+                for label in summary.labels
+            }
             task.extra_columns = summary.n_extra
             task.instance_count = summary.total
             task.save()
@@ -124,3 +133,58 @@ def probing_task_import(
     except IntegrityError as exc:  # a task of that name was saved meanwhile
         raise ProbingTaskInvalid([SuiteError("name", f"cannot save: {exc}")]) from None
     return task
+
+
+# Reads shared by the pages and the API.
+
+TASK_SORTS = {
+    "name": ("name",),
+    "-name": ("-name",),
+    "newest": ("-created_at", "name"),
+    "instances": ("-instance_count", "name"),
+}
+
+
+def probing_task_list(
+    *, q: str = "", tag: str = "", task_type: str = "", sort: str = "name"
+) -> QuerySet[ProbingTask]:
+    tasks = ProbingTask.objects.select_related("owner").prefetch_related("tags")
+    if q:
+        tasks = tasks.filter(Q(name__icontains=q) | Q(description__icontains=q))
+    if tag:
+        tasks = tasks.filter(tags__name=tag)
+    if task_type:
+        tasks = tasks.filter(task_type=task_type)
+    return tasks.order_by(*TASK_SORTS.get(sort, TASK_SORTS["name"])).distinct()
+
+
+def probing_task_overview(task: ProbingTask) -> dict[str, Any]:
+    """Counts by partition and label (with totals) and the length distribution per label,
+    all from the task row: no instance is read."""
+    rows = [
+        {
+            "label": label,
+            "tr": task.counts.get("tr", {}).get(label, 0),
+            "va": task.counts.get("va", {}).get(label, 0),
+            "te": task.counts.get("te", {}).get(label, 0),
+        }
+        for label in task.labels
+    ]
+    for row in rows:
+        row["total"] = row["tr"] + row["va"] + row["te"]
+    totals = {name: sum(row[name] for row in rows) for name in ("tr", "va", "te", "total")}
+    lengths = sorted({int(n) for counts in task.length_counts.values() for n in counts})
+    return {
+        "rows": rows,
+        "totals": totals,
+        "lengths": {
+            "words": lengths,
+            "series": [
+                {
+                    "label": label,
+                    "counts": [task.length_counts.get(label, {}).get(str(n), 0) for n in lengths],
+                }
+                for label in task.labels
+            ],
+        },
+    }

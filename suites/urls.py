@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from suites import api, authoring, pair_api, pair_views, views
+from suites import api, authoring, pair_api, pair_views, probing_api, probing_views, views
 
 app_name = "suites"
 
@@ -28,6 +28,9 @@ urlpatterns = [
         pair_views.pair_set_download,
         name="pair_set_download",
     ),
+    path("probing/", probing_views.probing_list, name="probing_list"),
+    path("probing/upload/", probing_views.probing_upload, name="probing_upload"),
+    path("probing/<str:name>/", probing_views.probing_detail, name="probing_detail"),
 ]
 
 api_urlpatterns = [
@@ -41,6 +44,12 @@ api_urlpatterns = [
         "minimal-pairs/<str:name>/export/",
         pair_api.PairSetExport.as_view(),
         name="api-pair-set-export",
+    ),
+    path("probing-tasks/", probing_api.ProbingTaskListCreate.as_view(), name="api-probing-tasks"),
+    path(
+        "probing-tasks/<str:name>/",
+        probing_api.ProbingTaskDetail.as_view(),
+        name="api-probing-task",
     ),
     path("validate/suite/", authoring.ValidateSuite.as_view(), name="api-validate-suite"),
     path("validate/formula/", authoring.ValidateFormula.as_view(), name="api-validate-formula"),
