@@ -95,3 +95,15 @@ def test_the_example_task_loads_as_the_run_command_does() -> None:
     task = ProbingTask.objects.get(name="subject_number_attractors")
     assert task.task_type == "custom" and task.labels == ["PL", "SG"]
     assert set(task.counts) == {"tr", "va", "te"}
+
+
+def test_awkward_text_survives_the_bulk_insert(alice) -> None:  # type: ignore[no-untyped-def]
+    sentences = ['say " hi " \\N .', "back \\ slash , ´ é ñ 東京 .", "null \x01 byte-free ."]
+    text = "".join(
+        f"{partition}\tA\tx{n}\\y\t{sentence}\n"
+        for n, (partition, sentence) in enumerate(zip(("tr", "va", "te"), sentences, strict=True))
+    )
+    task = probing_task_import(source=text.encode(), name="awkward", owner=alice)
+    stored = list(task.instances.order_by("line").values_list("sentence", "extra"))
+    assert stored == [(s, [f"x{n}\\y"]) for n, s in enumerate(sentences)]
+    assert task.extra_columns == 1
