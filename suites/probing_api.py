@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django.conf import settings
+from django.urls import reverse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import generics, serializers, status
@@ -50,7 +51,7 @@ class ProbingTaskSerializer(serializers.ModelSerializer):
         return task.owner.username if task.owner else None
 
     def get_url(self, task: ProbingTask) -> str:
-        return f"/probing/{task.name}/"
+        return reverse("suites:probing_detail", args=[task.name])
 
 
 class ProbingTaskDetailSerializer(ProbingTaskSerializer):
