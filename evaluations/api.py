@@ -127,10 +127,7 @@ class ModelListCreate(generics.ListAPIView):
             for k, v in data.validated_data.items()
             if k in {"name", "display_name", "source", "revision", "description", "reference_url"}
         }
-        try:
-            model = services.model_register(user=request.user, **fields)
-        except services.ModelRegistrationError as invalid:
-            return Response(invalid.errors, status=status.HTTP_400_BAD_REQUEST)
+        model = services.model_register(user=request.user, **fields)
         return Response(LanguageModelSerializer(model).data, status=status.HTTP_201_CREATED)
 
 
@@ -174,14 +171,11 @@ class EvaluationListCreate(generics.ListAPIView):
     def post(self, request: Request) -> Response:
         body = EvaluationRequestSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        try:
-            outcome = services.evaluation_request(
-                model=body.validated_data["model"],
-                suites=body.validated_data["all_suites"],
-                user=request.user,
-            )
-        except services.BrokerUnavailable as down:
-            return Response({"detail": str(down)}, status=status.HTTP_503_SERVICE_UNAVAILABLE)
+        outcome = services.evaluation_request(
+            model=body.validated_data["model"],
+            suites=body.validated_data["all_suites"],
+            user=request.user,
+        )
         code = status.HTTP_201_CREATED if outcome.created else status.HTTP_200_OK
         return Response(EvaluationSerializer(outcome.evaluations, many=True).data, status=code)
 
@@ -203,12 +197,9 @@ class EvaluationRetry(APIView):
     )
     def post(self, request: Request, pk: int) -> Response:
         evaluation = get_object_or_404(Evaluation.objects.select_related("suite"), pk=pk)
-        try:
-            evaluation = services.evaluation_retry(evaluation=evaluation, user=request.user)
-        except services.BrokerUnavailable as down:
-            return Response({"detail": str(down)}, status=status.HTTP_503_SERVICE_UNAVAILABLE)
-        except services.RunConflict as conflict:
-            return Response({"detail": str(conflict)}, status=status.HTTP_409_CONFLICT)
+        # BrokerUnavailable (503), RunConflict (409) and PermissionDenied (403) become the
+        # API's error shape in its exception handler.
+        evaluation = services.evaluation_retry(evaluation=evaluation, user=request.user)
         return Response(EvaluationSerializer(evaluation).data)
 
 
@@ -221,8 +212,5 @@ class EvaluationCancel(APIView):
     @extend_schema(request=None, responses={200: EvaluationSerializer, 403: None, 409: None})
     def post(self, request: Request, pk: int) -> Response:
         evaluation = get_object_or_404(Evaluation.objects.select_related("suite"), pk=pk)
-        try:
-            evaluation = services.evaluation_cancel(evaluation=evaluation, user=request.user)
-        except services.RunConflict as conflict:
-            return Response({"detail": str(conflict)}, status=status.HTTP_409_CONFLICT)
+        evaluation = services.evaluation_cancel(evaluation=evaluation, user=request.user)
         return Response(EvaluationSerializer(evaluation).data)

@@ -25,6 +25,7 @@ from django.utils import timezone
 from django.utils.module_loading import import_string
 
 from evaluations.models import Run
+from gym.errors import ApplicationError
 
 log = logging.getLogger(__name__)
 
@@ -39,14 +40,20 @@ ALLOWED_FROM: dict[str, tuple[str, ...]] = {
 }
 
 
-class BrokerUnavailable(Exception):
+class BrokerUnavailable(ApplicationError):
     """The task queue could not be reached. The runs were recorded; the sweep sends them
     once the broker is back, and asking again sends them at once."""
 
+    status_code = 503
+    code = "broker_unavailable"
 
-class RunConflict(Exception):
+
+class RunConflict(ApplicationError):
     """The run is not in a state where the asked action means anything (e.g. retrying a
     run that is done)."""
+
+    status_code = 409
+    code = "conflict"
 
 
 @dataclass(frozen=True)

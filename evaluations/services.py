@@ -17,6 +17,7 @@ from django.utils.text import slugify
 
 from evaluations import outcomes, runs
 from evaluations.models import Evaluation, ItemResult, LanguageModel, PredictionResult
+from gym.errors import ApplicationError
 from suites import formats, selectors
 from suites.models import Suite
 
@@ -38,10 +39,18 @@ BrokerUnavailable = runs.BrokerUnavailable
 RunConflict = runs.RunConflict
 
 
-class ModelRegistrationError(Exception):
+class ModelRegistrationError(ApplicationError):
+    """`errors` maps each field of the registration to what is wrong with it."""
+
     def __init__(self, errors: dict[str, str]) -> None:
         super().__init__("; ".join(f"{k}: {v}" for k, v in errors.items()))
         self.errors = errors
+
+    def error_list(self) -> list[dict[str, Any]]:
+        return [
+            {"code": "invalid", "message": message, "path": f"$.{field}"}
+            for field, message in self.errors.items()
+        ]
 
 
 def detect_kind(source: str, revision: str = "") -> tuple[str, str]:

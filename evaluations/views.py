@@ -86,9 +86,29 @@ def evaluation_request(request: HttpRequest) -> HttpResponse:
     return render(request, "evaluations/evaluation_request.html", {"form": form})
 
 
+# The largest id a database row can have (a signed 64-bit integer).
+MAX_ID = 2**63 - 1
+
+
+def parse_ids(text: str) -> list[int]:
+    """Comma-separated evaluation ids; ValueError with a message naming a bad one."""
+    ids = []
+    for part in (p.strip() for p in text.split(",")):
+        if not part:
+            continue
+        # ASCII digits only: str.isdigit() also accepts "²", which int() refuses.
+        if not (part.isascii() and part.isdigit()) or int(part) > MAX_ID:
+            raise ValueError(f"ids: {part[:30]!r} is not an evaluation id (a whole number)")
+        ids.append(int(part))
+    return ids
+
+
 def evaluation_list(request: HttpRequest) -> HttpResponse:
     evaluations = Evaluation.objects.select_related("model", "suite").order_by("-created_at")
-    ids = [int(i) for i in request.GET.get("ids", "").split(",") if i.strip().isdigit()]
+    try:
+        ids = parse_ids(request.GET.get("ids", ""))
+    except ValueError as bad:
+        return render(request, "400.html", {"message": str(bad)}, status=400)
     if ids:
         evaluations = evaluations.filter(pk__in=ids)
     status = request.GET.get("status", "")

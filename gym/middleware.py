@@ -6,6 +6,8 @@ from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.template.loader import render_to_string
 
+from gym.errors import error_body
+
 # Form fields and multipart boundaries around an uploaded file.
 _SLACK_BYTES = 64 * 1024
 
@@ -30,7 +32,35 @@ class UploadLimitMiddleware:
                 "administrators to raise GYM_MAX_UPLOAD_BYTES."
             )
             if request.path.startswith("/api/"):
-                return JsonResponse({"errors": [{"path": "$", "message": message}]}, status=413)
+                return JsonResponse(
+                    error_body({"code": "too_large", "message": message}), status=413
+                )
             html = render_to_string("413.html", {"message": message}, request=request)
             return HttpResponse(html, status=413)
         return self.get_response(request)
+
+
+class HostileInputMiddleware:
+    """Answer a NUL character in the address or a query parameter with a 400 that names
+    it. No page needs one; PostgreSQL refuses it in a query (a 500) and SQLite's LIKE
+    treated it as the end of the pattern, so a search for it matched everything."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        where = ""
+        if "\x00" in request.path:
+            where = "the address"
+        else:
+            for key, values in request.GET.lists():
+                if "\x00" in key or any("\x00" in v for v in values):
+                    where = f"the query parameter {key.replace(chr(0), '')!r}"
+                    break
+        if not where:
+            return self.get_response(request)
+        message = f"{where[0].upper()}{where[1:]} contains a NUL character (%00); remove it."
+        if request.path.startswith("/api/"):
+            return JsonResponse(error_body({"code": "invalid", "message": message}), status=400)
+        html = render_to_string("400.html", {"message": message}, request=request)
+        return HttpResponse(html, status=400)

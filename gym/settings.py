@@ -133,6 +133,7 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "gym.middleware.UploadLimitMiddleware",
+    "gym.middleware.HostileInputMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -252,8 +253,38 @@ REST_FRAMEWORK = {
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticatedOrReadOnly"],
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
     "PAGE_SIZE": 50,
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_SCHEMA_CLASS": "gym.errors.ErrorAwareAutoSchema",
+    "EXCEPTION_HANDLER": "gym.errors.api_exception_handler",
+    "DEFAULT_PARSER_CLASSES": [
+        "gym.rest.SafeJSONParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
+    "DEFAULT_THROTTLE_CLASSES": ["gym.rest.AnonThrottle", "gym.rest.UserThrottle"],
 }
+# Requests per client (anonymous: per address; signed in: per user). "N/second|minute|hour|day".
+GYM_THROTTLE_RATES = {
+    "anon": envstr("GYM_THROTTLE_ANON", "300/minute"),
+    "user": envstr("GYM_THROTTLE_USER", "1200/minute"),
+    "anon_validate": envstr("GYM_THROTTLE_ANON_VALIDATE", "30/minute"),
+}
+# Failed log-ins (pages and the token endpoint) allowed per account and address within
+# the window; past it, log-in is refused until the window ends. An address alone may fail
+# five times as often (many accounts behind one address).
+GYM_LOGIN_MAX_FAILURES = envint("GYM_LOGIN_MAX_FAILURES", 10)
+GYM_LOGIN_WINDOW_SECONDS = envint("GYM_LOGIN_WINDOW_SECONDS", 15 * 60)
+
+# Counters for throttles and log-in limits. Per process by default; point several web
+# processes at one Redis (GYM_CACHE_URL=redis://host:6379/1) so that they share counts.
+if _cache_url := envstr("GYM_CACHE_URL", ""):
+    CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": _cache_url,
+        }
+    }
+else:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
 SPECTACULAR_SETTINGS = {
     "TITLE": "Gym API",
     "DESCRIPTION": "Test suites for targeted syntactic evaluation of language models.",

@@ -4,24 +4,26 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
-from rest_framework.authtoken.views import obtain_auth_token
 
 from evaluations.urls import api_urlpatterns as evaluation_api
+from gym import accounts
 from suites import views as suite_views
 from suites.urls import api_urlpatterns as suite_api
 
 api = [
     *suite_api,
     *evaluation_api,
-    path("token/", obtain_auth_token, name="api-token"),
+    path("token/", accounts.ObtainTokenView.as_view(), name="api-token"),
     path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
 ]
 
+admin.site.login_form = accounts.LimitedAdminAuthenticationForm
+
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("accounts/signup/", suite_views.signup, name="signup"),
-    path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
+    path("accounts/login/", accounts.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("api/", include(api)),
     path("", include("evaluations.urls")),

@@ -94,10 +94,6 @@ class SuiteDetailSerializer(SuiteSummarySerializer):
         return [{"formula": p.formula, "original": p.original} for p in suite.predictions.all()]
 
 
-def _errors(errors: list[formats.SuiteError], code: int = status.HTTP_400_BAD_REQUEST) -> Response:
-    return Response({"errors": [e.as_dict() for e in errors]}, status=code)
-
-
 class SuiteListCreate(generics.ListAPIView):
     """List suites (search, tag filter, sort, pagination) or upload one (body: suite JSON)."""
 
@@ -126,16 +122,13 @@ class SuiteListCreate(generics.ListAPIView):
     @extend_schema(
         request={"application/json": OpenApiTypes.OBJECT},
         responses={201: SuiteDetailSerializer, 400: OpenApiTypes.OBJECT},
-        description="Upload a suite in any SyntaxGym JSON format. 400 gives "
-        '{"errors": [{"path": ..., "message": ..., "location": {...}}]}; nothing is saved '
-        "unless all is valid. `location` holds the place as numbers (section, item, condition, "
-        "region, region_number, prediction, key; line and column for CSV).",
+        description="Upload a suite in any SyntaxGym JSON format. 400 lists every problem "
+        "(the API's error shape), each with `path` and `location`, the place as numbers "
+        "(section, item, condition, region, region_number, prediction, key; line and column "
+        "for CSV); nothing is saved unless all is valid.",
     )
     def post(self, request: Request) -> Response:
-        try:
-            report = services.suite_import(source=request.data, owner=request.user)
-        except services.SuiteInvalid as invalid:
-            return _errors(invalid.errors)
+        report = services.suite_import(source=request.data, owner=request.user)
         body = SuiteDetailSerializer(report.suite, context={"request": request}).data
         body["warnings"] = report.warnings
         return Response(body, status=status.HTTP_201_CREATED)
@@ -160,12 +153,7 @@ class SuiteDetail(APIView):
     )
     def put(self, request: Request, name: str) -> Response:
         suite = self._get(name)
-        try:
-            report = services.suite_replace(suite=suite, user=request.user, source=request.data)
-        except services.PermissionDenied as denied:
-            return Response({"detail": str(denied)}, status=status.HTTP_403_FORBIDDEN)
-        except services.SuiteInvalid as invalid:
-            return _errors(invalid.errors)
+        report = services.suite_replace(suite=suite, user=request.user, source=request.data)
         body = SuiteDetailSerializer(report.suite, context={"request": request}).data
         body["warnings"] = report.warnings
         return Response(body)
@@ -173,10 +161,7 @@ class SuiteDetail(APIView):
     @extend_schema(responses={204: None, 403: None})
     def delete(self, request: Request, name: str) -> Response:
         suite = self._get(name)
-        try:
-            services.suite_delete(suite=suite, user=request.user)
-        except services.PermissionDenied as denied:
-            return Response({"detail": str(denied)}, status=status.HTTP_403_FORBIDDEN)
+        services.suite_delete(suite=suite, user=request.user)
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 

@@ -20,12 +20,13 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework import status
 from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from gym.errors import error_body
+from gym.rest import AnonThrottle, AnonValidateThrottle, UserThrottle
 from suites import formats, predictions, selectors, services
 from suites.api import RawJSONParser
 from suites.formats import SuiteError
@@ -130,16 +131,14 @@ def suite_copy(request: HttpRequest, name: str) -> HttpResponse:
 
 
 def _bad_request(message: str) -> Response:
-    return Response(
-        {"errors": [{"path": "$", "message": message}]}, status=status.HTTP_400_BAD_REQUEST
-    )
+    return Response(error_body({"code": "invalid", "message": message}), status=400)
 
 
 def _json_body(request: Request) -> object:
     """The request's body as JSON, or None when it is not JSON (the caller says what to send)."""
     try:
         return json.loads(request.data or b"null")
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):
         return None
 
 
@@ -166,6 +165,7 @@ class ValidateSuite(APIView):
     """Check a suite as the importer would, without saving it."""
 
     permission_classes = [AllowAny]
+    throttle_classes = [AnonValidateThrottle, AnonThrottle, UserThrottle]
     parser_classes = [RawJSONParser]
 
     @extend_schema(

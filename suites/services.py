@@ -9,9 +9,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.db import IntegrityError, transaction
 from django.utils.text import slugify
 
+from gym.errors import ApplicationError
 from suites import formats, selectors
 from suites.formats import Location, SuiteError
 from suites.models import Condition, Item, Prediction, Region, Suite, Tag
@@ -28,16 +30,19 @@ NAME_LOCATION = Location.of(_NAME)
 MAX_COPY_ATTEMPTS = 100
 
 
-class SuiteInvalid(Exception):
+class SuiteInvalid(ApplicationError):
     """The suite cannot be saved; `errors` says where and why. Nothing was written."""
 
     def __init__(self, errors: list[SuiteError]) -> None:
         super().__init__("; ".join(f"{e.path}: {e.message}" for e in errors[:3]))
         self.errors = errors
 
+    def error_list(self) -> list[dict[str, Any]]:
+        return [{"code": "invalid", **e.as_dict()} for e in self.errors]
 
-class PermissionDenied(Exception):
-    pass
+
+class PermissionDenied(DjangoPermissionDenied):
+    """The user may not do this; pages and the API answer 403 with the message."""
 
 
 class NoFreeName(Exception):

@@ -161,3 +161,13 @@ def _private_broker(tmp_path_factory):  # type: ignore[no-untyped-def]
     )
     yield folder
     _switch(*before)
+
+
+@pytest.fixture(autouse=True)
+def _fresh_counters():  # type: ignore[no-untyped-def]
+    """Throttle and failed-log-in counters live in the cache: each test starts at zero,
+    so that no test is throttled because of the requests of the tests before it."""
+    from django.core.cache import cache
+
+    cache.clear()
+    yield

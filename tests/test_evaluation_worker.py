@@ -246,7 +246,7 @@ def test_redis_down_at_request_time_gives_a_clear_message_then_works(
     with broker("redis://127.0.0.1:1/0"):  # nothing listens there
         response = client.post("/api/evaluations/", body, content_type="application/json")
     assert response.status_code == 503
-    assert "could not be reached" in response.json()["detail"]
+    assert "could not be reached" in response.json()["errors"][0]["message"]
     evaluation = Evaluation.objects.get()
     assert evaluation.status == "queued" and not evaluation.enqueued
     with broker(url):

@@ -63,13 +63,13 @@ def test_retry_and_cancel_answer_a_conflict_when_there_is_nothing_to_do(
     pk = evaluation.pk
     Evaluation.objects.filter(pk=pk).update(enqueued=True)
     queued = _api_post(bob_client, f"/api/evaluations/{pk}/retry/")
-    assert queued.status_code == 409 and "already sent" in queued.json()["detail"]
+    assert queued.status_code == 409 and "already sent" in queued.json()["errors"][0]["message"]
     services.progress_record(evaluation_id=pk, attempt=1, done=1, total=4)
     running = _api_post(bob_client, f"/api/evaluations/{pk}/retry/")
-    assert running.status_code == 409 and "cancel it first" in running.json()["detail"]
+    assert running.status_code == 409 and "cancel it first" in running.json()["errors"][0]["message"]
     Evaluation.objects.filter(pk=pk).update(status="done")
     done = _api_post(bob_client, f"/api/evaluations/{pk}/retry/")
-    assert done.status_code == 409 and "done" in done.json()["detail"]
+    assert done.status_code == 409 and "done" in done.json()["errors"][0]["message"]
     cancel = _api_post(bob_client, f"/api/evaluations/{pk}/cancel/")
     assert cancel.status_code == 409
     # The page says so too, instead of "Sent again".

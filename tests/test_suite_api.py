@@ -101,7 +101,7 @@ def test_post_errors_are_located_and_nothing_is_saved(alice) -> None:
     response = client.post("/api/suites/", json.dumps(bad), content_type="application/json")
     assert response.status_code == 400
     errors = response.json()["errors"]
-    assert errors and all(set(e) == {"path", "message", "location"} for e in errors)
+    assert errors and all(set(e) == {"code", "path", "message", "location"} for e in errors)
     paths = {e["path"] for e in errors}
     assert any(p.startswith("$.predictions[1]") for p in paths)
     assert any(e["location"].get("prediction") == 1 for e in errors)

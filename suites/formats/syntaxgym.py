@@ -130,11 +130,55 @@ def parse_suite_data(data: object) -> FormatResult:
                 )
             ]
         )
+    unstorable = unstorable_text(data)
+    if unstorable:
+        return failed(unstorable)
     source_format = detect_source_format(data)
     errors = schema_errors(data)
     if errors:
         return failed(errors, source_format=source_format)
     return _SuiteReader(data, source_format).read()
+
+
+# A lone UTF-16 surrogate ("\udc00" in JSON) cannot be encoded as UTF-8, and NUL cannot be
+# stored in a PostgreSQL text column: either would fail deep inside the save.
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+
+
+def unstorable_text(data: object, limit: int = 5) -> list[SuiteError]:
+    """Strings (keys or values) holding a NUL or a lone surrogate, with their JSON paths.
+    Iterative, so that a deeply nested value cannot exhaust the stack."""
+    errors: list[SuiteError] = []
+    stack: list[tuple[object, list[str | int]]] = [(data, [])]
+    while stack and len(errors) < limit:
+        value, path = stack.pop()
+        texts: list[tuple[str, list[str | int]]] = []
+        if isinstance(value, str):
+            texts.append((value, path))
+        elif isinstance(value, dict):
+            for key, sub in value.items():
+                texts.append((str(key), path))
+                # Below a bad key the path could not be printed; the key's error suffices.
+                if not _UNSTORABLE.search(str(key)):
+                    stack.append((sub, [*path, str(key)]))
+        elif isinstance(value, list):
+            stack.extend((sub, [*path, i]) for i, sub in enumerate(value))
+        for text, where in texts:
+            bad = _UNSTORABLE.search(text)
+            if bad is None:
+                continue
+            what = (
+                "a NUL character (\\u0000)"
+                if bad.group() == "\x00"
+                else f"a lone surrogate (\\u{ord(bad.group()):04x}), which is not a character"
+            )
+            errors.append(
+                SuiteError(
+                    json_path(where),
+                    f"the text holds {what} at position {bad.start() + 1}; remove it",
+                )
+            )
+    return errors
 
 
 def detect_source_format(data: dict[str, Any]) -> str:

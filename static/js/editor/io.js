@@ -58,7 +58,7 @@ export async function importApply() {
     const errors = data.errors || [{ path: "$", message: `the server answered ${result.status}` }];
     errorBox.append(
       el("p", {}, `Not imported: ${errors.length} problem${errors.length === 1 ? "" : "s"}.`),
-      el("ul", { class: "errors" }, ...errors.slice(0, 20).map((e) => el("li", {}, el("code", { class: "path" }, e.path), " ", e.message))),
+      el("ul", { class: "errors" }, ...errors.slice(0, 20).map((e) => el("li", {}, el("code", { class: "path" }, e.path || "$"), " ", e.message))),
     );
     return;
   }
@@ -122,7 +122,8 @@ export async function save() {
     setStatus(`Not saved: ${result.data.errors.length} problem${result.data.errors.length === 1 ? "" : "s"} (see Checks).`, "bad");
     $("validation").scrollIntoView({ block: "start" });
   } else if (result.status === 403 || result.status === 401) {
-    const detail = String((result.data && result.data.detail) || "you may not change this suite");
+    const first = result.data && result.data.errors && result.data.errors[0];
+    const detail = String((first && first.message) || "you may not change this suite");
     setStatus(`Not saved: ${detail.replace(/\.$/, "")}.`, "bad");
   } else {
     setStatus(`Not saved: the server answered ${result.status}.`, "bad");

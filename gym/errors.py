@@ -1,0 +1,131 @@
+"""One shape for every API error, made in one place.
+
+Every error the API answers with, whatever raised it (a service, a serializer, DRF's own
+checks, a throttle), has the body
+
+    {"errors": [{"code": "...", "message": "...", "path": "$.field"?}, ...]}
+
+`code` is a stable machine-readable word, `message` a sentence for people, `path` (when
+the error is about one part of the request) the JSON path of that part. Services raise an
+`ApplicationError` (or Django's `PermissionDenied`, which becomes a 403) and views let it
+through: `api_exception_handler` turns it into this body.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.http import Http404
+from drf_spectacular.openapi import AutoSchema
+from rest_framework import exceptions, serializers
+from rest_framework.response import Response
+from rest_framework.views import exception_handler as drf_exception_handler
+
+
+class ApplicationError(Exception):
+    """An error of the application's own, to be shown to the user who caused it.
+
+    Subclasses set `status_code` and `code`; `error_list()` gives the entries of the API's
+    error body (several when one request has several problems)."""
+
+    status_code = 400
+    code = "invalid"
+
+    def error_list(self) -> list[dict[str, Any]]:
+        return [{"code": self.code, "message": str(self)}]
+
+
+def error_body(*entries: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
+    return {"errors": list(entries)}
+
+
+def _flatten(detail: Any, path: str, fallback_code: str) -> list[dict[str, Any]]:
+    """DRF's nested error details ({field: [msg]}, lists, ErrorDetail) as flat entries,
+    each with the JSON path of the field it is about."""
+    if isinstance(detail, dict):
+        entries: list[dict[str, Any]] = []
+        for key, value in detail.items():
+            if key in ("non_field_errors", "detail"):
+                entries += _flatten(value, path, fallback_code)
+            else:
+                entries += _flatten(value, f"{path}.{key}", fallback_code)
+        return entries
+    if isinstance(detail, list):
+        entries = []
+        for index, value in enumerate(detail):
+            # A list of messages about one field keeps the field's path; a list of
+            # nested objects (e.g. list items) gets indices.
+            sub = path if not isinstance(value, dict | list) else f"{path}[{index}]"
+            entries += _flatten(value, sub, fallback_code)
+        return entries
+    code = getattr(detail, "code", None) or fallback_code
+    entry: dict[str, Any] = {"code": str(code), "message": str(detail)}
+    if path != "$":
+        entry["path"] = path
+    return [entry]
+
+
+def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
+    if isinstance(exc, ApplicationError):
+        return Response(error_body(*exc.error_list()), status=exc.status_code)
+    if isinstance(exc, DjangoPermissionDenied) and not exc.args:
+        exc = exceptions.PermissionDenied()
+    elif isinstance(exc, DjangoPermissionDenied):
+        exc = exceptions.PermissionDenied(str(exc))
+    elif isinstance(exc, Http404):
+        message = str(exc.args[0]) if exc.args and isinstance(exc.args[0], str) else ""
+        exc = exceptions.NotFound(message or "There is nothing at this address.")
+    # DRF's handler sets the status and headers (Retry-After, WWW-Authenticate).
+    response = drf_exception_handler(exc, context)
+    if response is None:
+        return None
+    fallback = getattr(exc, "default_code", "error")
+    response.data = error_body(*_flatten(getattr(exc, "detail", str(exc)), "$", fallback))
+    if isinstance(exc, exceptions.Throttled) and exc.wait is not None:
+        response.data["errors"][0]["retry_after_seconds"] = int(exc.wait + 0.999)
+    return response
+
+
+# -- the schema -----------------------------------------------------------------------
+
+
+class ErrorEntrySerializer(serializers.Serializer):
+    code = serializers.CharField(help_text="A stable word: invalid, not_found, throttled, ...")
+    message = serializers.CharField(help_text="What is wrong and how to fix it")
+    path = serializers.CharField(
+        required=False, help_text="JSON path of the part of the request the error is about"
+    )
+
+
+class ErrorSerializer(serializers.Serializer):
+    errors = ErrorEntrySerializer(many=True)
+
+
+_ERROR_CODES = {
+    "400": "The request is invalid; nothing was changed.",
+    "401": "Authentication is needed (session or `Authorization: Token <key>`).",
+    "403": "Not allowed for this user.",
+    "404": "Nothing at this address.",
+    "413": "The body is larger than the upload limit.",
+    "429": "Too many requests; `Retry-After` says when to try again.",
+    "503": "The task queue is unreachable; nothing was lost, ask again in a moment.",
+}
+_WRITES = {"POST", "PUT", "PATCH", "DELETE"}
+
+
+class ErrorAwareAutoSchema(AutoSchema):
+    """Documents the one error body on every operation, for the codes it can answer."""
+
+    def _get_response_bodies(self, direction: str = "response") -> dict[str, Any]:  # type: ignore[override]
+        responses = super()._get_response_bodies(direction)
+        codes = ["400", "404", "429"]
+        if self.method in _WRITES:
+            codes += ["401", "403", "413"]
+        codes += [c for c in ("503",) if c in responses]
+        for code in codes:
+            responses[code] = self._get_response_for_code(
+                ErrorSerializer, code, direction=direction
+            )
+            responses[code]["description"] = _ERROR_CODES[code]
+        return responses
