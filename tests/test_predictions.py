@@ -21,6 +21,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
+from suites import predictions
 from suites.predictions import (
     APPROX_ABS_TOL,
     APPROX_REL_TOL,
@@ -348,8 +349,12 @@ def test_lookup_errors_and_division_by_zero_propagate() -> None:
         ("(1;%a%) > 0 | 1", 15, "'|' (or) needs a true/false value"),
         ("~(1;%a%)", 2, "'~' (not) needs a true/false value"),
         ("(1;%a%) > 0 and (1;%b%) > 0", 13, "write '&'"),
-        ("(1;%a%) > 1e5", 12, "exponents"),
-        ("(1;%a%) > 1.", 12, "malformed number"),
+        ("(1;%a%) > 1e", 12, "malformed exponent"),
+        ("(1;%a%) > 2E+x", 12, "malformed exponent"),
+        ("(1;%a%) > 1e-31", 11, "too long"),
+        ("(1;%a%) > 1e999999", 11, "too long"),
+        ("(1e0;%a%) > 0", 2, "whole number"),
+        ("(1;%a%) > 1..5", 13, "malformed number"),
         ("(1;%a%) > 1.2.3", 14, "malformed number"),
         ("(1;%a%) > 12abc", 13, "right after the number"),
         ("abs 1 > 0", 5, "expected '(' after abs"),
@@ -621,3 +626,36 @@ def test_hostile_fragments_are_parse_errors(text: str) -> None:
     with _nothing_executes(), pytest.raises(PredictionError):
         parse(f"(1;%a%) > {text}")
     assert SIDE_EFFECTS == []
+
+
+@pytest.mark.parametrize(
+    ("literal", "value"),
+    [
+        ("1.5e1", "15"),
+        (".5", "0.5"),
+        ("2E-3", "0.002"),
+        ("1.", "1"),
+        ("1.e2", "100"),
+        ("5e+0", "5"),
+        ("1_000.25", "1000.25"),
+        ("0x1F", "31"),
+        ("0o17", "15"),
+        ("0b101", "5"),
+        ("1e-30", "0." + "0" * 29 + "1"),
+        ("007.50", "7.5"),
+    ],
+)
+def test_numbers_in_every_form_python_eval_accepted(literal: str, value: str) -> None:
+    """SyntaxGym evaluated formulas with Python's eval, so real suites may write numbers
+    in any of Python's forms; each means what Python meant, and prints canonically."""
+    formula = f"(1;%a%) > {literal}"
+    assert predictions.canonical(formula) == f"(1;%a%) > {value}"
+    node = predictions.parse(formula)
+    assert node.right == Num(Decimal(value))
+    # The value is Python's own (float) reading of the literal, exactly where it is exact.
+    expected = (
+        float(literal.replace("_", ""))
+        if literal[:2] not in ("0x", "0o", "0b")
+        else int(literal, 0)
+    )
+    assert float(Decimal(value)) == pytest.approx(expected)
