@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 
-from django.db.models import Count
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
@@ -45,9 +44,9 @@ class SuiteSummarySerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Suite
+        # No description: lists stay small whatever the suites hold; the detail has it.
         fields = [
             "name",
-            "description",
             "owner",
             "tags",
             "metric",
@@ -73,6 +72,8 @@ class SuiteDetailSerializer(SuiteSummarySerializer):
 
     class Meta(SuiteSummarySerializer.Meta):
         fields = SuiteSummarySerializer.Meta.fields + [
+            "archived_at",
+            "description",
             "reference",
             "author",
             "comment",
@@ -158,10 +159,15 @@ class SuiteDetail(APIView):
         body["warnings"] = report.warnings
         return Response(body)
 
-    @extend_schema(responses={204: None, 403: None})
+    @extend_schema(
+        responses={204: None, 200: SuiteDetailSerializer},
+        description="Delete the suite (204), or archive it when it has evaluations (200, the "
+        "suite with `archived_at` set): it leaves the lists, its results stay reachable.",
+    )
     def delete(self, request: Request, name: str) -> Response:
         suite = self._get(name)
-        services.suite_delete(suite=suite, user=request.user)
+        if services.suite_delete(suite=suite, user=request.user) == "archived":
+            return Response(SuiteDetailSerializer(suite, context={"request": request}).data)
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
@@ -187,4 +193,4 @@ class TagList(generics.ListAPIView):
     pagination_class = None
 
     def get_queryset(self):  # type: ignore[no-untyped-def]
-        return Tag.objects.annotate(suite_count=Count("suites")).order_by("name")
+        return selectors.tag_counts()

@@ -6,6 +6,7 @@ from django.contrib.auth.forms import UserCreationForm
 from django.contrib.auth.models import User
 
 from suites.formats.probing import TASK_TYPES
+from suites.formats.syntaxgym import META_TEXT_MAX_LENGTH, TAG_MAX_LENGTH, TAGS_MAX_COUNT
 from suites.services import tag_slugs
 
 
@@ -51,15 +52,30 @@ class SuiteUploadForm(forms.Form):
         return self.cleaned_data["text"]
 
 
+_TEXT_MAX = META_TEXT_MAX_LENGTH
+
+
 class SuiteMetaForm(forms.Form):
-    description = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 3}))
-    reference = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}))
-    author = forms.CharField(required=False, max_length=500)
-    comment = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 3}))
-    tags = forms.CharField(required=False, help_text="Comma-separated, e.g. agreement, licensing")
+    description = forms.CharField(
+        required=False,
+        max_length=_TEXT_MAX["description"],
+        widget=forms.Textarea(attrs={"rows": 3}),
+    )
+    reference = forms.CharField(
+        required=False, max_length=_TEXT_MAX["reference"], widget=forms.Textarea(attrs={"rows": 2})
+    )
+    author = forms.CharField(required=False, max_length=_TEXT_MAX["author"])
+    comment = forms.CharField(
+        required=False, max_length=_TEXT_MAX["comment"], widget=forms.Textarea(attrs={"rows": 3})
+    )
+    tags = forms.CharField(
+        required=False,
+        max_length=TAGS_MAX_COUNT * (TAG_MAX_LENGTH + 2),
+        help_text="Comma-separated, e.g. agreement, licensing",
+    )
 
     def clean_tags(self) -> list[str]:
-        return tag_slugs(self.cleaned_data.get("tags", "").split(","))
+        return clean_tag_list(self.cleaned_data.get("tags", ""))
 
 
 class ProbingUploadForm(forms.Form):
@@ -91,4 +107,20 @@ class ProbingUploadForm(forms.Form):
         return upload
 
     def clean_tags(self) -> list[str]:
-        return tag_slugs(self.cleaned_data.get("tags", "").split(","))
+        return clean_tag_list(self.cleaned_data.get("tags", ""))
+
+
+def clean_tag_list(text: str) -> list[str]:
+    """Comma-separated tags as stored (slugs), within the limits of a suite's tags."""
+    slugs = tag_slugs(text.split(","))
+    long = [s for s in slugs if len(s) > TAG_MAX_LENGTH]
+    if long:
+        raise forms.ValidationError(
+            f"The tag “{long[0][:50]}…” is {len(long[0])} characters long; a tag is a short "
+            f"label of at most {TAG_MAX_LENGTH} characters."
+        )
+    if len(slugs) > TAGS_MAX_COUNT:
+        raise forms.ValidationError(
+            f"{len(slugs)} tags; keep the {TAGS_MAX_COUNT} that describe it best."
+        )
+    return slugs

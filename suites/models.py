@@ -58,6 +58,9 @@ class Suite(models.Model):
 
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
+    # Set when the owner deleted a suite that has results: it leaves every list, while
+    # its page and its results (anyone's) stay reachable.
+    archived_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["name"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from django.db.models import Q, QuerySet
+from django.db.models import Count, Q, QuerySet
 
 from suites.models import Suite, Tag
 
@@ -20,7 +20,11 @@ SORTS = {
 
 
 def suite_list(*, q: str = "", tag: str = "", sort: str = "name") -> QuerySet[Suite]:
-    suites = Suite.objects.select_related("owner").prefetch_related("tags")
+    suites = (
+        Suite.objects.filter(archived_at__isnull=True)
+        .select_related("owner")
+        .prefetch_related("tags")
+    )
     if q:
         suites = suites.filter(Q(name__icontains=q) | Q(description__icontains=q))
     if tag:
@@ -33,8 +37,24 @@ def suites_with_tag(suites: Iterable[Suite], tag: Tag | None) -> list[Suite]:
     other suites in name order (a suite picked and tagged comes once)."""
     chosen = list(suites)
     if tag is not None:
-        chosen += [s for s in tag.suites.order_by("name") if s not in chosen]
+        # Archived suites take no new evaluations.
+        listed = tag.suites.filter(archived_at__isnull=True).order_by("name")
+        chosen += [s for s in listed if s not in chosen]
     return chosen
+
+
+def tag_counts() -> QuerySet[Tag]:
+    """Tags with the number of suites in the lists (archived suites not counted)."""
+    listed = Count("suites", filter=Q(suites__archived_at__isnull=True))
+    return Tag.objects.annotate(suite_count=listed).order_by("name")
+
+
+def suite_results_count(suite: Suite) -> tuple[int, int]:
+    """(evaluations of the suite, of those requested by people other than its owner).
+    Through the reverse relation, so that suites/ needs nothing from evaluations/."""
+    evaluations = suite.evaluations.all()  # type: ignore[attr-defined]
+    others = evaluations.exclude(requested_by_id=suite.owner_id) if suite.owner_id else evaluations
+    return evaluations.count(), others.count()
 
 
 def suite_meta(suite: Suite) -> dict[str, Any]:

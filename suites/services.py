@@ -4,6 +4,7 @@ called by pages, the API, management commands and the grid editor alike."""
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -11,6 +12,7 @@ from typing import Any
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.db import IntegrityError, transaction
+from django.utils import timezone
 from django.utils.text import slugify
 
 from gym.errors import ApplicationError
@@ -69,6 +71,21 @@ def tag_slugs(raw: Iterable[str]) -> list[str]:
     return sorted({slugify(str(t)) for t in raw if slugify(str(t))})
 
 
+# Characters that change how a name looks without being seen: bidirectional overrides
+# and isolates, zero-width joiners and spaces, other format and control characters,
+# unassigned and private-use code points, line and paragraph separators.
+_INVISIBLE_CATEGORIES = {"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"}
+
+
+def invisible_characters(text: str) -> str:
+    """'' when the text is clean, else a description of its first invisible character."""
+    for position, char in enumerate(text, start=1):
+        if unicodedata.category(char) in _INVISIBLE_CATEGORIES:
+            label = unicodedata.name(char, "an unnamed character").lower()
+            return f"invisible or direction-changing characters such as U+{ord(char):04X} ({label}) at position {position}"
+    return ""
+
+
 def suite_name_check(*, name: str, replace: Suite | None = None) -> list[SuiteError]:
     """What is wrong with `name` as a suite's name (empty, too long, slashes, taken by a
     suite other than `replace`); empty when it is free. suite_import applies it, and the
@@ -87,21 +104,20 @@ def suite_name_check(*, name: str, replace: Suite | None = None) -> list[SuiteEr
         errors.append(
             SuiteError.at(_NAME, "the name may not contain slashes or control characters")
         )
+    elif invisible := invisible_characters(name):
+        errors.append(SuiteError.at(_NAME, f"the name may not contain {invisible}"))
     elif name != name.strip():
         errors.append(SuiteError.at(_NAME, "the name may not start or end with spaces"))
     else:
-        clash = Suite.objects.filter(name=name).select_related("owner")
+        clash = Suite.objects.filter(name=name)
         if replace is not None:
             clash = clash.exclude(pk=replace.pk)
-        other = clash.first()
-        if other is not None:
-            whose = (
-                f"owned by {other.owner.username}" if other.owner else "one of the site's examples"
-            )
+        if clash.exists():
+            # Who owns it is not said: a name must not reveal other people's accounts.
             errors.append(
                 SuiteError.at(
                     _NAME,
-                    f"a suite named {name!r} already exists ({whose}); choose another "
+                    f"a suite named {name!r} already exists; choose another "
                     "meta.name, or replace that suite from its own page if it is yours",
                 )
             )
@@ -301,7 +317,19 @@ def suite_copy(*, suite: Suite, owner: AbstractBaseUser) -> ImportReport:
     raise NoFreeName("Could not find a free name for the copy; rename some copies first.")
 
 
-def suite_delete(*, suite: Suite, user: AbstractBaseUser | AnonymousUser | None) -> None:
+def suite_delete(*, suite: Suite, user: AbstractBaseUser | AnonymousUser | None) -> str:
+    """Delete a suite, or archive it when it has results: results are their requesters'
+    data, so they stay (with the suite they refer to), and only the lists forget it.
+    Returns "deleted" or "archived"."""
     if not can_change(user, suite):
         raise PermissionDenied("only the suite's owner (or staff) may delete it")
-    suite.delete()
+    with transaction.atomic():
+        locked = Suite.objects.select_for_update().get(pk=suite.pk)
+        if locked.evaluations.exists():  # type: ignore[attr-defined]
+            if locked.archived_at is None:
+                locked.archived_at = timezone.now()
+                locked.save(update_fields=["archived_at"])
+            suite.archived_at = locked.archived_at
+            return "archived"
+        locked.delete()
+    return "deleted"

@@ -64,10 +64,7 @@ def suite_list(request: HttpRequest, tag: str | None = None) -> HttpResponse:
 
 
 def tag_list(request: HttpRequest) -> HttpResponse:
-    from django.db.models import Count
-
-    tags = Tag.objects.annotate(n=Count("suites")).order_by("name")
-    return render(request, "suites/tag_list.html", {"tags": tags})
+    return render(request, "suites/tag_list.html", {"tags": selectors.tag_counts()})
 
 
 def _suite_or_404(name: str) -> Suite:
@@ -192,10 +189,22 @@ def suite_delete(request: HttpRequest, name: str) -> HttpResponse:
     if not services.can_change(request.user, suite):
         return HttpResponseForbidden("Only the suite's owner (or staff) may delete it.")
     if request.method == "POST":
-        services.suite_delete(suite=suite, user=request.user)
-        messages.success(request, f"Deleted “{name}”.")
+        outcome = services.suite_delete(suite=suite, user=request.user)
+        if outcome == "archived":
+            messages.success(
+                request,
+                f"Archived “{name}”: it is gone from the lists; its results stay, "
+                "on its page and on the models' pages.",
+            )
+        else:
+            messages.success(request, f"Deleted “{name}”.")
         return redirect("suites:list")
-    return render(request, "suites/suite_delete.html", {"suite": suite})
+    results, others = selectors.suite_results_count(suite)
+    return render(
+        request,
+        "suites/suite_delete.html",
+        {"suite": suite, "results": results, "others_results": others},
+    )
 
 
 def _download_name(suite: Suite, ext: str) -> str:

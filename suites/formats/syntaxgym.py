@@ -12,6 +12,7 @@ from __future__ import annotations
 import difflib
 import json
 import os
+import re
 from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
@@ -140,6 +141,13 @@ def parse_suite_data(data: object) -> FormatResult:
     return _SuiteReader(data, source_format).read()
 
 
+# Limits on names and descriptions (characters): what the database columns hold, and
+# what keeps list pages and API replies small.
+LABEL_MAX_LENGTH = 200
+TAG_MAX_LENGTH = 40
+TAGS_MAX_COUNT = 20
+META_TEXT_MAX_LENGTH = {"description": 10_000, "reference": 5_000, "author": 500, "comment": 10_000}
+
 # A lone UTF-16 surrogate ("\udc00" in JSON) cannot be encoded as UTF-8, and NUL cannot be
 # stored in a PostgreSQL text column: either would fail deep inside the save.
 _UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
@@ -239,6 +247,8 @@ class _SuiteReader:
         self._check_item_numbers(items)
         order = self._check_conditions(items)
         self._check_regions(items, region_meta)
+        self._check_empty_conditions(items)
+        self._check_lengths(region_meta, order)
         formulas, originals = self._predictions(set(region_meta), set(order))
         meta = self._meta()
         self._note_unknown_keys()
@@ -414,6 +424,60 @@ class _SuiteReader:
                     path,
                     f"{where} has no region {names}; every condition lists each region of "
                     'region_meta once (an empty region is written with "content": "")',
+                )
+
+    def _check_empty_conditions(self, items: list[dict[str, Any]]) -> None:
+        """A condition whose regions are all empty has no sentence: a model would score it
+        0 bits, and predictions comparing it would hold by accident."""
+        for i, item in enumerate(items):
+            who = _item_label(item, i)
+            for j, condition in enumerate(item["conditions"]):
+                regions = condition["regions"]
+                if all(not str(region.get("content", "")).strip() for region in regions):
+                    self.error(
+                        ["items", i, "conditions", j, "regions"],
+                        f"{who}, condition {condition['condition_name']!r} has only empty "
+                        "regions, so there is no sentence to score; write its words, or "
+                        "remove the condition from every item",
+                    )
+
+    def _check_lengths(self, region_meta: dict[int, str], conditions: list[str]) -> None:
+        """Names and descriptions within the limits pages and the database are made for."""
+        for number, name in region_meta.items():
+            if len(name) > LABEL_MAX_LENGTH:
+                self.error(
+                    ["region_meta", str(number)],
+                    f"the name of region {number} is {len(name):,} characters long; shorten it "
+                    f"to at most {LABEL_MAX_LENGTH}",
+                )
+        for j, name in enumerate(conditions):
+            if len(name) > LABEL_MAX_LENGTH:
+                self.error(
+                    ["items", 0, "conditions", j, "condition_name"],
+                    f"the condition name {short(name)} is {len(name):,} characters long; "
+                    f"shorten it to at most {LABEL_MAX_LENGTH}",
+                )
+        meta = self.data["meta"]
+        for key, limit in META_TEXT_MAX_LENGTH.items():
+            value = meta.get(key)
+            if isinstance(value, str) and len(value) > limit:
+                self.error(
+                    ["meta", key],
+                    f"meta.{key} is {len(value):,} characters long; shorten it to at most "
+                    f"{limit:,}",
+                )
+        tags = meta.get("tags") if isinstance(meta.get("tags"), list) else []
+        if len(tags) > TAGS_MAX_COUNT:
+            self.error(
+                ["meta", "tags"],
+                f"the suite has {len(tags)} tags; keep the {TAGS_MAX_COUNT} that describe it best",
+            )
+        for k, tag in enumerate(tags):
+            if isinstance(tag, str) and len(slugify(tag)) > TAG_MAX_LENGTH:
+                self.error(
+                    ["meta", "tags", k],
+                    f"the tag {short(tag)} is {len(slugify(tag))} characters long as a slug; "
+                    f"a tag is a short label of at most {TAG_MAX_LENGTH} characters",
                 )
 
     # -- predictions ---------------------------------------------------------------------

@@ -1,0 +1,48 @@
+"""A very long suite name or tag never makes a page wider than the window (a 400-character
+tag once widened every page with a tag menu by thousands of pixels)."""
+
+from __future__ import annotations
+
+from urllib.parse import quote
+
+import pytest
+
+from suites import services
+from suites.models import Tag
+from tests.browser import login
+from tests.conftest import small_suite
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+LONG_NAME = "Agreement" + "x" * 180 + " end"
+# Longer than a tag may now be: such a tag could exist from before the cap.
+LONG_TAG = "t" * 400
+
+
+def _overflow(page) -> int:  # type: ignore[no-untyped-def]
+    """How many pixels the page is wider than its window (0 when it fits)."""
+    return page.evaluate(
+        "() => document.documentElement.scrollWidth - document.documentElement.clientWidth"
+    )
+
+
+def test_long_names_and_tags_do_not_widen_pages(page, alice) -> None:  # type: ignore[no-untyped-def]
+    suite = services.suite_import(source=small_suite(LONG_NAME), owner=alice).suite
+    tag = Tag.objects.create(name=LONG_TAG)
+    suite.tags.add(tag)
+    page.set_viewport_size({"width": 1000, "height": 800})
+    login(page, "alice", "alice-pass-1234")
+    for path in (
+        "/",
+        "/tags/",
+        f"/tags/{LONG_TAG}/",
+        f"/suites/{quote(LONG_NAME)}/",
+        "/leaderboard/",
+        "/evaluations/new/",
+    ):
+        page.goto(path)
+        assert page.locator("h1").first.is_visible()
+        assert _overflow(page) <= 0, f"{path} is {_overflow(page)} px wider than the window"
+    # The tag is still there in full for whoever hovers or follows it.
+    page.goto("/")
+    assert page.locator(f'a.tag[title="{LONG_TAG}"]').count() == 1
