@@ -24,6 +24,7 @@ from django.db.models import F
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
+from evaluations.model_sources import public_error
 from evaluations.models import Run
 from gym.errors import ApplicationError
 
@@ -140,6 +141,8 @@ def run_progress(
 
 
 def run_fail(*, kind: RunKind, run_id: int, attempt: int, reason: str) -> bool:
+    # Everyone may read the reason: no server paths in it.
+    reason = public_error(reason)
     return run_advance(
         kind, run_id, attempt, S.FAILED, error=reason[:5000], finished_at=timezone.now()
     )

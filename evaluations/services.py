@@ -15,11 +15,12 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 from django.utils.text import slugify
 
-from evaluations import outcomes, runs
+from evaluations import model_sources, outcomes, runs
 from evaluations.models import Evaluation, ItemResult, LanguageModel, PredictionResult
 from gym.errors import ApplicationError
 from suites import formats, selectors
 from suites.models import Suite
+from suites.services import invisible_characters
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +74,15 @@ def detect_kind(source: str, revision: str = "") -> tuple[str, str]:
         return LanguageModel.Kind.UNKNOWN, str(exc)
 
 
+MODEL_DESCRIPTION_MAX_LENGTH = 10_000
+
+
+def model_dirs() -> list[Path]:
+    """Where local models may lie: GYM_MODEL_DIRS, and always the site's own var/models,
+    where the run command builds the random baseline."""
+    return [*settings.GYM_MODEL_DIRS, settings.VAR_DIR / "models"]
+
+
 def model_register(
     *,
     source: str,
@@ -86,9 +96,18 @@ def model_register(
 ) -> LanguageModel:
     source = source.strip()
     errors: dict[str, str] = {}
-    if not source:
-        errors["source"] = (
-            "give a hub id (e.g. gpt2) or the path of a folder saved with save_pretrained"
+    checked: model_sources.ModelSource | None = None
+    try:
+        checked = model_sources.model_source_check(source, model_dirs=model_dirs())
+        source = checked.source
+    except model_sources.ModelSourceError as invalid:
+        errors["source"] = str(invalid)
+    if invisible := invisible_characters(display_name):
+        errors["display_name"] = f"the name may not contain {invisible}"
+    if len(description) > MODEL_DESCRIPTION_MAX_LENGTH:
+        errors["description"] = (
+            f"the description is {len(description):,} characters long; shorten it to at "
+            f"most {MODEL_DESCRIPTION_MAX_LENGTH:,}"
         )
     name = slugify(name or display_name or source.rstrip("/").split("/")[-1])
     if not name:
@@ -99,12 +118,17 @@ def model_register(
         errors["source"] = f"{source!r} (revision {revision or 'default'}) is already registered"
     if errors:
         raise ModelRegistrationError(errors)
-    kind, _note = detect_kind(source, revision)
+    # The web process reads a config only where that is safe and small; the worker
+    # learns the kind of any other model when it first loads it.
+    kind = LanguageModel.Kind.UNKNOWN
+    if checked is not None and model_sources.config_is_readable(checked):
+        kind, _note = detect_kind(source, revision)
     try:
         with transaction.atomic():
             return LanguageModel.objects.create(
                 name=name,
-                display_name=display_name or source,
+                display_name=display_name
+                or (Path(source).name if checked is not None and checked.local else source),
                 source=source,
                 revision=revision,
                 kind=kind,

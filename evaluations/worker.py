@@ -7,12 +7,19 @@ from collections.abc import Callable
 from typing import Any
 
 from evaluations import scoring
+from evaluations.scoring.loading import set_max_loaded_models
 from evaluations.scoring.metrics import region_metrics
 
 
 def sentence_metrics(tokens: list[Any]) -> dict[str, float | None]:
     """The metrics over all tokens of a sentence: what `(*;%cond%)` refers to."""
     return region_metrics([t.surprisal for t in tokens])
+
+
+def _max_loaded_models() -> int:
+    from django.conf import settings
+
+    return settings.GYM_MAX_LOADED_MODELS if settings.configured else 2
 
 
 def run_scoring(
@@ -41,6 +48,7 @@ def run_scoring_groups(
     "sentences"; progress counts the sentences of all groups together.
     """
     spec = payload["model"]
+    set_max_loaded_models(_max_loaded_models())
     model = scoring.load_model(
         spec["source"], revision=spec.get("revision") or None, dtype=spec.get("dtype") or None
     )

@@ -227,6 +227,12 @@ STORAGES = {
 }
 WHITENOISE_USE_FINDERS = not GYM_COLLECTED_STATIC
 
+# Models: local model folders and files must lie under one of these folders (symlinks and
+# ".." resolved), so that nobody can register /etc or the site's own database as a model.
+GYM_MODEL_DIRS = [Path(p).expanduser() for p in envlist("GYM_MODEL_DIRS", str(VAR_DIR / "models"))]
+# How many models one scoring worker process keeps loaded (least recently used go first).
+GYM_MAX_LOADED_MODELS = envint("GYM_MAX_LOADED_MODELS", 2)
+
 # Uploads: suites above this size are refused with a 413.
 GYM_MAX_UPLOAD_BYTES = envint("GYM_MAX_UPLOAD_BYTES", 20 * 1024 * 1024)
 DATA_UPLOAD_MAX_MEMORY_SIZE = GYM_MAX_UPLOAD_BYTES + 1024 * 1024

@@ -171,3 +171,11 @@ def _fresh_counters():  # type: ignore[no-untyped-def]
 
     cache.clear()
     yield
+
+
+@pytest.fixture(autouse=True)
+def _temporary_model_dirs(settings, tmp_path_factory):  # type: ignore[no-untyped-def]
+    """Tests build tiny models in temporary folders: those count as model folders
+    (GYM_MODEL_DIRS), as var/models does on a real site."""
+    settings.GYM_MODEL_DIRS = [*settings.GYM_MODEL_DIRS, tmp_path_factory.getbasetemp()]
+    yield

@@ -12,6 +12,7 @@ import os
 import tempfile
 import threading
 import time
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -87,8 +88,24 @@ class LoadedModel:
         return DTYPES[self.dtype]
 
 
-_cache: dict[tuple[str, str | None, str, str], LoadedModel] = {}
+# Least recently used first: a worker asked for many models keeps only the last few in
+# memory (set_max_loaded_models), instead of growing until the machine runs out.
+_cache: OrderedDict[tuple[str, str | None, str, str], LoadedModel | NgramModel] = OrderedDict()
 _cache_lock = threading.Lock()
+_max_loaded = 2
+
+
+def set_max_loaded_models(count: int) -> None:
+    """How many models one process keeps loaded (at least 1); the oldest used go first."""
+    global _max_loaded
+    with _cache_lock:
+        _max_loaded = max(1, int(count))
+        _evict(keep=_max_loaded)
+
+
+def _evict(*, keep: int) -> None:
+    while len(_cache) > keep:
+        _cache.popitem(last=False)
 
 
 def _env_flag(name: str) -> bool:
@@ -135,29 +152,40 @@ def load_model(
     key = (source, revision, resolved_device, resolved_dtype)
     with _cache_lock:
         cached = _cache.get(key)
-        if cached is not None and (kind is None or cached.kind == kind):
+        if isinstance(cached, LoadedModel) and (kind is None or cached.kind == kind):
+            _cache.move_to_end(key)
             return cached
+        # Make room before loading, so that two models never need memory at once.
+        _cache.pop(key, None)
+        _evict(keep=_max_loaded - 1)
         loaded = _load(source, revision, resolved_device, resolved_dtype, kind)
         _cache[key] = loaded
         return loaded
 
 
+def loaded_model_keys() -> list[tuple[str, str | None, str, str]]:
+    """What is loaded now, least recently used first."""
+    with _cache_lock:
+        return list(_cache)
+
+
 def clear_model_cache() -> None:
     with _cache_lock:
         _cache.clear()
-        _ngram_cache.clear()
-
-
-_ngram_cache: dict[str, NgramModel] = {}
 
 
 def _load_ngram(source: str) -> NgramModel:
-    """n-gram files are read on the CPU and kept per process, like any other model."""
+    """n-gram files are read on the CPU and kept per process in the same bounded cache
+    as any other model."""
+    key = (source, None, "cpu", "ngram")
     with _cache_lock:
-        cached = _ngram_cache.get(source)
-        if cached is None:
-            cached = _ngram_cache[source] = load_ngram(source)
-        return cached
+        cached = _cache.get(key)
+        if isinstance(cached, NgramModel):
+            _cache.move_to_end(key)
+            return cached
+        _evict(keep=_max_loaded - 1)
+        loaded = _cache[key] = load_ngram(source)
+        return loaded
 
 
 def _not_found(source: str, local_dir: bool, exc: Exception) -> ModelLoadError:
