@@ -93,12 +93,17 @@ def model_register(
     reference_url: str = "",
     user: AbstractBaseUser | None = None,
     is_baseline: bool = False,
+    extra_model_dirs: Sequence[Path] = (),
 ) -> LanguageModel:
+    """Register a model. `extra_model_dirs`: folders a trusted caller (a management command
+    run by the site's administrators, never a page) allows besides GYM_MODEL_DIRS."""
     source = source.strip()
     errors: dict[str, str] = {}
     checked: model_sources.ModelSource | None = None
     try:
-        checked = model_sources.model_source_check(source, model_dirs=model_dirs())
+        checked = model_sources.model_source_check(
+            source, model_dirs=[*model_dirs(), *extra_model_dirs]
+        )
         source = checked.source
     except model_sources.ModelSourceError as invalid:
         errors["source"] = str(invalid)

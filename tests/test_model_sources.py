@@ -193,3 +193,15 @@ def test_the_worker_keeps_a_bounded_number_of_models(tmp_path_factory) -> None: 
     finally:
         loading.set_max_loaded_models(2)
         loading.clear_model_cache()
+
+
+def test_a_trusted_caller_may_allow_another_folder(
+    model_dir: Path, tmp_path: Path, gpt2_folder: Path
+) -> None:
+    shipped = tmp_path / "shipped"
+    shutil.copytree(gpt2_folder, shipped / "tiny")
+    assert "under a model folder" in _refusal(str(shipped / "tiny"))
+    model = services.model_register(
+        source=str(shipped / "tiny"), name="shipped", extra_model_dirs=[shipped]
+    )
+    assert model.source == str((shipped / "tiny").resolve())
