@@ -89,7 +89,8 @@ class EvaluationRequestSerializer(serializers.Serializer):
 
     def validate(self, attrs: dict) -> dict:
         names = attrs["suites"]
-        found = {s.name: s for s in Suite.objects.filter(name__in=names)}
+        listed = Suite.objects.filter(name__in=names, archived_at__isnull=True)
+        found = {s.name: s for s in listed}
         missing = [n for n in names if n not in found]
         if missing:
             raise serializers.ValidationError(

@@ -28,7 +28,8 @@ class EvaluationRequestForm(forms.Form):
         queryset=LanguageModel.objects.filter(is_hidden=False), to_field_name="name"
     )
     suites = forms.ModelMultipleChoiceField(
-        queryset=Suite.objects.order_by("name"),
+        # Archived suites take no new evaluations.
+        queryset=Suite.objects.filter(archived_at__isnull=True).order_by("name"),
         required=False,
         to_field_name="name",
         widget=forms.SelectMultiple(attrs={"size": 12}),
