@@ -3,10 +3,11 @@
 Every error the API answers with, whatever raised it (a service, a serializer, DRF's own
 checks, a throttle), has the body
 
-    {"errors": [{"code": "...", "message": "...", "path": "$.field"?}, ...]}
+    {"errors": [{"code": "...", "message": "...", "path": "$.field"?, "location": {}?}, ...]}
 
 `code` is a stable machine-readable word, `message` a sentence for people, `path` (when
-the error is about one part of the request) the JSON path of that part. Services raise an
+the error is about one part of the request) the JSON path of that part, and `location`
+(suite errors) the same place as numbers. Services raise an
 `ApplicationError` (or Django's `PermissionDenied`, which becomes a 403) and views let it
 through: `api_exception_handler` turns it into this body.
 """
@@ -95,6 +96,11 @@ class ErrorEntrySerializer(serializers.Serializer):
     message = serializers.CharField(help_text="What is wrong and how to fix it")
     path = serializers.CharField(
         required=False, help_text="JSON path of the part of the request the error is about"
+    )
+    location = serializers.DictField(
+        required=False,
+        help_text="For suite errors, the same place as numbers: section, item, condition, "
+        "region, region_number, prediction, key (line and column for CSV)",
     )
 
 

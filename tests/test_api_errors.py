@@ -26,7 +26,9 @@ def _shape(response) -> list[dict]:  # type: ignore[no-untyped-def]
     assert body["errors"]
     for entry in body["errors"]:
         assert (
-            {"code", "message"} <= set(entry) <= {"code", "message", "path", "retry_after_seconds"}
+            {"code", "message"}
+            <= set(entry)
+            <= {"code", "message", "path", "location", "retry_after_seconds"}
         )
         assert entry["message"].strip()
     return body["errors"]

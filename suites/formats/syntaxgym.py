@@ -181,9 +181,8 @@ def unstorable_text(data: object, limit: int = 5) -> list[SuiteError]:
                 else f"a lone surrogate (\\u{ord(bad.group()):04x}), which is not a character"
             )
             errors.append(
-                SuiteError(
-                    json_path(where),
-                    f"the text holds {what} at position {bad.start() + 1}; remove it",
+                SuiteError.at(
+                    where, f"the text holds {what} at position {bad.start() + 1}; remove it"
                 )
             )
     return errors
