@@ -97,12 +97,14 @@ def _base(path: Path, folders: Sequence[Path]) -> Path:
 
 
 def config_is_readable(source: ModelSource) -> bool:
-    """Whether the web process may read this model's config to learn its kind: a hub id,
-    or a local folder with a small config.json. Never a file: it may be gigabytes of
-    weights, and the web process reads no weights."""
+    """Whether the web process may look at this model to learn its kind: a hub id, a local
+    folder with a small config.json, or a file (whose first bytes alone are sniffed for an
+    n-gram format). Never weights: a file may be gigabytes, and only its head is read."""
     if not source.local:
         return True
     path = Path(source.source)
+    if path.is_file():
+        return True
     config = path / "config.json"
     return path.is_dir() and config.is_file() and config.stat().st_size <= CONFIG_MAX_BYTES
 

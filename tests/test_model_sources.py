@@ -99,12 +99,12 @@ def test_the_web_process_reads_no_weights(model_dir: Path, gpt2_folder: Path) ->
         weights.write_bytes(os.urandom(1024))  # unreadable as weights
     # The config alone tells the kind: the broken weights were never opened.
     assert services.model_register(source=str(folder), name="garbage").kind == "causal"
-    # A single file (an n-gram file, or a huge weights file) is not read at all.
+    # A single file is sniffed by its first bytes (n-gram formats) and never read whole:
+    # a sparse 4 GB file is refused at once, without the memory to hold it.
     big = model_dir / "weights.bin"
     with big.open("wb") as out:
-        out.truncate(64 * 1024 * 1024)
-    model = services.model_register(source=str(big), name="file")
-    assert model.kind == "unknown" and model.source == str(big.resolve())
+        out.truncate(4 * 1024**3)
+    assert "not an n-gram model" in _refusal(str(big))
     # Nor is an oversized config.json.
     huge = model_dir / "huge-config"
     huge.mkdir()

@@ -476,7 +476,7 @@ def test_bootstrap_registers_both_baselines_on_a_fresh_database(settings, tmp_pa
     trigram = models[baseline.NGRAM_BASELINE_NAME]
     assert trigram.display_name == "CMU US English trigram (n-gram baseline)"
     assert trigram.kind == "ngram" and trigram.is_baseline
-    assert trigram.source == str(CMU_TRIGRAM)
+    assert trigram.source == str(CMU_TRIGRAM.resolve())  # stored resolved
     assert models[baseline.BASELINE_NAME].kind == "causal"
     assert models[baseline.BASELINE_NAME].is_baseline
     # Running it again changes nothing.

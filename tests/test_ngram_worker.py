@@ -41,6 +41,8 @@ def test_trigram_evaluation_through_a_real_worker(worker, alice, anon_client) ->
         name=baseline.NGRAM_BASELINE_NAME,
         display_name=baseline.NGRAM_BASELINE_DISPLAY,
         is_baseline=True,
+        # The package's folder is no model folder; gym_bootstrap allows it the same way.
+        extra_model_dirs=[CMU_TRIGRAM.parent],
     )
     assert model.kind == "ngram"
     [evaluation] = services.evaluation_request(model=model, suites=[suite], user=alice).evaluations

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from django.conf import settings
@@ -41,9 +43,14 @@ class Command(BaseCommand):
             display_name=baseline.NGRAM_BASELINE_DISPLAY,
             description=baseline.NGRAM_BASELINE_DESCRIPTION,
             reference_url=baseline.NGRAM_BASELINE_URL,
+            # The package's own file, outside the model folders: this command is run by
+            # the site's administrators, so it may allow that one folder.
+            extra_model_dirs=[trigram.parent],
         )
 
-    def _register(self, **fields: str) -> None:
+    def _register(self, *, extra_model_dirs: Sequence[Path] = (), **fields: str) -> None:
+        # Stored resolved, as model_register stores it.
+        fields["source"] = str(Path(fields["source"]).resolve())
         name = fields["name"]
         existing = LanguageModel.objects.filter(name=name).first()
         if existing is not None:
@@ -55,5 +62,7 @@ class Command(BaseCommand):
             else:
                 self.stdout.write(f"{existing.display_name} already registered")
             return
-        model = services.model_register(is_baseline=True, **fields)
+        model = services.model_register(
+            is_baseline=True, extra_model_dirs=extra_model_dirs, **fields
+        )
         self.stdout.write(f"registered {model.display_name} ({model.kind})")
