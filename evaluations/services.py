@@ -4,7 +4,7 @@ recording progress and storing results. Each is one function, one transaction.""
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any

@@ -66,7 +66,9 @@ def test_retry_and_cancel_answer_a_conflict_when_there_is_nothing_to_do(
     assert queued.status_code == 409 and "already sent" in queued.json()["errors"][0]["message"]
     services.progress_record(evaluation_id=pk, attempt=1, done=1, total=4)
     running = _api_post(bob_client, f"/api/evaluations/{pk}/retry/")
-    assert running.status_code == 409 and "cancel it first" in running.json()["errors"][0]["message"]
+    assert (
+        running.status_code == 409 and "cancel it first" in running.json()["errors"][0]["message"]
+    )
     Evaluation.objects.filter(pk=pk).update(status="done")
     done = _api_post(bob_client, f"/api/evaluations/{pk}/retry/")
     assert done.status_code == 409 and "done" in done.json()["errors"][0]["message"]
