@@ -16,6 +16,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from suites import formats, selectors, services
+from suites.catalog import ListQuery
 from suites.models import Suite, Tag
 
 
@@ -103,12 +104,8 @@ class SuiteListCreate(generics.ListAPIView):
     parser_classes = [RawJSONParser]
 
     def get_queryset(self):  # type: ignore[no-untyped-def]
-        params = self.request.query_params
-        return selectors.suite_list(
-            q=params.get("search", "").strip(),
-            tag=params.get("tag", "").strip(),
-            sort=params.get("ordering", "name"),
-        )
+        query = ListQuery.from_api(self.request.query_params)
+        return selectors.suite_list(q=query.q, tag=query.tag, sort=query.sort)
 
     @extend_schema(
         parameters=[

@@ -16,6 +16,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from suites import pair_sets
+from suites.catalog import ListQuery
 from suites.models import MinimalPairSet
 
 
@@ -67,12 +68,8 @@ class PairSetListCreate(generics.ListAPIView):
     parser_classes = [RawBodyParser]
 
     def get_queryset(self):  # type: ignore[no-untyped-def]
-        params = self.request.query_params
-        return pair_sets.pair_set_list(
-            q=params.get("search", "").strip(),
-            tag=params.get("tag", "").strip(),
-            sort=params.get("ordering", "name"),
-        )
+        query = ListQuery.from_api(self.request.query_params)
+        return pair_sets.pair_set_list(q=query.q, tag=query.tag, sort=query.sort)
 
     @extend_schema(
         parameters=[

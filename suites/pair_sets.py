@@ -8,8 +8,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.db import IntegrityError, connection, transaction
-from django.db.models import Q, QuerySet
+from django.db.models import QuerySet
 
+from suites.catalog import COMMON_SORTS, catalog_filter
 from suites.formats import minimal_pairs as mp
 from suites.models import MinimalPairSet, PairSetSentence, Tag
 from suites.services import _NAME_FORBIDDEN, NAME_MAX_LENGTH, tag_slugs
@@ -147,16 +148,11 @@ def _insert_sentences(pair_set: MinimalPairSet, parsed: mp.MinimalPairSet) -> No
 
 # ---------------------------------------------------------------- reads
 
-SORTS = {"name": "name", "-name": "-name", "newest": "-created_at", "pairs": "-pair_count"}
+SORTS: dict[str, tuple[str, ...]] = {**COMMON_SORTS, "pairs": ("-pair_count",)}
 
 
 def pair_set_list(*, q: str = "", tag: str = "", sort: str = "name") -> QuerySet[MinimalPairSet]:
-    sets = MinimalPairSet.objects.select_related("owner").prefetch_related("tags")
-    if q:
-        sets = sets.filter(Q(name__icontains=q) | Q(description__icontains=q))
-    if tag:
-        sets = sets.filter(tags__name=tag)
-    return sets.order_by(SORTS.get(sort, "name"), "name")
+    return catalog_filter(MinimalPairSet.objects.all(), q=q, tag=tag, sort=sort, sorts=SORTS)
 
 
 def pair_set_data(pair_set: MinimalPairSet) -> mp.MinimalPairSet:

@@ -13,7 +13,8 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 
 from suites import pair_sets
-from suites.models import MinimalPairSet, Tag
+from suites.catalog import COMMON_SORT_LABELS, ListQuery, list_context
+from suites.models import MinimalPairSet
 
 SETS_PER_PAGE = 50
 PAIRS_PER_PAGE = 50
@@ -38,28 +39,11 @@ class PairSetUploadForm(forms.Form):
 
 
 def pair_set_list(request: HttpRequest) -> HttpResponse:
-    q = request.GET.get("q", "").strip()
-    tag = request.GET.get("tag", "").strip()
-    sort = request.GET.get("sort", "name")
-    sets = pair_sets.pair_set_list(q=q, tag=tag, sort=sort)
+    query = ListQuery.from_page(request.GET)
+    sets = pair_sets.pair_set_list(q=query.q, tag=query.tag, sort=query.sort)
     page = Paginator(sets, SETS_PER_PAGE).get_page(request.GET.get("page"))
-    return render(
-        request,
-        "suites/pair_set_list.html",
-        {
-            "page": page,
-            "q": q,
-            "tag": tag,
-            "sort": sort,
-            "sorts": [
-                ("name", "Name A–Z"),
-                ("-name", "Name Z–A"),
-                ("newest", "Newest"),
-                ("pairs", "Most pairs"),
-            ],  # fmt: skip
-            "all_tags": Tag.objects.all(),
-        },
-    )
+    sorts = [*COMMON_SORT_LABELS, ("pairs", "Most pairs")]
+    return render(request, "suites/pair_set_list.html", list_context(query, page=page, sorts=sorts))
 
 
 def pair_set_detail(request: HttpRequest, name: str) -> HttpResponse:

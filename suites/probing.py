@@ -11,9 +11,10 @@ from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, connection, transaction
-from django.db.models import Q, QuerySet
+from django.db.models import QuerySet
 from django.utils.text import slugify
 
+from suites.catalog import COMMON_SORTS, catalog_filter
 from suites.formats.probing import (
     LineSource,
     ProbingReader,
@@ -147,25 +148,16 @@ def probing_task_import(
 
 # Reads shared by the pages and the API.
 
-TASK_SORTS = {
-    "name": ("name",),
-    "-name": ("-name",),
-    "newest": ("-created_at", "name"),
-    "instances": ("-instance_count", "name"),
-}
+TASK_SORTS: dict[str, tuple[str, ...]] = {**COMMON_SORTS, "instances": ("-instance_count",)}
 
 
 def probing_task_list(
     *, q: str = "", tag: str = "", task_type: str = "", sort: str = "name"
 ) -> QuerySet[ProbingTask]:
-    tasks = ProbingTask.objects.select_related("owner").prefetch_related("tags")
-    if q:
-        tasks = tasks.filter(Q(name__icontains=q) | Q(description__icontains=q))
-    if tag:
-        tasks = tasks.filter(tags__name=tag)
+    tasks = ProbingTask.objects.all()
     if task_type:
         tasks = tasks.filter(task_type=task_type)
-    return tasks.order_by(*TASK_SORTS.get(sort, TASK_SORTS["name"])).distinct()
+    return catalog_filter(tasks, q=q, tag=tag, sort=sort, sorts=TASK_SORTS)
 
 
 def probing_task_overview(task: ProbingTask) -> dict[str, Any]:

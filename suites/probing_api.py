@@ -13,6 +13,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from suites.catalog import ListQuery
 from suites.formats.probing import TASK_TYPES, guess_task_type
 from suites.formats.report import SuiteError
 from suites.models import ProbingTask
@@ -76,13 +77,9 @@ class ProbingTaskListCreate(generics.ListAPIView):
     parser_classes = [MultiPartParser, FormParser]
 
     def get_queryset(self):  # type: ignore[no-untyped-def]
-        params = self.request.query_params
-        return probing_task_list(
-            q=params.get("search", "").strip(),
-            tag=params.get("tag", "").strip(),
-            task_type=params.get("type", "").strip(),
-            sort=params.get("ordering", "name"),
-        )
+        query = ListQuery.from_api(self.request.query_params)
+        task_type = self.request.query_params.get("type", "").strip()
+        return probing_task_list(q=query.q, tag=query.tag, task_type=task_type, sort=query.sort)
 
     @extend_schema(
         parameters=[

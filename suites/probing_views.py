@@ -9,6 +9,7 @@ from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 
+from suites.catalog import COMMON_SORT_LABELS, ListQuery, list_context
 from suites.formats.probing import PARTITION_NAMES, PARTITIONS, TASK_TYPES, guess_task_type
 from suites.forms import ProbingUploadForm
 from suites.models import ProbingTask, Tag
@@ -24,28 +25,18 @@ EXAMPLES_PER_PAGE = 50
 
 
 def probing_list(request: HttpRequest) -> HttpResponse:
-    q = request.GET.get("q", "").strip()
-    tag = request.GET.get("tag", "").strip()
+    query = ListQuery.from_page(request.GET)
     task_type = request.GET.get("type", "").strip()
-    sort = request.GET.get("sort", "name")
-    tasks = probing_task_list(q=q, tag=tag, task_type=task_type, sort=sort)
+    tasks = probing_task_list(q=query.q, tag=query.tag, task_type=task_type, sort=query.sort)
     page = Paginator(tasks, TASKS_PER_PAGE).get_page(request.GET.get("page"))
+    sorts = [*COMMON_SORT_LABELS, ("instances", "Most instances")]
     return render(
         request,
         "suites/probing_list.html",
         {
-            "page": page,
-            "q": q,
-            "tag": tag,
+            **list_context(query, page=page, sorts=sorts),
             "task_type": task_type,
-            "sort": sort,
             "types": TASK_TYPES,
-            "sorts": [
-                ("name", "Name A–Z"),
-                ("-name", "Name Z–A"),
-                ("newest", "Newest"),
-                ("instances", "Most instances"),
-            ],
             "all_tags": Tag.objects.filter(probing_tasks__isnull=False).distinct(),
         },
     )

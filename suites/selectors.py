@@ -7,29 +7,20 @@ from typing import Any
 
 from django.db.models import Count, Q, QuerySet
 
+from suites.catalog import COMMON_SORTS, catalog_filter
 from suites.models import Suite, Tag
 
-SORTS = {
-    "name": "name",
-    "-name": "-name",
-    "newest": "-created_at",
-    "oldest": "created_at",
-    "items": "-item_count",
-    "updated": "-updated_at",
+SORTS: dict[str, tuple[str, ...]] = {
+    **COMMON_SORTS,
+    "oldest": ("created_at",),
+    "items": ("-item_count",),
+    "updated": ("-updated_at",),
 }
 
 
 def suite_list(*, q: str = "", tag: str = "", sort: str = "name") -> QuerySet[Suite]:
-    suites = (
-        Suite.objects.filter(archived_at__isnull=True)
-        .select_related("owner")
-        .prefetch_related("tags")
-    )
-    if q:
-        suites = suites.filter(Q(name__icontains=q) | Q(description__icontains=q))
-    if tag:
-        suites = suites.filter(tags__name=tag)
-    return suites.order_by(SORTS.get(sort, "name"), "name")
+    """Suites in the lists (archived ones left out), searched, tagged and sorted."""
+    return catalog_filter(Suite.objects.all(), q=q, tag=tag, sort=sort, sorts=SORTS)
 
 
 def suites_with_tag(suites: Iterable[Suite], tag: Tag | None) -> list[Suite]:

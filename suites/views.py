@@ -13,6 +13,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_http_methods
 
 from suites import formats, selectors, services
+from suites.catalog import COMMON_SORT_LABELS, ListQuery, list_context
 from suites.forms import SignupForm, SuiteMetaForm, SuiteUploadForm
 from suites.models import Suite, Tag
 
@@ -34,32 +35,17 @@ def signup(request: HttpRequest) -> HttpResponse:
 
 
 def suite_list(request: HttpRequest, tag: str | None = None) -> HttpResponse:
-    q = request.GET.get("q", "").strip()
-    tag_name = tag or request.GET.get("tag", "").strip()
-    sort = request.GET.get("sort", "name")
+    query = ListQuery.from_page(request.GET, tag=tag)
     tag_obj = None
     if tag:
         tag_obj = get_object_or_404(Tag, name=tag)
-    suites = selectors.suite_list(q=q, tag=tag_name, sort=sort)
+    suites = selectors.suite_list(q=query.q, tag=query.tag, sort=query.sort)
     page = Paginator(suites, SUITES_PER_PAGE).get_page(request.GET.get("page"))
+    sorts = [*COMMON_SORT_LABELS, ("updated", "Recently updated"), ("items", "Most items")]
     return render(
         request,
         "suites/suite_list.html",
-        {
-            "page": page,
-            "q": q,
-            "tag": tag_name,
-            "tag_obj": tag_obj,
-            "sort": sort,
-            "sorts": [
-                ("name", "Name A–Z"),
-                ("-name", "Name Z–A"),
-                ("newest", "Newest"),
-                ("updated", "Recently updated"),
-                ("items", "Most items"),
-            ],
-            "all_tags": Tag.objects.all(),
-        },
+        {**list_context(query, page=page, sorts=sorts), "tag_obj": tag_obj},
     )
 
 

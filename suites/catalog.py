@@ -1,0 +1,91 @@
+"""What the three kinds of test data (suites, minimal-pair sets, probing tasks) share in
+their lists: the query parameters, the search / tag / sort filter and the sort choices.
+Pages and the API of every kind read their lists through here, so that a change to how
+lists are searched or sorted is made once."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from django.db.models import Model, Q, QuerySet
+
+from suites.models import Tag
+
+M = TypeVar("M", bound=Model)
+
+# The sorts every kind offers; each kind adds its own (most items, pairs, instances…).
+COMMON_SORTS: dict[str, tuple[str, ...]] = {
+    "name": ("name",),
+    "-name": ("-name",),
+    "newest": ("-created_at",),
+}
+COMMON_SORT_LABELS: list[tuple[str, str]] = [
+    ("name", "Name A–Z"),
+    ("-name", "Name Z–A"),
+    ("newest", "Newest"),
+]
+
+
+@dataclass(frozen=True)
+class ListQuery:
+    """A list request's search text, tag and sort key, as the page or the API got them."""
+
+    q: str = ""
+    tag: str = ""
+    sort: str = "name"
+
+    @classmethod
+    def from_page(cls, params: Mapping[str, Any], *, tag: str | None = None) -> ListQuery:
+        """The pages' parameters: q, tag, sort (`tag` from the URL wins over ?tag=)."""
+        return cls(
+            q=str(params.get("q", "")).strip(),
+            tag=tag or str(params.get("tag", "")).strip(),
+            sort=str(params.get("sort", "name")),
+        )
+
+    @classmethod
+    def from_api(cls, params: Mapping[str, Any]) -> ListQuery:
+        """The API's parameters: search, tag, ordering."""
+        return cls(
+            q=str(params.get("search", "")).strip(),
+            tag=str(params.get("tag", "")).strip(),
+            sort=str(params.get("ordering", "name")),
+        )
+
+
+def catalog_filter(
+    queryset: QuerySet[M],
+    *,
+    q: str = "",
+    tag: str = "",
+    sort: str = "name",
+    sorts: Mapping[str, Sequence[str]],
+    include_archived: bool = False,
+) -> QuerySet[M]:
+    """`queryset` narrowed to names or descriptions containing `q` and to `tag`, without
+    archived rows (for kinds that archive), ordered by `sorts[sort]` and then by name
+    (an unknown sort key sorts by name)."""
+    fields = {f.name for f in queryset.model._meta.get_fields()}
+    if not include_archived and "archived_at" in fields:
+        queryset = queryset.filter(archived_at__isnull=True)
+    queryset = queryset.select_related("owner").prefetch_related("tags")
+    if q:
+        queryset = queryset.filter(Q(name__icontains=q) | Q(description__icontains=q))
+    if tag:
+        # Tag names are unique, so this join adds no duplicate rows.
+        queryset = queryset.filter(tags__name=tag)
+    return queryset.order_by(*sorts.get(sort, sorts["name"]), "name")
+
+
+def list_context(query: ListQuery, *, page: Any, sorts: list[tuple[str, str]]) -> dict[str, Any]:
+    """What every list page's template reads (the shared filter form among it)."""
+    return {
+        "page": page,
+        "q": query.q,
+        "tag": query.tag,
+        "sort": query.sort,
+        "sorts": sorts,
+        "all_tags": Tag.objects.all(),
+    }
