@@ -68,11 +68,12 @@ class PairSetAnalyze(APIView):
             )
         except MinimalPairFormatError as exc:
             return Response(
-                {"errors": [e.as_dict() for e in exc.errors]}, status=status.HTTP_400_BAD_REQUEST
+                {"errors": [{"code": "invalid", **e.as_dict()} for e in exc.errors]},
+                status=status.HTTP_400_BAD_REQUEST,
             )
         except AnalysisError as exc:
             return Response(
-                {"errors": [{"path": "analysis", "message": str(exc)}]},
+                {"errors": [{"code": "invalid", "path": "analysis", "message": str(exc)}]},
                 status=status.HTTP_400_BAD_REQUEST,
             )
         out = getattr(result, table)

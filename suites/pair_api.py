@@ -97,7 +97,15 @@ class PairSetListCreate(generics.ListAPIView):
         data = request.data if isinstance(request.data, bytes) else b""
         if len(data) > settings.GYM_MAX_UPLOAD_BYTES:
             return Response(
-                {"errors": [{"path": "file", "message": "the file is larger than the limit"}]},
+                {
+                    "errors": [
+                        {
+                            "code": "too_large",
+                            "path": "file",
+                            "message": "the file is larger than the limit",
+                        }
+                    ]
+                },
                 status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
             )
         params = request.query_params
@@ -112,7 +120,7 @@ class PairSetListCreate(generics.ListAPIView):
             )
         except pair_sets.PairSetInvalid as invalid:
             return Response(
-                {"errors": [e.as_dict() for e in invalid.errors]},
+                {"errors": [{"code": "invalid", **e.as_dict()} for e in invalid.errors]},
                 status=status.HTTP_400_BAD_REQUEST,
             )
         body = PairSetSerializer(report.pair_set, context={"request": request}).data

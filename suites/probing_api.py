@@ -66,7 +66,8 @@ class ProbingTaskDetailSerializer(ProbingTaskSerializer):
 
 
 def _errors(errors: list[SuiteError], code: int = status.HTTP_400_BAD_REQUEST) -> Response:
-    return Response({"errors": [error.as_dict() for error in errors]}, status=code)
+    # The API's one error shape: every entry has a code.
+    return Response({"errors": [{"code": "invalid", **e.as_dict()} for e in errors]}, status=code)
 
 
 class ProbingTaskListCreate(generics.ListAPIView):
