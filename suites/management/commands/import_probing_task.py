@@ -1,28 +1,34 @@
 from __future__ import annotations
 
 import time
-from pathlib import Path
 from typing import Any
 
-from django.contrib.auth import get_user_model
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandParser
 
 from suites.formats.probing import TASK_TYPES, guess_task_type
+from suites.management.importing import ImportCommand
 from suites.models import ProbingTask
 from suites.probing import ProbingTaskInvalid, probing_task_import
 
+SUFFIXES = (".txt",)
 
-class Command(BaseCommand):
+
+class Command(ImportCommand):
     help = (
-        "Import SentEval-style probing files (partition<TAB>label<TAB>sentence per line). "
-        "Each file is one task named after the file (past_present.txt -> past_present) "
-        "whose type, unless --type is given, is the SentEval task of that name or custom. "
-        "Prints one line per file; exits non-zero if any file failed."
+        "Import SentEval-style probing files (partition<TAB>label<TAB>sentence per line), "
+        "or folders of them (*.txt). Each file is one task named after the file "
+        "(past_present.txt -> past_present) whose type, unless --type is given, is the "
+        "SentEval task of that name or custom. Prints one line per file; exits non-zero if "
+        "any file failed."
     )
+    noun = "task"
+    model = ProbingTask
+    # Problems go to stderr, so that a run's stdout lists only what was imported.
+    failure_stream = "stderr"
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("paths", nargs="+", help="probing files")
-        parser.add_argument("--owner", help="username owning the tasks (default: the site itself)")
+        parser.add_argument("paths", nargs="+", help="probing files, or folders of .txt files")
+        self.add_owner_argument(parser)
         parser.add_argument("--type", choices=TASK_TYPES, help="task type of every file")
         parser.add_argument("--name", help="task name (one file only; default: the file name)")
         parser.add_argument("--description", default="")
@@ -34,23 +40,13 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
-        owner = None
-        if options["owner"]:
-            try:
-                owner = get_user_model().objects.get(username=options["owner"])
-            except get_user_model().DoesNotExist:
-                raise CommandError(f"no user named {options['owner']!r}") from None
-        paths = [Path(raw) for raw in options["paths"]]
-        if options["name"] and len(paths) > 1:
-            raise CommandError("--name names one task; give one file")
-        missing = [str(path) for path in paths if not path.is_file()]
-        if missing:
-            raise CommandError(f"no such file: {', '.join(missing)}")
+        owner = self.owner(options)
+        paths = self.files(options["paths"], suffixes=SUFFIXES)
+        self.one_name_only(options, paths)
         failed = 0
         for path in paths:
             name = options["name"] or path.stem
-            if options["skip_existing"] and ProbingTask.objects.filter(name=name).exists():
-                self.stdout.write(f"{path}: skipped, task '{name}' exists")
+            if options["skip_existing"] and self.skipped(path, name):
                 continue
             started = time.perf_counter()
             try:
@@ -64,14 +60,11 @@ class Command(BaseCommand):
                 )
             except ProbingTaskInvalid as exc:
                 failed += 1
-                self.stderr.write(f"{path}: not imported:")
-                for error in exc.errors:
-                    self.stderr.write(f"  {error}")
+                self.failed(path, exc.errors)
                 continue
             self.stdout.write(
                 f"{path}: imported '{task.name}' ({task.task_type}, "
                 f"{task.instance_count} instances, {len(task.labels)} labels) "
                 f"in {time.perf_counter() - started:.1f} s"
             )
-        if failed:
-            raise CommandError(f"{failed} of {len(paths)} file(s) failed")
+        self.finish(failed=failed, total=len(paths))
