@@ -12,8 +12,8 @@ from django.db.models import QuerySet
 
 from suites.catalog import COMMON_SORTS, catalog_filter
 from suites.formats import minimal_pairs as mp
-from suites.models import MinimalPairSet, PairSetSentence, Tag
-from suites.services import _NAME_FORBIDDEN, NAME_MAX_LENGTH, tag_slugs
+from suites.models import MinimalPairSet, PairSetSentence
+from suites.services import name_problem, tags_set
 
 BULK_BATCH = 2000
 
@@ -38,26 +38,9 @@ RESERVED_NAMES = {"upload"}
 
 
 def _name_errors(name: str) -> list[mp.PairSetError]:
-    def error(message: str) -> list[mp.PairSetError]:
-        return [mp.PairSetError(None, "name", message)]
-
-    if not name.strip():
-        return error("the set needs a name")
-    if name in RESERVED_NAMES:
-        return error(f"{name!r} is reserved; choose another name")
-    if len(name) > NAME_MAX_LENGTH:
-        return error(f"the name is {len(name)} characters long; use at most {NAME_MAX_LENGTH}")
-    if _NAME_FORBIDDEN.search(name):
-        return error("the name may not contain slashes or control characters")
-    if name != name.strip():
-        return error("the name may not start or end with spaces")
-    other = MinimalPairSet.objects.filter(name=name).select_related("owner").first()
-    if other is not None:
-        whose = f"owned by {other.owner.username}" if other.owner else "one of the site's examples"
-        return error(
-            f"a minimal-pair set named {name!r} already exists ({whose}); choose another name"
-        )
-    return []
+    problem = name_problem(name=name, model=MinimalPairSet, noun="minimal-pair set",
+                           reserved=RESERVED_NAMES)  # fmt: skip
+    return [mp.PairSetError(None, "name", problem)] if problem else []
 
 
 def minimal_pair_set_import(
@@ -93,11 +76,7 @@ def minimal_pair_set_import(
                 pair_count=len(parsed.pairs()),
             )
             _insert_sentences(pair_set, parsed)
-            slugs = tag_slugs(tags)
-            if slugs:
-                for slug in slugs:
-                    Tag.objects.get_or_create(name=slug)
-                pair_set.tags.set(Tag.objects.filter(name__in=slugs))
+            tags_set(target=pair_set, raw=tags)
     except IntegrityError:
         # Another request took the name between the check and the insert.
         raise PairSetInvalid(

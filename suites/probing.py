@@ -4,7 +4,6 @@ the command (and later the upload page and the API)."""
 from __future__ import annotations
 
 import json
-import re
 from collections import Counter
 from collections.abc import Iterable
 from typing import Any
@@ -12,7 +11,6 @@ from typing import Any
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, connection, transaction
 from django.db.models import QuerySet
-from django.utils.text import slugify
 
 from suites.catalog import COMMON_SORTS, catalog_filter
 from suites.formats.probing import (
@@ -22,12 +20,11 @@ from suites.formats.probing import (
     iter_probing,
 )
 from suites.formats.report import SuiteError
-from suites.models import ProbingInstance, ProbingTask, Tag
+from suites.models import ProbingInstance, ProbingTask
+from suites.services import name_problem, tags_set
 
-NAME_MAX_LENGTH = 200
 # Rows per INSERT: large enough that a 120,000-line file takes a few dozen statements.
 BATCH_SIZE = 5000
-_NAME_FORBIDDEN = re.compile(r"[/\\\x00-\x1f\x7f]")
 
 
 class ProbingTaskInvalid(Exception):
@@ -38,16 +35,15 @@ class ProbingTaskInvalid(Exception):
         self.errors = errors
 
 
+# Names that the task pages' URLs use for themselves.
+RESERVED_NAMES = {"upload"}
+
+
 def _name_errors(name: str) -> list[SuiteError]:
-    if not name.strip():
-        return [SuiteError("name", "a probing task needs a name")]
-    if len(name) > NAME_MAX_LENGTH:
-        return [SuiteError("name", f"the name is longer than {NAME_MAX_LENGTH} characters")]
-    if _NAME_FORBIDDEN.search(name):
-        return [SuiteError("name", "the name may not contain slashes or control characters")]
-    if ProbingTask.objects.filter(name=name).exists():
-        return [SuiteError("name", f"a probing task named '{name}' exists; choose another name")]
-    return []
+    problem = name_problem(
+        name=name, model=ProbingTask, noun="probing task", reserved=RESERVED_NAMES
+    )
+    return [SuiteError("name", problem)] if problem else []
 
 
 _COLUMNS = ("task_id", "line", "partition", "label", "sentence", "n_words", "extra")
@@ -139,10 +135,11 @@ def probing_task_import(
             task.extra_columns = summary.n_extra
             task.instance_count = summary.total
             task.save()
-            slugs = sorted({slug for slug in (slugify(tag)[:64] for tag in tags) if slug})
-            task.tags.set([Tag.objects.get_or_create(name=slug)[0] for slug in slugs])
-    except IntegrityError as exc:  # a task of that name was saved meanwhile
-        raise ProbingTaskInvalid([SuiteError("name", f"cannot save: {exc}")]) from None
+            tags_set(target=task, raw=tags)
+    except IntegrityError:  # a task of that name was saved meanwhile
+        raise ProbingTaskInvalid(
+            _name_errors(name) or [SuiteError("name", f"a probing task named {name!r} exists")]
+        ) from None
     return task
 
 

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, models, transaction
 from django.utils import timezone
 from django.utils.text import slugify
 
@@ -68,7 +68,8 @@ def can_change(user: AbstractBaseUser | AnonymousUser | None, suite: Suite) -> b
 
 def tag_slugs(raw: Iterable[str]) -> list[str]:
     """Tags as stored: lower-case slugs, unique, sorted."""
-    return sorted({slugify(str(t)) for t in raw if slugify(str(t))})
+    # A tag name holds 64 characters (Tag.name).
+    return sorted({slug for slug in (slugify(str(t))[:64] for t in raw) if slug})
 
 
 # Characters that change how a name looks without being seen: bidirectional overrides
@@ -86,42 +87,55 @@ def invisible_characters(text: str) -> str:
     return ""
 
 
-def suite_name_check(*, name: str, replace: Suite | None = None) -> list[SuiteError]:
-    """What is wrong with `name` as a suite's name (empty, too long, slashes, taken by a
-    suite other than `replace`); empty when it is free. suite_import applies it, and the
-    editor's validation endpoint calls it so that a clash shows as soon as it is typed."""
-    errors: list[SuiteError] = []
+def name_problem(
+    *,
+    name: str,
+    model: type[models.Model],
+    noun: str,
+    replace: models.Model | None = None,
+    reserved: Collection[str] = (),
+    advice: str = "choose another name",
+) -> str:
+    """What is wrong with `name` as the name of a `model` row (a suite, a minimal-pair
+    set, a probing task; `noun` says which in the message): empty, reserved by the
+    kind's URLs, too long, slashes or control or invisible characters, spaces at either
+    end, or taken by a row other than `replace`. '' when it is free. `advice` ends the
+    message about a taken name."""
     if not name.strip():
-        errors.append(SuiteError.at(_NAME, "the suite needs a name (meta.name)"))
-    elif len(name) > NAME_MAX_LENGTH:
-        errors.append(
-            SuiteError.at(
-                _NAME,
-                f"the name is {len(name)} characters long; shorten it to at most {NAME_MAX_LENGTH}",
-            )
-        )
-    elif _NAME_FORBIDDEN.search(name):
-        errors.append(
-            SuiteError.at(_NAME, "the name may not contain slashes or control characters")
-        )
-    elif invisible := invisible_characters(name):
-        errors.append(SuiteError.at(_NAME, f"the name may not contain {invisible}"))
-    elif name != name.strip():
-        errors.append(SuiteError.at(_NAME, "the name may not start or end with spaces"))
-    else:
-        clash = Suite.objects.filter(name=name)
-        if replace is not None:
-            clash = clash.exclude(pk=replace.pk)
-        if clash.exists():
-            # Who owns it is not said: a name must not reveal other people's accounts.
-            errors.append(
-                SuiteError.at(
-                    _NAME,
-                    f"a suite named {name!r} already exists; choose another "
-                    "meta.name, or replace that suite from its own page if it is yours",
-                )
-            )
-    return errors
+        return f"the {noun} needs a name"
+    if name in reserved:
+        return f"{name!r} is reserved for a page of the site; choose another name"
+    if len(name) > NAME_MAX_LENGTH:
+        return f"the name is {len(name)} characters long; shorten it to at most {NAME_MAX_LENGTH}"
+    if _NAME_FORBIDDEN.search(name):
+        return "the name may not contain slashes or control characters"
+    if invisible := invisible_characters(name):
+        return f"the name may not contain {invisible}"
+    if name != name.strip():
+        return "the name may not start or end with spaces"
+    clash = model._default_manager.filter(name=name)
+    if replace is not None:
+        clash = clash.exclude(pk=replace.pk)
+    if clash.exists():
+        # Who owns it is not said: a name must not reveal other people's accounts.
+        return f"a {noun} named {name!r} already exists; {advice}"
+    return ""
+
+
+def suite_name_check(*, name: str, replace: Suite | None = None) -> list[SuiteError]:
+    """What is wrong with `name` as a suite's name (see name_problem); empty when it is
+    free. suite_import applies it, and the editor's validation endpoint calls it so that
+    a clash shows as soon as it is typed."""
+    if not name.strip():
+        return [SuiteError.at(_NAME, "the suite needs a name (meta.name)")]
+    problem = name_problem(
+        name=name,
+        model=Suite,
+        noun="suite",
+        replace=replace,
+        advice="choose another meta.name, or replace that suite from its own page if it is yours",
+    )
+    return [SuiteError.at(_NAME, problem)] if problem else []
 
 
 def suite_import(
@@ -235,18 +249,20 @@ def _write(
         ),
         batch_size=500,
     )
-    _set_tags(suite, meta.get("tags", []))
+    tags_set(target=suite, raw=meta.get("tags", []))
     return suite
 
 
-def _set_tags(suite: Suite, raw: Iterable[str]) -> None:
+def tags_set(*, target: models.Model, raw: Iterable[str]) -> None:
+    """Tag a suite, a minimal-pair set or a probing task with `raw` as slugs (creating
+    the tags that are new), inside the caller's transaction."""
     slugs = tag_slugs(raw)
     existing = {t.name: t for t in Tag.objects.filter(name__in=slugs)}
     missing = [Tag(name=s) for s in slugs if s not in existing]
     if missing:
         Tag.objects.bulk_create(missing, ignore_conflicts=True)
         existing = {t.name: t for t in Tag.objects.filter(name__in=slugs)}
-    suite.tags.set([existing[s] for s in slugs])
+    target.tags.set([existing[s] for s in slugs])  # type: ignore[attr-defined]
 
 
 def suite_update_meta(
@@ -268,7 +284,7 @@ def suite_update_meta(
         suite.author = author
         suite.comment = comment
         suite.save(update_fields=["description", "reference", "author", "comment", "updated_at"])
-        _set_tags(suite, tags)
+        tags_set(target=suite, raw=tags)
     return suite
 
 
