@@ -4,10 +4,29 @@ from django import forms
 from django.conf import settings
 from django.contrib.auth.forms import UserCreationForm
 from django.contrib.auth.models import User
+from django.core.files.uploadedfile import UploadedFile
 
 from suites.formats.probing import TASK_TYPES
 from suites.formats.syntaxgym import META_TEXT_MAX_LENGTH, TAG_MAX_LENGTH, TAGS_MAX_COUNT
 from suites.services import tag_slugs
+
+
+def upload_size_check(upload: UploadedFile) -> None:
+    """Refuse a file over the site's upload limit (every upload form applies it)."""
+    if upload.size is not None and upload.size > settings.GYM_MAX_UPLOAD_BYTES:
+        raise forms.ValidationError(
+            f"The file is {upload.size:,} bytes; the limit is "
+            f"{settings.GYM_MAX_UPLOAD_BYTES:,} bytes."
+        )
+
+
+class FileUploadForm(forms.Form):
+    """A form whose `file` field is held to the site's upload limit."""
+
+    def clean_file(self) -> UploadedFile:
+        upload = self.cleaned_data["file"]
+        upload_size_check(upload)
+        return upload
 
 
 class SignupForm(UserCreationForm):
@@ -38,11 +57,8 @@ class SuiteUploadForm(forms.Form):
             raise forms.ValidationError("Give either a file or pasted text, not both.")
         if not upload and not text.strip():
             raise forms.ValidationError("Choose a JSON file or paste the suite's JSON.")
-        if upload and upload.size > settings.GYM_MAX_UPLOAD_BYTES:
-            raise forms.ValidationError(
-                f"The file is {upload.size:,} bytes; the limit is "
-                f"{settings.GYM_MAX_UPLOAD_BYTES:,} bytes."
-            )
+        if upload:
+            upload_size_check(upload)
         return cleaned
 
     def source(self) -> bytes | str:
@@ -78,7 +94,7 @@ class SuiteMetaForm(forms.Form):
         return clean_tag_list(self.cleaned_data.get("tags", ""))
 
 
-class ProbingUploadForm(forms.Form):
+class ProbingUploadForm(FileUploadForm):
     """A SentEval-style probing file with the task's name, type, description and tags."""
 
     file = forms.FileField(
@@ -97,17 +113,20 @@ class ProbingUploadForm(forms.Form):
     description = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 3}))
     tags = forms.CharField(required=False, help_text="Comma-separated, e.g. senteval, syntax")
 
-    def clean_file(self):  # type: ignore[no-untyped-def]
-        upload = self.cleaned_data["file"]
-        if upload.size > settings.GYM_MAX_UPLOAD_BYTES:
-            raise forms.ValidationError(
-                f"The file is {upload.size:,} bytes; the limit is "
-                f"{settings.GYM_MAX_UPLOAD_BYTES:,} bytes."
-            )
-        return upload
-
     def clean_tags(self) -> list[str]:
         return clean_tag_list(self.cleaned_data.get("tags", ""))
+
+
+class PairSetUploadForm(FileUploadForm):
+    """An NLPScholar TSV or BLiMP JSONL file with the set's name, description and tags."""
+
+    file = forms.FileField(
+        label="File",
+        help_text="An NLPScholar data TSV (.tsv) or BLiMP JSONL (.jsonl)",
+    )
+    name = forms.CharField(label="Name", max_length=200)
+    description = forms.CharField(label="Description", required=False, widget=forms.Textarea)
+    tags = forms.CharField(label="Tags", required=False, help_text="comma-separated")
 
 
 def clean_tag_list(text: str) -> list[str]:

@@ -4,7 +4,6 @@ its import service."""
 
 from __future__ import annotations
 
-from django import forms
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -14,28 +13,11 @@ from django.shortcuts import get_object_or_404, redirect, render
 
 from suites import pair_sets
 from suites.catalog import COMMON_SORT_LABELS, ListQuery, list_context
+from suites.forms import PairSetUploadForm
 from suites.models import MinimalPairSet
 
 SETS_PER_PAGE = 50
 PAIRS_PER_PAGE = 50
-
-
-class PairSetUploadForm(forms.Form):
-    file = forms.FileField(
-        label="File",
-        help_text="An NLPScholar data TSV (.tsv) or BLiMP JSONL (.jsonl)",
-    )
-    name = forms.CharField(label="Name", max_length=200)
-    description = forms.CharField(label="Description", required=False, widget=forms.Textarea)
-    tags = forms.CharField(label="Tags", required=False, help_text="comma-separated")
-
-    def clean_file(self):  # type: ignore[no-untyped-def]
-        upload = self.cleaned_data["file"]
-        if upload.size > settings.GYM_MAX_UPLOAD_BYTES:
-            raise forms.ValidationError(
-                f"the file is {upload.size} bytes; the limit is {settings.GYM_MAX_UPLOAD_BYTES}"
-            )
-        return upload
 
 
 def pair_set_list(request: HttpRequest) -> HttpResponse:
