@@ -1,5 +1,6 @@
 """The README's run command (`bash scripts/run.sh`) on its embedded defaults, in a
-throw-away var folder: a worker that dies is started again and the site keeps serving."""
+throw-away var folder: a worker that dies is started again, the site keeps serving, and
+the periodic sweep of runs runs."""
 
 from __future__ import annotations
 
@@ -66,7 +67,12 @@ def test_a_crashed_worker_is_restarted_and_the_site_keeps_serving(tmp_path) -> N
         for key, value in os.environ.items()
         if key not in {"DATABASE_URL", "CELERY_BROKER_URL", "DJANGO_SETTINGS_MODULE"}
     }
-    env |= {"GYM_VAR_DIR": str(tmp_path / "var"), "PORT": str(port), "HF_HUB_OFFLINE": "1"}
+    env |= {
+        "GYM_VAR_DIR": str(tmp_path / "var"),
+        "PORT": str(port),
+        "HF_HUB_OFFLINE": "1",
+        "GYM_SWEEP_EVERY_SECONDS": "2",
+    }
     log = tmp_path / "run.log"
     command = subprocess.Popen(
         ["bash", "scripts/run.sh"],
@@ -91,6 +97,8 @@ def test_a_crashed_worker_is_restarted_and_the_site_keeps_serving(tmp_path) -> N
             timeout=120,
         )
         assert "run: score exited" in log.read_text()
+        # The periodic sweep runs in this setup too, without anybody asking.
+        _until("a sweep", lambda: "Task runs.sweep" in log.read_text(), timeout=120)
         assert _status(home) == 200
         assert command.poll() is None
     finally:
