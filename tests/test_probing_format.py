@@ -225,3 +225,14 @@ def test_names_and_helpers() -> None:
     assert sort_labels(["10", "5", "B", "A"]) == ["5", "10", "A", "B"]
     with pytest.raises(ValueError, match="unknown probing task type"):
         ProbingReader("tense")
+
+
+def test_a_hostile_file_keeps_few_errors_and_labels() -> None:
+    bad_lines = "x\n" * 50_000
+    result = read_probing(bad_lines)
+    assert len(result.errors) == 201
+    assert str(result.errors[-1]).startswith("file: … and 49803 more errors not shown")
+    many = "".join(f"tr\tL{n}\ts .\n" for n in range(10_005)) + "va\tL1\ts .\nte\tL1\ts .\n"
+    errors = [str(e) for e in read_probing(many).errors]
+    assert len(errors) == 5
+    assert errors[0].startswith("line 10001, field 2: more than 10,000 different labels")

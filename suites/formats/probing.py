@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from suites.formats.report import SuiteError, cap_errors
+from suites.formats.report import MAX_ERRORS, SuiteError
 
 PARTITIONS = ("tr", "va", "te")
 PARTITION_NAMES = {"tr": "training", "va": "validation", "te": "test"}
@@ -70,6 +70,8 @@ SENTEVAL_LABELS: dict[str, frozenset[str] | None] = {
 TASK_TYPES: tuple[str, ...] = (*SENTEVAL_LABELS, CUSTOM)
 WORD_CONTENT_MAX_WORDS = 1000
 LABEL_MAX_LENGTH = 200  # what the database keeps
+# More classes than any probing task has; the bound keeps a hostile file's label table small.
+MAX_LABELS = 10_000
 
 # sentence_length's classes are bins of the token count (SentEval README).
 SENTENCE_LENGTH_BINS = ((5, 8), (9, 12), (13, 16), (17, 20), (21, 25), (26, 28))
@@ -189,8 +191,15 @@ class ProbingReader:
         self._n_fields: int | None = None
         # Partitions named by any line, good or bad: a bad line's partition is not "missing".
         self._named: set[str] = set()
+        # Only the first MAX_ERRORS line errors are kept (a 20 MB file of bad lines would
+        # otherwise hold millions); the rest are counted.
+        self._unlisted = 0
+        self._labels: set[str] = set()
 
     def _error(self, line: int, message: str, column: str = "") -> None:
+        if len(self.errors) >= MAX_ERRORS:
+            self._unlisted += 1
+            return
         where = f"line {line}" + (f", {column}" if column else "")
         self.errors.append(SuiteError(where, message))
 
@@ -249,6 +258,17 @@ class ProbingReader:
             good = False
         elif not self._label_ok(number, label, sentence):
             good = False
+        elif label not in self._labels:
+            if len(self._labels) >= MAX_LABELS:
+                self._error(
+                    number,
+                    f"more than {MAX_LABELS:,} different labels; a probing task's labels "
+                    "are classes (check that the label is the second field)",
+                    "field 2",
+                )
+                good = False
+            else:
+                self._labels.add(label)
         if not sentence:
             self._error(number, "the sentence is empty", f"field {len(fields)}")
             good = False
@@ -291,7 +311,7 @@ class ProbingReader:
         return True
 
     def finish(self) -> ProbingSummary:
-        errors = self.errors
+        errors = list(self.errors)
         for name in PARTITIONS:
             if name not in self._named:
                 errors.append(
@@ -326,9 +346,19 @@ class ProbingReader:
                     f"SentEval's task has at most {WORD_CONTENT_MAX_WORDS}",
                 )
             )
+        unlisted = self._unlisted + max(0, len(errors) - MAX_ERRORS)
+        errors = errors[:MAX_ERRORS]
+        if unlisted:
+            errors.append(
+                SuiteError(
+                    "file",
+                    f"… and {unlisted} more error{'s' if unlisted != 1 else ''} not shown; "
+                    "fix the ones above first",
+                )
+            )
         return ProbingSummary(
             task_type=self.task_type,
-            errors=cap_errors(errors),
+            errors=errors,
             counts=self.counts,
             n_extra=self.n_extra,
             content_hash=self._hash.hexdigest(),
