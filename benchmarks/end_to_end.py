@@ -69,7 +69,8 @@ def main() -> None:
             formats.load_suite_file(files[suites.index(s)]).suite
         )
     ]
-    model_dir = baseline.build_random_gpt2(tmp / "tiny", sentences, vocab_size=2000)
+    # Under the model folder (GYM_MODEL_DIRS, default var/models): others are refused.
+    model_dir = baseline.build_random_gpt2(tmp / "models" / "tiny", sentences, vocab_size=2000)
     model = services.model_register(source=str(model_dir), name="tiny")
 
     # As the run command does: one worker stores (queue celery), one scores (queue gpu).

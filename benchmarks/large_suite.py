@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -85,6 +86,15 @@ def start_worker(queue: str, env: dict[str, str], log: Path) -> subprocess.Popen
 
 
 def main() -> None:
+    tmp = Path(tempfile.mkdtemp(prefix="gym-large-"))
+    try:
+        run(tmp)
+    finally:
+        # The database, model and broker folders of a full run take hundreds of MB.
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def run(tmp: Path) -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -93,7 +103,6 @@ def main() -> None:
     args = parser.parse_args()
     items = 2_000 if args.smoke else args.items
 
-    tmp = Path(tempfile.mkdtemp(prefix="gym-large-"))
     env = {
         **os.environ,
         "GYM_VAR_DIR": str(tmp),
@@ -119,7 +128,8 @@ def main() -> None:
     suite = suite_services.suite_import(source=source, owner=None).suite
     imported = time.perf_counter() - started
     sentences = [f"The {noun} is {place} 1." for noun in NOUNS for place in PLACES]
-    model_dir = baseline.build_random_gpt2(tmp / "tiny", sentences, vocab_size=300)
+    # Local models must lie under a model folder (GYM_MODEL_DIRS, default var/models).
+    model_dir = baseline.build_random_gpt2(tmp / "models" / "tiny", sentences, vocab_size=300)
     model = services.model_register(source=str(model_dir), name="tiny")
 
     logs = {queue: tmp / f"worker-{queue}.log" for queue in ("celery", "gpu")}
