@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.utils.text import slugify
 from drf_spectacular.types import OpenApiTypes
@@ -18,6 +18,7 @@ from rest_framework.views import APIView
 
 from evaluations import exports, selectors
 from evaluations.models import Evaluation, LanguageModel
+from suites.models import Suite, Tag
 
 
 def _board(request: HttpRequest | Request) -> selectors.Leaderboard:
@@ -105,6 +106,76 @@ def _download(text: str, content_type: str, filename: str) -> HttpResponse:
     response = HttpResponse(text, content_type=content_type)
     response["Content-Disposition"] = f'attachment; filename="{filename}"'
     return response
+
+
+EXPORT_FORMATS = ("csv", "parquet")
+
+
+def _export(request: HttpRequest | Request, fmt: str) -> HttpResponse:
+    """The long-format export of the selection the query string names: `model`, `suite`
+    and `tag` ("untagged" too) narrow it, together if several are given; none is the
+    whole leaderboard. Unknown names are a 404 that says which one."""
+    model_name = request.GET.get("model", "").strip()
+    suite_name = request.GET.get("suite", "").strip()
+    tag = request.GET.get("tag", "").strip()
+    model = suite = None
+    if model_name:
+        model = LanguageModel.objects.filter(name=model_name).first()
+        if model is None:
+            raise Http404(f"No model named {model_name!r}.")
+    if suite_name:
+        suite = Suite.objects.filter(name=suite_name).first()
+        if suite is None:
+            raise Http404(f"No suite named {suite_name!r}.")
+    if tag and tag != selectors.UNTAGGED and not Tag.objects.filter(name=tag).exists():
+        raise Http404(f"No tag named {tag!r}.")
+    selection = selectors.export_selection(
+        model=model, suite=suite, tag=tag, include_hidden=bool(request.user.is_staff)
+    )
+    parts = [p for p in (model_name, suite_name, tag) if p]
+    stem = "results-" + "-".join(slugify(p) or "x" for p in parts) if parts else "results-all"
+    if fmt == "parquet":
+        response = HttpResponse(
+            exports.long_parquet(selection), content_type="application/vnd.apache.parquet"
+        )
+    else:
+        response = StreamingHttpResponse(
+            exports.long_csv(selection), content_type="text/csv; charset=utf-8"
+        )
+    response["Content-Disposition"] = f'attachment; filename="{stem}.{fmt}"'
+    return response
+
+
+def export_view(request: HttpRequest, fmt: str) -> HttpResponse:
+    if fmt not in EXPORT_FORMATS:
+        raise Http404("Exports are .csv or .parquet.")
+    return _export(request, fmt)
+
+
+class ResultsExportAPI(APIView):
+    """Long-format results of a selection (one row per item, condition, region and metric,
+    kind "region"; one per item and prediction with its outcome, kind "prediction") as CSV
+    or Parquet. Current content only, as on the leaderboard."""
+
+    permission_classes = [AllowAny]
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("model", str, description="One model's short name"),
+            OpenApiParameter("suite", str, description="One suite's name"),
+            OpenApiParameter("tag", str, description="The suites of one tag ('untagged' too)"),
+            OpenApiParameter("as", str, enum=list(EXPORT_FORMATS), description="Default csv"),
+        ],
+        responses={(200, "text/csv"): OpenApiTypes.BINARY, 404: None},
+    )
+    def get(self, request: Request) -> HttpResponse:
+        fmt = request.GET.get("as", "csv").strip() or "csv"
+        if fmt not in EXPORT_FORMATS:
+            return Response(
+                {"detail": f"'as' must be one of {', '.join(EXPORT_FORMATS)}, not {fmt!r}."},
+                status=400,
+            )
+        return _export(request, fmt)
 
 
 class LeaderboardAPI(APIView):

@@ -18,7 +18,7 @@ from typing import Any
 
 from django.db.models import F
 
-from evaluations.models import Evaluation, LanguageModel, PredictionResult
+from evaluations.models import Evaluation, ItemResult, LanguageModel, PredictionResult
 from evaluations.plots import plot_data
 from suites.formats import condition_names, region_names
 from suites.models import Suite
@@ -473,3 +473,71 @@ def result_page(evaluation: Evaluation) -> ResultPage:
 def _count(diagnostics: dict[str, Any] | None, key: str) -> int | None:
     value = (diagnostics or {}).get(key)
     return int(value) if isinstance(value, int | float) else None
+
+
+# --- bulk export ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ExportedEvaluation:
+    """What the long-format export needs of one evaluation besides its item rows."""
+
+    id: int
+    model: str
+    suite: str
+    region_meta: dict[str, str]
+    formulas: list[str]
+
+
+def export_selection(
+    *,
+    model: LanguageModel | None = None,
+    suite: Suite | None = None,
+    tag: str = "",
+    include_hidden: bool = False,
+) -> list[ExportedEvaluation]:
+    """The current done evaluations (the leaderboard's cells) of one model, one suite, one
+    tag's suites ("untagged" for suites without tags) or all of them, by suite then model.
+    Two queries; the snapshots are not read, only their region names."""
+    current = Evaluation.objects.filter(status=DONE, content_hash=F("suite__content_hash"))
+    if not include_hidden:
+        current = current.filter(model__is_hidden=False)
+    if model is not None:
+        current = current.filter(model=model)
+    if suite is not None:
+        current = current.filter(suite=suite)
+    if tag == UNTAGGED:
+        current = current.filter(suite__tags__isnull=True)
+    elif tag:
+        current = current.filter(suite__tags__name=tag)
+    rows = list(
+        current.order_by("suite__name", "model__name").values_list(
+            "id", "model__name", "suite__name", "snapshot__region_meta"
+        )
+    )
+    formulas: dict[int, list[str]] = defaultdict(list)
+    for evaluation_id, formula in (
+        PredictionResult.objects.filter(evaluation_id__in=[r[0] for r in rows])
+        .order_by("evaluation_id", "position")
+        .values_list("evaluation_id", "formula")
+    ):
+        formulas[evaluation_id].append(formula)
+    return [
+        ExportedEvaluation(pk, model_name, suite_name, dict(meta or {}), formulas[pk])
+        for pk, model_name, suite_name, meta in rows
+    ]
+
+
+def export_item_rows(
+    evaluation_ids: Sequence[int],
+) -> Iterable[tuple[int, int, dict[str, Any], list[bool | None]]]:
+    """(evaluation id, item number, values, outcomes) of the evaluations' items in item
+    order, read in chunks so that a whole leaderboard never sits in memory at once."""
+    for evaluation_id in evaluation_ids:
+        yield from (
+            (evaluation_id, number, values, list(outcomes or []))
+            for number, values, outcomes in ItemResult.objects.filter(evaluation_id=evaluation_id)
+            .order_by("position")
+            .values_list("item_number", "values", "outcomes")
+            .iterator(chunk_size=500)
+        )

@@ -20,6 +20,7 @@ urlpatterns = [
     path("leaderboard/", result_views.leaderboard_page, name="leaderboard"),
     path("leaderboard.csv", result_views.leaderboard_csv_view, name="leaderboard_csv"),
     path("evaluations/<int:pk>/results/", result_views.result_page_view, name="result"),
+    path("results.<str:fmt>", result_views.export_view, name="export"),
     path("evaluations/<int:pk>/results.json", result_views.results_json_view, name="results_json"),
     path("evaluations/<int:pk>/results.csv", result_views.results_csv_view, name="results_csv"),
 ]
@@ -34,6 +35,7 @@ api_urlpatterns = [
         "evaluations/<int:pk>/cancel/", api.EvaluationCancel.as_view(), name="api-evaluation-cancel"
     ),
     path("leaderboard/", result_views.LeaderboardAPI.as_view(), name="api-leaderboard"),
+    path("results/export/", result_views.ResultsExportAPI.as_view(), name="api-results-export"),
     path(
         "minimal-pairs/<str:name>/analyze/",
         pair_api.PairSetAnalyze.as_view(),

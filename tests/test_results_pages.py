@@ -267,10 +267,12 @@ def test_results_csv_rows(anon_client, evaluation) -> None:  # type: ignore[no-u
     assert 'filename="three-items__tiny-lm.results.csv"' in response["Content-Disposition"]
     rows = list(csv.reader(io.StringIO(response.content.decode())))
     assert rows[0] == [
-        "item_number", "condition_name", "region_number", "region_name", "content",
+        "model", "suite", "item_number", "condition_name", "region_number", "region_name", "content",
         "sum", "mean", "median", "range", "max", "min",
     ]  # fmt: skip
     assert len(rows) == 1 + 3 * 2 * 3
+    assert {(r[0], r[1]) for r in rows[1:]} == {("tiny-lm", "three items")}
+    rows = [r[2:] for r in rows]
     assert rows[4] == [
         "1",
         "mismatch",
