@@ -396,10 +396,25 @@ def suite_results(suite: Suite, *, include_hidden: bool = False) -> list[SuiteSc
 
 
 @dataclass
+class RegionCell:
+    content: str
+    # The page's metric in bits; None where the value is missing.
+    value: float | None
+
+
+@dataclass
+class ItemCondition:
+    name: str
+    cells: list[RegionCell]
+
+
+@dataclass
 class ItemRow:
     item_number: int
     outcomes: list[bool | None]
     passed: bool | None
+    # Each condition's sentence region by region with its value, in the suite's order.
+    conditions: list[ItemCondition] = field(default_factory=list)
 
 
 @dataclass
@@ -429,6 +444,12 @@ class ResultPage:
     oov_words: int | None = None
     words: int | None = None
 
+    @property
+    def items_failed(self) -> int:
+        """Items with an outcome that fail (items a missing value leaves without one are
+        neither passing nor failing)."""
+        return self.items_evaluated - self.items_passed
+
 
 def _region_numbers(snapshot: dict[str, Any]) -> list[int]:
     return sorted(int(k) for k in snapshot["region_meta"])
@@ -440,7 +461,16 @@ def result_page(evaluation: Evaluation) -> ResultPage:
     numbers = _region_numbers(snapshot)
     names = region_names(snapshot)
     rows = list(evaluation.item_results.values_list("item_number", "values", "outcomes", "passed"))
-    items = [ItemRow(item_number=n, outcomes=list(o or []), passed=p) for n, _v, o, p in rows]
+    by_number = {i["item_number"]: i for i in snapshot.get("items", [])}
+    items = [
+        ItemRow(
+            item_number=n,
+            outcomes=list(o or []),
+            passed=p,
+            conditions=_item_conditions(by_number.get(n, {}), v or {}, evaluation.metric),
+        )
+        for n, v, o, p in rows
+    ]
     conditions = condition_names(snapshot)
     return ResultPage(
         evaluation=evaluation,
@@ -468,6 +498,29 @@ def result_page(evaluation: Evaluation) -> ResultPage:
         oov_words=_count(evaluation.diagnostics, "oov_words"),
         words=_count(evaluation.diagnostics, "tokens"),
     )
+
+
+def _item_conditions(
+    item: dict[str, Any], values: dict[str, Any], metric: str
+) -> list[ItemCondition]:
+    """The item's conditions as evaluated (from the snapshot) with the region values."""
+    conditions = []
+    for condition in item.get("conditions", []):
+        name = condition["condition_name"]
+        series = (values.get(name) or {}).get(metric) or []
+        conditions.append(
+            ItemCondition(
+                name=name,
+                cells=[
+                    RegionCell(
+                        content=str(region.get("content", "")),
+                        value=series[i] if i < len(series) else None,
+                    )
+                    for i, region in enumerate(condition["regions"])
+                ],
+            )
+        )
+    return conditions
 
 
 def _count(diagnostics: dict[str, Any] | None, key: str) -> int | None:

@@ -140,7 +140,7 @@ def test_result_page_numbers(anon_client, evaluation) -> None:  # type: ignore[n
     assert "1 of 3 items pass every prediction" in page
     # Both predictions hold on 2 of 3 items.
     assert page.count(">0.67</td>") == 2 and page.count(">2 / 3</td>") == 2
-    rows = re.findall(r"<tr(?: class=\"fail\")?>\s*<td>(\d+)</td>(.*?)</tr>", page, re.S)
+    rows = re.findall(r'<tbody class="item[^"]*" data-item="(\d+)">(.*?)</tbody>', page, re.S)
     table = {int(n): re.findall(r"outcome-(pass|fail|na)", cells) for n, cells in rows}
     assert table == {
         1: ["pass", "pass", "pass"],
@@ -150,8 +150,10 @@ def test_result_page_numbers(anon_client, evaluation) -> None:  # type: ignore[n
     failing = anon_client.get(
         f"/evaluations/{evaluation.pk}/results/?items=failed"
     ).content.decode()
-    shown = re.findall(r"<tr(?: class=\"fail\")?>\s*<td>(\d+)</td>", failing)
+    shown = re.findall(r'<tbody class="item fail" data-item="(\d+)">', failing)
     assert shown == ["2", "3"]
+    # The tabs say how many items each shows.
+    assert ">All 3</a>" in page and ">Passing 1</a>" in page and ">Failing 2</a>" in page
     # Links to the model, the suite and both downloads.
     for href in ("/models/tiny-lm/", "/suites/three%20items/", "results.json", "results.csv"):
         assert href in page
@@ -310,3 +312,48 @@ def test_outdated_result_page_is_kept_and_labelled(anon_client, evaluation) -> N
     document = json.loads(anon_client.get(f"/evaluations/{evaluation.pk}/results.json").content)
     assert document["items"][0]["conditions"][0]["regions"][2]["content"] == "here."
     assert selectors.result_page(evaluation).outdated is True
+
+
+def test_items_table_shows_sentences_and_region_values(anon_client, evaluation) -> None:  # type: ignore[no-untyped-def]
+    page = anon_client.get(f"/evaluations/{evaluation.pk}/results/?items=failed").content.decode()
+    item = re.search(r'data-item="2">(.*?)</tbody>', page, re.S)
+    assert item
+    rows = re.findall(r"<tr>(.*?)</tr>", item.group(1), re.S)
+    cells = [
+        [
+            (text, value)
+            for text, value in re.findall(
+                r'<span class="region-text">(.*?)</span><span class="region-value">(.*?)</span>',
+                row,
+                re.S,
+            )
+        ]
+        for row in rows
+    ]
+    # Item 2 (cat): match sums 2, 2, 3 and mismatch 2, 6, 1 bits.
+    assert cells == [
+        [("The cat", "2.00"), ("is", "2.00"), ("here.", "3.00")],
+        [("The cat", "2.00"), ("are", "6.00"), ("here.", "1.00")],
+    ]
+    assert [re.search(r"<code>(\w+)</code>", r).group(1) for r in rows] == ["match", "mismatch"]  # type: ignore[union-attr]
+    # A missing value is a dash, not 0.
+    third = anon_client.get(f"/evaluations/{evaluation.pk}/results/").content.decode()
+    item3 = re.search(r'data-item="3">(.*?)</tbody>', third, re.S)
+    assert (
+        item3
+        and 'The cow</span><span class="region-value"><span class="muted" title="missing'
+        in (item3.group(1))
+    )
+
+
+def test_suite_without_predictions_says_so(anon_client) -> None:  # type: ignore[no-untyped-def]
+    data = suite_data("no predictions")
+    data["predictions"] = []
+    suite = suite_services.suite_import(source=data, owner=None).suite
+    model = LanguageModel.objects.create(name="tiny-np", display_name="Tiny NP", source="hub/np")
+    evaluation = store_done(model, suite)
+    page = anon_client.get(f"/evaluations/{evaluation.pk}/results/").content.decode()
+    assert "0 of 0" not in page and "Passing" not in page
+    assert "no accuracy: this suite has no predictions (3 items scored)" in page
+    assert "data-no-predictions" in page
+    assert len(re.findall(r'<span class="region-text">', page)) == 3 * 2 * 3
