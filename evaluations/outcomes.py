@@ -9,14 +9,13 @@ from typing import Any
 
 from evaluations.scoring import METRICS
 from suites import formats, predictions
+from suites.formats import schema
 
 
 def prediction_metric(metric: Any) -> str:
-    """The region metric predictions compare: the suite's metric, its first one if it
-    lists several, and sum for "all" (SyntaxGym's default)."""
-    if isinstance(metric, list) and metric:
-        metric = metric[0]
-    return metric if isinstance(metric, str) and metric in METRICS else "sum"
+    """The region metric predictions compare (see `schema.prediction_metric`, which the
+    suite page uses too, so that both name the same metric)."""
+    return schema.prediction_metric(metric)
 
 
 @dataclass

@@ -4,6 +4,8 @@ from django.conf import settings
 from django.db import models
 from django.urls import reverse
 
+from suites.formats.schema import prediction_metric
+
 
 class Tag(models.Model):
     """A label such as a phenomenon or circuit ("agreement", "garden-path")."""
@@ -61,6 +63,18 @@ class Suite(models.Model):
     # Set when the owner deleted a suite that has results: it leaves every list, while
     # its page and its results (anyone's) stay reachable.
     archived_at = models.DateTimeField(null=True, blank=True)
+
+    @property
+    def prediction_metric(self) -> str:
+        """The region metric the predictions compare ("sum" for "all")."""
+        return prediction_metric(self.metric)
+
+    @property
+    def metric_label(self) -> str:
+        """meta.metric as uploaded, a list as its names joined by commas."""
+        if isinstance(self.metric, list):
+            return ", ".join(str(m) for m in self.metric)
+        return str(self.metric)
 
     class Meta:
         ordering = ["name"]

@@ -357,3 +357,19 @@ def test_suite_without_predictions_says_so(anon_client) -> None:  # type: ignore
     assert "no accuracy: this suite has no predictions (3 items scored)" in page
     assert "data-no-predictions" in page
     assert len(re.findall(r'<span class="region-text">', page)) == 3 * 2 * 3
+
+
+@pytest.mark.parametrize(("metric", "shown"), [("all", "sum"), (["mean", "sum"], "mean")])
+def test_suite_page_and_result_page_name_the_same_metric(anon_client, metric, shown) -> None:  # type: ignore[no-untyped-def]
+    data = suite_data("older format")
+    data["meta"]["metric"] = metric
+    suite = suite_services.suite_import(source=data, owner=None).suite
+    model = LanguageModel.objects.create(name="tiny-m", display_name="Tiny M", source="hub/m")
+    evaluation = store_done(model, suite)
+    assert evaluation.metric == suite.prediction_metric == shown
+    suite_page = anon_client.get(suite.get_absolute_url()).content.decode()
+    described = re.search(r"<dd data-metric>(.*?)</dd>", suite_page, re.S)
+    assert described and described.group(1).startswith(f"<code>{shown}</code> (bits)")
+    assert f"({shown})." in suite_page and "(all)." not in suite_page
+    result = anon_client.get(f"/evaluations/{evaluation.pk}/results/").content.decode()
+    assert f'<span class="value">{shown}</span>' in result

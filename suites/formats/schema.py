@@ -27,6 +27,16 @@ REGION_METRICS: tuple[str, ...] = ("sum", "mean", "median", "range", "max", "min
 # What meta.metric may name: a region metric, or "all" of them.
 METRICS: tuple[str, ...] = (*REGION_METRICS, "all")
 
+
+def prediction_metric(metric: Any) -> str:
+    """The region metric predictions compare: the suite's metric, its first one if it
+    lists several, and sum for "all" (SyntaxGym's default; every metric is still
+    computed). The suite page and every evaluation show this one."""
+    if isinstance(metric, list) and metric:
+        metric = metric[0]
+    return metric if isinstance(metric, str) and metric in REGION_METRICS else "sum"
+
+
 _EXPECTED = {
     "integer": "a whole number (such as 1)",
     "string": "text in double quotes",
