@@ -252,9 +252,11 @@ if GYM_STRADDLING_TOKENS not in ("missing", "split"):
 GYM_PROBING_MEMORY_MB = envint("GYM_PROBING_MEMORY_MB", 2048)
 
 REST_FRAMEWORK = {
+    # Token first: DRF answers an unauthenticated request with the first class's
+    # WWW-Authenticate challenge, so token clients get 401 (Session has none: 403).
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "rest_framework.authentication.SessionAuthentication",
         "rest_framework.authentication.TokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticatedOrReadOnly"],
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",

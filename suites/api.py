@@ -6,6 +6,7 @@ import json
 
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404
+from django.urls import reverse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import generics, serializers, status
@@ -62,7 +63,8 @@ class SuiteSummarySerializer(serializers.ModelSerializer):
 
     def get_url(self, suite: Suite) -> str:
         request = self.context.get("request")
-        path = f"/api/suites/{suite.name}/"
+        # reverse() percent-encodes the name (spaces, ?, #, %), so the URL works as given.
+        path = reverse("api-suite", args=[suite.name])
         return request.build_absolute_uri(path) if request else path
 
 
@@ -110,6 +112,7 @@ class SuiteListCreate(generics.ListAPIView):
     @extend_schema(
         parameters=[
             OpenApiParameter("search", str, description="Text in the name or description"),
+            OpenApiParameter("q", str, description="The same as search (the pages' name)"),
             OpenApiParameter("tag", str, description="Only suites with this tag"),
             OpenApiParameter("ordering", str, enum=list(selectors.SORTS), description="Sort order"),
         ]

@@ -47,9 +47,9 @@ class ListQuery:
 
     @classmethod
     def from_api(cls, params: Mapping[str, Any]) -> ListQuery:
-        """The API's parameters: search, tag, ordering."""
+        """The API's parameters: search (or q, the pages' name for it), tag, ordering."""
         return cls(
-            q=str(params.get("search", "")).strip(),
+            q=str(params.get("search") or params.get("q") or "").strip(),
             tag=str(params.get("tag", "")).strip(),
             sort=str(params.get("ordering", "name")),
         )

@@ -6,6 +6,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404
+from django.urls import reverse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import generics, serializers, status
@@ -55,7 +56,7 @@ class PairSetSerializer(serializers.ModelSerializer):
 
     def get_url(self, pair_set: MinimalPairSet) -> str:
         request = self.context.get("request")
-        path = f"/api/minimal-pairs/{pair_set.name}/"
+        path = reverse("api-pair-set", args=[pair_set.name])
         return request.build_absolute_uri(path) if request else path
 
 
@@ -74,6 +75,7 @@ class PairSetListCreate(generics.ListAPIView):
     @extend_schema(
         parameters=[
             OpenApiParameter("search", str, description="Text in the name or description"),
+            OpenApiParameter("q", str, description="The same as search (the pages' name)"),
             OpenApiParameter("tag", str, description="Only sets with this tag"),
             OpenApiParameter("ordering", str, enum=list(pair_sets.SORTS)),
         ]
