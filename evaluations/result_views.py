@@ -11,6 +11,7 @@ from django.shortcuts import get_object_or_404, render
 from django.utils.text import slugify
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework.exceptions import ValidationError
 from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -171,9 +172,8 @@ class ResultsExportAPI(APIView):
     def get(self, request: Request) -> HttpResponse:
         fmt = request.GET.get("as", "csv").strip() or "csv"
         if fmt not in EXPORT_FORMATS:
-            return Response(
-                {"detail": f"'as' must be one of {', '.join(EXPORT_FORMATS)}, not {fmt!r}."},
-                status=400,
+            raise ValidationError(
+                {"as": [f"'as' must be one of {', '.join(EXPORT_FORMATS)}, not {fmt!r}."]}
             )
         return _export(request, fmt)
 

@@ -181,8 +181,13 @@ def test_export_api(anon_client, board) -> None:  # type: ignore[no-untyped-def]
     assert set(table.column("model").to_pylist()) == {"lm-a", "lm-b"}
     as_csv = anon_client.get("/api/results/export/", {"suite": "second"})
     assert len(read_csv(as_csv)) == table.num_rows
-    assert anon_client.get("/api/results/export/", {"as": "xml"}).status_code == 400
-    assert anon_client.get("/api/results/export/", {"model": "nope"}).status_code == 404
+    bad = anon_client.get("/api/results/export/", {"as": "xml"})
+    assert bad.status_code == 400
+    assert (
+        bad.json()["errors"][0]["path"] == "$.as" and "'xml'" in bad.json()["errors"][0]["message"]
+    )
+    missing = anon_client.get("/api/results/export/", {"model": "nope"})
+    assert missing.status_code == 404 and "'nope'" in missing.json()["errors"][0]["message"]
 
 
 def test_pages_link_the_exports(anon_client, board) -> None:  # type: ignore[no-untyped-def]
