@@ -119,6 +119,9 @@ def _export(request: HttpRequest | Request, fmt: str) -> HttpResponse:
     model_name = request.GET.get("model", "").strip()
     suite_name = request.GET.get("suite", "").strip()
     tag = request.GET.get("tag", "").strip()
+    if any("\x00" in p for p in (model_name, suite_name, tag)):
+        # PostgreSQL refuses NUL in a query; no name holds one, so nothing matches.
+        raise Http404("Names contain no NUL character.")
     model = suite = None
     if model_name:
         model = LanguageModel.objects.filter(name=model_name).first()
