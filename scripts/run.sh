@@ -13,7 +13,7 @@ $PY manage.py import_suites examples --on-conflict skip
 $PY manage.py import_minimal_pairs examples/minimal_pairs --on-conflict skip --tags agreement,npi --description "Gym's example minimal pairs: agreement across attractors, NPI licensing, quoted speech"
 $PY manage.py import_probing_task examples/probing/*.txt --skip-existing --tag agreement \
   --description "Subject number with attractor nouns (the project's own example)"
-$PY manage.py gym_bootstrap
+$PY manage.py gym_bootstrap --evaluate-examples
 
 # Each process runs under a small supervisor that starts it again when it dies, so that
 # one crashed worker never takes the site down. Ctrl-C stops everything.

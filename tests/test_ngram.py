@@ -29,7 +29,7 @@ from evaluations.scoring.schema import ModelLoadError
 from suites import formats, predictions
 from suites import selectors as suite_selectors
 from suites import services as suite_services
-from tests.conftest import SHARED_DATA
+from tests.conftest import EXAMPLES, SHARED_DATA
 
 L = math.log2(10.0)  # bits per unit of -log10 probability
 
@@ -483,6 +483,37 @@ def test_bootstrap_registers_both_baselines_on_a_fresh_database(settings, tmp_pa
     call_command("gym_bootstrap", stdout=io.StringIO())
     assert LanguageModel.objects.count() == 2
     assert "already registered" not in out.getvalue()
+
+
+@pytest.mark.django_db
+@needs_trigram
+def test_bootstrap_queues_both_baselines_on_the_example_suites_once(  # type: ignore[no-untyped-def]
+    settings, tmp_path: Path, alice
+) -> None:
+    settings.VAR_DIR = tmp_path
+    call_command("import_suites", str(EXAMPLES), stdout=io.StringIO())
+    examples = set(suite_selectors.Suite.objects.values_list("name", flat=True))
+    assert len(examples) == 3
+    # A user's own suite is not the site's to evaluate.
+    suite_services.suite_import(
+        source=(EXAMPLES / "npi_licensing.json").read_text(),
+        owner=alice,
+        name="alices-own",
+    )
+    out = io.StringIO()
+    call_command("gym_bootstrap", "--evaluate-examples", stdout=out)
+    asked = set(Evaluation.objects.values_list("model__name", "suite__name"))
+    assert asked == {
+        (model, suite)
+        for model in (baseline.BASELINE_NAME, baseline.NGRAM_BASELINE_NAME)
+        for suite in examples
+    }
+    assert "3 example suites queued" in out.getvalue()
+    # The run command does this at every start: asking again adds nothing.
+    again = io.StringIO()
+    call_command("gym_bootstrap", "--evaluate-examples", stdout=again)
+    assert Evaluation.objects.count() == 6
+    assert "0 example suites queued, 3 already asked for" in again.getvalue()
 
 
 @needs_trigram

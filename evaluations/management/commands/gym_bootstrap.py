@@ -9,15 +9,50 @@ from django.core.management.base import BaseCommand
 
 from evaluations import baseline, services
 from evaluations.models import LanguageModel
+from suites.models import Suite
 
 
 class Command(BaseCommand):
     help = (
         "Register the built-in baselines so that a fresh offline machine can evaluate: the "
-        "random-init GPT-2 (built once) and the CMU US English trigram from pocketsphinx."
+        "random-init GPT-2 (built once) and the CMU US English trigram from pocketsphinx. "
+        "With --evaluate-examples, also queue both on the site's example suites (those "
+        "without an owner), so that a new site's leaderboard starts with two reference rows."
     )
 
+    def add_arguments(self, parser: Any) -> None:
+        parser.add_argument(
+            "--evaluate-examples",
+            action="store_true",
+            help="queue the baselines on every example suite (asking again changes nothing)",
+        )
+
     def handle(self, *args: Any, **options: Any) -> None:
+        self._register_baselines()
+        if options["evaluate_examples"]:
+            self._evaluate_examples()
+
+    def _evaluate_examples(self) -> None:
+        suites = list(
+            Suite.objects.filter(owner__isnull=True, archived_at__isnull=True).order_by("pk")
+        )
+        baselines = LanguageModel.objects.filter(
+            is_baseline=True,
+            name__in=[baseline.BASELINE_NAME, baseline.NGRAM_BASELINE_NAME],
+        ).order_by("name")
+        for model in baselines:
+            try:
+                outcome = services.evaluation_request(model=model, suites=suites)
+            except services.BrokerUnavailable as exc:
+                # The rows are recorded; the sweep sends them once the broker is back.
+                self.stdout.write(f"{model.display_name}: queued later ({exc})")
+                continue
+            self.stdout.write(
+                f"{model.display_name}: {len(outcome.created)} example suites queued, "
+                f"{len(outcome.existing)} already asked for"
+            )
+
+    def _register_baselines(self) -> None:
         target = settings.VAR_DIR / "models" / baseline.BASELINE_NAME
         if not (target / "config.json").exists():
             sentences = baseline.example_sentences(settings.BASE_DIR / "examples")
