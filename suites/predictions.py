@@ -59,7 +59,7 @@ import string
 import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from decimal import Context, Decimal
+from decimal import Context, Decimal, InvalidOperation
 
 __all__ = [
     "APPROX_ABS_TOL",
@@ -411,7 +411,11 @@ class _Lexer:
         end = match.end()
         literal = match.group()
         shown = literal if len(literal) <= 20 else literal[:20] + "..."
-        whole, fraction = _digits_on_each_side(number_value(literal))
+        try:
+            whole, fraction = _digits_on_each_side(number_value(literal))
+        except InvalidOperation:
+            # An exponent beyond what Decimal can hold (1e99999999999999999999).
+            whole = fraction = MAX_NUMBER_DIGITS + 1
         if whole > MAX_NUMBER_DIGITS or fraction > MAX_NUMBER_DIGITS:
             raise PredictionError(
                 f"number {shown} is too long: at most {MAX_NUMBER_DIGITS} digits before "
