@@ -27,20 +27,54 @@ def default_metric() -> str:
     return "sum"
 
 
-class Suite(models.Model):
-    """A test suite. Its items live in `Item` rows; regions, conditions and predictions
-    in their own small tables so that pages and evaluations can read them cheaply."""
-
-    name = models.CharField(max_length=200, unique=True)
-    # None: a suite shipped with the site (the examples); only staff may change those.
-    owner = models.ForeignKey(
+def owner_field(related_name: str) -> models.ForeignKey:
+    """The owner of a suite, minimal-pair set or probing task. None: one shipped with the
+    site (the examples); only staff may change those."""
+    return models.ForeignKey(
         settings.AUTH_USER_MODEL,
         null=True,
         blank=True,
         on_delete=models.PROTECT,
-        related_name="suites",
+        related_name=related_name,
     )
+
+
+def tags_field(related_name: str) -> models.ManyToManyField:
+    return models.ManyToManyField(Tag, blank=True, related_name=related_name)
+
+
+class GymData(models.Model):
+    """What the three kinds of test data (suites, minimal-pair sets, probing tasks) have
+    alike: a unique name used in URLs, an owner, a description, tags, a content hash and
+    timestamps. Each kind declares `owner = owner_field(...)` and `tags = tags_field(...)`
+    with its own reverse name (user.suites, tag.pair_sets…) and `url_name`, its page."""
+
+    url_name = ""
+
+    name = models.CharField(max_length=200, unique=True)
     description = models.TextField(blank=True)
+    content_hash = models.CharField(max_length=64, db_index=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        abstract = True
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def get_absolute_url(self) -> str:
+        return reverse(self.url_name, args=[self.name])
+
+
+class Suite(GymData):
+    """A test suite. Its items live in `Item` rows; regions, conditions and predictions
+    in their own small tables so that pages and evaluations can read them cheaply."""
+
+    url_name = "suites:detail"
+
+    owner = owner_field("suites")
     reference = models.TextField(blank=True)
     author = models.CharField(max_length=500, blank=True)
     comment = models.TextField(blank=True)
@@ -48,18 +82,15 @@ class Suite(models.Model):
     metric = models.JSONField(default=default_metric)
     # Meta keys Gym does not model, kept so that an export gives back what was uploaded.
     extra_meta = models.JSONField(default=dict, blank=True)
-    tags = models.ManyToManyField(Tag, blank=True, related_name="suites")
+    tags = tags_field("suites")
 
     source_format = models.CharField(max_length=40, blank=True)
     import_warnings = models.JSONField(default=list, blank=True)
-    content_hash = models.CharField(max_length=64, db_index=True)
 
     region_count = models.PositiveIntegerField(default=0)
     condition_count = models.PositiveIntegerField(default=0)
     item_count = models.PositiveIntegerField(default=0)
 
-    created_at = models.DateTimeField(auto_now_add=True)
-    updated_at = models.DateTimeField(auto_now=True)
     # Set when the owner deleted a suite that has results: it leaves every list, while
     # its page and its results (anyone's) stay reachable.
     archived_at = models.DateTimeField(null=True, blank=True)
@@ -75,15 +106,6 @@ class Suite(models.Model):
         if isinstance(self.metric, list):
             return ", ".join(str(m) for m in self.metric)
         return str(self.metric)
-
-    class Meta:
-        ordering = ["name"]
-
-    def __str__(self) -> str:
-        return self.name
-
-    def get_absolute_url(self) -> str:
-        return reverse("suites:detail", args=[self.name])
 
 
 class Region(models.Model):
@@ -156,41 +178,22 @@ class Item(models.Model):
         return f"{self.suite_id} item {self.item_number}"
 
 
-class MinimalPairSet(models.Model):
+class MinimalPairSet(GymData):
     """A minimal-pair set (NLPScholar data TSV or BLiMP JSONL). Owner, name, tags,
     description and content hash work as for suites; sentences live in
     `PairSetSentence` rows written in bulk."""
 
-    name = models.CharField(max_length=200, unique=True)
-    # None: a set shipped with the site (the examples); only staff may change those.
-    owner = models.ForeignKey(
-        settings.AUTH_USER_MODEL,
-        null=True,
-        blank=True,
-        on_delete=models.PROTECT,
-        related_name="pair_sets",
-    )
-    description = models.TextField(blank=True)
-    tags = models.ManyToManyField(Tag, blank=True, related_name="pair_sets")
+    url_name = "suites:pair_set"
+
+    owner = owner_field("pair_sets")
+    tags = tags_field("pair_sets")
     source_format = models.CharField(max_length=40, blank=True)
     # The TSV's columns in file order (export writes them back so) and which are conditions.
     columns = models.JSONField(default=list)
     condition_columns = models.JSONField(default=list)
     import_warnings = models.JSONField(default=list, blank=True)
-    content_hash = models.CharField(max_length=64, db_index=True)
     sentence_count = models.PositiveIntegerField(default=0)
     pair_count = models.PositiveIntegerField(default=0)
-    created_at = models.DateTimeField(auto_now_add=True)
-    updated_at = models.DateTimeField(auto_now=True)
-
-    class Meta:
-        ordering = ["name"]
-
-    def __str__(self) -> str:
-        return self.name
-
-    def get_absolute_url(self) -> str:
-        return reverse("suites:pair_set", args=[self.name])
 
 
 class PairSetSentence(models.Model):
@@ -217,40 +220,23 @@ class PairSetSentence(models.Model):
         return f"{self.pair_set_id} {self.sentid}"
 
 
-class ProbingTask(models.Model):
+class ProbingTask(GymData):
     """A classifier probing task (SentEval style): sentences with a label, split into
     tr/va/te. Its instances live in `ProbingInstance` rows; counts are kept here so that
     lists and pages never count 120,000 rows."""
 
-    name = models.CharField(max_length=200, unique=True)
-    # None: a task shipped with the site (the examples); only staff may change those.
-    owner = models.ForeignKey(
-        settings.AUTH_USER_MODEL,
-        null=True,
-        blank=True,
-        on_delete=models.PROTECT,
-        related_name="probing_tasks",
-    )
-    description = models.TextField(blank=True)
-    tags = models.ManyToManyField(Tag, blank=True, related_name="probing_tasks")
+    url_name = "suites:probing_detail"
+
+    owner = owner_field("probing_tasks")
+    tags = tags_field("probing_tasks")
     # One of suites.formats.probing.TASK_TYPES: a SentEval task or "custom".
     task_type = models.CharField(max_length=40)
-    content_hash = models.CharField(max_length=64, db_index=True)
     labels = models.JSONField(default=list)  # the tr labels, in order
     counts = models.JSONField(default=dict)  # {"tr": {"label": n, ...}, "va": ..., "te": ...}
     # {"label": {"words": n, ...}}: the sentence-length distribution per label, all partitions.
     length_counts = models.JSONField(default=dict)
     extra_columns = models.PositiveSmallIntegerField(default=0)
     instance_count = models.PositiveIntegerField(default=0)
-
-    created_at = models.DateTimeField(auto_now_add=True)
-    updated_at = models.DateTimeField(auto_now=True)
-
-    class Meta:
-        ordering = ["name"]
-
-    def __str__(self) -> str:
-        return self.name
 
 
 class ProbingInstance(models.Model):
