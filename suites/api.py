@@ -6,7 +6,6 @@ import json
 
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404
-from django.urls import reverse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import generics, serializers, status
@@ -18,6 +17,7 @@ from rest_framework.views import APIView
 
 from suites import formats, selectors, services
 from suites.catalog import ListQuery
+from suites.catalog_api import GymDataSerializer, list_parameters
 from suites.models import Suite, Tag
 
 
@@ -39,10 +39,8 @@ class TagSerializer(serializers.ModelSerializer):
         fields = ["name", "description", "suite_count"]
 
 
-class SuiteSummarySerializer(serializers.ModelSerializer):
-    owner = serializers.CharField(source="owner.username", default=None, read_only=True)
-    tags = serializers.SlugRelatedField(many=True, read_only=True, slug_field="name")
-    url = serializers.SerializerMethodField()
+class SuiteSummarySerializer(GymDataSerializer):
+    api_url_name = "api-suite"
 
     class Meta:
         model = Suite
@@ -60,12 +58,6 @@ class SuiteSummarySerializer(serializers.ModelSerializer):
             "updated_at",
             "url",
         ]
-
-    def get_url(self, suite: Suite) -> str:
-        request = self.context.get("request")
-        # reverse() percent-encodes the name (spaces, ?, #, %), so the URL works as given.
-        path = reverse("api-suite", args=[suite.name])
-        return request.build_absolute_uri(path) if request else path
 
 
 class SuiteDetailSerializer(SuiteSummarySerializer):
@@ -109,14 +101,7 @@ class SuiteListCreate(generics.ListAPIView):
         query = ListQuery.from_api(self.request.query_params)
         return selectors.suite_list(q=query.q, tag=query.tag, sort=query.sort)
 
-    @extend_schema(
-        parameters=[
-            OpenApiParameter("search", str, description="Text in the name or description"),
-            OpenApiParameter("q", str, description="The same as search (the pages' name)"),
-            OpenApiParameter("tag", str, description="Only suites with this tag"),
-            OpenApiParameter("ordering", str, enum=list(selectors.SORTS), description="Sort order"),
-        ]
-    )
+    @extend_schema(parameters=list_parameters(noun="suites", sorts=selectors.SORTS))
     def get(self, request: Request, *args, **kwargs) -> Response:  # type: ignore[no-untyped-def]
         return super().get(request, *args, **kwargs)
 

@@ -6,10 +6,9 @@ from __future__ import annotations
 from django.conf import settings
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404
-from django.urls import reverse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework import generics, serializers, status
+from rest_framework import generics, status
 from rest_framework.parsers import BaseParser
 from rest_framework.permissions import IsAuthenticatedOrReadOnly
 from rest_framework.request import Request
@@ -18,6 +17,7 @@ from rest_framework.views import APIView
 
 from suites import pair_sets
 from suites.catalog import ListQuery
+from suites.catalog_api import GymDataSerializer, list_parameters
 from suites.models import MinimalPairSet
 
 
@@ -30,10 +30,8 @@ class RawBodyParser(BaseParser):
         return stream.read() if stream is not None else b""
 
 
-class PairSetSerializer(serializers.ModelSerializer):
-    owner = serializers.CharField(source="owner.username", default=None, read_only=True)
-    tags = serializers.SlugRelatedField(many=True, read_only=True, slug_field="name")
-    url = serializers.SerializerMethodField()
+class PairSetSerializer(GymDataSerializer):
+    api_url_name = "api-pair-set"
 
     class Meta:
         model = MinimalPairSet
@@ -54,11 +52,6 @@ class PairSetSerializer(serializers.ModelSerializer):
             "url",
         ]
 
-    def get_url(self, pair_set: MinimalPairSet) -> str:
-        request = self.context.get("request")
-        path = reverse("api-pair-set", args=[pair_set.name])
-        return request.build_absolute_uri(path) if request else path
-
 
 class PairSetListCreate(generics.ListAPIView):
     """List minimal-pair sets, or upload one: the file as the body, `name` (required),
@@ -72,14 +65,7 @@ class PairSetListCreate(generics.ListAPIView):
         query = ListQuery.from_api(self.request.query_params)
         return pair_sets.pair_set_list(q=query.q, tag=query.tag, sort=query.sort)
 
-    @extend_schema(
-        parameters=[
-            OpenApiParameter("search", str, description="Text in the name or description"),
-            OpenApiParameter("q", str, description="The same as search (the pages' name)"),
-            OpenApiParameter("tag", str, description="Only sets with this tag"),
-            OpenApiParameter("ordering", str, enum=list(pair_sets.SORTS)),
-        ]
-    )
+    @extend_schema(parameters=list_parameters(noun="sets", sorts=pair_sets.SORTS))
     def get(self, request: Request, *args, **kwargs) -> Response:  # type: ignore[no-untyped-def]
         return super().get(request, *args, **kwargs)
 

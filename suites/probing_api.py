@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from django.conf import settings
-from django.urls import reverse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import generics, serializers, status
@@ -14,6 +13,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from suites.catalog import ListQuery
+from suites.catalog_api import GymDataSerializer, list_parameters
 from suites.formats.probing import TASK_TYPES, guess_task_type
 from suites.formats.report import SuiteError
 from suites.models import ProbingTask
@@ -27,11 +27,7 @@ from suites.probing import (
 from suites.services import tag_slugs
 
 
-class ProbingTaskSerializer(serializers.ModelSerializer):
-    owner = serializers.SerializerMethodField()
-    tags = serializers.SlugRelatedField(many=True, read_only=True, slug_field="name")
-    url = serializers.SerializerMethodField()
-
+class ProbingTaskSerializer(GymDataSerializer):
     class Meta:
         model = ProbingTask
         fields = [
@@ -48,11 +44,9 @@ class ProbingTaskSerializer(serializers.ModelSerializer):
             "created_at",
         ]
 
-    def get_owner(self, task: ProbingTask) -> str | None:
-        return task.owner.username if task.owner else None
-
     def get_url(self, task: ProbingTask) -> str:
-        return reverse("suites:probing_detail", args=[task.name])
+        # The task's page (kept from before there was a detail endpoint).
+        return task.get_absolute_url()
 
 
 class ProbingTaskDetailSerializer(ProbingTaskSerializer):
@@ -84,10 +78,8 @@ class ProbingTaskListCreate(generics.ListAPIView):
 
     @extend_schema(
         parameters=[
-            OpenApiParameter("search", str, description="Text in the name or description"),
-            OpenApiParameter("tag", str, description="Only tasks with this tag"),
+            *list_parameters(noun="tasks", sorts=TASK_SORTS),
             OpenApiParameter("type", str, enum=list(TASK_TYPES), description="Only this type"),
-            OpenApiParameter("ordering", str, enum=list(TASK_SORTS), description="Sort order"),
         ]
     )
     def get(self, request: Request, *args, **kwargs) -> Response:  # type: ignore[no-untyped-def]
