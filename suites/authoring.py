@@ -14,7 +14,7 @@ from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
@@ -29,16 +29,14 @@ from gym.errors import error_body
 from gym.rest import AnonThrottle, AnonValidateThrottle, UserThrottle
 from suites import formats, predictions, selectors, services
 from suites.api import RawJSONParser
+from suites.catalog import gym_data_or_404
 from suites.formats import SuiteError
 from suites.formats.schema import METRICS
 from suites.models import Suite
 
 
 def _suite_or_404(name: str) -> Suite:
-    try:
-        return Suite.objects.select_related("owner").get(name=name)
-    except Suite.DoesNotExist:
-        raise Http404(f"No suite named {name!r}.") from None
+    return gym_data_or_404(Suite, name, noun="suite")
 
 
 def _blank_suite() -> dict[str, Any]:

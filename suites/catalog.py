@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from django.db.models import Model, Q, QuerySet
+from django.http import Http404
 
 from suites.models import Tag
 
@@ -89,3 +90,12 @@ def list_context(query: ListQuery, *, page: Any, sorts: list[tuple[str, str]]) -
         "sorts": sorts,
         "all_tags": Tag.objects.all(),
     }
+
+
+def gym_data_or_404(model: type[M], name: str, *, noun: str) -> M:
+    """The suite, minimal-pair set or probing task named `name` (with its owner), or a
+    404 that says what was not found."""
+    try:
+        return model._default_manager.select_related("owner").get(name=name)
+    except model.DoesNotExist:  # type: ignore[attr-defined]
+        raise Http404(f"No {noun} named {name!r}.") from None

@@ -13,17 +13,15 @@ from django.db.models import QuerySet
 from suites.catalog import COMMON_SORTS, catalog_filter
 from suites.formats import minimal_pairs as mp
 from suites.models import MinimalPairSet, PairSetSentence
-from suites.services import name_problem, tags_set
+from suites.services import DataInvalid, name_problem, tags_set
 
 BULK_BATCH = 2000
 
 
-class PairSetInvalid(Exception):
+class PairSetInvalid(DataInvalid):
     """The set cannot be saved; `errors` lists every problem. Nothing was written."""
 
-    def __init__(self, errors: list[mp.PairSetError]) -> None:
-        super().__init__("; ".join(str(e) for e in errors[:3]))
-        self.errors = errors
+    errors: list[mp.PairSetError]
 
 
 @dataclass

@@ -12,7 +12,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 
 from suites import pair_sets
-from suites.catalog import COMMON_SORT_LABELS, ListQuery, list_context
+from suites.catalog import COMMON_SORT_LABELS, ListQuery, gym_data_or_404, list_context
 from suites.forms import PairSetUploadForm
 from suites.models import MinimalPairSet
 
@@ -29,7 +29,7 @@ def pair_set_list(request: HttpRequest) -> HttpResponse:
 
 
 def pair_set_detail(request: HttpRequest, name: str) -> HttpResponse:
-    pair_set = get_object_or_404(MinimalPairSet.objects.select_related("owner"), name=name)
+    pair_set = gym_data_or_404(MinimalPairSet, name, noun="minimal-pair set")
     # Page over pair numbers; the rows of one page come from one range query.
     page = Paginator(range(pair_set.pair_count), PAIRS_PER_PAGE).get_page(request.GET.get("page"))
     rows = pair_sets.pair_rows(pair_set, start=page.start_index() - 1, stop=page.end_index())

@@ -21,18 +21,16 @@ from suites.formats.probing import (
 )
 from suites.formats.report import SuiteError
 from suites.models import ProbingInstance, ProbingTask
-from suites.services import name_problem, tags_set
+from suites.services import DataInvalid, name_problem, tags_set
 
 # Rows per INSERT: large enough that a 120,000-line file takes a few dozen statements.
 BATCH_SIZE = 5000
 
 
-class ProbingTaskInvalid(Exception):
+class ProbingTaskInvalid(DataInvalid):
     """The task cannot be saved; `errors` says where and why. Nothing was written."""
 
-    def __init__(self, errors: list[SuiteError]) -> None:
-        super().__init__("; ".join(str(error) for error in errors[:3]))
-        self.errors = errors
+    errors: list[SuiteError]
 
 
 # Names that the task pages' URLs use for themselves.

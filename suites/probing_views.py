@@ -6,10 +6,10 @@ from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 
-from suites.catalog import COMMON_SORT_LABELS, ListQuery, list_context
+from suites.catalog import COMMON_SORT_LABELS, ListQuery, gym_data_or_404, list_context
 from suites.formats.probing import PARTITION_NAMES, PARTITIONS, TASK_TYPES, guess_task_type
 from suites.forms import ProbingUploadForm
 from suites.models import ProbingTask, Tag
@@ -43,10 +43,7 @@ def probing_list(request: HttpRequest) -> HttpResponse:
 
 
 def probing_detail(request: HttpRequest, name: str) -> HttpResponse:
-    try:
-        task = ProbingTask.objects.select_related("owner").get(name=name)
-    except ProbingTask.DoesNotExist:
-        raise Http404(f"No probing task named {name!r}.") from None
+    task = gym_data_or_404(ProbingTask, name, noun="probing task")
     partition = request.GET.get("partition", "")
     label = request.GET.get("label", "")
     examples = task.instances.only("line", "partition", "label", "sentence", "extra")

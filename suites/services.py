@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,6 +41,15 @@ class SuiteInvalid(ApplicationError):
 
     def error_list(self) -> list[dict[str, Any]]:
         return [{"code": "invalid", **e.as_dict()} for e in self.errors]
+
+
+class DataInvalid(Exception):
+    """A minimal-pair set or probing task cannot be saved; `errors` lists every problem
+    (each says where and what). Nothing was written."""
+
+    def __init__(self, errors: Sequence[object]) -> None:
+        super().__init__("; ".join(str(e) for e in errors[:3]))
+        self.errors = list(errors)
 
 
 class PermissionDenied(DjangoPermissionDenied):

@@ -8,12 +8,12 @@ from django.contrib import messages
 from django.contrib.auth import login
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
-from django.http import Http404, HttpRequest, HttpResponse, HttpResponseForbidden
+from django.http import HttpRequest, HttpResponse, HttpResponseForbidden
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_http_methods
 
 from suites import formats, selectors, services
-from suites.catalog import COMMON_SORT_LABELS, ListQuery, list_context
+from suites.catalog import COMMON_SORT_LABELS, ListQuery, gym_data_or_404, list_context
 from suites.forms import SignupForm, SuiteMetaForm, SuiteUploadForm
 from suites.models import Suite, Tag
 
@@ -54,10 +54,7 @@ def tag_list(request: HttpRequest) -> HttpResponse:
 
 
 def _suite_or_404(name: str) -> Suite:
-    try:
-        return Suite.objects.select_related("owner").get(name=name)
-    except Suite.DoesNotExist:
-        raise Http404(f"No suite named {name!r}.") from None
+    return gym_data_or_404(Suite, name, noun="suite")
 
 
 def suite_detail(request: HttpRequest, name: str) -> HttpResponse:
