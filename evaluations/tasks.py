@@ -38,8 +38,9 @@ from pathlib import Path
 from typing import Any
 
 from billiard.exceptions import WorkerLostError
-from celery import Task, shared_task
+from celery import Task, current_app, shared_task
 from celery.exceptions import SoftTimeLimitExceeded, TimeLimitExceeded
+from celery.signals import worker_process_init
 from django.conf import settings
 from django.db import InterfaceError
 from django.db import OperationalError as DatabaseError
@@ -68,6 +69,21 @@ HANDOVER_RETRY_POLICY = {
 # Database and broker errors that pass: storing and failing retry them with back-off.
 TRANSIENT_STORE_ERRORS = (DatabaseError, InterfaceError, BrokerError, ConnectionError)
 STORE_MAX_RETRIES = 8
+
+
+@worker_process_init.connect
+def import_work_functions(**_kwargs: Any) -> None:
+    """A worker that takes work from the gpu queue imports the kinds' work functions
+    (torch, the engine) when its pool process starts, not inside the first run: the
+    import takes seconds that would count against that run's time limit, and a limit
+    that strikes inside it leaves the module half-imported for every later run."""
+    consumed = current_app.amqp.queues.consume_from
+    if consumed and GPU_QUEUE not in consumed:
+        return
+    from evaluations import runs, services  # noqa: F401 - services registers the kinds
+
+    for kind in runs.KINDS.values():
+        kind.work_function()
 
 
 def soft_time_limit(hard: int) -> int:
