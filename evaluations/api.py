@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import extend_schema
 from rest_framework import generics, serializers, status
@@ -20,6 +22,14 @@ class LanguageModelSerializer(serializers.ModelSerializer):
     registered_by = serializers.CharField(
         source="registered_by.username", default=None, read_only=True
     )
+
+    def to_representation(self, instance: LanguageModel) -> dict[str, Any]:
+        data = super().to_representation(instance)
+        request = self.context.get("request")
+        if not (request is not None and request.user.is_staff):
+            # Only staff learn where a local model lies on the server.
+            data["source"] = instance.public_source
+        return data
 
     class Meta:
         model = LanguageModel

@@ -129,9 +129,18 @@ def results_document(evaluation: Evaluation) -> dict[str, Any]:
             {"item_number": n, "outcomes": list(o or []), "passed": p} for n, _v, o, p in rows
         ],
         "diagnostics": evaluation.diagnostics or {},
-        "model_info": evaluation.model_info or {},
+        "model_info": public_model_info(evaluation),
     }
     return document
+
+
+def public_model_info(evaluation: Evaluation) -> dict[str, Any]:
+    """What the worker recorded about the model, with its source as pages show it (no
+    server folders)."""
+    info = dict(evaluation.model_info or {})
+    if "source" in info:
+        info["source"] = evaluation.model.public_source
+    return info
 
 
 RESULTS_CSV_HEADER = [

@@ -113,6 +113,20 @@ def config_is_readable(source: ModelSource) -> bool:
 _ABSOLUTE_PATH = re.compile(r"(?<![\w.:/])(?:/[^\s'\"`()<>,;]+|[A-Za-z]:\\[^\s'\"`()<>,;]+)")
 
 
+def public_source(source: str, *, model_dirs: Sequence[Path]) -> str:
+    """A model's source as others may read it: a hub id as it is; a local path relative to
+    the model folder that holds it (`models/gpt2-small`), or else only its last two parts
+    (a package's own file), so that no page tells how the server's file system looks."""
+    if not source.startswith("/"):
+        return source
+    path = Path(source)
+    for folder in model_dirs:
+        for base in {folder, folder.resolve()}:
+            if path == base or base in path.parents:
+                return str(Path(base.name) / path.relative_to(base))
+    return str(Path("…", *path.parts[-2:]))
+
+
 def public_error(text: str) -> str:
     """A worker's failure reason as others may read it: absolute paths replaced, so that
     no page tells how the server's file system looks."""

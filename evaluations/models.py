@@ -52,6 +52,15 @@ class LanguageModel(models.Model):
     def get_absolute_url(self) -> str:
         return reverse("evaluations:model", args=[self.name])
 
+    @property
+    def public_source(self) -> str:
+        """The source without the server's folders (see model_sources.public_source)."""
+        from evaluations.model_sources import public_source
+
+        return public_source(
+            self.source, model_dirs=[*settings.GYM_MODEL_DIRS, settings.VAR_DIR / "models"]
+        )
+
 
 class Run(models.Model):
     """What every kind of run shares: one model on one benchmark's content, worked on a

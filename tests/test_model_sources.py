@@ -205,3 +205,28 @@ def test_a_trusted_caller_may_allow_another_folder(
         source=str(shipped / "tiny"), name="shipped", extra_model_dirs=[shipped]
     )
     assert model.source == str((shipped / "tiny").resolve())
+
+
+def test_pages_and_the_api_show_local_sources_without_server_folders(  # type: ignore[no-untyped-def]
+    model_dir: Path, tmp_path: Path, gpt2_folder: Path, anon_client, dana_client
+) -> None:
+    shutil.copytree(gpt2_folder, model_dir / "tiny")
+    inside = services.model_register(source=str(model_dir / "tiny"), name="inside")
+    shipped = tmp_path / "site-packages" / "pkg" / "model"
+    shutil.copytree(gpt2_folder, shipped / "tiny")
+    outside = services.model_register(
+        source=str(shipped / "tiny"), name="outside", extra_model_dirs=[shipped]
+    )
+    hub = LanguageModel.objects.create(name="hub", display_name="Hub", source="gpt2")
+    assert inside.public_source == "models/tiny"
+    assert outside.public_source == "…/model/tiny"
+    assert hub.public_source == "gpt2"
+    server_folder = str(tmp_path)
+    for path in ("/models/", "/models/inside/", "/models/outside/", "/api/models/"):
+        body = anon_client.get(path).content.decode()
+        assert server_folder not in body, path
+    assert "models/tiny" in anon_client.get("/models/inside/").content.decode()
+    listed = {m["name"]: m["source"] for m in anon_client.get("/api/models/").json()["results"]}
+    assert listed == {"inside": "models/tiny", "outside": "…/model/tiny", "hub": "gpt2"}
+    # Staff may see where a model lies, to look after the server.
+    assert str(inside.source) in dana_client.get("/models/inside/").content.decode()
