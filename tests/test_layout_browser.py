@@ -47,3 +47,23 @@ def test_long_names_and_tags_do_not_widen_pages(page, alice) -> None:  # type: i
     # The tag is still there in full for whoever hovers or follows it.
     page.goto("/")
     assert page.locator(f'a.tag[title="{LONG_TAG}"]').count() == 1
+
+
+def test_the_probing_length_plot_keeps_its_height(page, alice) -> None:  # type: ignore[no-untyped-def]
+    """Chart.js with maintainAspectRatio off sizes a chart to its parent: a parent without
+    a fixed height let the plot grow to thousands of pixels."""
+    from suites.probing import probing_task_import
+
+    lines = [
+        f"{part}\t{label}\t{' '.join(['word'] * n)} ."
+        for part in ("tr", "va", "te")
+        for label, n in (("A", 5), ("B", 9))
+    ]
+    probing_task_import(source="\n".join(lines) + "\n", name="lengths", owner=alice)
+    page.set_viewport_size({"width": 1280, "height": 900})
+    page.goto("/probing/lengths/")
+    page.wait_for_function("() => document.querySelector('#length-plot').height > 0")
+    height = page.evaluate(
+        "() => document.querySelector('#length-plot').getBoundingClientRect().height"
+    )
+    assert 100 < height <= 400
