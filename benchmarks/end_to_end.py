@@ -25,6 +25,34 @@ NEXTFLOW = (
 )
 
 
+def start_worker(queue: str, env: dict[str, str], log: Path) -> subprocess.Popen:
+    """A Celery worker on one queue, as the run command starts it (logs to `log`)."""
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "gym",
+            "worker",
+            "-Q",
+            queue,
+            "-c",
+            "1",
+            "--without-gossip",
+            "--without-mingle",
+            "-n",
+            f"bench-{queue}@localhost",
+            "--loglevel",
+            "INFO",
+        ],
+        cwd=REPO,
+        env=env,
+        stdout=log.open("w"),
+        stderr=subprocess.STDOUT,
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -75,31 +103,7 @@ def main() -> None:
 
     # As the run command does: one worker stores (queue celery), one scores (queue gpu).
     workers = {
-        queue: subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "celery",
-                "-A",
-                "gym",
-                "worker",
-                "-Q",
-                queue,
-                "-c",
-                "1",
-                "--without-gossip",
-                "--without-mingle",
-                "-n",
-                f"bench-{queue}@localhost",
-                "--loglevel",
-                "INFO",
-            ],
-            cwd=REPO,
-            env=env,
-            stdout=(tmp / f"worker-{queue}.log").open("w"),
-            stderr=subprocess.STDOUT,
-        )
-        for queue in ("celery", "gpu")
+        queue: start_worker(queue, env, tmp / f"worker-{queue}.log") for queue in ("celery", "gpu")
     }
     try:
         deadline = time.monotonic() + 120

@@ -14,7 +14,6 @@ import argparse
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -23,6 +22,8 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+
+from benchmarks.end_to_end import start_worker  # noqa: E402
 
 NOUNS = ["dog", "cat", "author", "senator", "farmer", "pilot", "doctor", "baker"]
 PLACES = ["here", "there", "outside", "upstairs", "nearby", "inside", "away", "home"]
@@ -56,33 +57,6 @@ def make_suite(items: int) -> dict[str, Any]:
             for n in range(items)
         ],
     }
-
-
-def start_worker(queue: str, env: dict[str, str], log: Path) -> subprocess.Popen:
-    return subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "celery",
-            "-A",
-            "gym",
-            "worker",
-            "-Q",
-            queue,
-            "-c",
-            "1",
-            "--without-gossip",
-            "--without-mingle",
-            "-n",
-            f"bench-{queue}@localhost",
-            "--loglevel",
-            "INFO",
-        ],
-        cwd=REPO,
-        env=env,
-        stdout=log.open("w"),
-        stderr=subprocess.STDOUT,
-    )
 
 
 def main() -> None:
