@@ -18,7 +18,8 @@ import pytest
 from django.db import connection
 
 from gym.celery import app as celery_app
-from tests.conftest import REPO
+
+REPO = Path(__file__).resolve().parents[1]
 
 REDIS_URL = os.environ.get("GYM_TEST_REDIS_URL", "redis://127.0.0.1:6379/11")
 
@@ -189,3 +190,40 @@ def wait_for_log(worker: Worker, text: str, timeout: float = 120) -> None:
             raise RuntimeError(f"worker exited: {worker.log.read_text()[-3000:]}")
         time.sleep(0.2)
     raise AssertionError(f"{text!r} not in the worker's log: {worker.log.read_text()[-3000:]}")
+
+
+# Fixtures of the tests that run real workers (registered for every module by conftest).
+
+
+@pytest.fixture
+def redis_broker() -> Iterator[str]:
+    """The site's broker switched to the tests' Redis database for one test."""
+    url = redis_or_skip()
+    with broker(url):
+        yield url
+    flush_redis()
+
+
+@pytest.fixture
+def workers(tmp_path: Path) -> Iterator[Any]:
+    """start(queues="celery,gpu", **env) starts a worker and waits until it is ready;
+    every worker started is stopped after the test."""
+    started: list[Worker] = []
+
+    def start(queues: str = "celery,gpu", **env: str) -> Worker:
+        worker = Worker(tmp_path, queues, **env)
+        started.append(worker)
+        worker.wait_ready()
+        return worker
+
+    yield start
+    for worker in started:
+        worker.stop()
+
+
+@pytest.fixture
+def pace(tmp_path: Path) -> Iterator[Pace]:
+    """Holds workers started with GYM_RUN_HOLD_DIR=pace.folder after each progress report."""
+    controller = Pace(tmp_path / "pace")
+    yield controller
+    controller.release()

@@ -16,7 +16,7 @@ from evaluations.models import Evaluation, ItemResult, LanguageModel, Prediction
 from suites import formats
 from suites import services as suite_services
 from suites.models import Suite
-from tests.celery_harness import Pace, Worker, broker, flush_redis, redis_or_skip
+from tests.celery_harness import broker, flush_redis, redis_or_skip
 from tests.conftest import SHARED_DATA, BrowserClient
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
@@ -30,36 +30,6 @@ def tiny_gpt2(tmp_path_factory) -> Path:  # type: ignore[no-untyped-def]
     from tests.tiny_models import make_gpt2
 
     return make_gpt2(tmp_path_factory.mktemp("tiny-gpt2"))
-
-
-@pytest.fixture
-def pace(tmp_path):  # type: ignore[no-untyped-def]
-    controller = Pace(tmp_path / "pace")
-    yield controller
-    controller.release()
-
-
-@pytest.fixture
-def redis_broker():  # type: ignore[no-untyped-def]
-    url = redis_or_skip()
-    with broker(url):
-        yield url
-    flush_redis()
-
-
-@pytest.fixture
-def workers(tmp_path):  # type: ignore[no-untyped-def]
-    started: list[Worker] = []
-
-    def start(queues: str = "celery,gpu", **env: str) -> Worker:
-        worker = Worker(tmp_path, queues, **env)
-        started.append(worker)
-        worker.wait_ready()
-        return worker
-
-    yield start
-    for worker in started:
-        worker.stop()
 
 
 def _wait(pks: list[int], timeout: float = 240) -> list[Evaluation]:

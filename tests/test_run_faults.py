@@ -20,12 +20,8 @@ from evaluations.models import Evaluation, ItemResult
 from suites import services as suite_services
 from tests.celery_harness import (
     REDIS_URL,
-    Pace,
-    Worker,
     broker,
     database_url,
-    flush_redis,
-    redis_or_skip,
     wait_for_log,
 )
 from tests.conftest import BrowserClient, small_suite
@@ -39,36 +35,6 @@ def tiny_gpt2(tmp_path_factory) -> Path:  # type: ignore[no-untyped-def]
     from tests.tiny_models import make_gpt2
 
     return make_gpt2(tmp_path_factory.mktemp("tiny-gpt2"))
-
-
-@pytest.fixture
-def redis_broker():  # type: ignore[no-untyped-def]
-    url = redis_or_skip()
-    with broker(url):
-        yield url
-    flush_redis()
-
-
-@pytest.fixture
-def workers(tmp_path):  # type: ignore[no-untyped-def]
-    started: list[Worker] = []
-
-    def start(queues: str, **env: str) -> Worker:
-        worker = Worker(tmp_path, queues, **env)
-        started.append(worker)
-        worker.wait_ready()
-        return worker
-
-    yield start
-    for started_worker in started:
-        started_worker.stop()
-
-
-@pytest.fixture
-def pace(tmp_path):  # type: ignore[no-untyped-def]
-    controller = Pace(tmp_path / "pace")
-    yield controller
-    controller.release()
 
 
 def test_eight_simultaneous_requests_give_no_5xx_and_every_run_completes(
