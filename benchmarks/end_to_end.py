@@ -25,6 +25,27 @@ NEXTFLOW = (
 )
 
 
+def embedded_site(tmp: Path, name: str) -> dict[str, str]:
+    """Point this process at a throw-away embedded setup in `tmp` (SQLite, the filesystem
+    broker, no hub), set Django up and migrate; returns the environment for workers."""
+    env = {
+        **os.environ,
+        "GYM_VAR_DIR": str(tmp),
+        "DATABASE_URL": f"sqlite:///{tmp}/{name}.sqlite3",
+        "CELERY_BROKER_URL": "filesystem://",
+        "DJANGO_SETTINGS_MODULE": "gym.settings",
+        "HF_HUB_OFFLINE": "1",
+    }
+    os.environ.update(env)
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
+    return env
+
+
 def start_worker(queue: str, env: dict[str, str], log: Path) -> subprocess.Popen:
     """A Celery worker on one queue, as the run command starts it (logs to `log`)."""
     return subprocess.Popen(
@@ -68,26 +89,12 @@ def main() -> None:
         return
 
     tmp = Path(tempfile.mkdtemp(prefix="gym-e2e-"))
-    env = {
-        **os.environ,
-        "GYM_VAR_DIR": str(tmp),
-        "DATABASE_URL": f"sqlite:///{tmp}/e2e.sqlite3",
-        "CELERY_BROKER_URL": "filesystem://",
-        "DJANGO_SETTINGS_MODULE": "gym.settings",
-        "HF_HUB_OFFLINE": "1",
-    }
-    os.environ.update(env)
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-
+    env = embedded_site(tmp, "e2e")
     from evaluations import baseline, services
     from evaluations.models import Evaluation
     from suites import formats
     from suites import services as suite_services
 
-    call_command("migrate", verbosity=0)
     files = sorted(NEXTFLOW.glob("*.json"))[:count]
     suites = [suite_services.suite_import(source=f.read_bytes(), owner=None).suite for f in files]
     sentences = [

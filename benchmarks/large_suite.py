@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import sys
 import tempfile
@@ -23,7 +22,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from benchmarks.end_to_end import start_worker  # noqa: E402
+from benchmarks.end_to_end import embedded_site, start_worker  # noqa: E402
 
 NOUNS = ["dog", "cat", "author", "senator", "farmer", "pilot", "doctor", "baker"]
 PLACES = ["here", "there", "outside", "upstairs", "nearby", "inside", "away", "home"]
@@ -77,25 +76,11 @@ def run(tmp: Path) -> None:
     args = parser.parse_args()
     items = 2_000 if args.smoke else args.items
 
-    env = {
-        **os.environ,
-        "GYM_VAR_DIR": str(tmp),
-        "DATABASE_URL": f"sqlite:///{tmp}/large.sqlite3",
-        "CELERY_BROKER_URL": "filesystem://",
-        "DJANGO_SETTINGS_MODULE": "gym.settings",
-        "HF_HUB_OFFLINE": "1",
-    }
-    os.environ.update(env)
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-
+    env = embedded_site(tmp, "large")
     from evaluations import baseline, services
     from evaluations.models import Evaluation, ItemResult
     from suites import services as suite_services
 
-    call_command("migrate", verbosity=0)
     data = make_suite(items)
     source = json.dumps(data, separators=(",", ":")).encode()
     started = time.perf_counter()
