@@ -24,21 +24,36 @@ from evaluations.selectors import (
 
 
 def leaderboard_data(board: Leaderboard) -> dict[str, Any]:
-    """The board as plain JSON for the API."""
+    """The board as plain JSON for the API. `compared_suites` are the suites the overall
+    score and the group means are computed over (those every row has an accuracy for);
+    each group says how many of its suites that is, each row how many suites it has."""
     names = {s.id: s.name for s in board.suites}
+    compared = board.compared_ids
     return {
         "tag": board.tag,
         "sort": board.sort,
         "direction": board.direction,
         "tags": board.tags,
-        "groups": [{"tag": g.tag, "suites": [s.name for s in g.suites]} for g in board.groups],
-        "suites": [{"name": s.name, "tags": list(s.tags)} for s in board.suites],
+        "compared_suites": [s.name for s in board.compared],
+        "groups": [
+            {
+                "tag": g.tag,
+                "suites": [s.name for s in g.suites],
+                "compared_suites": [s.name for s in g.suites if s.id in compared],
+            }
+            for g in board.groups
+        ],
+        "suites": [
+            {"name": s.name, "tags": list(s.tags), "compared": s.id in compared}
+            for s in board.suites
+        ],
         "rows": [
             {
                 "model": row.model.name,
                 "display_name": row.model.display_name,
                 "is_baseline": row.model.is_baseline,
                 "overall": row.overall,
+                "overall_suites": len(board.compared),
                 "covered": row.covered,
                 "total": board.total,
                 "ties": row.tie_total,
@@ -60,13 +75,14 @@ def leaderboard_data(board: Leaderboard) -> dict[str, Any]:
 
 
 def leaderboard_csv(board: Leaderboard) -> str:
-    """One line per model: overall, coverage, tied comparisons, each group mean, then each
-    suite's accuracy."""
+    """One line per model: overall, coverage, tied comparisons, how many suites the overall
+    score is over (the same for every row: those every row has an accuracy for), each
+    group mean, then each suite's accuracy."""
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(
         ["model", "display_name", "is_baseline", "overall", "suites_scored", "suites_total"]
-        + ["ties"]
+        + ["ties", "overall_suites"]
         + [f"{GROUP_PREFIX}{g.tag}" for g in board.groups]
         + [s.name for s in board.suites]
     )
@@ -80,6 +96,7 @@ def leaderboard_csv(board: Leaderboard) -> str:
                 row.covered,
                 board.total,
                 row.tie_total,
+                len(board.compared),
             ]
             + [_number(row.group_means.get(g.tag)) for g in board.groups]
             + [_number(row.cells.get(s.id, (None, 0))[0]) for s in board.suites]

@@ -12,8 +12,9 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
+from functools import cached_property
 from typing import Any
 
 from django.db.models import F
@@ -40,6 +41,9 @@ class SuiteColumn:
     id: int
     name: str
     tags: tuple[str, ...]
+    # Its number on the leaderboard (1, 2, ... in name order): narrow column headers show
+    # it, the legend under the board gives each number's full name.
+    number: int = 0
 
 
 @dataclass
@@ -68,6 +72,7 @@ class Row:
     # suite id -> (accuracy, evaluation id); accuracy is None for a suite without
     # predictions (scored, but nothing to pass).
     cells: dict[int, tuple[float | None, int]]
+    # Means over the board's compared suites (those every row has an accuracy for).
     group_means: dict[str, float | None]
     overall: float | None
     # Suites of the board with a current accuracy for this model.
@@ -87,6 +92,8 @@ class Row:
 class Group:
     tag: str
     suites: list[SuiteColumn]
+    # How many of them the group mean is computed over (see `Leaderboard.compared`).
+    compared: int = 0
 
 
 @dataclass
@@ -100,10 +107,17 @@ class Leaderboard:
     tag: str
     sort: str
     direction: str
+    # The suites every row has an accuracy for: the overall score and the group means are
+    # computed over these only, so that every model is scored on the same set.
+    compared: list[SuiteColumn] = field(default_factory=list)
 
     @property
     def total(self) -> int:
         return len(self.suites)
+
+    @cached_property
+    def compared_ids(self) -> set[int]:
+        return {s.id for s in self.compared}
 
 
 def _suite_columns() -> list[SuiteColumn]:
@@ -144,7 +158,9 @@ def leaderboard(
     results of earlier content are left out. `tag` keeps one group ("untagged" for the
     suites without tags). `sort` is a suite name, "group:<tag>", "overall" or "model";
     anything else sorts by overall score. Rows without a value in the sorted column go
-    last in either direction. Three queries in all.
+    last in either direction. The overall score and the group means compare like with
+    like: they are means over the suites every row has an accuracy for (`compared`), so
+    a model with fewer suites is not ranked on a different set. Three queries in all.
     """
     columns = _suite_columns()
     all_groups = _group(columns)
@@ -154,7 +170,10 @@ def leaderboard(
         suites = groups[0].suites if groups else []
     else:
         groups, suites = all_groups, columns
-    suite_ids = {s.id for s in suites}
+    suites = [replace(s, number=n) for n, s in enumerate(suites, start=1)]
+    numbered = {s.id: s for s in suites}
+    groups = [Group(g.tag, [numbered[s.id] for s in g.suites]) for g in groups]
+    suite_ids = set(numbered)
 
     models = LanguageModel.objects.all()
     if not include_hidden:
@@ -177,14 +196,38 @@ def leaderboard(
             cells[model_id][suite_id] = (accuracy, evaluation_id)
             ties[model_id][suite_id] = tied
 
+    compared = _compared_suites(suites, cells.values())
+    compared_ids = {s.id for s in compared}
+    for group in groups:
+        group.compared = sum(1 for s in group.suites if s.id in compared_ids)
     rows = [
-        _row(by_id[model_id], model_cells, groups, suites, ties[model_id])
+        _row(by_id[model_id], model_cells, groups, suites, ties[model_id], compared_ids)
         for model_id, model_cells in cells.items()
     ]
     sort, direction = _sort_rows(rows, sort, direction, {s.name: s.id for s in suites}, groups)
     return Leaderboard(
-        groups=groups, suites=suites, rows=rows, tags=tags, tag=tag, sort=sort, direction=direction
+        groups=groups,
+        suites=suites,
+        rows=rows,
+        tags=tags,
+        tag=tag,
+        sort=sort,
+        direction=direction,
+        compared=compared,
     )
+
+
+def _compared_suites(
+    suites: Sequence[SuiteColumn], rows: Iterable[dict[int, tuple[float | None, int]]]
+) -> list[SuiteColumn]:
+    """The suites that every row has a current accuracy for (none without rows): scores
+    over a model's own suites would rank a model with one easy suite above one with ten."""
+    ids = {s.id for s in suites}
+    seen = False
+    for cells in rows:
+        seen = True
+        ids &= {suite_id for suite_id, (accuracy, _e) in cells.items() if accuracy is not None}
+    return [s for s in suites if s.id in ids] if seen else []
 
 
 def _row(
@@ -193,7 +236,9 @@ def _row(
     groups: Sequence[Group],
     suites: Sequence[SuiteColumn],
     ties: dict[int, int],
+    compared: set[int],
 ) -> Row:
+    """One model's row; its group means and overall score read the `compared` suites only."""
     by_suite = {
         s.id: Cell(suite=s, accuracy=cells[s.id][0], evaluation_id=cells[s.id][1])
         if s.id in cells
@@ -203,13 +248,14 @@ def _row(
     blocks = []
     for group in groups:
         group_cells = [by_suite[s.id] for s in group.suites]
-        blocks.append(GroupCells(group.tag, _mean(c.accuracy for c in group_cells), group_cells))
+        mean = _mean(c.accuracy for c in group_cells if c.suite.id in compared)
+        blocks.append(GroupCells(group.tag, mean, group_cells))
     accuracies = [cells[s.id][0] for s in suites if s.id in cells]
     return Row(
         model=model,
         cells=cells,
         group_means={b.tag: b.mean for b in blocks},
-        overall=_mean(accuracies),
+        overall=_mean(cells[s.id][0] for s in suites if s.id in compared),
         covered=sum(1 for a in accuracies if a is not None),
         ties=ties,
         blocks=blocks,

@@ -80,19 +80,31 @@ def test_cells_group_means_and_overall(board_data) -> None:  # type: ignore[no-u
     assert [s.name for s in board.groups[0].suites] == ["agr one", "agr two", "both tags"]
     assert [s.name for s in board.groups[1].suites] == ["both tags"]
     assert [s.name for s in board.suites] == ["agr one", "agr two", "both tags", "plain"]
-    # Default: overall score, best first.
+    # Default: overall score, best first. Like for like: "agr one" is the one suite both
+    # models have, so the overall score and the group means are over it alone.
+    assert [s.name for s in board.compared] == ["agr one"]
+    assert [(g.tag, g.compared) for g in board.groups] == [
+        ("agreement", 1),
+        ("garden-path", 0),
+        ("untagged", 0),
+    ]
     assert [r.model.name for r in board.rows] == ["model-two", "model-one"]
     m2, m1 = board.rows
     assert m1.cells[d["a1"].id] == (0.5, d["m1a1"].id)
-    assert m1.group_means == pytest.approx(
-        {"agreement": (0.5 + 1.0 + 0.25) / 3, "garden-path": 0.25, "untagged": 0.75}
-    )
-    # The suite with two tags counts once in the overall score.
-    assert m1.overall == pytest.approx((0.5 + 1.0 + 0.25 + 0.75) / 4)
+    assert m1.group_means == {"agreement": 0.5, "garden-path": None, "untagged": None}
+    assert m1.overall == 0.5
     assert (m1.covered, board.total) == (4, 4)
     assert m2.cells == {d["a1"].id: (1.0, d["m2a1"].id)}
     assert m2.overall == 1.0 and m2.covered == 1
     assert m2.group_means == {"agreement": 1.0, "garden-path": None, "untagged": None}
+    # With model two gone, model one is compared on all its suites; the suite with two
+    # tags counts once in the overall score.
+    Evaluation.objects.filter(model=d["m2"]).delete()
+    (alone,) = selectors.leaderboard().rows
+    assert alone.overall == pytest.approx((0.5 + 1.0 + 0.25 + 0.75) / 4)
+    assert alone.group_means == pytest.approx(
+        {"agreement": (0.5 + 1.0 + 0.25) / 3, "garden-path": 0.25, "untagged": 0.75}
+    )
 
 
 def test_page_shows_heatmap_links_and_coverage(anon_client, board_data) -> None:  # type: ignore[no-untyped-def]
@@ -291,38 +303,42 @@ def test_csv_and_api_shape(anon_client, board_data) -> None:  # type: ignore[no-
     rows = list(csv.reader(io.StringIO(response.content.decode())))
     assert rows[0] == [
         "model", "display_name", "is_baseline", "overall", "suites_scored", "suites_total",
-        "ties", "group:agreement", "group:garden-path", "group:untagged",
+        "ties", "overall_suites", "group:agreement", "group:garden-path", "group:untagged",
         "agr one", "agr two", "both tags", "plain",
     ]  # fmt: skip
     assert rows[1] == [
-        "model-two",
-        "Model Two",
-        "0",
-        "1.0",
-        "1",
-        "4",
-        "0",
-        "1.0",
-        "",
-        "",
-        "1.0",
-        "",
-        "",
-        "",
-    ]
-    assert rows[2][:7] == ["model-one", "Model One", "0", "0.625", "4", "4", "5"]
-    assert rows[2][10:] == ["0.5", "1.0", "0.25", "0.75"]
+        "model-two", "Model Two", "0", "1.0", "1", "4", "0", "1",
+        "1.0", "", "",
+        "1.0", "", "", "",
+    ]  # fmt: skip
+    # Over "agr one" only, the one suite both have.
+    assert rows[2][:11] == ["model-one", "Model One", "0", "0.5", "4", "4", "5", "1", "0.5", "", ""]
+    assert rows[2][11:] == ["0.5", "1.0", "0.25", "0.75"]
     filtered = anon_client.get("/leaderboard.csv?tag=garden-path")
     assert 'filename="leaderboard-garden-path.csv"' in filtered["Content-Disposition"]
 
     api = anon_client.get("/api/leaderboard/").json()
-    assert set(api) == {"tag", "sort", "direction", "tags", "groups", "suites", "rows"}
-    assert api["groups"][1] == {"tag": "garden-path", "suites": ["both tags"]}
-    assert api["suites"][2] == {"name": "both tags", "tags": ["agreement", "garden-path"]}
+    assert set(api) == {
+        "tag", "sort", "direction", "tags", "groups", "suites", "rows", "compared_suites"
+    }  # fmt: skip
+    assert api["compared_suites"] == ["agr one"]
+    assert api["groups"][0] == {
+        "tag": "agreement",
+        "suites": ["agr one", "agr two", "both tags"],
+        "compared_suites": ["agr one"],
+    }
+    assert api["groups"][1] == {
+        "tag": "garden-path", "suites": ["both tags"], "compared_suites": []
+    }  # fmt: skip
+    assert api["suites"][2] == {
+        "name": "both tags", "tags": ["agreement", "garden-path"], "compared": False
+    }  # fmt: skip
+    assert api["suites"][0]["compared"] is True
     m1 = api["rows"][1]
     assert m1["model"] == "model-one" and m1["is_baseline"] is False
-    assert m1["overall"] == pytest.approx(0.625) and (m1["covered"], m1["total"]) == (4, 4)
-    assert m1["group_means"]["garden-path"] == 0.25
+    assert m1["overall"] == 0.5 and m1["overall_suites"] == 1
+    assert (m1["covered"], m1["total"]) == (4, 4)
+    assert m1["group_means"] == {"agreement": 0.5, "garden-path": None, "untagged": None}
     assert m1["scores"]["agr one"] == {"accuracy": 0.5, "evaluation": d["m1a1"].id, "ties": 3}
     assert m1["ties"] == 5 and api["rows"][0]["ties"] == 0
     tagged = anon_client.get("/api/leaderboard/?tag=untagged").json()
@@ -342,3 +358,109 @@ def test_suite_without_predictions_shows_n_a(anon_client) -> None:
     assert board.rows[0].overall is None and board.rows[0].covered == 0
     page = anon_client.get("/leaderboard/").content.decode()
     assert ">n/a</a>" in page
+
+
+@pytest.fixture
+def unequal_coverage() -> dict[str, Suite]:
+    """Three models with unequal coverage. By each model's own suites C would lead
+    (0.65 > B's 0.633 > A's 0.45); like for like, over s1 and s3, which all three have,
+    B leads (0.8), then A (0.7), then C (0.65).
+
+              s1 (x)  s2 (x)  s3 (y)  s4 (y)  s5 (z)
+        A      0.8     0.2     0.6     0.2     0.4
+        B      0.9     0.3     0.7      -      0.5
+        C      0.6      -      0.7      -       -
+    """
+    suites = {
+        name: make_suite(name, tag, noun=name)
+        for name, tag in [("s1", "x"), ("s2", "x"), ("s3", "y"), ("s4", "y"), ("s5", "z")]
+    }
+    table = {
+        "model-a": {"s1": 0.8, "s2": 0.2, "s3": 0.6, "s4": 0.2, "s5": 0.4},
+        "model-b": {"s1": 0.9, "s2": 0.3, "s3": 0.7, "s5": 0.5},
+        "model-c": {"s1": 0.6, "s3": 0.7},
+    }
+    for name, scores in table.items():
+        model = make_model(name)
+        for suite, accuracy in scores.items():
+            done(model, suites[suite], accuracy)
+    return suites
+
+
+def overall(board: selectors.Leaderboard) -> list[tuple[str, float | None, int]]:
+    return [(r.model.name, r.overall, r.covered) for r in board.rows]
+
+
+def test_overall_compares_like_with_like(unequal_coverage) -> None:  # type: ignore[no-untyped-def]
+    board = selectors.leaderboard()
+    assert [s.name for s in board.compared] == ["s1", "s3"]
+    assert overall(board) == [
+        ("model-b", pytest.approx(0.8), 4),
+        ("model-a", pytest.approx(0.7), 5),
+        ("model-c", pytest.approx(0.65), 2),
+    ]
+    # Group means follow the same rule: x over s1 (C has no s2), y over s3, z over none.
+    means = {r.model.name: r.group_means for r in board.rows}
+    assert means["model-a"] == pytest.approx({"x": 0.8, "y": 0.6, "z": None})
+    assert means["model-c"] == pytest.approx({"x": 0.6, "y": 0.7, "z": None})
+    assert [(g.tag, g.compared, len(g.suites)) for g in board.groups] == [
+        ("x", 1, 2),
+        ("y", 1, 2),
+        ("z", 0, 1),
+    ]
+    # Within a tag: the models shown there, and the suites all of them have there.
+    x = selectors.leaderboard(tag="x")
+    assert [s.name for s in x.compared] == ["s1"]
+    assert overall(x) == [("model-b", 0.9, 2), ("model-a", 0.8, 2), ("model-c", 0.6, 1)]
+    z = selectors.leaderboard(tag="z")
+    assert [s.name for s in z.compared] == ["s5"]
+    assert overall(z) == [("model-b", 0.5, 1), ("model-a", 0.4, 1)]
+
+
+def test_no_suite_in_common_means_no_overall_score(unequal_coverage) -> None:  # type: ignore[no-untyped-def]
+    only_s4 = make_model("model-d")
+    done(only_s4, unequal_coverage["s4"], 1.0)
+    board = selectors.leaderboard()
+    assert board.compared == []
+    assert {r.overall for r in board.rows} == {None}
+    assert [r.covered for r in board.rows] == [5, 4, 2, 1]
+
+
+def test_page_says_what_the_overall_score_is_over(anon_client, unequal_coverage) -> None:  # type: ignore[no-untyped-def]
+    page = anon_client.get("/leaderboard/").content.decode()
+    assert "over <strong>2 of 5 suites</strong>" in page
+    assert page.index("Model B") < page.index("Model A") < page.index("Model C")
+    # Columns left out of the overall score are marked; each model's own count shows.
+    assert page.count("lb-rot lb-out") == 3
+    assert ">5/5</span>" in page and ">4/5</span>" in page and ">2/5</span>" in page
+    assert "· mean over 1 of 2</span>" in page
+    # The legend names every numbered column in full, the compared ones in bold.
+    legend = re.search(r'<section class="lb-names".*?</section>', page, re.S).group(0)
+    assert re.findall(r'<li value="(\d)"( class="lb-in")?><a href="/suites/(s\d)/">', legend) == [
+        ("1", ' class="lb-in"', "s1"),
+        ("2", "", "s2"),
+        ("3", ' class="lb-in"', "s3"),
+        ("4", "", "s4"),
+        ("5", "", "s5"),
+    ]
+    tagged = anon_client.get("/leaderboard/?tag=x").content.decode()
+    assert "over <strong>1 of 2 suites</strong> tagged x" in tagged
+    model_d = make_model("model-d")
+    done(model_d, unequal_coverage["s4"], 1.0)
+    none = anon_client.get("/leaderboard/").content.decode()
+    assert "<strong>No overall score:</strong>" in none
+
+
+def test_csv_and_api_carry_the_compared_suites(anon_client, unequal_coverage) -> None:  # type: ignore[no-untyped-def]
+    rows = list(csv.DictReader(io.StringIO(anon_client.get("/leaderboard.csv").content.decode())))
+    assert [(r["model"], r["overall"], r["suites_scored"], r["overall_suites"]) for r in rows] == [
+        ("model-b", repr((0.9 + 0.7) / 2), "4", "2"),
+        ("model-a", repr((0.8 + 0.6) / 2), "5", "2"),
+        ("model-c", repr((0.6 + 0.7) / 2), "2", "2"),
+    ]
+    api = anon_client.get("/api/leaderboard/?tag=z").json()
+    assert api["compared_suites"] == ["s5"]
+    assert [(r["model"], r["overall"], r["overall_suites"]) for r in api["rows"]] == [
+        ("model-b", 0.5, 1),
+        ("model-a", 0.4, 1),
+    ]
