@@ -8,6 +8,6 @@ class EvaluationsConfig(AppConfig):
     verbose_name = "Evaluations"
 
     def ready(self) -> None:
-        # Registers the suite run kind, so that every process (web, storing worker, GPU
-        # worker) knows it before the first message arrives.
-        from evaluations import services  # noqa: F401
+        # Registers the run kinds, so that every process (web, storing worker, GPU
+        # worker) knows them before the first message arrives.
+        from evaluations import probing_services, services  # noqa: F401

@@ -2,8 +2,8 @@ from __future__ import annotations
 
 from django import forms
 
-from evaluations.models import LanguageModel
-from suites.models import Suite, Tag
+from evaluations.models import LanguageModel, ProbingRun
+from suites.models import ProbingTask, Suite, Tag
 from suites.selectors import suites_with_tag
 
 
@@ -50,3 +50,24 @@ class EvaluationRequestForm(forms.Form):
             raise forms.ValidationError("Choose at least one suite or a tag that has suites.")
         cleaned["all_suites"] = suites
         return cleaned
+
+
+class ProbingRunRequestForm(forms.Form):
+    task = forms.ModelChoiceField(queryset=ProbingTask.objects.all(), to_field_name="name")
+    models = forms.ModelMultipleChoiceField(
+        queryset=LanguageModel.objects.filter(is_hidden=False),
+        to_field_name="name",
+        widget=forms.SelectMultiple(attrs={"size": 6}),
+        help_text="One run per model. n-gram models have no layers to probe.",
+    )
+    pooling = forms.ChoiceField(
+        choices=ProbingRun.Pooling.choices,
+        initial=ProbingRun.Pooling.MEAN,
+        help_text="A sentence's vector at each layer: the mean over its tokens, or (causal "
+        "models) its last token's state.",
+    )
+    probe = forms.ChoiceField(
+        choices=ProbingRun.Probe.choices,
+        initial=ProbingRun.Probe.LOGREG,
+        help_text="Trained per layer; hyperparameters chosen on va, accuracy reported on te.",
+    )

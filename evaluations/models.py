@@ -214,3 +214,86 @@ class ItemResult(models.Model):
                 fields=["evaluation", "item_number"], name="item_result_unique"
             ),
         ]
+
+
+class ProbingRun(Run):
+    """One model's layers probed on one probing task's content, with one pooling and one
+    probe. The per-layer accuracies are `ProbingLayerResult` rows; the best layer (chosen
+    on va) and its te confusion matrix are kept here for the leaderboard and pages."""
+
+    class Pooling(models.TextChoices):
+        MEAN = "mean", "mean of the sentence's tokens"
+        LAST = "last", "last token (causal models)"
+
+    class Probe(models.TextChoices):
+        LOGREG = "logreg", "logistic regression"
+        MLP = "mlp", "MLP (one hidden layer)"
+
+    model = models.ForeignKey(LanguageModel, on_delete=models.CASCADE, related_name="probing_runs")
+    task = models.ForeignKey("suites.ProbingTask", on_delete=models.CASCADE, related_name="runs")
+    content_hash = models.CharField(max_length=64)
+    pooling = models.CharField(max_length=10, choices=Pooling.choices, default=Pooling.MEAN)
+    probe = models.CharField(max_length=10, choices=Probe.choices, default=Probe.LOGREG)
+    best_layer = models.PositiveSmallIntegerField(null=True, blank=True)
+    best_va = models.FloatField(null=True, blank=True)
+    best_te = models.FloatField(null=True, blank=True)
+    # {"majority": {"label", "va_accuracy", "te_accuracy"}, "length": {...}, "chance"}
+    baselines = models.JSONField(default=dict, blank=True)
+    # te at the best layer: {"labels": [...], "matrix": [[...]]} (rows true, columns predicted)
+    confusion = models.JSONField(default=dict, blank=True)
+    # The task as probed: name, type, labels, counts per partition and label.
+    task_info = models.JSONField(default=dict, blank=True)
+    diagnostics = models.JSONField(default=dict, blank=True)
+    model_info = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["model", "task", "content_hash", "pooling", "probe"],
+                name="probing_run_unique_content",
+            ),
+        ]
+        indexes = [models.Index(fields=["status", "task", "model"], name="probing_run_board")]
+
+    def __str__(self) -> str:
+        return f"{self.model} on {self.task} ({self.pooling}, {self.probe}; {self.status})"
+
+    def get_absolute_url(self) -> str:
+        return reverse("evaluations:probing_run", args=[self.pk])
+
+    @property
+    def outdated(self) -> bool:
+        return self.content_hash != self.task.content_hash
+
+    def benchmark_owner(self) -> Any:
+        return self.task.owner
+
+    @property
+    def progress_text(self) -> str:
+        """Where the run is: sentences while vectors are extracted, then layers probed
+        (progress counts both, sentences first: see evaluations.probing.worker)."""
+        done, total = self.progress_done, self.progress_total
+        sentences = self.diagnostics.get("sentences") or self.task.instance_count
+        if self.status == self.Status.DONE:
+            return f"{sentences:,} sentences, {max(total - sentences, 0)} layers"
+        if done < sentences or total <= sentences:
+            return f"vectors: {min(done, sentences):,} of {sentences:,} sentences"
+        return f"probes: {done - sentences} of {total - sentences} layers"
+
+
+class ProbingLayerResult(models.Model):
+    """One layer's probe: accuracy on va (where hyperparameters are chosen) and on te.
+    Layer 0 is the embedding output."""
+
+    run = models.ForeignKey(ProbingRun, on_delete=models.CASCADE, related_name="layers")
+    layer = models.PositiveSmallIntegerField()
+    va_accuracy = models.FloatField()
+    te_accuracy = models.FloatField()
+    hyperparameters = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["run", "layer"]
+        constraints = [
+            models.UniqueConstraint(fields=["run", "layer"], name="probing_layer_unique"),
+        ]

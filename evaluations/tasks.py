@@ -80,7 +80,8 @@ def import_work_functions(**_kwargs: Any) -> None:
     consumed = current_app.amqp.queues.consume_from
     if consumed and GPU_QUEUE not in consumed:
         return
-    from evaluations import runs, services  # noqa: F401 - services registers the kinds
+    # The services modules register the kinds.
+    from evaluations import probing_services, runs, services  # noqa: F401
 
     for kind in runs.KINDS.values():
         kind.work_function()

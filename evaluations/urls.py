@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from evaluations import api, pair_api, result_views, views
+from evaluations import api, pair_api, probing_api, probing_views, result_views, views
 
 app_name = "evaluations"
 
@@ -23,6 +23,17 @@ urlpatterns = [
     path("results.<str:fmt>", result_views.export_view, name="export"),
     path("evaluations/<int:pk>/results.json", result_views.results_json_view, name="results_json"),
     path("evaluations/<int:pk>/results.csv", result_views.results_csv_view, name="results_csv"),
+    path("probing-runs/new/", probing_views.probing_request, name="probing_request"),
+    path("probing-runs/<int:pk>/", probing_views.probing_run, name="probing_run"),
+    path("probing-runs/<int:pk>/retry/", probing_views.probing_retry, name="probing_retry"),
+    path("probing-runs/<int:pk>/cancel/", probing_views.probing_cancel, name="probing_cancel"),
+    path("probing-runs/<int:pk>/results.json", probing_views.probing_run_json, name="probing_json"),
+    path("probing-runs/<int:pk>/layers.csv", probing_views.probing_run_csv, name="probing_csv"),
+    path(
+        "leaderboard/probing.csv",
+        probing_views.probing_leaderboard_csv,
+        name="probing_leaderboard_csv",
+    ),
 ]
 
 api_urlpatterns = [
@@ -45,5 +56,27 @@ api_urlpatterns = [
         "evaluations/<int:pk>/results/",
         result_views.EvaluationResultsAPI.as_view(),
         name="api-evaluation-results",
+    ),
+    path("probing-runs/", probing_api.ProbingRunListCreate.as_view(), name="api-probing-runs"),
+    path("probing-runs/<int:pk>/", probing_api.ProbingRunDetail.as_view(), name="api-probing-run"),
+    path(
+        "probing-runs/<int:pk>/layers.csv",
+        probing_api.ProbingRunCSV.as_view(),
+        name="api-probing-run-csv",
+    ),
+    path(
+        "probing-runs/<int:pk>/retry/",
+        probing_api.ProbingRunRetry.as_view(),
+        name="api-probing-run-retry",
+    ),
+    path(
+        "probing-runs/<int:pk>/cancel/",
+        probing_api.ProbingRunCancel.as_view(),
+        name="api-probing-run-cancel",
+    ),
+    path(
+        "leaderboard/probing/",
+        probing_api.ProbingLeaderboardAPI.as_view(),
+        name="api-probing-leaderboard",
     ),
 ]

@@ -13,7 +13,7 @@
     const bar = el.querySelector("[data-progress]");
     if (bar) { bar.max = data.progress_total || 1; bar.value = data.progress_done; }
     const text = el.querySelector("[data-progress-text]");
-    if (text) text.textContent = data.progress_done + " / " + data.progress_total;
+    if (text) text.textContent = data.progress_text || data.progress_done + " / " + data.progress_total;
     const acc = el.querySelector("[data-accuracy]");
     if (acc) acc.textContent = data.accuracy === null ? "—" : data.accuracy.toFixed(3);
     const err = el.querySelector("[data-error]");
@@ -36,7 +36,9 @@
     const pending = document.querySelectorAll('[data-evaluation][data-finished="0"]');
     await Promise.all(Array.from(pending).map(async (el) => {
       try {
-        const response = await fetch("/api/evaluations/" + el.dataset.evaluation + "/", {
+        // A page of another kind of run names its own API address (data-api).
+        const address = el.dataset.api || "/api/evaluations/" + el.dataset.evaluation + "/";
+        const response = await fetch(address, {
           headers: { Accept: "application/json" }, credentials: "same-origin",
         });
         if (response.ok) update(el, await response.json());

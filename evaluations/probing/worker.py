@@ -1,0 +1,87 @@
+"""What a GPU worker does with one probing run. No database: the payload holds the
+task's instances and the model's source, the result is `probe_task`'s document (the one
+the `probe` command writes), so a stored run and the command agree number for number.
+
+payload: {"model": {"source", "revision", "dtype"?}, "task": {"name", "type",
+          "content_hash"}, "pooling", "probe", "memory_mb",
+          "labels": [label, ...], "partition": ["tr" | "va" | "te", ...],
+          "label": [index into labels, ...], "sentences": [sentence, ...]}
+(instances in file order, as parallel lists: a 120,000-line task travels as three
+lists, which the message's zlib compression shrinks well).
+
+Progress counts sentences while vectors are extracted, then one step per layer probed:
+done runs up to len(sentences) + layers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from evaluations.scoring.loading import LoadedModel, load_model
+from evaluations.scoring.schema import ScoringError
+from suites.formats.probing import ProbingInstance
+
+from .run import probe_task
+
+
+def payload_instances(payload: dict[str, Any]) -> list[ProbingInstance]:
+    """The task's instances back from the payload's parallel lists."""
+    labels = payload["labels"]
+    sentences = payload["sentences"]
+    partitions = payload["partition"]
+    classes = payload["label"]
+    if not len(sentences) == len(partitions) == len(classes):
+        raise ScoringError("the probing payload's lists differ in length")
+    return [
+        ProbingInstance(line=n, partition=part, label=labels[k], sentence=text)
+        for n, (part, k, text) in enumerate(zip(partitions, classes, sentences, strict=True), 1)
+    ]
+
+
+def probing_model(spec: dict[str, Any]) -> LoadedModel:
+    """The model, or a ScoringError that says why it cannot be probed."""
+    lm = load_model(
+        spec["source"], revision=spec.get("revision") or None, dtype=spec.get("dtype") or None
+    )
+    if not isinstance(lm, LoadedModel):
+        raise ScoringError(
+            "an n-gram model has no hidden states to probe; choose a causal or masked "
+            "transformers model"
+        )
+    return lm
+
+
+def expected_layers(lm: LoadedModel) -> int:
+    """Layers counting the embedding output, from the config (0 when it does not say)."""
+    blocks = getattr(lm.model.config, "num_hidden_layers", None)
+    return blocks + 1 if isinstance(blocks, int) else 0
+
+
+def run_probing(
+    payload: dict[str, Any], progress: Callable[[int, int], None] | None = None
+) -> dict[str, Any]:
+    instances = payload_instances(payload)
+    lm = probing_model(payload["model"])
+    n = len(instances)
+    layers = expected_layers(lm)
+
+    def report(stage: str, done: int, total: int) -> None:
+        nonlocal layers
+        if progress is None:
+            return
+        if stage == "vectors":
+            progress(done, n + layers)
+        else:
+            layers = total
+            progress(n + done, n + total)
+
+    return probe_task(
+        lm,
+        instances,
+        task=dict(payload["task"]),
+        pooling=payload["pooling"],
+        probe=payload["probe"],
+        memory_limit_bytes=max(0, int(payload["memory_mb"])) * 1024**2,
+        progress=report,
+    )

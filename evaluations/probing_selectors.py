@@ -1,0 +1,223 @@
+"""Reads of probing runs that pages, downloads and the API share: one run's curves and
+confusion matrix, a task's runs, the probing leaderboard and a model's curves."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db.models import F, QuerySet
+
+from evaluations.models import LanguageModel, ProbingLayerResult, ProbingRun
+from suites.models import ProbingTask
+
+DONE = ProbingRun.Status.DONE
+DEFAULT_POOLING = ProbingRun.Pooling.MEAN
+DEFAULT_PROBE = ProbingRun.Probe.LOGREG
+# More labels than this and the matrix is left to the downloads (word_content has 1000).
+CONFUSION_MAX_LABELS = 40
+
+
+def run_list(
+    *, model: str = "", task: str = "", status: str = "", include_hidden: bool = False
+) -> QuerySet[ProbingRun]:
+    runs = ProbingRun.objects.select_related("model", "task").order_by("-created_at")
+    if not include_hidden:
+        runs = runs.filter(model__is_hidden=False)
+    if model:
+        runs = runs.filter(model__name=model)
+    if task:
+        runs = runs.filter(task__name=task)
+    if status:
+        runs = runs.filter(status=status)
+    return runs
+
+
+def task_runs(task: ProbingTask, *, include_hidden: bool = False) -> list[ProbingRun]:
+    """Every run on the task, current content first, then by model."""
+    runs = list(run_list(task=task.name, include_hidden=include_hidden).filter(task=task))
+    runs.sort(key=lambda r: (r.outdated, r.model.display_name.lower(), r.pooling, r.probe))
+    return runs
+
+
+def layer_rows(run: ProbingRun) -> list[dict[str, Any]]:
+    return list(
+        run.layers.order_by("layer").values(
+            "layer", "va_accuracy", "te_accuracy", "hyperparameters"
+        )
+    )
+
+
+def curve(run: ProbingRun, rows: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """What the layer plot draws for one run: va and te by layer, the baselines, the
+    layer chosen on va."""
+    rows = layer_rows(run) if rows is None else rows
+    baselines = run.baselines or {}
+    return {
+        "label": run.model.display_name,
+        "layers": [row["layer"] for row in rows],
+        "va": [row["va_accuracy"] for row in rows],
+        "te": [row["te_accuracy"] for row in rows],
+        "best_layer": run.best_layer,
+        "majority": (baselines.get("majority") or {}).get("te_accuracy"),
+        "length": (baselines.get("length") or {}).get("te_accuracy"),
+        "chance": baselines.get("chance"),
+    }
+
+
+def control_choices(run: ProbingRun) -> list[ProbingRun]:
+    """Other done runs on the same task, to draw beside this one (a random-weights control
+    model is registered as a model of its own)."""
+    others = ProbingRun.objects.filter(task_id=run.task_id, status=DONE).exclude(pk=run.pk)
+    return list(others.select_related("model").order_by("model__display_name", "pooling", "probe"))
+
+
+def confusion_table(run: ProbingRun) -> dict[str, Any] | None:
+    """Rows (true label) with each cell's count and share of its row, for the heatmap;
+    None when there are too many labels to draw."""
+    labels = (run.confusion or {}).get("labels") or []
+    matrix = (run.confusion or {}).get("matrix") or []
+    if not labels or len(labels) > CONFUSION_MAX_LABELS:
+        return None
+    rows = []
+    for i, (label, counts) in enumerate(zip(labels, matrix, strict=True)):
+        total = sum(counts)
+        cells = [
+            {"count": n, "share": n / total if total else 0.0, "correct": j == i}
+            for j, n in enumerate(counts)
+        ]
+        rows.append({"label": label, "total": total, "cells": cells})
+    return {"labels": labels, "rows": rows}
+
+
+def result_page(run: ProbingRun, *, control_id: int | None = None) -> dict[str, Any]:
+    rows = layer_rows(run)
+    controls = control_choices(run)
+    control = next((c for c in controls if c.pk == control_id), None)
+    plot = curve(run, rows)
+    plot["control"] = curve(control) if control is not None else None
+    best = next((row for row in rows if row["layer"] == run.best_layer), None)
+    return {
+        "rows": rows,
+        "best": best,
+        "plot": plot,
+        "controls": controls,
+        "control": control,
+        "confusion": confusion_table(run),
+        "n_labels": len((run.confusion or {}).get("labels") or []),
+    }
+
+
+# --- the probing leaderboard ---------------------------------------------------------------
+
+
+@dataclass
+class Cell:
+    run_id: int
+    te: float
+    va: float
+    layer: int
+
+
+@dataclass
+class BoardRow:
+    model: LanguageModel
+    cells: dict[int, Cell] = field(default_factory=dict)
+
+    @property
+    def mean(self) -> float | None:
+        values = [cell.te for cell in self.cells.values()]
+        return sum(values) / len(values) if values else None
+
+
+@dataclass
+class ProbingBoard:
+    pooling: str
+    probe: str
+    tasks: list[ProbingTask]
+    rows: list[BoardRow]
+    # task id -> {"majority": te accuracy, "length": te accuracy or None}
+    baselines: dict[int, dict[str, float | None]]
+
+    def cells_of(self, row: BoardRow) -> list[Cell | None]:
+        return [row.cells.get(task.pk) for task in self.tasks]
+
+    def baseline_cells(self, name: str) -> list[float | None]:
+        return [self.baselines.get(task.pk, {}).get(name) for task in self.tasks]
+
+    @property
+    def baseline_rows(self) -> list[tuple[str, list[float | None]]]:
+        return [(name, self.baseline_cells(name)) for name in ("majority", "length")]
+
+
+def majority_from_counts(task: ProbingTask) -> float | None:
+    """te accuracy of always answering tr's most frequent label (the lower label on a
+    tie), from the task's counts: the same rule as the probes' majority baseline."""
+    tr = task.counts.get("tr") or {}
+    te = task.counts.get("te") or {}
+    if not tr or not sum(te.values()):
+        return None
+    majority = max(task.labels, key=lambda label: (tr.get(label, 0), -task.labels.index(label)))
+    return te.get(majority, 0) / sum(te.values())
+
+
+def probing_board(
+    *, pooling: str = DEFAULT_POOLING, probe: str = DEFAULT_PROBE, include_hidden: bool = False
+) -> ProbingBoard:
+    """Models x tasks: te accuracy at the layer chosen on va, for the task's current
+    content, one pooling and one probe."""
+    pooling = pooling if pooling in ProbingRun.Pooling.values else DEFAULT_POOLING
+    probe = probe if probe in ProbingRun.Probe.values else DEFAULT_PROBE
+    tasks = list(ProbingTask.objects.order_by("name"))
+    runs = (
+        ProbingRun.objects.filter(
+            status=DONE, pooling=pooling, probe=probe, content_hash=F("task__content_hash")
+        )
+        .select_related("model")
+        .only("pk", "model", "task_id", "best_te", "best_va", "best_layer", "baselines")
+    )
+    if not include_hidden:
+        runs = runs.filter(model__is_hidden=False)
+    rows: dict[int, BoardRow] = {}
+    baselines: dict[int, dict[str, float | None]] = {
+        task.pk: {"majority": majority_from_counts(task), "length": None} for task in tasks
+    }
+    for run in runs:
+        row = rows.setdefault(run.model_id, BoardRow(model=run.model))
+        row.cells[run.task_id] = Cell(run.pk, run.best_te, run.best_va, run.best_layer)
+        length = (run.baselines.get("length") or {}).get("te_accuracy")
+        if length is not None:
+            baselines[run.task_id]["length"] = length
+    ordered = sorted(
+        rows.values(),
+        key=lambda r: (-len(r.cells), -(r.mean or 0.0), r.model.display_name.lower()),
+    )
+    return ProbingBoard(pooling, probe, tasks, ordered, baselines)
+
+
+# --- a model's page --------------------------------------------------------------------------
+
+
+def model_curves(model: LanguageModel) -> list[dict[str, Any]]:
+    """Every done run of the model, its curve and where it belongs, by task name."""
+    runs = list(
+        ProbingRun.objects.filter(model=model, status=DONE)
+        .select_related("model", "task")
+        .order_by("task__name", "pooling", "probe")
+    )
+    layers: dict[int, list[dict[str, Any]]] = {run.pk: [] for run in runs}
+    for row in (
+        ProbingLayerResult.objects.filter(run__in=runs)
+        .order_by("run", "layer")
+        .values("run_id", "layer", "va_accuracy", "te_accuracy", "hyperparameters")
+    ):
+        layers[row["run_id"]].append(row)
+    return [
+        {
+            "run": run,
+            "outdated": run.outdated,
+            "plot": curve(run, layers[run.pk]),
+            "json_id": f"probing-curve-{run.pk}",
+        }
+        for run in runs
+    ]

@@ -1,0 +1,81 @@
+"""Template helpers of probing results: the sections that a task's page, the leaderboard
+and a model's page include (each one line there: `{% probing_... %}`), and the shades of
+the confusion matrix."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import template
+
+from evaluations import probing_selectors
+from evaluations.forms import ProbingRunRequestForm
+from suites.models import ProbingTask
+
+register = template.Library()
+
+
+@register.filter
+def shade(share: float | None) -> str:
+    """A blue background for a share between 0 and 1, light enough for dark text."""
+    try:
+        value = min(1.0, max(0.0, float(share)))  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return ""
+    return f"hsl(210 75% {97 - 37 * value:.0f}%)"
+
+
+@register.filter
+def above(accuracy: float | None, baselines: dict[str, Any] | None) -> float | None:
+    """How far an accuracy is above the better of the majority and length baselines."""
+    if accuracy is None or not baselines:
+        return None
+    values = [(baselines.get(name) or {}).get("te_accuracy") for name in ("majority", "length")]
+    known = [v for v in values if v is not None]
+    return float(accuracy) - max(known) if known else None
+
+
+@register.filter
+def cells_of(board: probing_selectors.ProbingBoard, row: probing_selectors.BoardRow) -> list[Any]:
+    return board.cells_of(row)
+
+
+def _user(context: template.Context) -> Any:
+    request = context.get("request")
+    return getattr(request, "user", None)
+
+
+def _staff(context: template.Context) -> bool:
+    user = _user(context)
+    return bool(user is not None and user.is_staff)
+
+
+@register.inclusion_tag("evaluations/_probing_task_runs.html", takes_context=True)
+def probing_task_runs(context: template.Context, task: ProbingTask) -> dict[str, Any]:
+    """The task page's runs and, for people signed in, the form that asks for more."""
+    user = _user(context)
+    signed_in = bool(user is not None and user.is_authenticated)
+    return {
+        "task": task,
+        "runs": probing_selectors.task_runs(task, include_hidden=_staff(context)),
+        "form": ProbingRunRequestForm(initial={"task": task.name}) if signed_in else None,
+        "user": user,
+        "csrf_token": context.get("csrf_token"),
+    }
+
+
+@register.inclusion_tag("evaluations/_probing_leaderboard.html", takes_context=True)
+def probing_leaderboard(context: template.Context) -> dict[str, Any]:
+    request = context.get("request")
+    query = request.GET if request is not None else {}
+    board = probing_selectors.probing_board(
+        pooling=query.get("pooling", "").strip(),
+        probe=query.get("probe", "").strip(),
+        include_hidden=_staff(context),
+    )
+    return {"board": board, "request": request, "user": _user(context)}
+
+
+@register.inclusion_tag("evaluations/_probing_model.html", takes_context=True)
+def probing_model_curves(context: template.Context, model: Any) -> dict[str, Any]:
+    return {"model": model, "curves": probing_selectors.model_curves(model)}

@@ -1,0 +1,89 @@
+"""Integration: a probing run through real Redis and a real Celery worker process, on the
+project's example task, equals the `probe` command on the same file and model."""
+
+from __future__ import annotations
+
+import json
+import time
+from io import StringIO
+from pathlib import Path
+
+import pytest
+from django.core.management import call_command
+from rest_framework.authtoken.models import Token
+
+from evaluations import services
+from evaluations.models import ProbingLayerResult, ProbingRun
+from suites.probing import probing_task_import
+from tests.conftest import BrowserClient
+from tests.tiny_models import tiny_gpt2  # noqa: F401
+
+pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "probing"
+TASK_FILE = EXAMPLE / "subject_number_attractors.txt"
+
+
+def _wait(pk: int, timeout: float = 300) -> ProbingRun:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        run = ProbingRun.objects.get(pk=pk)
+        if run.finished:
+            return run
+        time.sleep(0.5)
+    raise AssertionError(f"probing run not finished after {timeout}s: {run.status}")
+
+
+def test_a_run_on_a_real_worker_equals_the_probe_command(  # type: ignore[no-untyped-def]
+    redis_broker,
+    workers,
+    tiny_gpt2,  # noqa: F811
+    alice,
+    tmp_path,
+) -> None:
+    task = probing_task_import(
+        source=TASK_FILE, name="subject_number_attractors", owner=None, task_type="custom"
+    )
+    model = services.model_register(source=str(tiny_gpt2), name="tiny")
+    # One thread in the worker, as in the command below: the same arithmetic, bit for bit.
+    workers(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    token, _ = Token.objects.get_or_create(user=alice)
+    client = BrowserClient(HTTP_AUTHORIZATION=f"Token {token.key}")
+    body = json.dumps({"task": task.name, "models": [model.name], "pooling": "mean"})
+    response = client.post("/api/probing-runs/", body, content_type="application/json")
+    assert response.status_code == 201, response.content
+    run = _wait(response.json()[0]["id"])
+    assert run.status == "done", run.error
+    assert run.progress_done == run.progress_total == task.instance_count + 3
+
+    # Asking again returns the run; nothing is computed again.
+    again = client.post("/api/probing-runs/", body, content_type="application/json")
+    assert again.status_code == 200 and again.json()[0]["id"] == run.pk
+    assert ProbingRun.objects.count() == 1 and ProbingLayerResult.objects.count() == 3
+
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        call_command(
+            "probe",
+            "--model",
+            str(tiny_gpt2),
+            "--task",
+            str(TASK_FILE),
+            "--type",
+            "custom",
+            "--out",
+            str(tmp_path),
+            stderr=StringIO(),
+        )
+    finally:
+        torch.set_num_threads(before)
+    cli = json.loads((tmp_path / f"{TASK_FILE.stem}.json").read_text())
+    stored = json.loads(client.get(f"/probing-runs/{run.pk}/results.json").content)
+    for key in ("layers", "best_layer", "best", "baselines", "confusion", "pooling", "probe"):
+        assert stored[key] == cli[key], key
+    assert stored["task"]["labels"] == cli["task"]["labels"]
+    assert stored["task"]["counts"] == cli["task"]["counts"]
+    assert stored["task"]["content_hash"] == cli["task"]["content_hash"] == task.content_hash
