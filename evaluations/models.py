@@ -297,3 +297,75 @@ class ProbingLayerResult(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["run", "layer"], name="probing_layer_unique"),
         ]
+
+
+class PairEvaluation(Run):
+    """One model on one minimal-pair set's content (identified by its content hash):
+    scored by a worker, or imported from an NLPScholar predictions TSV. Token surprisals
+    live in `PairSentenceTokens`; the analysis tables are recomputed from them with the
+    options a page asks for, and `accuracy` / `ties` hold the default options' result."""
+
+    class Origin(models.TextChoices):
+        WORKER = "worker", "scored by a worker"
+        IMPORTED = "imported", "imported NLPScholar predictions"
+
+    model = models.ForeignKey(
+        LanguageModel, on_delete=models.CASCADE, related_name="pair_evaluations"
+    )
+    pair_set = models.ForeignKey(
+        "suites.MinimalPairSet", on_delete=models.CASCADE, related_name="evaluations"
+    )
+    content_hash = models.CharField(max_length=64)
+    origin = models.CharField(max_length=10, choices=Origin.choices, default=Origin.WORKER)
+    # Share of pairs whose expected sentence is more predictable, under DEFAULT_OPTIONS
+    # of evaluations.pair_results; ties (equally predictable) count as failures.
+    accuracy = models.FloatField(null=True, blank=True)
+    ties = models.PositiveIntegerField(default=0)
+    diagnostics = models.JSONField(default=dict, blank=True)
+    model_info = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["model", "pair_set", "content_hash"], name="pair_evaluation_unique_content"
+            ),
+        ]
+        indexes = [
+            models.Index(fields=["status"], name="pair_evaluation_status"),
+            models.Index(
+                fields=["status", "pair_set", "model", "content_hash", "accuracy", "ties"],
+                name="pair_evaluation_board",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.model} on {self.pair_set} ({self.status})"
+
+    @property
+    def outdated(self) -> bool:
+        return self.content_hash != self.pair_set.content_hash
+
+    def benchmark_owner(self) -> Any:
+        return self.pair_set.owner
+
+
+class PairSentenceTokens(models.Model):
+    """The tokens of one sentence of a minimal-pair evaluation, packed
+    (`evaluations.token_data`): one row per sentence keeps a 134,000-sentence set at
+    134,000 rows, not millions."""
+
+    evaluation = models.ForeignKey(
+        PairEvaluation, on_delete=models.CASCADE, related_name="sentence_tokens"
+    )
+    position = models.PositiveIntegerField()
+    sentid = models.CharField(max_length=200)
+    tokens = models.JSONField()
+
+    class Meta:
+        ordering = ["evaluation", "position"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["evaluation", "sentid"], name="pair_sentence_tokens_unique"
+            ),
+        ]

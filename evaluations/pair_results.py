@@ -1,0 +1,156 @@
+"""Reads of minimal-pair evaluations that pages, the API and the store share: the token
+table (NLPScholar's evaluate columns) rebuilt from the stored packed tokens, the
+analysis options of a query string, and the analysis of one evaluation.
+
+Words are recomputed from the set's sentences for tokens that Gym scored (the packed
+tokens hold character offsets); imported NLPScholar predictions bring their own words.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from evaluations import token_data
+from evaluations.minimal_pairs.analysis import (
+    PRED_MEASURES,
+    PUNCTUATION,
+    TABLES,
+    WORD_SUMMARIES,
+    Analysis,
+    AnalysisError,
+    AnalysisOptions,
+    analyze_minimal_pairs,
+)
+from evaluations.minimal_pairs.tokens import TokenTable
+from evaluations.models import PairEvaluation, PairSentenceTokens
+from gym.errors import ApplicationError
+from suites import pair_sets
+from suites.formats.minimal_pairs import MinimalPairSet, split_words, word_of_tokens
+
+# The options of the stored accuracy and of a result page without options: NLPScholar's
+# defaults (surprisal, mean over a word's tokens, punctuation joins the previous word).
+DEFAULT_OPTIONS = AnalysisOptions()
+
+_CHOICES = {
+    "pred_measure": PRED_MEASURES,
+    "word_summary": WORD_SUMMARIES,
+    "punctuation": PUNCTUATION,
+}
+
+
+class PairAnalysisInvalid(ApplicationError):
+    """The analysis options do not fit (400); `path` names the query parameter."""
+
+    def __init__(self, message: str, *, path: str = "") -> None:
+        super().__init__(message)
+        self.path = path
+
+    def error_list(self) -> list[dict[str, Any]]:
+        entry: dict[str, Any] = {"code": self.code, "message": str(self)}
+        if self.path:
+            entry["path"] = f"$.{self.path}"
+        return [entry]
+
+
+def analysis_options(query: Mapping[str, Any]) -> AnalysisOptions:
+    """Options from a query string: pred_measure, word_summary, punctuation (each one of
+    its choices, NLPScholar's default when absent or blank) and conditions (condition
+    columns, comma-separated; checked against the set by `analyze_evaluation`)."""
+    values: dict[str, str] = {}
+    for name, choices in _CHOICES.items():
+        raw = query.get(name)
+        value = str(raw).strip() if raw is not None else ""
+        if not value:
+            value = getattr(DEFAULT_OPTIONS, name)
+        if value not in choices:
+            raise PairAnalysisInvalid(
+                f"{name} is {value[:50]!r}; choose one of {', '.join(choices)}", path=name
+            )
+        values[name] = value
+    raw = query.get("conditions")
+    conditions = tuple(c.strip() for c in str(raw or "").split(",") if c.strip())
+    return AnalysisOptions(conditions=conditions, **values)
+
+
+def packed_table(
+    sentences: Iterable[tuple[str, str | None, Mapping[str, Any]]],
+    *,
+    model_name: str,
+    tokenizer: str,
+) -> TokenTable:
+    """The token table of packed sentences given as (sentid, sentence text, packed).
+    Tokens scored by Gym get the model-independent words of the text; tokens that came
+    with their words (imported) keep them."""
+    rows: list[tuple] = []
+    for sentid, text, packed in sentences:
+        tokens = token_data.unpack_tokens(packed)
+        if tokens and tokens[0].word is None:
+            words = split_words(text or "")
+            owners = word_of_tokens(words, [(t.start, t.end) for t in tokens], text or "")
+            cells = [
+                (words[o].text, o, words[o].punctuation) if o >= 0 else ("", o, False)
+                for o in owners
+            ]
+        else:
+            cells = [(t.word, t.wordpos, t.punctuation) for t in tokens]
+        for token, (word, wordpos, punct) in zip(tokens, cells, strict=True):
+            surp = token.surprisal
+            prob = None if surp is None else math.pow(2.0, -surp)
+            rows.append(
+                (token.text, sentid, word, wordpos, model_name, tokenizer, punct, prob, surp)
+            )
+    return TokenTable.from_rows(rows)
+
+
+def tokenizer_name(evaluation: PairEvaluation) -> str:
+    return str(evaluation.model_info.get("tokenizer") or evaluation.model.source)
+
+
+def token_table(evaluation: PairEvaluation) -> TokenTable:
+    """The evaluation's evaluate table, sentences in the set's order (two queries)."""
+    texts = dict(evaluation.pair_set.sentences.values_list("sentid", "sentence"))
+    stored = PairSentenceTokens.objects.filter(evaluation=evaluation).order_by("position")
+    return packed_table(
+        (
+            (sentid, texts.get(sentid), packed)
+            for sentid, packed in stored.values_list("sentid", "tokens")
+        ),
+        model_name=evaluation.model.name,
+        tokenizer=tokenizer_name(evaluation),
+    )
+
+
+def analyze_tokens(
+    tokens: TokenTable,
+    data: MinimalPairSet,
+    options: AnalysisOptions,
+    tables: Sequence[str] = TABLES,
+) -> Analysis:
+    try:
+        return analyze_minimal_pairs(tokens, data, options, tables=tables)
+    except AnalysisError as exc:
+        raise PairAnalysisInvalid(str(exc), path="analysis") from None
+
+
+def analyze_evaluation(
+    evaluation: PairEvaluation,
+    options: AnalysisOptions = DEFAULT_OPTIONS,
+    *,
+    tables: Sequence[str] = TABLES,
+) -> Analysis:
+    """by_word, by_pair, by_cond (those in `tables`) of one evaluation under `options`.
+    Raises PairAnalysisInvalid (400) for options that do not fit the set."""
+    data = pair_sets.pair_set_data(evaluation.pair_set)
+    return analyze_tokens(token_table(evaluation), data, options, tables)
+
+
+def accuracy_and_ties(analysis: Analysis) -> tuple[float | None, int]:
+    """The share of pairs with acc and the number of ties, from a by_cond without
+    conditions (one row per model)."""
+    table = analysis.by_cond
+    if table is None or not table.rows:
+        return None, 0
+    row = dict(zip(table.columns, table.rows[0], strict=True))
+    return float(row["acc"]), int(row["ties"])
