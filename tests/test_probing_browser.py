@@ -1,0 +1,105 @@
+"""Probing pages in a real browser: a run's layer plot (with a control run overlaid),
+its confusion heatmap, the leaderboard section, a model's small multiples and the task
+page's request form; screenshots go to the artifacts folder."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from evaluations import probing_services, services
+from evaluations.models import ProbingRun
+from evaluations.probing.worker import run_probing
+from suites.probing import probing_task_import
+from tests.browser import artifact, login
+from tests.conftest import SHARED_DATA
+from tests.tiny_models import tiny_bert, tiny_gpt2  # noqa: F401
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+LONG = "A control model with random weights and a display name long enough to wrap twice"
+
+
+def _probe(model, task) -> ProbingRun:  # type: ignore[no-untyped-def]
+    run = probing_services.probing_run_request(models=[model], task=task).runs[0]
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        results = run_probing(probing_services.probing_payload(run))
+    finally:
+        torch.set_num_threads(before)
+    probing_services.probing_results_store(run_id=run.pk, attempt=1, results=results)
+    run.refresh_from_db()
+    return run
+
+
+def _chart_lines(page, selector: str) -> list[str]:  # type: ignore[no-untyped-def]
+    return page.locator(selector).first.evaluate(
+        "c => window.Chart.getChart(c).data.datasets.map(d => d.label)"
+    )
+
+
+def test_run_page_leaderboard_model_page_and_task_form(  # type: ignore[no-untyped-def]
+    page,
+    alice,
+    tiny_gpt2,  # noqa: F811
+    tiny_bert,  # noqa: F811
+) -> None:
+    source = SHARED_DATA / "senteval-probing" / "top_constituents.txt"
+    if not source.exists():
+        pytest.skip(f"shared sample {source} is absent")
+    task = probing_task_import(source=source, name="top_constituents", owner=alice)
+    probing_task_import(
+        source=SHARED_DATA / "senteval-probing" / "past_present.txt",
+        name="past_present with a rather long task name for the column header",
+        owner=alice,
+    )
+    gpt2 = services.model_register(source=str(tiny_gpt2), name="tiny-gpt2")
+    control = services.model_register(source=str(tiny_bert), name="control", display_name=LONG)
+    run = _probe(gpt2, task)
+    other = _probe(control, task)
+
+    page.goto(f"/probing-runs/{run.pk}/?control={other.pk}")
+    page.wait_for_function(
+        "() => window.Chart && document.querySelector('canvas[data-probing-plot]')"
+    )
+    lines = _chart_lines(page, "canvas[data-probing-plot]")
+    assert lines[:2] == [f"te ({gpt2.display_name})", "va"]
+    assert "majority baseline" in lines and "length baseline" in lines
+    assert f"te ({LONG})" in lines
+    cells = page.locator("table.confusion tbody tr").count()
+    assert cells == len(task.labels)
+    assert page.evaluate("document.documentElement.scrollWidth") <= page.viewport_size["width"]
+    page.screenshot(path=artifact("probing-run.png"), full_page=True)
+
+    page.goto("/leaderboard/#probing")
+    section = page.locator("#probing")
+    assert section.locator("tbody tr").count() == 2 + 2  # two models, two baseline rows
+    row = section.locator("tbody tr", has_text=gpt2.display_name).inner_text()
+    assert f"L{run.best_layer}" in row
+    assert page.evaluate("document.documentElement.scrollWidth") <= page.viewport_size["width"]
+    section.screenshot(path=artifact("probing-leaderboard.png"))
+
+    page.goto(f"/models/{gpt2.name}/")
+    page.wait_for_function("() => window.Chart && document.querySelector('.multiple canvas')")
+    assert page.locator(".multiple").count() == 1
+    assert _chart_lines(page, ".multiple canvas")[:2] == ["te", "va"]
+    page.screenshot(path=artifact("probing-model.png"), full_page=True)
+
+    login(page, "alice", "alice-pass-1234", next_url=f"/probing/{task.name}/")
+    page.get_by_text("Probe models on this task").click()
+    page.get_by_label("Models").select_option(["control"])
+    page.get_by_label("Probe").select_option("mlp")
+    page.locator("section[aria-labelledby=h-probing-runs]").screenshot(
+        path=artifact("probing-task-runs.png")
+    )
+    page.get_by_role("button", name="Queue probing").click()
+    page.wait_for_url("**/probing-runs/*/")
+    queued = ProbingRun.objects.get(model=control, probe="mlp")
+    assert page.url.endswith(f"/probing-runs/{queued.pk}/")
+    assert "vectors: 0 of" in page.locator("[data-progress-text]").inner_text()
+
+
+def test_empty_leaderboard_section_and_model_without_runs(page) -> None:  # type: ignore[no-untyped-def]
+    page.goto("/leaderboard/")
+    assert "There are no probing tasks yet" in page.locator("#probing").inner_text()
+    page.locator("#probing").screenshot(path=artifact("probing-leaderboard-empty.png"))
