@@ -3,8 +3,10 @@
 
 import { GHOST_ID, editable } from "./context.js";
 import { $, el, parseTSV } from "./dom.js";
+import { TABULATOR_KEYBINDINGS, onGridKeydown } from "./keys.js";
 import { ensureConditions, fieldOf, groupOfRow, itemGroups, keyOf, maxItemNumber, newRowId, state } from "./model.js";
 import { renderConditions, schedulePreview } from "./panels.js";
+import { pasteBlock } from "./paste.js";
 import { changed, setStatus } from "./undo.js";
 
 
@@ -34,7 +36,7 @@ function gridRows() {
   return out;
 }
 
-function columnFields() {
+export function columnFields() {
   return ["item", "cond", ...state.regions.map((region) => fieldOf(region.key))];
 }
 
@@ -139,7 +141,7 @@ function rowFormatter(row) {
   element.classList.toggle("ghost-row", Boolean(data._ghost));
 }
 
-function activeCellComponent() {
+export function activeCellComponent() {
   if (!table || !tableBuilt) return null;
   try {
     const ranges = table.getRanges();
@@ -159,7 +161,7 @@ export function activeCell() {
   return { rowId: cell.getRow().getData().id, field: cell.getField() };
 }
 
-function rangeCells() {
+export function rangeCells() {
   if (!table) return [];
   const ranges = table.getRanges();
   if (!ranges.length) return [];
@@ -167,27 +169,48 @@ function rangeCells() {
   return Array.isArray(cells[0]) ? cells.flat() : cells;
 }
 
-function holder() {
+export function gridHolder() {
   return gridEl.querySelector(".tabulator-tableholder");
 }
 
-export function focusCell(target, { takeFocus = true } = {}) {
-  if (!table || !target) return;
+function cellComponent(target) {
   // The row may be gone (undo, delete); then the grid keeps its default cell.
-  if (target.rowId === GHOST_ID ? !editable : !rowById(target.rowId)) return;
+  if (!target || (target.rowId === GHOST_ID ? !editable : !rowById(target.rowId))) return null;
   const row = table.getRow(target.rowId);
-  if (!row) return;
-  const cell = row.getCell(target.field) || row.getCells()[0];
-  if (!cell) return;
+  if (!row) return null;
+  return row.getCell(target.field) || row.getCells()[0] || null;
+}
+
+/** Select the block from `anchor` to `end` (one cell when they are the same) and
+ * scroll `end` into view. */
+export function selectCells(anchor, end, { takeFocus = true } = {}) {
+  if (!table) return;
+  const last = cellComponent(end);
+  const first = cellComponent(anchor) || last;
+  if (!last) return;
   const ranges = table.getRanges();
-  if (ranges.length) ranges[0].setBounds(cell);
-  else table.addRange(cell);
-  table.scrollToRow(row, "nearest", false).catch(() => {});
-  if (takeFocus) {
-    holder()?.focus({ preventScroll: true });
-    cell.getElement().scrollIntoView({ block: "nearest", inline: "nearest" });
-  }
+  if (ranges.length) ranges[0].setBounds(first, last);
+  else table.addRange(first, last);
+  if (takeFocus) gridHolder()?.focus({ preventScroll: true });
+  // A row far from the view has no element until the scroll has drawn it.
+  table
+    .scrollToRow(last.getRow(), "nearest", false)
+    .catch(() => {})
+    .then(() => {
+      const element = last.getElement();
+      if (takeFocus && element instanceof Element) element.scrollIntoView({ block: "nearest", inline: "nearest" });
+    });
   schedulePreview();
+}
+
+export function focusCell(target, options = {}) {
+  selectCells(target, target, options);
+}
+
+/** Run `action` once the grid has been redrawn from the model. */
+export function afterRender(action) {
+  renderChain = renderChain.then(action).catch((error) => console.error(error));
+  return renderChain;
 }
 
 /** Redraw the rows from the model, keeping (or moving) the active cell. */
@@ -228,11 +251,11 @@ export function updateEmptyState() {
   box.append(el("strong", {}, "No items yet. "), "To start: ", steps.join("; then "), ".");
 }
 
-function rowById(id) {
+export function rowById(id) {
   return state.rows.find((row) => row.id === id) || null;
 }
 
-function setRowField(row, field, value) {
+export function setRowField(row, field, value) {
   const text = String(value ?? "");
   if (field === "item") row.item = text.trim();
   else if (field === "cond") row.cond = text.trim();
@@ -279,137 +302,17 @@ function addItemFromGhost(field, value) {
   changed();
 }
 
-/** Paste a block at the active cell, as a spreadsheet does. Rows past the last one
- * (or pasted on the "new item" row) become new items: numbered after the last item and
- * given the conditions in order, unless the block has item or condition columns. */
-function pasteBlock(block) {
-  const start = activeCell();
-  if (!start || !block.length) return;
-  const fields = columnFields();
-  const col0 = Math.max(fields.indexOf(start.field), 0);
-  let row0 = start.rowId === GHOST_ID ? state.rows.length : state.rows.findIndex((r) => r.id === start.rowId);
-  if (row0 < 0) row0 = state.rows.length;
-
-  // One value pasted on a larger selection fills the selection.
-  const selected = rangeCells();
-  if (block.length === 1 && block[0].length === 1 && selected.length > 1) {
-    for (const cell of selected) {
-      const data = cell.getRow().getData();
-      const row = rowById(data.id);
-      if (row) setRowField(row, cell.getField(), block[0][0]);
-    }
-    finishPaste(start, `Filled ${selected.length} cells.`);
-    return;
-  }
-
-  const width = Math.max(...block.map((values) => values.length));
-  const dropped = Math.max(0, col0 + width - fields.length);
-  const conditionCount = Math.max(state.conditions.length, 1);
-  const coversItem = col0 === 0;
-  const coversCond = col0 <= 1 && col0 + width > 1;
-  const nextNumber = maxItemNumber() + 1;
-  let appended = 0;
-  block.forEach((values, r) => {
-    const index = row0 + r;
-    let row = state.rows[index];
-    if (!row) {
-      row = { id: newRowId(), item: "", cond: "", cells: {} };
-      if (!coversItem) row.item = String(nextNumber + Math.floor(appended / conditionCount));
-      if (!coversCond) row.cond = state.conditions[appended % conditionCount] ?? "";
-      state.rows.push(row);
-      appended += 1;
-    }
-    values.forEach((value, c) => {
-      if (col0 + c < fields.length) setRowField(row, fields[col0 + c], value);
-    });
-  });
-  ensureConditions(state.rows.map((row) => row.cond));
-  renderConditions();
-  const newItems = appended ? itemGroups(state.rows.slice(state.rows.length - appended)).length : 0;
-  let message = `Pasted ${block.length} row${block.length === 1 ? "" : "s"}`;
-  if (newItems) message += `, adding ${newItems} item${newItems === 1 ? "" : "s"}`;
-  message += ".";
-  if (dropped) message += ` ${dropped} column${dropped === 1 ? "" : "s"} past the last region ignored.`;
-  // On the "new item" row, the first pasted row now holds its place.
-  finishPaste({ rowId: state.rows[row0].id, field: start.field }, message);
-}
-
-function finishPaste(focus, message) {
-  renderGrid({ focus, takeFocus: true });
-  changed();
-  setStatus(message);
-}
-
-/** Move the active cell after Enter/Tab in an editor, once the grid is redrawn. */
-function moveActive(direction) {
-  renderChain = renderChain.then(() => {
-    const cell = activeCellComponent();
-    if (!cell) return;
-    const rows = table.getRows("active");
-    const fields = table.getColumns().filter((c) => c.isVisible()).map((c) => c.getField());
-    const rowIds = rows.map((r) => r.getData().id);
-    let r = rowIds.indexOf(cell.getRow().getData().id);
-    let c = fields.indexOf(cell.getField());
-    if (direction === "down") r = Math.min(r + 1, rows.length - 1);
-    if (direction === "up") r = Math.max(r - 1, 0);
-    if (direction === "right") {
-      if (c < fields.length - 1) c += 1;
-      else if (r < rows.length - 1) {
-        // Past the last column, go on at the next row's first region (or condition).
-        r += 1;
-        c = Math.min(2, fields.length - 1);
-      }
-    }
-    if (direction === "left") {
-      if (c > 0) c -= 1;
-      else if (r > 0) {
-        r -= 1;
-        c = fields.length - 1;
-      }
-    }
-    focusCell({ rowId: rowIds[r], field: fields[c] });
-  });
-}
-
 export function flushEditor() {
   const input = gridEl.querySelector(".tabulator-cell input, .tabulator-cell textarea");
   if (input) input.blur();
 }
 
-function startEditing(cell, text) {
+export function startEditing(cell, text) {
   cell.edit(true);
   const input = cell.getElement().querySelector("input");
   if (input) {
     input.value = text;
     input.setSelectionRange(text.length, text.length);
-  }
-}
-
-function onGridKeydown(event) {
-  const target = event.target;
-  const inEditor = target.tagName === "INPUT" || target.tagName === "TEXTAREA";
-  if (inEditor) {
-    if (event.key === "Tab" || (event.key === "Enter" && !event.altKey && !event.isComposing)) {
-      // Spreadsheet keys: save the cell and move on (the editor saves on blur).
-      event.preventDefault();
-      event.stopPropagation();
-      const direction = event.key === "Tab" ? (event.shiftKey ? "left" : "right") : event.shiftKey ? "up" : "down";
-      target.blur();
-      moveActive(direction);
-    }
-    return;
-  }
-  if (!editable || event.ctrlKey || event.metaKey || event.altKey) return;
-  const cell = activeCellComponent();
-  if (!cell) return;
-  if (event.key.length === 1 && !event.isComposing) {
-    // Typing on a selected cell replaces its content, as in a spreadsheet.
-    event.preventDefault();
-    event.stopPropagation();
-    startEditing(cell, event.key);
-  } else if (event.key === "F2") {
-    event.preventDefault();
-    cell.edit(true);
   }
 }
 
@@ -423,6 +326,7 @@ export function buildTable() {
     placeholder: "No items yet",
     columnDefaults: { headerSort: false, resizable: true },
     rowFormatter,
+    keybindings: TABULATOR_KEYBINDINGS,
     selectableRange: 1,
     selectableRangeClearCells: editable,
     selectableRangeClearCellsValue: "",
@@ -501,38 +405,4 @@ export function deleteItem() {
   renderGrid({ focus: next ? { rowId: next.id, field: active.field } : null, takeFocus: true });
   changed();
   setStatus(`Deleted item ${group.item}. Undo brings it back.`);
-}
-
-export function pasteItemsFromDialog() {
-  const error = $("paste-error");
-  const block = parseTSV($("paste-text").value).filter((values) => values.some((v) => v.trim() !== ""));
-  const regionCount = state.regions.length;
-  if (!block.length) {
-    error.textContent = "Paste some rows first.";
-    return;
-  }
-  if (!regionCount) {
-    error.textContent = "Add the regions first: each pasted column after item and condition fills one region.";
-    return;
-  }
-  if (/^(item|item_number|#)$/i.test(block[0][0].trim()) || /^(condition|condition_name)$/i.test(block[0][0].trim())) {
-    block.shift();
-  }
-  const width = Math.max(...block.map((values) => values.length));
-  let startField;
-  if (width >= regionCount + 2) startField = "item";
-  else if (width === regionCount + 1) startField = "cond";
-  else if (width === regionCount) startField = fieldOf(state.regions[0].key);
-  else {
-    error.textContent = `Each row needs ${regionCount} region columns (optionally after item and condition columns); the widest row has ${width}.`;
-    return;
-  }
-  error.textContent = "";
-  const ghost = { rowId: GHOST_ID, field: startField };
-  renderChain = renderChain.then(() => {
-    focusCell(ghost, { takeFocus: false });
-    pasteBlock(block);
-  });
-  $("paste-dialog").close();
-  $("paste-text").value = "";
 }

@@ -4,12 +4,13 @@
  * (import, export, saving). Native ES modules, loaded as static files: no build step. */
 
 import { validateNow } from "./checks.js";
-import { config, editable, initialSuite, root } from "./context.js";
+import { GHOST_ID, config, editable, initialSuite, root } from "./context.js";
 import { $ } from "./dom.js";
-import { buildTable, deleteItem, newItem, pasteItemsFromDialog, renderColumns, table, updateEmptyState } from "./grid.js";
+import { activeCell, buildTable, columnFields, deleteItem, newItem, renderColumns, table, updateEmptyState } from "./grid.js";
 import { exportCSV, exportJSON, importApply, save } from "./io.js";
-import { fromCanonical, setState, toCanonical } from "./model.js";
+import { fromCanonical, keyOf, setState, state, toCanonical } from "./model.js";
 import { addCondition, addRegion, bindMeta, renderConditions, renderMeta, renderRegions, schedulePreview } from "./panels.js";
+import { pasteItemsFromDialog } from "./paste.js";
 import { addPrediction, insertIntoFormula, renderPredictions } from "./predictions.js";
 import { markSaved, redo, savedSnapshot, setStatus, snapshot, undo } from "./undo.js";
 
@@ -97,6 +98,23 @@ function bindToolbar() {
   });
 }
 
+/** The active cell as (row, column): row -1 is the "new item" row, column 0 is Item. */
+function gridPosition() {
+  const cell = activeCell();
+  if (!cell) return null;
+  const row = cell.rowId === GHOST_ID ? -1 : state.rows.findIndex((r) => r.id === cell.rowId);
+  return { row, column: columnFields().indexOf(cell.field) };
+}
+
+function cellText(row, column) {
+  const data = state.rows[row];
+  const field = columnFields()[column];
+  if (!data || !field) return null;
+  if (field === "item") return data.item;
+  if (field === "cond") return data.cond;
+  return data.cells[keyOf(field)] ?? "";
+}
+
 function start() {
   setState(fromCanonical(initialSuite));
   renderMeta();
@@ -119,6 +137,8 @@ function start() {
   // For tests and the console: the suite as it would be saved.
   window.gymEditor = {
     suite: () => toCanonical().suite,
+    activeCell: gridPosition,
+    cellText,
     undo,
     redo,
   };
