@@ -206,6 +206,10 @@ class ItemResult(models.Model):
     # One entry per prediction: True, False, or None (not evaluable: a missing value).
     outcomes = models.JSONField()
     passed = models.BooleanField(null=True)
+    # {condition: packed tokens (evaluations.token_data: parallel arrays of token texts,
+    # character offsets and surprisals in bits)}; None for evaluations stored before
+    # token surprisals were kept.
+    tokens = models.JSONField(null=True, blank=True)
 
     class Meta:
         ordering = ["evaluation", "position"]

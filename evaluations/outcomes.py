@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from evaluations.scoring import METRICS
+from evaluations.token_data import check_packed
 from suites import formats, predictions
 from suites.formats import schema
 
@@ -30,6 +31,8 @@ class ItemOutcome:
     ties: int = 0
     # The chance that the item passes when every tie is broken by a fair coin.
     pass_chance: float | None = None
+    # {condition: packed tokens} when the worker sent them (evaluations.token_data).
+    tokens: dict[str, dict[str, list[Any]]] | None = None
 
 
 @dataclass
@@ -116,7 +119,17 @@ def score_items(suite: dict[str, Any], scored: list[dict[str, Any]]) -> SuiteOut
             condition: {m: [region.get(m) for region in result["regions"]] for m in METRICS}
             for condition, result in conditions.items()
         }
-        items.append(ItemOutcome(item_number, values, outcomes, passed, item_ties, pass_chance))
+        items.append(
+            ItemOutcome(
+                item_number,
+                values,
+                outcomes,
+                passed,
+                item_ties,
+                pass_chance,
+                tokens=_item_tokens(conditions),
+            )
+        )
     accuracy = items_passed / items_evaluated if items_evaluated else None
     return SuiteOutcome(
         items,
@@ -126,6 +139,18 @@ def score_items(suite: dict[str, Any], scored: list[dict[str, Any]]) -> SuiteOut
         ties=sum(p.ties for p in prediction_outcomes),
         accuracy_random_ties=chance_total / items_evaluated if items_evaluated else None,
     )
+
+
+def _item_tokens(conditions: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
+    """The packed tokens of an item's conditions, checked; None when the worker sent none
+    (an older worker). Raises ValueError for tokens that are not packed tokens."""
+    tokens = {name: result["tokens"] for name, result in conditions.items() if "tokens" in result}
+    for name, packed in tokens.items():
+        try:
+            check_packed(packed)
+        except ValueError as invalid:
+            raise ValueError(f"condition {name!r}: {invalid}") from None
+    return tokens or None
 
 
 def results_document(

@@ -278,15 +278,15 @@ def results_store(*, evaluation_id: int, attempt: int, results: dict[str, Any]) 
         snapshot = evaluation.snapshot
         keys = formats.sentences(snapshot)
         scored = results["sentences"]
-        if len(scored) != len(keys):
+        try:
+            if len(scored) != len(keys):
+                raise ValueError(f"the worker returned {len(scored)} sentences for {len(keys)}")
+            outcome = outcomes.score_items(snapshot, scored)
+        except ValueError as invalid:
             runs.run_fail(
-                kind=SUITE_RUNS,
-                run_id=evaluation_id,
-                attempt=attempt,
-                reason=f"the worker returned {len(scored)} sentences for {len(keys)}",
+                kind=SUITE_RUNS, run_id=evaluation_id, attempt=attempt, reason=str(invalid)
             )
             return False
-        outcome = outcomes.score_items(snapshot, scored)
         item_rows = [
             ItemResult(
                 evaluation=evaluation,
@@ -295,6 +295,7 @@ def results_store(*, evaluation_id: int, attempt: int, results: dict[str, Any]) 
                 values=item.values,
                 outcomes=item.outcomes,
                 passed=item.passed,
+                tokens=item.tokens,
             )
             for position, item in enumerate(outcome.items)
         ]

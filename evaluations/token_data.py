@@ -40,21 +40,27 @@ class StoredToken(NamedTuple):
     punctuation: bool | None
 
 
-def _bits(value: float | None) -> float | None:
+def _bits(value: float | None, digits: int | None = None) -> float | None:
     # JSON has no NaN or infinity: a value that is not finite is stored as missing.
     if value is None or not math.isfinite(value):
         return None
-    return float(value)
+    return float(value) if digits is None else round(float(value), digits)
 
 
-def pack_tokens(tokens: Iterable[ScoredToken]) -> dict[str, list[Any]]:
-    """The engine's tokens (`evaluations.scoring.schema.TokenScore`) as parallel arrays."""
+def pack_tokens(
+    tokens: Iterable[ScoredToken], *, digits: int | None = None
+) -> dict[str, list[Any]]:
+    """The engine's tokens (`evaluations.scoring.schema.TokenScore`) as parallel arrays.
+
+    `digits`: round surprisals to that many decimals (4 keeps 1e-4 bits, the engine's
+    own batching tolerance, in about 7 characters instead of the 18 of a float32 value
+    printed as a double)."""
     packed: dict[str, list[Any]] = {key: [] for key in SCORED_KEYS}
     for token in tokens:
         packed["text"].append(token.text)
         packed["start"].append(int(token.start))
         packed["end"].append(int(token.end))
-        packed["surp"].append(_bits(token.surprisal))
+        packed["surp"].append(_bits(token.surprisal, digits))
     return packed
 
 

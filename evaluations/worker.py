@@ -9,6 +9,11 @@ from typing import Any
 from evaluations import scoring
 from evaluations.scoring.loading import set_max_loaded_models
 from evaluations.scoring.metrics import region_metrics
+from evaluations.token_data import pack_tokens
+
+# Stored token surprisals are rounded to 1e-4 bits: the engine's own batching tolerance,
+# and it keeps a token at about 20 bytes of JSON instead of 31 (see token_data).
+TOKEN_DIGITS = 4
 
 
 def sentence_metrics(tokens: list[Any]) -> dict[str, float | None]:
@@ -29,7 +34,8 @@ def run_scoring(
 
     payload: {"model": {"source", "revision", "dtype"?}, "sentences": [[region, ...], ...],
               "straddling"?: "missing" | "split"}
-    result: {"sentences": [{"regions": [{metric: value}], "sentence": {metric: value}}],
+    result: {"sentences": [{"regions": [{metric: value}], "sentence": {metric: value},
+                            "tokens": packed tokens (evaluations.token_data)}],
              "diagnostics": {...}, "model_info": {...}}
     """
     groups = {key: value for key, value in payload.items() if key != "sentences"}
@@ -69,6 +75,7 @@ def run_scoring_groups(
                     {
                         "regions": [region.metrics for region in score.regions],
                         "sentence": sentence_metrics(score.tokens),
+                        "tokens": pack_tokens(score.tokens, digits=TOKEN_DIGITS),
                     }
                     for score in part
                 ],
