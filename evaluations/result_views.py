@@ -17,7 +17,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from evaluations import exports, selectors
+from evaluations import exports, items, selectors
 from evaluations.models import Evaluation, LanguageModel
 from suites.models import Suite, Tag
 
@@ -78,6 +78,20 @@ def result_page_view(request: HttpRequest, pk: int) -> HttpResponse:
         "evaluations/result.html",
         {"evaluation": evaluation, "page": page, "items": items, "show": show},
     )
+
+
+def _item(pk: int, item_number: int) -> items.ItemPage:
+    """One item of a done evaluation; a number it has no item for is not found."""
+    evaluation = _done_evaluation(pk)
+    row = items.item_result(evaluation, item_number)
+    if row is None:
+        raise Http404(f"This evaluation has no item {item_number}.")
+    return items.item_page(evaluation, row)
+
+
+def item_page_view(request: HttpRequest, pk: int, item_number: int) -> HttpResponse:
+    page = _item(pk, item_number)
+    return render(request, "evaluations/item.html", {"evaluation": page.evaluation, "page": page})
 
 
 def _results_filename(evaluation: Evaluation, extension: str) -> str:
@@ -199,6 +213,19 @@ class LeaderboardAPI(APIView):
     )
     def get(self, request: Request) -> Response:
         return Response(exports.leaderboard_data(_board(request)))
+
+
+class EvaluationItemAPI(APIView):
+    """One item of a done evaluation: per condition the sentence, each region's span and
+    values (bits), and the token arrays (text as the tokenizer spells it, character
+    offsets, surprisal in bits, region number; null for evaluations stored before
+    tokens were kept); per prediction its outcome (true, false, or null: not evaluable)."""
+
+    permission_classes = [AllowAny]
+
+    @extend_schema(responses={200: OpenApiTypes.OBJECT, 404: None})
+    def get(self, request: Request, pk: int, item_number: int) -> Response:
+        return Response(items.item_data(_item(pk, item_number)))
 
 
 class EvaluationResultsAPI(APIView):

@@ -1,8 +1,23 @@
 from __future__ import annotations
 
-from django.urls import path
+from django.urls import path, register_converter
 
 from evaluations import api, pair_api, probing_api, probing_views, result_views, views
+
+
+class SignedIntConverter:
+    """Whole numbers with an optional minus sign: suites may number items below 0."""
+
+    regex = "-?[0-9]+"
+
+    def to_python(self, value: str) -> int:
+        return int(value)
+
+    def to_url(self, value: int) -> str:
+        return str(int(value))
+
+
+register_converter(SignedIntConverter, "signed")
 
 app_name = "evaluations"
 
@@ -20,6 +35,11 @@ urlpatterns = [
     path("leaderboard/", result_views.leaderboard_page, name="leaderboard"),
     path("leaderboard.csv", result_views.leaderboard_csv_view, name="leaderboard_csv"),
     path("evaluations/<int:pk>/results/", result_views.result_page_view, name="result"),
+    path(
+        "evaluations/<int:pk>/items/<signed:item_number>/",
+        result_views.item_page_view,
+        name="item",
+    ),
     path("results.<str:fmt>", result_views.export_view, name="export"),
     path("evaluations/<int:pk>/results.json", result_views.results_json_view, name="results_json"),
     path("evaluations/<int:pk>/results.csv", result_views.results_csv_view, name="results_csv"),
@@ -78,5 +98,10 @@ api_urlpatterns = [
         "leaderboard/probing/",
         probing_api.ProbingLeaderboardAPI.as_view(),
         name="api-probing-leaderboard",
+    ),
+    path(
+        "evaluations/<int:pk>/items/<signed:item_number>/",
+        result_views.EvaluationItemAPI.as_view(),
+        name="api-evaluation-item",
     ),
 ]

@@ -939,6 +939,50 @@ def evaluate(
     return _truth(node, value, tie)
 
 
+@dataclass(frozen=True)
+class ComparisonSides:
+    """One comparison of a formula with the values of its two sides (None where a side
+    needs a missing value or divides by zero)."""
+
+    left_text: str
+    op: str
+    right_text: str
+    left: float | None
+    right: float | None
+
+
+def _side_value(node: Node, value: Callable[[int | None, str], float | None]) -> float | None:
+    try:
+        return _value_of(node, value)
+    except (MissingValueError, ZeroDivisionError):
+        return None
+
+
+def comparison_sides(
+    node: Node, value: Callable[[int | None, str], float | None]
+) -> list[ComparisonSides]:
+    """Every comparison of a formula, in reading order, with its two sides' values: what
+    a reader checks to see why an item passed or failed."""
+    found: list[ComparisonSides] = []
+
+    def visit(current: Node) -> None:
+        if isinstance(current, Compare):
+            found.append(
+                ComparisonSides(
+                    to_text(current.left),
+                    current.op,
+                    to_text(current.right),
+                    _side_value(current.left, value),
+                    _side_value(current.right, value),
+                )
+            )
+        for child in _children(current):
+            visit(child)
+
+    visit(node)
+    return found
+
+
 def tied_comparisons(node: Node, value: Callable[[int | None, str], float | None]) -> int:
     """How many strict comparisons of the formula have two exactly equal sides (each
     of them made the comparison false). Raises as `evaluate` does."""

@@ -42,7 +42,11 @@ QUERIES = {
     "nul everywhere": "page=%00&sort=%00&tag=%00&status=%00&ordering=%00&model=%00&suite=%00&as=%00",
     "odd values": "sort=%ED%A0%80&status=x%27%22%3C&ordering=-&metric=all&as=csv&to=csv&replace=%FF",
 }
-PATH_VALUES = {"name": ["%00", "%ED%A0%80", "x" * 5000], "pk": ["99999999999999999999"]}
+PATH_VALUES = {
+    "name": ["%00", "%ED%A0%80", "x" * 5000],
+    "pk": ["99999999999999999999"],
+    "item_number": ["99999999999999999999", "-99999999999999999999"],
+}
 
 
 def _patterns(resolver: URLResolver, prefix: str = "") -> Iterator[tuple[str, URLPattern]]:
@@ -62,7 +66,7 @@ def public_routes() -> list[str]:
 
 
 def _fill(route: str, values: dict[str, str]) -> str:
-    for converter in ("str", "slug", "int"):
+    for converter in ("str", "slug", "int", "signed"):
         for key, value in values.items():
             route = route.replace(f"<{converter}:{key}>", value)
     return "/" + route
@@ -81,7 +85,7 @@ def world(alice):  # type: ignore[no-untyped-def]
         content_hash=suite.content_hash,
         snapshot=selectors.suite_canonical(suite),
     )
-    return {"name": suite.name, "pk": str(evaluation.pk), "tag": "real"}
+    return {"name": suite.name, "pk": str(evaluation.pk), "tag": "real", "item_number": "1"}
 
 
 @pytest.fixture(autouse=True)
@@ -128,7 +132,7 @@ def test_hostile_query_strings(case: str, world, alice) -> None:  # type: ignore
     assert problems == []
 
 
-@pytest.mark.parametrize("argument", ["name", "pk"])
+@pytest.mark.parametrize("argument", ["name", "pk", "item_number"])
 def test_hostile_path_arguments(argument: str, world, alice) -> None:  # type: ignore[no-untyped-def]
     problems = []
     for client in _clients(alice):

@@ -1,0 +1,279 @@
+"""Reads for one item of one done evaluation: what the item page and the item API show
+(each condition's sentence with its regions, region values, tokens with their
+surprisals, and every prediction's outcome with the values of its comparisons)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from evaluations.models import Evaluation, ItemResult
+from evaluations.scoring.alignment import align_tokens, build_sentence
+from evaluations.scoring.metrics import region_metrics
+from evaluations.token_data import StoredToken, unpack_tokens
+from suites import predictions
+from suites.formats import canonical
+
+# Item numbers are 32-bit integers in the database; anything outside is no item (and
+# PostgreSQL would refuse to compare with it).
+ITEM_NUMBER_LIMIT = 2**31 - 1
+# What tokenizers write for a space or a word start; shown only in a token's title.
+_MARKS = {"Ġ": " ", "▁": " ", "Ċ": "\n"}
+
+
+@dataclass
+class Token:
+    """A token as pages show it: its characters in the sentence (no Ġ/▁ marks), the
+    tokenizer's own spelling, offsets, region number and surprisal in bits."""
+
+    text: str
+    piece: str
+    start: int | None
+    end: int | None
+    surprisal: float | None
+    region: int | None = None
+    region_name: str = ""
+    # Surprisal as a share of the item's highest (0..1), for shading.
+    heat: float = 0.0
+
+
+@dataclass
+class Region:
+    number: int
+    name: str
+    content: str
+    # Character span in the sentence (empty for an empty region).
+    start: int
+    end: int
+    # The suite's metric (bits); None where missing.
+    value: float | None
+    values: dict[str, float | None] = field(default_factory=dict)
+    tokens: list[Token] = field(default_factory=list)
+
+
+@dataclass
+class Condition:
+    name: str
+    sentence: str
+    regions: list[Region]
+    # None when this evaluation did not store tokens (evaluated before they were kept).
+    tokens: list[Token] | None
+    # The suite's metric over the whole sentence, from the stored tokens.
+    sentence_value: float | None = None
+
+
+@dataclass
+class Prediction:
+    position: int
+    formula: str
+    outcome: bool | None
+    comparisons: list[predictions.ComparisonSides]
+
+
+@dataclass
+class ItemPage:
+    evaluation: Evaluation
+    item_number: int
+    passed: bool | None
+    metric: str
+    conditions: list[Condition]
+    predictions: list[Prediction]
+    region_names: dict[int, str]
+    tokens_stored: bool
+    # Neighbours in the suite's item order (None at either end), and the next failing one.
+    previous: int | None = None
+    next: int | None = None
+    next_failing: int | None = None
+    position: int = 0
+    count: int = 0
+
+
+def item_result(evaluation: Evaluation, item_number: int) -> ItemResult | None:
+    """The stored row of one item, or None for a number the evaluation has no item for."""
+    if not -ITEM_NUMBER_LIMIT <= item_number <= ITEM_NUMBER_LIMIT:
+        return None
+    return evaluation.item_results.filter(item_number=item_number).first()
+
+
+def item_page(evaluation: Evaluation, row: ItemResult) -> ItemPage:
+    """Everything the item page of one item shows. Four small queries."""
+    snapshot = evaluation.snapshot
+    metric = evaluation.metric
+    names = canonical.region_names(snapshot)
+    numbers = sorted(int(k) for k in snapshot["region_meta"])
+    region_names = dict(zip(numbers, names, strict=True))
+    item = next((i for i in snapshot.get("items", []) if i["item_number"] == row.item_number), {})
+    stored = row.tokens or {}
+    conditions = [
+        _condition(c, row.values or {}, stored.get(c["condition_name"]), region_names, metric)
+        for c in item.get("conditions", [])
+    ]
+    _shade([t for c in conditions for t in c.tokens or []])
+    formulas = [p["formula"] for p in snapshot.get("predictions", [])]
+    outcomes = list(row.outcomes or [])
+    lookup = _lookup(conditions, metric)
+    results = evaluation.item_results
+    return ItemPage(
+        evaluation=evaluation,
+        item_number=row.item_number,
+        passed=row.passed,
+        metric=metric,
+        conditions=conditions,
+        predictions=[
+            Prediction(
+                position=i,
+                formula=formula,
+                outcome=outcomes[i] if i < len(outcomes) else None,
+                comparisons=predictions.comparison_sides(predictions.parse(formula), lookup),
+            )
+            for i, formula in enumerate(formulas)
+        ],
+        region_names=region_names,
+        tokens_stored=row.tokens is not None,
+        previous=_neighbour(results.filter(position__lt=row.position).order_by("-position")),
+        next=_neighbour(results.filter(position__gt=row.position).order_by("position")),
+        next_failing=_neighbour(
+            results.filter(position__gt=row.position, passed=False).order_by("position")
+        ),
+        position=row.position + 1,
+        count=results.count(),
+    )
+
+
+def _shade(tokens: list[Token]) -> None:
+    """Each token's heat: its surprisal over the item's highest, so that shades compare
+    across conditions."""
+    highest = max((t.surprisal for t in tokens if t.surprisal is not None), default=0.0)
+    for token in tokens:
+        if token.surprisal is not None and highest > 0:
+            token.heat = round(max(token.surprisal, 0.0) / highest, 3)
+
+
+def _neighbour(rows: Any) -> int | None:
+    return rows.values_list("item_number", flat=True).first()
+
+
+def _condition(
+    condition: dict[str, Any],
+    values: dict[str, Any],
+    packed: dict[str, Any] | None,
+    region_names: dict[int, str],
+    metric: str,
+) -> Condition:
+    name = condition["condition_name"]
+    ordered = sorted(condition["regions"], key=lambda r: r["region_number"])
+    built = build_sentence([str(r.get("content", "")) for r in ordered])
+    by_metric = values.get(name) or {}
+    regions = [
+        Region(
+            number=r["region_number"],
+            name=region_names.get(r["region_number"], ""),
+            content=str(r.get("content", "")).strip(),
+            start=start,
+            end=end,
+            value=_at(by_metric.get(metric), i),
+            values={m: _at(series, i) for m, series in by_metric.items()},
+        )
+        for i, (r, (start, end)) in enumerate(zip(ordered, built.spans, strict=True))
+    ]
+    tokens = None if packed is None else _tokens(built.text, built.spans, packed, regions)
+    sentence_value = None
+    if tokens is not None:
+        sentence_value = region_metrics([t.surprisal for t in tokens]).get(metric)
+    return Condition(name, built.text, regions, tokens, sentence_value)
+
+
+def _at(series: Any, index: int) -> float | None:
+    return series[index] if isinstance(series, list) and index < len(series) else None
+
+
+def _tokens(
+    text: str, spans: list[tuple[int, int]], packed: dict[str, Any], regions: list[Region]
+) -> list[Token]:
+    """The stored tokens, each in the region of its first non-space character (the
+    engine's rule), and added to that region's token list."""
+    stored = unpack_tokens(packed)
+    offsets = [(t.start or 0, t.end or 0) for t in stored]
+    owners, _straddling = align_tokens(text, spans, offsets)
+    tokens = []
+    for token, owner in zip(stored, owners, strict=True):
+        shown = Token(
+            text=_characters(text, token),
+            piece=token.text,
+            start=token.start,
+            end=token.end,
+            surprisal=token.surprisal,
+            region=regions[owner].number if owner is not None else None,
+            region_name=regions[owner].name if owner is not None else "",
+        )
+        if owner is not None:
+            regions[owner].tokens.append(shown)
+        tokens.append(shown)
+    return tokens
+
+
+def _characters(text: str, token: StoredToken) -> str:
+    """The token's own characters: its slice of the sentence, or, without usable offsets,
+    its spelling with the tokenizer's space marks turned back into spaces."""
+    if token.start is not None and token.end is not None and 0 <= token.start < token.end:
+        if token.end <= len(text):
+            return text[token.start : token.end]
+    spelled = "".join(_MARKS.get(ch, ch) for ch in token.text)
+    return spelled.removeprefix("##")
+
+
+def _lookup(conditions: list[Condition], metric: str) -> Any:
+    by_name = {c.name: c for c in conditions}
+
+    def value(region: int | None, condition: str) -> float | None:
+        found = by_name.get(condition)
+        if found is None:
+            return None
+        if region is None:
+            return found.sentence_value
+        return next((r.value for r in found.regions if r.number == region), None)
+
+    return value
+
+
+def item_data(page: ItemPage) -> dict[str, Any]:
+    """The item as the API gives it: region values per metric and the packed token
+    arrays per condition (null when the evaluation did not store them)."""
+    return {
+        "evaluation": page.evaluation.pk,
+        "item_number": page.item_number,
+        "units": "bits",
+        "metric": page.metric,
+        "passed": page.passed,
+        "tokens_stored": page.tokens_stored,
+        "predictions": [{"formula": p.formula, "outcome": p.outcome} for p in page.predictions],
+        "conditions": [
+            {
+                "condition_name": c.name,
+                "sentence": c.sentence,
+                "regions": [
+                    {
+                        "region_number": r.number,
+                        "region_name": r.name,
+                        "content": r.content,
+                        "start": r.start,
+                        "end": r.end,
+                        "metric_value": r.values,
+                    }
+                    for r in c.regions
+                ],
+                "tokens": None
+                if c.tokens is None
+                else {
+                    "text": [t.piece for t in c.tokens],
+                    "start": [t.start for t in c.tokens],
+                    "end": [t.end for t in c.tokens],
+                    "surp": [t.surprisal for t in c.tokens],
+                    "region": [t.region for t in c.tokens],
+                },
+            }
+            for c in page.conditions
+        ],
+        "previous": page.previous,
+        "next": page.next,
+    }
