@@ -132,6 +132,29 @@ def measure_import(instances: list[Any]) -> dict[str, Any]:
         "megabytes": round(path.stat().st_size / 1e6, 2),
         "seconds": round(seconds, 2),
         "database": os.environ["DATABASE_URL"].split(":", 1)[0],
+        "run_payload": measure_payload(task),
+    }
+
+
+def measure_payload(task: Any) -> dict[str, Any]:
+    """What a probing run of the imported task sends to its GPU worker: seconds to read
+    the instances into the payload, and its size as JSON and zlib-compressed (the
+    message's compression)."""
+    import zlib
+
+    from evaluations.models import LanguageModel, ProbingRun
+    from evaluations.probing_services import probing_payload
+
+    model = LanguageModel.objects.create(name=f"bench-{time.time_ns()}", source="bench/model")
+    run = ProbingRun.objects.create(model=model, task=task, content_hash=task.content_hash)
+    started = time.perf_counter()
+    payload = probing_payload(run)
+    seconds = time.perf_counter() - started
+    text = json.dumps(payload, separators=(",", ":")).encode("utf-8")
+    return {
+        "seconds": round(seconds, 2),
+        "json_megabytes": round(len(text) / 1e6, 2),
+        "zlib_megabytes": round(len(zlib.compress(text)) / 1e6, 2),
     }
 
 

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.contrib import admin
 
-from evaluations.models import Evaluation, LanguageModel
+from evaluations.models import Evaluation, LanguageModel, ProbingRun
 
 
 @admin.register(LanguageModel)
@@ -35,3 +35,10 @@ class EvaluationAdmin(admin.ModelAdmin):
     list_filter = ["status", "model"]
     readonly_fields = [f.name for f in Evaluation._meta.fields if f.name != "id"]
     exclude = ["snapshot"]
+
+
+@admin.register(ProbingRun)
+class ProbingRunAdmin(admin.ModelAdmin):
+    list_display = ["id", "model", "task", "pooling", "probe", "status", "best_layer", "best_te"]
+    list_filter = ["status", "pooling", "probe", "model"]
+    readonly_fields = [f.name for f in ProbingRun._meta.fields if f.name != "id"]

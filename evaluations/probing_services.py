@@ -162,6 +162,20 @@ def _document_problem(results: dict[str, Any]) -> str:
     return ""
 
 
+def _layers_write(run: ProbingRun, layers: list[dict[str, Any]]) -> None:
+    ProbingLayerResult.objects.filter(run=run).delete()
+    ProbingLayerResult.objects.bulk_create(
+        ProbingLayerResult(
+            run=run,
+            layer=row["layer"],
+            va_accuracy=row["va_accuracy"],
+            te_accuracy=row["te_accuracy"],
+            hyperparameters=row.get("hyperparameters") or {},
+        )
+        for row in layers
+    )
+
+
 def probing_results_store(*, run_id: int, attempt: int, results: dict[str, Any]) -> bool:
     """Write the layers and the run's summary in one transaction; False (nothing
     written) when the run is finished or the attempt is stale, so a re-delivery
@@ -176,17 +190,7 @@ def probing_results_store(*, run_id: int, attempt: int, results: dict[str, Any])
             runs.run_fail(kind=PROBING_RUNS, run_id=run_id, attempt=attempt, reason=problem)
             return False
         layers = results["layers"]
-        ProbingLayerResult.objects.filter(run=run).delete()
-        ProbingLayerResult.objects.bulk_create(
-            ProbingLayerResult(
-                run=run,
-                layer=row["layer"],
-                va_accuracy=row["va_accuracy"],
-                te_accuracy=row["te_accuracy"],
-                hyperparameters=row.get("hyperparameters") or {},
-            )
-            for row in layers
-        )
+        _layers_write(run, layers)
         best = layers[results["best_layer"]]
         steps = int(results.get("diagnostics", {}).get("sentences", 0)) + len(layers)
         info = results.get("model") or {}
