@@ -6,7 +6,13 @@ from __future__ import annotations
 
 import json
 
-from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
+from django.http import (
+    Http404,
+    HttpRequest,
+    HttpResponse,
+    HttpResponseRedirect,
+    StreamingHttpResponse,
+)
 from django.shortcuts import get_object_or_404, render
 from django.utils.text import slugify
 from drf_spectacular.types import OpenApiTypes
@@ -17,8 +23,9 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from evaluations import exports, items, selectors
+from evaluations import comparisons, exports, items, selectors
 from evaluations.models import Evaluation, LanguageModel
+from suites.catalog import gym_data_or_404
 from suites.models import Suite, Tag
 
 
@@ -47,10 +54,37 @@ def model_page(request: HttpRequest, name: str) -> HttpResponse:
     # A hidden model stays reachable by its address (its results are still linked from
     # evaluation pages); it is only left out of lists and the leaderboard.
     model = get_object_or_404(LanguageModel, name=name)
+    staff = bool(request.user.is_staff)
     return render(
         request,
         "evaluations/model_detail.html",
-        {"model": model, "scores": selectors.model_scores(model)},
+        {
+            "model": model,
+            "scores": selectors.model_scores(model),
+            "scatter": comparisons.model_scatter(
+                model, request.GET.get("vs", "").strip(), include_hidden=staff
+            ),
+        },
+    )
+
+
+def compare_page(request: HttpRequest, name: str) -> HttpResponse:
+    """Models side by side on one suite: `?models=a,b[,c]` (a form's repeated `models`
+    is folded into that one parameter first, so that page links keep every model)."""
+    suite = gym_data_or_404(Suite, name, noun="suite")
+    asked = request.GET.getlist("models")
+    names = comparisons.parse_model_names(asked)
+    if len(asked) > 1:
+        query = request.GET.copy()
+        query.setlist("models", [",".join(names)])
+        query.pop("page", None)
+        return HttpResponseRedirect(f"{request.path}?{query.urlencode(safe=',')}")
+    comparison = comparisons.compare(suite, names, page=request.GET.get("page"))
+    choices = comparisons.current_results(suite, include_hidden=bool(request.user.is_staff))
+    return render(
+        request,
+        "evaluations/compare.html",
+        {"comparison": comparison, "suite": suite, "choices": choices, "asked": names},
     )
 
 
@@ -76,7 +110,13 @@ def result_page_view(request: HttpRequest, pk: int) -> HttpResponse:
     return render(
         request,
         "evaluations/result.html",
-        {"evaluation": evaluation, "page": page, "items": items, "show": show},
+        {
+            "evaluation": evaluation,
+            "page": page,
+            "items": items,
+            "show": show,
+            "compare_with": _compare_with(request, evaluation, outdated=page.outdated),
+        },
     )
 
 
@@ -92,6 +132,21 @@ def _item(pk: int, item_number: int) -> items.ItemPage:
 def item_page_view(request: HttpRequest, pk: int, item_number: int) -> HttpResponse:
     page = _item(pk, item_number)
     return render(request, "evaluations/item.html", {"evaluation": page.evaluation, "page": page})
+
+
+def _compare_with(
+    request: HttpRequest, evaluation: Evaluation, *, outdated: bool
+) -> list[tuple[LanguageModel, int]]:
+    """The other models a current result can be compared with on its suite."""
+    if outdated:
+        return []
+    return [
+        (model, pk)
+        for model, pk in comparisons.current_results(
+            evaluation.suite, include_hidden=bool(request.user.is_staff)
+        )
+        if model.pk != evaluation.model_id
+    ]
 
 
 def _results_filename(evaluation: Evaluation, extension: str) -> str:

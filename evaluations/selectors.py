@@ -513,7 +513,7 @@ def result_page(evaluation: Evaluation) -> ResultPage:
             item_number=n,
             outcomes=list(o or []),
             passed=p,
-            conditions=_item_conditions(by_number.get(n, {}), v or {}, evaluation.metric),
+            conditions=item_conditions(by_number.get(n, {}), v or {}, evaluation.metric),
         )
         for n, v, o, p in rows
     ]
@@ -546,7 +546,7 @@ def result_page(evaluation: Evaluation) -> ResultPage:
     )
 
 
-def _item_conditions(
+def item_conditions(
     item: dict[str, Any], values: dict[str, Any], metric: str
 ) -> list[ItemCondition]:
     """The item's conditions as evaluated (from the snapshot) with the region values."""

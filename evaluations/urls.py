@@ -33,6 +33,7 @@ urlpatterns = [
     # After models/register/, which the slug pattern would otherwise swallow.
     path("models/<slug:name>/", result_views.model_page, name="model"),
     path("leaderboard/", result_views.leaderboard_page, name="leaderboard"),
+    path("suites/<str:name>/compare/", result_views.compare_page, name="compare"),
     path("leaderboard.csv", result_views.leaderboard_csv_view, name="leaderboard_csv"),
     path("evaluations/<int:pk>/results/", result_views.result_page_view, name="result"),
     path(

@@ -62,15 +62,18 @@ def suite_data(name: str = "three items") -> dict[str, Any]:
     }
 
 
-def store_done(model: LanguageModel, suite: Suite) -> Evaluation:
-    """A done evaluation whose rows are what results_store writes for TOKENS."""
+def store_done(
+    model: LanguageModel, suite: Suite, tokens: dict[int, dict[str, Any]] = TOKENS
+) -> Evaluation:
+    """A done evaluation whose rows are what results_store writes for `tokens` (token
+    surprisals per item, condition and region)."""
     snapshot = suite_selectors.suite_canonical(suite)
     scored = []
     for item_number, condition, _regions in formats.sentences(snapshot):
-        tokens = TOKENS[item_number][condition]
-        flat = [t for region in tokens for t in region]
+        regions = tokens[item_number][condition]
+        flat = [t for region in regions for t in region]
         scored.append(
-            {"regions": [region_metrics(r) for r in tokens], "sentence": region_metrics(flat)}
+            {"regions": [region_metrics(r) for r in regions], "sentence": region_metrics(flat)}
         )
     result = outcomes.score_items(snapshot, scored)
     evaluation = Evaluation.objects.create(

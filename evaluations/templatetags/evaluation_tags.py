@@ -46,10 +46,13 @@ def suite_results(context: template.Context, suite: Suite) -> dict[str, Any]:
     request = context.get("request")
     user = getattr(request, "user", None)
     staff = bool(user is not None and user.is_staff)
+    results = selectors.suite_results(suite, include_hidden=staff)
     return {
         "suite": suite,
-        "results": selectors.suite_results(suite, include_hidden=staff),
+        "results": results,
         "user": user,
+        # Two or more current results can be compared item by item.
+        "comparable": sum(1 for r in results if r.done and not r.outdated) >= 2,
     }
 
 

@@ -1,0 +1,80 @@
+// The model page's model-vs-model scatter: one point per suite both models have current
+// results for (x: this model's accuracy, y: the other's), the diagonal where they are
+// equal, the suite's name on hover, and a click on a point opens the item-by-item
+// comparison of the two models on that suite. Data: json_script "scatter-data".
+(function () {
+  "use strict";
+
+  function draw() {
+    const canvas = document.getElementById("model-scatter");
+    const source = document.getElementById("scatter-data");
+    const script = document.getElementById("model-scatter-script");
+    if (!canvas || !source || !window.Chart) return;
+    const points = JSON.parse(source.textContent);
+    const xName = script ? script.dataset.x : "this model";
+    const yName = script ? script.dataset.y : "other model";
+
+    const chart = new window.Chart(canvas, {
+      type: "scatter",
+      data: {
+        datasets: [
+          {
+            label: "suites",
+            data: points.map(function (p) { return { x: p.x, y: p.y, suite: p.suite, url: p.url }; }),
+            backgroundColor: "rgba(0, 114, 178, 0.75)",
+            borderColor: "#0072B2",
+            pointRadius: 5,
+            pointHoverRadius: 8,
+          },
+          {
+            // The diagonal: both models equally accurate.
+            label: "equal accuracy",
+            type: "line",
+            data: [{ x: 0, y: 0 }, { x: 1, y: 1 }],
+            borderColor: "#9aa5b1",
+            borderDash: [6, 4],
+            borderWidth: 1,
+            pointRadius: 0,
+            pointHitRadius: 0,
+            fill: false,
+          },
+        ],
+      },
+      options: {
+        responsive: true,
+        maintainAspectRatio: false,
+        animation: false,
+        scales: {
+          x: { min: 0, max: 1, title: { display: true, text: xName + " (accuracy)" } },
+          y: { min: 0, max: 1, title: { display: true, text: yName + " (accuracy)" } },
+        },
+        plugins: {
+          legend: { display: false },
+          tooltip: {
+            filter: function (item) { return item.datasetIndex === 0; },
+            callbacks: {
+              title: function (items) { return items.length ? items[0].raw.suite : ""; },
+              label: function (ctx) {
+                return xName + " " + ctx.raw.x.toFixed(2) + ", " + yName + " " + ctx.raw.y.toFixed(2);
+              },
+            },
+          },
+        },
+        onHover: function (event, elements) {
+          event.native.target.style.cursor = elements.some(function (e) { return e.datasetIndex === 0; }) ? "pointer" : "default";
+        },
+        onClick: function (event, elements) {
+          const hit = elements.find(function (e) { return e.datasetIndex === 0; });
+          if (hit) window.location.assign(points[hit.index].url);
+        },
+      },
+    });
+    canvas.dataset.ready = String(chart.data.datasets[0].data.length);
+  }
+
+  if (document.readyState === "loading") {
+    document.addEventListener("DOMContentLoaded", draw);
+  } else {
+    draw();
+  }
+})();
