@@ -55,6 +55,11 @@ class LanguageModelSerializer(serializers.ModelSerializer):
             "registered_by",
             "created_at",
         ]
+        # As on the page: the short name is made from the source, the display name too.
+        extra_kwargs = {
+            "name": {"required": False, "allow_blank": True},
+            "display_name": {"required": False, "allow_blank": True},
+        }
 
 
 class EvaluationSerializer(serializers.ModelSerializer):
@@ -90,34 +95,100 @@ class EvaluationSerializer(serializers.ModelSerializer):
         return evaluation.get_absolute_url()
 
 
+class RequestedEvaluationSerializer(EvaluationSerializer):
+    """An evaluation in the answer to a request: `queued_now` tells whether this request
+    created it (false: it was already requested for the same content)."""
+
+    queued_now = serializers.SerializerMethodField()
+
+    class Meta(EvaluationSerializer.Meta):
+        fields = [*EvaluationSerializer.Meta.fields, "queued_now"]
+
+    def get_queued_now(self, evaluation: Evaluation) -> bool:
+        return evaluation.pk in self.context.get("created_ids", ())
+
+
+def _named(names: list[str], *, queryset: Any, noun: str) -> list[Any]:
+    """The rows of `queryset` named `names`, in that order; a 400 (at the field being
+    validated) naming each one missing."""
+    found = {obj.name: obj for obj in queryset.filter(name__in=names)}
+    missing = [n for n in names if n not in found]
+    if missing:
+        raise serializers.ValidationError(
+            [f"no {noun} named {n!r}" for n in missing], code="does_not_exist"
+        )
+    return [found[n] for n in dict.fromkeys(names)]
+
+
+def _visible_models() -> Any:
+    return LanguageModel.objects.filter(is_hidden=False)
+
+
+def _open_suites() -> Any:
+    # Archived suites take no new evaluations.
+    return Suite.objects.filter(archived_at__isnull=True)
+
+
 class EvaluationRequestSerializer(serializers.Serializer):
-    model = serializers.SlugRelatedField(
-        slug_field="name", queryset=LanguageModel.objects.filter(is_hidden=False)
+    model = serializers.CharField(
+        required=False, allow_blank=True, default="", help_text="One model's name"
+    )
+    models = serializers.ListField(
+        child=serializers.CharField(),
+        required=False,
+        default=list,
+        help_text="Model names; each is queued on every suite (with `model`, if given)",
     )
     suites = serializers.ListField(child=serializers.CharField(), required=False, default=list)
     tag = serializers.CharField(required=False, allow_blank=True, default="")
 
+    def validate_model(self, name: str) -> list[LanguageModel]:
+        return _named([name], queryset=_visible_models(), noun="model") if name else []
+
+    def validate_models(self, names: list[str]) -> list[LanguageModel]:
+        return _named(names, queryset=_visible_models(), noun="model")
+
+    def validate_suites(self, names: list[str]) -> list[Suite]:
+        return _named(names, queryset=_open_suites(), noun="suite")
+
+    def validate_tag(self, name: str) -> Tag | None:
+        return _named([name], queryset=Tag.objects, noun="tag")[0] if name else None
+
     def validate(self, attrs: dict) -> dict:
-        names = attrs["suites"]
-        listed = Suite.objects.filter(name__in=names, archived_at__isnull=True)
-        found = {s.name: s for s in listed}
-        missing = [n for n in names if n not in found]
-        if missing:
-            raise serializers.ValidationError(
-                {"suites": [f"no suite named {n!r}" for n in missing]}
-            )
-        tag = None
-        if attrs["tag"]:
-            tag = Tag.objects.filter(name=attrs["tag"]).first()
-            if tag is None:
-                raise serializers.ValidationError({"tag": [f"no tag named {attrs['tag']!r}"]})
-        suites = suites_with_tag([found[n] for n in names], tag)
+        models = list(dict.fromkeys([*attrs["model"], *attrs["models"]]))
+        if not models:
+            raise serializers.ValidationError({"models": ["name at least one model"]})
+        suites = suites_with_tag(attrs["suites"], attrs["tag"])
         if not suites:
             raise serializers.ValidationError(
                 "give at least one suite name in 'suites', or a 'tag' that has suites"
             )
+        attrs["all_models"] = models
         attrs["all_suites"] = suites
         return attrs
+
+
+class RerunOutdatedSerializer(serializers.Serializer):
+    suite = serializers.CharField(required=False, allow_blank=True, default="")
+    model = serializers.CharField(required=False, allow_blank=True, default="")
+
+    def validate_suite(self, name: str) -> Suite | None:
+        return _named([name], queryset=Suite.objects, noun="suite")[0] if name else None
+
+    def validate_model(self, name: str) -> LanguageModel | None:
+        return _named([name], queryset=LanguageModel.objects, noun="model")[0] if name else None
+
+    def validate(self, attrs: dict) -> dict:
+        if attrs["suite"] is None and attrs["model"] is None:
+            raise serializers.ValidationError("name a 'suite' or a 'model' (or both)")
+        return attrs
+
+
+def _request_response(request: Request, outcome: services.RequestOutcome) -> Response:
+    context = {"request": request, "created_ids": {e.pk for e in outcome.created}}
+    body = RequestedEvaluationSerializer(outcome.evaluations, many=True, context=context).data
+    code = status.HTTP_201_CREATED if outcome.created else status.HTTP_200_OK
+    return Response(body, status=code)
 
 
 class ModelListCreate(generics.ListAPIView):
@@ -171,24 +242,53 @@ class EvaluationListCreate(generics.ListAPIView):
     @extend_schema(
         request=EvaluationRequestSerializer,
         responses={
-            201: EvaluationSerializer(many=True),
-            200: EvaluationSerializer(many=True),
+            201: RequestedEvaluationSerializer(many=True),
+            200: RequestedEvaluationSerializer(many=True),
             503: None,
         },
-        description="One evaluation per (model, suite, suite content hash); asking again returns "
-        "the existing ones (200). 503 when the task queue is unreachable: the request can be "
-        "repeated and nothing is lost.",
+        description="Every model named (`model`, `models`) on every suite named and every "
+        "suite of `tag`, in one transaction. One evaluation per (model, suite, suite "
+        "content hash): asking again returns the existing ones, with `queued_now` false "
+        "(200 when nothing was new). 503 when the task queue is unreachable: the request "
+        "can be repeated and nothing is lost.",
     )
     def post(self, request: Request) -> Response:
         body = EvaluationRequestSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        outcome = services.evaluation_request(
-            model=body.validated_data["model"],
+        outcome = services.evaluations_request(
+            models=body.validated_data["all_models"],
             suites=body.validated_data["all_suites"],
             user=request.user,
         )
-        code = status.HTTP_201_CREATED if outcome.created else status.HTTP_200_OK
-        return Response(EvaluationSerializer(outcome.evaluations, many=True).data, status=code)
+        return _request_response(request, outcome)
+
+
+class EvaluationRerunOutdated(APIView):
+    """Re-run everything outdated of a suite or a model: queue, on the suite's current
+    content, each model whose done results are for an earlier content of the suite and
+    that has no run on its current content yet. Nothing is queued twice."""
+
+    permission_classes = [IsAuthenticated]
+
+    @extend_schema(
+        request=RerunOutdatedSerializer,
+        responses={
+            201: RequestedEvaluationSerializer(many=True),
+            200: RequestedEvaluationSerializer(many=True),
+            503: None,
+        },
+        description="201 with the runs queued; 200 with an empty list when nothing is "
+        "outdated. `suite` and `model` together narrow to that one pair.",
+    )
+    def post(self, request: Request) -> Response:
+        body = RerunOutdatedSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        outcome = services.evaluations_rerun_outdated(
+            model=body.validated_data["model"],
+            suite=body.validated_data["suite"],
+            user=request.user,
+        )
+        return _request_response(request, outcome)
 
 
 class EvaluationDetail(generics.RetrieveAPIView):

@@ -1,6 +1,9 @@
 from __future__ import annotations
 
+from typing import Any
+
 from django import forms
+from django.http import QueryDict
 
 from evaluations.models import LanguageModel, ProbingRun
 from suites.models import ProbingTask, Suite, Tag
@@ -23,17 +26,34 @@ class ModelRegisterForm(forms.Form):
     reference_url = forms.URLField(required=False, max_length=500, assume_scheme="https")
 
 
+class SuitePickerSelect(forms.SelectMultiple):
+    """A plain multi-select (what works without JavaScript) whose options carry each
+    suite's tags, so that static/js/suite-picker.js can filter by name or tag."""
+
+    def create_option(self, name, value, label, selected, index, subindex=None, attrs=None):  # type: ignore[no-untyped-def]
+        option = super().create_option(name, value, label, selected, index, subindex, attrs)
+        suite = getattr(value, "instance", None)
+        if suite is not None:
+            option["attrs"]["data-tags"] = " ".join(t.name for t in suite.tags.all())
+        return option
+
+
 class EvaluationRequestForm(forms.Form):
-    model = forms.ModelChoiceField(
-        queryset=LanguageModel.objects.filter(is_hidden=False), to_field_name="name"
+    models = forms.ModelMultipleChoiceField(
+        queryset=LanguageModel.objects.filter(is_hidden=False),
+        to_field_name="name",
+        widget=forms.CheckboxSelectMultiple,
+        help_text="One or more: each model is queued on every suite chosen.",
     )
     suites = forms.ModelMultipleChoiceField(
         # Archived suites take no new evaluations.
-        queryset=Suite.objects.filter(archived_at__isnull=True).order_by("name"),
+        queryset=Suite.objects.filter(archived_at__isnull=True)
+        .order_by("name")
+        .prefetch_related("tags"),
         required=False,
         to_field_name="name",
-        widget=forms.SelectMultiple(attrs={"size": 12}),
-        help_text="Pick one or more suites, or a tag below.",
+        widget=SuitePickerSelect(attrs={"size": 12, "data-suite-picker": ""}),
+        help_text="Pick one or more suites (type to filter by name or tag), or a tag below.",
     )
     tag = forms.ModelChoiceField(
         queryset=Tag.objects.all(),
@@ -42,6 +62,14 @@ class EvaluationRequestForm(forms.Form):
         empty_label="(no tag)",
         help_text="Every suite with this tag.",
     )
+
+    def __init__(self, data: QueryDict | None = None, **kwargs: Any) -> None:
+        # `model` (the query string's name, and this form's before it took several) is
+        # read as `models`, so that older links and scripts keep working.
+        if data is not None and "model" in data and "models" not in data:
+            data = data.copy()
+            data.setlist("models", data.getlist("model"))
+        super().__init__(data, **kwargs)
 
     def clean(self) -> dict:
         cleaned = super().clean()

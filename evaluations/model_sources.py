@@ -21,6 +21,16 @@ _HUB_ID = re.compile(rf"(?:{_HUB_PART}/)?{_HUB_PART}", re.ASCII)
 HUB_ID_MAX_LENGTH = 96 * 2 + 1
 # A config.json larger than this is no config: reading it would only cost memory.
 CONFIG_MAX_BYTES = 1024 * 1024
+# Files that hold a tokenizer's vocabulary, as save_pretrained writes them (fast
+# tokenizers, GPT-2 BPE, WordPiece, SentencePiece): a model folder needs one of them.
+TOKENIZER_FILES = (
+    "tokenizer.json",
+    "vocab.json",
+    "vocab.txt",
+    "spiece.model",
+    "tokenizer.model",
+    "sentencepiece.bpe.model",
+)
 
 
 class ModelSourceError(ValueError):
@@ -84,12 +94,25 @@ def model_source_check(
             f"nothing named {resolved.relative_to(_base(resolved, folders))} in the model "
             f"folder {_base(resolved, folders)}; save the model there first"
         )
-    if resolved.is_dir() and not (resolved / "config.json").is_file():
+    if resolved.is_dir():
+        _folder_check(resolved)
+    return ModelSource(source=str(resolved), local=True)
+
+
+def _folder_check(folder: Path) -> None:
+    """A transformers model folder: a config and a tokenizer (the weights are the
+    worker's to read)."""
+    if not (folder / "config.json").is_file():
         raise ModelSourceError(
             "that folder holds no config.json: save the model with save_pretrained "
             "(model and tokenizer) into it"
         )
-    return ModelSource(source=str(resolved), local=True)
+    if not any((folder / name).is_file() for name in TOKENIZER_FILES):
+        raise ModelSourceError(
+            "that folder holds a config.json but no tokenizer files (one of "
+            f"{', '.join(TOKENIZER_FILES)}): save the tokenizer into it too, "
+            "with tokenizer.save_pretrained(folder)"
+        )
 
 
 def _base(path: Path, folders: Sequence[Path]) -> Path:
@@ -97,11 +120,12 @@ def _base(path: Path, folders: Sequence[Path]) -> Path:
 
 
 def config_is_readable(source: ModelSource) -> bool:
-    """Whether the web process may look at this model to learn its kind: a hub id, a local
-    folder with a small config.json, or a file (whose first bytes alone are sniffed for an
-    n-gram format). Never weights: a file may be gigabytes, and only its head is read."""
+    """Whether the web process may look at this model to learn its kind: a local folder
+    with a small config.json, or a file (whose first bytes alone are sniffed for an n-gram
+    format). Never weights: a file may be gigabytes, and only its head is read. Never a
+    hub id: a page does not wait on the network (the worker learns its kind)."""
     if not source.local:
-        return True
+        return False
     path = Path(source.source)
     if path.is_file():
         return True

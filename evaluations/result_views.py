@@ -64,6 +64,9 @@ def model_page(request: HttpRequest, name: str) -> HttpResponse:
             "scatter": comparisons.model_scatter(
                 model, request.GET.get("vs", "").strip(), include_hidden=staff
             ),
+            "outdated": selectors.outdated_pairs(model=model)
+            if request.user.is_authenticated
+            else [],
         },
     )
 

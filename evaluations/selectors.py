@@ -17,7 +17,7 @@ from datetime import datetime
 from functools import cached_property
 from typing import Any
 
-from django.db.models import F
+from django.db.models import Exists, F, OuterRef
 
 from evaluations.models import Evaluation, ItemResult, LanguageModel, PredictionResult
 from evaluations.plots import plot_data
@@ -436,6 +436,36 @@ def suite_results(suite: Suite, *, include_hidden: bool = False) -> list[SuiteSc
         return (s.outdated, not s.done, s.accuracy is None, -(s.accuracy or 0.0), name)
 
     return sorted(scores, key=rank)
+
+
+def outdated_pairs(
+    *, model: LanguageModel | None = None, suite: Suite | None = None
+) -> list[tuple[LanguageModel, Suite]]:
+    """(model, suite) pairs whose done results are for an earlier content of the suite
+    and that have no evaluation (in any state) of its current content: what "re-run
+    everything outdated" queues. Hidden models and archived suites take no new runs.
+    Narrowed to `model` and/or `suite`; in model, then suite name order. One query."""
+    current = Evaluation.objects.filter(
+        model=OuterRef("model"),
+        suite=OuterRef("suite"),
+        content_hash=OuterRef("suite__content_hash"),
+    )
+    old = (
+        Evaluation.objects.filter(
+            status=DONE, model__is_hidden=False, suite__archived_at__isnull=True
+        )
+        .exclude(content_hash=F("suite__content_hash"))
+        .exclude(Exists(current))
+    )
+    if model is not None:
+        old = old.filter(model=model)
+    if suite is not None:
+        old = old.filter(suite=suite)
+    pairs: dict[tuple[int, int], tuple[LanguageModel, Suite]] = {}
+    rows = old.select_related("model", "suite").defer("snapshot")
+    for e in rows.order_by("model__name", "suite__name"):
+        pairs.setdefault((e.model_id, e.suite_id), (e.model, e.suite))
+    return list(pairs.values())
 
 
 # --- one evaluation's results ------------------------------------------------------------

@@ -17,6 +17,7 @@ from django.utils.text import slugify
 
 from evaluations import model_sources, outcomes, runs
 from evaluations.models import Evaluation, ItemResult, LanguageModel, PredictionResult
+from evaluations.selectors import outdated_pairs
 from gym.errors import ApplicationError
 from suites import formats, selectors
 from suites.models import Suite
@@ -56,18 +57,19 @@ class ModelRegistrationError(ApplicationError):
 
 def detect_kind(source: str, revision: str = "") -> tuple[str, str]:
     """The model's kind by the scoring engine's own rule (a file's first bytes, or a
-    transformers config without weights), so that registration and workers agree.
+    transformers config without weights), so that registration and workers agree. Only
+    local files are read (no network).
 
-    Returns (kind, note); kind is "unknown" when it cannot be told here (a hub id on an
-    offline machine, a config of another kind of model): the worker fills it in after its
-    first load. Raises ModelRegistrationError for a file that is no model Gym can read."""
+    Returns (kind, note); kind is "unknown" when it cannot be told here (a config of
+    another kind of model): the worker fills it in after its first load. Raises
+    ModelRegistrationError for a file that is no model Gym can read."""
     # Imported here: the web process needs no scoring code until someone registers.
     from evaluations.scoring.kinds import detect_kind as scoring_detect_kind
     from evaluations.scoring.schema import ModelLoadError
 
     path = Path(source).expanduser()
     try:
-        return scoring_detect_kind(source, revision=revision or None), ""
+        return scoring_detect_kind(source, revision=revision or None, local_files_only=True), ""
     except ModelLoadError as exc:
         if path.is_file():
             raise ModelRegistrationError({"source": str(exc)}) from None
@@ -123,8 +125,8 @@ def model_register(
         errors["source"] = f"{source!r} (revision {revision or 'default'}) is already registered"
     if errors:
         raise ModelRegistrationError(errors)
-    # The web process reads a config only where that is safe and small; the worker
-    # learns the kind of any other model when it first loads it.
+    # The web process reads a local config only where that is safe and small, and never
+    # calls the hub; the worker learns the kind of any other model when it first loads it.
     kind = LanguageModel.Kind.UNKNOWN
     if checked is not None and model_sources.config_is_readable(checked):
         kind, _note = detect_kind(source, revision)
@@ -165,49 +167,100 @@ def evaluation_request(
     suites: Iterable[Suite],
     user: AbstractBaseUser | AnonymousUser | None = None,
 ) -> RequestOutcome:
-    """One evaluation per (model, suite, content hash): asking again returns the existing
-    one. New ones are sent to the GPU queue after their rows are committed.
+    """One model on some suites: see `evaluations_request`."""
+    return evaluations_request(models=[model], suites=suites, user=user)
+
+
+def evaluations_request(
+    *,
+    models: Iterable[LanguageModel],
+    suites: Iterable[Suite],
+    user: AbstractBaseUser | AnonymousUser | None = None,
+) -> RequestOutcome:
+    """Every model on every suite, in one transaction: one evaluation per (model, suite,
+    content hash); asking again returns the existing one. `evaluations` lists them
+    model by model, each in the order the suites were asked (see `_pairs_request`)."""
+    asked_models = list({m.pk: m for m in models}.values())
+    asked_suites = list({s.pk: s for s in suites}.values())
+    return _pairs_request([(m, s) for m in asked_models for s in asked_suites], user=user)
+
+
+def evaluations_rerun_outdated(
+    *,
+    model: LanguageModel | None = None,
+    suite: Suite | None = None,
+    user: AbstractBaseUser | AnonymousUser | None = None,
+) -> RequestOutcome:
+    """Queue, on the suites' current content, every (model, suite) whose done results
+    are for an earlier content and that has no run on the current content yet (see
+    `selectors.outdated_pairs`), narrowed to `model` and/or `suite`. One transaction;
+    asking twice queues nothing the second time."""
+    with transaction.atomic():
+        return _pairs_request(outdated_pairs(model=model, suite=suite), user=user)
+
+
+def _pairs_request(
+    pairs: Sequence[tuple[LanguageModel, Suite]],
+    *,
+    user: AbstractBaseUser | AnonymousUser | None,
+) -> RequestOutcome:
+    """The evaluation of each (model, suite) on the suite's current content, created
+    where missing, in one transaction. New ones are sent to the GPU queue after their rows
+    are committed.
 
     Raises BrokerUnavailable (after committing the rows) when the queue is unreachable;
     asking again later sends whatever was not sent."""
     outcome = RequestOutcome(evaluations=[])
     requester = user if user is not None and user.is_authenticated else None
-    asked = list(suites)
-    by_suite: dict[int, Evaluation] = {}
+    by_pair: dict[tuple[int, int], Evaluation] = {}
+    snapshots: dict[int, dict[str, Any]] = {}
     with transaction.atomic():
-        # Rows are created in one global order (suite id), so that two requests for
-        # overlapping suites wait for each other instead of deadlocking (PostgreSQL).
-        for suite in sorted({s.pk: s for s in asked}.values(), key=lambda s: s.pk):
-            evaluation = Evaluation.objects.filter(
-                model=model, suite=suite, content_hash=suite.content_hash
-            ).first()
-            if evaluation is None:
-                snapshot = selectors.suite_canonical(suite)
-                try:
-                    with transaction.atomic():
-                        evaluation = Evaluation.objects.create(
-                            model=model,
-                            suite=suite,
-                            content_hash=suite.content_hash,
-                            snapshot=snapshot,
-                            metric=outcomes.prediction_metric(snapshot["meta"].get("metric")),
-                            progress_total=len(formats.sentences(snapshot)),
-                            requested_by=requester,
-                        )
-                    outcome.created.append(evaluation)
-                except IntegrityError:
-                    evaluation = Evaluation.objects.get(
-                        model=model, suite=suite, content_hash=suite.content_hash
-                    )
-                    outcome.existing.append(evaluation)
-            else:
-                outcome.existing.append(evaluation)
-            by_suite[suite.pk] = evaluation
-        outcome.evaluations = [by_suite[suite.pk] for suite in asked]
+        # Rows are created in one global order (model id, suite id), so that two requests
+        # for overlapping pairs wait for each other instead of deadlocking (PostgreSQL).
+        for model, suite in sorted(pairs, key=lambda p: (p[0].pk, p[1].pk)):
+            if (model.pk, suite.pk) in by_pair:
+                continue
+            evaluation, created = _evaluation_get_or_create(
+                model=model, suite=suite, requester=requester, snapshots=snapshots
+            )
+            (outcome.created if created else outcome.existing).append(evaluation)
+            by_pair[model.pk, suite.pk] = evaluation
+        asked = dict.fromkeys((m.pk, s.pk) for m, s in pairs)
+        outcome.evaluations = [by_pair[key] for key in asked]
         # Sent once the rows are committed, so that a worker never sees a row that is
         # not there; a broker outage then raises BrokerUnavailable out of this block.
         runs.runs_enqueue_on_commit(kind=SUITE_RUNS, runs=outcome.evaluations)
     return outcome
+
+
+def _evaluation_get_or_create(
+    *,
+    model: LanguageModel,
+    suite: Suite,
+    requester: AbstractBaseUser | None,
+    snapshots: dict[int, dict[str, Any]],
+) -> tuple[Evaluation, bool]:
+    """The evaluation of `model` on the suite's current content, created when missing
+    (`snapshots` caches each suite's canonical form across models)."""
+    key = {"model": model, "suite": suite, "content_hash": suite.content_hash}
+    evaluation = Evaluation.objects.filter(**key).first()
+    if evaluation is not None:
+        return evaluation, False
+    if suite.pk not in snapshots:
+        snapshots[suite.pk] = selectors.suite_canonical(suite)
+    snapshot = snapshots[suite.pk]
+    try:
+        with transaction.atomic():
+            evaluation = Evaluation.objects.create(
+                **key,
+                snapshot=snapshot,
+                metric=outcomes.prediction_metric(snapshot["meta"].get("metric")),
+                progress_total=len(formats.sentences(snapshot)),
+                requested_by=requester,
+            )
+    except IntegrityError:
+        return Evaluation.objects.get(**key), False
+    return evaluation, True
 
 
 def scoring_payload(evaluation: Evaluation) -> dict[str, Any]:

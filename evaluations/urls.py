@@ -27,6 +27,7 @@ urlpatterns = [
     path("models/<slug:name>/visibility/", views.model_visibility, name="visibility"),
     path("evaluations/", views.evaluation_list, name="list"),
     path("evaluations/new/", views.evaluation_request, name="request"),
+    path("evaluations/rerun-outdated/", views.evaluation_rerun_outdated, name="rerun_outdated"),
     path("evaluations/<int:pk>/", views.evaluation_detail, name="detail"),
     path("evaluations/<int:pk>/retry/", views.evaluation_retry, name="retry"),
     path("evaluations/<int:pk>/cancel/", views.evaluation_cancel, name="cancel"),
@@ -61,6 +62,11 @@ api_urlpatterns = [
     path("models/", api.ModelListCreate.as_view(), name="api-models"),
     path("models/<slug:name>/", api.ModelDetail.as_view(), name="api-model"),
     path("evaluations/", api.EvaluationListCreate.as_view(), name="api-evaluations"),
+    path(
+        "evaluations/rerun-outdated/",
+        api.EvaluationRerunOutdated.as_view(),
+        name="api-evaluations-rerun-outdated",
+    ),
     path("evaluations/<int:pk>/", api.EvaluationDetail.as_view(), name="api-evaluation"),
     path("evaluations/<int:pk>/retry/", api.EvaluationRetry.as_view(), name="api-evaluation-retry"),
     path(

@@ -5,11 +5,14 @@ from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse, HttpResponseForbidden
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.utils.http import urlencode
 from django.views.decorators.http import require_POST
 
 from evaluations import services
 from evaluations.forms import EvaluationRequestForm, ModelRegisterForm
 from evaluations.models import Evaluation, LanguageModel
+from suites.models import Suite
 
 
 def model_list(request: HttpRequest) -> HttpResponse:
@@ -54,36 +57,75 @@ def model_visibility(request: HttpRequest, name: str) -> HttpResponse:
 @login_required
 def evaluation_request(request: HttpRequest) -> HttpResponse:
     initial = {}
-    if request.GET.get("model"):
-        initial["model"] = request.GET["model"]
+    if request.GET.getlist("model"):
+        initial["models"] = request.GET.getlist("model")
     if request.GET.getlist("suite"):
         initial["suites"] = request.GET.getlist("suite")
     form = EvaluationRequestForm(request.POST or None, initial=initial)
     if request.method == "POST" and form.is_valid():
-        model = form.cleaned_data["model"]
-        suites = form.cleaned_data["all_suites"]
         try:
-            outcome = services.evaluation_request(model=model, suites=suites, user=request.user)
+            outcome = services.evaluations_request(
+                models=form.cleaned_data["models"],
+                suites=form.cleaned_data["all_suites"],
+                user=request.user,
+            )
         except services.BrokerUnavailable as down:
             messages.error(request, str(down))
             return render(
                 request, "evaluations/evaluation_request.html", {"form": form}, status=503
             )
-        if outcome.created:
-            messages.success(
-                request, f"Queued {len(outcome.created)} evaluation(s) of {model.display_name}."
-            )
-        if outcome.existing:
-            messages.info(
-                request,
-                f"{len(outcome.existing)} of these were already requested for the same suite "
-                "content; showing them instead of running them again.",
-            )
-        if len(outcome.evaluations) == 1:
-            return redirect(outcome.evaluations[0])
-        ids = ",".join(str(e.pk) for e in outcome.evaluations)
-        return redirect(f"/evaluations/?ids={ids}")
+        return _request_answer(request, outcome)
     return render(request, "evaluations/evaluation_request.html", {"form": form})
+
+
+@login_required
+@require_POST
+def evaluation_rerun_outdated(request: HttpRequest) -> HttpResponse:
+    """Queue every outdated (model, suite) of a suite (`suite`) or a model (`model`) on
+    the suite's current content; back to that page when nothing is outdated."""
+    suite = model = None
+    if request.POST.get("suite"):
+        suite = get_object_or_404(Suite, name=request.POST["suite"])
+    if request.POST.get("model"):
+        model = get_object_or_404(LanguageModel, name=request.POST["model"])
+    if suite is None and model is None:
+        return render(
+            request, "400.html", {"message": "Say which suite or model to re-run."}, status=400
+        )
+    try:
+        outcome = services.evaluations_rerun_outdated(model=model, suite=suite, user=request.user)
+    except services.BrokerUnavailable as down:
+        messages.error(request, str(down))
+        return redirect(suite or model)
+    if not outcome.evaluations:
+        messages.info(request, "Nothing is outdated: every result is for the current content.")
+        return redirect(suite or model)
+    return _request_answer(request, outcome)
+
+
+def _request_answer(request: HttpRequest, outcome: services.RequestOutcome) -> HttpResponse:
+    """Say what a request queued and what was there already; show the runs (the list
+    marks which of them this request queued)."""
+    if outcome.created:
+        names = sorted({e.model.display_name for e in outcome.created})
+        messages.success(
+            request, f"Queued {len(outcome.created)} evaluation(s) of {', '.join(names)}."
+        )
+    if outcome.existing:
+        messages.info(
+            request,
+            f"{len(outcome.existing)} of these were already requested for the same suite "
+            "content; showing them instead of running them again.",
+        )
+    if len(outcome.evaluations) == 1:
+        return redirect(outcome.evaluations[0])
+    query = urlencode(
+        {
+            "ids": ",".join(str(e.pk) for e in outcome.evaluations),
+            "new": ",".join(str(e.pk) for e in outcome.created),
+        }
+    )
+    return redirect(f"{reverse('evaluations:list')}?{query}")
 
 
 # The largest id a database row can have (a signed 64-bit integer).
@@ -107,6 +149,7 @@ def evaluation_list(request: HttpRequest) -> HttpResponse:
     evaluations = Evaluation.objects.select_related("model", "suite").order_by("-created_at")
     try:
         ids = parse_ids(request.GET.get("ids", ""))
+        new = set(parse_ids(request.GET.get("new", "")))
     except ValueError as bad:
         return render(request, "400.html", {"message": str(bad)}, status=400)
     if ids:
@@ -118,7 +161,16 @@ def evaluation_list(request: HttpRequest) -> HttpResponse:
     return render(
         request,
         "evaluations/evaluation_list.html",
-        {"page": page, "status": status, "statuses": Evaluation.Status.choices, "ids": ids},
+        {
+            "page": page,
+            "status": status,
+            "statuses": Evaluation.Status.choices,
+            "ids": ids,
+            # Which of the listed runs the request just made queued (the rest were there).
+            "new": new if "new" in request.GET else None,
+            "queued_now": len(new & set(ids)),
+            "already_there": len(set(ids) - new),
+        },
     )
 
 

@@ -109,6 +109,7 @@ def test_the_web_process_reads_no_weights(model_dir: Path, gpt2_folder: Path) ->
     huge = model_dir / "huge-config"
     huge.mkdir()
     (huge / "config.json").write_text("{" + " " * (2 * 1024 * 1024) + "}")
+    (huge / "tokenizer.json").write_text("{}")
     assert not model_sources.config_is_readable(
         model_sources.model_source_check(str(huge), model_dirs=[model_dir])
     )

@@ -53,6 +53,7 @@ def suite_results(context: template.Context, suite: Suite) -> dict[str, Any]:
         "user": user,
         # Two or more current results can be compared item by item.
         "comparable": sum(1 for r in results if r.done and not r.outdated) >= 2,
+        "outdated": selectors.outdated_pairs(suite=suite) if user and user.is_authenticated else [],
     }
 
 
