@@ -58,6 +58,24 @@ def make_suite(items: int) -> dict[str, Any]:
     }
 
 
+def token_storage(evaluation_ids: list[int]) -> tuple[int, int]:
+    """(characters of the stored token JSON as the database holds it, tokens) of the
+    evaluations' items: what keeping token surprisals costs."""
+    from django.db.models import Sum, TextField
+    from django.db.models.functions import Cast, Length
+
+    from evaluations.models import ItemResult
+
+    rows = ItemResult.objects.filter(evaluation_id__in=evaluation_ids, tokens__isnull=False)
+    size = rows.aggregate(size=Sum(Length(Cast("tokens", TextField()))))["size"] or 0
+    count = sum(
+        len(packed["text"])
+        for tokens in rows.values_list("tokens", flat=True).iterator()
+        for packed in tokens.values()
+    )
+    return size, count
+
+
 def main() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="gym-large-"))
     try:
@@ -125,6 +143,7 @@ def run(tmp: Path) -> None:
         for worker in workers.values():
             worker.wait(timeout=120)
     stored = ItemResult.objects.filter(evaluation=evaluation).count()
+    token_bytes, tokens = token_storage([evaluation.pk])
     print(
         f"large suite: {items} items, {len(source) / 1e6:.1f} MB of JSON, "
         f"{evaluation.progress_total} sentences (embedded default: SQLite, filesystem broker)"
@@ -133,6 +152,10 @@ def run(tmp: Path) -> None:
     print(
         f"large suite: scored after {scored_at or 0:.1f} s, {evaluation.status} after "
         f"{elapsed:.1f} s; {stored} item rows stored; accuracy {evaluation.accuracy}"
+    )
+    print(
+        f"large suite: token surprisals stored: {tokens} tokens in {token_bytes / 1e6:.2f} MB "
+        f"of JSON, {token_bytes / max(tokens, 1):.1f} bytes a token"
     )
     errors = [
         line

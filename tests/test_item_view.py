@@ -43,7 +43,9 @@ WORDS: dict[int, dict[str, list[list[tuple[str, float | None]]]]] = {
 }
 
 
-def suite_data(name: str = "items with tokens") -> dict[str, Any]:
+def suite_data(name: str = "items with tokens", words: dict | None = None) -> dict[str, Any]:
+    """A suite whose regions are the words of `words` (WORDS) joined."""
+
     def condition(name: str, regions: list[list[tuple[str, float | None]]]) -> dict[str, Any]:
         contents = [" ".join(w for w, _s in r).replace(" .", ".") for r in regions]
         return {
@@ -63,7 +65,7 @@ def suite_data(name: str = "items with tokens") -> dict[str, Any]:
                 "item_number": n,
                 "conditions": [condition(c, regions) for c, regions in conditions.items()],
             }
-            for n, conditions in WORDS.items()
+            for n, conditions in (words or WORDS).items()
         ],
     }
 
@@ -185,11 +187,11 @@ def test_item_page_shows_regions_values_outcomes_and_tokens(client, evaluation) 
     assert "✗ fail" in first and first.endswith("5.00 > 6.00")
     assert "✓ pass" in second and second.endswith("16.50 > 15.50")
     # Tokens: their characters (no Ġ mark), offsets and bits on hover and in the table.
-    assert 'title="Ġare · characters 7–11 · 5.00 bits"' in html
+    assert 'title="“ are” · characters 7–11 · 5.00 bits"' in html and "Ġ" not in html
     assert re.search(r'<span class="tok"[^>]*> are</span>', mismatch)
     table = mismatch.split('class="table token-table"')[1].split("</table>")[0]
     rows = [re.findall(r"<td[^>]*>(.*?)</td>", r) for r in re.findall(r"<tr>(.*?)</tr>", table)]
-    assert [_text(cell) for cell in rows[3]] == ["3", "are", "Ġare", "7–11", "2 Verb", "5.000"]
+    assert [_text(cell) for cell in rows[3]] == ["3", "are", "7–11", "2 Verb", "5.000"]
     assert '<span class="tok-text"> are</span>' in rows[3][1]
     assert "not stored" not in text
 
@@ -229,7 +231,8 @@ def test_an_evaluation_stored_without_tokens_still_shows_its_items(client) -> No
     response = client.get(f"/evaluations/{old.pk}/items/1/")
     assert response.status_code == 200
     text = _text(response.content.decode())
-    assert "Token surprisals were not stored for this evaluation; re-run it to see them." in text
+    assert "Token surprisals were not stored for this evaluation (it was scored before Gym" in text
+    assert "kept them); re-run it to see them." in text
     assert "1 Subject The dog 5.00" in text and "token-table" not in response.content.decode()
     data = client.get(f"/api/evaluations/{old.pk}/items/1/").json()
     assert data["tokens_stored"] is False
@@ -339,6 +342,7 @@ def test_a_real_worker_stores_tokens_that_add_up_to_the_region_sums(  # type: ig
             # Offsets slice the sentence to the token's characters (Ġ is the space).
             assert text[token.start : token.end] == token.text.replace("Ġ", " ")
             assert token.surprisal is not None and token.surprisal > 0
+            assert round(token.surprisal, 4) == token.surprisal  # stored to 1e-4 bits
         sums = _region_sums_from_tokens(text, spans, packed)
         stored = rows[item_number].values[condition]["sum"]
         assert sums == pytest.approx(stored, abs=1e-3)

@@ -1,0 +1,71 @@
+"""The item view in a real browser: from the result page's failing items to one item,
+with many conditions, a long sentence and its tokens; the page itself never scrolls
+sideways. Saves a screenshot to the test artifacts folder."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from tests.browser import artifact
+from tests.test_item_view import store, suite_data
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+LONG_END = (
+    "here in the middle of the enormous and crowded marketplace while the street musicians "
+    "played their loudest songs until well after midnight."
+)
+CONDITIONS = ["match", "mismatch", "match_pp", "mismatch_pp", "mismatch_with_a_long_condition_name"]
+
+
+def _words(item: int) -> dict[str, list[list[tuple[str, float | None]]]]:
+    """Five conditions; item 2's mismatch verb is less surprising than its match verb."""
+    words = {}
+    for index, condition in enumerate(CONDITIONS):
+        verb = "are" if "mismatch" in condition else "is"
+        verb_bits = 4.0 + index if item != 2 else 9.0 - index
+        end = [(w, 1.0 + (len(w) * 7 + index) % 11) for w in LONG_END.split()]
+        words[condition] = [
+            [("The", 2.5), ("senator", 11.25)],
+            [(verb, verb_bits)],
+            end if item == 2 else [("here.", 3.0)],
+        ]
+    return words
+
+
+def test_a_failing_item_opens_from_the_items_table(page) -> None:  # type: ignore[no-untyped-def]
+    words = {n: _words(n) for n in (1, 2, 3)}
+    evaluation = store(suite_data("many conditions", words), words=words)
+    page.goto(f"/evaluations/{evaluation.pk}/results/")
+    page.get_by_role("link", name=re.compile(r"^Failing \d")).click()
+    failing = page.locator("tbody.item").evaluate_all("els => els.map(e => e.dataset.item)")
+    assert failing == ["2"]
+    page.locator('tbody[data-item="2"] a[data-why]').click()
+    page.wait_for_url(re.compile(rf"/evaluations/{evaluation.pk}/items/2/$"))
+
+    assert " ".join(page.locator("h1").inner_text().split()) == "Item 2 ✗ fail"
+    shown = page.locator("article.item-cond").evaluate_all(
+        "els => els.map(e => e.dataset.condition)"
+    )
+    assert shown == CONDITIONS
+    # The sentence reads as written, token by token, with no tokenizer marks.
+    mismatch = page.locator('article[data-condition="mismatch"]')
+    end = mismatch.locator('[data-region="3"] .region-words').inner_text()
+    assert end.strip() == LONG_END and "Ġ" not in end
+    token = mismatch.locator('[data-region="2"] .tok')
+    assert token.get_attribute("title") == "“ are” · characters 11–15 · 8.00 bits"
+    # The token table opens on demand.
+    table = mismatch.locator("table.token-table")
+    assert not table.is_visible()
+    mismatch.locator("summary").click()
+    assert table.is_visible() and table.locator("tbody tr").count() == 3 + len(LONG_END.split())
+    first = page.locator('tr[data-prediction="0"]')
+    assert " ".join(first.locator("td.sides").inner_text().split()) == "8.00 > 9.00"
+
+    width = page.evaluate("document.documentElement.scrollWidth")
+    assert width <= page.viewport_size["width"]
+    page.screenshot(path=artifact("item-view.png"), full_page=True)
+    page.get_by_role("link", name="item 3 →").click()
+    page.wait_for_url(re.compile(r"/items/3/$"))
