@@ -23,8 +23,9 @@ from evaluations.selectors import (
 # --- leaderboard -----------------------------------------------------------------------
 
 
-def leaderboard_data(board: Leaderboard) -> dict[str, Any]:
-    """The board as plain JSON for the API. `compared_suites` are the suites the overall
+def leaderboard_data(board: Leaderboard, *, noun: str = "suites") -> dict[str, Any]:
+    """The board as plain JSON for the API; `noun` names the benchmarks in the keys
+    (suites, or sets for the minimal-pair board). `compared_suites` are the suites the overall
     score and the group means are computed over (those every row has an accuracy for);
     each group says how many of its suites that is, each row how many suites it has."""
     names = {s.id: s.name for s in board.suites}
@@ -34,16 +35,16 @@ def leaderboard_data(board: Leaderboard) -> dict[str, Any]:
         "sort": board.sort,
         "direction": board.direction,
         "tags": board.tags,
-        "compared_suites": [s.name for s in board.compared],
+        f"compared_{noun}": [s.name for s in board.compared],
         "groups": [
             {
                 "tag": g.tag,
-                "suites": [s.name for s in g.suites],
-                "compared_suites": [s.name for s in g.suites if s.id in compared],
+                noun: [s.name for s in g.suites],
+                f"compared_{noun}": [s.name for s in g.suites if s.id in compared],
             }
             for g in board.groups
         ],
-        "suites": [
+        noun: [
             {"name": s.name, "tags": list(s.tags), "compared": s.id in compared}
             for s in board.suites
         ],
@@ -53,7 +54,7 @@ def leaderboard_data(board: Leaderboard) -> dict[str, Any]:
                 "display_name": row.model.display_name,
                 "is_baseline": row.model.is_baseline,
                 "overall": row.overall,
-                "overall_suites": len(board.compared),
+                f"overall_{noun}": len(board.compared),
                 "covered": row.covered,
                 "total": board.total,
                 "ties": row.tie_total,
@@ -74,15 +75,15 @@ def leaderboard_data(board: Leaderboard) -> dict[str, Any]:
     }
 
 
-def leaderboard_csv(board: Leaderboard) -> str:
+def leaderboard_csv(board: Leaderboard, *, noun: str = "suites") -> str:
     """One line per model: overall, coverage, tied comparisons, how many suites the overall
     score is over (the same for every row: those every row has an accuracy for), each
     group mean, then each suite's accuracy."""
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(
-        ["model", "display_name", "is_baseline", "overall", "suites_scored", "suites_total"]
-        + ["ties", "overall_suites"]
+        ["model", "display_name", "is_baseline", "overall", f"{noun}_scored", f"{noun}_total"]
+        + ["ties", f"overall_{noun}"]
         + [f"{GROUP_PREFIX}{g.tag}" for g in board.groups]
         + [s.name for s in board.suites]
     )

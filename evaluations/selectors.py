@@ -17,7 +17,7 @@ from datetime import datetime
 from functools import cached_property
 from typing import Any
 
-from django.db.models import Exists, F, OuterRef
+from django.db.models import Exists, F, OuterRef, QuerySet
 
 from evaluations.models import Evaluation, ItemResult, LanguageModel, PredictionResult
 from evaluations.plots import plot_data
@@ -121,10 +121,15 @@ class Leaderboard:
 
 
 def _suite_columns() -> list[SuiteColumn]:
-    """Every suite with its tags, in one query (a left join: one row per suite and tag)."""
+    return data_columns(Suite.objects.all())
+
+
+def data_columns(benchmarks: QuerySet[Any]) -> list[SuiteColumn]:
+    """Every benchmark (suites, minimal-pair sets: anything with a name and tags) with its
+    tags, in one query (a left join: one row per benchmark and tag)."""
     tags: dict[int, list[str]] = {}
     names: dict[int, str] = {}
-    for suite_id, name, tag in Suite.objects.order_by("name").values_list(
+    for suite_id, name, tag in benchmarks.order_by("name").values_list(
         "id", "name", "tags__name"
     ):
         names[suite_id] = name
@@ -162,7 +167,34 @@ def leaderboard(
     like: they are means over the suites every row has an accuracy for (`compared`), so
     a model with fewer suites is not ranked on a different set. Three queries in all.
     """
-    columns = _suite_columns()
+    # No ordering: the rows are grouped in Python, and sorting would read created_at.
+    current = Evaluation.objects.filter(
+        status=DONE, content_hash=F("suite__content_hash")
+    ).order_by()
+    return board(
+        _suite_columns(),
+        current,
+        "suite_id",
+        tag=tag,
+        sort=sort,
+        direction=direction,
+        include_hidden=include_hidden,
+    )
+
+
+def board(
+    columns: list[SuiteColumn],
+    current: QuerySet[Any],
+    column: str,
+    *,
+    tag: str = "",
+    sort: str = "",
+    direction: str = "",
+    include_hidden: bool = False,
+) -> Leaderboard:
+    """The board of `leaderboard` for any kind of benchmark: `columns` are the
+    benchmarks, `current` the done runs on their current content, `column` the runs'
+    field holding the benchmark id (minimal-pair sets pass theirs). Two queries."""
     all_groups = _group(columns)
     tags = [g.tag for g in all_groups]
     if tag:
@@ -180,17 +212,13 @@ def leaderboard(
         models = models.filter(is_hidden=False)
     by_id = {m.pk: m for m in models}
 
-    # No ordering: the rows are grouped in Python, and sorting would read created_at.
-    current = Evaluation.objects.filter(
-        status=DONE, content_hash=F("suite__content_hash")
-    ).order_by()
     # Hidden models are dropped below (by_id), which keeps this query free of a join.
     if tag:
-        current = current.filter(suite_id__in=suite_ids)
+        current = current.filter(**{f"{column}__in": suite_ids})
     cells: dict[int, dict[int, tuple[float | None, int]]] = defaultdict(dict)
     ties: dict[int, dict[int, int]] = defaultdict(dict)
     for model_id, suite_id, accuracy, evaluation_id, tied in current.values_list(
-        "model_id", "suite_id", "accuracy", "id", "ties"
+        "model_id", column, "accuracy", "id", "ties"
     ):
         if model_id in by_id and suite_id in suite_ids:
             cells[model_id][suite_id] = (accuracy, evaluation_id)
