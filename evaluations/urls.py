@@ -2,7 +2,15 @@ from __future__ import annotations
 
 from django.urls import path, register_converter
 
-from evaluations import api, pair_api, probing_api, probing_views, result_views, views
+from evaluations import (
+    api,
+    pair_api,
+    pair_result_views,
+    probing_api,
+    probing_views,
+    result_views,
+    views,
+)
 
 
 class SignedIntConverter:
@@ -56,6 +64,17 @@ urlpatterns = [
         probing_views.probing_leaderboard_csv,
         name="probing_leaderboard_csv",
     ),
+    path("pairs/evaluations/<int:pk>/", pair_result_views.pair_result_view, name="pair_result"),
+    path(
+        "pairs/evaluations/<int:pk>/<str:table>.tsv",
+        pair_result_views.pair_table_view,
+        name="pair_table",
+    ),
+    path(
+        "leaderboard/minimal-pairs.csv",
+        pair_result_views.pair_leaderboard_csv_view,
+        name="pair_leaderboard_csv",
+    ),
 ]
 
 api_urlpatterns = [
@@ -73,6 +92,11 @@ api_urlpatterns = [
         "evaluations/<int:pk>/cancel/", api.EvaluationCancel.as_view(), name="api-evaluation-cancel"
     ),
     path("leaderboard/", result_views.LeaderboardAPI.as_view(), name="api-leaderboard"),
+    path(
+        "leaderboard/minimal-pairs/",
+        pair_result_views.PairLeaderboardAPI.as_view(),
+        name="api-pair-leaderboard",
+    ),
     path("results/export/", result_views.ResultsExportAPI.as_view(), name="api-results-export"),
     path(
         "minimal-pairs/<str:name>/analyze/",

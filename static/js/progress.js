@@ -1,5 +1,6 @@
-// Live progress for evaluation pages: poll the API for every unfinished evaluation on the
-// page and update its status, progress bar and accuracy without a reload.
+// Live progress for evaluation pages: poll the API for every unfinished evaluation (or
+// other run, at its data-api address) on the page and update its status, progress bar and
+// accuracy without a reload.
 (function () {
   "use strict";
   const POLL_MS = 1500;
@@ -26,8 +27,10 @@
     el.dataset.finished = finished ? "1" : "0";
     const cancel = el.querySelector("[data-cancel]");
     if (cancel && finished) cancel.hidden = true;
-    if (finished && el.tagName === "SECTION" && data.status !== "done") {
-      // The retry button is rendered by the server: reload once to show it.
+    if (finished && el.tagName === "SECTION" &&
+        (data.status !== "done" || el.hasAttribute("data-reload-when-done"))) {
+      // The retry button (or, on a page that shows results in place, the results) is
+      // rendered by the server: reload once to show it.
       window.location.reload();
     }
   }

@@ -1,0 +1,66 @@
+"""Template helpers for minimal-pair results: the leaderboard section, the model and set
+pages' lists of runs (each one include tag, so that the shared pages only load them),
+and the result page's links, which keep its analysis options."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import template
+from django.utils.http import urlencode
+
+from evaluations import pair_result_page, pair_selectors
+from evaluations.models import LanguageModel
+from suites.models import MinimalPairSet
+
+register = template.Library()
+
+
+def _staff(context: template.Context) -> bool:
+    user = getattr(context.get("request"), "user", None)
+    return bool(user is not None and user.is_staff)
+
+
+@register.inclusion_tag("evaluations/_pair_leaderboard.html", takes_context=True)
+def pair_board_section(context: template.Context) -> dict[str, Any]:
+    """The minimal-pair section of the leaderboard page, for the page's query string."""
+    from evaluations.pair_result_views import pair_board
+
+    request = context["request"]
+    return {
+        "board": pair_board(request),
+        "user": request.user,
+        "prefix": pair_selectors.SORT_PREFIX,
+    }
+
+
+@register.inclusion_tag("evaluations/_model_pairs.html", takes_context=True)
+def model_pair_results(context: template.Context, model: LanguageModel) -> dict[str, Any]:
+    return {"model": model, "results": pair_selectors.model_pair_results(model)}
+
+
+@register.inclusion_tag("evaluations/_pair_set_results.html", takes_context=True)
+def pair_set_results(context: template.Context, pair_set: MinimalPairSet) -> dict[str, Any]:
+    return {
+        "pair_set": pair_set,
+        "results": pair_selectors.pair_set_results(pair_set, include_hidden=_staff(context)),
+        "user": getattr(context.get("request"), "user", None),
+    }
+
+
+@register.simple_tag
+def pair_query(result: pair_result_page.PairResultPage, **changes: object) -> str:
+    """The result page's query string: its options, condition group, tab and page, with
+    `changes` applied (None or "" drops a parameter; a new filter starts at page 1)."""
+    params: dict[str, object] = dict(pair_result_page.options_query(result.options))
+    params["cond"] = result.group.number if result.group else ""
+    params["show"] = result.show
+    params["page"] = result.page.number if result.page.number > 1 else ""
+    if "cond" in changes or "show" in changes:
+        params["page"] = ""
+    params.update(changes)
+    pairs = [(k, str(v)) for k, v in params.items() if v is not None and v != ""]
+    # An empty `conditions` differs from an absent one (the page's default grouping).
+    if not result.options.conditions:
+        pairs.append(("conditions", ""))
+    return "?" + urlencode(pairs)

@@ -1,0 +1,449 @@
+"""Minimal-pair result pages, the leaderboard section and the model and set pages' lists.
+
+Runs are stored as the store task stores them (packed token surprisals per sentence),
+with hand-chosen surprisals, so that every number on the page can be checked by hand:
+
+    sentence tokens          The dog runs .      ROI: word 2 ("runs", with "." under
+    pair 1 (A) expected      5   8   2    1      punctuation=previous)
+               unexpected    5   8   6    1
+    pair 2 (A) expected      5   9   3    1
+               unexpected    5   9   3    5
+    pair 3 (B) expected      4   7   6    1
+               unexpected    4   7   2    1
+
+Defaults (surp, mean, previous): ROI values 1.5/3.5, 2/4, 3.5/1.5: pairs 1 and 2 pass,
+pair 3 fails; accuracy 2/3. punctuation=separate: 2/6 pass, 3/3 a tie, 6/2 fail: 1/3.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+from collections.abc import Sequence
+from typing import Any, NamedTuple
+
+import pytest
+from django.core.cache import cache
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
+
+from evaluations import pair_results, plots
+from evaluations.models import LanguageModel, PairEvaluation, PairSentenceTokens
+from evaluations.token_data import pack_tokens
+from suites import pair_sets
+from suites.formats import minimal_pairs as mp
+from suites.models import MinimalPairSet
+
+pytestmark = pytest.mark.django_db
+
+HEADER = "sentid\tpairid\tcomparison\tsentence\tROI\tcond\n"
+SENTENCES = [
+    ("1", "expected", "The dog runs.", "A"),
+    ("1", "unexpected", "The dog run.", "A"),
+    ("2", "expected", "The dogs run.", "A"),
+    ("2", "unexpected", "The dogs runs.", "A"),
+    ("3", "expected", "A cat sleeps.", "B"),
+    ("3", "unexpected", "A cat sleep.", "B"),
+]
+SURPRISALS = [[5, 8, 2, 1], [5, 8, 6, 1], [5, 9, 3, 1], [5, 9, 3, 5], [4, 7, 6, 1], [4, 7, 2, 1]]
+
+
+class Token(NamedTuple):
+    text: str
+    start: int
+    end: int
+    surprisal: float | None
+
+
+def small_tsv(copies: int = 1) -> str:
+    """The six sentences above, `copies` times (pair ids 1..3*copies)."""
+    lines = [HEADER]
+    for copy in range(copies):
+        for index, (pair, label, sentence, cond) in enumerate(SENTENCES):
+            sentid = copy * len(SENTENCES) + index + 1
+            pairid = copy * 3 + int(pair)
+            lines.append(f"{sentid}\t{pairid}\t{label}\t{sentence}\t2\t{cond}\n")
+    return "".join(lines)
+
+
+def word_tokens(sentence: str, surprisals: Sequence[float | None]) -> list[Token]:
+    """One token per word of the set's own words (punctuation its own token)."""
+    words = mp.split_words(sentence)
+    assert len(words) == len(surprisals), sentence
+    return [
+        Token(f" {w.text}" if i and not w.punctuation else w.text, w.start, w.end, s)
+        for i, (w, s) in enumerate(zip(words, surprisals, strict=True))
+    ]
+
+
+def store_run(
+    model: LanguageModel,
+    pair_set: MinimalPairSet,
+    *,
+    status: str = PairEvaluation.Status.DONE,
+    content_hash: str | None = None,
+) -> PairEvaluation:
+    """A run with the surprisals above for every copy of the six sentences, stored as
+    the store task stores them; accuracy and ties under the default options."""
+    run = PairEvaluation.objects.create(
+        model=model,
+        pair_set=pair_set,
+        content_hash=content_hash or pair_set.content_hash,
+        status=status,
+        progress_total=pair_set.sentence_count,
+        progress_done=pair_set.sentence_count if status == "done" else 2,
+        finished_at=timezone.now() if status == "done" else None,
+    )
+    if status != PairEvaluation.Status.DONE:
+        return run
+    data = pair_sets.pair_set_data(pair_set)
+    PairSentenceTokens.objects.bulk_create(
+        PairSentenceTokens(
+            evaluation=run,
+            position=i,
+            sentid=s.sentid,
+            tokens=pack_tokens(word_tokens(s.sentence, SURPRISALS[i % len(SURPRISALS)])),
+        )
+        for i, s in enumerate(data.sentences)
+    )
+    analysis = pair_results.analyze_evaluation(run, pair_results.DEFAULT_OPTIONS)
+    by_pair = analysis.by_pair.as_dicts()  # type: ignore[union-attr]
+    run.accuracy = sum(bool(r["acc"]) for r in by_pair) / len(by_pair)
+    run.ties = sum(bool(r["tie"]) for r in by_pair)
+    run.save(update_fields=["accuracy", "ties"])
+    return run
+
+
+def make_set(name: str, *, copies: int = 1, owner: Any = None, tags: Sequence[str] = ()) -> Any:
+    return pair_sets.minimal_pair_set_import(
+        data=small_tsv(copies), name=name, owner=owner, tags=tags
+    ).pair_set
+
+
+@pytest.fixture
+def model() -> LanguageModel:
+    return LanguageModel.objects.create(name="tiny-lm", display_name="Tiny LM", source="hub/tiny")
+
+
+@pytest.fixture
+def run(alice, model) -> PairEvaluation:  # type: ignore[no-untyped-def]
+    return store_run(model, make_set("agreement pairs", owner=alice, tags=["agreement"]))
+
+
+def url(run: PairEvaluation, query: str = "") -> str:
+    return f"/pairs/evaluations/{run.pk}/{query}"
+
+
+def pair_order(page: str) -> list[str]:
+    return re.findall(r'data-pairid="([^"]+)"', page)
+
+
+def card(page: str, name: str) -> str:
+    match = re.search(rf'data-card="{name}"><span class="value"[^>]*>([^<]*)<', page)
+    assert match, name
+    return match.group(1)
+
+
+# --- the result page -------------------------------------------------------------------------
+
+
+def test_result_page_cards_tables_and_failing_pairs_first(anon_client, run) -> None:  # type: ignore[no-untyped-def]
+    assert run.accuracy == pytest.approx(2 / 3)
+    response = anon_client.get(url(run))
+    assert response.status_code == 200
+    page = response.content.decode()
+    assert card(page, "accuracy") == "0.67"
+    assert "2 of 3 pairs" in page
+    assert (card(page, "pairs"), card(page, "ties"), card(page, "outdated")) == (
+        "3",
+        "0",
+        "current",
+    )
+    low, high = plots.wilson_interval(2, 3)  # type: ignore[misc]
+    assert f"95% Wilson interval {low:.2f}–{high:.2f}" in page
+    # Grouped by the set's first condition column by default: A 2/2, B 0/1.
+    result = response.context["result"]
+    assert result.options.conditions == ("cond",)
+    assert [(g.values, g.acc, g.pairs) for g in result.summary.groups] == [
+        (("A",), 1.0, 2),
+        (("B",), 0.0, 1),
+    ]
+    group_b = result.summary.groups[1]
+    assert (group_b.expected, group_b.unexpected, group_b.diff) == (3.5, 1.5, 2.0)
+    assert "Wilson score interval" in page  # the chart says which interval it draws
+    assert pair_order(page) == ["3", "1", "2"]  # the failing pair first
+
+
+def test_words_show_values_and_roi_under_the_options(anon_client, run) -> None:  # type: ignore[no-untyped-def]
+    page = anon_client.get(url(run)).content.decode()
+    # Sentence 1 (pair 1, expected), punctuation folded into "runs.": mean of 2 and 1.
+    sentence = re.search(r'data-sentid="1">(.*?)</div>', page, re.S).group(1)  # type: ignore[union-attr]
+    words = re.findall(
+        r'<span class="pw( roi)?"[^>]*>(?:<mark>|<span class="pw-text">)([^<]*)<', sentence
+    )
+    values = re.findall(r'<span class="pw-value">([^<]*)<', sentence)
+    assert [(w, bool(r)) for r, w in words] == [("The", False), ("dog", False), ("runs.", True)]
+    assert values == ["5.00", "8.00", "1.50"]
+    separate = anon_client.get(url(run, "?punctuation=separate")).content.decode()
+    sentence = re.search(r'data-sentid="1">(.*?)</div>', separate, re.S).group(1)  # type: ignore[union-attr]
+    assert re.findall(r'<span class="pw-value">([^<]*)<', sentence) == [
+        "5.00",
+        "8.00",
+        "2.00",
+        "1.00",
+    ]
+
+
+def test_options_in_the_query_string_change_the_numbers(anon_client, run) -> None:  # type: ignore[no-untyped-def]
+    separate = anon_client.get(url(run, "?punctuation=separate&conditions="))
+    assert separate.status_code == 200
+    page = separate.content.decode()
+    assert (card(page, "accuracy"), card(page, "ties")) == ("0.33", "1")
+    assert separate.context["result"].summary.groups[0].values == ()  # no grouping
+    assert pair_order(page) == ["2", "3", "1"]  # the tie and the failure, then the pass
+    assert "= tie" in page
+    assert "data-options-note" in page  # differs from the leaderboard's options
+    summed = anon_client.get(url(run, "?word_summary=sum")).context["result"]
+    assert [
+        (round(float(e), 6), round(float(u), 6))
+        for e, u in zip(summed.summary.expected, summed.summary.unexpected, strict=True)
+    ] == [
+        (7.0, 3.0),
+        (3.0, 7.0),
+        (4.0, 8.0),
+    ]
+    prob = anon_client.get(url(run, "?pred_measure=prob")).context["result"].summary
+    assert prob.passed == 2 and prob.options.pred_measure == "prob"
+    assert "data-options-note" not in anon_client.get(url(run)).content.decode()
+
+
+@pytest.mark.parametrize(
+    ("query", "message"),
+    [
+        ("?pred_measure=loudness", "pred_measure"),
+        ("?punctuation=nowhere", "punctuation"),
+        ("?conditions=colour", "colour"),
+        ("?cond=7", "cond=&#x27;7&#x27; is not a condition group"),
+        ("?cond=two", "is not a condition group"),
+        ("?cond=x%00", "Bad request"),  # the request guard answers NUL first
+        ("?show=everything", "show=&#x27;everything&#x27;"),
+    ],
+)
+def test_bad_options_are_a_400_page_that_says_why(anon_client, run, query, message) -> None:  # type: ignore[no-untyped-def]
+    response = anon_client.get(url(run, query))
+    assert response.status_code == 400
+    assert message in response.content.decode()
+
+
+def test_condition_filter_tabs_and_paging(anon_client, model) -> None:  # type: ignore[no-untyped-def]
+    big = store_run(model, make_set("many pairs", copies=40))  # 120 pairs: 80 A, 40 B
+    first = anon_client.get(url(big)).context["result"]
+    assert (first.page.paginator.count, first.page.paginator.num_pages, len(first.rows)) == (
+        120,
+        3,
+        50,
+    )
+    assert all(not r.acc for r in first.rows[:40]) and all(r.acc for r in first.rows[40:])
+    only_a = anon_client.get(url(big, "?cond=1")).context["result"]
+    assert only_a.group.values == ("A",) and only_a.counts["all"] == 80
+    assert {r.group.values for r in only_a.rows} == {("A",)}
+    failing_b = anon_client.get(url(big, "?cond=2&show=failing&page=1")).context["result"]
+    assert failing_b.counts == {"all": 40, "failing": 40, "passing": 0, "ties": 0}
+    passing_b = anon_client.get(url(big, "?cond=2&show=passing"))
+    assert "data-no-pairs" in passing_b.content.decode()
+    last = anon_client.get(url(big, "?page=3")).context["result"]
+    assert len(last.rows) == 20 and [r.pairid for r in last.rows][-1] == "119"
+
+
+def test_query_count_does_not_grow_with_the_set(anon_client, model) -> None:  # type: ignore[no-untyped-def]
+    small = store_run(model, make_set("small"))
+    big = store_run(model, make_set("big", copies=60))
+
+    def count(run: PairEvaluation, query: str = "") -> int:
+        with CaptureQueriesContext(connection) as queries:
+            assert anon_client.get(url(run, query)).status_code == 200
+        return len(queries.captured_queries)
+
+    cold = [count(small), count(big)]
+    warm = [count(small), count(big)]
+    assert cold[0] == cold[1] and warm[0] == warm[1]
+    # The analysis is computed once, then read from the cache: a warm page does not read
+    # the whole set's tokens and sentences again.
+    assert warm[0] < cold[0]
+    assert count(big, "?page=4&cond=2") == warm[1]
+
+
+def test_a_retry_is_analysed_afresh(anon_client, run) -> None:  # type: ignore[no-untyped-def]
+    assert card(anon_client.get(url(run)).content.decode(), "accuracy") == "0.67"
+    # A later attempt stored other tokens (pair 3 now passes).
+    tokens = PairSentenceTokens.objects.get(evaluation=run, sentid="5")
+    tokens.tokens = pack_tokens(word_tokens("A cat sleeps.", [4, 7, 1, 1]))
+    tokens.save()
+    PairEvaluation.objects.filter(pk=run.pk).update(attempt=2, finished_at=timezone.now())
+    assert card(anon_client.get(url(run)).content.decode(), "accuracy") == "1.00"
+
+
+def test_a_running_run_shows_its_progress(anon_client, model) -> None:  # type: ignore[no-untyped-def]
+    running = store_run(model, make_set("in progress"), status=PairEvaluation.Status.RUNNING)
+    response = anon_client.get(url(running))
+    assert response.status_code == 200
+    page = response.content.decode()
+    assert "data-status>Running" in page and "2 / 6" in page
+    assert f'data-api="/api/pairs/evaluations/{running.pk}/"' in page
+    assert "pair-plot" not in page
+    assert anon_client.get(f"/pairs/evaluations/{running.pk}/by_cond.tsv").status_code == 404
+
+
+def test_outdated_and_hidden_runs_stay_readable_and_say_so(anon_client, run) -> None:  # type: ignore[no-untyped-def]
+    MinimalPairSet.objects.filter(pk=run.pair_set_id).update(content_hash="0" * 64)
+    LanguageModel.objects.filter(pk=run.model_id).update(is_hidden=True)
+    page = anon_client.get(url(run)).content.decode()
+    assert card(page, "outdated") == "outdated" and "Outdated:" in page
+    assert ">hidden</span>" in page
+    assert anon_client.get("/pairs/evaluations/987654/").status_code == 404
+
+
+def test_the_four_tables_download_with_nlpscholar_columns(anon_client, run) -> None:  # type: ignore[no-untyped-def]
+    page = anon_client.get(url(run)).content.decode()
+    for table in ("tokens", "by_word", "by_pair", "by_cond"):
+        assert f"/pairs/evaluations/{run.pk}/{table}.tsv?" in page
+    tokens = anon_client.get(f"/pairs/evaluations/{run.pk}/tokens.tsv")
+    header = tokens.content.decode().splitlines()[0].split("\t")
+    assert header == [
+        "token",
+        "sentid",
+        "word",
+        "wordpos",
+        "model",
+        "tokenizer",
+        "punctuation",
+        "prob",
+        "surp",
+    ]
+    assert 'predictions.tsv"' in tokens["Content-Disposition"]
+    by_cond = anon_client.get(f"/pairs/evaluations/{run.pk}/by_cond.tsv?conditions=cond")
+    rows = list(csv.reader(io.StringIO(by_cond.content.decode()), delimiter="\t"))
+    assert rows[0] == [
+        "",
+        "model",
+        "cond",
+        "acc",
+        "diff",
+        "expected",
+        "unexpected",
+        "macrodiff",
+        "pairs",
+        "ties",
+    ]
+    assert [(r[2], float(r[3])) for r in rows[1:]] == [("A", 1.0), ("B", 0.0)]
+    by_pair = anon_client.get(
+        f"/pairs/evaluations/{run.pk}/by_pair.tsv?punctuation=separate&conditions="
+    )
+    assert by_pair["Content-Disposition"].endswith('_bypair.tsv"')
+    rows = list(csv.reader(io.StringIO(by_pair.content.decode()), delimiter="\t"))
+    assert rows[0][1:] == ["model", "pairid", "expected", "unexpected", "diff", "acc", "tie"]
+    assert [r[-1] for r in rows[1:]] == ["False", "True", "False"]
+    assert anon_client.get(f"/pairs/evaluations/{run.pk}/by_word.tsv").status_code == 200
+    assert anon_client.get(f"/pairs/evaluations/{run.pk}/by_foo.tsv").status_code == 404
+    assert (
+        anon_client.get(f"/pairs/evaluations/{run.pk}/by_pair.tsv?pred_measure=x").status_code
+        == 400
+    )
+
+
+# --- leaderboard, model and set pages -------------------------------------------------------
+
+
+@pytest.fixture
+def board(alice, model) -> dict[str, Any]:  # type: ignore[no-untyped-def]
+    """Two sets tagged agreement (one also npi), one untagged; two visible models and a
+    hidden one; an outdated run that must not count."""
+    sets = {
+        "agr-one": make_set("agr-one", owner=alice, tags=["agreement"]),
+        "agr-npi": make_set("agr-npi", copies=2, owner=alice, tags=["agreement", "npi"]),
+        "plain": make_set("plain", owner=alice),
+    }
+    other = LanguageModel.objects.create(name="other", display_name="Other LM", source="hub/o")
+    hidden = LanguageModel.objects.create(
+        name="secret", display_name="Secret LM", source="hub/s", is_hidden=True
+    )
+    runs = {
+        ("tiny-lm", "agr-one"): store_run(model, sets["agr-one"]),
+        ("tiny-lm", "agr-npi"): store_run(model, sets["agr-npi"]),
+        ("other", "plain"): store_run(other, sets["plain"]),
+        ("secret", "plain"): store_run(hidden, sets["plain"]),
+        # An earlier content of agr-one: outdated, left out.
+        ("other", "agr-one"): store_run(other, sets["agr-one"], content_hash="f" * 64),
+    }
+    PairEvaluation.objects.filter(pk=runs[("other", "plain")].pk).update(accuracy=0.25, ties=1)
+    return {"sets": sets, "runs": runs}
+
+
+def test_leaderboard_section_json_and_csv(anon_client, dana_client, board) -> None:  # type: ignore[no-untyped-def]
+    data = anon_client.get("/api/leaderboard/minimal-pairs/").json()
+    assert [g["tag"] for g in data["groups"]] == ["agreement", "npi", "untagged"]
+    assert [s["name"] for s in data["sets"]] == ["agr-npi", "agr-one", "plain"]
+    rows = {r["model"]: r for r in data["rows"]}
+    assert set(rows) == {"tiny-lm", "other"}  # hidden left out
+    tiny = rows["tiny-lm"]
+    assert tiny["scores"]["agr-one"]["accuracy"] == pytest.approx(2 / 3)
+    assert tiny["scores"]["agr-one"]["evaluation"] == board["runs"][("tiny-lm", "agr-one")].pk
+    assert tiny["group_means"]["agreement"] == pytest.approx(2 / 3)
+    assert (tiny["covered"], tiny["total"]) == (2, 3)
+    # The outdated run of "other" on agr-one does not count.
+    assert set(rows["other"]["scores"]) == {"plain"}
+    assert (rows["other"]["overall"], rows["other"]["ties"]) == (0.25, 1)
+    assert [r["model"] for r in data["rows"]] == ["tiny-lm", "other"]  # best overall first
+    staff = dana_client.get("/api/leaderboard/minimal-pairs/?pairs_sort=model").json()
+    assert [r["model"] for r in staff["rows"]] == ["other", "secret", "tiny-lm"]
+    npi = anon_client.get("/api/leaderboard/minimal-pairs/?tag=npi").json()
+    assert [s["name"] for s in npi["sets"]] == ["agr-npi"]
+
+    response = anon_client.get("/leaderboard/minimal-pairs.csv?tag=agreement")
+    assert response["Content-Disposition"].endswith('leaderboard-minimal-pairs-agreement.csv"')
+    table = list(csv.DictReader(io.StringIO(response.content.decode())))
+    assert [r["model"] for r in table] == ["tiny-lm"]
+    assert float(table[0]["agr-one"]) == pytest.approx(2 / 3)
+    assert (table[0]["sets_scored"], table[0]["sets_total"], table[0]["group:agreement"]) == (
+        "2",
+        "2",
+        repr(2 / 3),
+    )
+
+
+def test_leaderboard_page_shows_both_sections(anon_client, board) -> None:  # type: ignore[no-untyped-def]
+    page = anon_client.get("/leaderboard/").content.decode()
+    section = page[page.index('id="minimal-pairs"') :]
+    run = board["runs"][("tiny-lm", "agr-one")]
+    assert f'href="/pairs/evaluations/{run.pk}/"' in section
+    assert "Secret LM" not in section and "Other LM" in section
+    assert "?pairs_sort=model&amp;pairs_dir=asc#minimal-pairs" in section
+    sorted_page = anon_client.get("/leaderboard/?pairs_sort=model&pairs_dir=asc").content.decode()
+    section = sorted_page[sorted_page.index('id="minimal-pairs"') :]
+    assert section.index("Other LM") < section.index("Tiny LM")
+
+
+def test_leaderboard_section_empty_states(anon_client) -> None:
+    page = anon_client.get("/leaderboard/").content.decode()
+    assert "There are no minimal-pair sets yet" in page
+    make_set("lonely")
+    assert "No minimal-pair results yet" in anon_client.get("/leaderboard/").content.decode()
+
+
+def test_model_and_set_pages_list_pair_results(anon_client, dana_client, board) -> None:  # type: ignore[no-untyped-def]
+    page = anon_client.get("/models/other/").content.decode()
+    section = page[page.index('id="h-model-pairs"') :]
+    current = board["runs"][("other", "plain")]
+    outdated = board["runs"][("other", "agr-one")]
+    assert section.index(f"/pairs/evaluations/{current.pk}/") < section.index(
+        f"/pairs/evaluations/{outdated.pk}/"
+    )
+    assert "0.25" in section and "outdated" in section
+    set_page = anon_client.get("/minimal-pairs/plain/").content.decode()
+    assert "Other LM" in set_page and "Secret LM" not in set_page
+    assert "Secret LM" in dana_client.get("/minimal-pairs/plain/").content.decode()
+    empty = LanguageModel.objects.create(name="new", display_name="New LM", source="hub/n")
+    assert "data-no-pair-results" in anon_client.get(empty.get_absolute_url()).content.decode()
+    cache.clear()
