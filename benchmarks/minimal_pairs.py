@@ -10,6 +10,9 @@ sentences, agreement pairs with condition fields) and prints:
   and by_word separately;
 - import: the set into a throw-away SQLite database through the import service (one
   transaction; target under 20 s), and the set page's server time and query count;
+- result page: the token table stored as a run, then its result page's server time
+  (first request: the analysis, then cached; later requests: target under 300 ms) and
+  query count, the same as for a run on a 30-pair set;
 - engine: tokens/s of the evaluate path (scoring + word alignment) on a suite-sized
   slice of the pairs, against the plain engine on SyntaxGym suite sentences of about
   the same token count, with the GPT-2-small-shaped model of benchmarks/scoring.py.
@@ -209,9 +212,10 @@ def engine_figures(args: argparse.Namespace, pair_set: Any, figures: dict[str, A
     )
 
 
-def database_figures(text: str, figures: dict[str, Any]) -> None:
+def database_figures(text: str, figures: dict[str, Any], tokens: Any = None) -> None:
     """Import through the site's service into a throw-away SQLite database, then render
-    the set page (first and last page of pairs) and count its queries."""
+    the set page (first and last page of pairs) and count its queries; with `tokens`,
+    store them as a run and time its result page too."""
     tmp = tempfile.mkdtemp(prefix="gym-bench-")
     os.environ["DATABASE_URL"] = f"sqlite:///{tmp}/bench.sqlite3"
     os.environ.setdefault("GYM_VAR_DIR", tmp)
@@ -251,6 +255,108 @@ def database_figures(text: str, figures: dict[str, Any]) -> None:
         figures[f"set_page_{label}_ms"] = round(seconds * 1000, 1)
         figures[f"set_page_{label}_queries"] = len(queries.captured_queries)
         print(f"set page ({label} page): {seconds * 1000:.0f} ms, {len(queries)} queries")
+    if tokens is not None:
+        result_page_figures(client, report.pair_set, tokens, figures)
+
+
+def store_pair_run(pair_set: Any, tokens: Any, model: Any) -> Any:
+    """A done run of `model` on the stored set whose token table is `tokens` (packed per
+    sentence with the table's own words, as an import of NLPScholar predictions is)."""
+    from collections import defaultdict
+
+    from django.utils import timezone
+
+    from evaluations.models import PairEvaluation, PairSentenceTokens
+    from evaluations.token_data import pack_word_tokens
+
+    rows: dict[str, list[int]] = defaultdict(list)
+    for i, sentid in enumerate(tokens.sentid):
+        rows[sentid].append(i)
+    run = PairEvaluation.objects.create(
+        model=model,
+        pair_set=pair_set,
+        content_hash=pair_set.content_hash,
+        origin="imported",
+        status=PairEvaluation.Status.DONE,
+        finished_at=timezone.now(),
+    )
+    surp, wordpos, punct = (
+        tokens.surp.tolist(),
+        tokens.wordpos.tolist(),
+        tokens.punctuation.tolist(),
+    )
+    sentids = pair_set.sentences.order_by("position").values_list("sentid", flat=True)
+    PairSentenceTokens.objects.bulk_create(
+        (
+            PairSentenceTokens(
+                evaluation=run,
+                position=position,
+                sentid=sentid,
+                tokens=pack_word_tokens(
+                    [tokens.token[i] for i in rows[sentid]],
+                    [surp[i] for i in rows[sentid]],
+                    [tokens.word[i] for i in rows[sentid]],
+                    [wordpos[i] for i in rows[sentid]],
+                    [punct[i] for i in rows[sentid]],
+                ),
+            )
+            for position, sentid in enumerate(sentids)
+        ),
+        batch_size=2000,
+    )
+    return run
+
+
+def result_page_figures(client: Any, pair_set: Any, tokens: Any, figures: dict[str, Any]) -> None:
+    """The result page of a run on the whole set: the first request (analysis, then
+    cached), later ones (another page of pairs, a condition, a tab), and the query count
+    against a run on a 30-pair set."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from evaluations.models import LanguageModel
+    from suites import pair_sets
+
+    model = LanguageModel.objects.create(name="bench", display_name="Bench", source="bench")
+    run = timed("store_run_tokens_s", figures, lambda: store_pair_run(pair_set, tokens, model))
+    small_text = generate_blimp(1, 30)
+    small = pair_sets.minimal_pair_set_import(
+        data=small_text, filename="s.jsonl", name="small", owner=None
+    )
+    from suites.formats.minimal_pairs import parse_minimal_pairs
+
+    small_run = store_pair_run(
+        small.pair_set, synthetic_tokens(parse_minimal_pairs(small_text)), model
+    )
+    last = (pair_set.pair_count + 49) // 50
+
+    def get(pk: int, query: str = "") -> tuple[float, int]:
+        with CaptureQueriesContext(connection) as queries:
+            started = time.perf_counter()
+            response = client.get(f"/pairs/evaluations/{pk}/{query}")
+            seconds = time.perf_counter() - started
+        assert response.status_code == 200, (response.status_code, query)
+        return seconds * 1000, len(queries.captured_queries)
+
+    cold_ms, cold_queries = get(run.pk)
+    figures["result_page_cold_ms"] = round(cold_ms, 1)
+    print(f"result page, first request (analysis of every pair, cached): {cold_ms:.0f} ms")
+    for label, query in (
+        ("first", ""),
+        ("last", f"?page={last}"),
+        ("condition", "?cond=2&show=failing"),
+    ):
+        ms, queries = get(run.pk, query)
+        figures[f"result_page_{label}_ms"] = round(ms, 1)
+        figures[f"result_page_{label}_queries"] = queries
+        print(f"result page ({label}): {ms:.0f} ms, {queries} queries")
+    small_cold = get(small_run.pk)[1]
+    small_warm = get(small_run.pk)[1]
+    figures["result_page_queries_30_pairs"] = [small_cold, small_warm]
+    print(
+        f"queries, first / later request: {cold_queries} / {figures['result_page_first_queries']} "
+        f"({pair_set.pair_count:,} pairs) and {small_cold} / {small_warm} (30 pairs)"
+    )
 
 
 def main() -> None:
@@ -309,7 +415,7 @@ def main() -> None:
         lambda: analyze_minimal_pairs(tokens, pair_set, options, tables=("by_word",)),
     )
     if not args.skip_database:
-        database_figures(text, figures)
+        database_figures(text, figures, tokens)
     if not args.skip_engine:
         engine_figures(args, pair_set, figures)
     figures["load_average_end"] = os.getloadavg()
