@@ -23,11 +23,10 @@ from django.core.paginator import Page, Paginator
 from evaluations import pair_results
 from evaluations.minimal_pairs.analysis import (
     OUTPUT_NAMES,
-    AnalysisError,
     AnalysisOptions,
     analyze_minimal_pairs,
 )
-from evaluations.models import PairEvaluation
+from evaluations.models import PairEvaluation, PairSentenceTokens
 from evaluations.pair_summary import SHOW, ConditionGroup, PairSummary, summarize
 from suites import pair_sets
 from suites.formats import minimal_pairs as mp
@@ -63,7 +62,7 @@ def page_options(query: Mapping[str, Any], pair_set: MinimalPairSet) -> Analysis
         params["conditions"] = ",".join(default_conditions(pair_set))
     try:
         return pair_results.analysis_options(params)
-    except (AnalysisError, ValueError) as bad:
+    except pair_results.PairAnalysisInvalid as bad:
         raise PageQueryError(str(bad)) from None
 
 
@@ -92,14 +91,14 @@ def _cache_key(evaluation: PairEvaluation, options: AnalysisOptions) -> str:
 
 def pair_summary(evaluation: PairEvaluation, options: AnalysisOptions) -> PairSummary:
     """The analysis summary of a done run under `options`, from the cache when an
-    earlier request computed it. Raises AnalysisError when the options do not fit the
-    set (an unknown condition column, a pair whose sentences differ in one)."""
+    earlier request computed it. Raises PairAnalysisInvalid when the options do not fit
+    the set (an unknown condition column, a pair whose sentences differ in one)."""
     key = _cache_key(evaluation, options)
     summary = cache.get(key)
     if summary is None:
         data = pair_sets.pair_set_data(evaluation.pair_set)
-        analysis = analyze_minimal_pairs(
-            pair_results.token_table(evaluation), data, options, tables=("by_pair", "by_cond")
+        analysis = pair_results.analyze_tokens(
+            pair_results.token_table(evaluation), data, options, ("by_pair", "by_cond")
         )
         summary = summarize(analysis, {pairid: i for i, pairid in enumerate(data.pairs())})
         cache.set(key, summary, CACHE_SECONDS)
@@ -187,7 +186,15 @@ def _sentence_words(
         condition_columns=list(evaluation.pair_set.condition_columns),
         source_format=evaluation.pair_set.source_format,
     )
-    tokens = pair_results.token_table(evaluation, sentids=[s.sentid for s in sentences])
+    stored_tokens = PairSentenceTokens.objects.filter(
+        evaluation=evaluation, sentid__in=[s.sentid for s in sentences]
+    ).values_list("sentid", "tokens")
+    texts = {s.sentid: s.sentence for s in sentences}
+    tokens = pair_results.packed_table(
+        ((sentid, texts.get(sentid), packed) for sentid, packed in stored_tokens),
+        model_name=evaluation.model.name,
+        tokenizer=pair_results.tokenizer_name(evaluation),
+    )
     analysis = analyze_minimal_pairs(
         tokens, subset, replace(options, conditions=()), tables=("by_word",)
     )
@@ -274,7 +281,7 @@ def result_page(evaluation: PairEvaluation, query: Mapping[str, Any]) -> PairRes
     options = page_options(query, evaluation.pair_set)
     try:
         summary = pair_summary(evaluation, options)
-    except AnalysisError as bad:
+    except pair_results.PairAnalysisInvalid as bad:
         raise PageQueryError(str(bad)) from None
     group = _parse_group(str(query.get("cond", "")).strip(), summary)
     show = str(query.get("show", "")).strip()

@@ -17,7 +17,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from evaluations import exports, pair_result_page, pair_results, pair_selectors, selectors
-from evaluations.minimal_pairs.analysis import AnalysisError, table_to_tsv
+from evaluations.minimal_pairs.analysis import table_to_tsv
 from evaluations.minimal_pairs.tokens import predictions_to_tsv
 from evaluations.models import PairEvaluation
 
@@ -134,7 +134,7 @@ def pair_table_view(request: HttpRequest, pk: int, table: str) -> HttpResponse:
         try:
             options = pair_result_page.page_options(request.GET, evaluation.pair_set)
             analysis = pair_results.analyze_evaluation(evaluation, options, tables=(table,))
-        except (pair_result_page.PageQueryError, AnalysisError) as bad:
+        except (pair_result_page.PageQueryError, pair_results.PairAnalysisInvalid) as bad:
             return render(request, "400.html", {"message": str(bad)}, status=400)
         text = table_to_tsv(getattr(analysis, table))
         name = stem + {"by_cond": "", "by_pair": "_bypair", "by_word": "_byword"}[table]

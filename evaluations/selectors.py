@@ -129,9 +129,7 @@ def data_columns(benchmarks: QuerySet[Any]) -> list[SuiteColumn]:
     tags, in one query (a left join: one row per benchmark and tag)."""
     tags: dict[int, list[str]] = {}
     names: dict[int, str] = {}
-    for suite_id, name, tag in benchmarks.order_by("name").values_list(
-        "id", "name", "tags__name"
-    ):
+    for suite_id, name, tag in benchmarks.order_by("name").values_list("id", "name", "tags__name"):
         names[suite_id] = name
         bucket = tags.setdefault(suite_id, [])
         if tag is not None:

@@ -359,7 +359,8 @@ def test_the_four_tables_download_with_nlpscholar_columns(anon_client, run) -> N
 @pytest.fixture
 def board(alice, model) -> dict[str, Any]:  # type: ignore[no-untyped-def]
     """Two sets tagged agreement (one also npi), one untagged; two visible models and a
-    hidden one; an outdated run that must not count."""
+    hidden one; an outdated run that must not count. Tiny LM has all three sets, Other LM
+    agr-one and plain, so the overall score compares both on agr-one and plain."""
     sets = {
         "agr-one": make_set("agr-one", owner=alice, tags=["agreement"]),
         "agr-npi": make_set("agr-npi", copies=2, owner=alice, tags=["agreement", "npi"]),
@@ -372,12 +373,15 @@ def board(alice, model) -> dict[str, Any]:  # type: ignore[no-untyped-def]
     runs = {
         ("tiny-lm", "agr-one"): store_run(model, sets["agr-one"]),
         ("tiny-lm", "agr-npi"): store_run(model, sets["agr-npi"]),
+        ("tiny-lm", "plain"): store_run(model, sets["plain"]),
         ("other", "plain"): store_run(other, sets["plain"]),
-        ("secret", "plain"): store_run(hidden, sets["plain"]),
+        ("other", "agr-one"): store_run(other, sets["agr-one"]),
         # An earlier content of agr-one: outdated, left out.
-        ("other", "agr-one"): store_run(other, sets["agr-one"], content_hash="f" * 64),
+        ("other", "agr-one-old"): store_run(other, sets["agr-one"], content_hash="f" * 64),
+        ("secret", "plain"): store_run(hidden, sets["plain"]),
     }
     PairEvaluation.objects.filter(pk=runs[("other", "plain")].pk).update(accuracy=0.25, ties=1)
+    PairEvaluation.objects.filter(pk=runs[("other", "agr-one-old")].pk).update(accuracy=0.0)
     return {"sets": sets, "runs": runs}
 
 
@@ -385,16 +389,18 @@ def test_leaderboard_section_json_and_csv(anon_client, dana_client, board) -> No
     data = anon_client.get("/api/leaderboard/minimal-pairs/").json()
     assert [g["tag"] for g in data["groups"]] == ["agreement", "npi", "untagged"]
     assert [s["name"] for s in data["sets"]] == ["agr-npi", "agr-one", "plain"]
+    assert data["compared_sets"] == ["agr-one", "plain"]  # the sets both models have
     rows = {r["model"]: r for r in data["rows"]}
     assert set(rows) == {"tiny-lm", "other"}  # hidden left out
-    tiny = rows["tiny-lm"]
+    tiny, other = rows["tiny-lm"], rows["other"]
     assert tiny["scores"]["agr-one"]["accuracy"] == pytest.approx(2 / 3)
     assert tiny["scores"]["agr-one"]["evaluation"] == board["runs"][("tiny-lm", "agr-one")].pk
-    assert tiny["group_means"]["agreement"] == pytest.approx(2 / 3)
-    assert (tiny["covered"], tiny["total"]) == (2, 3)
-    # The outdated run of "other" on agr-one does not count.
-    assert set(rows["other"]["scores"]) == {"plain"}
-    assert (rows["other"]["overall"], rows["other"]["ties"]) == (0.25, 1)
+    assert (tiny["overall"], tiny["covered"], tiny["total"]) == (pytest.approx(2 / 3), 3, 3)
+    # The outdated run of "other" on agr-one (accuracy 0) does not count; the current does.
+    assert other["scores"]["agr-one"]["evaluation"] == board["runs"][("other", "agr-one")].pk
+    assert other["overall"] == pytest.approx((2 / 3 + 0.25) / 2)
+    assert (other["covered"], other["ties"], other["overall_sets"]) == (2, 1, 2)
+    assert other["group_means"]["agreement"] == pytest.approx(2 / 3)
     assert [r["model"] for r in data["rows"]] == ["tiny-lm", "other"]  # best overall first
     staff = dana_client.get("/api/leaderboard/minimal-pairs/?pairs_sort=model").json()
     assert [r["model"] for r in staff["rows"]] == ["other", "secret", "tiny-lm"]
@@ -404,13 +410,17 @@ def test_leaderboard_section_json_and_csv(anon_client, dana_client, board) -> No
     response = anon_client.get("/leaderboard/minimal-pairs.csv?tag=agreement")
     assert response["Content-Disposition"].endswith('leaderboard-minimal-pairs-agreement.csv"')
     table = list(csv.DictReader(io.StringIO(response.content.decode())))
-    assert [r["model"] for r in table] == ["tiny-lm"]
-    assert float(table[0]["agr-one"]) == pytest.approx(2 / 3)
-    assert (table[0]["sets_scored"], table[0]["sets_total"], table[0]["group:agreement"]) == (
+    # Compared on agr-one alone, both score 2/3: equal scores in name order.
+    assert [r["model"] for r in table] == ["other", "tiny-lm"]
+    tiny_row = table[1]
+    assert float(tiny_row["agr-one"]) == float(tiny_row["agr-npi"]) == pytest.approx(2 / 3)
+    assert (tiny_row["sets_scored"], tiny_row["sets_total"], tiny_row["overall_sets"]) == (
         "2",
         "2",
-        repr(2 / 3),
+        "1",
     )
+    assert tiny_row["group:agreement"] == repr(2 / 3)
+    assert table[0]["agr-npi"] == ""
 
 
 def test_leaderboard_page_shows_both_sections(anon_client, board) -> None:  # type: ignore[no-untyped-def]
@@ -419,6 +429,8 @@ def test_leaderboard_page_shows_both_sections(anon_client, board) -> None:  # ty
     run = board["runs"][("tiny-lm", "agr-one")]
     assert f'href="/pairs/evaluations/{run.pk}/"' in section
     assert "Secret LM" not in section and "Other LM" in section
+    missing = board["sets"]["agr-npi"].name
+    assert f'title="No result for Other LM on {missing}"' in section
     assert "?pairs_sort=model&amp;pairs_dir=asc#minimal-pairs" in section
     sorted_page = anon_client.get("/leaderboard/?pairs_sort=model&pairs_dir=asc").content.decode()
     section = sorted_page[sorted_page.index('id="minimal-pairs"') :]
@@ -435,11 +447,12 @@ def test_leaderboard_section_empty_states(anon_client) -> None:
 def test_model_and_set_pages_list_pair_results(anon_client, dana_client, board) -> None:  # type: ignore[no-untyped-def]
     page = anon_client.get("/models/other/").content.decode()
     section = page[page.index('id="h-model-pairs"') :]
-    current = board["runs"][("other", "plain")]
-    outdated = board["runs"][("other", "agr-one")]
-    assert section.index(f"/pairs/evaluations/{current.pk}/") < section.index(
-        f"/pairs/evaluations/{outdated.pk}/"
-    )
+    # Current results best first (agr-one 0.67, plain 0.25), then the outdated one.
+    order = [
+        section.index(f"/pairs/evaluations/{board['runs'][('other', key)].pk}/")
+        for key in ("agr-one", "plain", "agr-one-old")
+    ]
+    assert order == sorted(order)
     assert "0.25" in section and "outdated" in section
     set_page = anon_client.get("/minimal-pairs/plain/").content.decode()
     assert "Other LM" in set_page and "Secret LM" not in set_page
