@@ -75,8 +75,9 @@ class ProbingRunRequestSerializer(serializers.Serializer):
         min_length=1,
         max_length=100,
     )
-    pooling = serializers.ChoiceField(ProbingRun.Pooling.values, default="mean")
-    probe = serializers.ChoiceField(ProbingRun.Probe.values, default="logreg")
+    # The model's choices, so that the schema has one enum of each.
+    pooling = serializers.ChoiceField(ProbingRun.Pooling.choices, default="mean")
+    probe = serializers.ChoiceField(ProbingRun.Probe.choices, default="logreg")
 
 
 class ProbingRunListCreate(generics.ListAPIView):
