@@ -362,3 +362,25 @@ def test_sweep_and_fail_move_probing_runs_like_suites(task, gpt2, settings) -> N
     assert report.failed == 1 and run.status == "failed"
     # Late results of the failed attempt are refused.
     assert not probing_services.probing_results_store(run_id=run.pk, attempt=1, results=_work(run))
+
+
+def test_bootstrap_probes_the_random_baseline_on_the_example_tasks_once(  # type: ignore[no-untyped-def]
+    settings, tmp_path, alice
+) -> None:
+    from django.core.management import call_command
+
+    from evaluations import baseline
+
+    settings.VAR_DIR = tmp_path
+    call_command("import_probing_task", str(EXAMPLE), stdout=io.StringIO())
+    # A user's own task is not the site's to probe.
+    probing_task_import(source=SMALL, name="alices-own", owner=alice)
+    out = io.StringIO()
+    call_command("gym_bootstrap", "--evaluate-examples", stdout=out)
+    asked = set(ProbingRun.objects.values_list("model__name", "task__name", "pooling", "probe"))
+    assert asked == {(baseline.BASELINE_NAME, "subject_number_attractors", "mean", "logreg")}
+    assert "1 example probing tasks queued" in out.getvalue()
+    again = io.StringIO()
+    call_command("gym_bootstrap", "--evaluate-examples", stdout=again)
+    assert ProbingRun.objects.count() == 1
+    assert "0 example probing tasks queued, 1 already asked for" in again.getvalue()

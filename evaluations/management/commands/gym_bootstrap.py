@@ -7,9 +7,9 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand
 
-from evaluations import baseline, services
+from evaluations import baseline, probing_services, services
 from evaluations.models import LanguageModel
-from suites.models import Suite
+from suites.models import ProbingTask, Suite
 
 
 class Command(BaseCommand):
@@ -17,7 +17,8 @@ class Command(BaseCommand):
         "Register the built-in baselines so that a fresh offline machine can evaluate: the "
         "random-init GPT-2 (built once) and the CMU US English trigram from pocketsphinx. "
         "With --evaluate-examples, also queue both on the site's example suites (those "
-        "without an owner), so that a new site's leaderboard starts with two reference rows."
+        "without an owner), so that a new site's leaderboard starts with two reference rows, "
+        "and the random baseline on the example probing tasks."
     )
 
     def add_arguments(self, parser: Any) -> None:
@@ -31,6 +32,7 @@ class Command(BaseCommand):
         self._register_baselines()
         if options["evaluate_examples"]:
             self._evaluate_examples()
+            self._probe_examples()
 
     def _evaluate_examples(self) -> None:
         suites = list(
@@ -51,6 +53,26 @@ class Command(BaseCommand):
                 f"{model.display_name}: {len(outcome.created)} example suites queued, "
                 f"{len(outcome.existing)} already asked for"
             )
+
+    def _probe_examples(self) -> None:
+        """The random baseline on every example probing task: a control curve that any
+        model's result page can overlay (the n-gram baseline has no layers to probe)."""
+        model = LanguageModel.objects.filter(name=baseline.BASELINE_NAME).first()
+        if model is None:
+            return
+        outcome = probing_services.ProbingRequestOutcome(runs=[])
+        for task in ProbingTask.objects.filter(owner__isnull=True).order_by("pk"):
+            try:
+                asked = probing_services.probing_run_request(models=[model], task=task)
+            except services.BrokerUnavailable as exc:
+                self.stdout.write(f"{model.display_name} on {task.name}: queued later ({exc})")
+                continue
+            outcome.created += asked.created
+            outcome.existing += asked.existing
+        self.stdout.write(
+            f"{model.display_name}: {len(outcome.created)} example probing tasks queued, "
+            f"{len(outcome.existing)} already asked for"
+        )
 
     def _register_baselines(self) -> None:
         target = settings.VAR_DIR / "models" / baseline.BASELINE_NAME
