@@ -109,9 +109,6 @@ def item_page(evaluation: Evaluation, row: ItemResult) -> ItemPage:
         for c in item.get("conditions", [])
     ]
     _shade([t for c in conditions for t in c.tokens or []])
-    formulas = [p["formula"] for p in snapshot.get("predictions", [])]
-    outcomes = list(row.outcomes or [])
-    lookup = _lookup(conditions, metric)
     results = evaluation.item_results
     return ItemPage(
         evaluation=evaluation,
@@ -119,15 +116,7 @@ def item_page(evaluation: Evaluation, row: ItemResult) -> ItemPage:
         passed=row.passed,
         metric=metric,
         conditions=conditions,
-        predictions=[
-            Prediction(
-                position=i,
-                formula=formula,
-                outcome=outcomes[i] if i < len(outcomes) else None,
-                comparisons=predictions.comparison_sides(predictions.parse(formula), lookup),
-            )
-            for i, formula in enumerate(formulas)
-        ],
+        predictions=_predictions(snapshot, list(row.outcomes or []), _lookup(conditions, metric)),
         region_names=region_names,
         tokens_stored=row.tokens is not None,
         previous=_neighbour(results.filter(position__lt=row.position).order_by("-position")),
@@ -138,6 +127,23 @@ def item_page(evaluation: Evaluation, row: ItemResult) -> ItemPage:
         position=row.position + 1,
         count=results.count(),
     )
+
+
+def _predictions(
+    snapshot: dict[str, Any], outcomes: list[bool | None], lookup: Any
+) -> list[Prediction]:
+    """The suite's predictions with this item's stored outcome and the values each
+    comparison read (recomputed from the stored values, for reading only)."""
+    formulas = [p["formula"] for p in snapshot.get("predictions", [])]
+    return [
+        Prediction(
+            position=i,
+            formula=formula,
+            outcome=outcomes[i] if i < len(outcomes) else None,
+            comparisons=predictions.comparison_sides(predictions.parse(formula), lookup),
+        )
+        for i, formula in enumerate(formulas)
+    ]
 
 
 def _shade(tokens: list[Token]) -> None:
@@ -246,34 +252,52 @@ def item_data(page: ItemPage) -> dict[str, Any]:
         "metric": page.metric,
         "passed": page.passed,
         "tokens_stored": page.tokens_stored,
-        "predictions": [{"formula": p.formula, "outcome": p.outcome} for p in page.predictions],
-        "conditions": [
+        "predictions": [
             {
-                "condition_name": c.name,
-                "sentence": c.sentence,
-                "regions": [
+                "formula": p.formula,
+                "outcome": p.outcome,
+                "comparisons": [
                     {
-                        "region_number": r.number,
-                        "region_name": r.name,
-                        "content": r.content,
-                        "start": r.start,
-                        "end": r.end,
-                        "metric_value": r.values,
+                        "left": c.left_text,
+                        "op": c.op,
+                        "right": c.right_text,
+                        "left_value": c.left,
+                        "right_value": c.right,
                     }
-                    for r in c.regions
+                    for c in p.comparisons
                 ],
-                "tokens": None
-                if c.tokens is None
-                else {
-                    "text": [t.piece for t in c.tokens],
-                    "start": [t.start for t in c.tokens],
-                    "end": [t.end for t in c.tokens],
-                    "surp": [t.surprisal for t in c.tokens],
-                    "region": [t.region for t in c.tokens],
-                },
             }
-            for c in page.conditions
+            for p in page.predictions
         ],
+        "conditions": [_condition_data(c) for c in page.conditions],
         "previous": page.previous,
         "next": page.next,
+    }
+
+
+def _condition_data(condition: Condition) -> dict[str, Any]:
+    tokens = condition.tokens
+    return {
+        "condition_name": condition.name,
+        "sentence": condition.sentence,
+        "regions": [
+            {
+                "region_number": r.number,
+                "region_name": r.name,
+                "content": r.content,
+                "start": r.start,
+                "end": r.end,
+                "metric_value": r.values,
+            }
+            for r in condition.regions
+        ],
+        "tokens": None
+        if tokens is None
+        else {
+            "text": [t.piece for t in tokens],
+            "start": [t.start for t in tokens],
+            "end": [t.end for t in tokens],
+            "surp": [t.surprisal for t in tokens],
+            "region": [t.region for t in tokens],
+        },
     }

@@ -277,7 +277,8 @@ class EvaluationItemAPI(APIView):
     """One item of a done evaluation: per condition the sentence, each region's span and
     values (bits), and the token arrays (text as the tokenizer spells it, character
     offsets, surprisal in bits, region number; null for evaluations stored before
-    tokens were kept); per prediction its outcome (true, false, or null: not evaluable)."""
+    tokens were kept); per prediction its outcome (true, false, or null: not evaluable)
+    and each comparison's two sides with their values (null where missing)."""
 
     permission_classes = [AllowAny]
 

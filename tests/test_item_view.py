@@ -243,6 +243,15 @@ def test_item_api_gives_token_arrays_per_condition(client, evaluation) -> None: 
     data = client.get(f"/api/evaluations/{evaluation.pk}/items/1/").json()
     assert data["item_number"] == 1 and data["units"] == "bits" and data["passed"] is True
     assert [p["outcome"] for p in data["predictions"]] == [True, True]
+    assert data["predictions"][0]["comparisons"] == [
+        {
+            "left": "(2;%mismatch%)",
+            "op": ">",
+            "right": "(2;%match%)",
+            "left_value": 7.0,
+            "right_value": 1.0,
+        }
+    ]
     match = data["conditions"][0]
     assert match["condition_name"] == "match" and match["sentence"] == "The dog is here."
     assert match["tokens"] == {
