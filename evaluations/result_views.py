@@ -16,7 +16,8 @@ from django.http import (
 from django.shortcuts import get_object_or_404, render
 from django.utils.text import slugify
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from rest_framework import serializers
 from rest_framework.exceptions import ValidationError
 from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
@@ -273,6 +274,80 @@ class LeaderboardAPI(APIView):
         return Response(exports.leaderboard_data(_board(request)))
 
 
+def _floats(**kwargs: object) -> serializers.ListField:
+    return serializers.ListField(child=serializers.FloatField(allow_null=True), **kwargs)
+
+
+# The item API's response shape, for the OpenAPI schema.
+ITEM_SCHEMA = inline_serializer(
+    "EvaluationItem",
+    {
+        "evaluation": serializers.IntegerField(),
+        "item_number": serializers.IntegerField(),
+        "units": serializers.CharField(),
+        "metric": serializers.CharField(),
+        "passed": serializers.BooleanField(allow_null=True),
+        "tokens_stored": serializers.BooleanField(),
+        "predictions": inline_serializer(
+            "EvaluationItemPrediction",
+            {
+                "formula": serializers.CharField(),
+                "outcome": serializers.BooleanField(allow_null=True),
+                "comparisons": inline_serializer(
+                    "EvaluationItemComparison",
+                    {
+                        "left": serializers.CharField(),
+                        "op": serializers.CharField(),
+                        "right": serializers.CharField(),
+                        "left_value": serializers.FloatField(allow_null=True),
+                        "right_value": serializers.FloatField(allow_null=True),
+                    },
+                    many=True,
+                ),
+            },
+            many=True,
+        ),
+        "conditions": inline_serializer(
+            "EvaluationItemCondition",
+            {
+                "condition_name": serializers.CharField(),
+                "sentence": serializers.CharField(),
+                "regions": inline_serializer(
+                    "EvaluationItemRegion",
+                    {
+                        "region_number": serializers.IntegerField(),
+                        "region_name": serializers.CharField(),
+                        "content": serializers.CharField(),
+                        "start": serializers.IntegerField(),
+                        "end": serializers.IntegerField(),
+                        "metric_value": serializers.DictField(
+                            child=serializers.FloatField(allow_null=True)
+                        ),
+                    },
+                    many=True,
+                ),
+                "tokens": inline_serializer(
+                    "EvaluationItemTokens",
+                    {
+                        "text": serializers.ListField(child=serializers.CharField()),
+                        "start": serializers.ListField(child=serializers.IntegerField()),
+                        "end": serializers.ListField(child=serializers.IntegerField()),
+                        "surp": _floats(),
+                        "region": serializers.ListField(
+                            child=serializers.IntegerField(allow_null=True)
+                        ),
+                    },
+                    allow_null=True,
+                ),
+            },
+            many=True,
+        ),
+        "previous": serializers.IntegerField(allow_null=True),
+        "next": serializers.IntegerField(allow_null=True),
+    },
+)
+
+
 class EvaluationItemAPI(APIView):
     """One item of a done evaluation: per condition the sentence, each region's span and
     values (bits), and the token arrays (text as the tokenizer spells it, character
@@ -282,7 +357,17 @@ class EvaluationItemAPI(APIView):
 
     permission_classes = [AllowAny]
 
-    @extend_schema(responses={200: OpenApiTypes.OBJECT, 404: None})
+    @extend_schema(
+        parameters=[
+            OpenApiParameter(
+                "item_number",
+                int,
+                OpenApiParameter.PATH,
+                description="The item's number in the suite (may be below 0)",
+            )
+        ],
+        responses={200: ITEM_SCHEMA, 404: None},
+    )
     def get(self, request: Request, pk: int, item_number: int) -> Response:
         return Response(items.item_data(_item(pk, item_number)))
 
