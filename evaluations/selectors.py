@@ -20,7 +20,7 @@ from typing import Any
 from django.db.models import Exists, F, OuterRef, QuerySet
 
 from evaluations.models import Evaluation, ItemResult, LanguageModel, PredictionResult
-from evaluations.plots import plot_data
+from evaluations.plots import plot_data, without_empty_regions
 from suites.formats import condition_names, region_names
 from suites.models import Suite
 
@@ -587,7 +587,7 @@ def result_page(evaluation: Evaluation) -> ResultPage:
         regions=list(zip(numbers, names, strict=True)),
         region_names=dict(zip(numbers, names, strict=True)),
         plot=plot_data(
-            [v for _n, v, _o, _p in rows],
+            [without_empty_regions(v or {}, by_number.get(n, {})) for n, v, _o, _p in rows],
             conditions,
             list(zip(numbers, names, strict=True)),
             evaluation.metric,

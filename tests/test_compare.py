@@ -117,6 +117,9 @@ def test_page_shows_models_counts_and_items(anon_client, suite, three) -> None: 
     for evaluation in (three["a"], three["b"]):
         assert f'href="/evaluations/{evaluation.pk}/results/"' in page
     assert 'href="/models/model-a/"' in page and 'href="/models/model-b/"' in page
+    # Each item opens under each model in the item view.
+    assert f'href="/evaluations/{three["b"].pk}/items/2/"' in page
+    assert f'href="/evaluations/{three["a"].pk}/items/3/"' in page
     shown = re.findall(r'<tbody class="item( cmp-disagree)?" data-item="(\d+)">', page)
     assert shown == [(" cmp-disagree", "2"), ("", "1"), ("", "3")]
     assert page.index("The models disagree") < page.index("The models agree")

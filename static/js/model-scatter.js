@@ -5,14 +5,20 @@
 (function () {
   "use strict";
 
+  // Axis titles and tooltips name the models; a very long name is cut short there (the
+  // caption and the table below give it in full).
+  function short(name) {
+    return name.length > 48 ? name.slice(0, 47) + "…" : name;
+  }
+
   function draw() {
     const canvas = document.getElementById("model-scatter");
     const source = document.getElementById("scatter-data");
     const script = document.getElementById("model-scatter-script");
     if (!canvas || !source || !window.Chart) return;
     const points = JSON.parse(source.textContent);
-    const xName = script ? script.dataset.x : "this model";
-    const yName = script ? script.dataset.y : "other model";
+    const xName = short(script ? script.dataset.x : "this model");
+    const yName = short(script ? script.dataset.y : "other model");
 
     const chart = new window.Chart(canvas, {
       type: "scatter",
@@ -25,6 +31,8 @@
             borderColor: "#0072B2",
             pointRadius: 5,
             pointHoverRadius: 8,
+            // Points at 0 or 1 sit on the plot's edge: draw them whole.
+            clip: false,
           },
           {
             // The diagonal: both models equally accurate.
@@ -55,7 +63,7 @@
             callbacks: {
               title: function (items) { return items.length ? items[0].raw.suite : ""; },
               label: function (ctx) {
-                return xName + " " + ctx.raw.x.toFixed(2) + ", " + yName + " " + ctx.raw.y.toFixed(2);
+                return [xName + ": " + ctx.raw.x.toFixed(2), yName + ": " + ctx.raw.y.toFixed(2)];
               },
             },
           },
