@@ -1,15 +1,23 @@
-"""End-to-end time for a tiny random model on all 34 nextflow suites through a real worker.
+"""End-to-end time of one request over the 34 nextflow suites through real workers,
+before and after packing (GYM_PACK_TOKEN_BUDGET).
 
-Starts a Celery worker process (embedded defaults: SQLite and the filesystem broker, in a
-throw-away folder), queues the model on every suite through the same service the site
-uses, and waits until every evaluation is done. Run by hand, or with --smoke in CI:
-    .venv/bin/python benchmarks/end_to_end.py [--suites N] [--smoke]
+For each mode it starts a storing worker (queue celery) and a scoring worker (queue gpu)
+afresh (embedded defaults: SQLite and the filesystem broker, in a throw-away folder),
+asks for the model on every suite through the service the site uses, and waits until
+every evaluation is done: from the request to the last stored result, the worker's model
+load and load-time checks included. "before" sends one task per suite (packing off,
+GYM_PACK_TOKEN_BUDGET=0), "after" sends tasks of a token budget's worth of sentences.
+The scoring worker's log says how many tasks it received. Then it prints what a worker
+process pays once before its first sentence (imports, Django, model load, the load-time
+checks) for the first process and for a later one (checks cached).
+    .venv/bin/python benchmarks/end_to_end.py [--suites N] [--shape tiny|small] [--smoke]
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -74,6 +82,89 @@ def start_worker(queue: str, env: dict[str, str], log: Path) -> subprocess.Popen
     )
 
 
+MODES = {"before": 0, "after": None}  # the pack budget; None: the site's setting
+
+
+def build_model(tmp: Path, shape: str, suites: list[Path]) -> Path:
+    """The tiny 2-layer baseline shape (built here), or the GPT-2-small shape of
+    benchmarks/scoring.py (built once into $TMPDIR/gym-bench)."""
+    from benchmarks.scoring import build_gpt2_small, load_suites
+    from evaluations import baseline
+    from evaluations.scoring import build_sentence
+
+    texts = [build_sentence(regions)[0] for regions in load_suites(suites[0].parent, None)]
+    if shape == "small":
+        return build_gpt2_small(
+            Path(tempfile.gettempdir()) / "gym-bench" / "gpt2-small-random", texts
+        )
+    return baseline.build_random_gpt2(tmp / "tiny", texts, vocab_size=2000)
+
+
+def wait_ready(workers: dict[str, subprocess.Popen], logs: dict[str, Path]) -> None:
+    deadline = time.monotonic() + 180
+    for queue, worker in workers.items():
+        while " ready." not in logs[queue].read_text():
+            if worker.poll() is not None or time.monotonic() > deadline:
+                raise SystemExit(
+                    f"end-to-end: the {queue} worker did not start: "
+                    + logs[queue].read_text()[-2000:]
+                )
+            time.sleep(0.2)
+
+
+def received(log: Path, task: str) -> int:
+    return sum(
+        1
+        for line in log.read_text().splitlines()
+        if f"Task {task}[" in line and line.rstrip().endswith("received")
+    )
+
+
+def run_mode(
+    mode: str, budget: int, tmp: Path, env: dict[str, str], model_dir: Path, suites: list
+) -> dict:
+    """One request for a fresh copy of the model (its own evaluations) on every suite,
+    through fresh workers; seconds from the request to the last stored result."""
+    from django.conf import settings
+
+    from evaluations import services
+    from evaluations.models import Evaluation
+
+    # A hard-linked copy under the site's model folder: another model to the site, the
+    # same files to the worker, loaded (and checked) from scratch.
+    copy = tmp / "models" / mode
+    shutil.copytree(model_dir, copy, copy_function=os.link)
+    model = services.model_register(source=str(copy), name=f"model-{mode}")
+    worker_env = {**env, "GYM_SCORING_CACHE": str(tmp / f"checks-{mode}")}
+    logs = {queue: tmp / f"worker-{mode}-{queue}.log" for queue in ("celery", "gpu")}
+    workers = {queue: start_worker(queue, worker_env, logs[queue]) for queue in logs}
+    settings.GYM_PACK_TOKEN_BUDGET = budget  # the web side plans the tasks
+    try:
+        wait_ready(workers, logs)
+        start = time.perf_counter()
+        pks = [e.pk for e in services.evaluation_request(model=model, suites=suites).evaluations]
+        while Evaluation.objects.filter(pk__in=pks, status__in=("queued", "running")).exists():
+            if time.perf_counter() - start > 1800:
+                raise SystemExit("end-to-end: gave up after 30 minutes")
+            time.sleep(0.2)
+        elapsed = time.perf_counter() - start
+    finally:
+        for worker in workers.values():
+            worker.terminate()
+        for worker in workers.values():
+            worker.wait(timeout=60)
+    runs = Evaluation.objects.filter(pk__in=pks)
+    return {
+        "mode": mode,
+        "budget": settings.GYM_PACK_TOKEN_BUDGET,
+        "seconds": elapsed,
+        "done": runs.filter(status="done").count(),
+        "evaluations": len(pks),
+        "sentences": sum(e.progress_total for e in runs.only("progress_total")),
+        "tasks": received(logs["gpu"], "runs.work") + received(logs["gpu"], "runs.work_pack"),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -81,7 +172,15 @@ def main() -> None:
     parser.add_argument(
         "--suites", type=int, default=34, help="how many nextflow suites (default all 34)"
     )
-    parser.add_argument("--smoke", action="store_true", help="3 suites, for CI")
+    parser.add_argument(
+        "--shape", choices=("tiny", "small"), default="tiny", help="tiny 2-layer or GPT-2 small"
+    )
+    parser.add_argument("--modes", default="before,after", help="before, after or both")
+    parser.add_argument(
+        "--budget", type=int, default=0, help="the pack budget of 'after' (default the site's)"
+    )
+    parser.add_argument("--skip-startup", action="store_true", help="no startup probes")
+    parser.add_argument("--smoke", action="store_true", help="3 suites, tiny model, for CI")
     args = parser.parse_args()
     count = 3 if args.smoke else args.suites
     if not NEXTFLOW.is_dir():
@@ -89,64 +188,47 @@ def main() -> None:
         return
 
     tmp = Path(tempfile.mkdtemp(prefix="gym-e2e-"))
+    try:
+        measure(args, tmp, sorted(NEXTFLOW.glob("*.json"))[:count])
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def measure(args: argparse.Namespace, tmp: Path, files: list[Path]) -> None:
     env = embedded_site(tmp, "e2e")
-    from evaluations import baseline, services
-    from evaluations.models import Evaluation
-    from suites import formats
+    from django.conf import settings
+
+    from benchmarks.scoring import startup
     from suites import services as suite_services
 
-    files = sorted(NEXTFLOW.glob("*.json"))[:count]
     suites = [suite_services.suite_import(source=f.read_bytes(), owner=None).suite for f in files]
-    sentences = [
-        " ".join(r.strip() for r in regions if r.strip())
-        for s in suites
-        for _i, _c, regions in formats.sentences(
-            formats.load_suite_file(files[suites.index(s)]).suite
+    model_dir = build_model(tmp, "tiny" if args.smoke else args.shape, files)
+    print(f"end-to-end: {len(suites)} suites, {args.shape} model, load average {os.getloadavg()}")
+    figures = []
+    site_budget = settings.GYM_PACK_TOKEN_BUDGET
+    for mode in [m.strip() for m in args.modes.split(",") if m.strip()]:
+        if mode not in MODES:
+            raise SystemExit(f"end-to-end: unknown mode {mode!r}; use before and/or after")
+        budget = MODES[mode] if MODES[mode] is not None else args.budget or site_budget
+        result = run_mode(mode, budget, tmp, env, model_dir, suites)
+        figures.append(result)
+        print(
+            f"end-to-end, {mode:6} (pack budget {result['budget']:>6}): {result['done']}/"
+            f"{result['evaluations']} evaluations done, {result['sentences']} sentences in "
+            f"{result['tasks']} task(s), {result['seconds']:.1f} s from request to stored "
+            f"results ({result['sentences'] / result['seconds']:.0f} sentences/s; CPU, one "
+            "scoring worker)"
         )
-    ]
-    # Under the model folder (GYM_MODEL_DIRS, default var/models): others are refused.
-    model_dir = baseline.build_random_gpt2(tmp / "models" / "tiny", sentences, vocab_size=2000)
-    model = services.model_register(source=str(model_dir), name="tiny")
-
-    # As the run command does: one worker stores (queue celery), one scores (queue gpu).
-    workers = {
-        queue: start_worker(queue, env, tmp / f"worker-{queue}.log") for queue in ("celery", "gpu")
-    }
-    try:
-        deadline = time.monotonic() + 120
-        for queue, worker in workers.items():
-            log = tmp / f"worker-{queue}.log"
-            while " ready." not in log.read_text():
-                if worker.poll() is not None or time.monotonic() > deadline:
-                    raise SystemExit(
-                        f"end-to-end: the {queue} worker did not start: " + log.read_text()[-2000:]
-                    )
-                time.sleep(0.2)
-        start = time.perf_counter()
-        outcome = services.evaluation_request(model=model, suites=suites)
-        pks = [e.pk for e in outcome.evaluations]
-        while True:
-            states = list(Evaluation.objects.filter(pk__in=pks).values_list("status", flat=True))
-            if all(s in ("done", "failed") for s in states):
-                break
-            if time.perf_counter() - start > 1800:
-                raise SystemExit("end-to-end: gave up after 30 minutes")
-            time.sleep(0.5)
-        elapsed = time.perf_counter() - start
-    finally:
-        for worker in workers.values():
-            worker.terminate()
-        for worker in workers.values():
-            worker.wait(timeout=60)
-    done = Evaluation.objects.filter(pk__in=pks, status="done").count()
-    total_sentences = sum(e.progress_total for e in Evaluation.objects.filter(pk__in=pks))
-    print(
-        f"end-to-end: {done}/{len(pks)} evaluations done, {total_sentences} sentences, "
-        f"{elapsed:.1f} s from request to stored results "
-        f"({total_sentences / elapsed:.0f} sentences/s; tiny 2-layer model, CPU, one scoring worker)"
-    )
-    if done != len(pks):
-        raise SystemExit("end-to-end: some evaluations failed")
+        if result["done"] != result["evaluations"]:
+            raise SystemExit("end-to-end: some evaluations failed")
+    if len(figures) == 2:
+        print(
+            f"end-to-end: after/before speed-up {figures[0]['seconds'] / figures[1]['seconds']:.2f}x"
+        )
+    print(f"load average at the end: {os.getloadavg()}")
+    if not args.skip_startup:
+        # What each worker process above paid once, step by step.
+        startup(model_dir, repeat=1)
 
 
 if __name__ == "__main__":

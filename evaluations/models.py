@@ -373,3 +373,34 @@ class PairSentenceTokens(models.Model):
                 fields=["evaluation", "sentid"], name="pair_sentence_tokens_unique"
             ),
         ]
+
+
+class RunPart(models.Model):
+    """One part of a run whose sentences were split across several work tasks (see
+    `evaluations.packing`): its progress while it is worked on, then its results until
+    the run's last part arrives and the run is stored as a whole. Any kind of run: the
+    kind's name and the run's id identify it. Rows are deleted once the run is stored,
+    or when it is retried."""
+
+    kind = models.CharField(max_length=40)
+    run_id = models.PositiveBigIntegerField()
+    attempt = models.PositiveIntegerField()
+    # Which of how many parts; a plan with another count (the budget changed between two
+    # sends of the same attempt) is a separate set of parts.
+    count = models.PositiveIntegerField()
+    index = models.PositiveIntegerField()
+    size = models.PositiveIntegerField(help_text="Sentences in this part")
+    done = models.PositiveIntegerField(default=0)
+    # The worker's results for this part's sentences; null until stored.
+    results = models.JSONField(null=True, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["kind", "run_id", "attempt", "count", "index"], name="run_part_unique"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} run {self.run_id} part {self.index + 1}/{self.count}"

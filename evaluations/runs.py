@@ -9,6 +9,7 @@ its app's `ready()` imports, so that every process knows every kind."""
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -20,12 +21,13 @@ from django.apps import apps
 from django.conf import settings
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
-from django.db.models import F
+from django.db.models import F, Sum
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
+from evaluations import packing
 from evaluations.model_sources import public_error
-from evaluations.models import Run
+from evaluations.models import Run, RunPart
 from gym.errors import ApplicationError
 
 log = logging.getLogger(__name__)
@@ -69,6 +71,12 @@ class RunKind:
       may be called any number of times.
     - store: (*, run_id, attempt, results) -> bool, one transaction on the default queue;
       returns False when the run was finished or the attempt is stale (nothing written).
+    - pack_work (optional): (payload, progress) -> [results per group], where the payload
+      is the runs' shared payload with "groups" (each part's sentences) instead of
+      "sentences". A kind that has it is sent in packed tasks of about
+      GYM_PACK_TOKEN_BUDGET tokens (`evaluations.packing`); its payload must hold the
+      sentences under "sentences" and its results {"sentences": [...], "diagnostics"}.
+      Kinds without it are sent one run per task.
     """
 
     name: str
@@ -76,6 +84,7 @@ class RunKind:
     payload: str
     work: str
     store: str
+    pack_work: str = ""
 
     @cached_property
     def run_model(self) -> type[Run]:
@@ -89,6 +98,13 @@ class RunKind:
 
     def store_function(self) -> Callable[..., bool]:
         return import_string(self.store)
+
+    def pack_work_function(self) -> Callable[..., list[dict[str, Any]]]:
+        return import_string(self.pack_work)
+
+    @property
+    def packs(self) -> bool:
+        return bool(self.pack_work) and settings.GYM_PACK_TOKEN_BUDGET > 0
 
 
 KINDS: dict[str, RunKind] = {}
@@ -140,6 +156,115 @@ def run_progress(
         running.filter(progress_done__lt=done).update(progress_done=done, progress_total=total)
 
 
+def _open_run(kind: RunKind, run_id: int, attempt: int) -> Run | None:
+    """The run, locked until the transaction ends, if this attempt is still open."""
+    return (
+        kind.run_model.objects.select_for_update()
+        .only("pk", "status", "attempt")
+        .filter(pk=run_id, attempt=attempt, status__in=ALLOWED_FROM[S.DONE])
+        .first()
+    )
+
+
+def _parts(kind: RunKind, run_id: int, attempt: int, count: int) -> Any:
+    return RunPart.objects.filter(kind=kind.name, run_id=run_id, attempt=attempt, count=count)
+
+
+def _part_row(kind: RunKind, run_id: int, attempt: int, count: int, index: int, size: int) -> Any:
+    row, _ = RunPart.objects.get_or_create(
+        kind=kind.name,
+        run_id=run_id,
+        attempt=attempt,
+        count=count,
+        index=index,
+        defaults={"size": size},
+    )
+    return row
+
+
+def _part_started(kind: RunKind, run: Run, count: int, *, restart: bool) -> None:
+    """A split run is running, its progress the sum of its parts'; a part that starts a
+    delivery (or is stored) restarts the sweep's clock, so that a run split into many
+    tasks is judged by its latest part, not its first."""
+    fields: dict[str, Any] = {
+        "status": S.RUNNING,
+        "progress_done": _parts(kind, run.pk, run.attempt, count).aggregate(n=Sum("done"))["n"]
+        or 0,
+    }
+    if restart or run.status == S.QUEUED:
+        fields["started_at"] = timezone.now()
+    kind.run_model.objects.filter(pk=run.pk, attempt=run.attempt).update(**fields)
+
+
+def run_part_progress(
+    *,
+    kind: RunKind,
+    run_id: int,
+    attempt: int,
+    part: int,
+    parts: int,
+    done: int,
+    size: int,
+    restart: bool = False,
+) -> None:
+    """Progress of one part of a run (see `evaluations.packing`). A run in one part is
+    `run_progress`; a split run's progress is the sum of its parts'."""
+    if parts <= 1:
+        run_progress(
+            kind=kind, run_id=run_id, attempt=attempt, done=done, total=size, restart=restart
+        )
+        return
+    with transaction.atomic():
+        run = _open_run(kind, run_id, attempt)
+        if run is None:
+            return
+        row = _part_row(kind, run_id, attempt, parts, part, size)
+        if row.results is None and (restart or done > row.done):
+            RunPart.objects.filter(pk=row.pk).update(done=min(done, row.size))
+        _part_started(kind, run, parts, restart=restart)
+
+
+def run_part_stored(*, kind: RunKind, run_id: int, attempt: int, part: int, parts: int) -> bool:
+    """Whether a part needs nothing more: stored before, or its run's attempt is over."""
+    if (
+        parts > 1
+        and _parts(kind, run_id, attempt, parts).filter(index=part, results__isnull=False).exists()
+    ):
+        return True
+    return not kind.run_model.objects.filter(
+        pk=run_id, attempt=attempt, status__in=ALLOWED_FROM[S.DONE]
+    ).exists()
+
+
+def run_part_store(
+    *, kind: RunKind, run_id: int, attempt: int, part: int, parts: int, results: dict[str, Any]
+) -> bool:
+    """Store one part's results, once. A run in one part goes to the kind's store
+    function at once. A split run's parts wait in RunPart rows until the last one
+    arrives; then the run is stored whole, in the same transaction. A part stored
+    before (a re-delivery), a stale attempt or a finished run write nothing: False."""
+    if parts <= 1:
+        return kind.store_function()(run_id=run_id, attempt=attempt, results=results)
+    with transaction.atomic():
+        run = _open_run(kind, run_id, attempt)
+        if run is None:
+            return False
+        size = len(results.get("sentences") or ())
+        row = _part_row(kind, run_id, attempt, parts, part, size)
+        if row.results is not None:
+            return False
+        RunPart.objects.filter(pk=row.pk).update(results=results, size=size, done=size)
+        stored = list(_parts(kind, run_id, attempt, parts).filter(results__isnull=False))
+        if len(stored) < parts:
+            _part_started(kind, run, parts, restart=True)
+            return True
+        stored.sort(key=lambda p: p.index)
+        merged = packing.merge_results([p.results for p in stored])
+        wrote = kind.store_function()(run_id=run_id, attempt=attempt, results=merged)
+        RunPart.objects.filter(kind=kind.name, run_id=run_id).delete()
+    return wrote
+
+
 def run_fail(*, kind: RunKind, run_id: int, attempt: int, reason: str) -> bool:
     # Everyone may read the reason: no server paths in it.
     reason = public_error(reason)
@@ -149,34 +274,81 @@ def run_fail(*, kind: RunKind, run_id: int, attempt: int, reason: str) -> bool:
 
 
 def runs_enqueue(*, kind: RunKind, runs: Sequence[Run]) -> None:
-    """Publish the runs' work on the gpu queue and mark them sent. Call it only after the
-    rows are committed (a worker must never see a row that is not there): see
+    """Publish the runs' work on the gpu queue and mark them sent: in packed tasks for a
+    kind that packs (see `evaluations.packing`), else one task per run. Call it only
+    after the rows are committed (a worker must never see a row that is not there): see
     `runs_enqueue_on_commit`.
 
     Raises BrokerUnavailable when some could not be published; they stay queued and
     unsent, for the sweep or the next request."""
-    from evaluations import tasks
-
-    failed = 0
-    for run in runs:
-        if failed:
-            # The broker is down: the others would wait out the same timeouts for nothing.
-            failed += 1
-            continue
-        try:
-            tasks.enqueue_work(kind.name, run.pk, run.attempt, kind.build_payload(run))
-        except Exception as exc:  # noqa: BLE001 - any broker failure is reported the same way
-            log.warning("could not enqueue %s run %s: %s", kind.name, run.pk, exc)
-            failed += 1
-            continue
-        kind.run_model.objects.filter(pk=run.pk, attempt=run.attempt).update(enqueued=True)
-        run.enqueued = True
+    sent = _publish_packed(kind, runs) if kind.packs else _publish_each(kind, runs)
+    failed = len(runs) - sent
     if failed:
         raise BrokerUnavailable(
             f"The task queue could not be reached, so {failed} run(s) are recorded but not "
             "yet sent to a worker. Nothing was lost: they are sent as soon as the queue is "
             "back, or when you ask again."
         )
+
+
+def _mark_sent(kind: RunKind, run: Run) -> None:
+    kind.run_model.objects.filter(pk=run.pk, attempt=run.attempt).update(enqueued=True)
+    run.enqueued = True
+
+
+def _publish_each(kind: RunKind, runs: Sequence[Run]) -> int:
+    """One task per run; returns how many were published."""
+    from evaluations import tasks
+
+    sent = 0
+    for run in runs:
+        try:
+            tasks.enqueue_work(kind.name, run.pk, run.attempt, kind.build_payload(run))
+        except Exception as exc:  # noqa: BLE001 - any broker failure is reported the same way
+            # The broker is down: the others would wait out the same timeouts for nothing.
+            log.warning("could not enqueue %s run %s: %s", kind.name, run.pk, exc)
+            break
+        _mark_sent(kind, run)
+        sent += 1
+    return sent
+
+
+def _publish_packed(kind: RunKind, runs: Sequence[Run]) -> int:
+    """Runs whose payloads agree but for their sentences (one model, one set of
+    options) share tasks of about GYM_PACK_TOKEN_BUDGET tokens. A run is marked sent
+    when all its parts are published; returns how many were."""
+    from evaluations import tasks
+
+    families: dict[str, tuple[dict[str, Any], list[tuple[Run, list[Any]]]]] = {}
+    for run in runs:
+        payload = kind.build_payload(run)
+        sentences = payload.pop("sentences")
+        key = json.dumps(payload, sort_keys=True, default=str)
+        families.setdefault(key, (payload, []))[1].append((run, sentences))
+    sent = 0
+    for shared, members in families.values():
+        by_id = {run.pk: (run, sentences) for run, sentences in members}
+        plan = packing.pack(
+            [
+                (run.pk, run.attempt, [packing.estimated_tokens(s) for s in sentences])
+                for run, sentences in members
+            ],
+            settings.GYM_PACK_TOKEN_BUDGET,
+        )
+        for parts in plan:
+            groups = [by_id[p.run_id][1][p.start : p.stop] for p in parts]
+            try:
+                tasks.enqueue_pack(
+                    kind.name, [p.entry() for p in parts], {**shared, "groups": groups}
+                )
+            except Exception as exc:  # noqa: BLE001 - any broker failure is reported the same way
+                log.warning("could not enqueue %s runs %s: %s", kind.name, sorted(by_id), exc)
+                return sent
+            for part in parts:
+                if part.index == part.count - 1:
+                    _mark_sent(kind, by_id[part.run_id][0])
+                    sent += 1
+    return sent
 
 
 def runs_enqueue_on_commit(*, kind: RunKind, runs: Sequence[Run]) -> None:
@@ -216,6 +388,8 @@ def run_retry(*, run: Run, user: Any) -> Run:
             finished_at=None,
         )
         run.refresh_from_db()
+        # Parts of the earlier attempt are never stored now.
+        RunPart.objects.filter(kind=kind.name, run_id=run.pk).exclude(attempt=run.attempt).delete()
         if not updated and not run.waiting_for_broker:
             raise RunConflict(_not_retryable(run))
         runs_enqueue_on_commit(kind=kind, runs=[run])
@@ -251,6 +425,12 @@ def run_cancel(*, run: Run, user: Any) -> Run:
             f"This run is {run.status}; only queued or running runs can be cancelled."
         )
     return run
+
+
+def _prune_parts(kind: RunKind) -> None:
+    """Parts of runs that finished without them (failed, cancelled) or are gone."""
+    open_runs = kind.run_model.objects.filter(status__in=(S.QUEUED, S.RUNNING)).values("pk")
+    RunPart.objects.filter(kind=kind.name).exclude(run_id__in=open_runs).delete()
 
 
 @dataclass
@@ -301,6 +481,7 @@ def runs_sweep(*, now: Any = None) -> SweepReport:
                 reason=stale_reason(settings.GYM_RUN_STALE_AFTER),
             ):
                 report.failed += 1
+        _prune_parts(kind)
     if report.resent or report.failed or report.unsent:
         log.info("sweep: %s", report)
     return report

@@ -32,6 +32,7 @@ SUITE_RUNS = runs.RunKind(
     payload="evaluations.services.scoring_payload",
     work="evaluations.worker.run_scoring",
     store="evaluations.services.suite_results_store",
+    pack_work="evaluations.worker.run_scoring_groups",
 )
 runs.register(SUITE_RUNS)
 
@@ -267,8 +268,6 @@ def scoring_payload(evaluation: Evaluation) -> dict[str, Any]:
     """Everything a GPU worker needs, so that it never touches the database."""
     model = evaluation.model
     return {
-        "evaluation_id": evaluation.pk,
-        "attempt": evaluation.attempt,
         "model": {"source": model.source, "revision": model.revision},
         "sentences": [regions for _item, _cond, regions in formats.sentences(evaluation.snapshot)],
         "straddling": settings.GYM_STRADDLING_TOKENS,

@@ -7,6 +7,9 @@ the kinds, the status machine and the services these tasks wrap).
    `work(kind, run_id, attempt, payload)` on the `gpu` queue and marks the row
    `enqueued`. If the broker is down the row stays unsent, the request answers 503, and
    the periodic `sweep` sends it once the broker is back.
+   A kind that packs (suites) is sent instead as `work_pack(kind, entries, payload)`
+   tasks of about GYM_PACK_TOKEN_BUDGET tokens each (`evaluations.packing`): small runs
+   share one task and one engine call, a large run is split into parts across tasks.
 3. score: a GPU worker runs the kind's worker function on the payload (for suites,
    `worker.run_scoring`: sentences in, region surprisals out). It never touches the
    database. It reports `progress` to the default queue, best effort; the first report
@@ -14,7 +17,10 @@ the kinds, the status machine and the services these tasks wrap).
 4. store: the worker hands its results to `store(kind, run_id, attempt, results)` on the
    default queue (through a file in `GYM_RUN_RESULTS_DIR` when the workers share a
    disk, so that no message is huge; in the message otherwise), which writes them in one
-   transaction with the kind's store function and moves the run to `done`.
+   transaction with the kind's store function and moves the run to `done`. A packed
+   task hands each of its parts to `store_part` in a message of its own: a run in one
+   part is stored at once, a split run's parts wait in `RunPart` rows until its last
+   part arrives (`runs.run_part_store`); each part is stored once.
 5. outcomes: for suites that transaction also derives the prediction outcomes and the
    accuracy (`evaluations.outcomes`).
 
@@ -85,6 +91,8 @@ def import_work_functions(**_kwargs: Any) -> None:
 
     for kind in runs.KINDS.values():
         kind.work_function()
+        if kind.pack_work:
+            kind.pack_work_function()
 
 
 def soft_time_limit(hard: int) -> int:
@@ -100,9 +108,19 @@ class TransientScoringError(Exception):
 def enqueue_work(kind: str, run_id: int, attempt: int, payload: dict[str, Any]) -> None:
     """Publish a run's work. Its time limits travel in the message, from this site's
     settings at the time of the request, so every worker applies the same ones."""
+    _publish_work(work, [kind, run_id, attempt, payload])
+
+
+def enqueue_pack(kind: str, entries: list[dict[str, int]], payload: dict[str, Any]) -> None:
+    """Publish a packed task: parts of one or more runs, each entry {"run", "attempt",
+    "part", "parts"} with its sentences in payload["groups"] (see evaluations.packing)."""
+    _publish_work(work_pack, [kind, entries, payload])
+
+
+def _publish_work(task: Any, args: list[Any]) -> None:
     hard = settings.CELERY_TASK_HARD_TIME_LIMIT
-    work.apply_async(
-        args=[kind, run_id, attempt, payload],
+    task.apply_async(
+        args=args,
         queue=GPU_QUEUE,
         time_limit=hard,
         soft_time_limit=soft_time_limit(hard),
@@ -120,6 +138,14 @@ def _hand_over(task: Any, *args: Any) -> None:
         retry_policy=HANDOVER_RETRY_POLICY,
         compression="zlib",
     )
+
+
+def _report_parts(kind: str, entries: list[dict[str, int]], restart: bool) -> None:
+    """Best effort, as _report_progress: each entry a part with its done and size."""
+    try:
+        progress_parts.apply_async(args=[kind, entries, restart], queue=DEFAULT_QUEUE, retry=False)
+    except Exception as exc:  # noqa: BLE001 - whatever the broker says, the runs go on
+        log.warning("progress of %s runs not reported: %s", kind, exc)
 
 
 def _report_progress(
@@ -146,13 +172,38 @@ class WorkTask(Task):
     def on_failure(self, exc: Exception, task_id: str, args: Any, kwargs: Any, einfo: Any) -> None:
         if isinstance(exc, WorkerLostError) or not isinstance(args, list | tuple) or len(args) < 3:
             return
-        kind, run_id, attempt = args[0], args[1], args[2]
         limit = exc.args[0] if isinstance(exc, TimeLimitExceeded) and exc.args else None
         reason = failure_reason(exc, limit=int(limit) if isinstance(limit, int | float) else None)
+        _fail_all(args[0], _work_targets(args), reason)
+
+
+def _work_targets(args: list[Any] | tuple[Any, ...]) -> list[tuple[int, int]]:
+    """(run id, attempt) of each run a work message is about: `work` is about one run,
+    `work_pack` about the runs of its entries."""
+    if isinstance(args[1], list):
+        return [(entry["run"], entry["attempt"]) for entry in args[1]]
+    return [(args[1], args[2])]
+
+
+def _fail_all(kind: str, targets: list[tuple[int, int]], reason: str) -> None:
+    for run_id, attempt in targets:
         try:
             _hand_over(fail, kind, run_id, attempt, reason)
         except Exception:  # noqa: BLE001 - the sweep fails the run later, with a reason
             log.exception("could not record the failure of %s run %s", kind, run_id)
+
+
+def _work_failed(task: Any, exc: Exception, kind: str, targets: list[tuple[int, int]]) -> None:
+    """A transient error is retried with back-off (raises Retry); any other, or the last
+    try, fails every run of the message with the reason."""
+    transient = _is_transient(exc)
+    if transient and task.request.retries < task.max_retries:
+        raise task.retry(exc=exc, countdown=retry_countdown(task.request.retries)) from exc
+    if not transient:
+        log.exception("%s runs %s failed", kind, [run_id for run_id, _ in targets])
+    reason = failure_reason(exc, retries=task.request.retries, limit=task.request.soft_time_limit)
+    for run_id, attempt in targets:
+        _hand_over(fail, kind, run_id, attempt, reason)
 
 
 @shared_task(
@@ -177,20 +228,38 @@ def work(self: Any, kind: str, run_id: int, attempt: int, payload: dict[str, Any
         # Inside the try: importing torch takes seconds and counts against the time limit.
         results = run_kind.work_function()(payload, progress=reporter)
     except Exception as exc:
-        transient = _is_transient(exc)
-        if transient and self.request.retries < self.max_retries:
-            raise self.retry(exc=exc, countdown=retry_countdown(self.request.retries)) from exc
-        if not transient:
-            log.exception("%s run %s failed", kind, run_id)
-        _hand_over(
-            fail,
-            kind,
-            run_id,
-            attempt,
-            failure_reason(exc, retries=self.request.retries, limit=self.request.soft_time_limit),
-        )
+        _work_failed(self, exc, kind, [(run_id, attempt)])
         return
     _hand_over(store, kind, run_id, attempt, results_pack(kind, run_id, attempt, results))
+
+
+@shared_task(
+    name="runs.work_pack",
+    base=WorkTask,
+    bind=True,
+    acks_late=True,
+    reject_on_worker_lost=True,
+    max_retries=5,
+    time_limit=settings.CELERY_TASK_HARD_TIME_LIMIT,
+    soft_time_limit=soft_time_limit(settings.CELERY_TASK_HARD_TIME_LIMIT),
+)
+def work_pack(self: Any, kind: str, entries: list[dict[str, int]], payload: dict[str, Any]) -> None:
+    """Parts of several runs (or of one big run) in one engine call; each part's
+    results go to `store_part` in their own message, so each run is stored on its own."""
+    from evaluations import runs
+
+    run_kind = runs.kind_named(kind)
+    reporter = _PackProgress(kind, entries, [len(group) for group in payload["groups"]])
+    reporter.start(payload)
+    try:
+        results = run_kind.pack_work_function()(payload, progress=reporter)
+    except Exception as exc:
+        _work_failed(self, exc, kind, [(entry["run"], entry["attempt"]) for entry in entries])
+        return
+    for entry, result in zip(entries, results, strict=True):
+        run_id, attempt = entry["run"], entry["attempt"]
+        packed = results_pack(kind, run_id, attempt, result)
+        _hand_over(store_part, kind, run_id, attempt, entry["part"], entry["parts"], packed)
 
 
 def retry_countdown(retries: int) -> int:
@@ -209,15 +278,17 @@ class _Progress:
         self.last = 0.0
 
     def start(self, payload: dict[str, Any]) -> None:
-        total = len(payload.get("sentences") or ())
-        _report_progress(*self.args, 0, total, True)
+        self._send(0, len(payload.get("sentences") or ()), True)
         self.last = time.monotonic()
+
+    def _send(self, done: int, total: int, restart: bool) -> None:
+        _report_progress(*self.args, done, total, restart)
 
     def __call__(self, done: int, total: int) -> None:
         now = time.monotonic()
         if now - self.last >= settings.GYM_PROGRESS_EVERY_SECONDS or done == total:
             self.last = now
-            _report_progress(*self.args, done, total, False)
+            self._send(done, total, False)
         if 0 < done < total:
             self._hold(done, total)
 
@@ -228,9 +299,32 @@ class _Progress:
         folder = settings.GYM_RUN_HOLD_DIR
         if not folder or not (Path(folder) / "hold").exists():
             return
-        _report_progress(*self.args, done, total, False)
+        self._send(done, total, False)
         while (Path(folder) / "hold").exists():
             time.sleep(0.05)
+
+
+class _PackProgress(_Progress):
+    """Progress of a packed task, told to each of its parts: the engine counts the
+    sentences of all parts together and works through them by length, so each part is
+    credited its share of what is done (all of it at the end)."""
+
+    def __init__(self, kind: str, entries: list[dict[str, int]], sizes: list[int]) -> None:
+        self.kind = kind
+        self.entries = entries
+        self.sizes = sizes
+        self.last = 0.0
+
+    def start(self, payload: dict[str, Any]) -> None:
+        self._send(0, sum(self.sizes), True)
+        self.last = time.monotonic()
+
+    def _send(self, done: int, total: int, restart: bool) -> None:
+        shares = [
+            {**entry, "done": size if done >= total else size * done // max(total, 1), "size": size}
+            for entry, size in zip(self.entries, self.sizes, strict=True)
+        ]
+        _report_parts(self.kind, shares, restart)
 
 
 def results_pack(kind: str, run_id: int, attempt: int, results: dict[str, Any]) -> dict[str, Any]:
@@ -349,9 +443,11 @@ class StoreTask(Task):
             runs.run_fail(kind=runs.kind_named(kind), run_id=run_id, attempt=attempt, reason=reason)
         except Exception:  # noqa: BLE001 - the database is gone; the sweep fails it later
             log.exception("could not record the failure of %s run %s", kind, run_id)
-        if self.name == store.name and len(args) > 3 and isinstance(args[3], dict):
-            results_discard(args[3])
+        if self.name in (store.name, store_part.name) and isinstance(args[-1], dict):
+            results_discard(args[-1])
 
+
+RESULTS_LOST = "The worker's results were lost before they could be stored. Retry the run."
 
 _STORE_OPTIONS: dict[str, Any] = {
     "bind": True,
@@ -380,10 +476,33 @@ def store(self: Any, kind: str, run_id: int, attempt: int, packed: dict[str, Any
             kind=run_kind,
             run_id=run_id,
             attempt=attempt,
-            reason="The worker's results were lost before they could be stored. Retry the run.",
+            reason=RESULTS_LOST,
         )
         return False
     wrote = run_kind.store_function()(run_id=run_id, attempt=attempt, results=results)
+    results_discard(packed)
+    return wrote
+
+
+@shared_task(name="runs.store_part", **_STORE_OPTIONS)
+def store_part(
+    self: Any, kind: str, run_id: int, attempt: int, part: int, parts: int, packed: dict[str, Any]
+) -> bool:
+    """One part's results of a packed task (see `runs.run_part_store`)."""
+    from evaluations import runs
+
+    run_kind = runs.kind_named(kind)
+    results = results_unpack(packed)
+    if results is None:
+        if runs.run_part_stored(
+            kind=run_kind, run_id=run_id, attempt=attempt, part=part, parts=parts
+        ):
+            return False  # an earlier delivery stored it and removed the file
+        runs.run_fail(kind=run_kind, run_id=run_id, attempt=attempt, reason=RESULTS_LOST)
+        return False
+    wrote = runs.run_part_store(
+        kind=run_kind, run_id=run_id, attempt=attempt, part=part, parts=parts, results=results
+    )
     results_discard(packed)
     return wrote
 
@@ -413,6 +532,28 @@ def progress(
     except (DatabaseError, InterfaceError) as exc:
         # Best effort: the next report, or the store, brings the row up to date.
         log.warning("progress of %s run %s not recorded: %s", kind, run_id, exc)
+
+
+@shared_task(name="runs.progress_parts", ignore_result=True)
+def progress_parts(kind: str, entries: list[dict[str, int]], restart: bool = False) -> None:
+    """Progress of the parts of a packed task, each recorded on its own run."""
+    from evaluations import runs
+
+    run_kind = runs.kind_named(kind)
+    for entry in entries:
+        try:
+            runs.run_part_progress(
+                kind=run_kind,
+                run_id=entry["run"],
+                attempt=entry["attempt"],
+                part=entry["part"],
+                parts=entry["parts"],
+                done=entry["done"],
+                size=entry["size"],
+                restart=restart,
+            )
+        except (DatabaseError, InterfaceError) as exc:
+            log.warning("progress of %s run %s not recorded: %s", kind, entry["run"], exc)
 
 
 @shared_task(name="runs.sweep", ignore_result=True)

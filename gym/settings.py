@@ -318,6 +318,15 @@ CELERY_BROKER_CONNECTION_TIMEOUT = envint("CELERY_BROKER_CONNECTION_TIMEOUT", 3)
 # How often a worker reports progress (seconds), so that a fast one does not flood the
 # broker.
 GYM_PROGRESS_EVERY_SECONDS = float(envstr("GYM_PROGRESS_EVERY_SECONDS", "1.0"))
+# Suite evaluations of one request are sent in work tasks of about this many estimated
+# tokens (words + 1 per sentence): small suites share a task (one engine call), large
+# ones are split across several tasks (several GPU workers share them). The default
+# fills one GPU engine batch. 0: one task per suite, as before.
+GYM_PACK_TOKEN_BUDGET = envint("GYM_PACK_TOKEN_BUDGET", 32768)
+if GYM_PACK_TOKEN_BUDGET < 0:
+    raise ImproperlyConfigured(
+        f"GYM_PACK_TOKEN_BUDGET={GYM_PACK_TOKEN_BUDGET}: expected 0 (no packing) or more"
+    )
 # The periodic sweep (celery beat): how often it runs, how long a run may stay queued
 # without reaching the broker before it re-sends it.
 GYM_SWEEP_EVERY_SECONDS = envint("GYM_SWEEP_EVERY_SECONDS", 60)
