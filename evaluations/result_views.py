@@ -256,7 +256,9 @@ class ResultsExportAPI(APIView):
 
 class LeaderboardAPI(APIView):
     """Models x suites: per-suite accuracy (current suite content only), group means by
-    tag and the overall score (mean suite accuracy)."""
+    tag and the overall score (mean suite accuracy). Both means compare like with like:
+    they are over `compared_suites`, the suites every row has an accuracy for (per group
+    too); `overall_suites` is their number, `covered` each model's own count."""
 
     permission_classes = [AllowAny]
 

@@ -319,3 +319,23 @@ def test_model_page_shows_the_scatter(anon_client, accuracies) -> None:  # type:
     alone = model("model-w")
     empty = anon_client.get(f"/models/{alone.name}/").content.decode()
     assert "data-scatter-empty" in empty and "model-scatter" not in empty
+
+
+def test_scatter_reads_two_queries_whatever_the_size(accuracies, django_assert_num_queries) -> None:  # type: ignore[no-untyped-def]
+    with django_assert_num_queries(2):
+        small = comparisons.model_scatter(accuracies["x"], "", include_hidden=False)
+    for n in range(5):
+        extra = model(f"model-extra{n}", display_name=f"Extra {n}")
+        for suite in Suite.objects.all():
+            Evaluation.objects.create(
+                model=extra,
+                suite=suite,
+                content_hash=suite.content_hash,
+                snapshot={},
+                status=Evaluation.Status.DONE,
+                accuracy=0.5,
+            )
+    with django_assert_num_queries(2):
+        large = comparisons.model_scatter(accuracies["x"], "model-extra3", include_hidden=False)
+    assert len(small.choices) == 2 and len(large.choices) == 7
+    assert [(p["suite"], p["y"]) for p in large.points] == [("s1", 0.5), ("s2", 0.5), ("s3", 0.5)]

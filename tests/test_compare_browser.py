@@ -104,7 +104,7 @@ def _model_once(name: str) -> LanguageModel:
 
 def test_scatter_on_the_model_page(page) -> None:  # type: ignore[no-untyped-def]
     _scatter_data()
-    page.goto("/models/model-x/#h-scatter")
+    page.goto("/models/model-x/")
     page.wait_for_function("() => document.querySelector('#model-scatter').dataset.ready === '3'")
     assert _overflow(page) <= 0
     page.screenshot(path=artifact("model-scatter-page.png"), full_page=True)
