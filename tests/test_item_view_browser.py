@@ -66,6 +66,28 @@ def test_a_failing_item_opens_from_the_items_table(page) -> None:  # type: ignor
 
     width = page.evaluate("document.documentElement.scrollWidth")
     assert width <= page.viewport_size["width"]
+    page.evaluate("window.scrollTo(0, 0)")
     page.screenshot(path=artifact("item-view.png"), full_page=True)
     page.get_by_role("link", name="item 3 →").click()
     page.wait_for_url(re.compile(r"/items/3/$"))
+
+
+def test_long_names_and_words_do_not_widen_the_item_page(page) -> None:  # type: ignore[no-untyped-def]
+    long_condition = "mismatch_" + "x" * 150
+    long_word = "Supercalifragilistic" * 8
+    words = {}
+    for n in (1, 2):
+        words[n] = _words(n)
+        words[n][long_condition] = [[("The", 2.0), (long_word, 30.0)], [("are", 1.0)], [("x.", 1)]]
+    data = suite_data("L" + "o" * 180 + "ng", words)
+    data["region_meta"]["3"] = "End" + "y" * 150
+    evaluation = store(data, words=words)
+    page.set_viewport_size({"width": 720, "height": 800})
+    page.goto(f"/evaluations/{evaluation.pk}/items/1/")
+    page.locator(f'article[data-condition="{long_condition}"] summary').click()
+    overflow = page.evaluate(
+        "() => document.documentElement.scrollWidth - document.documentElement.clientWidth"
+    )
+    assert overflow <= 0, f"the item page is {overflow} px wider than the window"
+    page.evaluate("window.scrollTo(0, 0)")  # a sticky table head would stick mid-page
+    page.screenshot(path=artifact("item-view-long-names.png"), full_page=True)
