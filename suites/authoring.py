@@ -31,7 +31,7 @@ from suites import formats, predictions, selectors, services
 from suites.api import RawJSONParser
 from suites.catalog import gym_data_or_404
 from suites.formats import SuiteError
-from suites.formats.schema import METRICS
+from suites.formats.schema import METRICS, REGION_METRICS
 from suites.models import Suite
 
 
@@ -280,3 +280,60 @@ def _reference_errors(
             col = ref.region_col if message.startswith("region") else ref.condition_col
             errors.append({"col": col, "message": message})
     return errors
+
+
+# The suite the examples on the prediction language page refer to (the page shows it):
+# subject-verb agreement, with and without an attractor noun between subject and verb.
+DOC_REGIONS = {1: "Subject", 2: "Attractor", 3: "Verb", 4: "End"}
+DOC_CONDITIONS = ("match", "mismatch", "match_attractor", "mismatch_attractor")
+# Mistakes people make, shown with what the importer answers to them right now.
+DOC_MISTAKES = (
+    "(3;%mismatch%) >= (3;%match%)",
+    "(3;%mismatch%) == (3;%match%)",
+    "(3;%mismatch%) > (3;%match%) > (3;%match_attractor%)",
+    "(3;%mismatch%) - (3;%match%)",
+    "((3;%mismatch%) > (3;%match%)) and ((4;%mismatch%) > (4;%match%))",
+    "(3;mismatch) > (3;%match%)",
+    "(3;%mismatch%) > (3,%match%)",
+    "(3;%mismatch%) > (3;%mach%)",
+    "(5;%mismatch%) > (5;%match%)",
+    "(0;%mismatch%) > (0;%match%)",
+    "(3;%mismatch%) \u2212 (3;%match%) > 0",
+    "((3;%mismatch%) > (3;%match%)",
+)
+
+
+def formula_problem(formula: str) -> tuple[int | None, str] | None:
+    """The column and message the importer gives for `formula` in the documentation's
+    suite, or None when it accepts it."""
+    try:
+        node = predictions.parse(formula)
+    except predictions.PredictionError as exc:
+        return exc.col, exc.message
+    errors = _reference_errors(
+        node, region_numbers=set(DOC_REGIONS), condition_names=set(DOC_CONDITIONS)
+    )
+    return (errors[0]["col"], errors[0]["message"]) if errors else None
+
+
+@require_GET
+def prediction_docs(request: HttpRequest) -> HttpResponse:
+    """The prediction language, with examples; the common mistakes carry the parser's
+    own messages, computed here, so that the page says what the importer says."""
+    mistakes = [
+        {"formula": formula, "col": problem[0], "message": problem[1]}
+        for formula in DOC_MISTAKES
+        if (problem := formula_problem(formula))
+    ]
+    context = {
+        "regions": sorted(DOC_REGIONS.items()),
+        "conditions": DOC_CONDITIONS,
+        "mistakes": mistakes,
+        "metrics": REGION_METRICS,
+        "abs_tol": predictions.APPROX_ABS_TOL,
+        "rel_tol": predictions.APPROX_REL_TOL,
+        "max_length": predictions.MAX_LENGTH,
+        "max_nesting": predictions.MAX_NESTING,
+        "relation_formula": predictions.relation_to_formula("greaterthan", 3, "mismatch", "match"),
+    }
+    return render(request, "suites/prediction_docs.html", context)

@@ -10,6 +10,7 @@ urlpatterns = [
     path("", views.suite_list, name="list"),
     path("upload/", views.suite_upload, name="upload"),
     path("editor/", authoring.editor_new, name="editor"),
+    path("docs/predictions/", authoring.prediction_docs, name="prediction_docs"),
     path("tags/", views.tag_list, name="tags"),
     path("tags/<slug:tag>/", views.suite_list, name="tag"),
     path("suites/<str:name>/", views.suite_detail, name="detail"),

@@ -1,5 +1,5 @@
 /* The prediction list: each formula checked by the server's parser as it is typed, with
- * a caret under the column of the first error, and the reference builder. */
+ * the character at the column of the first error marked, and the reference builder. */
 
 import { DEBOUNCE_MS, config, editable } from "./context.js";
 import { $, el, send } from "./dom.js";
@@ -19,33 +19,40 @@ export function renderPredictions() {
   if (!state.predictions.length) {
     list.append(el("li", { class: "muted ed-none" }, editable ? "No predictions yet: add one below." : "No predictions."));
   }
+  fitAll();
   checkAllFormulas();
 }
 
 function predictionEntry(formula, i) {
   const id = `prediction-${i}`;
-  const input = el("input", {
+  // A text area that grows with its formula, so that a long one shows in full.
+  const input = el("textarea", {
     id,
-    type: "text",
+    rows: 1,
     class: "ed-formula",
-    value: formula,
     spellcheck: "false",
     autocomplete: "off",
     readOnly: !editable,
     placeholder: "(2;%ungrammatical%) > (2;%grammatical%)",
     "aria-describedby": `${id}-status`,
   });
+  input.value = formula;
   const remember = () => {
     lastFormula = { index: i, start: input.selectionStart ?? input.value.length, end: input.selectionEnd ?? input.value.length };
   };
   for (const type of ["focus", "keyup", "click", "select", "input"]) input.addEventListener(type, remember);
   input.addEventListener("input", () => {
     state.predictions[i] = input.value;
+    fitHeight(input);
+    placeCaret(i);
     changed({ record: false });
     scheduleFormulaCheck(i);
   });
+  // A formula is one line: it wraps, and Enter does not break it.
+  input.addEventListener("keydown", (event) => {
+    if (event.key === "Enter" && !event.isComposing) event.preventDefault();
+  });
   input.addEventListener("change", commit);
-  input.addEventListener("scroll", () => placeCaret(i));
   const entry = el(
     "li",
     { class: "ed-pred", "data-index": String(i) },
@@ -53,12 +60,28 @@ function predictionEntry(formula, i) {
     el(
       "div",
       { class: "ed-pred-row" },
-      el("div", { class: "ed-formula-wrap" }, input, el("div", { class: "ed-caret", id: `${id}-caret`, "aria-hidden": "true" })),
+      el("div", { class: "ed-formula-wrap" }, input, el("div", { class: "ed-caret", id: `${id}-caret`, "aria-hidden": "true", hidden: true })),
       editable ? el("button", { type: "button", class: "button small danger", "aria-label": `Delete prediction ${i + 1}`, onclick: () => deletePrediction(i) }, "Delete") : null,
     ),
     el("div", { class: "ed-pred-status", id: `${id}-status`, "aria-live": "polite" }),
   );
   return entry;
+}
+
+/** Grow (or shrink) a formula's text area to its content. */
+function fitHeight(area) {
+  area.style.height = "auto";
+  const style = getComputedStyle(area);
+  const borders = parseFloat(style.borderTopWidth) + parseFloat(style.borderBottomWidth);
+  area.style.height = `${area.scrollHeight + borders}px`;
+}
+
+function fitAll() {
+  state.predictions.forEach((_, i) => {
+    const area = $(`prediction-${i}`);
+    if (area) fitHeight(area);
+    placeCaret(i);
+  });
 }
 
 export function addPrediction(text = "") {
@@ -93,6 +116,7 @@ export function insertIntoFormula(text) {
   const next = value.slice(0, start) + text + value.slice(end);
   state.predictions[index] = next;
   input.value = next;
+  fitHeight(input);
   const caret = start + text.length;
   input.focus();
   input.setSelectionRange(caret, caret);
@@ -201,17 +225,44 @@ function excerpt(text, col) {
   );
 }
 
-/** The caret under the column of the error: the input and the caret line share one
- * monospace font and padding, so column n sits n-1 characters from the left. */
+/** Where character `index` of a text area is drawn, relative to its border box: a
+ * hidden copy with the same font, width and wrapping measures it. */
+function characterBox(area, index) {
+  const style = getComputedStyle(area);
+  const copy = document.createElement("div");
+  for (const name of ["font", "letterSpacing", "lineHeight", "padding", "borderStyle", "borderWidth", "boxSizing", "whiteSpace", "overflowWrap", "wordBreak", "tabSize"]) {
+    copy.style[name] = style[name];
+  }
+  Object.assign(copy.style, { position: "absolute", visibility: "hidden", top: "0", left: "-10000px", width: `${area.offsetWidth}px` });
+  const text = area.value;
+  const mark = el("span", {}, text[index] && text[index] !== "\n" ? text[index] : " ");
+  copy.append(text.slice(0, index), mark);
+  document.body.append(copy);
+  // Client rectangles keep fractions of a pixel: a column far right stays exact.
+  const outer = copy.getBoundingClientRect();
+  const inner = mark.getBoundingClientRect();
+  copy.remove();
+  return { top: inner.top - outer.top, left: inner.left - outer.left, width: inner.width, height: inner.height };
+}
+
+/** Mark the character at the column of the error (1-based), on whichever line of the
+ * wrapped formula it falls. */
 function placeCaret(index) {
   const caret = $(`prediction-${index}-caret`);
-  const input = $(`prediction-${index}`);
-  if (!caret || !input) return;
+  const area = $(`prediction-${index}`);
+  if (!caret || !area) return;
   const col = Number(caret.dataset.col || 0);
-  if (!col) {
-    caret.textContent = "";
-    return;
-  }
-  caret.textContent = "^";
-  caret.style.marginLeft = `calc(${col - 1}ch - ${input.scrollLeft}px)`;
+  caret.hidden = !col;
+  if (!col) return;
+  const box = characterBox(area, Math.min(col - 1, area.value.length));
+  Object.assign(caret.style, {
+    top: `${area.offsetTop + box.top - area.scrollTop}px`,
+    left: `${area.offsetLeft + box.left}px`,
+    width: `${box.width}px`,
+    height: `${box.height}px`,
+  });
 }
+
+window.addEventListener("resize", () => {
+  if (state) fitAll();
+});
