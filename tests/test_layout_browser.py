@@ -9,8 +9,9 @@ import pytest
 
 from suites import services
 from suites.models import Tag
-from tests.browser import login
+from tests.browser import artifact, login
 from tests.conftest import small_suite
+from tests.test_item_view import store, suite_data
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -18,6 +19,7 @@ LONG_NAME = "Agreement" + "x" * 180 + " end"
 # Longer than a tag may now be (40), as long as the database column holds: such a tag
 # could exist from before the cap.
 LONG_TAG = "t" * 64
+SCORED_NAME = "Scored" + "y" * 180 + " end"
 
 
 def _overflow(page) -> int:  # type: ignore[no-untyped-def]
@@ -31,6 +33,9 @@ def test_long_names_and_tags_do_not_widen_pages(page, alice) -> None:  # type: i
     suite = services.suite_import(source=small_suite(LONG_NAME), owner=alice).suite
     tag = Tag.objects.create(name=LONG_TAG)
     suite.tags.add(tag)
+    # A long-named suite with results: on the leaderboard, its result and item pages.
+    scored = store(suite_data(SCORED_NAME))
+    scored.suite.tags.add(tag)
     page.set_viewport_size({"width": 720, "height": 800})
     login(page, "alice", "alice-pass-1234")
     for path in (
@@ -38,15 +43,28 @@ def test_long_names_and_tags_do_not_widen_pages(page, alice) -> None:  # type: i
         "/tags/",
         f"/tags/{LONG_TAG}/",
         f"/suites/{quote(LONG_NAME)}/",
+        f"/suites/{quote(SCORED_NAME)}/",
+        f"/suites/{quote(LONG_NAME)}/grid/",
+        "/editor/",
+        "/upload/",
         "/leaderboard/",
+        f"/evaluations/{scored.pk}/results/",
+        f"/evaluations/{scored.pk}/items/1/",
+        f"/models/{scored.model.name}/",
         "/evaluations/new/",
+        "/docs/predictions/",
     ):
         page.goto(path)
         assert page.locator("h1").first.is_visible()
+        if "/grid/" in path or path == "/editor/":
+            page.wait_for_selector(".ed-grid .tabulator-row")
         assert _overflow(page) <= 0, f"{path} is {_overflow(page)} px wider than the window"
     # The tag is still there in full for whoever hovers or follows it.
     page.goto("/")
-    assert page.locator(f'a.tag[title="{LONG_TAG}"]').count() == 1
+    assert page.locator(f'a.tag[title="{LONG_TAG}"]').count() == 2
+    page.goto(f"/suites/{quote(LONG_NAME)}/grid/")
+    page.wait_for_selector(".ed-grid .tabulator-row")
+    page.screenshot(path=artifact("layout-editor-long-name.png"), full_page=True)
 
 
 def test_the_probing_length_plot_keeps_its_height(page, alice) -> None:  # type: ignore[no-untyped-def]
