@@ -18,6 +18,7 @@ from rest_framework.views import APIView
 from suites import formats, selectors, services
 from suites.catalog import ListQuery
 from suites.catalog_api import GymDataSerializer, list_parameters
+from suites.formats.syntaxgym import TAG_MAX_LENGTH, TAGS_MAX_COUNT
 from suites.models import Suite, Tag
 
 
@@ -90,6 +91,17 @@ class SuiteDetailSerializer(SuiteSummarySerializer):
         return [{"formula": p.formula, "original": p.original} for p in suite.predictions.all()]
 
 
+class SuiteUploadSerializer(SuiteDetailSerializer):
+    """The answer to an upload: the suite, its import notes, and the name asked for when
+    it was saved under another one (on_conflict=rename)."""
+
+    warnings = serializers.ListField(child=serializers.CharField(), read_only=True)
+    renamed_from = serializers.CharField(allow_null=True, read_only=True)
+
+    class Meta(SuiteDetailSerializer.Meta):
+        fields = [*SuiteDetailSerializer.Meta.fields, "warnings", "renamed_from"]
+
+
 class SuiteListCreate(generics.ListAPIView):
     """List suites (search, tag filter, sort, pagination) or upload one (body: suite JSON)."""
 
@@ -107,16 +119,43 @@ class SuiteListCreate(generics.ListAPIView):
 
     @extend_schema(
         request={"application/json": OpenApiTypes.OBJECT},
-        responses={201: SuiteDetailSerializer, 400: OpenApiTypes.OBJECT},
+        parameters=[
+            OpenApiParameter(
+                "on_conflict",
+                str,
+                enum=["error", "rename"],
+                description="When a suite of the same name exists: fail (400, the default) "
+                "or save this one under the next free name, '<name> (2)', '<name> (3)', … "
+                "(`renamed_from` in the answer then keeps the name asked for)",
+            ),
+            OpenApiParameter(
+                "tags",
+                str,
+                description="Comma-separated tags added to the suite's own meta.tags (at "
+                f"most {TAGS_MAX_COUNT} in all, each at most {TAG_MAX_LENGTH} characters)",
+            ),
+        ],
+        responses={201: SuiteUploadSerializer, 400: OpenApiTypes.OBJECT},
         description="Upload a suite in any SyntaxGym JSON format. 400 lists every problem "
         "(the API's error shape), each with `path` and `location`, the place as numbers "
         "(section, item, condition, region, region_number, prediction, key; line and column "
         "for CSV); nothing is saved unless all is valid.",
     )
     def post(self, request: Request) -> Response:
-        report = services.suite_import(source=request.data, owner=request.user)
+        on_conflict = request.query_params.get("on_conflict", "error")
+        if on_conflict not in ("error", "rename"):
+            raise serializers.ValidationError(
+                {"on_conflict": [f"{on_conflict[:30]!r} is not one of 'error', 'rename'"]}
+            )
+        report = services.suite_import(
+            source=request.data,
+            owner=request.user,
+            rename_if_taken=on_conflict == "rename",
+            extra_tags=request.query_params.get("tags", "").split(","),
+        )
         body = SuiteDetailSerializer(report.suite, context={"request": request}).data
         body["warnings"] = report.warnings
+        body["renamed_from"] = report.renamed_from or None
         return Response(body, status=status.HTTP_201_CREATED)
 
 

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from typing import Any
+
 from django import forms
 from django.conf import settings
 from django.contrib.auth.forms import UserCreationForm
@@ -8,7 +10,7 @@ from django.core.files.uploadedfile import UploadedFile
 
 from suites.formats.probing import TASK_TYPES
 from suites.formats.syntaxgym import META_TEXT_MAX_LENGTH, TAG_MAX_LENGTH, TAGS_MAX_COUNT
-from suites.services import tag_slugs
+from suites.services import tag_list_errors, tag_slugs
 
 
 def upload_size_check(upload: UploadedFile) -> None:
@@ -48,6 +50,27 @@ class SuiteUploadForm(forms.Form):
         label="…or paste the JSON",
         widget=forms.Textarea(attrs={"rows": 10, "spellcheck": "false", "class": "mono"}),
     )
+
+    tags = forms.CharField(
+        required=False,
+        max_length=TAGS_MAX_COUNT * (TAG_MAX_LENGTH + 2),
+        help_text="Comma-separated, e.g. agreement, licensing; added to the tags the file "
+        f"names (at most {TAGS_MAX_COUNT} in all, each at most {TAG_MAX_LENGTH} characters).",
+    )
+    rename = forms.BooleanField(
+        required=False,
+        label="If the name is taken, save it under the next free name",
+        help_text="“name (2)”, “name (3)”, … as the import command's --on-conflict rename does.",
+    )
+
+    def __init__(self, *args: Any, new: bool = True, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if not new:
+            # Replacing a suite keeps its name and tags.
+            del self.fields["tags"], self.fields["rename"]
+
+    def clean_tags(self) -> list[str]:
+        return clean_tag_list(self.cleaned_data.get("tags", ""))
 
     def clean(self) -> dict:
         cleaned = super().clean()
@@ -132,14 +155,7 @@ class PairSetUploadForm(FileUploadForm):
 def clean_tag_list(text: str) -> list[str]:
     """Comma-separated tags as stored (slugs), within the limits of a suite's tags."""
     slugs = tag_slugs(text.split(","))
-    long = [s for s in slugs if len(s) > TAG_MAX_LENGTH]
-    if long:
-        raise forms.ValidationError(
-            f"The tag “{long[0][:50]}…” is {len(long[0])} characters long; a tag is a short "
-            f"label of at most {TAG_MAX_LENGTH} characters."
-        )
-    if len(slugs) > TAGS_MAX_COUNT:
-        raise forms.ValidationError(
-            f"{len(slugs)} tags; keep the {TAGS_MAX_COUNT} that describe it best."
-        )
+    errors = tag_list_errors(slugs, where=("tags",))
+    if errors:
+        raise forms.ValidationError([e.message for e in errors])
     return slugs

@@ -18,6 +18,7 @@ from django.utils.text import slugify
 from gym.errors import ApplicationError
 from suites import formats, selectors
 from suites.formats import Location, SuiteError
+from suites.formats.syntaxgym import TAG_MAX_LENGTH, TAGS_MAX_COUNT
 from suites.models import Condition, Item, Prediction, Region, Suite, Tag
 
 NAME_MAX_LENGTH = 200
@@ -33,11 +34,14 @@ MAX_COPY_ATTEMPTS = 100
 
 
 class SuiteInvalid(ApplicationError):
-    """The suite cannot be saved; `errors` says where and why. Nothing was written."""
+    """The suite cannot be saved; `errors` says where and why. Nothing was written.
+    `taken_name`: the name another suite has, when that is one of the problems (pages
+    offer to save the upload under a free name)."""
 
-    def __init__(self, errors: list[SuiteError]) -> None:
+    def __init__(self, errors: list[SuiteError], *, taken_name: str = "") -> None:
         super().__init__("; ".join(f"{e.path}: {e.message}" for e in errors[:3]))
         self.errors = errors
+        self.taken_name = taken_name
 
     def error_list(self) -> list[dict[str, Any]]:
         return [{"code": "invalid", **e.as_dict()} for e in self.errors]
@@ -66,6 +70,8 @@ class ImportReport:
     created: bool
     source_format: str
     warnings: list[str] = field(default_factory=list)
+    # The name asked for, when the suite was saved under a free one instead.
+    renamed_from: str = ""
 
 
 def can_change(user: AbstractBaseUser | AnonymousUser | None, suite: Suite) -> bool:
@@ -153,44 +159,133 @@ def suite_import(
     owner: AbstractBaseUser | None,
     replace: Suite | None = None,
     name: str | None = None,
+    rename_if_taken: bool = False,
+    extra_tags: Iterable[str] = (),
 ) -> ImportReport:
     """Validate a suite in any known format and save it, all or nothing.
 
     `replace`: an existing suite whose content is swapped for this one (its row, and so
     the evaluations that point at it, stay). `name` overrides meta.name.
+    `rename_if_taken`: a new suite whose name is taken is saved under the first free name
+    of '<name> (2)', '<name> (3)', … (`ImportReport.renamed_from` keeps the asked one).
+    `extra_tags` are added to the suite's own meta.tags, under the same limits.
     Raises SuiteInvalid with every error found; nothing is written then.
     """
-    if isinstance(source, formats.FormatResult):
-        result = source
-    elif isinstance(source, dict):
-        result = formats.parse_suite_data(source)
-    else:
-        result = formats.parse_suite_text(source)
-    if not result.ok or result.suite is None:
-        raise SuiteInvalid(list(result.errors))
+    result = _parsed(source)
     data = result.suite
-    if name is not None:
-        data = {**data, "meta": {**data["meta"], "name": name}}
-    suite_name = str(data["meta"].get("name", ""))
-    name_errors = suite_name_check(name=suite_name, replace=replace)
-    if name_errors:
-        raise SuiteInvalid(name_errors)
-
-    try:
-        with transaction.atomic():
-            suite = _write(data, owner=owner, replace=replace, result=result)
-    except IntegrityError:
-        # Another request took the name between the check and the insert.
-        raise SuiteInvalid(
-            suite_name_check(name=suite_name, replace=replace)
-            or [SuiteError.at(_NAME, f"a suite named {suite_name!r} already exists")]
-        ) from None
+    if not result.ok or data is None:
+        raise SuiteInvalid(list(result.errors))
+    meta = {**data["meta"], **({"name": name} if name is not None else {})}
+    tags, tag_errors = _merged_tags(meta.get("tags"), extra_tags)
+    if tag_errors:
+        raise SuiteInvalid(tag_errors)
+    if tags is not None:
+        meta["tags"] = tags
+    asked = str(meta.get("name", ""))
+    suite = _save(
+        {**data, "meta": meta},
+        asked=asked,
+        owner=owner,
+        replace=replace,
+        result=result,
+        rename_if_taken=rename_if_taken,
+    )
     return ImportReport(
         suite=suite,
         created=replace is None,
         source_format=result.source_format,
         warnings=list(result.warnings),
+        renamed_from=asked if suite.name != asked else "",
     )
+
+
+def _save(
+    data: dict[str, Any],
+    *,
+    asked: str,
+    owner: AbstractBaseUser | None,
+    replace: Suite | None,
+    result: formats.FormatResult,
+    rename_if_taken: bool,
+) -> Suite:
+    """Write the suite under `asked`, or under the first free name (`rename_if_taken`)."""
+    for _attempt in range(MAX_COPY_ATTEMPTS):
+        suite_name = suite_free_name(asked) if rename_if_taken and _taken(asked, replace) else asked
+        name_errors = suite_name_check(name=suite_name, replace=replace)
+        if name_errors:
+            raise SuiteInvalid(name_errors, taken_name=asked if _taken(asked, replace) else "")
+        data["meta"]["name"] = suite_name
+        try:
+            with transaction.atomic():
+                return _write(data, owner=owner, replace=replace, result=result)
+        except IntegrityError:
+            # Another request took the name between the check and the insert: with
+            # rename_if_taken the next free name is tried, else the clash is reported.
+            if not rename_if_taken:
+                raise SuiteInvalid(
+                    suite_name_check(name=suite_name, replace=replace)
+                    or [SuiteError.at(_NAME, f"a suite named {suite_name!r} already exists")],
+                    taken_name=suite_name,
+                ) from None
+    raise NoFreeName(f"Could not find a free name for {asked!r}; choose another name.")
+
+
+def _parsed(source: str | bytes | dict[str, Any] | formats.FormatResult) -> formats.FormatResult:
+    if isinstance(source, formats.FormatResult):
+        return source
+    if isinstance(source, dict):
+        return formats.parse_suite_data(source)
+    return formats.parse_suite_text(source)
+
+
+def _taken(name: str, replace: Suite | None) -> bool:
+    """Whether a suite other than `replace` is named `name`."""
+    clash = Suite.objects.filter(name=name)
+    return (clash.exclude(pk=replace.pk) if replace is not None else clash).exists()
+
+
+def suite_free_name(wanted: str) -> str:
+    """The first of '<wanted> (2)', '<wanted> (3)', … that no suite has, cut to fit the
+    name length limit: the name a clashing upload is saved under when asked to rename
+    (the page, the API and import_suites --on-conflict rename)."""
+    stem = wanted[: NAME_MAX_LENGTH - len(" (999)")].rstrip()
+    taken = set(Suite.objects.filter(name__startswith=stem).values_list("name", flat=True))
+    n = 2
+    while f"{stem} ({n})" in taken:
+        n += 1
+    return f"{stem} ({n})"
+
+
+def tag_list_errors(slugs: Sequence[str], *, where: tuple[str | int, ...]) -> list[SuiteError]:
+    """What is wrong with `slugs` as one suite's tags: too long a tag, too many tags."""
+    errors = [
+        SuiteError.at(
+            where,
+            f"the tag {slug[:50]!r} is {len(slug)} characters long; a tag is a short label "
+            f"of at most {TAG_MAX_LENGTH} characters",
+        )
+        for slug in slugs
+        if len(slug) > TAG_MAX_LENGTH
+    ]
+    if len(slugs) > TAGS_MAX_COUNT:
+        errors.append(
+            SuiteError.at(
+                where,
+                f"the suite would have {len(slugs)} tags; keep the {TAGS_MAX_COUNT} that "
+                "describe it best",
+            )
+        )
+    return errors
+
+
+def _merged_tags(own: Any, extra: Iterable[str]) -> tuple[list[str] | None, list[SuiteError]]:
+    """The suite's meta.tags with `extra` added (None when there is nothing to add),
+    checked by the limits the format applies to meta.tags."""
+    extra = [str(t) for t in extra if str(t).strip()]
+    if not extra:
+        return None, []
+    slugs = tag_slugs([*(own if isinstance(own, list) else []), *extra])
+    return slugs, tag_list_errors(slugs, where=("meta", "tags"))
 
 
 def _write(

@@ -93,28 +93,63 @@ def suite_upload(request: HttpRequest) -> HttpResponse:
     return _upload_page(
         request,
         None,
-        lambda source: services.suite_import(source=source, owner=request.user),
+        lambda form: services.suite_import(
+            source=form.source(),
+            owner=request.user,
+            rename_if_taken=form.cleaned_data["rename"],
+            extra_tags=form.cleaned_data["tags"],
+        ),
     )
+
+
+# A file whose name is taken is put into the retry form's text box up to this size, so
+# that one click saves it under the free name (larger ones are chosen again).
+RETRY_TEXT_MAX_BYTES = 2 * 1024 * 1024
 
 
 def _upload_page(
     request: HttpRequest,
     suite: Suite | None,
-    write: Callable[[bytes | str], services.ImportReport],
+    write: Callable[[SuiteUploadForm], services.ImportReport],
 ) -> HttpResponse:
     """The upload form, for a new suite or to replace `suite`: `write` saves the upload."""
-    form = SuiteUploadForm(request.POST or None, request.FILES or None)
+    form = SuiteUploadForm(request.POST or None, request.FILES or None, new=suite is None)
     context = {"form": form, "suite": suite, "max_bytes": settings.GYM_MAX_UPLOAD_BYTES}
     if request.method == "POST" and form.is_valid():
         try:
-            report = write(form.source())
+            report = write(form)
         except services.SuiteInvalid as invalid:
+            if suite is None and invalid.taken_name:
+                context.update(_rename_offer(request, form, invalid.taken_name))
             return _import_errors_response(
                 request, "suites/suite_upload.html", context, invalid.errors
             )
         _report_messages(request, report)
         return redirect(report.suite)
     return render(request, "suites/suite_upload.html", context, status=400 if form.errors else 200)
+
+
+def _rename_offer(request: HttpRequest, form: SuiteUploadForm, taken: str) -> dict:
+    """The form again, ticked to rename, holding the suite's text where it can (pasted,
+    or a file small enough), so that one click saves it under `free_name`."""
+    data = request.POST.copy()
+    data["rename"] = "on"
+    upload = form.cleaned_data.get("file")
+    text_kept = not upload
+    if upload and upload.size is not None and upload.size <= RETRY_TEXT_MAX_BYTES:
+        upload.seek(0)
+        try:
+            data["text"] = upload.read().decode("utf-8-sig")
+            text_kept = True
+        except UnicodeDecodeError:
+            pass
+    offer = {"form": SuiteUploadForm(data)} if text_kept else {}
+    return {
+        **offer,
+        "taken_name": taken,
+        "free_name": services.suite_free_name(taken),
+        "text_kept": text_kept,
+    }
 
 
 def _report_messages(request: HttpRequest, report: services.ImportReport) -> None:
@@ -125,6 +160,12 @@ def _report_messages(request: HttpRequest, report: services.ImportReport) -> Non
         f"{report.suite.condition_count} conditions, {report.suite.region_count} regions "
         f"(format: {report.source_format}).",
     )
+    if report.renamed_from:
+        messages.info(
+            request,
+            f"A suite named “{report.renamed_from}” exists already, so this one was saved "
+            f"as “{report.suite.name}”.",
+        )
     for warning in report.warnings:
         messages.warning(request, warning)
 
@@ -137,7 +178,7 @@ def suite_replace(request: HttpRequest, name: str) -> HttpResponse:
     return _upload_page(
         request,
         suite,
-        lambda source: services.suite_replace(suite=suite, user=request.user, source=source),
+        lambda form: services.suite_replace(suite=suite, user=request.user, source=form.source()),
     )
 
 

@@ -44,15 +44,14 @@ class Command(ImportCommand):
 
     def _import_one(self, path: Path, *, owner: Any, on_conflict: str) -> bool:
         result = formats.load_suite_file(path)
-        name = None
         if result.ok and result.suite is not None:
             wanted = result.suite["meta"]["name"]
             if on_conflict == "skip" and self.skipped(path, wanted):
                 return True
-            if on_conflict == "rename" and Suite.objects.filter(name=wanted).exists():
-                name = self._free_name(wanted)
         try:
-            report = services.suite_import(source=result, owner=owner, name=name)
+            report = services.suite_import(
+                source=result, owner=owner, rename_if_taken=on_conflict == "rename"
+            )
         except services.SuiteInvalid as invalid:
             self.failed(path, (f"{error.path}: {error.message}" for error in invalid.errors))
             return False
@@ -66,9 +65,3 @@ class Command(ImportCommand):
         for warning in report.warnings:
             self.stdout.write(f"    note: {warning}")
         return True
-
-    def _free_name(self, wanted: str) -> str:
-        n = 2
-        while Suite.objects.filter(name=f"{wanted} ({n})").exists():
-            n += 1
-        return f"{wanted} ({n})"
