@@ -35,7 +35,7 @@ def run_list(
 
 def task_runs(task: ProbingTask, *, include_hidden: bool = False) -> list[ProbingRun]:
     """Every run on the task, current content first, then by model."""
-    runs = list(run_list(task=task.name, include_hidden=include_hidden).filter(task=task))
+    runs = list(run_list(include_hidden=include_hidden).filter(task=task))
     runs.sort(key=lambda r: (r.outdated, r.model.display_name.lower(), r.pooling, r.probe))
     return runs
 

@@ -4,6 +4,7 @@ project's example task, equals the `probe` command on the same file and model.""
 from __future__ import annotations
 
 import json
+import re
 import time
 from io import StringIO
 from pathlib import Path
@@ -87,3 +88,34 @@ def test_a_run_on_a_real_worker_equals_the_probe_command(  # type: ignore[no-unt
     assert stored["task"]["labels"] == cli["task"]["labels"]
     assert stored["task"]["counts"] == cli["task"]["counts"]
     assert stored["task"]["content_hash"] == cli["task"]["content_hash"] == task.content_hash
+
+
+def test_progress_is_reported_mid_run_and_a_cancelled_run_stores_nothing(  # type: ignore[no-untyped-def]
+    redis_broker,
+    workers,
+    tiny_gpt2,
+    alice,
+    pace,  # noqa: F811
+) -> None:
+    from evaluations import probing_services, runs
+
+    task = probing_task_import(source=TASK_FILE, name="attractors", owner=alice)
+    model = services.model_register(source=str(tiny_gpt2), name="tiny")
+    # As deployed: storing and progress on one worker, the work on a GPU worker, so that
+    # progress is stored while the work is held.
+    storing = workers("celery")
+    workers("gpu", GYM_RUN_HOLD_DIR=str(pace.folder), GYM_PROGRESS_EVERY_SECONDS="0")
+    pace.hold()
+    run = probing_services.probing_run_request(models=[model], task=task, user=alice).runs[0]
+    run = pace.wait_held(run)
+    # Held after a batch of vectors (or, when one batch held them all, after a layer).
+    assert run.progress_text.startswith(("vectors: ", "probes: ")), run.progress_text
+    runs.run_cancel(run=run, user=alice)
+    pace.release()
+    # The worker finishes its work and hands it over; the store refuses it.
+    deadline = time.monotonic() + 180
+    while not re.search(r"runs\.store\[[^\]]*\] succeeded", storing.log.read_text()):
+        assert time.monotonic() < deadline, storing.log.read_text()[-3000:]
+        time.sleep(0.3)
+    run.refresh_from_db()
+    assert run.status == "cancelled" and not ProbingLayerResult.objects.filter(run=run).exists()
