@@ -93,9 +93,9 @@ def test_a_run_on_a_real_worker_equals_the_probe_command(  # type: ignore[no-unt
 def test_progress_is_reported_mid_run_and_a_cancelled_run_stores_nothing(  # type: ignore[no-untyped-def]
     redis_broker,
     workers,
-    tiny_gpt2,
+    tiny_gpt2,  # noqa: F811
     alice,
-    pace,  # noqa: F811
+    pace,
 ) -> None:
     from evaluations import probing_services, runs
 
