@@ -339,3 +339,19 @@ def test_scatter_reads_two_queries_whatever_the_size(accuracies, django_assert_n
         large = comparisons.model_scatter(accuracies["x"], "model-extra3", include_hidden=False)
     assert len(small.choices) == 2 and len(large.choices) == 7
     assert [(p["suite"], p["y"]) for p in large.points] == [("s1", 0.5), ("s2", 0.5), ("s3", 0.5)]
+
+
+def test_a_suite_without_predictions_compares_values_only(anon_client) -> None:  # type: ignore[no-untyped-def]
+    data = suite_data("no predictions")
+    data["predictions"] = []
+    suite = suite_services.suite_import(source=data, owner=None).suite
+    store_done(model("model-a"), suite)
+    store_done(model("model-b"), suite, TOKENS_B)
+    result = comparisons.compare(suite, ["model-a", "model-b"])
+    assert result.predictions == [] and result.disagreements == 0
+    assert [i.item_number for i in result.items] == [1, 2, 3]
+    assert result.items[1].conditions[1].regions[2] == ("here.", [1.0, 5.0])
+    page = anon_client.get("/suites/no%20predictions/compare/?models=model-a,model-b")
+    text = page.content.decode()
+    assert "data-no-predictions" in text and "Items by outcome" not in text
+    assert "The models agree" not in text

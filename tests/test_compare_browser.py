@@ -63,9 +63,19 @@ def test_compare_from_the_suite_page(page) -> None:  # type: ignore[no-untyped-d
     assert _overflow(page) <= 0
     page.screenshot(path=artifact("compare-three-models.png"), full_page=True)
 
+    # From model C's result page, "Compare with…" another model.
+    c = Evaluation.objects.get(model__name="model-c")
+    page.goto(f"/evaluations/{c.pk}/results/")
+    page.get_by_label("Compare with…").select_option("model-a")
+    assert _overflow(page) <= 0
+    page.screenshot(path=artifact("result-compare-with.png"))
+    page.locator("form.cmp-with").get_by_role("button", name="Compare").click()
+    page.wait_for_url("**/compare/?models=*")
+    assert unquote(page.url).endswith("?models=model-c,model-a")
+
     # Narrow window: the table scrolls in its own box, the page does not widen.
     page.set_viewport_size({"width": 720, "height": 900})
-    page.reload()
+    page.goto(f"/suites/{quote(LONG_SUITE)}/compare/?models=model-a,model-b,model-c,model-d")
     assert _overflow(page) <= 0
     page.screenshot(path=artifact("compare-narrow.png"), full_page=True)
 
