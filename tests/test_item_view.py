@@ -22,6 +22,7 @@ from evaluations.token_data import unpack_tokens
 from suites import formats, predictions
 from suites import selectors as suite_selectors
 from suites import services as suite_services
+from tests.test_run_packing import received
 
 pytestmark = pytest.mark.django_db
 
@@ -327,7 +328,7 @@ def _region_sums_from_tokens(text: str, spans: list[tuple[int, int]], packed: di
 @pytest.mark.integration
 @pytest.mark.django_db(transaction=True)
 def test_a_real_worker_stores_tokens_that_add_up_to_the_region_sums(  # type: ignore[no-untyped-def]
-    redis_broker, workers, tiny_gpt2
+    redis_broker, workers, tiny_gpt2, settings
 ) -> None:
     data = suite_data("scored by a real worker")
     # Stray spaces and a long word the tiny tokenizer cuts into pieces.
@@ -335,13 +336,17 @@ def test_a_real_worker_stores_tokens_that_add_up_to_the_region_sums(  # type: ig
     data["items"][1]["conditions"][1]["regions"][2]["content"] = "here antidisestablishment."
     suite = suite_services.suite_import(source=data, owner=None).suite
     model = services.model_register(source=str(tiny_gpt2), name="tiny")
-    workers()
+    worker = workers()
+    # A small token budget splits the suite into parts, each stored apart until the last
+    # arrives: tokens must come through that path too.
+    settings.GYM_PACK_TOKEN_BUDGET = 12
     evaluation = services.evaluation_request(model=model, suites=[suite]).evaluations[0]
     deadline = time.monotonic() + 240
     while not evaluation.finished and time.monotonic() < deadline:
         time.sleep(0.5)
         evaluation.refresh_from_db()
     assert evaluation.status == "done", evaluation.error
+    assert received(worker, "runs.work_pack") > 1
     rows = {r.item_number: r for r in ItemResult.objects.filter(evaluation=evaluation)}
     checked = 0
     for item_number, condition, regions in formats.sentences(evaluation.snapshot):
