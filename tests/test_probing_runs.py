@@ -302,6 +302,8 @@ def test_hostile_and_missing_addresses_are_4xx(task, gpt2, alice) -> None:  # ty
 
 def test_control_overlay_leaderboard_and_model_page(task, gpt2, tiny_bert, anon_client) -> None:  # type: ignore[no-untyped-def]  # noqa: F811
     control = services.model_register(source=str(tiny_bert), name="control-model")
+    empty = anon_client.get("/models/control-model/").content.decode()
+    assert "has not been probed on any task yet" in empty
     run = _done(probing_services.probing_run_request(models=[gpt2], task=task).runs[0])
     other = _done(probing_services.probing_run_request(models=[control], task=task).runs[0])
 
