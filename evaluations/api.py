@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.shortcuts import get_object_or_404
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import generics, serializers, status
 from rest_framework.permissions import IsAuthenticated, IsAuthenticatedOrReadOnly
 from rest_framework.request import Request
@@ -238,6 +238,17 @@ class EvaluationListCreate(generics.ListAPIView):
         if params.get("status"):
             evaluations = evaluations.filter(status=params["status"])
         return evaluations
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("model", str, description="Only this model's (its short name)"),
+            OpenApiParameter("suite", str, description="Only this suite's (its name)"),
+            OpenApiParameter("status", str, enum=Evaluation.Status.values),
+        ],
+        description="Newest first, paged (`page`).",
+    )
+    def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        return super().get(request, *args, **kwargs)
 
     @extend_schema(
         request=EvaluationRequestSerializer,

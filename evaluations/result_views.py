@@ -254,6 +254,65 @@ class ResultsExportAPI(APIView):
         return _export(request, fmt)
 
 
+# The leaderboard API's response shape (exports.leaderboard_data), for the OpenAPI schema.
+LEADERBOARD_SCHEMA = inline_serializer(
+    "Leaderboard",
+    {
+        "tag": serializers.CharField(),
+        "sort": serializers.CharField(),
+        "direction": serializers.ChoiceField(choices=["asc", "desc"]),
+        "tags": serializers.ListField(child=serializers.CharField()),
+        "compared_suites": serializers.ListField(child=serializers.CharField()),
+        "groups": inline_serializer(
+            "LeaderboardGroup",
+            {
+                "tag": serializers.CharField(),
+                "suites": serializers.ListField(child=serializers.CharField()),
+                "compared_suites": serializers.ListField(child=serializers.CharField()),
+            },
+            many=True,
+        ),
+        "suites": inline_serializer(
+            "LeaderboardSuite",
+            {
+                "name": serializers.CharField(),
+                "tags": serializers.ListField(child=serializers.CharField()),
+                "compared": serializers.BooleanField(),
+            },
+            many=True,
+        ),
+        "rows": inline_serializer(
+            "LeaderboardRow",
+            {
+                "model": serializers.CharField(),
+                "display_name": serializers.CharField(),
+                "is_baseline": serializers.BooleanField(),
+                "overall": serializers.FloatField(allow_null=True),
+                "overall_suites": serializers.IntegerField(),
+                "covered": serializers.IntegerField(),
+                "total": serializers.IntegerField(),
+                "ties": serializers.IntegerField(),
+                "group_means": serializers.DictField(
+                    child=serializers.FloatField(allow_null=True), help_text="By tag"
+                ),
+                "scores": serializers.DictField(
+                    child=inline_serializer(
+                        "LeaderboardScore",
+                        {
+                            "accuracy": serializers.FloatField(allow_null=True),
+                            "evaluation": serializers.IntegerField(),
+                            "ties": serializers.IntegerField(),
+                        },
+                    ),
+                    help_text="By suite name",
+                ),
+            },
+            many=True,
+        ),
+    },
+)
+
+
 class LeaderboardAPI(APIView):
     """Models x suites: per-suite accuracy (current suite content only), group means by
     tag and the overall score (mean suite accuracy). Both means compare like with like:
@@ -270,7 +329,7 @@ class LeaderboardAPI(APIView):
             ),
             OpenApiParameter("dir", str, enum=["asc", "desc"]),
         ],
-        responses=OpenApiTypes.OBJECT,
+        responses=LEADERBOARD_SCHEMA,
     )
     def get(self, request: Request) -> Response:
         return Response(exports.leaderboard_data(_board(request)))
@@ -374,11 +433,61 @@ class EvaluationItemAPI(APIView):
         return Response(items.item_data(_item(pk, item_number)))
 
 
+# The results API's response shape (exports.results_document), for the OpenAPI schema.
+RESULTS_SCHEMA = inline_serializer(
+    "ResultsDocument",
+    {
+        "meta": serializers.DictField(help_text="The suite's meta, with `model`"),
+        "region_meta": serializers.DictField(child=serializers.CharField()),
+        "predictions": serializers.ListField(child=serializers.DictField()),
+        "items": serializers.ListField(
+            child=serializers.DictField(),
+            help_text="As in the suite; each region has `metric_value`: the six metrics in "
+            "bits (null where missing)",
+        ),
+        "results": inline_serializer(
+            "ResultsSummary",
+            {
+                "units": serializers.CharField(),
+                "metric": serializers.CharField(),
+                "accuracy": serializers.FloatField(allow_null=True),
+                "ties": serializers.IntegerField(),
+                "accuracy_random_ties": serializers.FloatField(allow_null=True),
+                "predictions": inline_serializer(
+                    "ResultsPrediction",
+                    {
+                        "formula": serializers.CharField(),
+                        "accuracy": serializers.FloatField(allow_null=True),
+                        "passed": serializers.IntegerField(),
+                        "evaluated": serializers.IntegerField(),
+                        "ties": serializers.IntegerField(),
+                    },
+                    many=True,
+                ),
+                "items": inline_serializer(
+                    "ResultsItem",
+                    {
+                        "item_number": serializers.IntegerField(),
+                        "outcomes": serializers.ListField(
+                            child=serializers.BooleanField(allow_null=True)
+                        ),
+                        "passed": serializers.BooleanField(allow_null=True),
+                    },
+                    many=True,
+                ),
+                "diagnostics": serializers.DictField(),
+                "model_info": serializers.DictField(),
+            },
+        ),
+    },
+)
+
+
 class EvaluationResultsAPI(APIView):
     """One done evaluation in the SyntaxGym results format (values in bits)."""
 
     permission_classes = [AllowAny]
 
-    @extend_schema(responses={200: OpenApiTypes.OBJECT, 404: None})
+    @extend_schema(responses={200: RESULTS_SCHEMA, 404: None})
     def get(self, request: Request, pk: int) -> Response:
         return Response(exports.results_document(_done_evaluation(pk)))

@@ -121,7 +121,11 @@ _WRITES = {"POST", "PUT", "PATCH", "DELETE"}
 
 
 class ErrorAwareAutoSchema(AutoSchema):
-    """Documents the one error body on every operation, for the codes it can answer."""
+    """Documents the one error body on every operation, for the codes it can answer, and
+    pages only what DRF pages: a GET list (a list view's POST answers a plain list)."""
+
+    def _get_paginator(self):  # type: ignore[no-untyped-def]
+        return super()._get_paginator() if self.method == "GET" else None
 
     def _get_response_bodies(self, direction: str = "response") -> dict[str, Any]:  # type: ignore[override]
         responses = super()._get_response_bodies(direction)
