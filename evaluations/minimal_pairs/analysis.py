@@ -303,6 +303,19 @@ def _by_word(
     return Table(columns=columns, rows=rows, index=list(range(len(rows))))
 
 
+@dataclass
+class _Pairs:
+    """The complete pairs of a set: their ids and each sentence's pair and side."""
+
+    ids: list[str]  # pair code -> pairid
+    sent_pair: np.ndarray  # sentence index -> pair code (-1: in no complete pair)
+    sent_label: np.ndarray  # sentence index -> 0 expected, 1 unexpected
+
+    @property
+    def in_pairs(self) -> np.ndarray:
+        return self.sent_pair >= 0
+
+
 def _by_pair(
     pair_set: MinimalPairSet,
     models: list[str],
@@ -311,14 +324,22 @@ def _by_pair(
     conditions: list[str],
     cond_of_sentence: list[tuple[str, ...]],
 ) -> tuple[Table, list[tuple[str, ...]], list[int]]:
+    pairs = _pairs(pair_set)
+    pair_cond = _pair_conditions(pair_set, pairs, conditions, cond_of_sentence)
+    word_count = _check_tokens(pair_set, models, words, pairs)
+    roi_keys, has_roi, span = _rois(pair_set, models, words, pairs, word_count, options)
+    expected, unexpected = _pair_means(words, pairs, len(models), options, roi_keys, has_roi, span)
+    entries = _pair_order(pair_set, pairs, pair_cond, cond_of_sentence)
+    return _by_pair_table(models, conditions, pairs, entries, expected, unexpected, options)
+
+
+def _pairs(pair_set: MinimalPairSet) -> _Pairs:
     sentences = pair_set.sentences
-    n_sent = len(sentences)
-    n_models = len(models)
     dropped = set(pair_set.dropped_pairs)
     pair_ids: list[str] = []
     pair_code: dict[str, int] = {}
-    sent_pair = np.full(n_sent, -1, dtype=np.int64)
-    sent_label = np.zeros(n_sent, dtype=np.int64)
+    sent_pair = np.full(len(sentences), -1, dtype=np.int64)
+    sent_label = np.zeros(len(sentences), dtype=np.int64)
     for i, sentence in enumerate(sentences):
         if sentence.pairid is None or sentence.pairid in dropped:
             continue
@@ -327,11 +348,19 @@ def _by_pair(
             pair_ids.append(sentence.pairid)
         sent_pair[i] = code
         sent_label[i] = 0 if sentence.comparison == EXPECTED else 1
-    n_pairs = len(pair_ids)
-    # The conditions of a pair: its sentences must agree on the chosen columns.
-    pair_cond: list[tuple[str, ...] | None] = [None] * n_pairs
-    for i, sentence in enumerate(sentences):
-        code = int(sent_pair[i])
+    return _Pairs(ids=pair_ids, sent_pair=sent_pair, sent_label=sent_label)
+
+
+def _pair_conditions(
+    pair_set: MinimalPairSet,
+    pairs: _Pairs,
+    conditions: list[str],
+    cond_of_sentence: list[tuple[str, ...]],
+) -> list[tuple[str, ...] | None]:
+    """The conditions of each pair: its sentences must agree on the chosen columns."""
+    pair_cond: list[tuple[str, ...] | None] = [None] * len(pairs.ids)
+    for i, sentence in enumerate(pair_set.sentences):
+        code = int(pairs.sent_pair[i])
         if code < 0:
             continue
         if pair_cond[code] is None:
@@ -347,29 +376,50 @@ def _by_pair(
                 f"(row {sentence.row}); a pair's sentences must share the conditions "
                 "they are grouped by"
             )
+    return pair_cond
 
-    # Every analysed sentence needs tokens from every model, and its ROI must exist.
+
+def _check_tokens(
+    pair_set: MinimalPairSet, models: list[str], words: _Words, pairs: _Pairs
+) -> np.ndarray:
+    """Words per (model, sentence); every paired sentence needs tokens from every model."""
+    sentences = pair_set.sentences
+    n_sent = len(sentences)
+    n_models = len(models)
     word_count = np.bincount(words.model * n_sent + words.sent, minlength=n_models * n_sent)
     word_count = word_count.reshape(n_models, n_sent)
-    in_pairs = sent_pair >= 0
     for m in range(n_models):
-        missing = np.flatnonzero(in_pairs & (word_count[m] == 0))
+        missing = np.flatnonzero(pairs.in_pairs & (word_count[m] == 0))
         if len(missing):
             ids = ", ".join(sentences[i].sentid for i in missing[:5])
             raise AnalysisError(
                 f"the predictions of model {models[m]!r} have no tokens for {len(missing)} "
                 f"paired sentences (sentid {ids}{', ...' if len(missing) > 5 else ''})"
             )
+    return word_count
+
+
+def _rois(
+    pair_set: MinimalPairSet,
+    models: list[str],
+    words: _Words,
+    pairs: _Pairs,
+    word_count: np.ndarray,
+    options: AnalysisOptions,
+) -> tuple[np.ndarray, np.ndarray, int]:
+    """(ROI word keys, whether each sentence has an ROI, key span); every ROI position
+    must exist in every model's words."""
+    sentences = pair_set.sentences
     roi_sent: list[int] = []
     roi_pos: list[int] = []
-    max_roi = np.full(n_sent, -1, dtype=np.int64)
+    max_roi = np.full(len(sentences), -1, dtype=np.int64)
     for i, sentence in enumerate(sentences):
-        if sentence.roi is not None and in_pairs[i]:
+        if sentence.roi is not None and pairs.in_pairs[i]:
             roi_sent.extend([i] * len(sentence.roi))
             roi_pos.extend(sentence.roi)
             max_roi[i] = max(sentence.roi)
     has_roi = max_roi >= 0
-    for m in range(n_models):
+    for m in range(len(models)):
         bad = np.flatnonzero(has_roi & (max_roi >= word_count[m]))
         if len(bad):
             s = sentences[int(bad[0])]
@@ -379,14 +429,28 @@ def _by_pair(
                 f"{models[m]!r} (it has {int(word_count[m][bad[0]])} words); "
                 f"{len(bad)} sentence(s) affected"
             )
-
     span = int(max(int(words.pos.max(initial=0)), int(max_roi.max(initial=0)))) + 1
-    word_key = words.sent * span + words.pos
     roi_keys = np.asarray(roi_sent, dtype=np.int64) * span + np.asarray(roi_pos, dtype=np.int64)
-    selected = in_pairs[words.sent] & (~has_roi[words.sent] | np.isin(word_key, roi_keys))
+    return roi_keys, has_roi, span
+
+
+def _pair_means(
+    words: _Words,
+    pairs: _Pairs,
+    n_models: int,
+    options: AnalysisOptions,
+    roi_keys: np.ndarray,
+    has_roi: np.ndarray,
+    span: int,
+) -> tuple[np.ndarray, np.ndarray]:
+    """(expected, unexpected): the measure over each side's ROI words (all words where
+    there is no ROI), per model and pair."""
+    n_pairs = len(pairs.ids)
+    word_key = words.sent * span + words.pos
+    selected = pairs.in_pairs[words.sent] & (~has_roi[words.sent] | np.isin(word_key, roi_keys))
     value = words.prob if options.pred_measure == "prob" else words.surp
-    group = (words.model * n_pairs + sent_pair[words.sent]) * 2 + sent_label[words.sent]
-    group = group[selected]
+    group = (words.model * n_pairs + pairs.sent_pair[words.sent]) * 2
+    group = (group + pairs.sent_label[words.sent])[selected]
     size = n_models * n_pairs * 2
     sums = np.bincount(group, weights=value[selected], minlength=size)
     counts = np.bincount(group, minlength=size)
@@ -394,36 +458,53 @@ def _by_pair(
         means = (sums / counts).reshape(n_models, n_pairs, 2)
     if options.pred_measure == "perplexity":
         means = np.exp2(means)
-    expected = means[:, :, 0]
-    unexpected = means[:, :, 1]
-    diff = expected - unexpected
-    if options.pred_measure == "prob":
-        acc = expected > unexpected
-    else:
-        acc = expected < unexpected
-    tie = expected == unexpected
+    return means[:, :, 0], means[:, :, 1]
 
-    # Rows sorted by model, conditions, pairid, as NLPScholar's pivot sorts them; the
-    # index counts the pairs it drops (incomplete ones) as it does.
-    all_ids = list(pair_ids) + sorted(dropped)
-    keys = id_sort_keys(all_ids)
+
+def _pair_order(
+    pair_set: MinimalPairSet,
+    pairs: _Pairs,
+    pair_cond: list[tuple[str, ...] | None],
+    cond_of_sentence: list[tuple[str, ...]],
+) -> list[tuple[tuple[str, ...], tuple, int]]:
+    """(conditions, sort key, pair code) sorted by conditions, pairid, as NLPScholar's
+    pivot sorts them; the pairs it drops (incomplete ones) stay in with code -1, so the
+    index counts them as it does."""
+    n_pairs = len(pairs.ids)
+    dropped_set = set(pair_set.dropped_pairs)
+    dropped = sorted(dropped_set)
+    keys = id_sort_keys(list(pairs.ids) + dropped)
     dropped_cond: dict[str, tuple[str, ...]] = {}
-    for i, sentence in enumerate(sentences):
-        if sentence.pairid in dropped:
+    for i, sentence in enumerate(pair_set.sentences):
+        if sentence.pairid in dropped_set:
             dropped_cond.setdefault(sentence.pairid, cond_of_sentence[i])
     entries = [(pair_cond[k] or (), keys[k], k) for k in range(n_pairs)]
-    entries += [
-        (dropped_cond.get(pid, ()), keys[n_pairs + j], -1) for j, pid in enumerate(sorted(dropped))
-    ]
+    entries += [(dropped_cond.get(pid, ()), keys[n_pairs + j], -1) for j, pid in enumerate(dropped)]
     entries.sort(key=lambda e: (e[0], e[1]))
-    columns = ["model", *conditions, PAIRID, *BY_PAIR_VALUES]
+    return entries
+
+
+def _by_pair_table(
+    models: list[str],
+    conditions: list[str],
+    pairs: _Pairs,
+    entries: list[tuple[tuple[str, ...], tuple, int]],
+    expected: np.ndarray,
+    unexpected: np.ndarray,
+    options: AnalysisOptions,
+) -> tuple[Table, list[tuple[str, ...]], list[int]]:
+    """The by_pair rows by model, then `entries` order; with each row's conditions and
+    model code for by_cond."""
+    diff = expected - unexpected
+    acc = expected > unexpected if options.pred_measure == "prob" else expected < unexpected
+    tie = expected == unexpected
     rows: list[list[object]] = []
     index: list[int] = []
     out_cond: list[tuple[str, ...]] = []
     out_model: list[int] = []
     e_list, u_list, d_list = expected.tolist(), unexpected.tolist(), diff.tolist()
     a_list, t_list = acc.tolist(), tie.tolist()
-    for m in range(n_models):
+    for m in range(len(models)):
         for position, (cond, _, k) in enumerate(entries):
             if k < 0:
                 continue
@@ -431,7 +512,7 @@ def _by_pair(
                 [
                     models[m],
                     *cond,
-                    pair_ids[k],
+                    pairs.ids[k],
                     e_list[m][k],
                     u_list[m][k],
                     d_list[m][k],
@@ -442,6 +523,7 @@ def _by_pair(
             index.append(m * len(entries) + position)
             out_cond.append(cond)
             out_model.append(m)
+    columns = ["model", *conditions, PAIRID, *BY_PAIR_VALUES]
     return Table(columns=columns, rows=rows, index=index), out_cond, out_model
 
 
