@@ -370,46 +370,12 @@ def _build(
         sentid = record[SENTID].strip()
         sentence = record[SENTENCE].strip()
         row_errors = len(errors)
-        if not sentid:
-            errors.append(
-                PairSetError(line, SENTID, "the sentid is empty; give every row a unique id")
-            )
-        elif sentid in first_row:
-            errors.append(
-                PairSetError(
-                    line,
-                    SENTID,
-                    f"sentid {sentid!r} is used again (first on row {first_row[sentid]})",
-                )
-            )
-        else:
-            first_row[sentid] = line
+        _check_sentid(sentid, line, first_row, errors)
         if not sentence:
             errors.append(PairSetError(line, SENTENCE, "the sentence is empty"))
         pairid = comparison = None
         if has_pairs:
-            pairid = record[PAIRID].strip()
-            comparison = record[COMPARISON].strip()
-            if not pairid:
-                errors.append(PairSetError(line, PAIRID, "the pairid is empty"))
-            elif one_pair_per_row and pairid in pair_rows and pair_rows[pairid] != line:
-                errors.append(
-                    PairSetError(
-                        line,
-                        "pairID",
-                        f"pairID {pairid!r} is used again (first on line {pair_rows[pairid]})",
-                    )
-                )
-            else:
-                pair_rows.setdefault(pairid, line)
-            if comparison not in LABELS:
-                errors.append(
-                    PairSetError(
-                        line,
-                        COMPARISON,
-                        f"the comparison is {comparison!r}; it must be `expected` or `unexpected`",
-                    )
-                )
+            pairid, comparison = _read_pair(record, line, pair_rows, one_pair_per_row, errors)
         roi = None
         if has_roi and record[ROI].strip():
             roi = _parse_roi(record[ROI], sentence, line, errors)
@@ -429,25 +395,7 @@ def _build(
     dropped: list[str] = []
     warnings: list[str] = []
     if has_pairs and not errors:
-        members: dict[str, list[PairSentence]] = {}
-        for sentence in sentences:
-            members.setdefault(sentence.pairid or "", []).append(sentence)
-        for pairid, group in members.items():
-            labels = {s.comparison for s in group}
-            if labels == set(LABELS):
-                continue
-            missing = UNEXPECTED if EXPECTED in labels else EXPECTED
-            if drop_incomplete_pairs:
-                dropped.append(pairid)
-            else:
-                errors.append(
-                    PairSetError(
-                        group[0].row,
-                        COMPARISON,
-                        f"pair {pairid!r} has no `{missing}` sentence; every pair needs at "
-                        "least one expected and one unexpected sentence",
-                    )
-                )
+        dropped = _incomplete_pairs(sentences, drop_incomplete_pairs, errors)
         if dropped:
             warnings.append(
                 "pairs left out because they lack an expected or an unexpected sentence: "
@@ -463,6 +411,86 @@ def _build(
         warnings=warnings,
         dropped_pairs=dropped,
     )
+
+
+def _check_sentid(
+    sentid: str, line: int, first_row: dict[str, int], errors: list[PairSetError]
+) -> None:
+    """A sentid must be there and unique; `first_row` remembers where each was first."""
+    if not sentid:
+        errors.append(PairSetError(line, SENTID, "the sentid is empty; give every row a unique id"))
+    elif sentid in first_row:
+        errors.append(
+            PairSetError(
+                line,
+                SENTID,
+                f"sentid {sentid!r} is used again (first on row {first_row[sentid]})",
+            )
+        )
+    else:
+        first_row[sentid] = line
+
+
+def _read_pair(
+    record: dict[str, str],
+    line: int,
+    pair_rows: dict[str, int],
+    one_pair_per_row: bool,
+    errors: list[PairSetError],
+) -> tuple[str, str]:
+    """(pairid, comparison) of a row, checked; with `one_pair_per_row` (BLiMP) a
+    pairID may stand on one line only."""
+    pairid = record[PAIRID].strip()
+    comparison = record[COMPARISON].strip()
+    if not pairid:
+        errors.append(PairSetError(line, PAIRID, "the pairid is empty"))
+    elif one_pair_per_row and pairid in pair_rows and pair_rows[pairid] != line:
+        errors.append(
+            PairSetError(
+                line,
+                "pairID",
+                f"pairID {pairid!r} is used again (first on line {pair_rows[pairid]})",
+            )
+        )
+    else:
+        pair_rows.setdefault(pairid, line)
+    if comparison not in LABELS:
+        errors.append(
+            PairSetError(
+                line,
+                COMPARISON,
+                f"the comparison is {comparison!r}; it must be `expected` or `unexpected`",
+            )
+        )
+    return pairid, comparison
+
+
+def _incomplete_pairs(
+    sentences: list[PairSentence], drop: bool, errors: list[PairSetError]
+) -> list[str]:
+    """The pairs that lack an expected or an unexpected sentence: returned to be left
+    out when `drop`, an error each otherwise."""
+    members: dict[str, list[PairSentence]] = {}
+    for sentence in sentences:
+        members.setdefault(sentence.pairid or "", []).append(sentence)
+    dropped: list[str] = []
+    for pairid, group in members.items():
+        labels = {s.comparison for s in group}
+        if labels == set(LABELS):
+            continue
+        missing = UNEXPECTED if EXPECTED in labels else EXPECTED
+        if drop:
+            dropped.append(pairid)
+        else:
+            errors.append(
+                PairSetError(
+                    group[0].row,
+                    COMPARISON,
+                    f"pair {pairid!r} has no `{missing}` sentence; every pair needs at "
+                    "least one expected and one unexpected sentence",
+                )
+            )
+    return dropped
 
 
 def _parse_roi(
