@@ -10,7 +10,7 @@ from __future__ import annotations
 import csv
 import io
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -133,40 +133,10 @@ def parse_predictions_tsv(data: str | bytes) -> TokenTable:
     """Read an evaluate table (NLPScholar's own output or Gym's). NLPScholar's `word`,
     `wordpos` and `punctuation` are taken as given. Extra columns (a pandas index) are
     ignored. Raises MinimalPairFormatError listing every problem with row and column."""
-    if isinstance(data, bytes):
-        try:
-            data = data.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise MinimalPairFormatError(
-                [PairSetError(None, None, f"the file is not UTF-8 text (byte {exc.start})")]
-            ) from None
-    text = data.removeprefix("\ufeff")
-    reader = csv.reader(io.StringIO(text, newline=""), delimiter="\t", quotechar='"')
-    try:
-        header = next(reader)
-    except StopIteration:
-        raise MinimalPairFormatError([PairSetError(None, None, "the file is empty")]) from None
-    except csv.Error as exc:
-        raise MinimalPairFormatError([PairSetError(1, None, str(exc))]) from None
-    header = [name.strip() for name in header]
-    missing = [name for name in COLUMNS if name not in header]
-    if missing:
-        raise MinimalPairFormatError(
-            [PairSetError(1, name, f"the predictions need the column `{name}`") for name in missing]
-        )
-    at = [header.index(name) for name in COLUMNS]
-    width = len(header)
+    reader = csv.reader(io.StringIO(_text(data), newline=""), delimiter="\t", quotechar='"')
+    at, width = _read_header(reader)
     errors: list[PairSetError] = []
-    token: list[str] = []
-    sentid: list[str] = []
-    word: list[str] = []
-    wordpos: list[int] = []
-    model: list[str] = []
-    tokenizer: list[str] = []
-    punct: list[bool] = []
-    prob: list[float] = []
-    surp: list[float] = []
-    i_token, i_sent, i_word, i_pos, i_model, i_tok, i_punct, i_prob, i_surp = at
+    rows: list[tuple] = []
     try:
         for fields in reader:
             if len(fields) != width:
@@ -180,58 +150,79 @@ def parse_predictions_tsv(data: str | bytes) -> TokenTable:
                 if len(errors) > 200:
                     break
                 continue
-            line = reader.line_num
-            try:
-                pos = int(fields[i_pos])
-            except ValueError:
-                errors.append(
-                    PairSetError(line, "wordpos", f"{fields[i_pos]!r} is not a whole number")
-                )
-                continue
-            flag = fields[i_punct].strip().lower()
-            if flag in _TRUE:
-                is_punct = True
-            elif flag in _FALSE:
-                is_punct = False
-            else:
-                errors.append(
-                    PairSetError(line, "punctuation", f"{fields[i_punct]!r} is not True or False")
-                )
-                continue
-            values = []
-            for index, name in ((i_prob, "prob"), (i_surp, "surp")):
-                cell = fields[index].strip()
-                if cell.lower() in _MISSING:
-                    values.append(math.nan)
-                    continue
-                try:
-                    values.append(float(cell))
-                except ValueError:
-                    errors.append(PairSetError(line, name, f"{cell!r} is not a number"))
-                    break
-            if len(values) < 2:
-                continue
-            token.append(fields[i_token])
-            sentid.append(fields[i_sent].strip())
-            word.append(fields[i_word])
-            wordpos.append(pos)
-            model.append(fields[i_model].strip())
-            tokenizer.append(fields[i_tok].strip())
-            punct.append(is_punct)
-            prob.append(values[0])
-            surp.append(values[1])
+            row = _token_row(fields, at, reader.line_num, errors)
+            if row is not None:
+                rows.append(row)
     except csv.Error as exc:
         errors.append(PairSetError(reader.line_num, None, f"cannot read the TSV here: {exc}"))
     if errors:
         raise MinimalPairFormatError(cap_errors(errors))
-    return TokenTable(
-        token=token,
-        sentid=sentid,
-        word=word,
-        wordpos=np.asarray(wordpos, dtype=np.int64),
-        model=model,
-        tokenizer=tokenizer,
-        punctuation=np.asarray(punct, dtype=bool),
-        prob=np.asarray(prob, dtype=np.float64),
-        surp=np.asarray(surp, dtype=np.float64),
+    return TokenTable.from_rows(rows)
+
+
+def _text(data: str | bytes) -> str:
+    if isinstance(data, bytes):
+        try:
+            data = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise MinimalPairFormatError(
+                [PairSetError(None, None, f"the file is not UTF-8 text (byte {exc.start})")]
+            ) from None
+    return data.removeprefix("\ufeff")
+
+
+def _read_header(reader: Iterator[list[str]]) -> tuple[list[int], int]:
+    """(where each of COLUMNS stands, how many columns the header has)."""
+    try:
+        header = next(reader)
+    except StopIteration:
+        raise MinimalPairFormatError([PairSetError(None, None, "the file is empty")]) from None
+    except csv.Error as exc:
+        raise MinimalPairFormatError([PairSetError(1, None, str(exc))]) from None
+    header = [name.strip() for name in header]
+    missing = [name for name in COLUMNS if name not in header]
+    if missing:
+        raise MinimalPairFormatError(
+            [PairSetError(1, name, f"the predictions need the column `{name}`") for name in missing]
+        )
+    return [header.index(name) for name in COLUMNS], len(header)
+
+
+def _token_row(
+    fields: list[str], at: list[int], line: int, errors: list[PairSetError]
+) -> tuple | None:
+    """One row in COLUMNS order, or None with its first problem added to `errors`."""
+    i_token, i_sent, i_word, i_pos, i_model, i_tok, i_punct, i_prob, i_surp = at
+    try:
+        pos = int(fields[i_pos])
+    except ValueError:
+        errors.append(PairSetError(line, "wordpos", f"{fields[i_pos]!r} is not a whole number"))
+        return None
+    flag = fields[i_punct].strip().lower()
+    if flag not in _TRUE and flag not in _FALSE:
+        errors.append(
+            PairSetError(line, "punctuation", f"{fields[i_punct]!r} is not True or False")
+        )
+        return None
+    values = []
+    for index, name in ((i_prob, "prob"), (i_surp, "surp")):
+        cell = fields[index].strip()
+        if cell.lower() in _MISSING:
+            values.append(math.nan)
+            continue
+        try:
+            values.append(float(cell))
+        except ValueError:
+            errors.append(PairSetError(line, name, f"{cell!r} is not a number"))
+            return None
+    return (
+        fields[i_token],
+        fields[i_sent].strip(),
+        fields[i_word],
+        pos,
+        fields[i_model].strip(),
+        fields[i_tok].strip(),
+        flag in _TRUE,
+        values[0],
+        values[1],
     )
