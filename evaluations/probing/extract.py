@@ -203,6 +203,36 @@ def extract_features(
     memmaps under `folder` (a temporary folder when None) once they would take more
     than `memory_limit_bytes` as float32.
     """
+    budget = _checked_budget(lm, pooling, token_budget)
+    unique: dict[str, int] = {}
+    index = np.fromiter(
+        (unique.setdefault(text, len(unique)) for text in sentences),
+        dtype=np.int64,
+        count=len(sentences),
+    )
+    texts = list(unique)
+    n_layers, width = n_hidden_states(lm)
+    if progress is not None:
+        progress(0, len(sentences))
+    stored, target, notes = _storage(len(texts), n_layers, width, memory_limit_bytes, folder)
+    encoded, cut = encode(lm, texts)
+    notes += _encoding_notes(lm, encoded, cut)
+    weight = np.bincount(index, minlength=len(texts)) if len(texts) else np.zeros(0, int)
+    finite = _fill(lm, encoded, stored, pooling, budget, weight, progress)
+    if not finite:
+        notes.append("some vectors are not finite (beyond the range of the storage dtype)")
+    return Features(
+        n_layers=n_layers,
+        width=width,
+        index=index,
+        stored=stored,
+        folder=target,
+        owns_folder=target is not None and folder is None,
+        notes=notes,
+    )
+
+
+def _checked_budget(lm: LoadedModel, pooling: str, token_budget: int | None) -> int:
     if pooling not in POOLINGS:
         raise ScoringError(f"pooling must be one of {', '.join(POOLINGS)}, not '{pooling}'")
     if pooling == "last" and lm.kind != "causal":
@@ -213,45 +243,37 @@ def extract_features(
     budget = token_budget or default_token_budget(lm)
     if budget < 1:
         raise ScoringError("token_budget must be positive")
+    return budget
 
-    unique: dict[str, int] = {}
-    index = np.fromiter(
-        (unique.setdefault(text, len(unique)) for text in sentences),
-        dtype=np.int64,
-        count=len(sentences),
-    )
-    texts = list(unique)
-    weight = np.bincount(index, minlength=len(texts)) if len(texts) else np.zeros(0, int)
-    n_layers, width = n_hidden_states(lm)
-    total = len(sentences)
-    if progress is not None:
-        progress(0, total)
 
-    need = len(texts) * n_layers * width * 4
-    notes: list[str] = []
-    target: Path | None = None
-    owns = False
-    if need > memory_limit_bytes:
-        owns = folder is None
-        target = Path(tempfile.mkdtemp(prefix="gym-probing-")) if folder is None else Path(folder)
-        target.mkdir(parents=True, exist_ok=True)
-        stored: list[np.ndarray] = [
-            np.lib.format.open_memmap(
-                target / f"layer-{k:03d}.npy",
-                mode="w+",
-                dtype=np.float16,
-                shape=(len(texts), width),
-            )
-            for k in range(n_layers)
-        ]
-        notes.append(
-            f"vectors stored on disk as float16 ({need / 1024**2:.0f} MiB as float32 is "
-            f"above the {memory_limit_bytes / 1024**2:.0f} MiB limit)"
+def _storage(
+    n_rows: int, n_layers: int, width: int, memory_limit_bytes: int, folder: str | Path | None
+) -> tuple[list[np.ndarray], Path | None, list[str]]:
+    """(per-layer arrays, their folder when on disk, notes): float32 in memory, or
+    float16 memmaps when the float32 vectors would be above the limit."""
+    need = n_rows * n_layers * width * 4
+    if need <= memory_limit_bytes:
+        return [np.zeros((n_rows, width), dtype=np.float32) for _ in range(n_layers)], None, []
+    target = Path(tempfile.mkdtemp(prefix="gym-probing-")) if folder is None else Path(folder)
+    target.mkdir(parents=True, exist_ok=True)
+    stored: list[np.ndarray] = [
+        np.lib.format.open_memmap(
+            target / f"layer-{k:03d}.npy",
+            mode="w+",
+            dtype=np.float16,
+            shape=(n_rows, width),
         )
-    else:
-        stored = [np.zeros((len(texts), width), dtype=np.float32) for _ in range(n_layers)]
+        for k in range(n_layers)
+    ]
+    note = (
+        f"vectors stored on disk as float16 ({need / 1024**2:.0f} MiB as float32 is "
+        f"above the {memory_limit_bytes / 1024**2:.0f} MiB limit)"
+    )
+    return stored, target, [note]
 
-    encoded, cut = encode(lm, texts)
+
+def _encoding_notes(lm: LoadedModel, encoded: list[_Encoded], cut: int) -> list[str]:
+    notes: list[str] = []
     if cut:
         notes.append(
             f"{cut} sentence{'s' if cut != 1 else ''} longer than the model's "
@@ -260,40 +282,48 @@ def extract_features(
     empty = sum(1 for item in encoded if not item.content)
     if empty:
         notes.append(f"{empty} sentence{'s' if empty != 1 else ''} had no tokens (zero vectors)")
+    return notes
 
+
+def _fill(
+    lm: LoadedModel,
+    encoded: list[_Encoded],
+    stored: list[np.ndarray],
+    pooling: str,
+    budget: int,
+    weight: np.ndarray,
+    progress: Progress | None,
+) -> bool:
+    """Run the batches into `stored`; `weight` is how many input sentences each row
+    stands for (for progress). Whether every stored value is finite."""
     done = 0
+    total = int(weight.sum())
     finite = True
     lengths = [len(item.ids) for item in encoded]
     for batch in plan_batches(lengths, budget):
-        items = [encoded[i] for i in batch]
-        width_t = max(len(item.ids) for item in items)
-        ids = torch.full((len(items), width_t), lm.pad_token_id, dtype=torch.long)
-        mask = torch.zeros((len(items), width_t), dtype=torch.long)
-        for row, item in enumerate(items):
-            ids[row, : len(item.ids)] = torch.tensor(item.ids)
-            mask[row, : len(item.ids)] = 1
-        weights = pooling_weights(items, width_t, pooling).to(lm.device)
-        with torch.inference_mode():
-            states = hidden_states(lm, ids.to(lm.device), mask.to(lm.device))
-            pooled = pool(states, weights).cpu().numpy()
+        pooled = _pooled_batch(lm, [encoded[i] for i in batch], pooling)
         rows = np.asarray(batch)
-        for k in range(n_layers):
-            stored[k][rows] = pooled[k]
-            finite = finite and bool(np.isfinite(stored[k][rows]).all())
+        for k, array in enumerate(stored):
+            array[rows] = pooled[k]
+            finite = finite and bool(np.isfinite(array[rows]).all())
         done += int(weight[rows].sum())
         if progress is not None:
             progress(done, total)
     for array in stored:
         if isinstance(array, np.memmap):
             array.flush()
-    if not finite:
-        notes.append("some vectors are not finite (beyond the range of the storage dtype)")
-    return Features(
-        n_layers=n_layers,
-        width=width,
-        index=index,
-        stored=stored,
-        folder=target,
-        owns_folder=owns,
-        notes=notes,
-    )
+    return finite
+
+
+def _pooled_batch(lm: LoadedModel, items: list[_Encoded], pooling: str) -> np.ndarray:
+    """(layers, batch, width) pooled vectors of one right-padded batch."""
+    width = max(len(item.ids) for item in items)
+    ids = torch.full((len(items), width), lm.pad_token_id, dtype=torch.long)
+    mask = torch.zeros((len(items), width), dtype=torch.long)
+    for row, item in enumerate(items):
+        ids[row, : len(item.ids)] = torch.tensor(item.ids)
+        mask[row, : len(item.ids)] = 1
+    weights = pooling_weights(items, width, pooling).to(lm.device)
+    with torch.inference_mode():
+        states = hidden_states(lm, ids.to(lm.device), mask.to(lm.device))
+        return pool(states, weights).cpu().numpy()
