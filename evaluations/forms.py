@@ -13,9 +13,10 @@ from suites.selectors import suites_with_tag
 class ModelRegisterForm(forms.Form):
     source = forms.CharField(
         max_length=500,
-        help_text="A Hugging Face hub id (gpt2, EleutherAI/pythia-160m), the path of a "
-        "folder saved with save_pretrained, or the path of an n-gram model file (ARPA, "
-        "gzipped ARPA, CMU Sphinx .lm.bin or DMP) on the workers' machines.",
+        help_text="A Hugging Face hub id (gpt2, EleutherAI/pythia-160m; its kind is learnt "
+        "on the first run), the path of a folder under the model folders saved with "
+        "save_pretrained (a config.json and the tokenizer's files), or the path of an "
+        "n-gram model file (ARPA, gzipped ARPA, CMU Sphinx .lm.bin or DMP).",
     )
     revision = forms.CharField(max_length=100, required=False, help_text="Hub revision (optional)")
     display_name = forms.CharField(max_length=200, required=False)
