@@ -16,12 +16,18 @@ DEFAULT_POOLING = ProbingRun.Pooling.MEAN
 DEFAULT_PROBE = ProbingRun.Probe.LOGREG
 # More labels than this and the matrix is left to the downloads (word_content has 1000).
 CONFUSION_MAX_LABELS = 40
+LARGE_FIELDS = ("confusion", "task_info")
 
 
 def run_list(
     *, model: str = "", task: str = "", status: str = "", include_hidden: bool = False
 ) -> QuerySet[ProbingRun]:
-    runs = ProbingRun.objects.select_related("model", "task").order_by("-created_at")
+    # A confusion matrix can be large (word_content: 1000 x 1000): lists never read it.
+    runs = (
+        ProbingRun.objects.select_related("model", "task")
+        .defer(*LARGE_FIELDS)
+        .order_by("-created_at")
+    )
     if not include_hidden:
         runs = runs.filter(model__is_hidden=False)
     if model:
@@ -69,7 +75,8 @@ def control_choices(run: ProbingRun) -> list[ProbingRun]:
     """Other done runs on the same task, to draw beside this one (a random-weights control
     model is registered as a model of its own)."""
     others = ProbingRun.objects.filter(task_id=run.task_id, status=DONE).exclude(pk=run.pk)
-    return list(others.select_related("model").order_by("model__display_name", "pooling", "probe"))
+    others = others.select_related("model", "task").defer(*LARGE_FIELDS)
+    return list(others.order_by("model__display_name", "pooling", "probe"))
 
 
 def confusion_table(run: ProbingRun) -> dict[str, Any] | None:
@@ -203,6 +210,7 @@ def model_curves(model: LanguageModel) -> list[dict[str, Any]]:
     runs = list(
         ProbingRun.objects.filter(model=model, status=DONE)
         .select_related("model", "task")
+        .defer(*LARGE_FIELDS)
         .order_by("task__name", "pooling", "probe")
     )
     layers: dict[int, list[dict[str, Any]]] = {run.pk: [] for run in runs}
