@@ -10,4 +10,4 @@ class EvaluationsConfig(AppConfig):
     def ready(self) -> None:
         # Registers the run kinds, so that every process (web, storing worker, GPU
         # worker) knows them before the first message arrives.
-        from evaluations import probing_services, services  # noqa: F401
+        from evaluations import pair_services, probing_services, services  # noqa: F401

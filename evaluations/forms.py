@@ -5,8 +5,8 @@ from typing import Any
 from django import forms
 from django.http import QueryDict
 
-from evaluations.models import LanguageModel, ProbingRun
-from suites.models import ProbingTask, Suite, Tag
+from evaluations.models import IMPORTED_PREFIX, LanguageModel, ProbingRun
+from suites.models import MinimalPairSet, ProbingTask, Suite, Tag
 from suites.selectors import suites_with_tag
 
 
@@ -99,4 +99,48 @@ class ProbingRunRequestForm(forms.Form):
         choices=ProbingRun.Probe.choices,
         initial=ProbingRun.Probe.LOGREG,
         help_text="Trained per layer; hyperparameters chosen on va, accuracy reported on te.",
+    )
+
+
+def runnable_models():  # type: ignore[no-untyped-def]
+    """Models a worker can run: shown, and not registered only for imported results."""
+    return LanguageModel.objects.filter(is_hidden=False).exclude(source__startswith=IMPORTED_PREFIX)
+
+
+class PairRequestForm(forms.Form):
+    models = forms.ModelMultipleChoiceField(
+        queryset=runnable_models(),
+        to_field_name="name",
+        widget=forms.SelectMultiple(attrs={"size": 6}),
+        help_text="One run per model and set; a run asked for before on the same content is "
+        "shown instead of run again.",
+    )
+    pair_sets = forms.ModelMultipleChoiceField(
+        queryset=MinimalPairSet.objects.order_by("name"),
+        to_field_name="name",
+        label="Minimal-pair sets",
+        widget=forms.SelectMultiple(attrs={"size": 8}),
+    )
+
+
+class PredictionsImportForm(forms.Form):
+    file = forms.FileField(
+        label="Predictions TSV",
+        help_text="NLPScholar's evaluate output: token, sentid, word, wordpos, model, "
+        "tokenizer, punctuation, prob, surp. Its words are taken as given.",
+    )
+    model = forms.CharField(
+        max_length=100, help_text="The short name of the model whose predictions these are."
+    )
+    register = forms.BooleanField(
+        required=False,
+        label="Register it by name if there is no such model",
+        help_text="A model registered only for imported results: it is never run here.",
+    )
+    display_name = forms.CharField(max_length=200, required=False)
+    file_model = forms.CharField(
+        max_length=200,
+        required=False,
+        label="Model in the file",
+        help_text="Only for a file with predictions of several models: the one to import.",
     )

@@ -9,6 +9,10 @@ from django.utils import timezone
 
 from suites.models import Suite
 
+# The source of a model registered only to hold imported results (NLPScholar
+# predictions of a model too big for this site's workers): never queued on a worker.
+IMPORTED_PREFIX = "imported:"
+
 
 class LanguageModel(models.Model):
     """A language model that can be evaluated: a hub id, a local folder, or an n-gram
@@ -51,6 +55,11 @@ class LanguageModel(models.Model):
 
     def get_absolute_url(self) -> str:
         return reverse("evaluations:model", args=[self.name])
+
+    @property
+    def is_imported(self) -> bool:
+        """Registered only for imported results: no worker can load it."""
+        return self.source.startswith(IMPORTED_PREFIX)
 
     @property
     def public_source(self) -> str:
@@ -349,6 +358,9 @@ class PairEvaluation(Run):
     @property
     def outdated(self) -> bool:
         return self.content_hash != self.pair_set.content_hash
+
+    def get_absolute_url(self) -> str:
+        return reverse("evaluations:pair_result", args=[self.pk])
 
     def benchmark_owner(self) -> Any:
         return self.pair_set.owner

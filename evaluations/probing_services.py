@@ -96,6 +96,7 @@ def probing_run_request(
     option, or last-token pooling of a masked model; BrokerUnavailable (rows committed)
     when the queue cannot be reached."""
     asked = list({m.pk: m for m in models}.values())
+    runs.check_runnable(asked)
     errors = probing_request_problems(asked, pooling=pooling, probe=probe)
     if errors:
         raise ProbingRequestInvalid(errors)

@@ -20,14 +20,14 @@ from typing import Any
 from django.apps import apps
 from django.conf import settings
 from django.core.exceptions import PermissionDenied
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.db.models import F, Sum
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
 from evaluations import packing
 from evaluations.model_sources import public_error
-from evaluations.models import Run, RunPart
+from evaluations.models import IMPORTED_PREFIX, Run, RunPart
 from gym.errors import ApplicationError
 
 log = logging.getLogger(__name__)
@@ -57,6 +57,37 @@ class RunConflict(ApplicationError):
 
     status_code = 409
     code = "conflict"
+
+
+class ModelNotRunnable(ApplicationError):
+    """A model that no worker can load: registered only to hold imported results."""
+
+    def __init__(self, names: Sequence[str]) -> None:
+        super().__init__(
+            f"{', '.join(names)}: registered only for imported results (source "
+            f"'{IMPORTED_PREFIX}<name>'), so no worker can load it. Import its predictions "
+            "instead, or register the model's real source to run it on this site."
+        )
+
+
+def check_runnable(models: Sequence[Any]) -> None:
+    """Every request service calls this: an imported-results model is never queued."""
+    imported = [m.name for m in models if m.is_imported]
+    if imported:
+        raise ModelNotRunnable(imported)
+
+
+def run_get_or_create(model: type[Run], key: dict[str, Any], **defaults: Any) -> tuple[Run, bool]:
+    """The run with `key` (its unique fields), created with `defaults` when there is none:
+    asking twice, or two requests at once, give one run. Call inside a transaction."""
+    run = model.objects.filter(**key).first()
+    if run is not None:
+        return run, False
+    try:
+        with transaction.atomic():
+            return model.objects.create(**key, **defaults), True
+    except IntegrityError:  # the same run was asked for a moment ago
+        return model.objects.get(**key), False
 
 
 @dataclass(frozen=True)

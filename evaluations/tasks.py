@@ -87,7 +87,7 @@ def import_work_functions(**_kwargs: Any) -> None:
     if consumed and GPU_QUEUE not in consumed:
         return
     # The services modules register the kinds.
-    from evaluations import probing_services, runs, services  # noqa: F401
+    from evaluations import pair_services, probing_services, runs, services  # noqa: F401
 
     for kind in runs.KINDS.values():
         kind.work_function()

@@ -27,6 +27,15 @@ def _max_loaded_models() -> int:
     return settings.GYM_MAX_LOADED_MODELS if settings.configured else 2
 
 
+def payload_model(spec: dict[str, Any]) -> Any:
+    """The payload's model ({"source", "revision", "dtype"?}), from the worker's bounded
+    cache of loaded models."""
+    set_max_loaded_models(_max_loaded_models())
+    return scoring.load_model(
+        spec["source"], revision=spec.get("revision") or None, dtype=spec.get("dtype") or None
+    )
+
+
 def run_scoring(
     payload: dict[str, Any], progress: Callable[[int, int], None] | None = None
 ) -> dict[str, Any]:
@@ -53,11 +62,7 @@ def run_scoring_groups(
     payload: as for run_scoring, with "groups": [[[region, ...], ...], ...] instead of
     "sentences"; progress counts the sentences of all groups together.
     """
-    spec = payload["model"]
-    set_max_loaded_models(_max_loaded_models())
-    model = scoring.load_model(
-        spec["source"], revision=spec.get("revision") or None, dtype=spec.get("dtype") or None
-    )
+    model = payload_model(payload["model"])
     rule = payload.get("straddling") or "missing"
     groups = payload["groups"]
     everything = [sentence for group in groups for sentence in group]

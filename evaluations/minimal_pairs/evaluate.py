@@ -9,19 +9,45 @@ belongs to the word holding its first non-space character.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from evaluations.minimal_pairs.tokens import TokenTable
 from suites.formats.minimal_pairs import MinimalPairSet, split_words, word_of_tokens
 
 if TYPE_CHECKING:
     from evaluations.scoring import LoadedModel
+    from evaluations.scoring.schema import SentenceScore
 
 
 def sentence_words(text: str, offsets: list[tuple[int, int]]) -> list[int]:
     """The engine's `word_ids` hook: each token's word in the model-independent words."""
     return word_of_tokens(split_words(text), offsets, text)
+
+
+def model_tokenizer_name(model: Any) -> str:
+    """The tokenizer's name as NLPScholar writes it ("" for a model without one)."""
+    return str(getattr(getattr(model, "tokenizer", None), "name_or_path", "") or "")
+
+
+def score_pair_sentences(
+    model: Any,
+    sentences: Sequence[str],
+    *,
+    token_budget: int | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> list[SentenceScore]:
+    """Each sentence scored whole, masked LMs over the model-independent words: what the
+    command line and the site's workers both run."""
+    from evaluations.scoring import score_sentences
+
+    return score_sentences(
+        model,
+        [[sentence] for sentence in sentences],
+        token_budget=token_budget,
+        progress=progress,
+        word_ids=sentence_words,
+    )
 
 
 def evaluate_minimal_pairs(
@@ -34,17 +60,12 @@ def evaluate_minimal_pairs(
     progress: Callable[[int, int], None] | None = None,
 ) -> TokenTable:
     """One row per token of every sentence, in NLPScholar's evaluate columns."""
-    from evaluations.scoring import score_sentences
-
-    tokenizer_name = tokenizer_name or str(
-        getattr(model.tokenizer, "name_or_path", "") or model_name
-    )
-    scores = score_sentences(
+    tokenizer_name = tokenizer_name or model_tokenizer_name(model) or model_name
+    scores = score_pair_sentences(
         model,
-        [[sentence.sentence] for sentence in pair_set.sentences],
+        [sentence.sentence for sentence in pair_set.sentences],
         token_budget=token_budget,
         progress=progress,
-        word_ids=sentence_words,
     )
     rows: list[tuple] = []
     for sentence, score in zip(pair_set.sentences, scores, strict=True):

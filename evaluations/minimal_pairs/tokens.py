@@ -44,6 +44,8 @@ class TokenTable:
     punctuation: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
     prob: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.float64))
     surp: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.float64))
+    # The file line of each row, for tables read from a file (empty otherwise).
+    line: list[int] = field(default_factory=list)
 
     def __len__(self) -> int:
         return len(self.token)
@@ -137,6 +139,7 @@ def parse_predictions_tsv(data: str | bytes) -> TokenTable:
     at, width = _read_header(reader)
     errors: list[PairSetError] = []
     rows: list[tuple] = []
+    lines: list[int] = []
     try:
         for fields in reader:
             if len(fields) != width:
@@ -153,11 +156,14 @@ def parse_predictions_tsv(data: str | bytes) -> TokenTable:
             row = _token_row(fields, at, reader.line_num, errors)
             if row is not None:
                 rows.append(row)
+                lines.append(reader.line_num)
     except csv.Error as exc:
         errors.append(PairSetError(reader.line_num, None, f"cannot read the TSV here: {exc}"))
     if errors:
         raise MinimalPairFormatError(cap_errors(errors))
-    return TokenTable.from_rows(rows)
+    table = TokenTable.from_rows(rows)
+    table.line = lines
+    return table
 
 
 def _text(data: str | bytes) -> str:

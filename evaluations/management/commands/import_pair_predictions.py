@@ -1,0 +1,66 @@
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from evaluations import pair_services, runs
+from evaluations.services import ModelRegistrationError
+from suites.models import MinimalPairSet
+
+
+class Command(BaseCommand):
+    help = (
+        "Import a predictions TSV written by NLPScholar's evaluate (token, sentid, word, "
+        "wordpos, model, tokenizer, punctuation, prob, surp; its words taken as given) as "
+        "the results of a registered model on a minimal-pair set. Every sentence of the set "
+        "must be there; nothing is saved on any error."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("file", help="the predictions TSV")
+        parser.add_argument("--set", required=True, dest="pair_set", help="the set's name")
+        parser.add_argument("--model", required=True, help="the model's short name")
+        parser.add_argument(
+            "--register",
+            action="store_true",
+            help="register a model of that name for imported results only (source "
+            "imported:<name>, never run on a worker) when there is none",
+        )
+        parser.add_argument("--display-name", default="", help="with --register")
+        parser.add_argument(
+            "--file-model", default="", help="the model to import from a file that holds several"
+        )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        pair_set = MinimalPairSet.objects.filter(name=options["pair_set"]).first()
+        if pair_set is None:
+            raise CommandError(f"no minimal-pair set named {options['pair_set']!r}")
+        path = Path(options["file"])
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            raise CommandError(f"cannot read {path}: {exc.strerror}") from None
+        try:
+            evaluation = pair_services.pair_predictions_import(
+                pair_set=pair_set,
+                model_name=options["model"],
+                register=options["register"],
+                display_name=options["display_name"],
+                file_model=options["file_model"],
+                data=data,
+                user=None,
+                check_permission=False,
+            )
+        except pair_services.PredictionsInvalid as invalid:
+            for error in invalid.errors:
+                self.stderr.write(f"{path}: {error}")
+            raise CommandError(f"{path}: not imported ({len(invalid.errors)} problem(s))") from None
+        except (ModelRegistrationError, runs.RunConflict) as refused:
+            raise CommandError(str(refused)) from None
+        accuracy = "none" if evaluation.accuracy is None else f"{evaluation.accuracy:.3f}"
+        self.stdout.write(
+            f"{path}: imported as evaluation {evaluation.pk} ({evaluation.model.name} on "
+            f"{pair_set.name}: accuracy {accuracy}, {evaluation.ties} ties)"
+        )

@@ -1,0 +1,30 @@
+"""The set page's "Evaluate with model(s)" form and import link (suites never import
+evaluations; its template loads this tag)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import template
+
+from evaluations import pair_services
+from evaluations.forms import PairRequestForm
+
+register = template.Library()
+
+
+@register.inclusion_tag("evaluations/_pair_set_actions.html", takes_context=True)
+def pair_set_actions(context: template.Context, pair_set: Any) -> dict[str, Any]:
+    request = context.get("request")
+    user = getattr(request, "user", None)
+    signed_in = bool(user is not None and user.is_authenticated)
+    return {
+        "pair_set": pair_set,
+        "signed_in": signed_in,
+        "request_form": PairRequestForm(initial={"pair_sets": [pair_set.name]})
+        if signed_in
+        else None,
+        "may_import": pair_services.may_import(user, pair_set),
+        "open": not pair_set.evaluations.exists(),
+        "csrf_token": context.get("csrf_token"),
+    }

@@ -1,0 +1,421 @@
+"""Minimal-pair evaluations on the site, without a worker: asking for runs (service, API,
+set page), the store (one transaction, exactly once), outdated results, cancel / retry
+permissions, the four tables through the API, and importing NLPScholar's own predictions
+(page, API, command) with every error located and nothing saved on error."""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+from rest_framework.authtoken.models import Token
+
+from evaluations import pair_services, runs, services, token_data
+from evaluations.minimal_pairs.tokens import parse_predictions_tsv
+from evaluations.models import LanguageModel, PairEvaluation, PairSentenceTokens
+from suites import pair_sets
+from suites.models import MinimalPairSet
+from tests.celery_harness import broker
+from tests.conftest import SHARED_DATA, BrowserClient
+
+# Transactional: runs are sent to the queue when their rows are committed.
+pytestmark = pytest.mark.django_db(transaction=True)
+
+NLPSCHOLAR = SHARED_DATA / "nlpscholar"
+DATA = (
+    "sentid\tpairid\tcomparison\tsentence\tROI\tcond\n"
+    "1\t1\texpected\tthe keys are here\t2\tagr\n"
+    "2\t1\tunexpected\tthe keys is here\t2\tagr\n"
+    "3\t2\texpected\tno dog barks\t\tnpi\n"
+    "4\t2\tunexpected\ta dog barks\t\tnpi\n"
+)
+SURPRISALS = {"1": [1.0, 2.0, 3.0, 4.0], "2": [1.0, 2.0, 5.0, 4.0], "3": [2.0, 1.0, 6.0],
+              "4": [1.0, 1.0, 1.0]}  # fmt: skip
+
+
+class Tok:
+    def __init__(self, text: str, start: int, end: int, surprisal: float) -> None:
+        self.text, self.start, self.end, self.surprisal = text, start, end, surprisal
+
+
+def word_tokens(sentence: str, surprisals: list[float]) -> dict:
+    """One token per whitespace word, as a worker packs them."""
+    tokens, start = [], 0
+    for word, surp in zip(sentence.split(" "), surprisals, strict=True):
+        tokens.append(
+            Tok(("Ġ" if start else "") + word, max(start - 1, 0), start + len(word), surp)
+        )
+        start += len(word) + 1
+    return token_data.pack_tokens(tokens)
+
+
+def worker_results(pair_set: MinimalPairSet) -> dict:
+    rows = list(pair_set.sentences.order_by("position").values_list("sentid", "sentence"))
+    return {
+        "sentids": [sentid for sentid, _ in rows],
+        "sentences": [word_tokens(text, SURPRISALS[sentid]) for sentid, text in rows],
+        "diagnostics": {"batches": 1},
+        "model_info": {"kind": "causal", "tokenizer": "tiny-tok", "n_params": 1234},
+    }
+
+
+@pytest.fixture
+def pair_set(alice) -> MinimalPairSet:  # type: ignore[no-untyped-def]
+    return pair_sets.minimal_pair_set_import(data=DATA, name="small", owner=alice).pair_set
+
+
+@pytest.fixture
+def model() -> LanguageModel:
+    return LanguageModel.objects.create(name="tiny", display_name="Tiny", source="tiny/model")
+
+
+def token_client(user) -> BrowserClient:  # type: ignore[no-untyped-def]
+    token, _ = Token.objects.get_or_create(user=user)
+    return BrowserClient(HTTP_AUTHORIZATION=f"Token {token.key}")
+
+
+def post_json(client, path: str, body: object):  # type: ignore[no-untyped-def]
+    return client.post(path, json.dumps(body), content_type="application/json")
+
+
+# ---------------------------------------------------------------- request and store
+
+
+def test_one_run_per_model_set_and_content(alice, pair_set, model) -> None:  # type: ignore[no-untyped-def]
+    other = LanguageModel.objects.create(name="other", display_name="Other", source="other/m")
+    outcome = pair_services.pair_evaluation_request(
+        user=alice, models=[model, other, model], pair_sets=[pair_set]
+    )
+    assert len(outcome.created) == 2 and not outcome.existing
+    first = outcome.evaluations[0]
+    assert (first.status, first.enqueued, first.progress_total) == ("queued", True, 4)
+    assert first.requested_by == alice and first.content_hash == pair_set.content_hash
+    payload = pair_services.pair_payload(first)
+    assert payload["sentids"] == ["1", "2", "3", "4"]
+    assert payload["sentences"][2] == "no dog barks"
+    assert payload["model"] == {"source": "tiny/model", "revision": ""}
+    again = pair_services.pair_evaluation_request(user=alice, models=[model], pair_sets=[pair_set])
+    assert again.existing == [first] and not again.created
+    assert PairEvaluation.objects.count() == 2
+
+
+def test_store_writes_once_and_derives_the_default_accuracy(alice, pair_set, model) -> None:  # type: ignore[no-untyped-def]
+    (run,) = pair_services.pair_evaluation_request(
+        user=alice, models=[model], pair_sets=[pair_set]
+    ).evaluations
+    results = worker_results(pair_set)
+    assert pair_services.pair_results_store(run_id=run.pk, attempt=1, results=results)
+    run.refresh_from_db()
+    # Pair 1 (ROI "are" 3 bits vs "is" 5): acc. Pair 2 (whole sentence 3 vs 1): not.
+    assert (run.status, run.accuracy, run.ties, run.progress_done) == ("done", 0.5, 0, 4)
+    assert run.model_info["tokenizer"] == "tiny-tok" and run.diagnostics == {"batches": 1}
+    model.refresh_from_db()
+    assert (model.kind, model.parameter_count) == ("causal", 1234)
+    assert PairSentenceTokens.objects.filter(evaluation=run).count() == 4
+    # A re-delivery, a stale attempt: nothing written.
+    results["sentences"][0]["surp"][2] = 9.0
+    assert not pair_services.pair_results_store(run_id=run.pk, attempt=1, results=results)
+    assert not pair_services.pair_results_store(run_id=run.pk, attempt=2, results=results)
+    stored = PairSentenceTokens.objects.get(evaluation=run, sentid="1").tokens
+    assert stored["surp"][2] == 3.0 and PairSentenceTokens.objects.count() == 4
+
+
+def test_results_that_do_not_fit_fail_the_run_with_a_reason(alice, pair_set, model) -> None:  # type: ignore[no-untyped-def]
+    (run,) = pair_services.pair_evaluation_request(
+        user=alice, models=[model], pair_sets=[pair_set]
+    ).evaluations
+    results = worker_results(pair_set)
+    results["sentences"][1]["surp"].append(1.0)
+    assert not pair_services.pair_results_store(run_id=run.pk, attempt=1, results=results)
+    run.refresh_from_db()
+    assert run.status == "failed" and "tokens of sentence 2 are malformed" in run.error
+    assert not PairSentenceTokens.objects.exists()
+
+
+def test_changed_content_keeps_old_results_marked_outdated(alice, pair_set, model) -> None:  # type: ignore[no-untyped-def]
+    (run,) = pair_services.pair_evaluation_request(
+        user=alice, models=[model], pair_sets=[pair_set]
+    ).evaluations
+    pair_services.pair_results_store(run_id=run.pk, attempt=1, results=worker_results(pair_set))
+    MinimalPairSet.objects.filter(pk=pair_set.pk).update(content_hash="0" * 64)
+    pair_set.refresh_from_db()
+    run.refresh_from_db()
+    assert run.outdated and run.status == "done" and run.accuracy == 0.5
+    outcome = pair_services.pair_evaluation_request(
+        user=alice, models=[model], pair_sets=[pair_set]
+    )
+    assert len(outcome.created) == 1 and outcome.created[0].pk != run.pk
+    assert PairSentenceTokens.objects.filter(evaluation=run).count() == 4
+
+
+def test_a_model_registered_for_imported_results_is_never_queued(alice, pair_set) -> None:  # type: ignore[no-untyped-def]
+    imported = pair_services.imported_model_register(name="Big LM", user=alice)
+    assert (imported.name, imported.source, imported.is_imported) == (
+        "big-lm",
+        "imported:big-lm",
+        True,
+    )
+    with pytest.raises(runs.ModelNotRunnable, match="big-lm: registered only for imported"):
+        pair_services.pair_evaluation_request(user=alice, models=[imported], pair_sets=[pair_set])
+    with pytest.raises(runs.ModelNotRunnable):
+        services.evaluation_request(model=imported, suites=[], user=alice)
+    assert not PairEvaluation.objects.exists()
+
+
+# ---------------------------------------------------------------- API
+
+
+def test_api_asks_for_runs_and_answers_their_status(
+    alice, bob, pair_set, model, anon_client
+) -> None:  # type: ignore[no-untyped-def]
+    body = {"models": ["tiny"], "sets": ["small"]}
+    assert post_json(anon_client, "/api/pairs/evaluations/", body).status_code == 401
+    client = token_client(bob)
+    created = post_json(client, "/api/pairs/evaluations/", body)
+    assert created.status_code == 201, created.content
+    (row,) = created.json()
+    assert (row["model"], row["pair_set"], row["status"], row["origin"]) == (
+        "tiny", "small", "queued", "worker")  # fmt: skip
+    assert row["api_url"] == f"/api/pairs/evaluations/{row['id']}/"
+    again = post_json(client, "/api/pairs/evaluations/", body)
+    assert again.status_code == 200 and again.json()[0]["id"] == row["id"]
+    bad = post_json(client, "/api/pairs/evaluations/", {"models": ["nope"], "sets": ["gone"]})
+    assert bad.status_code == 400
+    assert {e["path"] for e in bad.json()["errors"]} == {"$.models.0", "$.sets.0"}
+    assert "nope" in bad.json()["errors"][0]["message"]
+    nul = post_json(client, "/api/pairs/evaluations/", {"models": ["tiny"], "sets": ["\x00"]})
+    assert nul.status_code == 400 and "NUL" in nul.json()["errors"][0]["message"]
+    detail = anon_client.get(row["api_url"]).json()
+    assert (detail["status"], detail["progress_total"], detail["accuracy"]) == ("queued", 4, None)
+    assert detail["tables"]["by_cond"] == f"/api/pairs/evaluations/{row['id']}/by_cond/"
+    listed = anon_client.get("/api/pairs/evaluations/?set=small&status=queued").json()
+    assert [r["id"] for r in listed["results"]] == [row["id"]]
+
+
+def test_api_answers_503_when_the_queue_is_down(alice, pair_set, model) -> None:  # type: ignore[no-untyped-def]
+    client = token_client(alice)
+    with broker("redis://127.0.0.1:1/0"):
+        down = post_json(client, "/api/pairs/evaluations/", {"models": ["tiny"], "sets": ["small"]})
+    assert down.status_code == 503 and down.json()["errors"][0]["code"] == "broker_unavailable"
+    assert PairEvaluation.objects.get().enqueued is False
+
+
+def test_cancel_and_retry_only_for_owner_requester_or_staff(
+    alice, bob, charlie, dana, pair_set, model
+) -> None:  # type: ignore[no-untyped-def]
+    (run,) = pair_services.pair_evaluation_request(
+        user=bob, models=[model], pair_sets=[pair_set]
+    ).evaluations
+    cancel = f"/api/pairs/evaluations/{run.pk}/cancel/"
+    retry = f"/api/pairs/evaluations/{run.pk}/retry/"
+    refused = token_client(charlie).post(cancel)
+    assert refused.status_code == 403 and "owner" in refused.json()["errors"][0]["message"]
+    assert token_client(alice).post(cancel).json()["status"] == "cancelled"
+    assert token_client(alice).post(cancel).status_code == 409
+    assert token_client(charlie).post(retry).status_code == 403
+    retried = token_client(bob).post(retry).json()
+    assert (retried["status"], retried["attempt"]) == ("queued", 2)
+    # A late result of the first attempt changes nothing; the second attempt's is stored.
+    results = worker_results(pair_set)
+    assert not pair_services.pair_results_store(run_id=run.pk, attempt=1, results=results)
+    assert pair_services.pair_results_store(run_id=run.pk, attempt=2, results=results)
+    assert token_client(dana).post(retry).status_code == 409
+
+
+def done_run(alice, pair_set, model) -> PairEvaluation:  # type: ignore[no-untyped-def]
+    (run,) = pair_services.pair_evaluation_request(
+        user=alice, models=[model], pair_sets=[pair_set]
+    ).evaluations
+    pair_services.pair_results_store(run_id=run.pk, attempt=1, results=worker_results(pair_set))
+    return run
+
+
+def test_the_four_tables_with_options_as_json_and_tsv(alice, pair_set, model, anon_client) -> None:  # type: ignore[no-untyped-def]
+    run = done_run(alice, pair_set, model)
+    base = f"/api/pairs/evaluations/{run.pk}"
+    tokens = anon_client.get(f"{base}/tokens/").json()
+    assert tokens["columns"][:4] == ["token", "sentid", "word", "wordpos"]
+    assert tokens["rows"][2][:4] == ["Ġare", "1", "are", 2] and tokens["rows"][2][-1] == 3.0
+    tsv = anon_client.get(f"{base}/tokens/?format=tsv")
+    assert tsv["Content-Type"].startswith("text/tab-separated-values")
+    assert len(parse_predictions_tsv(tsv.content)) == 14
+    by_cond = anon_client.get(f"{base}/by_cond/?conditions=cond&word_summary=sum").json()
+    assert by_cond["columns"][:3] == ["model", "cond", "acc"]
+    assert [(r[1], r[2]) for r in by_cond["rows"]] == [("agr", 1.0), ("npi", 0.0)]
+    assert by_cond["options"]["word_summary"] == "sum"
+    by_pair = anon_client.get(f"{base}/by_pair/?format=tsv").content.decode()
+    assert by_pair.splitlines()[0] == "\tmodel\tpairid\texpected\tunexpected\tdiff\tacc\ttie"
+    by_word = anon_client.get(f"{base}/by_word/?punctuation=next").json()
+    assert len(by_word["rows"]) == 14
+    for query, path in (("pred_measure=x", "$.pred_measure"), ("conditions=nope", "$.analysis"),
+                        ("punctuation=after&format=tsv", "$.punctuation")):  # fmt: skip
+        bad = anon_client.get(f"{base}/by_cond/?{query}")
+        assert bad.status_code == 400 and bad["Content-Type"] == "application/json"
+        assert bad.json()["errors"][0].get("path") == path, bad.json()
+    assert anon_client.get(f"{base}/by_nothing/").status_code == 404
+    assert anon_client.get("/api/pairs/evaluations/99999999999999999999/tokens/").status_code == 404
+    queued = PairEvaluation.objects.create(model=LanguageModel.objects.create(
+        name="m2", display_name="m2", source="m/2"), pair_set=pair_set, content_hash="x")  # fmt: skip
+    assert anon_client.get(f"/api/pairs/evaluations/{queued.pk}/by_cond/").status_code == 409
+
+
+# ---------------------------------------------------------------- imported predictions
+
+
+def nlpscholar_files() -> tuple[bytes, bytes]:
+    """NLPScholar's sample data and its gpt2 predictions, without the sentences of the
+    incomplete pairs 7-10 (NLPScholar drops them; a Gym set does not accept them)."""
+    data = (NLPSCHOLAR / "data" / "minimal_pairs_bad.tsv").read_text()
+    predictions = (NLPSCHOLAR / "predictions" / "minimal_pairs_bad.tsv").read_text()
+    dropped = {"13", "14", "15", "16"}
+    data_lines = [line for line in data.splitlines(keepends=True)
+                  if line.split("\t")[0] not in dropped]  # fmt: skip
+    pred_lines = [line for line in predictions.splitlines(keepends=True)
+                  if line.split("\t")[1] not in dropped]  # fmt: skip
+    return "".join(data_lines).encode(), "".join(pred_lines).encode()
+
+
+def test_imported_predictions_give_nlpscholars_own_results(alice, anon_client) -> None:  # type: ignore[no-untyped-def]
+    data, predictions = nlpscholar_files()
+    pair_sets.minimal_pair_set_import(data=data, name="nlpscholar", owner=alice)
+    response = token_client(alice).post(
+        "/api/minimal-pairs/nlpscholar/predictions/?model=gpt2&register=1&display_name=GPT-2",
+        predictions,
+        content_type="text/tab-separated-values",
+    )
+    assert response.status_code == 201, response.content
+    row = response.json()
+    assert (row["origin"], row["status"], row["model"]) == ("imported", "done", "gpt2")
+    gpt2 = LanguageModel.objects.get(name="gpt2")
+    assert (gpt2.source, gpt2.display_name, gpt2.is_imported) == ("imported:gpt2", "GPT-2", True)
+    ours = anon_client.get(f"/api/pairs/evaluations/{row['id']}/by_cond/?conditions=condition")
+    theirs = (NLPSCHOLAR / "results" / "minimal_pairs_bad.tsv").read_text().splitlines()
+    header = theirs[0].split("\t")[1:]
+    assert ours.json()["columns"][: len(header)] == header
+    for line, got in zip(theirs[1:], ours.json()["rows"], strict=True):
+        want = line.split("\t")[1:]
+        assert got[:2] == want[:2]
+        for a, b in zip(got[2 : len(want)], want[2:], strict=True):
+            assert math.isclose(a, float(b), rel_tol=0, abs_tol=1e-9)
+    # NLPScholar's word positions were taken as given (it numbers "Hello" then ",").
+    tokens = anon_client.get(f"/api/pairs/evaluations/{row['id']}/tokens/").json()["rows"]
+    assert tokens[1][:4] == [",", "1", ",", 1] and tokens[1][6] is True
+    # Such a model is never queued.
+    refused = post_json(
+        token_client(alice), "/api/pairs/evaluations/", {"models": ["gpt2"], "sets": ["nlpscholar"]}
+    )
+    assert (
+        refused.status_code == 400 and "imported results" in refused.json()["errors"][0]["message"]
+    )
+    again = token_client(alice).post(
+        "/api/minimal-pairs/nlpscholar/predictions/?model=gpt2", predictions,
+        content_type="text/tab-separated-values")  # fmt: skip
+    assert again.status_code == 409
+
+
+def test_bad_predictions_are_located_and_save_nothing(alice, bob, pair_set, model) -> None:  # type: ignore[no-untyped-def]
+    good = "token\tsentid\tword\twordpos\tmodel\ttokenizer\tpunctuation\tprob\tsurp\n" + "".join(
+        f"{w}\t{sid}\t{w}\t{i}\tm\tt\tFalse\t0.5\t1.0\n"
+        for sid, text in (
+            ("1", "the keys are here"),
+            ("2", "the keys is here"),
+            ("3", "no dog barks"),
+            ("4", "a dog barks"),
+        )  # fmt: skip
+        for i, w in enumerate(text.split())
+    )
+    url = "/api/minimal-pairs/small/predictions/?model=tiny"
+    client = token_client(alice)
+    # Lines: the header is 1; sentence 1 is 2-5, 2 is 6-9, 3 is 10-12, 4 is 13-15.
+    cases = {
+        "unknown sentid": (good.replace("\t4\tdog", "\t9\tdog"), (14, "sentid"), "'9' is not"),
+        "bad number": (good.replace("0.5\t1.0\n", "0.5\tlots\n", 1), (2, "surp"), "number"),
+        "bad flag": (good.replace("False", "maybe", 1), (2, "punctuation"), "True or False"),
+        "negative position": (good.replace("\t1\tm", "\t-1\tm", 1), (3, "wordpos"), "0 or"),
+        "empty": ("", (None, None), "empty"),
+        "sentence missing": ("\n".join(good.splitlines()[:-3]), (None, "sentid"), "data row 5"),
+    }
+    for case, (body, place, words) in cases.items():
+        response = client.post(url, body.encode(), content_type="text/tab-separated-values")
+        assert response.status_code == 400, case
+        first = response.json()["errors"][0]
+        assert (first["row"], first["column"]) == place and words in first["message"], case
+    assert client.post("/api/minimal-pairs/small/predictions/?model=nobody", good.encode(),
+                       content_type="text/tab-separated-values").status_code == 400  # fmt: skip
+    assert token_client(bob).post(url, good.encode(),
+                                  content_type="text/tab-separated-values").status_code == 403  # fmt: skip
+    assert not PairEvaluation.objects.exists() and not PairSentenceTokens.objects.exists()
+    assert LanguageModel.objects.count() == 1
+    ok = client.post(url, good.encode(), content_type="text/tab-separated-values")
+    assert ok.status_code == 201 and ok.json()["accuracy"] == 0.0  # every pair tied
+    assert PairEvaluation.objects.get().ties == 2
+
+
+def test_import_command(alice, pair_set, model, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    data, predictions = nlpscholar_files()
+    pair_sets.minimal_pair_set_import(data=data, name="nlpscholar", owner=None)
+    path = tmp_path / "pred.tsv"
+    path.write_bytes(predictions)
+    with pytest.raises(CommandError, match="no model named 'gpt2'"):
+        call_command("import_pair_predictions", "--set", "nlpscholar", "--model", "gpt2",
+                     str(path), stdout=io.StringIO())  # fmt: skip
+    out = io.StringIO()
+    call_command("import_pair_predictions", "--set", "nlpscholar", "--model", "gpt2",
+                 "--register", str(path), stdout=out)  # fmt: skip
+    run = PairEvaluation.objects.get(origin="imported")
+    assert f"evaluation {run.pk}" in out.getvalue() and run.accuracy == pytest.approx(0.8333333333)
+    path.write_bytes(predictions.replace(b"\t0.0\n", b"\tx\n", 1))
+    err = io.StringIO()
+    with pytest.raises(CommandError, match="not imported"):
+        call_command("import_pair_predictions", "--set", "nlpscholar", "--model", "tiny",
+                     str(path), stdout=io.StringIO(), stderr=err)  # fmt: skip
+    assert "row 2, column surp" in err.getvalue()
+    assert PairEvaluation.objects.count() == 1
+
+
+# ---------------------------------------------------------------- pages
+
+
+def test_set_page_offers_evaluation_and_import_to_signed_in_users(
+    alice, bob, pair_set, model, anon_client
+) -> None:  # type: ignore[no-untyped-def]
+    page = anon_client.get("/minimal-pairs/small/").content.decode()
+    assert "Log in</a> to evaluate" in page and "Queue evaluation" not in page
+    bob_client = BrowserClient()
+    bob_client.force_login(bob)
+    page = bob_client.get("/minimal-pairs/small/").content.decode()
+    assert "Evaluate with model(s)" in page and 'value="tiny"' in page
+    assert "Import NLPScholar predictions" not in page
+    assert bob_client.get("/minimal-pairs/small/import-predictions/").status_code == 403
+    response = bob_client.post_form(
+        "/pairs/evaluations/new/", {"models": ["tiny"], "pair_sets": ["small"]}
+    )
+    run = PairEvaluation.objects.get()
+    assert response.status_code == 302 and run.requested_by == bob
+    bad = bob_client.post_form(
+        "/pairs/evaluations/new/", {"models": ["nope"], "pair_sets": ["small"]}
+    )
+    assert bad.status_code == 400 and PairEvaluation.objects.count() == 1
+    assert bob_client.post_form(f"/pairs/evaluations/{run.pk}/cancel/").status_code == 302
+    assert PairEvaluation.objects.get().status == "cancelled"
+
+
+def test_import_page(alice, pair_set, model) -> None:  # type: ignore[no-untyped-def]
+    client = BrowserClient()
+    client.force_login(alice)
+    page = client.get("/minimal-pairs/small/").content.decode()
+    assert "Import NLPScholar predictions" in page
+    bad = io.BytesIO(b"token\tsentid\n")
+    bad.name = "pred.tsv"
+    response = client.post_form(
+        "/minimal-pairs/small/import-predictions/", {"file": bad, "model": "tiny"}
+    )
+    assert (
+        response.status_code == 400
+        and "the predictions need the column" in response.content.decode()
+    )
+    assert not PairEvaluation.objects.exists()
