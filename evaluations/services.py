@@ -211,7 +211,7 @@ def _pairs_request(
 
     Raises BrokerUnavailable (after committing the rows) when the queue is unreachable;
     asking again later sends whatever was not sent."""
-    runs.check_runnable([model])
+    runs.check_runnable([model for model, _suite in pairs])
     outcome = RequestOutcome(evaluations=[])
     requester = user if user is not None and user.is_authenticated else None
     by_pair: dict[tuple[int, int], Evaluation] = {}

@@ -16,11 +16,12 @@ from rest_framework.authtoken.models import Token
 
 from evaluations import pair_services, runs, services, token_data
 from evaluations.minimal_pairs.tokens import parse_predictions_tsv
-from evaluations.models import LanguageModel, PairEvaluation, PairSentenceTokens
+from evaluations.models import Evaluation, LanguageModel, PairEvaluation, PairSentenceTokens
 from suites import pair_sets
+from suites import services as suite_services
 from suites.models import MinimalPairSet
 from tests.celery_harness import broker
-from tests.conftest import SHARED_DATA, BrowserClient
+from tests.conftest import SHARED_DATA, BrowserClient, small_suite
 
 # Transactional: runs are sent to the queue when their rows are committed.
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -161,9 +162,10 @@ def test_a_model_registered_for_imported_results_is_never_queued(alice, pair_set
     )
     with pytest.raises(runs.ModelNotRunnable, match="big-lm: registered only for imported"):
         pair_services.pair_evaluation_request(user=alice, models=[imported], pair_sets=[pair_set])
+    suite = suite_services.suite_import(source=small_suite("a suite"), owner=alice).suite
     with pytest.raises(runs.ModelNotRunnable):
-        services.evaluation_request(model=imported, suites=[], user=alice)
-    assert not PairEvaluation.objects.exists()
+        services.evaluation_request(model=imported, suites=[suite], user=alice)
+    assert not PairEvaluation.objects.exists() and not Evaluation.objects.exists()
 
 
 # ---------------------------------------------------------------- API
@@ -400,8 +402,15 @@ def test_set_page_offers_evaluation_and_import_to_signed_in_users(
         "/pairs/evaluations/new/", {"models": ["nope"], "pair_sets": ["small"]}
     )
     assert bad.status_code == 400 and PairEvaluation.objects.count() == 1
+    page = bob_client.get(f"/pairs/evaluations/{run.pk}/").content.decode()
+    assert f'action="/pairs/evaluations/{run.pk}/cancel/"' in page
+    assert "/cancel/" not in anon_client.get(f"/pairs/evaluations/{run.pk}/").content.decode()
     assert bob_client.post_form(f"/pairs/evaluations/{run.pk}/cancel/").status_code == 302
     assert PairEvaluation.objects.get().status == "cancelled"
+    page = bob_client.get(f"/pairs/evaluations/{run.pk}/").content.decode()
+    assert f'action="/pairs/evaluations/{run.pk}/retry/"' in page
+    assert bob_client.post_form(f"/pairs/evaluations/{run.pk}/retry/").status_code == 302
+    assert PairEvaluation.objects.get().attempt == 2
 
 
 def test_import_page(alice, pair_set, model) -> None:  # type: ignore[no-untyped-def]

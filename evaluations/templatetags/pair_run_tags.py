@@ -1,5 +1,5 @@
 """The set page's "Evaluate with model(s)" form and import link (suites never import
-evaluations; its template loads this tag)."""
+evaluations; its template loads this tag), and a run's retry and cancel buttons."""
 
 from __future__ import annotations
 
@@ -26,5 +26,16 @@ def pair_set_actions(context: template.Context, pair_set: Any) -> dict[str, Any]
         else None,
         "may_import": pair_services.may_import(user, pair_set),
         "open": not pair_set.evaluations.exists(),
+        "csrf_token": context.get("csrf_token"),
+    }
+
+
+@register.inclusion_tag("evaluations/_pair_run_actions.html", takes_context=True)
+def pair_run_actions(context: template.Context, evaluation: Any) -> dict[str, Any]:
+    """Retry and cancel buttons for those who may (the set's owner, requester, staff)."""
+    request = context.get("request")
+    return {
+        "evaluation": evaluation,
+        "may_manage": evaluation.may_manage(getattr(request, "user", None)),
         "csrf_token": context.get("csrf_token"),
     }
