@@ -22,7 +22,7 @@ import numpy as np
 from evaluations.scoring.loading import LoadedModel, model_info
 from suites.formats.probing import PARTITIONS, ProbingInstance, sort_labels
 
-from .extract import DEFAULT_MEMORY_LIMIT, extract_features
+from .extract import DEFAULT_MEMORY_LIMIT, Features, extract_features
 from .probes import (
     Split,
     confusion_matrix,
@@ -100,46 +100,14 @@ def probe_task(
         progress=vectors_progress,
     )
     extracted = time.perf_counter()
-    layers: list[dict[str, Any]] = []
-    predictions: list[np.ndarray] = []
     with features:
-        if progress is not None:
-            progress("probes", 0, features.n_layers)
-        for k in range(features.n_layers):
-            split = Split(
-                x_tr=features.layer(k, rows["tr"]),
-                y_tr=y["tr"],
-                x_va=features.layer(k, rows["va"]),
-                y_va=y["va"],
-                x_te=features.layer(k, rows["te"]),
-                y_te=y["te"],
-                n_classes=len(labels),
-            )
-            fit = fit_probe(split, probe=probe, device=device)
-            layers.append(
-                {
-                    "layer": k,
-                    "va_accuracy": fit.va_accuracy,
-                    "te_accuracy": fit.te_accuracy,
-                    "hyperparameters": fit.hyperparameters,
-                }
-            )
-            predictions.append(fit.te_predictions)
-            if progress is not None:
-                progress("probes", k + 1, features.n_layers)
+        layers, predictions = _probe_layers(features, rows, y, len(labels), probe, device, progress)
         notes = list(features.notes)
         on_disk = features.on_disk
     # The best layer on va; a tie goes to the lower layer.
     best = max(range(len(layers)), key=lambda k: (layers[k]["va_accuracy"], -k))
     return {
-        "task": {
-            **(task or {}),
-            "labels": labels,
-            "counts": {
-                name: {label: int((y[name] == c).sum()) for c, label in enumerate(labels)}
-                for name in PARTITIONS
-            },
-        },
+        "task": {**(task or {}), "labels": labels, "counts": _counts(labels, y)},
         "model": model_info(lm),
         "pooling": pooling,
         "probe": probe,
@@ -158,4 +126,51 @@ def probe_task(
             "seconds_probes": round(time.perf_counter() - extracted, 3),
             "notes": notes,
         },
+    }
+
+
+def _probe_layers(
+    features: Features,
+    rows: dict[str, np.ndarray],
+    y: dict[str, np.ndarray],
+    n_classes: int,
+    probe: str,
+    device: str,
+    progress: StageProgress | None,
+) -> tuple[list[dict[str, Any]], list[np.ndarray]]:
+    """A probe per layer: each layer's entry of the document, and its te predictions."""
+    layers: list[dict[str, Any]] = []
+    predictions: list[np.ndarray] = []
+    if progress is not None:
+        progress("probes", 0, features.n_layers)
+    for k in range(features.n_layers):
+        split = Split(
+            x_tr=features.layer(k, rows["tr"]),
+            y_tr=y["tr"],
+            x_va=features.layer(k, rows["va"]),
+            y_va=y["va"],
+            x_te=features.layer(k, rows["te"]),
+            y_te=y["te"],
+            n_classes=n_classes,
+        )
+        fit = fit_probe(split, probe=probe, device=device)
+        layers.append(
+            {
+                "layer": k,
+                "va_accuracy": fit.va_accuracy,
+                "te_accuracy": fit.te_accuracy,
+                "hyperparameters": fit.hyperparameters,
+            }
+        )
+        predictions.append(fit.te_predictions)
+        if progress is not None:
+            progress("probes", k + 1, features.n_layers)
+    return layers, predictions
+
+
+def _counts(labels: list[str], y: dict[str, np.ndarray]) -> dict[str, dict[str, int]]:
+    """Instances per label in each partition."""
+    return {
+        name: {label: int((y[name] == c).sum()) for c, label in enumerate(labels)}
+        for name in PARTITIONS
     }
