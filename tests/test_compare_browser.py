@@ -96,7 +96,10 @@ def _scatter_data() -> None:
     target = _model("model-x", LONG_MODEL)
     for n, (mine, theirs) in enumerate([(0.25, 0.75), (0.5, 0.5), (1.0, 0.4)]):
         suite = _suite(f"suite {n} {'z' * 60 if n == 0 else ''}".strip())
-        for model, accuracy in ((target, mine), (_model_once("model-y"), theirs)):
+        pairs = [(target, mine), (_model_once("model-y"), theirs)]
+        if n:  # a second other model, on two of the three suites
+            pairs.append((_model_once("model-w"), 1.0 - theirs))
+        for model, accuracy in pairs:
             Evaluation.objects.create(
                 model=model,
                 suite=suite,
@@ -141,6 +144,27 @@ def test_scatter_on_the_model_page(page) -> None:  # type: ignore[no-untyped-def
     page.mouse.click(box["x"] + point["x"], box["y"] + point["y"])
     page.wait_for_url("**/suites/suite%201/compare/?models=model-x%2Cmodel-y")
     assert page.locator("table.cmp-models tbody tr").count() == 2
+
+    # Choosing the other model redraws the scatter in place, without the Show button
+    # and without leaving the page; the address names the model chosen.
+    page.goto("/models/model-x/")
+    page.wait_for_function("() => document.querySelector('#model-scatter').dataset.ready === '3'")
+    page.evaluate("() => { window.stayed = true; }")
+    page.locator("#scatter-vs").select_option("model-w")
+    page.wait_for_function("() => document.querySelector('#model-scatter').dataset.ready === '2'")
+    assert page.evaluate("() => window.stayed") is True
+    assert page.url.endswith("/models/model-x/?vs=model-w#h-scatter")
+    assert page.evaluate(
+        "() => Chart.getChart(document.querySelector('#model-scatter')).data.datasets[0].data"
+        ".map(p => [p.suite, p.y])"
+    ) == [["suite 1", 0.5], ["suite 2", 0.6]]
+    assert "Model W" in page.locator("section.scatter-section figcaption").inner_text()
+    assert page.locator("#scatter-vs").evaluate("el => el === document.activeElement")
+    page.locator("#scatter-vs").select_option("model-y")
+    page.wait_for_function("() => document.querySelector('#model-scatter').dataset.ready === '3'")
+    assert page.url.endswith("/models/model-x/?vs=model-y#h-scatter")
+    assert page.locator("section.scatter-section").count() == 1
+    page.locator("section.scatter-section").screenshot(path=artifact("model-scatter-redrawn.png"))
 
     alone = _model("model-alone", "Model Alone")
     page.goto(f"/models/{alone.name}/")

@@ -80,6 +80,45 @@
     canvas.dataset.ready = String(chart.data.datasets[0].data.length);
   }
 
+  // Choosing another model redraws in place: the page the "Show" button would load
+  // (the button stays for a browser without JavaScript) is fetched, its scatter section
+  // replaces this one, and the address names the model, as after the button.
+  let latest = 0;
+
+  function show(select) {
+    const form = select.form;
+    const url = new URL(form.action, window.location.href);
+    url.search = new URLSearchParams(new FormData(form)).toString();
+    const asked = ++latest;
+    const section = select.closest("section.scatter-section");
+    section.setAttribute("aria-busy", "true");
+    fetch(url, { headers: { Accept: "text/html" }, credentials: "same-origin" })
+      .then(function (response) {
+        if (!response.ok) throw new Error(response.status);
+        return response.text();
+      })
+      .then(function (html) {
+        if (asked !== latest) return;
+        const fresh = new DOMParser().parseFromString(html, "text/html")
+          .querySelector("section.scatter-section");
+        if (!fresh) throw new Error("no scatter section");
+        const old = window.Chart.getChart(document.getElementById("model-scatter"));
+        if (old) old.destroy();
+        section.replaceWith(fresh);
+        window.history.replaceState(null, "", url);
+        draw();
+        const again = document.getElementById("scatter-vs");
+        if (again) again.focus();
+      })
+      .catch(function () {
+        if (asked === latest) form.submit();  // the plain way, as the button does
+      });
+  }
+
+  document.addEventListener("change", function (event) {
+    if (event.target.id === "scatter-vs") show(event.target);
+  });
+
   if (document.readyState === "loading") {
     document.addEventListener("DOMContentLoaded", draw);
   } else {
