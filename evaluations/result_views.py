@@ -104,11 +104,11 @@ def result_page_view(request: HttpRequest, pk: int) -> HttpResponse:
     evaluation = _done_evaluation(pk)
     page = selectors.result_page(evaluation)
     show = request.GET.get("items", "")
-    items = page.items
+    shown = page.items
     if show == "passed":
-        items = [i for i in items if i.passed]
+        shown = [i for i in shown if i.passed]
     elif show == "failed":
-        items = [i for i in items if i.passed is False]
+        shown = [i for i in shown if i.passed is False]
     else:
         show = ""
     return render(
@@ -117,7 +117,7 @@ def result_page_view(request: HttpRequest, pk: int) -> HttpResponse:
         {
             "evaluation": evaluation,
             "page": page,
-            "items": items,
+            "items": shown,
             "show": show,
             "compare_with": _compare_with(request, evaluation, outdated=page.outdated),
         },
