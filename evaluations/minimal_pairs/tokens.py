@@ -15,7 +15,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from suites.formats.minimal_pairs import MinimalPairFormatError, PairSetError, cap_errors
+from suites.formats.minimal_pairs import (
+    MinimalPairFormatError,
+    PairSetError,
+    cap_errors,
+    decode_text,
+)
 
 COLUMNS = (
     "token",
@@ -135,7 +140,7 @@ def parse_predictions_tsv(data: str | bytes) -> TokenTable:
     """Read an evaluate table (NLPScholar's own output or Gym's). NLPScholar's `word`,
     `wordpos` and `punctuation` are taken as given. Extra columns (a pandas index) are
     ignored. Raises MinimalPairFormatError listing every problem with row and column."""
-    reader = csv.reader(io.StringIO(_text(data), newline=""), delimiter="\t", quotechar='"')
+    reader = csv.reader(io.StringIO(decode_text(data), newline=""), delimiter="\t", quotechar='"')
     at, width = _read_header(reader)
     errors: list[PairSetError] = []
     rows: list[tuple] = []
@@ -164,17 +169,6 @@ def parse_predictions_tsv(data: str | bytes) -> TokenTable:
     table = TokenTable.from_rows(rows)
     table.line = lines
     return table
-
-
-def _text(data: str | bytes) -> str:
-    if isinstance(data, bytes):
-        try:
-            data = data.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise MinimalPairFormatError(
-                [PairSetError(None, None, f"the file is not UTF-8 text (byte {exc.start})")]
-            ) from None
-    return data.removeprefix("\ufeff")
 
 
 def _read_header(reader: Iterator[list[str]]) -> tuple[list[int], int]:

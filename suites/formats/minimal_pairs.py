@@ -179,7 +179,8 @@ def word_of_tokens(words: list[Word], offsets: Iterable[tuple[int, int]], text: 
 # ---------------------------------------------------------------- reading
 
 
-def _decode(data: str | bytes) -> str:
+def decode_text(data: str | bytes) -> str:
+    """A file's text: UTF-8, a byte order mark dropped."""
     if isinstance(data, bytes):
         try:
             data = data.decode("utf-8")
@@ -197,7 +198,7 @@ def parse_minimal_pairs(
     whether the first non-blank character is `{`). Raises MinimalPairFormatError with
     every problem found; `drop_incomplete_pairs` leaves pairs without both labels out
     with a warning, as NLPScholar does, instead of failing."""
-    text = _decode(data)
+    text = decode_text(data)
     lowered = filename.lower()
     if lowered.endswith((".jsonl", ".json")) or (
         not lowered.endswith((".tsv", ".txt")) and text.lstrip().startswith("{")
@@ -209,7 +210,7 @@ def parse_minimal_pairs(
 def parse_nlpscholar_tsv(
     data: str | bytes, *, drop_incomplete_pairs: bool = False
 ) -> MinimalPairSet:
-    text = _decode(data)
+    text = decode_text(data)
     reader = csv.reader(io.StringIO(text, newline=""), delimiter="\t", quotechar='"')
     errors: list[PairSetError] = []
     header: list[str] | None = None
@@ -276,7 +277,7 @@ def parse_nlpscholar_tsv(
 def parse_blimp_jsonl(data: str | bytes, *, drop_incomplete_pairs: bool = False) -> MinimalPairSet:
     """One pair per line: sentence_good -> expected, sentence_bad -> unexpected, pairID ->
     pairid (the line number when absent), every other field -> a condition column."""
-    text = _decode(data)
+    text = decode_text(data)
     errors: list[PairSetError] = []
     objects: list[tuple[int, dict[str, object]]] = []
     for number, line in enumerate(text.splitlines(), start=1):
