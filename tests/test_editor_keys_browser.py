@@ -277,3 +277,49 @@ def test_whole_rows_pasted_on_the_new_item_row_keep_items_and_conditions(
         "here.",
     ]
     expect(page.locator("#validation-summary")).to_have_text("No problems: the suite can be saved.")
+
+
+# Every redraw of the grid takes 400 ms more, as on a slow machine: Tabulator is wrapped
+# as its script defines it.
+SLOW_REDRAWS = """
+Object.defineProperty(window, "Tabulator", {
+    configurable: true,
+    get() { return this._slowTabulator; },
+    set(value) {
+        const replaceData = value.prototype.replaceData;
+        value.prototype.replaceData = function (...args) {
+            return new Promise((done) => setTimeout(done, 400)).then(() => replaceData.apply(this, args));
+        };
+        this._slowTabulator = value;
+    },
+});
+"""
+
+
+def test_keys_typed_during_a_redraw_wait_for_it(page: Page, alice) -> None:
+    page.add_init_script(SLOW_REDRAWS)
+    open_grid(page, alice, small_suite("slow"))
+    # New item redraws the grid; what is typed at once goes to the new item's rows.
+    page.get_by_role("button", name="New item").click()
+    page.keyboard.type("The bird")
+    page.keyboard.press("Tab")
+    page.keyboard.type("sings")
+    page.keyboard.press("Enter")
+    page.keyboard.type("The birds")
+    page.keyboard.press("Tab")
+    page.keyboard.type("sing")
+    page.keyboard.press("Enter")
+    expect_active(page, -1, 2)
+    assert [cell_text(page, 4, c) for c in (0, 1, 2, 3)] == ["3", "match", "The bird", "sings"]
+    assert [cell_text(page, 5, c) for c in (0, 1, 2, 3)] == ["3", "mismatch", "The birds", "sing"]
+
+    # On the "new item" row, the first value adds an item (a redraw); the rest follows it.
+    page.keyboard.type("A cat")
+    page.keyboard.press("Tab")
+    page.keyboard.type("is")
+    page.keyboard.press("Tab")
+    page.keyboard.type("there.")
+    page.keyboard.press("Enter")
+    expect_active(page, 7, 2)
+    assert [cell_text(page, 6, c) for c in range(5)] == ["4", "match", "A cat", "is", "there."]
+    assert cell_text(page, 3, 2) == "The cat"  # the old rows kept their text

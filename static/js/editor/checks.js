@@ -4,7 +4,7 @@
 
 import { DEBOUNCE_MS, config, root } from "./context.js";
 import { $, el, send } from "./dom.js";
-import { cellProblems, focusCell, table } from "./grid.js";
+import { cellProblems, focusCell, redecorateRow } from "./grid.js";
 import { fieldOf, state, toCanonical } from "./model.js";
 
 
@@ -123,10 +123,5 @@ export function showProblems(errors, warnings, rowMap, predMap, { saving = false
   warnBox.hidden = !warnings.length;
   $("validation-warnings-summary").textContent = `${warnings.length} note${warnings.length === 1 ? "" : "s"}`;
 
-  if (table) {
-    for (const rowId of touched) {
-      const row = table.getRow(rowId);
-      if (row) row.reformat();
-    }
-  }
+  for (const rowId of touched) redecorateRow(rowId);
 }

@@ -207,29 +207,54 @@ export function focusCell(target, options = {}) {
   selectCells(target, target, options);
 }
 
+// Redraws and moves run one after another; keys that reach the grid meanwhile wait for
+// them (see keys.js), so that they act on the cell that will be active.
+let pendingSteps = 0;
+
+function chain(step) {
+  pendingSteps += 1;
+  renderChain = renderChain
+    .then(step)
+    .catch((error) => console.error(error))
+    .finally(() => {
+      pendingSteps -= 1;
+    });
+  return renderChain;
+}
+
+/** How many redraws and moves are still to run (or running). */
+export const pendingRenders = () => pendingSteps;
+
 /** Run `action` once the grid has been redrawn from the model. */
 export function afterRender(action) {
-  renderChain = renderChain.then(action).catch((error) => console.error(error));
-  return renderChain;
+  return chain(action);
 }
 
 /** Redraw the rows from the model, keeping (or moving) the active cell. */
 export function renderGrid({ focus = undefined, takeFocus = false } = {}) {
   const keep = focus === undefined ? activeCell() : focus;
-  renderChain = renderChain
-    .then(() => table.replaceData(gridRows()))
-    .then(() => {
-      if (keep) focusCell(keep, { takeFocus });
-      updateEmptyState();
-    })
-    .catch((error) => console.error(error));
-  return renderChain;
+  // The grid takes the focus at once (from a button, say), so that keys typed during
+  // the redraw reach it and wait for it.
+  if (takeFocus) gridHolder()?.focus({ preventScroll: true });
+  return chain(async () => {
+    await table.replaceData(gridRows());
+    if (keep) focusCell(keep, { takeFocus });
+    updateEmptyState();
+  });
 }
 
 export function renderColumns(options = {}) {
   const keep = options.focus === undefined ? activeCell() : options.focus;
-  renderChain = renderChain.then(() => table.setColumns(gridColumns()));
+  chain(() => table.setColumns(gridColumns()));
   return renderGrid({ ...options, focus: keep });
+}
+
+/** Refresh a row's problem marks without redrawing its cells: a redraw would close an
+ * editor open in the row, and lose what is being typed. */
+export function redecorateRow(rowId) {
+  const row = table?.getRow(rowId);
+  if (!row) return;
+  for (const cell of row.getCells()) decorateCell(cell, { stray: cell.getField().startsWith("f_") });
 }
 
 export function updateEmptyState() {

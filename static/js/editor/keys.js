@@ -6,7 +6,7 @@
  * (TABULATOR_KEYBINDINGS), and this module moves the cursor. */
 
 import { GHOST_ID, editable } from "./context.js";
-import { activeCell, activeCellComponent, afterRender, columnFields, gridHolder, selectCells, startEditing, table } from "./grid.js";
+import { activeCell, activeCellComponent, afterRender, columnFields, gridHolder, pendingRenders, selectCells, startEditing, table } from "./grid.js";
 
 const NAVIGATION = ["ArrowUp", "ArrowDown", "ArrowLeft", "ArrowRight", "Home", "End", "PageUp", "PageDown"];
 
@@ -145,22 +145,71 @@ function step(key, back) {
   selectCells(target, target);
 }
 
+/** A key press as the handlers below read it, kept apart from its event so that a key
+ * that has to wait for a redraw can be handled later. */
+function keyOf(event) {
+  const altGraph = Boolean(event.getModifierState && event.getModifierState("AltGraph"));
+  const ctrl = event.ctrlKey || event.metaKey;
+  return {
+    key: event.key,
+    shift: event.shiftKey,
+    ctrl,
+    alt: event.altKey,
+    // A key that types a character: AltGr combinations (Ctrl+Alt on Windows) type too.
+    character: [...event.key].length === 1 && (altGraph || !(ctrl || event.altKey)),
+  };
+}
+
 /** The keys that leave a cell's editor: save it (the editor saves on blur), then move
  * once the grid is redrawn. Other keys (Home, End, Left, Right) stay in the text. */
-function editorMove(event) {
-  if (event.isComposing || event.altKey || event.ctrlKey || event.metaKey) return null;
-  if (event.key === "Tab" || event.key === "Enter") return () => step(event.key, event.shiftKey);
-  if (["ArrowUp", "ArrowDown", "PageUp", "PageDown"].includes(event.key) && !event.shiftKey) {
-    return () => navigate(event.key);
-  }
+function editorMove(k) {
+  if (k.alt || k.ctrl) return null;
+  if (k.key === "Tab" || k.key === "Enter") return () => step(k.key, k.shift);
+  if (["ArrowUp", "ArrowDown", "PageUp", "PageDown"].includes(k.key) && !k.shift) return () => navigate(k.key);
   return null;
 }
 
-/** A key that types a character: AltGr combinations (Ctrl+Alt on Windows) type too. */
-function typesCharacter(event) {
-  if ([...event.key].length !== 1) return false;
-  if (event.getModifierState && event.getModifierState("AltGraph")) return true;
-  return !(event.ctrlKey || event.metaKey || event.altKey);
+function leaveEditor(input, move) {
+  input.blur();
+  afterRender(move);
+}
+
+/** The cell editor that is open, if any (it may not have the focus yet). */
+function openEditor() {
+  return gridHolder()?.querySelector(".tabulator-cell.tabulator-editing input, .tabulator-cell.tabulator-editing textarea") || null;
+}
+
+/** A key meant for an editor that did not have the focus when it was pressed. */
+function editorKey(k, input) {
+  input.focus();
+  if (k.character) {
+    input.setRangeText(k.key, input.selectionStart, input.selectionEnd, "end");
+    return true;
+  }
+  if (k.key === "Backspace" && input.selectionStart > 0) {
+    const start = input.selectionStart === input.selectionEnd ? input.selectionStart - 1 : input.selectionStart;
+    input.setRangeText("", start, input.selectionEnd, "end");
+    return true;
+  }
+  const move = editorMove(k);
+  if (move) leaveEditor(input, move);
+  return Boolean(move);
+}
+
+/** A key on the grid (not in an editor); true when handled. */
+function gridKey(k) {
+  const editor = openEditor();
+  if (editor) return editorKey(k, editor);
+  const cell = activeCellComponent();
+  if (!cell) return false;
+  if (k.key === "Tab" && !(k.ctrl || k.alt)) step("Tab", k.shift);
+  else if (NAVIGATION.includes(k.key) && !k.alt) navigate(k.key, { ctrl: k.ctrl, shift: k.shift });
+  else if (!editable) return false;
+  // Typing on a selected cell replaces its content, as in a spreadsheet.
+  else if (k.character) startEditing(cell, k.key);
+  else if (k.key === "F2" || (k.key === "Enter" && !(k.ctrl || k.alt))) cell.edit(true);
+  else return false;
+  return true;
 }
 
 function take(event) {
@@ -170,30 +219,44 @@ function take(event) {
 
 /** The grid's keydown listener (capture phase, so it runs before Tabulator's). */
 export function onGridKeydown(event) {
+  if (event.isComposing) return;
   const target = event.target;
   if (target.tagName === "INPUT" || target.tagName === "TEXTAREA") {
-    const move = editorMove(event);
+    const move = editorMove(keyOf(event));
     if (move) {
       take(event);
-      target.blur();
-      afterRender(move);
+      leaveEditor(target, move);
     }
     return;
   }
-  const cell = activeCellComponent();
-  if (!cell || event.isComposing) return;
-  if (event.key === "Tab" && !(event.ctrlKey || event.metaKey || event.altKey)) {
+  const k = keyOf(event);
+  if ((pendingRenders() || waiting.length) && (k.character || NAVIGATION.includes(k.key) || ["Tab", "Enter", "F2"].includes(k.key))) {
+    // The grid is being redrawn (after an edit, a move, a new item): the key waits, so
+    // that it acts on the cell that will be active, not on the one before.
     take(event);
-    step("Tab", event.shiftKey);
-  } else if (NAVIGATION.includes(event.key) && !event.altKey) {
-    take(event);
-    navigate(event.key, { ctrl: event.ctrlKey || event.metaKey, shift: event.shiftKey });
-  } else if (editable && typesCharacter(event)) {
-    // Typing on a selected cell replaces its content, as in a spreadsheet.
-    take(event);
-    startEditing(cell, event.key);
-  } else if (editable && event.key === "F2") {
-    take(event);
-    cell.edit(true);
+    waiting.push(k);
+    if (waiting.length === 1) afterRender(drain);
+    return;
+  }
+  if (gridKey(k)) take(event);
+}
+
+// Keys pressed while the grid was being redrawn, in order.
+const waiting = [];
+
+/** Handle the waiting keys; one that starts a redraw or a move (Tab, Enter, a new
+ * item) makes the rest wait for it in turn. */
+function drain() {
+  while (waiting.length) {
+    const before = pendingRenders();
+    try {
+      gridKey(waiting.shift());
+    } catch (error) {
+      console.error(error);
+    }
+    if (pendingRenders() > before && waiting.length) {
+      afterRender(drain);
+      return;
+    }
   }
 }
