@@ -26,6 +26,7 @@ from evaluations.minimal_pairs.analysis import (
     AnalysisOptions,
     analyze_minimal_pairs,
 )
+from evaluations.minimal_pairs.tokens import TokenTable
 from evaluations.models import PairEvaluation, PairSentenceTokens
 from evaluations.pair_summary import SHOW, ConditionGroup, PairSummary, summarize
 from suites import pair_sets
@@ -186,32 +187,24 @@ def _sentence_words(
         condition_columns=list(evaluation.pair_set.condition_columns),
         source_format=evaluation.pair_set.source_format,
     )
-    stored_tokens = PairSentenceTokens.objects.filter(
-        evaluation=evaluation, sentid__in=[s.sentid for s in sentences]
-    ).values_list("sentid", "tokens")
-    texts = {s.sentid: s.sentence for s in sentences}
-    tokens = pair_results.packed_table(
-        ((sentid, texts.get(sentid), packed) for sentid, packed in stored_tokens),
-        model_name=evaluation.model.name,
-        tokenizer=pair_results.tokenizer_name(evaluation),
-    )
     analysis = analyze_minimal_pairs(
-        tokens, subset, replace(options, conditions=()), tables=("by_word",)
+        _page_tokens(evaluation, sentences),
+        subset,
+        replace(options, conditions=()),
+        tables=("by_word",),
     )
     assert analysis.by_word is not None
     column = "prob" if options.pred_measure == "prob" else "surp"
-    rois = {s.sentid: set(s.roi) if s.roi is not None else None for s in sentences}
+    rois = {s.sentid: set(s.roi) if s.roi is not None else set() for s in sentences}
     found: dict[str, list[WordCell]] = {s.sentid: [] for s in sentences}
     for row in analysis.by_word.as_dicts():
-        sentid = str(row["sentid"])
-        position = int(row["wordpos_mod"])  # type: ignore[call-overload]
+        sentid, position = str(row["sentid"]), int(row["wordpos_mod"])  # type: ignore[call-overload]
         value = float(row[column])  # type: ignore[arg-type]
-        roi = rois.get(sentid)
-        found.setdefault(sentid, []).append(
+        found[sentid].append(
             WordCell(
                 text=str(row["word"]),
                 value=None if np.isnan(value) else value,
-                roi=roi is not None and position in roi,
+                roi=position in rois[sentid],
                 position=position,
             )
         )
@@ -219,6 +212,19 @@ def _sentence_words(
         s.sentid: SentenceWords(sentid=s.sentid, words=found[s.sentid], whole=s.roi is None)
         for s in sentences
     }
+
+
+def _page_tokens(evaluation: PairEvaluation, sentences: list[mp.PairSentence]) -> TokenTable:
+    """The token table of these sentences only (one query)."""
+    stored = PairSentenceTokens.objects.filter(
+        evaluation=evaluation, sentid__in=[s.sentid for s in sentences]
+    ).values_list("sentid", "tokens")
+    texts = {s.sentid: s.sentence for s in sentences}
+    return pair_results.packed_table(
+        ((sentid, texts.get(sentid), packed) for sentid, packed in stored),
+        model_name=evaluation.model.name,
+        tokenizer=pair_results.tokenizer_name(evaluation),
+    )
 
 
 def _plain(sentence: PairSetSentence) -> mp.PairSentence:
