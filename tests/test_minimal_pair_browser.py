@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from evaluations.models import LanguageModel
+from evaluations.models import LanguageModel, PairEvaluation
 from tests.browser import artifact
 from tests.test_minimal_pair_pages import make_set, store_run
 
@@ -55,3 +55,18 @@ def test_chart_renders_and_condition_filter_works(page) -> None:  # type: ignore
     page.locator("#minimal-pairs").screenshot(path=artifact("pair-leaderboard.png"))
     page.goto(f"/models/{model.name}/")
     page.screenshot(path=artifact("pair-model-page.png"), full_page=True)
+
+
+def test_a_running_run_shows_progress_then_an_empty_tab(page) -> None:  # type: ignore[no-untyped-def]
+    model = LanguageModel.objects.create(name="tiny-lm", display_name="Tiny LM", source="t")
+    running = store_run(model, make_set("running set"), status=PairEvaluation.Status.RUNNING)
+    page.goto(f"/pairs/evaluations/{running.pk}/")
+    assert page.locator("progress[data-progress]").get_attribute("value") == "2"
+    assert page.locator("#pair-plot").count() == 0
+    page.screenshot(path=artifact("pair-running.png"), full_page=True)
+    done = store_run(model, make_set("done set"))
+    page.goto(f"/pairs/evaluations/{done.pk}/?show=ties")
+    assert "No tied pairs" in page.locator("[data-no-pairs]").inner_text()
+    page.goto(f"/minimal-pairs/{done.pair_set.name}/")
+    assert page.locator(f'a[href="/pairs/evaluations/{done.pk}/"]').count() == 1
+    page.screenshot(path=artifact("pair-set-page.png"), full_page=True)
