@@ -95,14 +95,31 @@ def item_result(evaluation: Evaluation, item_number: int) -> ItemResult | None:
     return evaluation.item_results.filter(item_number=item_number).first()
 
 
+def _snapshot_parts(evaluation: Evaluation, row: ItemResult) -> dict[str, Any]:
+    """What the item page needs of the suite as evaluated: its region names, predictions
+    and this one item, read by JSON path (a large suite's whole snapshot takes seconds to
+    decode). The item is the one at the row's position, as the store wrote them."""
+    item, region_meta, formulas = (
+        Evaluation.objects.filter(pk=evaluation.pk)
+        .values_list(
+            f"snapshot__items__{row.position}", "snapshot__region_meta", "snapshot__predictions"
+        )
+        .get()
+    )
+    if not isinstance(item, dict) or item.get("item_number") != row.item_number:
+        items = evaluation.snapshot.get("items", [])
+        item = next((i for i in items if i["item_number"] == row.item_number), {})
+    return {"items": [item], "region_meta": region_meta or {}, "predictions": formulas or []}
+
+
 def item_page(evaluation: Evaluation, row: ItemResult) -> ItemPage:
-    """Everything the item page of one item shows. Four small queries."""
-    snapshot = evaluation.snapshot
+    """Everything the item page of one item shows. Six small queries."""
+    snapshot = _snapshot_parts(evaluation, row)
     metric = evaluation.metric
     names = canonical.region_names(snapshot)
     numbers = sorted(int(k) for k in snapshot["region_meta"])
     region_names = dict(zip(numbers, names, strict=True))
-    item = next((i for i in snapshot.get("items", []) if i["item_number"] == row.item_number), {})
+    item = snapshot["items"][0]
     stored = row.tokens or {}
     conditions = [
         _condition(c, row.values or {}, stored.get(c["condition_name"]), region_names, metric)

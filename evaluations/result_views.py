@@ -92,9 +92,14 @@ def compare_page(request: HttpRequest, name: str) -> HttpResponse:
     )
 
 
-def _done_evaluation(pk: int) -> Evaluation:
-    """Only done evaluations have results: anything else is not found here."""
-    evaluation = get_object_or_404(Evaluation.objects.select_related("model", "suite"), pk=pk)
+def _done_evaluation(pk: int, *, snapshot: bool = True) -> Evaluation:
+    """Only done evaluations have results: anything else is not found here. Without
+    `snapshot` the suite as evaluated is left unread (megabytes for a large suite) until
+    something asks for it."""
+    evaluations = Evaluation.objects.select_related("model", "suite")
+    if not snapshot:
+        evaluations = evaluations.defer("snapshot")
+    evaluation = get_object_or_404(evaluations, pk=pk)
     if evaluation.status != Evaluation.Status.DONE:
         raise Http404("This evaluation has no results yet.")
     return evaluation
@@ -126,7 +131,7 @@ def result_page_view(request: HttpRequest, pk: int) -> HttpResponse:
 
 def _item(pk: int, item_number: int) -> items.ItemPage:
     """One item of a done evaluation; a number it has no item for is not found."""
-    evaluation = _done_evaluation(pk)
+    evaluation = _done_evaluation(pk, snapshot=False)
     row = items.item_result(evaluation, item_number)
     if row is None:
         raise Http404(f"This evaluation has no item {item_number}.")

@@ -363,3 +363,14 @@ def test_a_real_worker_stores_tokens_that_add_up_to_the_region_sums(  # type: ig
         checked += 1
     assert checked == 6
     assert len(json.dumps(rows[2].tokens["mismatch"]["text"])) > 40  # the long word's pieces
+
+
+def test_the_item_is_found_even_where_its_row_position_is_not_its_place_in_the_suite(  # type: ignore[no-untyped-def]
+    client, evaluation
+) -> None:
+    """The page reads one item of the snapshot by the row's position; a row whose
+    position points elsewhere still gets its own item."""
+    ItemResult.objects.filter(evaluation=evaluation, item_number=1).update(position=7)
+    html = client.get(f"/evaluations/{evaluation.pk}/items/1/").content.decode()
+    boxes = re.findall(r'data-region="1">(.*?)</div>', html, re.S)
+    assert _text(boxes[0]) == "1 Subject The dog 5.00"
