@@ -8,7 +8,7 @@ analysing 134,000 sentences again.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -115,31 +115,28 @@ def summarize(analysis: Analysis, pair_index: Mapping[str, int]) -> PairSummary:
     rows = analysis.by_pair.as_dicts()
     acc = np.fromiter((bool(r["acc"]) for r in rows), dtype=bool, count=len(rows))
     # Failing first; a stable sort keeps by_pair's order (conditions, pairid) within each.
-    order = np.argsort(acc, kind="stable")
-    rows = [rows[i] for i in order.tolist()]
-
-    def column(name: str, dtype: type) -> np.ndarray:
-        return np.fromiter((r[name] for r in rows), dtype=dtype, count=len(rows))
-
+    rows = [rows[i] for i in np.argsort(acc, kind="stable").tolist()]
     ids = [str(r[PAIRID]) for r in rows]
     return PairSummary(
         options=analysis.options,
         conditions=conditions,
         groups=groups,
         pairid=ids,
-        pair_index=np.fromiter((pair_index[i] for i in ids), dtype=np.int64, count=len(ids)),
-        group=np.fromiter(
-            (code[tuple(str(r[c]) for c in conditions)] for r in rows),
-            dtype=np.int64,
-            count=len(rows),
+        pair_index=_array((pair_index[i] for i in ids), np.int64, len(ids)),
+        group=_array(
+            (code[tuple(str(r[c]) for c in conditions)] for r in rows), np.int64, len(rows)
         ),
-        expected=column("expected", float),
-        unexpected=column("unexpected", float),
-        diff=column("diff", float),
-        acc=acc[order],
-        tie=column("tie", bool),
+        expected=_array((r["expected"] for r in rows), float, len(rows)),
+        unexpected=_array((r["unexpected"] for r in rows), float, len(rows)),
+        diff=_array((r["diff"] for r in rows), float, len(rows)),
+        acc=_array((r["acc"] for r in rows), bool, len(rows)),
+        tie=_array((r["tie"] for r in rows), bool, len(rows)),
         warnings=list(analysis.warnings),
     )
+
+
+def _array(values: Iterable[object], dtype: type, count: int) -> np.ndarray:
+    return np.fromiter(values, dtype=dtype, count=count)
 
 
 def _groups(

@@ -460,3 +460,12 @@ def test_model_and_set_pages_list_pair_results(anon_client, dana_client, board) 
     empty = LanguageModel.objects.create(name="new", display_name="New LM", source="hub/n")
     assert "data-no-pair-results" in anon_client.get(empty.get_absolute_url()).content.decode()
     cache.clear()
+
+
+def test_wilson_interval_matches_published_values() -> None:
+    # Wilson score intervals (z = 1.96) worked by hand: centre (p + z²/2n) / (1 + z²/n),
+    # half-width z·√(p(1-p)/n + z²/4n²) / (1 + z²/n).
+    assert plots.wilson_interval(0, 10) == pytest.approx((0.0, 0.2775), abs=1e-4)
+    assert plots.wilson_interval(5, 10) == pytest.approx((0.2366, 0.7634), abs=1e-4)
+    assert plots.wilson_interval(2, 2) == pytest.approx((0.3424, 1.0), abs=1e-4)
+    assert plots.wilson_interval(0, 0) is None
