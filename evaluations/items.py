@@ -157,10 +157,19 @@ def _predictions(
             position=i,
             formula=formula,
             outcome=outcomes[i] if i < len(outcomes) else None,
-            comparisons=predictions.comparison_sides(predictions.parse(formula), lookup),
+            comparisons=_comparisons(formula, lookup),
         )
         for i, formula in enumerate(formulas)
     ]
+
+
+def _comparisons(formula: str, lookup: Any) -> list[predictions.ComparisonSides]:
+    try:
+        return predictions.comparison_sides(predictions.parse(formula), lookup)
+    except predictions.PredictionError:
+        # Stored suites hold valid formulas; one that no longer parses (the language
+        # grew stricter since) still shows its stored outcome, without the values.
+        return []
 
 
 def _shade(tokens: list[Token]) -> None:

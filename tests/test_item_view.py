@@ -374,3 +374,13 @@ def test_the_item_is_found_even_where_its_row_position_is_not_its_place_in_the_s
     html = client.get(f"/evaluations/{evaluation.pk}/items/1/").content.decode()
     boxes = re.findall(r'data-region="1">(.*?)</div>', html, re.S)
     assert _text(boxes[0]) == "1 Subject The dog 5.00"
+
+
+def test_a_split_straddling_rule_is_explained_next_to_the_tokens(client, evaluation) -> None:  # type: ignore[no-untyped-def]
+    assert (
+        "data-split-rule"
+        not in client.get(f"/evaluations/{evaluation.pk}/items/1/").content.decode()
+    )
+    Evaluation.objects.filter(pk=evaluation.pk).update(diagnostics={"straddling_rule": "split"})
+    html = client.get(f"/evaluations/{evaluation.pk}/items/1/").content.decode()
+    assert "data-split-rule" in html and "not the plain sum" in html
