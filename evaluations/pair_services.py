@@ -30,6 +30,7 @@ PAIR_RUNS = runs.RunKind(
     payload="evaluations.pair_services.pair_payload",
     work="evaluations.minimal_pairs.worker.run_pairs",
     store="evaluations.pair_services.pair_results_store",
+    pack_work="evaluations.minimal_pairs.worker.run_pairs_groups",
 )
 runs.register(PAIR_RUNS)
 
@@ -84,38 +85,33 @@ def pair_evaluation_request(
 
 
 def pair_payload(evaluation: PairEvaluation) -> dict[str, Any]:
-    """Everything the GPU worker needs (see evaluations.minimal_pairs.worker)."""
+    """Everything the GPU worker needs (see evaluations.minimal_pairs.worker): the set's
+    sentences in order. Runs of one model share tasks when their sets are small."""
     model = evaluation.model
-    rows = evaluation.pair_set.sentences.order_by("position").values_list("sentid", "sentence")
-    sentids: list[str] = []
-    sentences: list[str] = []
-    for sentid, sentence in rows.iterator(chunk_size=5000):
-        sentids.append(sentid)
-        sentences.append(sentence)
+    rows = evaluation.pair_set.sentences.order_by("position").values_list("sentence", flat=True)
     return {
         "model": {"source": model.source, "revision": model.revision},
-        "sentids": sentids,
-        "sentences": sentences,
+        "sentences": list(rows.iterator(chunk_size=5000)),
     }
 
 
-def _results_problem(results: dict[str, Any], data: mp.MinimalPairSet) -> str:
-    sentids = results.get("sentids")
-    packed = results.get("sentences")
-    if not isinstance(sentids, list) or not isinstance(packed, list):
-        return "the worker's results have no sentids and sentences"
-    if sentids != [s.sentid for s in data.sentences]:
+def _results_problem(
+    evaluation: PairEvaluation, results: dict[str, Any], data: mp.MinimalPairSet
+) -> str:
+    if evaluation.content_hash != evaluation.pair_set.content_hash:
         return (
-            "the set's sentences changed while this run was queued, so its results no longer "
+            "the set's content changed after this run was asked for, so its results no longer "
             "fit the set; ask for the model on the set again"
         )
-    if len(packed) != len(sentids):
-        return f"the worker returned {len(packed)} sentences for {len(sentids)}"
-    for sentid, tokens in zip(sentids, packed, strict=True):
+    packed = results.get("sentences")
+    if not isinstance(packed, list) or len(packed) != len(data.sentences):
+        count = len(packed) if isinstance(packed, list) else 0
+        return f"the worker returned {count} sentences for {len(data.sentences)}"
+    for sentence, tokens in zip(data.sentences, packed, strict=True):
         try:
             token_data.check_packed(tokens)
         except ValueError as exc:
-            return f"the worker's tokens of sentence {sentid} are malformed: {exc}"
+            return f"the worker's tokens of sentence {sentence.sentid} are malformed: {exc}"
     return ""
 
 
@@ -164,7 +160,7 @@ def pair_results_store(*, run_id: int, attempt: int, results: dict[str, Any]) ->
         ):
             return False
         data = pair_sets.pair_set_data(evaluation.pair_set)
-        problem = _results_problem(results, data)
+        problem = _results_problem(evaluation, results, data)
         info = results.get("model_info") or {}
         if not problem:
             table = pair_results.packed_table(
@@ -182,7 +178,7 @@ def pair_results_store(*, run_id: int, attempt: int, results: dict[str, Any]) ->
         if problem:
             runs.run_fail(kind=PAIR_RUNS, run_id=run_id, attempt=attempt, reason=problem)
             return False
-        _tokens_save(evaluation, results["sentids"], results["sentences"])
+        _tokens_save(evaluation, [s.sentid for s in data.sentences], results["sentences"])
         count = len(data.sentences)
         runs.run_advance(
             PAIR_RUNS,

@@ -12,8 +12,10 @@ from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver
 
 from evaluations import services as evaluation_services
-from evaluations.models import Evaluation
-from suites import selectors, services
+from evaluations import token_data
+from evaluations.models import Evaluation, PairEvaluation, PairSentenceTokens
+from evaluations.scoring.schema import TokenScore
+from suites import pair_sets, selectors, services
 from tests.conftest import small_suite
 
 pytestmark = pytest.mark.django_db
@@ -85,7 +87,27 @@ def world(alice):  # type: ignore[no-untyped-def]
         content_hash=suite.content_hash,
         snapshot=selectors.suite_canonical(suite),
     )
+    _pair_world(alice, model, name=suite.name, pk=evaluation.pk)
     return {"name": suite.name, "pk": str(evaluation.pk), "tag": "real", "item_number": "1"}
+
+
+def _pair_world(alice, model, *, name: str, pk: int) -> None:  # type: ignore[no-untyped-def]
+    """A minimal-pair set of the same name and a done run with the same id, so that the
+    pair routes (tables, import) reach their views with real objects too."""
+    data = "sentid\tpairid\tcomparison\tsentence\n1\t1\texpected\ta b\n2\t1\tunexpected\tb a\n"
+    pair_set = pair_sets.minimal_pair_set_import(data=data, name=name, owner=alice).pair_set
+    run = PairEvaluation.objects.create(
+        pk=pk, model=model, pair_set=pair_set, content_hash=pair_set.content_hash, status="done"
+    )
+    # Each sentence is two one-letter words: tokens (0, 1) and (1, 3), 1 and 2 bits.
+    tokens = [
+        token_data.pack_tokens([TokenScore(a, 0, 1, 0, 1.0), TokenScore(" " + b, 1, 3, 0, 2.0)])
+        for a, b in ("ab", "ba")
+    ]
+    PairSentenceTokens.objects.bulk_create(
+        PairSentenceTokens(evaluation=run, position=i, sentid=str(i + 1), tokens=t)
+        for i, t in enumerate(tokens)
+    )
 
 
 @pytest.fixture(autouse=True)

@@ -8,10 +8,12 @@ from __future__ import annotations
 import io
 import json
 import math
+from datetime import timedelta
 
 import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
+from django.utils import timezone
 from rest_framework.authtoken.models import Token
 
 from evaluations import pair_services, runs, services, token_data
@@ -57,7 +59,6 @@ def word_tokens(sentence: str, surprisals: list[float]) -> dict:
 def worker_results(pair_set: MinimalPairSet) -> dict:
     rows = list(pair_set.sentences.order_by("position").values_list("sentid", "sentence"))
     return {
-        "sentids": [sentid for sentid, _ in rows],
         "sentences": [word_tokens(text, SURPRISALS[sentid]) for sentid, text in rows],
         "diagnostics": {"batches": 1},
         "model_info": {"kind": "causal", "tokenizer": "tiny-tok", "n_params": 1234},
@@ -96,8 +97,7 @@ def test_one_run_per_model_set_and_content(alice, pair_set, model) -> None:  # t
     assert (first.status, first.enqueued, first.progress_total) == ("queued", True, 4)
     assert first.requested_by == alice and first.content_hash == pair_set.content_hash
     payload = pair_services.pair_payload(first)
-    assert payload["sentids"] == ["1", "2", "3", "4"]
-    assert payload["sentences"][2] == "no dog barks"
+    assert payload["sentences"][2] == "no dog barks" and len(payload["sentences"]) == 4
     assert payload["model"] == {"source": "tiny/model", "revision": ""}
     again = pair_services.pair_evaluation_request(user=alice, models=[model], pair_sets=[pair_set])
     assert again.existing == [first] and not again.created
@@ -151,6 +151,15 @@ def test_changed_content_keeps_old_results_marked_outdated(alice, pair_set, mode
     )
     assert len(outcome.created) == 1 and outcome.created[0].pk != run.pk
     assert PairSentenceTokens.objects.filter(evaluation=run).count() == 4
+    # Content changed while a run was queued: its results are refused with the reason.
+    (late,) = outcome.created
+    MinimalPairSet.objects.filter(pk=pair_set.pk).update(content_hash="1" * 64)
+    assert not pair_services.pair_results_store(
+        run_id=late.pk, attempt=1, results=worker_results(pair_set)
+    )
+    late.refresh_from_db()
+    assert late.status == "failed" and "content changed" in late.error
+    assert not PairSentenceTokens.objects.filter(evaluation=late).exists()
 
 
 def test_a_model_registered_for_imported_results_is_never_queued(alice, pair_set) -> None:  # type: ignore[no-untyped-def]
@@ -166,6 +175,18 @@ def test_a_model_registered_for_imported_results_is_never_queued(alice, pair_set
     with pytest.raises(runs.ModelNotRunnable):
         services.evaluation_request(model=imported, suites=[suite], user=alice)
     assert not PairEvaluation.objects.exists() and not Evaluation.objects.exists()
+
+
+def test_the_sweep_sends_unsent_pair_runs_and_fails_stale_ones(alice, pair_set, model) -> None:  # type: ignore[no-untyped-def]
+    with broker("redis://127.0.0.1:1/0"), pytest.raises(runs.BrokerUnavailable):
+        pair_services.pair_evaluation_request(user=alice, models=[model], pair_sets=[pair_set])
+    long_ago = timezone.now() - timedelta(days=1)
+    PairEvaluation.objects.update(queued_at=long_ago)
+    assert runs.runs_sweep().resent == 1 and PairEvaluation.objects.get().enqueued
+    PairEvaluation.objects.update(status="running", started_at=long_ago)
+    assert runs.runs_sweep().failed == 1
+    run = PairEvaluation.objects.get()
+    assert run.status == "failed" and "Retry it" in run.error
 
 
 # ---------------------------------------------------------------- API

@@ -1,10 +1,14 @@
-"""What a GPU worker does with one minimal-pair run. No database: the payload holds the
-set's sentences and the model's source; the result holds each sentence's tokens, packed
+"""What a GPU worker does with minimal-pair runs. No database: the payload holds the
+sentences and the model's source; the result holds each sentence's tokens, packed
 (`evaluations.token_data`), scored exactly as `minimal_pairs evaluate` scores them.
 
-payload: {"model": {"source", "revision", "dtype"?}, "sentids": [...], "sentences": [...]}
-result: {"sentids": [...], "sentences": [packed tokens, ...], "diagnostics": {...},
+payload: {"model": {"source", "revision", "dtype"?}, "sentences": [sentence, ...]}
+result: {"sentences": [packed tokens, ...], "diagnostics": {...},
          "model_info": {..., "tokenizer": name}}
+
+Small sets share a task (`evaluations.packing`): `run_pairs_groups` takes "groups" (each
+part's sentences) instead of "sentences", scores them in one engine call and gives one
+result per group.
 """
 
 from __future__ import annotations
@@ -14,25 +18,37 @@ from typing import Any
 
 from evaluations import scoring, token_data
 from evaluations.minimal_pairs.evaluate import model_tokenizer_name, score_pair_sentences
-from evaluations.scoring.schema import ScoringError
 from evaluations.worker import payload_model, summed_diagnostics
 
 
 def run_pairs(
     payload: dict[str, Any], progress: Callable[[int, int], None] | None = None
 ) -> dict[str, Any]:
-    sentids = payload["sentids"]
-    sentences = payload["sentences"]
-    if len(sentids) != len(sentences):
-        raise ScoringError("the minimal-pair payload's sentids and sentences differ in length")
+    groups = {key: value for key, value in payload.items() if key != "sentences"}
+    groups["groups"] = [payload["sentences"]]
+    return run_pairs_groups(groups, progress)[0]
+
+
+def run_pairs_groups(
+    payload: dict[str, Any], progress: Callable[[int, int], None] | None = None
+) -> list[dict[str, Any]]:
     spec = payload["model"]
     model = payload_model(spec)
-    scores = score_pair_sentences(model, sentences, progress=progress)
+    groups = payload["groups"]
+    everything = [sentence for group in groups for sentence in group]
+    scores = score_pair_sentences(model, everything, progress=progress)
     info = dict(scoring.model_info(model))
     info["tokenizer"] = model_tokenizer_name(model) or spec["source"]
-    return {
-        "sentids": list(sentids),
-        "sentences": [token_data.pack_tokens(score.tokens) for score in scores],
-        "diagnostics": summed_diagnostics(scores),
-        "model_info": info,
-    }
+    results = []
+    start = 0
+    for group in groups:
+        part = scores[start : start + len(group)]
+        start += len(group)
+        results.append(
+            {
+                "sentences": [token_data.pack_tokens(score.tokens) for score in part],
+                "diagnostics": summed_diagnostics(part),
+                "model_info": dict(info),
+            }
+        )
+    return results
