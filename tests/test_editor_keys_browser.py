@@ -142,6 +142,16 @@ def test_spreadsheet_keys_move_the_cursor(page: Page, alice) -> None:
     expect_active(page, 0, 0)
     assert scroll_top(page) == 0 and visible_in_grid(page)
 
+    # Ctrl+arrows go to the edge: the last column, the last item row, and back.
+    page.keyboard.press("Control+ArrowRight")
+    expect_active(page, 0, LAST_COLUMN)
+    page.keyboard.press("Control+ArrowDown")
+    expect_active(page, last_row, LAST_COLUMN)
+    page.keyboard.press("Control+ArrowLeft")
+    expect_active(page, last_row, 0)
+    page.keyboard.press("Control+ArrowUp")
+    expect_active(page, 0, 0)
+
     # Shift+arrows select a block; an arrow alone collapses it again.
     click_cell(page, 2, 2)
     page.keyboard.press("Shift+ArrowDown")
@@ -323,3 +333,25 @@ def test_keys_typed_during_a_redraw_wait_for_it(page: Page, alice) -> None:
     expect_active(page, 7, 2)
     assert [cell_text(page, 6, c) for c in range(5)] == ["4", "match", "A cat", "is", "there."]
     assert cell_text(page, 3, 2) == "The cat"  # the old rows kept their text
+
+
+def test_the_paste_items_dialog_reads_the_same_layouts(page: Page, alice) -> None:
+    open_grid(page, alice, small_suite("dialog"))
+    dialog_text = page.get_by_label("Rows")
+    page.get_by_role("button", name="Paste items…").click()
+    dialog_text.fill("The bird\tis")
+    page.get_by_role("button", name="Add items").click()
+    expect(page.locator("#paste-error")).to_have_text(
+        "Each row needs 3 region columns (optionally after item and condition columns);"
+        " the widest row has 2."
+    )
+    # A header naming the regions, then the regions only: conditions follow the list.
+    dialog_text.fill("Subject\tVerb\tEnd\nThe bird\tis\there.\nThe bird\tare\there.")
+    page.get_by_role("button", name="Add items").click()
+    expect(page.locator("#paste-dialog")).to_be_hidden()
+    expect(page.locator("#ed-status")).to_contain_text("adding 1 item")
+    suite = page.evaluate("() => window.gymEditor.suite()")
+    added = suite["items"][2]
+    assert added["item_number"] == 3
+    assert [c["condition_name"] for c in added["conditions"]] == ["match", "mismatch"]
+    assert [r["content"] for r in added["conditions"][1]["regions"]] == ["The bird", "are", "here."]
