@@ -16,6 +16,7 @@ from evaluations import pair_services, runs
 from evaluations.forms import PairRequestForm, PredictionsImportForm
 from evaluations.models import PairEvaluation
 from evaluations.services import ModelRegistrationError
+from evaluations.views import run_cancel_redirect, run_retry_redirect
 from suites.models import MinimalPairSet
 
 
@@ -63,27 +64,13 @@ def _evaluation(pk: int) -> PairEvaluation:
 @login_required
 @require_POST
 def pair_retry(request: HttpRequest, pk: int) -> HttpResponse:
-    evaluation = _evaluation(pk)
-    try:
-        runs.run_retry(run=evaluation, user=request.user)
-    except (runs.BrokerUnavailable, runs.RunConflict) as refused:
-        messages.error(request, str(refused))
-    else:
-        messages.success(request, "Sent again.")
-    return redirect(evaluation)
+    return run_retry_redirect(request, _evaluation(pk))
 
 
 @login_required
 @require_POST
 def pair_cancel(request: HttpRequest, pk: int) -> HttpResponse:
-    evaluation = _evaluation(pk)
-    try:
-        runs.run_cancel(run=evaluation, user=request.user)
-    except runs.RunConflict as refused:
-        messages.error(request, str(refused))
-    else:
-        messages.success(request, "Cancelled.")
-    return redirect(evaluation)
+    return run_cancel_redirect(request, _evaluation(pk))
 
 
 @login_required

@@ -16,7 +16,7 @@ from evaluations import probing_exports, probing_selectors, probing_services, ru
 from evaluations.forms import ProbingRunRequestForm
 from evaluations.models import ProbingRun
 from evaluations.result_views import _download
-from evaluations.views import MAX_ID
+from evaluations.views import MAX_ID, run_cancel_redirect, run_retry_redirect
 
 
 def _run(pk: int) -> ProbingRun:
@@ -96,27 +96,13 @@ def probing_run(request: HttpRequest, pk: int) -> HttpResponse:
 @login_required
 @require_POST
 def probing_retry(request: HttpRequest, pk: int) -> HttpResponse:
-    run = _run(pk)
-    try:
-        runs.run_retry(run=run, user=request.user)
-    except (runs.BrokerUnavailable, runs.RunConflict) as refused:
-        messages.error(request, str(refused))
-    else:
-        messages.success(request, "Sent again.")
-    return redirect(run)
+    return run_retry_redirect(request, _run(pk))
 
 
 @login_required
 @require_POST
 def probing_cancel(request: HttpRequest, pk: int) -> HttpResponse:
-    run = _run(pk)
-    try:
-        runs.run_cancel(run=run, user=request.user)
-    except runs.RunConflict as refused:
-        messages.error(request, str(refused))
-    else:
-        messages.success(request, "Cancelled.")
-    return redirect(run)
+    return run_cancel_redirect(request, _run(pk))
 
 
 def _filename(run: ProbingRun, suffix: str) -> str:

@@ -9,9 +9,9 @@ from django.urls import reverse
 from django.utils.http import urlencode
 from django.views.decorators.http import require_POST
 
-from evaluations import services
+from evaluations import runs, services
 from evaluations.forms import EvaluationRequestForm, ModelRegisterForm
-from evaluations.models import Evaluation, LanguageModel
+from evaluations.models import Evaluation, LanguageModel, Run
 from suites.models import Suite
 
 
@@ -189,25 +189,34 @@ def evaluation_detail(request: HttpRequest, pk: int) -> HttpResponse:
 @require_POST
 def evaluation_retry(request: HttpRequest, pk: int) -> HttpResponse:
     evaluation = get_object_or_404(Evaluation.objects.select_related("suite"), pk=pk)
-    try:
-        services.evaluation_retry(evaluation=evaluation, user=request.user)
-    except services.BrokerUnavailable as down:
-        messages.error(request, str(down))
-    except services.RunConflict as conflict:
-        messages.error(request, str(conflict))
-    else:
-        messages.success(request, "Sent again.")
-    return redirect(evaluation)
+    return run_retry_redirect(request, evaluation)
 
 
 @login_required
 @require_POST
 def evaluation_cancel(request: HttpRequest, pk: int) -> HttpResponse:
     evaluation = get_object_or_404(Evaluation.objects.select_related("suite"), pk=pk)
+    return run_cancel_redirect(request, evaluation)
+
+
+def run_retry_redirect(request: HttpRequest, run: Run) -> HttpResponse:
+    """Retry a run of any kind for the page's user (403 when it is not theirs); a message
+    says how it went, and the answer goes back to the run's page."""
     try:
-        services.evaluation_cancel(evaluation=evaluation, user=request.user)
-    except services.RunConflict as conflict:
-        messages.error(request, str(conflict))
+        runs.run_retry(run=run, user=request.user)
+    except (runs.BrokerUnavailable, runs.RunConflict) as refused:
+        messages.error(request, str(refused))
+    else:
+        messages.success(request, "Sent again.")
+    return redirect(run)
+
+
+def run_cancel_redirect(request: HttpRequest, run: Run) -> HttpResponse:
+    """Cancel a run of any kind, as `run_retry_redirect` retries one."""
+    try:
+        runs.run_cancel(run=run, user=request.user)
+    except runs.RunConflict as refused:
+        messages.error(request, str(refused))
     else:
         messages.success(request, "Cancelled.")
-    return redirect(evaluation)
+    return redirect(run)

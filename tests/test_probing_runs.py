@@ -386,3 +386,23 @@ def test_bootstrap_probes_the_random_baseline_on_the_example_tasks_once(  # type
     call_command("gym_bootstrap", "--evaluate-examples", stdout=again)
     assert ProbingRun.objects.count() == 1
     assert "0 example probing tasks queued, 1 already asked for" in again.getvalue()
+
+
+def test_the_run_page_cancels_and_retries_with_a_message(  # type: ignore[no-untyped-def]
+    task, gpt2, alice, alice_client, bob_client
+) -> None:
+    run = probing_services.probing_run_request(models=[gpt2], task=task, user=alice).runs[0]
+    assert bob_client.post_form(f"/probing-runs/{run.pk}/cancel/").status_code == 403
+    cancelled = alice_client.post_form(f"/probing-runs/{run.pk}/cancel/", follow=True)
+    assert cancelled.redirect_chain == [(run.get_absolute_url(), 302)]
+    assert "Cancelled." in cancelled.content.decode()
+    again = alice_client.post_form(f"/probing-runs/{run.pk}/cancel/", follow=True)
+    assert "only queued or running runs can be cancelled" in again.content.decode()
+    assert bob_client.post_form(f"/probing-runs/{run.pk}/retry/").status_code == 403
+    retried = alice_client.post_form(f"/probing-runs/{run.pk}/retry/", follow=True)
+    assert "Sent again." in retried.content.decode()
+    run.refresh_from_db()
+    assert (run.status, run.attempt) == ("queued", 2)
+    ProbingRun.objects.filter(pk=run.pk).update(status="running")
+    refused = alice_client.post_form(f"/probing-runs/{run.pk}/retry/", follow=True).content
+    assert "cancel it first" in refused.decode() and "Sent again." not in refused.decode()
