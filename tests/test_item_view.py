@@ -232,8 +232,8 @@ def test_an_evaluation_stored_without_tokens_still_shows_its_items(client) -> No
     response = client.get(f"/evaluations/{old.pk}/items/1/")
     assert response.status_code == 200
     text = _text(response.content.decode())
-    assert "Token surprisals were not stored for this evaluation (it was scored before Gym" in text
-    assert "kept them); re-run it to see them." in text
+    assert "Token surprisals were not stored for this evaluation: it was scored before Gym" in text
+    assert "scored before Gym kept them. Region values are below." in text
     assert "1 Subject The dog 5.00" in text and "token-table" not in response.content.decode()
     data = client.get(f"/api/evaluations/{old.pk}/items/1/").json()
     assert data["tokens_stored"] is False
