@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.contrib import admin
 
-from evaluations.models import Evaluation, LanguageModel, ProbingRun
+from evaluations.models import Evaluation, LanguageModel, PairEvaluation, ProbingRun
 
 
 @admin.register(LanguageModel)
@@ -42,3 +42,10 @@ class ProbingRunAdmin(admin.ModelAdmin):
     list_display = ["id", "model", "task", "pooling", "probe", "status", "best_layer", "best_te"]
     list_filter = ["status", "pooling", "probe", "model"]
     readonly_fields = [f.name for f in ProbingRun._meta.fields if f.name != "id"]
+
+
+@admin.register(PairEvaluation)
+class PairEvaluationAdmin(admin.ModelAdmin):
+    list_display = ["id", "model", "pair_set", "origin", "status", "accuracy", "ties", "created_at"]
+    list_filter = ["status", "origin", "model"]
+    readonly_fields = [f.name for f in PairEvaluation._meta.fields if f.name != "id"]

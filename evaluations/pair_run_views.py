@@ -85,10 +85,18 @@ def pair_import(request: HttpRequest, name: str) -> HttpResponse:
         return render(request, "evaluations/pair_import.html", context)
     if not form.is_valid():
         return render(request, "evaluations/pair_import.html", context, status=400)
+    return _import_upload(request, form, pair_set, context)
+
+
+def _import_upload(
+    request: HttpRequest, form: PredictionsImportForm, pair_set: MinimalPairSet, context: dict
+) -> HttpResponse:
+    """The import of a valid form: the run's page, or the form again with what is wrong."""
+    page = "evaluations/pair_import.html"
     upload = form.cleaned_data["file"]
     if upload.size > settings.GYM_MAX_UPLOAD_BYTES:
         form.add_error("file", "The file is larger than the upload limit.")
-        return render(request, "evaluations/pair_import.html", context, status=413)
+        return render(request, page, context, status=413)
     try:
         evaluation = pair_services.pair_predictions_import(
             pair_set=pair_set,
@@ -100,18 +108,13 @@ def pair_import(request: HttpRequest, name: str) -> HttpResponse:
             user=request.user,
         )
     except pair_services.PredictionsInvalid as invalid:
-        return render(
-            request,
-            "evaluations/pair_import.html",
-            {**context, "errors": invalid.errors},
-            status=400,
-        )
+        return render(request, page, {**context, "errors": invalid.errors}, status=400)
     except ModelRegistrationError as invalid:
         form.add_error("model", "; ".join(invalid.errors.values()))
-        return render(request, "evaluations/pair_import.html", context, status=400)
+        return render(request, page, context, status=400)
     except runs.RunConflict as conflict:
         form.add_error(None, str(conflict))
-        return render(request, "evaluations/pair_import.html", context, status=409)
+        return render(request, page, context, status=409)
     messages.success(
         request, f"Imported the predictions of {evaluation.model.display_name} on {pair_set.name}."
     )

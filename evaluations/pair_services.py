@@ -142,43 +142,61 @@ def _default_outcome(
     return accuracy, ties, analysis.warnings
 
 
+def _locked_run(run_id: int, attempt: int) -> PairEvaluation | None:
+    """The run, locked for this transaction, if results of `attempt` may still be stored."""
+    evaluation = (
+        PairEvaluation.objects.select_for_update()
+        .select_related("model", "pair_set")
+        .filter(pk=run_id)
+        .first()
+    )
+    if (
+        evaluation is None
+        or evaluation.attempt != attempt
+        or evaluation.status not in runs.ALLOWED_FROM[S.DONE]
+    ):
+        return None
+    return evaluation
+
+
+def _worker_outcome(
+    evaluation: PairEvaluation, results: dict[str, Any], data: mp.MinimalPairSet
+) -> tuple[float | None, int, str]:
+    """(accuracy, ties, "") under DEFAULT_OPTIONS, or (None, 0, why the results are
+    refused)."""
+    problem = _results_problem(evaluation, results, data)
+    if problem:
+        return None, 0, problem
+    table = pair_results.packed_table(
+        (
+            (s.sentid, s.sentence, tokens)
+            for s, tokens in zip(data.sentences, results["sentences"], strict=True)
+        ),
+        model_name=evaluation.model.name,
+        tokenizer=str((results.get("model_info") or {}).get("tokenizer") or ""),
+    )
+    try:
+        accuracy, ties, _warnings = _default_outcome(table, data)
+    except pair_results.PairAnalysisInvalid as invalid:
+        return None, 0, f"the results cannot be analysed: {invalid}"
+    return accuracy, ties, ""
+
+
 def pair_results_store(*, run_id: int, attempt: int, results: dict[str, Any]) -> bool:
     """Write the sentences' tokens and the default accuracy in one transaction; False
     (nothing written) when the run is finished or the attempt is stale, so a
     re-delivery changes nothing."""
     with transaction.atomic():
-        evaluation = (
-            PairEvaluation.objects.select_for_update()
-            .select_related("model", "pair_set")
-            .filter(pk=run_id)
-            .first()
-        )
-        if (
-            evaluation is None
-            or evaluation.attempt != attempt
-            or evaluation.status not in runs.ALLOWED_FROM[S.DONE]
-        ):
+        evaluation = _locked_run(run_id, attempt)
+        if evaluation is None:
             return False
         data = pair_sets.pair_set_data(evaluation.pair_set)
-        problem = _results_problem(evaluation, results, data)
-        info = results.get("model_info") or {}
-        if not problem:
-            table = pair_results.packed_table(
-                (
-                    (s.sentid, s.sentence, tokens)
-                    for s, tokens in zip(data.sentences, results["sentences"], strict=True)
-                ),
-                model_name=evaluation.model.name,
-                tokenizer=str(info.get("tokenizer") or evaluation.model.source),
-            )
-            try:
-                accuracy, ties, _warnings = _default_outcome(table, data)
-            except pair_results.PairAnalysisInvalid as invalid:
-                problem = f"the results cannot be analysed: {invalid}"
+        accuracy, ties, problem = _worker_outcome(evaluation, results, data)
         if problem:
             runs.run_fail(kind=PAIR_RUNS, run_id=run_id, attempt=attempt, reason=problem)
             return False
         _tokens_save(evaluation, [s.sentid for s in data.sentences], results["sentences"])
+        info = results.get("model_info") or {}
         count = len(data.sentences)
         runs.run_advance(
             PAIR_RUNS,

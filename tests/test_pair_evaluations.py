@@ -340,8 +340,9 @@ def test_imported_predictions_give_nlpscholars_own_results(alice, anon_client) -
     assert again.status_code == 409
 
 
-def test_bad_predictions_are_located_and_save_nothing(alice, bob, pair_set, model) -> None:  # type: ignore[no-untyped-def]
-    good = "token\tsentid\tword\twordpos\tmodel\ttokenizer\tpunctuation\tprob\tsurp\n" + "".join(
+def flat_predictions() -> str:
+    """NLPScholar-style predictions for the small set: one token per word, all 1 bit."""
+    return "token\tsentid\tword\twordpos\tmodel\ttokenizer\tpunctuation\tprob\tsurp\n" + "".join(
         f"{w}\t{sid}\t{w}\t{i}\tm\tt\tFalse\t0.5\t1.0\n"
         for sid, text in (
             ("1", "the keys are here"),
@@ -351,6 +352,10 @@ def test_bad_predictions_are_located_and_save_nothing(alice, bob, pair_set, mode
         )  # fmt: skip
         for i, w in enumerate(text.split())
     )
+
+
+def test_bad_predictions_are_located_and_save_nothing(alice, bob, pair_set, model) -> None:  # type: ignore[no-untyped-def]
+    good = flat_predictions()
     url = "/api/minimal-pairs/small/predictions/?model=tiny"
     client = token_client(alice)
     # Lines: the header is 1; sentence 1 is 2-5, 2 is 6-9, 3 is 10-12, 4 is 13-15.
@@ -449,3 +454,14 @@ def test_import_page(alice, pair_set, model) -> None:  # type: ignore[no-untyped
         and "the predictions need the column" in response.content.decode()
     )
     assert not PairEvaluation.objects.exists()
+    good = io.BytesIO(flat_predictions().encode())
+    good.name = "pred.tsv"
+    response = client.post_form(
+        "/minimal-pairs/small/import-predictions/",
+        {"file": good, "model": "Huge LM", "register": "on", "display_name": "Huge LM"},
+    )
+    run = PairEvaluation.objects.get()
+    assert response.status_code == 302 and response["Location"] == f"/pairs/evaluations/{run.pk}/"
+    assert (run.origin, run.model.source, run.ties) == ("imported", "imported:huge-lm", 2)
+    # Models registered for imported results are not offered for runs.
+    assert 'value="huge-lm"' not in client.get("/minimal-pairs/small/").content.decode()
