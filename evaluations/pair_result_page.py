@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
+from django.conf import settings
 from django.core.cache import cache
 from django.core.paginator import Page, Paginator
 
@@ -93,17 +94,44 @@ def _cache_key(evaluation: PairEvaluation, options: AnalysisOptions) -> str:
 def pair_summary(evaluation: PairEvaluation, options: AnalysisOptions) -> PairSummary:
     """The analysis summary of a done run under `options`, from the cache when an
     earlier request computed it. Raises PairAnalysisInvalid when the options do not fit
-    the set (an unknown condition column, a pair whose sentences differ in one)."""
+    the set (an unknown condition column, a pair whose sentences differ in one); that
+    answer is cached too, so a bad link does not analyse the whole set every time."""
     key = _cache_key(evaluation, options)
     summary = cache.get(key)
+    if isinstance(summary, str):
+        raise pair_results.PairAnalysisInvalid(summary, path="analysis")
     if summary is None:
         data = pair_sets.pair_set_data(evaluation.pair_set)
-        analysis = pair_results.analyze_tokens(
-            pair_results.token_table(evaluation), data, options, ("by_pair", "by_cond")
-        )
-        summary = summarize(analysis, {pairid: i for i, pairid in enumerate(data.pairs())})
+        try:
+            summary = summary_build(pair_results.token_table(evaluation), data, options)
+        except pair_results.PairAnalysisInvalid as invalid:
+            cache.set(key, str(invalid), CACHE_SECONDS)
+            raise
         cache.set(key, summary, CACHE_SECONDS)
     return summary
+
+
+def summary_build(
+    tokens: TokenTable, data: mp.MinimalPairSet, options: AnalysisOptions
+) -> PairSummary:
+    analysis = pair_results.analyze_tokens(tokens, data, options, ("by_pair", "by_cond"))
+    return summarize(analysis, {pairid: i for i, pairid in enumerate(data.pairs())})
+
+
+def summary_warm(run_id: int, tokens: TokenTable, data: mp.MinimalPairSet) -> None:
+    """Put the summary a run's result page opens with into the cache, from the token
+    table the store task has just written. Only where the cache is shared between
+    processes (GYM_CACHE_URL): a worker's own local-memory cache would keep it where no
+    page reads it."""
+    if "locmem" in settings.CACHES["default"]["BACKEND"].lower():
+        return
+    evaluation = PairEvaluation.objects.select_related("pair_set").get(pk=run_id)
+    options = page_options({}, evaluation.pair_set)
+    try:
+        summary = summary_build(tokens, data, options)
+    except pair_results.PairAnalysisInvalid:
+        return  # the page falls back to no grouping and says why
+    cache.set(_cache_key(evaluation, options), summary, CACHE_SECONDS)
 
 
 # --- one page of pairs --------------------------------------------------------------------
@@ -281,14 +309,29 @@ def _parse_group(raw: str, summary: PairSummary) -> int | None:
     return int(raw)
 
 
+def _summary_for(
+    evaluation: PairEvaluation, query: Mapping[str, Any]
+) -> tuple[AnalysisOptions, PairSummary]:
+    """The options and summary the query asks for. Without `conditions` the page groups
+    by the set's first condition column; where that does not fit (a pair's sentences
+    differ in it) it groups nothing rather than answering 400 to a plain link."""
+    options = page_options(query, evaluation.pair_set)
+    try:
+        return options, pair_summary(evaluation, options)
+    except pair_results.PairAnalysisInvalid as bad:
+        if "conditions" in query or not options.conditions:
+            raise PageQueryError(str(bad)) from None
+    options = replace(options, conditions=())
+    try:
+        return options, pair_summary(evaluation, options)
+    except pair_results.PairAnalysisInvalid as bad:
+        raise PageQueryError(str(bad)) from None
+
+
 def result_page(evaluation: PairEvaluation, query: Mapping[str, Any]) -> PairResultPage:
     """Everything the result page of a done run shows for the query string. Raises
     PageQueryError (a 400 with its message) for options or filters it cannot use."""
-    options = page_options(query, evaluation.pair_set)
-    try:
-        summary = pair_summary(evaluation, options)
-    except pair_results.PairAnalysisInvalid as bad:
-        raise PageQueryError(str(bad)) from None
+    options, summary = _summary_for(evaluation, query)
     group = _parse_group(str(query.get("cond", "")).strip(), summary)
     show = str(query.get("show", "")).strip()
     if show not in SHOW:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
@@ -15,7 +16,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 from django.utils.text import slugify
 
-from evaluations import pair_results, runs, token_data
+from evaluations import pair_result_page, pair_results, runs, token_data
 from evaluations.minimal_pairs.tokens import TokenTable, parse_predictions_tsv
 from evaluations.models import IMPORTED_PREFIX, LanguageModel, PairEvaluation, PairSentenceTokens
 from evaluations.services import ModelRegistrationError, _learn_model_facts
@@ -212,6 +213,8 @@ def pair_results_store(*, run_id: int, attempt: int, results: dict[str, Any]) ->
             finished_at=timezone.now(),
         )
         _learn_model_facts(evaluation.model, info)
+        # The result page's first view reads its analysis from a shared cache.
+        transaction.on_commit(partial(pair_result_page.summary_warm, run_id, table, data))
     return True
 
 

@@ -430,7 +430,10 @@ def test_leaderboard_page_shows_both_sections(anon_client, board) -> None:  # ty
     assert f'href="/pairs/evaluations/{run.pk}/"' in section
     assert "Secret LM" not in section and "Other LM" in section
     missing = board["sets"]["agr-npi"].name
-    assert f'title="No result for Other LM on {missing}"' in section
+    assert (
+        f'href="/pairs/evaluations/new/?model=other&amp;pair_set={missing}" '
+        f'title="No result for Other LM on {missing}: queue it"'
+    ) in section
     assert "?pairs_sort=model&amp;pairs_dir=asc#minimal-pairs" in section
     sorted_page = anon_client.get("/leaderboard/?pairs_sort=model&pairs_dir=asc").content.decode()
     section = sorted_page[sorted_page.index('id="minimal-pairs"') :]
@@ -469,3 +472,63 @@ def test_wilson_interval_matches_published_values() -> None:
     assert plots.wilson_interval(5, 10) == pytest.approx((0.2366, 0.7634), abs=1e-4)
     assert plots.wilson_interval(2, 2) == pytest.approx((0.3424, 1.0), abs=1e-4)
     assert plots.wilson_interval(0, 0) is None
+
+
+def test_default_grouping_that_does_not_fit_groups_nothing(anon_client, model) -> None:  # type: ignore[no-untyped-def]
+    # The first condition column, "verb", differs within each pair; "cond" does not.
+    tsv = "sentid\tpairid\tcomparison\tsentence\tROI\tverb\tcond\n" + "".join(
+        f"{i + 1}\t{pair}\t{label}\t{sentence}\t2\t{sentence.split()[2]}\t{cond}\n"
+        for i, (pair, label, sentence, cond) in enumerate(SENTENCES)
+    )
+    pair_set = pair_sets.minimal_pair_set_import(data=tsv, name="mixed", owner=None).pair_set
+    assert pair_set.condition_columns == ["verb", "cond"]
+    run = store_run(model, pair_set)
+    response = anon_client.get(url(run))
+    assert response.status_code == 200
+    assert response.context["result"].options.conditions == ()
+    assert card(response.content.decode(), "accuracy") == "0.67"
+    # Asked for explicitly, the same grouping is a 400 that names the pair and column.
+    bad = anon_client.get(url(run, "?conditions=verb"))
+    assert bad.status_code == 400 and "mixes values of the condition column" in bad.content.decode()
+    # The answer is cached: asking again does not read the set's tokens.
+    with CaptureQueriesContext(connection) as again:
+        assert anon_client.get(url(run, "?conditions=verb")).status_code == 400
+    assert not any("pairsentencetokens" in q["sql"] for q in again.captured_queries)
+
+
+def test_the_store_warms_a_shared_cache_for_the_first_view(  # type: ignore[no-untyped-def]
+    settings, anon_client, model, django_capture_on_commit_callbacks
+) -> None:
+    from evaluations import pair_services
+    from tests.celery_harness import redis_or_skip
+
+    settings.CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": redis_or_skip(),
+            "KEY_PREFIX": "pair-pages-test",
+        }
+    }
+    cache.clear()
+    pair_set = make_set("warm")
+    run = PairEvaluation.objects.create(
+        model=model, pair_set=pair_set, content_hash=pair_set.content_hash, enqueued=True
+    )
+    data = pair_sets.pair_set_data(pair_set)
+    results = {
+        "sentences": [
+            pack_tokens(word_tokens(s.sentence, SURPRISALS[i]))
+            for i, s in enumerate(data.sentences)
+        ],
+        "model_info": {"tokenizer": "tiny"},
+    }
+    with django_capture_on_commit_callbacks(execute=True):
+        assert pair_services.pair_results_store(run_id=run.pk, attempt=1, results=results)
+    with CaptureQueriesContext(connection) as first_view:
+        page = anon_client.get(url(run))
+    assert page.status_code == 200 and card(page.content.decode(), "accuracy") == "0.67"
+    assert not any(
+        "pairsentencetokens" in q["sql"] and "IN" not in q["sql"]
+        for q in first_view.captured_queries
+    )
+    cache.clear()
