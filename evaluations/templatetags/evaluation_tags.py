@@ -112,8 +112,7 @@ def board_cells(
     benchmark: str = "suite",
 ) -> SafeString:
     """One leaderboard row's cells: each group's mean, then its benchmarks (suites unless
-    another kind names its result page, its queue page, "" for none, and the queue's
-    parameter).
+    another kind names its result page, its queue page and the queue's parameter).
 
     Built here rather than in the template because a full board has well over a thousand
     cells: through the template engine they took about half of the page's 150 ms budget,
@@ -122,7 +121,7 @@ def board_cells(
     links = context.render_context.get(key)
     if links is None:
         parts = reverse(result, args=[987654321]).partition("987654321")
-        links = (parts[0], parts[2], reverse(queue) if queue else "")
+        links = (parts[0], parts[2], reverse(queue))
         context.render_context[key] = links
     result_head, result_tail, queue = links
     model = row.model
@@ -144,19 +143,14 @@ def board_cells(
                 )
             else:
                 query = f"{queue_model}&amp;{escape(urlencode([(benchmark, cell.suite.name)]))}"
-                parts.append(_missing_cell(f"{queue}?{query}" if queue else "", who, suite))
+                parts.append(_missing_cell(f"{queue}?{query}", who, suite))
     return mark_safe("".join(parts))  # noqa: S308 - names are escaped, the rest is ours
 
 
 def _missing_cell(href: str, who: str, benchmark: str) -> str:
-    """A cell without a result: a link to queue one, or a plain dot where the kind has no
-    queue page (`href` empty). `who` and `benchmark` come escaped."""
-    dot = '<span aria-hidden="true">·</span><span class="visually-hidden">no result</span>'
-    if not href:
-        return (
-            f'<td class="lb-cell lb-missing" title="No result for {who} on {benchmark}">{dot}</td>'
-        )
+    """A cell without a result: a link to queue one. `who` and `benchmark` come escaped."""
     return (
         f'<td class="lb-cell lb-missing"><a href="{href}" '
-        f'title="No result for {who} on {benchmark}: queue it">{dot}</a></td>'
+        f'title="No result for {who} on {benchmark}: queue it">'
+        '<span aria-hidden="true">·</span><span class="visually-hidden">no result</span></a></td>'
     )
