@@ -118,20 +118,18 @@ def summary_build(
     return summarize(analysis, {pairid: i for i, pairid in enumerate(data.pairs())})
 
 
-def summary_warm(run_id: int, tokens: TokenTable, data: mp.MinimalPairSet) -> None:
-    """Put the summary a run's result page opens with into the cache, from the token
-    table the store task has just written. Only where the cache is shared between
-    processes (GYM_CACHE_URL): a worker's own local-memory cache would keep it where no
-    page reads it."""
+def summary_warm(run_id: int) -> None:
+    """Put the analysis a run's result page opens with into the cache (the store task
+    calls it once the run's tokens are committed). Only where the cache is shared
+    between processes (GYM_CACHE_URL): a worker's own local-memory cache would keep it
+    where no page reads it."""
     if "locmem" in settings.CACHES["default"]["BACKEND"].lower():
         return
-    evaluation = PairEvaluation.objects.select_related("pair_set").get(pk=run_id)
-    options = page_options({}, evaluation.pair_set)
+    evaluation = PairEvaluation.objects.select_related("model", "pair_set").get(pk=run_id)
     try:
-        summary = summary_build(tokens, data, options)
-    except pair_results.PairAnalysisInvalid:
-        return  # the page falls back to no grouping and says why
-    cache.set(_cache_key(evaluation, options), summary, CACHE_SECONDS)
+        _summary_for(evaluation, {})
+    except PageQueryError:
+        pass  # cached as such: the page says why
 
 
 # --- one page of pairs --------------------------------------------------------------------

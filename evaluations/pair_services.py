@@ -214,7 +214,7 @@ def pair_results_store(*, run_id: int, attempt: int, results: dict[str, Any]) ->
         )
         _learn_model_facts(evaluation.model, info)
         # The result page's first view reads its analysis from a shared cache.
-        transaction.on_commit(partial(pair_result_page.summary_warm, run_id, table, data))
+        transaction.on_commit(partial(pair_result_page.summary_warm, run_id))
     return True
 
 
