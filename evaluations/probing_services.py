@@ -10,7 +10,7 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
-from django.db import IntegrityError, transaction
+from django.db import transaction
 from django.utils import timezone
 
 from evaluations import runs
@@ -106,22 +106,13 @@ def probing_run_request(
     with transaction.atomic():
         # One global order (model id), so that overlapping requests never deadlock.
         for model in sorted(asked, key=lambda m: m.pk):
-            run = ProbingRun.objects.filter(model=model, **key).first()
-            if run is None:
-                try:
-                    with transaction.atomic():
-                        run = ProbingRun.objects.create(
-                            model=model,
-                            progress_total=task.instance_count,
-                            requested_by=requester,
-                            **key,
-                        )
-                    outcome.created.append(run)
-                except IntegrityError:  # the same run was asked for a moment ago
-                    run = ProbingRun.objects.get(model=model, **key)
-                    outcome.existing.append(run)
-            else:
-                outcome.existing.append(run)
+            run, created = runs.run_get_or_create(
+                ProbingRun,
+                {"model": model, **key},
+                progress_total=task.instance_count,
+                requested_by=requester,
+            )
+            (outcome.created if created else outcome.existing).append(run)
             outcome.runs.append(run)
         runs.runs_enqueue_on_commit(kind=PROBING_RUNS, runs=outcome.runs)
     return outcome
