@@ -392,10 +392,15 @@ def test_the_run_page_cancels_and_retries_with_a_message(  # type: ignore[no-unt
     task, gpt2, alice, alice_client, bob_client
 ) -> None:
     run = probing_services.probing_run_request(models=[gpt2], task=task, user=alice).runs[0]
+    cancel_form = f'action="/probing-runs/{run.pk}/cancel/"'
+    retry_form = f'action="/probing-runs/{run.pk}/retry/"'
+    assert cancel_form in alice_client.get(run.get_absolute_url()).content.decode()
+    assert cancel_form not in bob_client.get(run.get_absolute_url()).content.decode()
     assert bob_client.post_form(f"/probing-runs/{run.pk}/cancel/").status_code == 403
     cancelled = alice_client.post_form(f"/probing-runs/{run.pk}/cancel/", follow=True)
     assert cancelled.redirect_chain == [(run.get_absolute_url(), 302)]
-    assert "Cancelled." in cancelled.content.decode()
+    page = cancelled.content.decode()
+    assert "Cancelled." in page and retry_form in page and cancel_form not in page
     again = alice_client.post_form(f"/probing-runs/{run.pk}/cancel/", follow=True)
     assert "only queued or running runs can be cancelled" in again.content.decode()
     assert bob_client.post_form(f"/probing-runs/{run.pk}/retry/").status_code == 403
