@@ -465,3 +465,20 @@ def test_import_page(alice, pair_set, model) -> None:  # type: ignore[no-untyped
     assert (run.origin, run.model.source, run.ties) == ("imported", "imported:huge-lm", 2)
     # Models registered for imported results are not offered for runs.
     assert 'value="huge-lm"' not in client.get("/minimal-pairs/small/").content.decode()
+
+
+def test_a_missing_leaderboard_cell_links_to_the_prefilled_request_form(
+    alice, pair_set, model, anon_client
+) -> None:  # type: ignore[no-untyped-def]
+    done_run(alice, pair_set, model)
+    other_set = pair_sets.minimal_pair_set_import(data=DATA, name="small-2", owner=alice).pair_set
+    other = LanguageModel.objects.create(name="other", display_name="Other", source="other/m")
+    done_run(alice, other_set, other)
+    board = anon_client.get("/leaderboard/").content.decode()
+    link = "/pairs/evaluations/new/?model=tiny&amp;pair_set=small-2"
+    assert link in board
+    client = BrowserClient()
+    client.force_login(alice)
+    form = client.get(link.replace("&amp;", "&")).content.decode()
+    assert '<option value="tiny" selected>' in form
+    assert '<option value="small-2" selected>' in form
