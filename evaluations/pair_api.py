@@ -143,6 +143,19 @@ class PairEvaluationSerializer(serializers.ModelSerializer):
         return reverse("api-pair-evaluation", args=[evaluation.pk])
 
 
+class RequestedPairEvaluationSerializer(PairEvaluationSerializer):
+    """A run in the answer to a request: `queued_now` tells whether this request created
+    it (false: it was already there for the same content, worker-run or imported)."""
+
+    queued_now = serializers.SerializerMethodField()
+
+    class Meta(PairEvaluationSerializer.Meta):
+        fields = [*PairEvaluationSerializer.Meta.fields, "queued_now"]
+
+    def get_queued_now(self, evaluation: PairEvaluation) -> bool:
+        return evaluation.pk in self.context.get("created_ids", ())
+
+
 class PairEvaluationDetailSerializer(PairEvaluationSerializer):
     tables = serializers.SerializerMethodField()
 
@@ -206,8 +219,8 @@ class PairEvaluationListCreate(generics.ListAPIView):
     @extend_schema(
         request=PairEvaluationRequestSerializer,
         responses={
-            201: PairEvaluationSerializer(many=True),
-            200: PairEvaluationSerializer(many=True),
+            201: RequestedPairEvaluationSerializer(many=True),
+            200: RequestedPairEvaluationSerializer(many=True),
         },
         description="One run per (model, set, set content hash); asking again returns the "
         "existing ones (200; 201 when at least one is new). 400 for a model registered only "
@@ -222,8 +235,10 @@ class PairEvaluationListCreate(generics.ListAPIView):
             models=body.validated_data["models"],
             pair_sets=body.validated_data["sets"],
         )
+        context = {"created_ids": {run.pk for run in outcome.created}}
+        body = RequestedPairEvaluationSerializer(outcome.evaluations, many=True, context=context)
         code = status.HTTP_201_CREATED if outcome.created else status.HTTP_200_OK
-        return Response(PairEvaluationSerializer(outcome.evaluations, many=True).data, status=code)
+        return Response(body.data, status=code)
 
 
 def _evaluation(pk: int) -> PairEvaluation:

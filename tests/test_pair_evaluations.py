@@ -203,9 +203,11 @@ def test_api_asks_for_runs_and_answers_their_status(
     (row,) = created.json()
     assert (row["model"], row["pair_set"], row["status"], row["origin"]) == (
         "tiny", "small", "queued", "worker")  # fmt: skip
-    assert row["api_url"] == f"/api/pairs/evaluations/{row['id']}/"
+    assert row["api_url"] == f"/api/pairs/evaluations/{row['id']}/" and row["queued_now"]
+    assert row["url"] == f"/pairs/evaluations/{row['id']}/"
     again = post_json(client, "/api/pairs/evaluations/", body)
     assert again.status_code == 200 and again.json()[0]["id"] == row["id"]
+    assert again.json()[0]["queued_now"] is False
     bad = post_json(client, "/api/pairs/evaluations/", {"models": ["nope"], "sets": ["gone"]})
     assert bad.status_code == 400
     assert {e["path"] for e in bad.json()["errors"]} == {"$.models.0", "$.sets.0"}
