@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.utils.text import slugify
 from drf_spectacular.types import OpenApiTypes
@@ -17,8 +17,6 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from evaluations import exports, pair_result_page, pair_results, pair_selectors, selectors
-from evaluations.minimal_pairs.analysis import table_to_tsv
-from evaluations.minimal_pairs.tokens import predictions_to_tsv
 from evaluations.models import PairEvaluation
 
 
@@ -80,13 +78,20 @@ PUNCTUATION = [
     ("separate", "as words of its own"),
     ("ignore", "left out"),
 ]
-# The four NLPScholar tables, as the page's downloads name them.
+# The four NLPScholar tables (the API's table endpoint serves them), as the page's
+# downloads label them and the file-name endings NLPScholar gives them.
 TABLES = [
-    ("tokens", "token table"),
-    ("by_word", "by_word"),
-    ("by_pair", "by_pair"),
-    ("by_cond", "by_cond"),
+    ("tokens", "token table", "_predictions"),
+    ("by_word", "by_word", "_byword"),
+    ("by_pair", "by_pair", "_bypair"),
+    ("by_cond", "by_cond", ""),
 ]
+
+
+def _downloads(evaluation: PairEvaluation) -> list[tuple[str, str, str]]:
+    """(table, label, file name) of the page's four TSV downloads."""
+    stem = f"{slugify(evaluation.pair_set.name) or 'pairs'}__{evaluation.model.name}"
+    return [(table, label, f"{stem}{ending}.tsv") for table, label, ending in TABLES]
 
 
 def _run(pk: int) -> PairEvaluation:
@@ -112,32 +117,8 @@ def pair_result_view(request: HttpRequest, pk: int) -> HttpResponse:
         option_params=pair_result_page.options_query(page.options),
         measure_choices=MEASURES,
         punctuation_choices=PUNCTUATION,
-        tables=TABLES,
+        tables=_downloads(evaluation),
         default_label=f"{defaults.pred_measure}, {defaults.word_summary}, "
         f"punctuation {defaults.punctuation}",
     )
     return render(request, "evaluations/pair_result.html", context)
-
-
-def pair_table_view(request: HttpRequest, pk: int, table: str) -> HttpResponse:
-    """One of the four NLPScholar tables of a done run as TSV, under the query string's
-    analysis options, named as NLPScholar names its files."""
-    evaluation = _run(pk)
-    if evaluation.status != PairEvaluation.Status.DONE:
-        raise Http404("This run has no results yet.")
-    if table not in dict(TABLES):
-        raise Http404(f"No table {table[:30]!r}: choose one of {', '.join(dict(TABLES))}.")
-    stem = f"{slugify(evaluation.pair_set.name) or 'pairs'}__{evaluation.model.name}"
-    if table == "tokens":
-        text, name = predictions_to_tsv(pair_results.token_table(evaluation)), f"{stem}_predictions"
-    else:
-        try:
-            options = pair_result_page.page_options(request.GET, evaluation.pair_set)
-            analysis = pair_results.analyze_evaluation(evaluation, options, tables=(table,))
-        except (pair_result_page.PageQueryError, pair_results.PairAnalysisInvalid) as bad:
-            return render(request, "400.html", {"message": str(bad)}, status=400)
-        text = table_to_tsv(getattr(analysis, table))
-        name = stem + {"by_cond": "", "by_pair": "_bypair", "by_word": "_byword"}[table]
-    response = HttpResponse(text, content_type="text/tab-separated-values; charset=utf-8")
-    response["Content-Disposition"] = f'attachment; filename="{name}.tsv"'
-    return response

@@ -75,11 +75,6 @@ urlpatterns = [
     ),
     path("pairs/evaluations/<int:pk>/", pair_result_views.pair_result_view, name="pair_result"),
     path(
-        "pairs/evaluations/<int:pk>/<str:table>.tsv",
-        pair_result_views.pair_table_view,
-        name="pair_table",
-    ),
-    path(
         "leaderboard/minimal-pairs.csv",
         pair_result_views.pair_leaderboard_csv_view,
         name="pair_leaderboard_csv",

@@ -18,6 +18,7 @@ pair 3 fails; accuracy 2/3. punctuation=separate: 2/6 pass, 3/3 a tie, 6/2 fail:
 from __future__ import annotations
 
 import csv
+import html
 import io
 import re
 from collections.abc import Sequence
@@ -293,7 +294,10 @@ def test_a_running_run_shows_its_progress(anon_client, model) -> None:  # type: 
     assert "data-status>Running" in page and "2 / 6" in page
     assert f'data-api="/api/pairs/evaluations/{running.pk}/"' in page
     assert "pair-plot" not in page
-    assert anon_client.get(f"/pairs/evaluations/{running.pk}/by_cond.tsv").status_code == 404
+    # No table downloads until it is done (the API says why).
+    assert "/by_cond/" not in page
+    table = anon_client.get(f"/api/pairs/evaluations/{running.pk}/by_cond/?format=tsv")
+    assert table.status_code == 409
 
 
 def test_outdated_and_hidden_runs_stay_readable_and_say_so(anon_client, run) -> None:  # type: ignore[no-untyped-def]
@@ -305,52 +309,41 @@ def test_outdated_and_hidden_runs_stay_readable_and_say_so(anon_client, run) -> 
     assert anon_client.get("/pairs/evaluations/987654/").status_code == 404
 
 
-def test_the_four_tables_download_with_nlpscholar_columns(anon_client, run) -> None:  # type: ignore[no-untyped-def]
-    page = anon_client.get(url(run)).content.decode()
-    for table in ("tokens", "by_word", "by_pair", "by_cond"):
-        assert f"/pairs/evaluations/{run.pk}/{table}.tsv?" in page
-    tokens = anon_client.get(f"/pairs/evaluations/{run.pk}/tokens.tsv")
-    header = tokens.content.decode().splitlines()[0].split("\t")
-    assert header == [
-        "token",
-        "sentid",
-        "word",
-        "wordpos",
-        "model",
-        "tokenizer",
-        "punctuation",
-        "prob",
-        "surp",
-    ]
-    assert 'predictions.tsv"' in tokens["Content-Disposition"]
-    by_cond = anon_client.get(f"/pairs/evaluations/{run.pk}/by_cond.tsv?conditions=cond")
-    rows = list(csv.reader(io.StringIO(by_cond.content.decode()), delimiter="\t"))
-    assert rows[0] == [
-        "",
-        "model",
-        "cond",
-        "acc",
-        "diff",
-        "expected",
-        "unexpected",
-        "macrodiff",
-        "pairs",
-        "ties",
-    ]
-    assert [(r[2], float(r[3])) for r in rows[1:]] == [("A", 1.0), ("B", 0.0)]
-    by_pair = anon_client.get(
-        f"/pairs/evaluations/{run.pk}/by_pair.tsv?punctuation=separate&conditions="
+def downloads(page: str) -> dict[str, tuple[str, str]]:
+    """The page's table downloads: table -> (address, file name)."""
+    found = re.findall(
+        r'href="(/api/pairs/evaluations/\d+/(\w+)/\?[^"]*)" download="([^"]+)"', page
     )
-    assert by_pair["Content-Disposition"].endswith('_bypair.tsv"')
-    rows = list(csv.reader(io.StringIO(by_pair.content.decode()), delimiter="\t"))
-    assert rows[0][1:] == ["model", "pairid", "expected", "unexpected", "diff", "acc", "tie"]
-    assert [r[-1] for r in rows[1:]] == ["False", "True", "False"]
-    assert anon_client.get(f"/pairs/evaluations/{run.pk}/by_word.tsv").status_code == 200
-    assert anon_client.get(f"/pairs/evaluations/{run.pk}/by_foo.tsv").status_code == 404
-    assert (
-        anon_client.get(f"/pairs/evaluations/{run.pk}/by_pair.tsv?pred_measure=x").status_code
-        == 400
-    )
+    return {table: (html.unescape(href), name) for href, table, name in found}
+
+
+def tsv_rows(response: Any) -> list[list[str]]:
+    assert response.status_code == 200, response.content[:300]
+    return list(csv.reader(io.StringIO(response.content.decode()), delimiter="\t"))
+
+
+def test_the_four_tables_download_under_the_page_options(anon_client, run) -> None:  # type: ignore[no-untyped-def]
+    links = downloads(anon_client.get(url(run)).content.decode())
+    assert {t: name for t, (_, name) in links.items()} == {
+        "tokens": "agreement-pairs__tiny-lm_predictions.tsv",
+        "by_word": "agreement-pairs__tiny-lm_byword.tsv",
+        "by_pair": "agreement-pairs__tiny-lm_bypair.tsv",
+        "by_cond": "agreement-pairs__tiny-lm.tsv",
+    }
+    tokens = tsv_rows(anon_client.get(links["tokens"][0]))
+    assert tokens[0] == ["token", "sentid", "word", "wordpos", "model", "tokenizer",
+                         "punctuation", "prob", "surp"]  # fmt: skip
+    assert len(tokens) == 1 + 4 * 6
+    by_cond = tsv_rows(anon_client.get(links["by_cond"][0]))
+    assert by_cond[0] == ["", "model", "cond", "acc", "diff", "expected", "unexpected",
+                          "macrodiff", "pairs", "ties"]  # fmt: skip
+    assert [(r[2], float(r[3])) for r in by_cond[1:]] == [("A", 1.0), ("B", 0.0)]
+    assert tsv_rows(anon_client.get(links["by_word"][0]))[0][-1] == "word"
+    # Under other options the links carry them: pair 2 becomes a tie.
+    page = anon_client.get(url(run, "?punctuation=separate&conditions=")).content.decode()
+    by_pair = tsv_rows(anon_client.get(downloads(page)["by_pair"][0]))
+    assert by_pair[0][1:] == ["model", "pairid", "expected", "unexpected", "diff", "acc", "tie"]
+    assert [r[-1] for r in by_pair[1:]] == ["False", "True", "False"]
 
 
 # --- leaderboard, model and set pages -------------------------------------------------------
