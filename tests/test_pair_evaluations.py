@@ -23,7 +23,7 @@ from suites import pair_sets
 from suites import services as suite_services
 from suites.models import MinimalPairSet
 from tests.celery_harness import broker
-from tests.conftest import SHARED_DATA, BrowserClient, small_suite
+from tests.conftest import EXAMPLES, SHARED_DATA, BrowserClient, small_suite
 
 # Transactional: runs are sent to the queue when their rows are committed.
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -484,3 +484,24 @@ def test_a_missing_leaderboard_cell_links_to_the_prefilled_request_form(
     form = client.get(link.replace("&amp;", "&")).content.decode()
     assert '<option value="tiny" selected>' in form
     assert '<option value="small-2" selected>' in form
+
+
+def test_bootstrap_queues_the_baselines_on_the_example_sets_once(
+    settings, tmp_path, pair_set
+) -> None:  # type: ignore[no-untyped-def]
+    from evaluations import baseline
+
+    settings.VAR_DIR = tmp_path
+    call_command("import_minimal_pairs", str(EXAMPLES / "minimal_pairs"), stdout=io.StringIO())
+    out = io.StringIO()
+    call_command("gym_bootstrap", "--evaluate-examples", stdout=out)
+    # Alice's own set ("small") is not the site's to evaluate.
+    asked = set(PairEvaluation.objects.values_list("model__name", "pair_set__name"))
+    names = set(LanguageModel.objects.filter(is_baseline=True).values_list("name", flat=True))
+    assert baseline.BASELINE_NAME in names
+    assert asked == {(name, "agreement_minimal_pairs") for name in names}
+    assert f"{len(names)} example minimal-pair runs queued" in out.getvalue()
+    again = io.StringIO()
+    call_command("gym_bootstrap", "--evaluate-examples", stdout=again)
+    assert PairEvaluation.objects.count() == len(names)
+    assert f"0 example minimal-pair runs queued, {len(names)} already" in again.getvalue()

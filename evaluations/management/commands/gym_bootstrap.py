@@ -7,9 +7,9 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand
 
-from evaluations import baseline, probing_services, services
+from evaluations import baseline, pair_services, probing_services, services
 from evaluations.models import LanguageModel
-from suites.models import ProbingTask, Suite
+from suites.models import MinimalPairSet, ProbingTask, Suite
 
 
 class Command(BaseCommand):
@@ -18,7 +18,8 @@ class Command(BaseCommand):
         "random-init GPT-2 (built once) and the CMU US English trigram from pocketsphinx. "
         "With --evaluate-examples, also queue both on the site's example suites (those "
         "without an owner), so that a new site's leaderboard starts with two reference rows, "
-        "and the random baseline on the example probing tasks."
+        "and on the example minimal-pair sets, and the random baseline on the example "
+        "probing tasks."
     )
 
     def add_arguments(self, parser: Any) -> None:
@@ -32,6 +33,7 @@ class Command(BaseCommand):
         self._register_baselines()
         if options["evaluate_examples"]:
             self._evaluate_examples()
+            self._pair_examples()
             self._probe_examples()
 
     def _evaluate_examples(self) -> None:
@@ -53,6 +55,29 @@ class Command(BaseCommand):
                 f"{model.display_name}: {len(outcome.created)} example suites queued, "
                 f"{len(outcome.existing)} already asked for"
             )
+
+    def _pair_examples(self) -> None:
+        """Both baselines on every example minimal-pair set."""
+        sets = list(MinimalPairSet.objects.filter(owner__isnull=True).order_by("pk"))
+        models = list(
+            LanguageModel.objects.filter(
+                is_baseline=True,
+                name__in=[baseline.BASELINE_NAME, baseline.NGRAM_BASELINE_NAME],
+            )
+        )
+        if not sets or not models:
+            return
+        try:
+            outcome = pair_services.pair_evaluation_request(
+                user=None, models=models, pair_sets=sets
+            )
+        except services.BrokerUnavailable as exc:
+            self.stdout.write(f"example minimal-pair sets: queued later ({exc})")
+            return
+        self.stdout.write(
+            f"baselines: {len(outcome.created)} example minimal-pair runs queued, "
+            f"{len(outcome.existing)} already asked for"
+        )
 
     def _probe_examples(self) -> None:
         """The random baseline on every example probing task: a control curve that any
