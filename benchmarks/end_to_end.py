@@ -181,6 +181,7 @@ def main() -> None:
     )
     parser.add_argument("--skip-startup", action="store_true", help="no startup probes")
     parser.add_argument("--smoke", action="store_true", help="3 suites, tiny model, for CI")
+    parser.add_argument("--keep", action="store_true", help="keep the folder (workers' logs)")
     args = parser.parse_args()
     count = 3 if args.smoke else args.suites
     if not NEXTFLOW.is_dir():
@@ -191,7 +192,10 @@ def main() -> None:
     try:
         measure(args, tmp, sorted(NEXTFLOW.glob("*.json"))[:count])
     finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        if args.keep:
+            print(f"end-to-end: the database and the workers' logs are in {tmp}")
+        else:
+            shutil.rmtree(tmp, ignore_errors=True)
 
 
 def measure(args: argparse.Namespace, tmp: Path, files: list[Path]) -> None:

@@ -396,7 +396,8 @@ def failure_reason(exc: BaseException, *, retries: int = 0, limit: int | None = 
         return (
             f"Scoring took longer than this site's limit of {limit or '?'} s per run and "
             "was stopped. Split the suite into smaller ones, or ask the site's administrator "
-            "to raise CELERY_TASK_HARD_TIME_LIMIT (or to add a faster GPU worker)."
+            "to raise CELERY_TASK_HARD_TIME_LIMIT, to lower GYM_PACK_TOKEN_BUDGET (smaller "
+            "tasks), or to add a faster GPU worker."
         )
     if isinstance(exc, BrokerError):
         return (

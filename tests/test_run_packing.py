@@ -280,3 +280,40 @@ def test_cancel_and_retry_of_one_suite_of_a_pack(
     assert received(gpu, "runs.work_pack") == 2
     for evaluation in Evaluation.objects.filter(pk__in=[first.pk, last.pk]):
         assert (evaluation.attempt, evaluation.finished_at) == (1, done_at[evaluation.pk])
+
+
+@real_workers[0]
+@real_workers[1]
+def test_a_split_suite_whose_worker_dies_mid_part_is_completed_once(
+    redis_broker, workers, tiny_gpt2, alice, pace, settings
+) -> None:  # type: ignore[no-untyped-def]
+    suite = _big_suite(400)  # 1,600 sentences, about 20,000 estimated tokens
+    model = services.model_register(source=str(tiny_gpt2), name="tiny")
+    settings.GYM_PACK_TOKEN_BUDGET = 12_000  # two parts, two tasks
+    # As in test_evaluation_worker: Redis hands a dead worker's message on after the
+    # visibility timeout, which must outlast the time limit.
+    settings.CELERY_TASK_HARD_TIME_LIMIT = 60
+    env = {
+        "CELERY_TASK_HARD_TIME_LIMIT": "60",
+        "CELERY_VISIBILITY_TIMEOUT": "65",
+        "CELERY_RESTORE_INTERVAL": "2",
+        "GYM_PROGRESS_EVERY_SECONDS": "0",
+        "GYM_RUN_HOLD_DIR": str(pace.folder),
+    }
+    workers("celery", **env)
+    gpu = workers("gpu", **env)
+    pace.hold()
+    evaluation = services.evaluation_request(model=model, suites=[suite], user=alice).evaluations[0]
+    evaluation = pace.wait_held(evaluation)
+    assert 0 < evaluation.progress_done < 800  # within the first part
+    first_start = evaluation.started_at
+    gpu.kill()
+    workers("gpu", **env)
+    evaluation = pace.wait_held(evaluation, after=first_start, timeout=240)
+    pace.release()
+    (evaluation,) = _wait([evaluation.pk], timeout=240)
+    assert evaluation.status == "done", evaluation.error
+    assert ItemResult.objects.filter(evaluation=evaluation).count() == 400
+    assert PredictionResult.objects.filter(evaluation=evaluation).count() == 1
+    assert evaluation.progress_done == evaluation.progress_total == 1600
+    assert not RunPart.objects.exists()
