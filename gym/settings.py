@@ -282,9 +282,19 @@ GYM_THROTTLE_RATES = {
 GYM_LOGIN_MAX_FAILURES = envint("GYM_LOGIN_MAX_FAILURES", 10)
 GYM_LOGIN_WINDOW_SECONDS = envint("GYM_LOGIN_WINDOW_SECONDS", 15 * 60)
 
-# Counters for throttles and log-in limits. Per process by default; point several web
-# processes at one Redis (GYM_CACHE_URL=redis://host:6379/1) so that they share counts.
-if _cache_url := envstr("GYM_CACHE_URL", ""):
+# Counters for throttles and log-in limits, and the minimal-pair result pages' analyses.
+# Per process by default; point the web processes and workers at one Redis
+# (GYM_CACHE_URL=redis://host:6379/1) or, on one machine, one folder
+# (GYM_CACHE_URL=file:///abs/path; scripts/run.sh uses var/cache) so that they share it.
+_cache_url = envstr("GYM_CACHE_URL", "")
+if _cache_url.startswith("file://"):
+    CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.filebased.FileBasedCache",
+            "LOCATION": _cache_url.removeprefix("file://"),
+        }
+    }
+elif _cache_url:
     CACHES = {
         "default": {
             "BACKEND": "django.core.cache.backends.redis.RedisCache",

@@ -8,6 +8,9 @@ bash scripts/setup.sh
 PY=.venv/bin/python
 VAR=${GYM_VAR_DIR:-var}
 mkdir -p "$VAR"
+# One cache for the web server and the workers (a result page's analysis is computed once
+# and warmed by the worker that stores the run; log-in limits count across processes).
+export GYM_CACHE_URL=${GYM_CACHE_URL:-file://$(cd "$VAR" && pwd)/cache}
 $PY manage.py migrate --noinput
 $PY manage.py import_suites examples --on-conflict skip
 $PY manage.py import_minimal_pairs examples/minimal_pairs --on-conflict skip --tags agreement,npi --description "Gym's example minimal pairs: agreement across attractors, NPI licensing, quoted speech"

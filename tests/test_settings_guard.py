@@ -20,6 +20,7 @@ from tests.conftest import REPO
 _CLEARED = (
     "DEBUG",
     "SECRET_KEY",
+    "GYM_CACHE_URL",
     "GYM_HTTPS",
     "ALLOWED_HOSTS",
     "GYM_VAR_DIR",
@@ -142,3 +143,32 @@ def test_static_files_are_served_with_debug_off(anon_client) -> None:  # type: i
     assert settings.DEBUG is False
     response = anon_client.get("/static/css/gym.css")
     assert response.status_code == 200
+
+
+def test_a_file_cache_url_gives_processes_one_shared_cache(tmp_path: Path) -> None:
+    """scripts/run.sh points the web server and its workers at one folder: what one
+    process puts in the cache (a warmed analysis, a log-in failure count), another reads."""
+    folder = tmp_path / "cache"
+    url = f"file://{folder}"
+    put = _manage(
+        tmp_path,
+        "shell",
+        "-c",
+        "from django.core.cache import cache; cache.set('shared', {'n': 41}, 60)",
+        GYM_CACHE_URL=url,
+    )
+    assert put.returncode == 0, put.stderr
+    read = _manage(
+        tmp_path,
+        "shell",
+        "-c",
+        "from django.core.cache import cache; print(cache.get('shared'))",
+        GYM_CACHE_URL=url,
+    )
+    assert read.returncode == 0, read.stderr
+    assert read.stdout.strip().splitlines()[-1] == "{'n': 41}"
+    # Without the setting each process has its own cache.
+    alone = _manage(
+        tmp_path, "shell", "-c", "from django.core.cache import cache; print(cache.get('shared'))"
+    )
+    assert alone.stdout.strip().splitlines()[-1] == "None"
