@@ -18,6 +18,7 @@ from rest_framework.views import APIView
 
 from evaluations import exports, pair_result_page, pair_results, pair_selectors, selectors
 from evaluations.models import PairEvaluation
+from gym.downloads import attachment
 
 
 def pair_board(request: HttpRequest | Request) -> selectors.Leaderboard:
@@ -36,12 +37,8 @@ def pair_board(request: HttpRequest | Request) -> selectors.Leaderboard:
 def pair_leaderboard_csv_view(request: HttpRequest) -> HttpResponse:
     board = pair_board(request)
     stem = f"leaderboard-minimal-pairs-{slugify(board.tag)}" if board.tag else None
-    response = HttpResponse(
-        exports.leaderboard_csv(board, noun="sets"), content_type="text/csv; charset=utf-8"
-    )
     name = f"{stem or 'leaderboard-minimal-pairs'}.csv"
-    response["Content-Disposition"] = f'attachment; filename="{name}"'
-    return response
+    return attachment(exports.leaderboard_csv(board, noun="sets"), "text/csv; charset=utf-8", name)
 
 
 class PairLeaderboardAPI(APIView):

@@ -15,8 +15,8 @@ from django.views.decorators.http import require_POST
 from evaluations import probing_exports, probing_selectors, probing_services, runs
 from evaluations.forms import ProbingRunRequestForm
 from evaluations.models import ProbingRun
-from evaluations.result_views import _download
 from evaluations.views import MAX_ID, run_cancel_redirect, run_retry_redirect
+from gym.downloads import attachment
 
 
 def _run(pk: int) -> ProbingRun:
@@ -113,12 +113,12 @@ def _filename(run: ProbingRun, suffix: str) -> str:
 def probing_run_json(request: HttpRequest, pk: int) -> HttpResponse:
     run = _done_run(pk)
     text = json.dumps(probing_exports.run_document(run), indent=2, ensure_ascii=False)
-    return _download(text + "\n", "application/json; charset=utf-8", _filename(run, "json"))
+    return attachment(text + "\n", "application/json; charset=utf-8", _filename(run, "json"))
 
 
 def probing_run_csv(request: HttpRequest, pk: int) -> HttpResponse:
     run = _done_run(pk)
-    return _download(
+    return attachment(
         probing_exports.run_csv(run), "text/csv; charset=utf-8", _filename(run, "layers.csv")
     )
 
@@ -134,4 +134,4 @@ def probing_board_from(request: HttpRequest) -> probing_selectors.ProbingBoard:
 def probing_leaderboard_csv(request: HttpRequest) -> HttpResponse:
     board = probing_board_from(request)
     name = f"probing-leaderboard-{board.pooling}-{board.probe}.csv"
-    return _download(probing_exports.board_csv(board), "text/csv; charset=utf-8", name)
+    return attachment(probing_exports.board_csv(board), "text/csv; charset=utf-8", name)

@@ -11,7 +11,6 @@ from django.http import (
     HttpRequest,
     HttpResponse,
     HttpResponseRedirect,
-    StreamingHttpResponse,
 )
 from django.shortcuts import get_object_or_404, render
 from django.utils.text import slugify
@@ -26,6 +25,7 @@ from rest_framework.views import APIView
 
 from evaluations import comparisons, exports, items, selectors
 from evaluations.models import Evaluation, LanguageModel
+from gym.downloads import attachment, streamed_attachment
 from suites.catalog import gym_data_or_404
 from suites.models import Suite, Tag
 
@@ -48,7 +48,7 @@ def leaderboard_page(request: HttpRequest) -> HttpResponse:
 def leaderboard_csv_view(request: HttpRequest) -> HttpResponse:
     board = _board(request)
     name = f"leaderboard-{slugify(board.tag)}.csv" if board.tag else "leaderboard.csv"
-    return _download(exports.leaderboard_csv(board), "text/csv; charset=utf-8", name)
+    return attachment(exports.leaderboard_csv(board), "text/csv; charset=utf-8", name)
 
 
 def model_page(request: HttpRequest, name: str) -> HttpResponse:
@@ -165,7 +165,7 @@ def _results_filename(evaluation: Evaluation, extension: str) -> str:
 def results_json_view(request: HttpRequest, pk: int) -> HttpResponse:
     evaluation = _done_evaluation(pk)
     text = json.dumps(exports.results_document(evaluation), indent=2, ensure_ascii=False)
-    return _download(
+    return attachment(
         text + "\n",
         "application/json; charset=utf-8",
         _results_filename(evaluation, "RESULTS.json"),
@@ -174,17 +174,11 @@ def results_json_view(request: HttpRequest, pk: int) -> HttpResponse:
 
 def results_csv_view(request: HttpRequest, pk: int) -> HttpResponse:
     evaluation = _done_evaluation(pk)
-    return _download(
+    return attachment(
         exports.results_csv(evaluation),
         "text/csv; charset=utf-8",
         _results_filename(evaluation, "results.csv"),
     )
-
-
-def _download(text: str, content_type: str, filename: str) -> HttpResponse:
-    response = HttpResponse(text, content_type=content_type)
-    response["Content-Disposition"] = f'attachment; filename="{filename}"'
-    return response
 
 
 EXPORT_FORMATS = ("csv", "parquet")
@@ -217,15 +211,12 @@ def _export(request: HttpRequest | Request, fmt: str) -> HttpResponse:
     parts = [p for p in (model_name, suite_name, tag) if p]
     stem = "results-" + "-".join(slugify(p) or "x" for p in parts) if parts else "results-all"
     if fmt == "parquet":
-        response = HttpResponse(
-            exports.long_parquet(selection), content_type="application/vnd.apache.parquet"
+        return attachment(
+            exports.long_parquet(selection), "application/vnd.apache.parquet", f"{stem}.{fmt}"
         )
-    else:
-        response = StreamingHttpResponse(
-            exports.long_csv(selection), content_type="text/csv; charset=utf-8"
-        )
-    response["Content-Disposition"] = f'attachment; filename="{stem}.{fmt}"'
-    return response
+    return streamed_attachment(
+        exports.long_csv(selection), "text/csv; charset=utf-8", f"{stem}.{fmt}"
+    )
 
 
 def export_view(request: HttpRequest, fmt: str) -> HttpResponse:

@@ -11,6 +11,7 @@ from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 
+from gym.downloads import attachment
 from suites import pair_sets
 from suites.catalog import COMMON_SORT_LABELS, ListQuery, gym_data_or_404, list_context
 from suites.forms import PairSetUploadForm
@@ -78,11 +79,11 @@ def pair_set_upload(request: HttpRequest) -> HttpResponse:
 
 def pair_set_download(request: HttpRequest, name: str) -> HttpResponse:
     pair_set = get_object_or_404(MinimalPairSet, name=name)
-    response = HttpResponse(
-        pair_sets.pair_set_export(pair_set), content_type="text/tab-separated-values; charset=utf-8"
+    return attachment(
+        pair_sets.pair_set_export(pair_set),
+        "text/tab-separated-values; charset=utf-8",
+        f"{_file_name(pair_set.name)}.tsv",
     )
-    response["Content-Disposition"] = f'attachment; filename="{_file_name(pair_set.name)}.tsv"'
-    return response
 
 
 def _file_name(name: str) -> str:

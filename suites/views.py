@@ -12,6 +12,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseForbidden
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_http_methods
 
+from gym.downloads import attachment
 from suites import formats, selectors, services
 from suites.catalog import COMMON_SORT_LABELS, ListQuery, gym_data_or_404, list_context
 from suites.forms import SignupForm, SuiteMetaForm, SuiteUploadForm
@@ -249,6 +250,4 @@ def suite_download_csv(request: HttpRequest, name: str) -> HttpResponse:
 
 
 def _download(suite: Suite, ext: str, body: str, content_type: str) -> HttpResponse:
-    response = HttpResponse(body, content_type=content_type)
-    response["Content-Disposition"] = f'attachment; filename="{_download_name(suite, ext)}"'
-    return response
+    return attachment(body, content_type, _download_name(suite, ext))
