@@ -298,6 +298,7 @@ class PairEvaluationTable(APIView):
     renderer_classes = [JSONRenderer, TSVRenderer]
 
     @extend_schema(
+        operation_id="pairs_evaluations_table_retrieve",
         parameters=[
             OpenApiParameter("pred_measure", str, enum=list(PRED_MEASURES)),
             OpenApiParameter("word_summary", str, enum=list(WORD_SUMMARIES)),
