@@ -18,6 +18,7 @@ from rest_framework.views import APIView
 
 from evaluations import exports, pair_result_page, pair_results, pair_selectors, selectors
 from evaluations.models import PairEvaluation
+from evaluations.result_views import board_query
 from gym.downloads import attachment
 
 
@@ -25,13 +26,7 @@ def pair_board(request: HttpRequest | Request) -> selectors.Leaderboard:
     """The minimal-pair board as the query string asks for it: the tag shared with the
     suites' board, the sort its own (pairs_sort, pairs_dir); staff also see hidden
     models."""
-    prefix = pair_selectors.SORT_PREFIX
-    return pair_selectors.pair_leaderboard(
-        tag=request.GET.get("tag", "").strip(),
-        sort=request.GET.get(f"{prefix}sort", "").strip(),
-        direction=request.GET.get(f"{prefix}dir", "").strip(),
-        include_hidden=bool(request.user.is_staff),
-    )
+    return pair_selectors.pair_leaderboard(**board_query(request, pair_selectors.SORT_PREFIX))
 
 
 def pair_leaderboard_csv_view(request: HttpRequest) -> HttpResponse:

@@ -5,6 +5,7 @@ selector and renders."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from django.http import (
     Http404,
@@ -30,14 +31,21 @@ from suites.catalog import gym_data_or_404
 from suites.models import Suite, Tag
 
 
+def board_query(request: HttpRequest | Request, prefix: str = "") -> dict[str, Any]:
+    """A leaderboard's options as the query string names them: `tag`, and `<prefix>sort`
+    and `<prefix>dir` (each board on a page sorts by its own); staff also see hidden
+    models."""
+    return {
+        "tag": request.GET.get("tag", "").strip(),
+        "sort": request.GET.get(f"{prefix}sort", "").strip(),
+        "direction": request.GET.get(f"{prefix}dir", "").strip(),
+        "include_hidden": bool(request.user.is_staff),
+    }
+
+
 def _board(request: HttpRequest | Request) -> selectors.Leaderboard:
-    """The leaderboard as the query string asks for it; staff also see hidden models."""
-    return selectors.leaderboard(
-        tag=request.GET.get("tag", "").strip(),
-        sort=request.GET.get("sort", "").strip(),
-        direction=request.GET.get("dir", "").strip(),
-        include_hidden=bool(request.user.is_staff),
-    )
+    """The leaderboard as the query string asks for it."""
+    return selectors.leaderboard(**board_query(request))
 
 
 def leaderboard_page(request: HttpRequest) -> HttpResponse:
