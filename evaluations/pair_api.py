@@ -160,7 +160,8 @@ class PairEvaluationDetailSerializer(PairEvaluationSerializer):
     tables = serializers.SerializerMethodField()
 
     class Meta(PairEvaluationSerializer.Meta):
-        fields = [*PairEvaluationSerializer.Meta.fields, "diagnostics", "model_info", "tables"]
+        # Not model_info: it holds the worker's paths of local models.
+        fields = [*PairEvaluationSerializer.Meta.fields, "diagnostics", "tables"]
 
     def get_tables(self, evaluation: PairEvaluation) -> dict[str, str]:
         return {

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
+from django.conf import settings
 
 from evaluations.minimal_pairs.analysis import (
     PRED_MEASURES,
@@ -25,6 +26,7 @@ from evaluations.minimal_pairs.analysis import (
     analyze_minimal_pairs,
 )
 from evaluations.minimal_pairs.tokens import TokenTable
+from evaluations.model_sources import public_source
 from evaluations.models import PairEvaluation, PairSentenceTokens
 from gym.errors import ApplicationError
 from suites import pair_sets
@@ -130,7 +132,10 @@ def _scored_words(text: str, packed: Mapping[str, Any], columns: dict[str, list[
 
 
 def tokenizer_name(evaluation: PairEvaluation) -> str:
-    return str(evaluation.model_info.get("tokenizer") or evaluation.model.source)
+    """The tokenizer column: its name, a local one's path relative to its model folder
+    (no page or export tells how the server's file system looks)."""
+    name = str(evaluation.model_info.get("tokenizer") or evaluation.model.source)
+    return public_source(name, model_dirs=[*settings.GYM_MODEL_DIRS, settings.VAR_DIR / "models"])
 
 
 def token_table(evaluation: PairEvaluation) -> TokenTable:

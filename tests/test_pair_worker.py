@@ -94,6 +94,11 @@ def test_runs_on_a_real_worker_equal_the_command_line(  # type: ignore[no-untype
         cli_pred, cli_results = _cli_tables(source, tmp_path)
         site = client.get(f"/api/pairs/evaluations/{run.pk}/tokens/?format=tsv")
         ours, theirs = parse_predictions_tsv(site.content), parse_predictions_tsv(cli_pred)
+        # The tokenizer column names a local tokenizer within its model folder: no page or
+        # export shows the server's paths.
+        (tokenizer,) = set(ours.tokenizer)
+        assert tokenizer.endswith(source.name) and not tokenizer.startswith("/"), tokenizer
+        assert str(source.parent).encode() not in site.content
         for column in ("token", "sentid", "word"):
             assert getattr(ours, column) == getattr(theirs, column), column
         assert ours.wordpos.tolist() == theirs.wordpos.tolist()
