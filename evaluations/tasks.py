@@ -206,17 +206,21 @@ def _work_failed(task: Any, exc: Exception, kind: str, targets: list[tuple[int, 
         _hand_over(fail, kind, run_id, attempt, reason)
 
 
-@shared_task(
-    name="runs.work",
-    base=WorkTask,
-    bind=True,
-    acks_late=True,
-    reject_on_worker_lost=True,
-    max_retries=5,
-    # Defaults only: enqueue_work sets the limits of each message.
-    time_limit=settings.CELERY_TASK_HARD_TIME_LIMIT,
-    soft_time_limit=soft_time_limit(settings.CELERY_TASK_HARD_TIME_LIMIT),
-)
+# The GPU work tasks' options: a run is acknowledged only when its work is handed
+# over, and re-delivered when its worker dies. The time limits are defaults only:
+# enqueue_work sets the limits of each message.
+WORK_TASK_OPTIONS: dict[str, Any] = {
+    "base": WorkTask,
+    "bind": True,
+    "acks_late": True,
+    "reject_on_worker_lost": True,
+    "max_retries": 5,
+    "time_limit": settings.CELERY_TASK_HARD_TIME_LIMIT,
+    "soft_time_limit": soft_time_limit(settings.CELERY_TASK_HARD_TIME_LIMIT),
+}
+
+
+@shared_task(name="runs.work", **WORK_TASK_OPTIONS)
 def work(self: Any, kind: str, run_id: int, attempt: int, payload: dict[str, Any]) -> None:
     from evaluations import runs
 
@@ -233,16 +237,7 @@ def work(self: Any, kind: str, run_id: int, attempt: int, payload: dict[str, Any
     _hand_over(store, kind, run_id, attempt, results_pack(kind, run_id, attempt, results))
 
 
-@shared_task(
-    name="runs.work_pack",
-    base=WorkTask,
-    bind=True,
-    acks_late=True,
-    reject_on_worker_lost=True,
-    max_retries=5,
-    time_limit=settings.CELERY_TASK_HARD_TIME_LIMIT,
-    soft_time_limit=soft_time_limit(settings.CELERY_TASK_HARD_TIME_LIMIT),
-)
+@shared_task(name="runs.work_pack", **WORK_TASK_OPTIONS)
 def work_pack(self: Any, kind: str, entries: list[dict[str, int]], payload: dict[str, Any]) -> None:
     """Parts of several runs (or of one big run) in one engine call; each part's
     results go to `store_part` in their own message, so each run is stored on its own."""
