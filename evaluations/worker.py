@@ -3,7 +3,7 @@ in the task's payload, and everything it produces goes back in the result."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from evaluations import scoring
@@ -47,9 +47,22 @@ def run_scoring(
                             "tokens": packed tokens (evaluations.token_data)}],
              "diagnostics": {...}, "model_info": {...}}
     """
+    return run_scoring_groups(one_group(payload), progress)[0]
+
+
+def one_group(payload: dict[str, Any]) -> dict[str, Any]:
+    """A one-run payload ("sentences") as a pack of one group ("groups")."""
     groups = {key: value for key, value in payload.items() if key != "sentences"}
     groups["groups"] = [payload["sentences"]]
-    return run_scoring_groups(groups, progress)[0]
+    return groups
+
+
+def by_group(scores: list[Any], groups: list[list[Any]]) -> Iterator[list[Any]]:
+    """Each group's share of `scores`, scored for all groups' sentences in one call."""
+    start = 0
+    for group in groups:
+        yield scores[start : start + len(group)]
+        start += len(group)
 
 
 def run_scoring_groups(
@@ -70,10 +83,7 @@ def run_scoring_groups(
     scores = scoring.score_sentences(model, everything, progress=progress, straddling=rule)
     info = scoring.model_info(model)
     results = []
-    start = 0
-    for group in groups:
-        part = scores[start : start + len(group)]
-        start += len(group)
+    for part in by_group(scores, groups):
         results.append(
             {
                 "sentences": [

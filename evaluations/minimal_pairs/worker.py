@@ -18,15 +18,13 @@ from typing import Any
 
 from evaluations import scoring, token_data
 from evaluations.minimal_pairs.evaluate import model_tokenizer_name, score_pair_sentences
-from evaluations.worker import payload_model, summed_diagnostics
+from evaluations.worker import by_group, one_group, payload_model, summed_diagnostics
 
 
 def run_pairs(
     payload: dict[str, Any], progress: Callable[[int, int], None] | None = None
 ) -> dict[str, Any]:
-    groups = {key: value for key, value in payload.items() if key != "sentences"}
-    groups["groups"] = [payload["sentences"]]
-    return run_pairs_groups(groups, progress)[0]
+    return run_pairs_groups(one_group(payload), progress)[0]
 
 
 def run_pairs_groups(
@@ -40,10 +38,7 @@ def run_pairs_groups(
     info = dict(scoring.model_info(model))
     info["tokenizer"] = model_tokenizer_name(model) or spec["source"]
     results = []
-    start = 0
-    for group in groups:
-        part = scores[start : start + len(group)]
-        start += len(group)
+    for part in by_group(scores, groups):
         results.append(
             {
                 "sentences": [token_data.pack_tokens(score.tokens) for score in part],
