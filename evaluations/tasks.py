@@ -173,7 +173,8 @@ class WorkTask(Task):
         if isinstance(exc, WorkerLostError) or not isinstance(args, list | tuple) or len(args) < 3:
             return
         limit = exc.args[0] if isinstance(exc, TimeLimitExceeded) and exc.args else None
-        reason = failure_reason(exc, limit=int(limit) if isinstance(limit, int | float) else None)
+        seconds = int(limit) if isinstance(limit, int | float) else None
+        reason = failure_reason(exc, limit=seconds, kind=args[0])
         _fail_all(args[0], _work_targets(args), reason)
 
 
@@ -201,7 +202,9 @@ def _work_failed(task: Any, exc: Exception, kind: str, targets: list[tuple[int, 
         raise task.retry(exc=exc, countdown=retry_countdown(task.request.retries)) from exc
     if not transient:
         log.exception("%s runs %s failed", kind, [run_id for run_id, _ in targets])
-    reason = failure_reason(exc, retries=task.request.retries, limit=task.request.soft_time_limit)
+    reason = failure_reason(
+        exc, retries=task.request.retries, limit=task.request.soft_time_limit, kind=kind
+    )
     for run_id, attempt in targets:
         _hand_over(fail, kind, run_id, attempt, reason)
 
@@ -384,15 +387,26 @@ def results_prune(*, older_than_seconds: float) -> int:
     return pruned
 
 
-def failure_reason(exc: BaseException, *, retries: int = 0, limit: int | None = None) -> str:
+# What a kind's work is called on its pages, and what a user can do to make it shorter.
+WORK_WORDS: dict[str, tuple[str, str]] = {
+    "suite": ("Scoring", "Split the suite into smaller ones"),
+    "pairs": ("Scoring", "Split the minimal-pair set into smaller ones"),
+    "probing": ("Probing", "Use a task with fewer sentences"),
+}
+
+
+def failure_reason(
+    exc: BaseException, *, retries: int = 0, limit: int | None = None, kind: str = "suite"
+) -> str:
     """What the run's page says about a run that failed for good."""
+    work, shorter = WORK_WORDS.get(kind, ("The work", "Use a smaller benchmark"))
     if isinstance(exc, SoftTimeLimitExceeded | TimeLimitExceeded):
         # The same run on the same worker would take as long again.
+        packing = ", to lower GYM_PACK_TOKEN_BUDGET (smaller tasks)" if kind == "suite" else ""
         return (
-            f"Scoring took longer than this site's limit of {limit or '?'} s per run and "
-            "was stopped. Split the suite into smaller ones, or ask the site's administrator "
-            "to raise CELERY_TASK_HARD_TIME_LIMIT, to lower GYM_PACK_TOKEN_BUDGET (smaller "
-            "tasks), or to add a faster GPU worker."
+            f"{work} took longer than this site's limit of {limit or '?'} s per run and "
+            f"was stopped. {shorter}, or ask the site's administrator to raise "
+            f"CELERY_TASK_HARD_TIME_LIMIT{packing}, or to add a faster GPU worker."
         )
     if isinstance(exc, BrokerError):
         return (
@@ -406,10 +420,10 @@ def failure_reason(exc: BaseException, *, retries: int = 0, limit: int | None = 
         # The model is not there; retrying will not make it appear.
         return f"The model could not be loaded: {exc}"
     if isinstance(exc, ScoringError):
-        return f"Scoring failed: {exc}"
+        return f"{work} failed: {exc}"
     if _is_transient(exc):
         return f"Gave up after {retries} retries: {exc.__class__.__name__}: {exc}"
-    return f"Scoring failed: {exc.__class__.__name__}: {exc}"
+    return f"{work} failed: {exc.__class__.__name__}: {exc}"
 
 
 def _is_transient(exc: BaseException) -> bool:

@@ -195,3 +195,19 @@ def test_work_is_published_only_when_the_rows_are_committed(alice, _private_brok
     assert published() == before + 1
     evaluation.refresh_from_db()
     assert evaluation.enqueued
+
+
+def test_a_run_over_the_time_limit_is_told_in_its_own_kind_s_words() -> None:
+    from celery.exceptions import SoftTimeLimitExceeded
+
+    from evaluations.tasks import failure_reason
+
+    suite = failure_reason(SoftTimeLimitExceeded(), limit=600, kind="suite")
+    assert suite.startswith("Scoring took longer than this site's limit of 600 s")
+    assert "Split the suite" in suite and "GYM_PACK_TOKEN_BUDGET" in suite
+    probing = failure_reason(SoftTimeLimitExceeded(), limit=600, kind="probing")
+    assert probing.startswith("Probing took longer than this site's limit of 600 s")
+    assert "suite" not in probing and "GYM_PACK_TOKEN_BUDGET" not in probing
+    pairs = failure_reason(ValueError("bad input"), kind="pairs")
+    assert pairs == "Scoring failed: ValueError: bad input"
+    assert failure_reason(ValueError("x"), kind="probing") == "Probing failed: ValueError: x"
