@@ -85,3 +85,20 @@ def test_the_probing_length_plot_keeps_its_height(page, alice) -> None:  # type:
         "() => document.querySelector('#length-plot').getBoundingClientRect().height"
     )
     assert 100 < height <= 400
+
+
+def test_numeric_column_headers_do_not_break_inside_a_word(page, alice) -> None:  # type: ignore[no-untyped-def]
+    """Cells may break anywhere so a long name fits, but that let the suite list squeeze
+    its Items/Conditions/Regions columns until the headers read "Ite ms", "Conditi ons"."""
+    services.suite_import(source=small_suite("Agreement " * 12 + "end"), owner=alice)
+    page.set_viewport_size({"width": 1280, "height": 900})
+    page.goto("/")
+    lines = page.evaluate(
+        """() => [...document.querySelectorAll('table.table thead th.num')].map(th => {
+             const range = document.createRange();
+             range.selectNodeContents(th);
+             return [th.textContent.trim(), range.getClientRects().length];
+           })"""
+    )
+    assert [name for name, _ in lines] == ["Items", "Conditions", "Regions"]
+    assert all(n == 1 for _, n in lines), lines
