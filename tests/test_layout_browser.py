@@ -7,11 +7,13 @@ from urllib.parse import quote
 
 import pytest
 
+from evaluations.models import LanguageModel
 from suites import services
 from suites.models import Tag
 from tests.browser import artifact, login
 from tests.conftest import small_suite
 from tests.test_item_view import store, suite_data
+from tests.test_minimal_pair_pages import make_set, store_run
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -87,18 +89,36 @@ def test_the_probing_length_plot_keeps_its_height(page, alice) -> None:  # type:
     assert 100 < height <= 400
 
 
+# For every non-empty numeric cell (or header) that `scope` selects: its text and the
+# most lines any one of its words-in-a-row (text node) takes.
+NUMERIC_LINES = """scope => [...document.querySelectorAll(scope)].filter(
+    cell => cell.textContent.trim()).map(cell => {
+      const walker = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
+      let most = 0;
+      for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+        if (!node.textContent.trim()) continue;
+        const range = document.createRange();
+        range.selectNodeContents(node);
+        const tops = new Set([...range.getClientRects()].map(r => Math.round(r.top)));
+        most = Math.max(most, tops.size);
+      }
+      return [cell.textContent.trim(), most];
+    })"""
+
+
 def test_numeric_column_headers_do_not_break_inside_a_word(page, alice) -> None:  # type: ignore[no-untyped-def]
     """Cells may break anywhere so a long name fits, but that let the suite list squeeze
-    its Items/Conditions/Regions columns until the headers read "Ite ms", "Conditi ons"."""
+    its Items/Conditions/Regions columns until the headers read "Ite ms", "Conditi ons",
+    and the pair leaderboard's group means read "0.7 5"."""
     services.suite_import(source=small_suite("Agreement " * 12 + "end"), owner=alice)
+    model = LanguageModel.objects.create(name="tiny-lm", display_name="Tiny LM", source="t")
+    store_run(model, make_set("pairs-" + "p" * 60, tags=["agreement"]))
+    make_set("unscored-" + "q" * 60, tags=["agreement", "npi"])
     page.set_viewport_size({"width": 1280, "height": 900})
     page.goto("/")
-    lines = page.evaluate(
-        """() => [...document.querySelectorAll('table.table thead th.num')].map(th => {
-             const range = document.createRange();
-             range.selectNodeContents(th);
-             return [th.textContent.trim(), range.getClientRects().length];
-           })"""
-    )
-    assert [name for name, _ in lines] == ["Items", "Conditions", "Regions"]
-    assert all(n == 1 for _, n in lines), lines
+    headers = page.evaluate(NUMERIC_LINES, "table.table thead th.num")
+    assert [name for name, _ in headers] == ["Items", "Conditions", "Regions"]
+    assert all(n == 1 for _, n in headers), headers
+    page.goto("/leaderboard/")
+    cells = page.evaluate(NUMERIC_LINES, "#minimal-pairs td.num")
+    assert cells and all(n == 1 for _, n in cells), cells
