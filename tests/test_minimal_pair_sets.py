@@ -220,3 +220,15 @@ def test_api_analyses_nlpscholar_predictions_against_a_stored_set(anon_client, a
         "/api/minimal-pairs/none/analyze/", predictions, content_type="text/plain"
     )
     assert missing.status_code == 404
+
+
+def test_a_file_that_is_not_utf8_is_refused_with_where_and_how_to_fix() -> None:
+    """A binary or Latin-1 file: the error names the row, the byte and the fix (it used to
+    say only "the file is not UTF-8 text (byte 0)", counting bytes from 0)."""
+    data = "sentid\tpairid\tcomparison\tsentence\n1\t1\texpected\tcaf\u00e9\n".encode("latin-1")
+    with pytest.raises(mp.MinimalPairFormatError) as caught:
+        mp.parse_minimal_pairs(data, filename="pairs.tsv")
+    (error,) = caught.value.errors
+    assert error.path == "row 2"
+    assert "the byte 0xe9 (byte 51 of the file) is not valid UTF-8" in error.message
+    assert "save the file as UTF-8" in error.message

@@ -185,9 +185,13 @@ def decode_text(data: str | bytes) -> str:
         try:
             data = data.decode("utf-8")
         except UnicodeDecodeError as exc:
-            raise MinimalPairFormatError(
-                [PairSetError(None, None, f"the file is not UTF-8 text (byte {exc.start})")]
-            ) from None
+            line = exc.object[: exc.start].count(b"\n") + 1
+            message = (
+                f"the file is not UTF-8 text: the byte 0x{exc.object[exc.start]:02x} (byte "
+                f"{exc.start + 1} of the file) is not valid UTF-8; save the file as UTF-8 and "
+                "upload it again"
+            )
+            raise MinimalPairFormatError([PairSetError(line, None, message)]) from None
     return data.removeprefix("\ufeff")
 
 
