@@ -122,3 +122,40 @@ def test_numeric_column_headers_do_not_break_inside_a_word(page, alice) -> None:
     page.goto("/leaderboard/")
     cells = page.evaluate(NUMERIC_LINES, "#minimal-pairs td.num")
     assert cells and all(n == 1 for _, n in cells), cells
+
+
+# The words of the headers that `scope` selects which the browser split over two lines.
+SPLIT_WORDS = """scope => {
+  const split = [];
+  for (const th of document.querySelectorAll(scope)) {
+    const walker = document.createTreeWalker(th, NodeFilter.SHOW_TEXT);
+    for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+      for (const match of node.textContent.matchAll(/\\S+/g)) {
+        const range = document.createRange();
+        range.setStart(node, match.index);
+        range.setEnd(node, match.index + match[0].length);
+        const tops = new Set([...range.getClientRects()].map(r => Math.round(r.top)));
+        if (tops.size > 1) split.push(match[0]);
+      }
+    }
+  }
+  return split;
+}"""
+
+
+def test_result_table_headers_do_not_break_inside_a_word(page) -> None:  # type: ignore[no-untyped-def]
+    """The result page's item table squeezed its headers to "Ite m", "Subordinat e",
+    "All prediction s" although the window had room for whole words."""
+    long_region = [(word, 1.0) for word in "who wore a white lab jacket near the door".split()]
+    words = {
+        n: {
+            condition: [[("The", 2.0), ("doctor", 3.0)], long_region, [(verb, 1.0), (".", 0.5)]]
+            for condition, verb in (("match", "is"), ("mismatch", "are"))
+        }
+        for n in (1, 2)
+    }
+    evaluation = store(suite_data(words=words), words=words)
+    page.set_viewport_size({"width": 900, "height": 900})
+    page.goto(f"/evaluations/{evaluation.pk}/results/")
+    assert page.locator("table th").count() > 5
+    assert page.evaluate(SPLIT_WORDS, "table th") == []
