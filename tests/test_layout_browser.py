@@ -159,3 +159,9 @@ def test_result_table_headers_do_not_break_inside_a_word(page) -> None:  # type:
     page.goto(f"/evaluations/{evaluation.pk}/results/")
     assert page.locator("table th").count() > 5
     assert page.evaluate(SPLIT_WORDS, "table th") == []
+    # A region name that is one long word still breaks rather than widen the page.
+    data = suite_data("long region", words=words)
+    data["region_meta"]["1"] = "Subject" + "s" * 190
+    evaluation = store(data, words=words)
+    page.goto(f"/evaluations/{evaluation.pk}/results/")
+    assert _overflow(page) <= 0
