@@ -428,6 +428,13 @@ def test_leaderboard_page_shows_both_sections(anon_client, board) -> None:  # ty
         f'title="No result for Other LM on {missing}: queue it"'
     ) in section
     assert "?pairs_sort=model&amp;pairs_dir=asc#minimal-pairs" in section
+    # The page says which sets the overall score is over, and marks the one left out.
+    text = " ".join(re.sub(r"<[^>]+>", " ", section).split())
+    assert "Overall score and group means over 2 of 3 sets : those every model shown" in text
+    assert "the others are marked °" in text
+    left_out = re.findall(r'<th scope="col" class="lb-rot lb-out"[^>]*>.*?</th>', section)
+    # agr-npi is in two tag groups: both its columns, and no other, are marked.
+    assert len(left_out) == 2 and all(f"</b> {missing}</span>" in th for th in left_out)
     sorted_page = anon_client.get("/leaderboard/?pairs_sort=model&pairs_dir=asc").content.decode()
     section = sorted_page[sorted_page.index('id="minimal-pairs"') :]
     assert section.index("Other LM") < section.index("Tiny LM")
