@@ -112,10 +112,16 @@ def test_page_shows_heatmap_links_and_coverage(anon_client, board_data) -> None:
     page = anon_client.get("/leaderboard/").content.decode()
     # The number is printed in the cell, over its heat colour, and links to the result.
     cell = re.search(
-        rf'<td class="num lb-cell" style="background:([^"]+)"><a href="/evaluations/{d["m1a1"].id}/results/"[^>]*>0.50</a>',
+        rf'<td class="num lb-cell" style="background:([^"]+)"><a href="/evaluations/{d["m1a1"].id}/results/" title="([^"]*)">0.50(.*?)</a>',
         page,
     )
     assert cell and cell.group(1) == heat(0.5)
+    # Its 3 ties (each a failure) are marked and counted on hover; a cell without ties is plain.
+    assert cell.group(2) == "Model One on agr one: 3 tied comparisons, each counted as a failure"
+    assert cell.group(3) == '<span class="lb-tie" aria-hidden="true">=</span>'
+    assert re.search(
+        rf'href="/evaluations/{d["m1plain"].id}/results/" title="Model One on plain">0.75</a>', page
+    )
     assert "4/4" in page and "1/4" in page
     assert page.count('scope="colgroup"') == 3
     # A cell without a result links to queueing one.

@@ -136,15 +136,26 @@ def board_cells(
         for cell in block.cells:
             suite = escape(cell.suite.name)
             if cell.evaluation_id is not None:
+                note, mark = _ties_note(row.ties.get(cell.suite.id, 0))
                 parts.append(
                     f'<td class="num lb-cell" style="background:{heat(cell.accuracy)}">'
                     f'<a href="{result_head}{cell.evaluation_id}{result_tail}" '
-                    f'title="{who} on {suite}">{score(cell.accuracy)}</a></td>'
+                    f'title="{who} on {suite}{note}">{score(cell.accuracy)}{mark}</a></td>'
                 )
             else:
                 query = f"{queue_model}&amp;{escape(urlencode([(benchmark, cell.suite.name)]))}"
                 parts.append(_missing_cell(f"{queue}?{query}", who, suite))
     return mark_safe("".join(parts))  # noqa: S308 - names are escaped, the rest is ours
+
+
+def _ties_note(tied: int) -> tuple[str, str]:
+    """A cell's hover text and mark for its tied comparisons: ties fail, so an n-gram
+    model's 0.00 is mostly ties, and the board says so where the number shows."""
+    if not tied:
+        return "", ""
+    plural = "s" if tied != 1 else ""
+    mark = '<span class="lb-tie" aria-hidden="true">=</span>'
+    return f": {tied} tied comparison{plural}, each counted as a failure", mark
 
 
 def _missing_cell(href: str, who: str, benchmark: str) -> str:
