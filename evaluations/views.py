@@ -75,7 +75,9 @@ def evaluation_request(request: HttpRequest) -> HttpResponse:
                 request, "evaluations/evaluation_request.html", {"form": form}, status=503
             )
         return _request_answer(request, outcome)
-    return render(request, "evaluations/evaluation_request.html", {"form": form})
+    # A form sent back with its errors is a bad request, as on the other forms.
+    status = 400 if request.method == "POST" else 200
+    return render(request, "evaluations/evaluation_request.html", {"form": form}, status=status)
 
 
 @login_required

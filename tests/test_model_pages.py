@@ -79,7 +79,7 @@ def test_request_page_by_tag_and_evaluation_pages(
     api = anon_client.get(f"/api/evaluations/{evaluation.pk}/").json()
     assert api["status"] == "queued" and api["progress_total"] == 4 and api["outdated"] is False
     response = alice_client.post_form("/evaluations/new/", {"model": "tiny"})
-    assert response.status_code == 200 and "Choose at least one suite" in response.content.decode()
+    assert response.status_code == 400 and "Choose at least one suite" in response.content.decode()
 
 
 def test_api_request_validation(alice_client, alice, tiny_gpt2) -> None:

@@ -73,7 +73,7 @@ def test_the_form_keeps_the_single_model_field_and_explains_errors(alice, alice_
         == 302
     )
     refused = alice_client.post_form("/evaluations/new/", {"suites": ["s1"]})
-    assert refused.status_code == 200 and "This field is required" in refused.content.decode()
+    assert refused.status_code == 400 and "This field is required" in refused.content.decode()
     refused = alice_client.post_form(
         "/evaluations/new/", {"models": ["lm-a", "nope"], "suites": ["s1"]}
     )
