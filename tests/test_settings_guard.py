@@ -5,6 +5,7 @@ nothing about the site's code or URLs."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -143,6 +144,12 @@ def test_static_files_are_served_with_debug_off(anon_client) -> None:  # type: i
     assert settings.DEBUG is False
     response = anon_client.get("/static/css/gym.css")
     assert response.status_code == 200
+    # Every page names its icon, so browsers do not ask for a /favicon.ico that 404s.
+    page = anon_client.get("/").content.decode()
+    icon = re.search(r'<link rel="icon" href="([^"]+)" type="image/svg\+xml">', page)
+    assert icon, "no icon link on the home page"
+    served = anon_client.get(icon.group(1))
+    assert served.status_code == 200 and b"<svg" in b"".join(served.streaming_content)
 
 
 def test_a_file_cache_url_gives_processes_one_shared_cache(tmp_path: Path) -> None:
