@@ -30,7 +30,6 @@ from evaluations.minimal_pairs.analysis import (
 from evaluations.minimal_pairs.tokens import TokenTable
 from evaluations.models import PairEvaluation, PairSentenceTokens
 from evaluations.pair_summary import SHOW, ConditionGroup, PairSummary, summarize
-from suites import pair_sets
 from suites.formats import minimal_pairs as mp
 from suites.models import MinimalPairSet, PairSetSentence
 
@@ -101,7 +100,7 @@ def pair_summary(evaluation: PairEvaluation, options: AnalysisOptions) -> PairSu
     if isinstance(summary, str):
         raise pair_results.PairAnalysisInvalid(summary, path="analysis")
     if summary is None:
-        data = pair_sets.pair_set_data(evaluation.pair_set)
+        data = pair_results.run_set_data(evaluation)
         try:
             summary = summary_build(pair_results.token_table(evaluation), data, options)
         except pair_results.PairAnalysisInvalid as invalid:
@@ -172,15 +171,11 @@ def pair_rows(
     if len(positions) == 0:
         return []
     indexes = summary.pair_index[positions].tolist()
-    stored = list(
-        PairSetSentence.objects.filter(
-            pair_set_id=evaluation.pair_set_id, pair_index__in=indexes
-        ).order_by("position")
-    )
-    words = _sentence_words(evaluation, summary.options, stored)
-    by_pair: dict[int, list[PairSetSentence]] = {}
-    for sentence in stored:
-        by_pair.setdefault(sentence.pair_index or 0, []).append(sentence)
+    stored = _pair_members(evaluation, indexes)
+    words = _sentence_words(evaluation, summary.options, [s for _, s in stored])
+    by_pair: dict[int, list[mp.PairSentence]] = {}
+    for index, sentence in stored:
+        by_pair.setdefault(index, []).append(sentence)
     rows = []
     for position, index in zip(positions.tolist(), indexes, strict=True):
         members = by_pair.get(index, [])
@@ -200,13 +195,32 @@ def pair_rows(
     return rows
 
 
+def _pair_members(
+    evaluation: PairEvaluation, indexes: list[int]
+) -> list[tuple[int, mp.PairSentence]]:
+    """(pair ordinal, sentence) of the pairs numbered `indexes`, in the set's order: one
+    range query on the current rows, or the kept version of an outdated run's content."""
+    if not evaluation.outdated:
+        stored = PairSetSentence.objects.filter(
+            pair_set_id=evaluation.pair_set_id, pair_index__in=indexes
+        ).order_by("position")
+        return [(s.pair_index or 0, _plain(s)) for s in stored]
+    data = pair_results.run_set_data(evaluation)
+    ordinal = {pairid: i for i, pairid in enumerate(data.pairs())}
+    wanted = set(indexes)
+    return [
+        (ordinal[s.pairid], s)
+        for s in data.sentences
+        if s.pairid is not None and ordinal[s.pairid] in wanted
+    ]
+
+
 def _sentence_words(
-    evaluation: PairEvaluation, options: AnalysisOptions, stored: list[PairSetSentence]
+    evaluation: PairEvaluation, options: AnalysisOptions, sentences: list[mp.PairSentence]
 ) -> dict[str, SentenceWords]:
     """Each sentence's words as the analysis forms them under `options` (punctuation
     folding, word summary), with the value the page shows: surprisal in bits, or the
     probability when the options compare probabilities."""
-    sentences = [_plain(s) for s in stored]
     subset = mp.MinimalPairSet(
         sentences=sentences,
         columns=list(evaluation.pair_set.columns),

@@ -31,6 +31,7 @@ from evaluations.models import PairEvaluation, PairSentenceTokens
 from gym.errors import ApplicationError
 from suites import pair_sets
 from suites.formats.minimal_pairs import MinimalPairSet, split_words, word_of_tokens
+from suites.models import PairSetVersion
 
 # The options of the stored accuracy and of a result page without options: NLPScholar's
 # defaults (surprisal, mean over a word's tokens, punctuation joins the previous word).
@@ -140,7 +141,7 @@ def tokenizer_name(evaluation: PairEvaluation) -> str:
 
 def token_table(evaluation: PairEvaluation) -> TokenTable:
     """The evaluation's evaluate table, sentences in the set's order (two queries)."""
-    texts = dict(evaluation.pair_set.sentences.values_list("sentid", "sentence"))
+    texts = _run_texts(evaluation)
     stored = PairSentenceTokens.objects.filter(evaluation=evaluation).order_by("position")
     return packed_table(
         (
@@ -150,6 +151,27 @@ def token_table(evaluation: PairEvaluation) -> TokenTable:
         model_name=evaluation.model.name,
         tokenizer=tokenizer_name(evaluation),
     )
+
+
+def run_set_data(evaluation: PairEvaluation) -> MinimalPairSet:
+    """The sentences the run was scored on: the set's current ones, or those kept when
+    the set was replaced (an outdated run). Raises PairAnalysisInvalid where they were
+    not kept (the content changed outside the replace service)."""
+    try:
+        return pair_sets.pair_set_data_at(evaluation.pair_set, evaluation.content_hash)
+    except PairSetVersion.DoesNotExist:
+        raise PairAnalysisInvalid(
+            "the sentences this run was scored on are no longer stored, so it cannot be "
+            "analysed; ask for the model on the set's current content",
+            path="content_hash",
+        ) from None
+
+
+def _run_texts(evaluation: PairEvaluation) -> dict[str, str]:
+    """sentid -> sentence of the content the run scored."""
+    if not evaluation.outdated:
+        return dict(evaluation.pair_set.sentences.values_list("sentid", "sentence"))
+    return {s.sentid: s.sentence for s in run_set_data(evaluation).sentences}
 
 
 def analyze_tokens(
@@ -172,7 +194,7 @@ def analyze_evaluation(
 ) -> Analysis:
     """by_word, by_pair, by_cond (those in `tables`) of one evaluation under `options`.
     Raises PairAnalysisInvalid (400) for options that do not fit the set."""
-    data = pair_sets.pair_set_data(evaluation.pair_set)
+    data = run_set_data(evaluation)
     return analyze_tokens(token_table(evaluation), data, options, tables)
 
 

@@ -220,6 +220,31 @@ class PairSetSentence(models.Model):
         return f"{self.pair_set_id} {self.sentid}"
 
 
+class PairSetVersion(models.Model):
+    """A replaced content of a minimal-pair set, kept while runs on it exist: the
+    sentence rows in the format layer's order, so that an outdated run's analysis reads
+    the sentences it was scored on, not the set's current ones."""
+
+    pair_set = models.ForeignKey(MinimalPairSet, on_delete=models.CASCADE, related_name="versions")
+    content_hash = models.CharField(max_length=64)
+    columns = models.JSONField(default=list)
+    condition_columns = models.JSONField(default=list)
+    source_format = models.CharField(max_length=40, blank=True)
+    # [sentid, sentence, pairid, comparison, roi, conditions] per sentence, in order.
+    sentences = models.JSONField(default=list)
+    replaced_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["pair_set", "content_hash"], name="pair_set_version_unique_content"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.pair_set_id} {self.content_hash[:12]}"
+
+
 class ProbingTask(GymData):
     """A classifier probing task (SentEval style): sentences with a label, split into
     tr/va/te. Its instances live in `ProbingInstance` rows; counts are kept here so that

@@ -84,18 +84,7 @@ class PairSetListCreate(generics.ListAPIView):
     def post(self, request: Request) -> Response:
         data = request.data if isinstance(request.data, bytes) else b""
         if len(data) > settings.GYM_MAX_UPLOAD_BYTES:
-            return Response(
-                {
-                    "errors": [
-                        {
-                            "code": "too_large",
-                            "path": "file",
-                            "message": "the file is larger than the limit",
-                        }
-                    ]
-                },
-                status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
-            )
+            return _too_large()
         params = request.query_params
         try:
             report = pair_sets.minimal_pair_set_import(
@@ -107,19 +96,76 @@ class PairSetListCreate(generics.ListAPIView):
                 tags=params.get("tags", "").split(","),
             )
         except pair_sets.PairSetInvalid as invalid:
-            return Response(
-                {"errors": [{"code": "invalid", **e.as_dict()} for e in invalid.errors]},
-                status=status.HTTP_400_BAD_REQUEST,
-            )
+            return _invalid(invalid)
         body = PairSetSerializer(report.pair_set, context={"request": request}).data
         return Response(body, status=status.HTTP_201_CREATED)
 
 
+def _too_large() -> Response:
+    return Response(
+        {
+            "errors": [
+                {
+                    "code": "too_large",
+                    "path": "file",
+                    "message": "the file is larger than the limit",
+                }
+            ]
+        },
+        status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
+    )
+
+
+def _invalid(invalid: pair_sets.PairSetInvalid) -> Response:
+    return Response(
+        {"errors": [{"code": "invalid", **e.as_dict()} for e in invalid.errors]},
+        status=status.HTTP_400_BAD_REQUEST,
+    )
+
+
 class PairSetDetail(APIView):
+    permission_classes = [IsAuthenticatedOrReadOnly]
+    parser_classes = [RawBodyParser]
+
     @extend_schema(responses=PairSetSerializer)
     def get(self, request: Request, name: str) -> Response:
         pair_set = get_object_or_404(MinimalPairSet.objects.select_related("owner"), name=name)
         return Response(PairSetSerializer(pair_set, context={"request": request}).data)
+
+    @extend_schema(
+        request={"text/tab-separated-values": OpenApiTypes.STR},
+        parameters=[
+            OpenApiParameter("name", str, description="a new name (default: kept)"),
+            OpenApiParameter("description", str, description="default: kept"),
+            OpenApiParameter("tags", str, description="comma-separated (default: kept)"),
+            OpenApiParameter("filename", str, description="x.tsv or x.jsonl (default: sniffed)"),
+        ],
+        responses={200: PairSetSerializer, 400: OpenApiTypes.OBJECT, 403: None},
+        description="Replace the set's content (owner or staff), validated as an upload; "
+        "runs on the old content stay, outdated. `changed` is false when the file holds "
+        "the same content (nothing written).",
+    )
+    def put(self, request: Request, name: str) -> Response:
+        pair_set = get_object_or_404(MinimalPairSet.objects.select_related("owner"), name=name)
+        data = request.data if isinstance(request.data, bytes) else b""
+        if len(data) > settings.GYM_MAX_UPLOAD_BYTES:
+            return _too_large()
+        params = request.query_params
+        tags = params.get("tags")
+        try:
+            report = pair_sets.minimal_pair_set_replace(
+                pair_set=pair_set,
+                user=request.user,
+                data=data,
+                filename=params.get("filename", ""),
+                name=params.get("name"),
+                description=params.get("description"),
+                tags=tags.split(",") if tags is not None else None,
+            )
+        except pair_sets.PairSetInvalid as invalid:
+            return _invalid(invalid)
+        body = PairSetSerializer(report.pair_set, context={"request": request}).data
+        return Response({**body, "changed": report.changed, "warnings": report.warnings})
 
 
 class PairSetExport(APIView):

@@ -12,8 +12,8 @@ from django.db.models import QuerySet
 
 from suites.catalog import COMMON_SORTS, catalog_filter
 from suites.formats import minimal_pairs as mp
-from suites.models import MinimalPairSet, PairSetSentence
-from suites.services import DataInvalid, name_problem, tags_set
+from suites.models import MinimalPairSet, PairSetSentence, PairSetVersion
+from suites.services import DataInvalid, PermissionDenied, can_change, name_problem, tags_set
 
 BULK_BATCH = 2000
 
@@ -29,15 +29,16 @@ class PairSetReport:
     pair_set: MinimalPairSet
     source_format: str
     warnings: list[str] = field(default_factory=list)
+    changed: bool = True  # False: a replace with the same content (nothing written)
 
 
 # Names that the set pages' URLs use for themselves.
 RESERVED_NAMES = {"upload"}
 
 
-def _name_errors(name: str) -> list[mp.PairSetError]:
+def _name_errors(name: str, replace: MinimalPairSet | None = None) -> list[mp.PairSetError]:
     problem = name_problem(name=name, model=MinimalPairSet, noun="minimal-pair set",
-                           reserved=RESERVED_NAMES)  # fmt: skip
+                           replace=replace, reserved=RESERVED_NAMES)  # fmt: skip
     return [mp.PairSetError(None, "name", problem)] if problem else []
 
 
@@ -52,10 +53,7 @@ def minimal_pair_set_import(
 ) -> PairSetReport:
     """Validate an NLPScholar TSV or BLiMP JSONL file and save it as a set, all or
     nothing. Raises PairSetInvalid with every error found."""
-    try:
-        parsed = mp.parse_minimal_pairs(data, filename=filename)
-    except mp.MinimalPairFormatError as exc:
-        raise PairSetInvalid(exc.errors) from None
+    parsed = _parse(data, filename)
     errors = _name_errors(name)
     if errors:
         raise PairSetInvalid(errors)
@@ -83,6 +81,86 @@ def minimal_pair_set_import(
     return PairSetReport(
         pair_set=pair_set, source_format=parsed.source_format, warnings=parsed.warnings
     )
+
+
+def _parse(data: str | bytes, filename: str) -> mp.MinimalPairSet:
+    try:
+        return mp.parse_minimal_pairs(data, filename=filename)
+    except mp.MinimalPairFormatError as exc:
+        raise PairSetInvalid(exc.errors) from None
+
+
+def minimal_pair_set_replace(
+    *,
+    pair_set: MinimalPairSet,
+    user: Any,
+    data: str | bytes,
+    filename: str = "",
+    name: str | None = None,
+    description: str | None = None,
+    tags: Iterable[str] | None = None,
+) -> PairSetReport:
+    """Swap a set's sentences for a new upload (owner or staff), validated as an upload
+    and all or nothing. Name, description and tags stay unless given. Runs stay, on the
+    old content hash (outdated): the old sentences are kept in a PairSetVersion so that
+    their analysis reads what they were scored on. The same content writes nothing."""
+    if not can_change(user, pair_set):
+        raise PermissionDenied("only the set's owner (or staff) may replace it")
+    parsed = _parse(data, filename)
+    new_name = pair_set.name if name is None else name
+    errors = _name_errors(new_name, replace=pair_set)
+    if errors:
+        raise PairSetInvalid(errors)
+    report = PairSetReport(pair_set, parsed.source_format, parsed.warnings)
+    if mp.content_hash(parsed) == pair_set.content_hash:
+        report.changed = False
+        return report
+    try:
+        with transaction.atomic():
+            _version_keep(pair_set)
+            _content_swap(pair_set, parsed, name=new_name, description=description)
+            if tags is not None:
+                tags_set(target=pair_set, raw=tags)
+    except IntegrityError:
+        raise PairSetInvalid(_name_errors(new_name, replace=pair_set)) from None
+    return report
+
+
+def _version_keep(pair_set: MinimalPairSet) -> None:
+    """Keep the set's current sentences where runs on them exist (once per content)."""
+    kept = pair_set.versions.filter(content_hash=pair_set.content_hash).exists()
+    if kept or not pair_set.evaluations.filter(content_hash=pair_set.content_hash).exists():
+        return
+    data = pair_set_data(pair_set)
+    PairSetVersion.objects.create(
+        pair_set=pair_set,
+        content_hash=pair_set.content_hash,
+        columns=data.columns,
+        condition_columns=data.condition_columns,
+        source_format=data.source_format,
+        sentences=[
+            [s.sentid, s.sentence, s.pairid, s.comparison, s.roi, s.conditions]
+            for s in data.sentences
+        ],
+    )
+
+
+def _content_swap(
+    pair_set: MinimalPairSet, parsed: mp.MinimalPairSet, *, name: str, description: str | None
+) -> None:
+    pair_set.name = name
+    if description is not None:
+        pair_set.description = description
+    pair_set.source_format = parsed.source_format
+    pair_set.columns = parsed.columns
+    pair_set.condition_columns = parsed.condition_columns
+    pair_set.import_warnings = parsed.warnings
+    pair_set.content_hash = mp.content_hash(parsed)
+    pair_set.sentence_count = len(parsed.sentences)
+    pair_set.pair_count = len(parsed.pairs())
+    pair_set.save()
+    pair_set.sentences.all().delete()
+    _insert_sentences(pair_set, parsed)
 
 
 def _insert_sentences(pair_set: MinimalPairSet, parsed: mp.MinimalPairSet) -> None:
@@ -156,6 +234,34 @@ def pair_set_data(pair_set: MinimalPairSet) -> mp.MinimalPairSet:
         columns=list(pair_set.columns),
         condition_columns=list(pair_set.condition_columns),
         source_format=pair_set.source_format,
+    )
+
+
+def pair_set_data_at(pair_set: MinimalPairSet, content_hash: str) -> mp.MinimalPairSet:
+    """The set's sentences as they were under `content_hash` (a run's own content): the
+    current rows, or the version kept when the set was replaced. Raises
+    PairSetVersion.DoesNotExist where neither holds them."""
+    if content_hash == pair_set.content_hash:
+        return pair_set_data(pair_set)
+    version = pair_set.versions.get(content_hash=content_hash)
+    return mp.MinimalPairSet(
+        sentences=[
+            mp.PairSentence(
+                sentid=sentid,
+                sentence=sentence,
+                pairid=pairid,
+                comparison=comparison,
+                roi=tuple(roi) if roi is not None else None,
+                conditions=dict(conditions),
+                row=position + 2,
+            )
+            for position, (sentid, sentence, pairid, comparison, roi, conditions) in enumerate(
+                version.sentences
+            )
+        ],
+        columns=list(version.columns),
+        condition_columns=list(version.condition_columns),
+        source_format=version.source_format,
     )
 
 

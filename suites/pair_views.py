@@ -4,11 +4,14 @@ its import service."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.core.files.uploadedfile import UploadedFile
 from django.core.paginator import Paginator
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseForbidden
 from django.shortcuts import get_object_or_404, redirect, render
 
 from gym.downloads import attachment
@@ -16,6 +19,7 @@ from suites import pair_sets
 from suites.catalog import COMMON_SORT_LABELS, ListQuery, gym_data_or_404, list_context
 from suites.forms import PairSetUploadForm
 from suites.models import MinimalPairSet
+from suites.services import can_change
 
 SETS_PER_PAGE = 50
 PAIRS_PER_PAGE = 50
@@ -43,6 +47,7 @@ def pair_set_detail(request: HttpRequest, name: str) -> HttpResponse:
             "page": page,
             "rows": rows,
             "condition_columns": pair_set.condition_columns,
+            "can_change": can_change(request.user, pair_set),
         },
     )
 
@@ -50,31 +55,85 @@ def pair_set_detail(request: HttpRequest, name: str) -> HttpResponse:
 @login_required
 def pair_set_upload(request: HttpRequest) -> HttpResponse:
     form = PairSetUploadForm(request.POST or None, request.FILES or None)
-    context = {"form": form, "max_bytes": settings.GYM_MAX_UPLOAD_BYTES}
+    return _upload_page(
+        request,
+        form,
+        None,
+        lambda upload: pair_sets.minimal_pair_set_import(
+            data=upload.read(),
+            filename=upload.name or "",
+            name=form.cleaned_data["name"],
+            owner=request.user,
+            description=form.cleaned_data["description"],
+            tags=form.cleaned_data["tags"].split(","),
+        ),
+    )
+
+
+@login_required
+def pair_set_replace(request: HttpRequest, name: str) -> HttpResponse:
+    """A new file for an existing set (owner or staff); name, description and tags come
+    prefilled with the set's own."""
+    pair_set = gym_data_or_404(MinimalPairSet, name, noun="minimal-pair set")
+    if not can_change(request.user, pair_set):
+        return HttpResponseForbidden("Only the set's owner (or staff) may replace it.")
+    initial = {
+        "name": pair_set.name,
+        "description": pair_set.description,
+        "tags": ", ".join(t.name for t in pair_set.tags.all()),
+    }
+    form = PairSetUploadForm(request.POST or None, request.FILES or None, initial=initial)
+    return _upload_page(
+        request,
+        form,
+        pair_set,
+        lambda upload: pair_sets.minimal_pair_set_replace(
+            pair_set=pair_set,
+            user=request.user,
+            data=upload.read(),
+            filename=upload.name or "",
+            name=form.cleaned_data["name"],
+            description=form.cleaned_data["description"],
+            tags=form.cleaned_data["tags"].split(","),
+        ),
+    )
+
+
+def _upload_page(
+    request: HttpRequest,
+    form: PairSetUploadForm,
+    pair_set: MinimalPairSet | None,
+    write: Callable[[UploadedFile], pair_sets.PairSetReport],
+) -> HttpResponse:
+    """The upload form, for a new set or to replace `pair_set`: `write` saves the file."""
+    context = {"form": form, "pair_set": pair_set, "max_bytes": settings.GYM_MAX_UPLOAD_BYTES}
     if request.method == "POST" and form.is_valid():
-        upload = form.cleaned_data["file"]
         try:
-            report = pair_sets.minimal_pair_set_import(
-                data=upload.read(),
-                filename=upload.name or "",
-                name=form.cleaned_data["name"],
-                owner=request.user,
-                description=form.cleaned_data["description"],
-                tags=form.cleaned_data["tags"].split(","),
-            )
+            report = write(form.cleaned_data["file"])
         except pair_sets.PairSetInvalid as invalid:
             return render(
                 request, "suites/pair_set_upload.html", {**context, "errors": invalid.errors},
                 status=400,
             )  # fmt: skip
-        messages.success(
-            request,
-            f"Imported “{report.pair_set.name}”: {report.pair_set.pair_count} pairs, "
-            f"{report.pair_set.sentence_count} sentences (format: {report.source_format}).",
-        )
+        _report_message(request, report, replaced=pair_set is not None)
         return redirect(report.pair_set)
     status = 400 if form.errors else 200
     return render(request, "suites/pair_set_upload.html", context, status=status)
+
+
+def _report_message(request: HttpRequest, report: pair_sets.PairSetReport, replaced: bool) -> None:
+    saved = report.pair_set
+    if not report.changed:
+        messages.info(
+            request, f"Nothing changed: the file holds the same content as “{saved.name}”."
+        )
+        return
+    verb = "Replaced the content of" if replaced else "Imported"
+    messages.success(
+        request,
+        f"{verb} “{saved.name}”: {saved.pair_count} pairs, {saved.sentence_count} sentences "
+        f"(format: {report.source_format}).",
+    )
 
 
 def pair_set_download(request: HttpRequest, name: str) -> HttpResponse:

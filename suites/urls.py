@@ -24,6 +24,7 @@ urlpatterns = [
     path("minimal-pairs/", pair_views.pair_set_list, name="pair_sets"),
     path("minimal-pairs/upload/", pair_views.pair_set_upload, name="pair_set_upload"),
     path("minimal-pairs/<str:name>/", pair_views.pair_set_detail, name="pair_set"),
+    path("minimal-pairs/<str:name>/replace/", pair_views.pair_set_replace, name="pair_set_replace"),
     path(
         "minimal-pairs/<str:name>/download.tsv",
         pair_views.pair_set_download,

@@ -35,7 +35,7 @@ from evaluations.models import LanguageModel, PairEvaluation, PairSentenceTokens
 from evaluations.token_data import pack_tokens
 from suites import pair_sets
 from suites.formats import minimal_pairs as mp
-from suites.models import MinimalPairSet
+from suites.models import MinimalPairSet, PairSetVersion
 
 pytestmark = pytest.mark.django_db
 
@@ -100,6 +100,20 @@ def store_run(
     if status != PairEvaluation.Status.DONE:
         return run
     data = pair_sets.pair_set_data(pair_set)
+    if run.outdated:
+        # A run on an earlier content: kept as a replace keeps it (same sentences here).
+        PairSetVersion.objects.get_or_create(
+            pair_set=pair_set,
+            content_hash=run.content_hash,
+            defaults={
+                "columns": data.columns,
+                "condition_columns": data.condition_columns,
+                "sentences": [
+                    [s.sentid, s.sentence, s.pairid, s.comparison, s.roi, s.conditions]
+                    for s in data.sentences
+                ],
+            },
+        )
     PairSentenceTokens.objects.bulk_create(
         PairSentenceTokens(
             evaluation=run,
@@ -301,7 +315,9 @@ def test_a_running_run_shows_its_progress(anon_client, model) -> None:  # type: 
 
 
 def test_outdated_and_hidden_runs_stay_readable_and_say_so(anon_client, run) -> None:  # type: ignore[no-untyped-def]
-    MinimalPairSet.objects.filter(pk=run.pair_set_id).update(content_hash="0" * 64)
+    pair_sets.minimal_pair_set_replace(
+        pair_set=run.pair_set, user=run.pair_set.owner, data=small_tsv(2)
+    )
     LanguageModel.objects.filter(pk=run.model_id).update(is_hidden=True)
     page = anon_client.get(url(run)).content.decode()
     assert card(page, "outdated") == "outdated" and "Outdated:" in page
