@@ -19,7 +19,7 @@ from gym.errors import ApplicationError
 from suites import formats, selectors
 from suites.formats import Location, SuiteError
 from suites.formats.syntaxgym import TAG_MAX_LENGTH, TAGS_MAX_COUNT
-from suites.models import Condition, Item, Prediction, Region, Suite, Tag
+from suites.models import Condition, GymData, Item, Prediction, Region, Suite, Tag
 
 NAME_MAX_LENGTH = 200
 # Names appear in URLs (/suites/<name>/); a slash would split them.
@@ -74,11 +74,13 @@ class ImportReport:
     renamed_from: str = ""
 
 
-def can_change(user: AbstractBaseUser | AnonymousUser | None, suite: Suite) -> bool:
-    """Owners change their suites; staff change any (and the site's own examples)."""
+def can_change(user: AbstractBaseUser | AnonymousUser | None, suite: GymData) -> bool:
+    """Owners change their suites (and minimal-pair sets, probing tasks); staff change
+    any (and the site's own examples)."""
     if user is None or not user.is_authenticated:
         return False
-    return bool(user.is_staff) or (suite.owner_id is not None and suite.owner_id == user.pk)
+    owner_id = suite.owner_id  # type: ignore[attr-defined]
+    return bool(user.is_staff) or (owner_id is not None and owner_id == user.pk)
 
 
 def tag_slugs(raw: Iterable[str]) -> list[str]:
