@@ -117,6 +117,9 @@ def minimal_pair_set_replace(
         return report
     try:
         with transaction.atomic():
+            # Locked: a concurrent replace waits, then keeps what this one wrote.
+            locked = MinimalPairSet.objects.select_for_update().get(pk=pair_set.pk)
+            pair_set.content_hash = locked.content_hash
             _version_keep(pair_set)
             _content_swap(pair_set, parsed, name=new_name, description=description)
             if tags is not None:

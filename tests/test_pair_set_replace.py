@@ -166,6 +166,10 @@ def test_api_replace_keeps_what_is_not_given(alice, pair_set, model) -> None:  #
         ["agreement"],
         "new words",
     )
+    garbage = client.put(API, b"\xff\x00\xfe", content_type="application/octet-stream")
+    assert garbage.status_code == 400 and garbage.json()["errors"][0]["message"]
+    missing = client.put("/api/minimal-pairs/nope/", NEW, content_type="text/plain")
+    assert missing.status_code == 404
     again = client.put(API, NEW, content_type="text/plain").json()
     assert again["changed"] is False
     run.refresh_from_db()
