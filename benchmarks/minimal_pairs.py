@@ -246,8 +246,8 @@ def engine_figures(args: argparse.Namespace, pair_set: Any, figures: dict[str, A
     score_sentences(lm, suites[:8])  # warm-up
     # What is alive now (the 134,000 sentences and token tables above, torch and
     # transformers) stays alive; frozen, the collector no longer walks it during the
-    # measurements (a full collection over it took seconds, landing on whichever path
-    # happened to allocate at that moment).
+    # measurements (a full collection over it took about 0.5 s, landing on whichever
+    # path happened to allocate at that moment, most often the pairs' token rows).
     gc.collect()
     gc.freeze()
 
