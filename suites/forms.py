@@ -150,6 +150,12 @@ class PairSetUploadForm(FileUploadForm):
     name = forms.CharField(label="Name", max_length=200)
     description = forms.CharField(label="Description", required=False, widget=forms.Textarea)
     tags = forms.CharField(label="Tags", required=False, help_text="comma-separated")
+    drop_incomplete_pairs = forms.BooleanField(
+        label="Leave out incomplete pairs",
+        required=False,
+        help_text="Pairs without both an expected and an unexpected sentence are left out "
+        "with a warning (as NLPScholar does) instead of refusing the file.",
+    )
 
 
 def clean_tag_list(text: str) -> list[str]:

@@ -20,6 +20,9 @@ from suites.catalog import ListQuery
 from suites.catalog_api import GymDataSerializer, list_parameters
 from suites.models import MinimalPairSet
 
+# Query-string spellings of "yes".
+TRUE_VALUES = frozenset({"1", "true", "yes", "on"})
+
 
 class RawBodyParser(BaseParser):
     """The body untouched (a TSV or JSONL file), for the format layer to read."""
@@ -76,6 +79,12 @@ class PairSetListCreate(generics.ListAPIView):
             OpenApiParameter("description", str),
             OpenApiParameter("tags", str, description="comma-separated"),
             OpenApiParameter("filename", str, description="x.tsv or x.jsonl (default: sniffed)"),
+            OpenApiParameter(
+                "drop_incomplete_pairs",
+                bool,
+                description="leave out pairs lacking an expected or unexpected sentence "
+                "(with a warning) instead of refusing the file",
+            ),
         ],
         responses={201: PairSetSerializer, 400: OpenApiTypes.OBJECT},
         description='400 gives {"errors": [{"path", "row", "column", "message"}]}; nothing '
@@ -94,6 +103,7 @@ class PairSetListCreate(generics.ListAPIView):
                 owner=request.user,
                 description=params.get("description", ""),
                 tags=params.get("tags", "").split(","),
+                drop_incomplete_pairs=params.get("drop_incomplete_pairs", "") in TRUE_VALUES,
             )
         except pair_sets.PairSetInvalid as invalid:
             return _invalid(invalid)

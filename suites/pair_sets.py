@@ -3,6 +3,7 @@ reads that pages, the API and the exporter share."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -50,10 +51,13 @@ def minimal_pair_set_import(
     filename: str = "",
     description: str = "",
     tags: Iterable[str] = (),
+    drop_incomplete_pairs: bool = False,
 ) -> PairSetReport:
     """Validate an NLPScholar TSV or BLiMP JSONL file and save it as a set, all or
-    nothing. Raises PairSetInvalid with every error found."""
-    parsed = _parse(data, filename)
+    nothing. Raises PairSetInvalid with every error found. `drop_incomplete_pairs`
+    leaves out (with a warning) the pairs that lack an expected or an unexpected
+    sentence, as NLPScholar does, instead of refusing the file."""
+    parsed = _parse(data, filename, drop_incomplete_pairs=drop_incomplete_pairs)
     errors = _name_errors(name)
     if errors:
         raise PairSetInvalid(errors)
@@ -83,11 +87,22 @@ def minimal_pair_set_import(
     )
 
 
-def _parse(data: str | bytes, filename: str) -> mp.MinimalPairSet:
+def _parse(
+    data: str | bytes, filename: str, *, drop_incomplete_pairs: bool = False
+) -> mp.MinimalPairSet:
     try:
-        return mp.parse_minimal_pairs(data, filename=filename)
+        parsed = mp.parse_minimal_pairs(
+            data, filename=filename, drop_incomplete_pairs=drop_incomplete_pairs
+        )
     except mp.MinimalPairFormatError as exc:
         raise PairSetInvalid(exc.errors) from None
+    if not parsed.dropped_pairs:
+        return parsed
+    # A stored set holds only what it is analysed on: the left-out pairs' sentences go
+    # (the warning, kept with the set, names them).
+    dropped = set(parsed.dropped_pairs)
+    kept = [s for s in parsed.sentences if (s.pairid or "") not in dropped]
+    return dataclasses.replace(parsed, sentences=kept, dropped_pairs=[])
 
 
 def minimal_pair_set_replace(

@@ -66,6 +66,7 @@ def pair_set_upload(request: HttpRequest) -> HttpResponse:
             owner=request.user,
             description=form.cleaned_data["description"],
             tags=form.cleaned_data["tags"].split(","),
+            drop_incomplete_pairs=form.cleaned_data["drop_incomplete_pairs"],
         ),
     )
 

@@ -232,3 +232,47 @@ def test_a_file_that_is_not_utf8_is_refused_with_where_and_how_to_fix() -> None:
     assert error.path == "row 2"
     assert "the byte 0xe9 (byte 51 of the file) is not valid UTF-8" in error.message
     assert "save the file as UTF-8" in error.message
+
+
+def test_incomplete_pairs_can_be_left_out_on_request(alice, alice_client) -> None:
+    """NLPScholar's own bad sample has pairs without both labels: refused by default,
+    stored without them (and a warning naming them) when the uploader asks, from the
+    command, the page and the API alike."""
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    path = NLPSCHOLAR_DATA / "minimal_pairs_bad.tsv"
+    whole = mp.parse_minimal_pairs(path.read_bytes(), drop_incomplete_pairs=True)
+    dropped = set(whole.dropped_pairs)
+    assert dropped  # the sample has incomplete pairs
+    kept = [s for s in whole.sentences if s.pairid not in dropped]
+
+    out = io.StringIO()
+    call_command("import_minimal_pairs", str(path), "--drop-incomplete-pairs", stdout=out)
+    stored = MinimalPairSet.objects.get(name="minimal_pairs_bad")
+    assert "warning: pairs left out because they lack" in out.getvalue()
+    assert stored.sentence_count == len(kept) == stored.sentences.count()
+    assert stored.pair_count == len({s.pairid for s in kept})
+    assert set(stored.sentences.values_list("pairid", flat=True)).isdisjoint(dropped)
+    assert any("left out" in w for w in stored.import_warnings)
+
+    upload = SimpleUploadedFile("bad.tsv", path.read_bytes())
+    response = alice_client.post_form(
+        "/minimal-pairs/upload/",
+        {"file": upload, "name": "page copy", "drop_incomplete_pairs": "on"},
+    )
+    assert response.status_code == 302
+    assert MinimalPairSet.objects.get(name="page copy").sentence_count == len(kept)
+
+    token, _ = Token.objects.get_or_create(user=alice)
+    client = BrowserClient(HTTP_AUTHORIZATION=f"Token {token.key}")
+    refused = client.post(
+        "/api/minimal-pairs/?name=api%20copy", path.read_bytes(), content_type="text/plain"
+    )
+    assert refused.status_code == 400
+    created = client.post(
+        "/api/minimal-pairs/?name=api%20copy&drop_incomplete_pairs=1",
+        path.read_bytes(),
+        content_type="text/plain",
+    )
+    assert created.status_code == 201, created.content
+    assert created.json()["sentence_count"] == len(kept)

@@ -32,6 +32,12 @@ class Command(ImportCommand):
             default="error",
             help="when a set of the same name exists: fail that file (default) or skip it",
         )
+        parser.add_argument(
+            "--drop-incomplete-pairs",
+            action="store_true",
+            help="leave out pairs without both an expected and an unexpected sentence, with "
+            "a warning (as NLPScholar does), instead of refusing the file",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         owner = self.owner(options)
@@ -50,6 +56,7 @@ class Command(ImportCommand):
                     owner=owner,
                     description=options["description"],
                     tags=options["tags"].split(","),
+                    drop_incomplete_pairs=options["drop_incomplete_pairs"],
                 )
             except pair_sets.PairSetInvalid as invalid:
                 failed += 1
@@ -60,4 +67,6 @@ class Command(ImportCommand):
                 f"{path}: imported {s.name!r} ({s.pair_count} pairs, {s.sentence_count} "
                 f"sentences, {report.source_format})"
             )
+            for warning in report.warnings:
+                self.stdout.write(f"  warning: {warning}")
         self.finish(failed=failed, total=len(files))
