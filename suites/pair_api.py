@@ -149,6 +149,7 @@ class PairSetDetail(APIView):
             OpenApiParameter("description", str, description="default: kept"),
             OpenApiParameter("tags", str, description="comma-separated (default: kept)"),
             OpenApiParameter("filename", str, description="x.tsv or x.jsonl (default: sniffed)"),
+            OpenApiParameter("drop_incomplete_pairs", bool, description="as for an upload (POST)"),
         ],
         responses={200: PairSetSerializer, 400: OpenApiTypes.OBJECT, 403: None},
         description="Replace the set's content (owner or staff), validated as an upload; "
@@ -171,6 +172,7 @@ class PairSetDetail(APIView):
                 name=params.get("name"),
                 description=params.get("description"),
                 tags=tags.split(",") if tags is not None else None,
+                drop_incomplete_pairs=params.get("drop_incomplete_pairs", "") in TRUE_VALUES,
             )
         except pair_sets.PairSetInvalid as invalid:
             return _invalid(invalid)

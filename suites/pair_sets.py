@@ -114,6 +114,7 @@ def minimal_pair_set_replace(
     name: str | None = None,
     description: str | None = None,
     tags: Iterable[str] | None = None,
+    drop_incomplete_pairs: bool = False,
 ) -> PairSetReport:
     """Swap a set's sentences for a new upload (owner or staff), validated as an upload
     and all or nothing. Name, description and tags stay unless given. Runs stay, on the
@@ -121,7 +122,7 @@ def minimal_pair_set_replace(
     their analysis reads what they were scored on. The same content writes nothing."""
     if not can_change(user, pair_set):
         raise PermissionDenied("only the set's owner (or staff) may replace it")
-    parsed = _parse(data, filename)
+    parsed = _parse(data, filename, drop_incomplete_pairs=drop_incomplete_pairs)
     new_name = pair_set.name if name is None else name
     errors = _name_errors(new_name, replace=pair_set)
     if errors:

@@ -96,6 +96,7 @@ def pair_set_replace(request: HttpRequest, name: str) -> HttpResponse:
             name=form.cleaned_data["name"],
             description=form.cleaned_data["description"],
             tags=form.cleaned_data["tags"].split(","),
+            drop_incomplete_pairs=form.cleaned_data["drop_incomplete_pairs"],
         ),
     )
 

@@ -276,3 +276,17 @@ def test_incomplete_pairs_can_be_left_out_on_request(alice, alice_client) -> Non
     )
     assert created.status_code == 201, created.content
     assert created.json()["sentence_count"] == len(kept)
+    # Replacing takes the same choice: the page copy gets the file with its pairs left out.
+    replaced = client.put(
+        "/api/minimal-pairs/page%20copy/?drop_incomplete_pairs=1",
+        path.read_bytes(),
+        content_type="text/plain",
+    )
+    assert replaced.status_code == 200, replaced.content
+    assert replaced.json()["changed"] is False  # the same content as stored
+    assert (
+        client.put(
+            "/api/minimal-pairs/page%20copy/", path.read_bytes(), content_type="text/plain"
+        ).status_code
+        == 400
+    )

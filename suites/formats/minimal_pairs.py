@@ -492,7 +492,8 @@ def _incomplete_pairs(
                     group[0].row,
                     COMPARISON,
                     f"pair {pairid!r} has no `{missing}` sentence; every pair needs at "
-                    "least one expected and one unexpected sentence",
+                    "least one expected and one unexpected sentence (add it, or ask to "
+                    "leave incomplete pairs out)",
                 )
             )
     return dropped
