@@ -16,7 +16,7 @@ from evaluations import pair_services, runs
 from evaluations.forms import PairRequestForm, PredictionsImportForm
 from evaluations.models import PairEvaluation
 from evaluations.services import ModelRegistrationError
-from evaluations.views import run_cancel_redirect, run_retry_redirect
+from evaluations.views import request_messages, run_cancel_redirect, run_retry_redirect
 from suites.models import MinimalPairSet
 
 
@@ -44,14 +44,13 @@ def _request_runs(request: HttpRequest, form: PairRequestForm) -> tuple[HttpResp
     except runs.BrokerUnavailable as down:
         messages.error(request, str(down))
         return None, 503
-    if outcome.created:
-        messages.success(request, f"Queued {len(outcome.created)} minimal-pair evaluation(s).")
-    if outcome.existing:
-        messages.info(
-            request,
-            f"{len(outcome.existing)} of these were already asked for on the same set content; "
-            "showing them instead of running them again.",
-        )
+    request_messages(
+        request,
+        created=len(outcome.created),
+        existing=len(outcome.existing),
+        noun="minimal-pair evaluation",
+        same="on the same set content",
+    )
     if len(outcome.evaluations) == 1:
         return redirect(outcome.evaluations[0]), 302
     return redirect(data["pair_sets"][0]), 302

@@ -15,7 +15,7 @@ from django.views.decorators.http import require_POST
 from evaluations import probing_exports, probing_selectors, probing_services, runs
 from evaluations.forms import ProbingRunRequestForm
 from evaluations.models import ProbingRun
-from evaluations.views import MAX_ID, run_cancel_redirect, run_retry_redirect
+from evaluations.views import MAX_ID, request_messages, run_cancel_redirect, run_retry_redirect
 from gym.downloads import attachment
 
 
@@ -65,14 +65,13 @@ def _request_runs(
     except runs.BrokerUnavailable as down:
         messages.error(request, str(down))
         return None, 503
-    if outcome.created:
-        messages.success(request, f"Queued {len(outcome.created)} probing run(s).")
-    if outcome.existing:
-        messages.info(
-            request,
-            f"{len(outcome.existing)} of these were already asked for with the same task "
-            "content and options; showing them instead of running them again.",
-        )
+    request_messages(
+        request,
+        created=len(outcome.created),
+        existing=len(outcome.existing),
+        noun="probing run",
+        same="with the same task content and options",
+    )
     if len(outcome.runs) == 1:
         return redirect(outcome.runs[0]), 302
     return redirect(data["task"]), 302

@@ -222,3 +222,18 @@ def run_cancel_redirect(request: HttpRequest, run: Run) -> HttpResponse:
     else:
         messages.success(request, "Cancelled.")
     return redirect(run)
+
+
+def request_messages(
+    request: HttpRequest, *, created: int, existing: int, noun: str, same: str
+) -> None:
+    """What a page's request for runs of any kind says: how many it queued, and how many
+    were already asked for on the same `same` (shown instead of run again)."""
+    if created:
+        messages.success(request, f"Queued {created} {noun}(s).")
+    if existing:
+        messages.info(
+            request,
+            f"{existing} of these were already asked for {same}; "
+            "showing them instead of running them again.",
+        )
