@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from django.conf import settings
 from django.db import models
@@ -119,9 +119,22 @@ class Run(models.Model):
     def waiting_for_broker(self) -> bool:
         return self.status == self.Status.QUEUED and not self.enqueued
 
+    # The name of the subclass's foreign key to its benchmark (a GymData: suite,
+    # minimal-pair set or probing task); each subclass has a `content_hash` of it too.
+    benchmark_field: ClassVar[str]
+
+    @property
+    def benchmark(self) -> Any:
+        return getattr(self, self.benchmark_field)
+
+    @property
+    def outdated(self) -> bool:
+        """Run on content the benchmark no longer has."""
+        return self.content_hash != self.benchmark.content_hash
+
     def benchmark_owner(self) -> Any:
         """The user who owns the benchmark this run is on (None for nobody)."""
-        raise NotImplementedError
+        return self.benchmark.owner
 
     def may_manage(self, user: Any) -> bool:
         """Cancel and retry: the benchmark's owner, the requester, or staff."""
@@ -134,6 +147,8 @@ class Run(models.Model):
 
 class Evaluation(Run):
     """One model on one suite's content (identified by its content hash)."""
+
+    benchmark_field = "suite"
 
     model = models.ForeignKey(LanguageModel, on_delete=models.CASCADE, related_name="evaluations")
     suite = models.ForeignKey(Suite, on_delete=models.CASCADE, related_name="evaluations")
@@ -172,13 +187,6 @@ class Evaluation(Run):
 
     def get_absolute_url(self) -> str:
         return reverse("evaluations:detail", args=[self.pk])
-
-    @property
-    def outdated(self) -> bool:
-        return self.content_hash != self.suite.content_hash
-
-    def benchmark_owner(self) -> Any:
-        return self.suite.owner
 
 
 class PredictionResult(models.Model):
@@ -234,6 +242,8 @@ class ProbingRun(Run):
     probe. The per-layer accuracies are `ProbingLayerResult` rows; the best layer (chosen
     on va) and its te confusion matrix are kept here for the leaderboard and pages."""
 
+    benchmark_field = "task"
+
     class Pooling(models.TextChoices):
         MEAN = "mean", "mean of the sentence's tokens"
         LAST = "last", "last token (causal models)"
@@ -276,13 +286,6 @@ class ProbingRun(Run):
         return reverse("evaluations:probing_run", args=[self.pk])
 
     @property
-    def outdated(self) -> bool:
-        return self.content_hash != self.task.content_hash
-
-    def benchmark_owner(self) -> Any:
-        return self.task.owner
-
-    @property
     def progress_text(self) -> str:
         """Where the run is: sentences while vectors are extracted, then layers probed
         (progress counts both, sentences first: see evaluations.probing.worker)."""
@@ -317,6 +320,8 @@ class PairEvaluation(Run):
     scored by a worker, or imported from an NLPScholar predictions TSV. Token surprisals
     live in `PairSentenceTokens`; the analysis tables are recomputed from them with the
     options a page asks for, and `accuracy` / `ties` hold the default options' result."""
+
+    benchmark_field = "pair_set"
 
     class Origin(models.TextChoices):
         WORKER = "worker", "scored by a worker"
@@ -355,15 +360,8 @@ class PairEvaluation(Run):
     def __str__(self) -> str:
         return f"{self.model} on {self.pair_set} ({self.status})"
 
-    @property
-    def outdated(self) -> bool:
-        return self.content_hash != self.pair_set.content_hash
-
     def get_absolute_url(self) -> str:
         return reverse("evaluations:pair_result", args=[self.pk])
-
-    def benchmark_owner(self) -> Any:
-        return self.pair_set.owner
 
 
 class PairSentenceTokens(models.Model):
