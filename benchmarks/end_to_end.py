@@ -2,7 +2,7 @@
 before and after packing (GYM_PACK_TOKEN_BUDGET).
 
 For each mode it starts a storing worker (queue celery) and a scoring worker (queue gpu)
-afresh (embedded defaults: SQLite and the filesystem broker, in a throw-away folder),
+afresh (embedded defaults: SQLite and the private Redis broker, in a throw-away folder),
 asks for the model on every suite through the service the site uses, and waits until
 every evaluation is done: from the request to the last stored result, the worker's model
 load and load-time checks included. "before" sends one task per suite (packing off,
@@ -16,6 +16,7 @@ checks) for the first process and for a later one (checks cached).
 from __future__ import annotations
 
 import argparse
+import atexit
 import os
 import shutil
 import subprocess
@@ -34,13 +35,19 @@ NEXTFLOW = (
 
 
 def embedded_site(tmp: Path, name: str) -> dict[str, str]:
-    """Point this process at a throw-away embedded setup in `tmp` (SQLite, the filesystem
-    broker, no hub), set Django up and migrate; returns the environment for workers."""
+    """Point this process at a throw-away embedded setup in `tmp` (SQLite, the private
+    Redis broker that the run command starts, no hub), set Django up and migrate; returns
+    the environment for workers. The broker stops when this process exits."""
+    from gym.embedded import RedisServer
+
+    broker = RedisServer(tmp)
+    broker.start()
+    atexit.register(broker.stop)
     env = {
         **os.environ,
         "GYM_VAR_DIR": str(tmp),
         "DATABASE_URL": f"sqlite:///{tmp}/{name}.sqlite3",
-        "CELERY_BROKER_URL": "filesystem://",
+        "CELERY_BROKER_URL": broker.url,
         "DJANGO_SETTINGS_MODULE": "gym.settings",
         "HF_HUB_OFFLINE": "1",
     }

@@ -1,6 +1,6 @@
 """A 100,000-item suite end to end on the embedded default setup.
 
-What `bash scripts/run.sh` runs, in a throw-away folder: SQLite, the embedded filesystem
+What `bash scripts/run.sh` runs, in a throw-away folder: SQLite, the embedded Redis
 broker, one storing worker (queue celery) and one scoring worker (queue gpu). It imports
 a generated suite of N items (2 conditions, 3 regions; about 16 MB of JSON at 100,000),
 asks for a tiny random GPT-2 on it through the service the site uses, and waits until the
@@ -146,7 +146,7 @@ def run(tmp: Path) -> None:
     token_bytes, tokens = token_storage([evaluation.pk])
     print(
         f"large suite: {items} items, {len(source) / 1e6:.1f} MB of JSON, "
-        f"{evaluation.progress_total} sentences (embedded default: SQLite, filesystem broker)"
+        f"{evaluation.progress_total} sentences (embedded default: SQLite, private Redis broker)"
     )
     print(f"large suite: import {imported:.1f} s; request (snapshot + publish) {requested:.1f} s")
     print(

@@ -3,7 +3,7 @@ concurrent clients, for a fixed time. Prints the number of requests, the 5xx cou
 target is 0), 429s, and p50/p95 latency overall and per kind of request.
 
 The server is the run command's: `manage.py runserver` with DEBUG off, on a throw-away
-SQLite database and filesystem broker (GYM_VAR_DIR in a temporary folder), the example
+SQLite database and the private Redis broker (GYM_VAR_DIR in a temporary folder), the example
 suites imported, a hub-id model registered. Evaluation requests are recorded and
 published to the broker; no worker scores them here (scoring speed has its own
 benchmarks), so the load is the web process's and the database's. Throttles are raised
@@ -218,6 +218,12 @@ def main() -> int:
     var_dir = Path(tempfile.mkdtemp(prefix="gym-load-"))
     env = _environment(var_dir)
     server = None
+    sys.path.insert(0, str(REPO))
+    from gym.embedded import RedisServer
+
+    # The run command's broker: requests publish their runs to it (no worker takes them).
+    broker = RedisServer(var_dir)
+    broker.start()
     try:
         tokens = setup(env, args.clients)
         suites = sorted(p.stem for p in (REPO / "examples").glob("*.json"))
@@ -239,6 +245,7 @@ def main() -> int:
         if server is not None:
             server.terminate()
             server.wait(timeout=30)
+        broker.stop()
         log = var_dir / "server.log"
         # The last exception the server logged, to say what a 5xx was.
         errors = log.read_text(errors="replace").split("Traceback") if log.exists() else []

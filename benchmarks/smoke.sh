@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=.venv/bin/python
-# Benchmarks use their own throw-away SQLite databases and broker folders.
+# Benchmarks use their own throw-away SQLite databases and private brokers.
 unset DATABASE_URL CELERY_BROKER_URL
 for script in suites scoring site end_to_end minimal_pairs large_suite probing load; do
   if [ -f "benchmarks/$script.py" ]; then

