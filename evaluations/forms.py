@@ -5,7 +5,8 @@ from typing import Any
 from django import forms
 from django.http import QueryDict
 
-from evaluations.models import IMPORTED_PREFIX, LanguageModel, ProbingRun
+from evaluations import runs
+from evaluations.models import LanguageModel, ProbingRun
 from suites.models import MinimalPairSet, ProbingTask, Suite, Tag
 from suites.selectors import suites_with_tag
 
@@ -39,11 +40,78 @@ class SuitePickerSelect(forms.SelectMultiple):
         return option
 
 
+# What a model that cannot run on a form says beside its name there.
+IMPORTED_NOTE = "results imported, cannot run here"
+NGRAM_NOTE = "n-gram: no layers to probe"
+
+
+def imported_note(model: LanguageModel) -> str:
+    return IMPORTED_NOTE if model.is_imported else ""
+
+
+def probing_note(model: LanguageModel) -> str:
+    if model.kind == LanguageModel.Kind.NGRAM:
+        return NGRAM_NOTE
+    return imported_note(model)
+
+
+class RunModelOptions:
+    """Options of a model choice whose models may be unable to run: each such option is
+    disabled and says why (the field's `note`)."""
+
+    def create_option(self, name, value, label, selected, index, subindex=None, attrs=None):  # type: ignore[no-untyped-def]
+        option = super().create_option(name, value, label, selected, index, subindex, attrs)  # type: ignore[misc]
+        model = getattr(value, "instance", None)
+        note = self.note(model) if model is not None else ""  # type: ignore[attr-defined]
+        if note:
+            option["label"] = f"{label} ({note})"
+            option["attrs"]["disabled"] = True
+        return option
+
+
+class RunModelSelect(RunModelOptions, forms.SelectMultiple):
+    pass
+
+
+class RunModelCheckboxes(RunModelOptions, forms.CheckboxSelectMultiple):
+    pass
+
+
+class RunModelsField(forms.ModelMultipleChoiceField):
+    """The models a run form queues: every shown model, those that cannot run here
+    listed but disabled with the reason (`note`). Choosing one anyway (a crafted post, or
+    a model whose source changed since the page was shown) is this field's error, with
+    the message the API gives, so that the form comes back with what was picked."""
+
+    def __init__(
+        self,
+        *,
+        widget: type[RunModelOptions] = RunModelSelect,
+        widget_attrs: dict[str, Any] | None = None,
+        note: Any = imported_note,
+        **kwargs: Any,
+    ) -> None:
+        select = widget(attrs=widget_attrs)
+        select.note = note  # type: ignore[attr-defined]
+        super().__init__(
+            queryset=LanguageModel.objects.filter(is_hidden=False),
+            to_field_name="name",
+            widget=select,
+            **kwargs,
+        )
+
+    def clean(self, value: Any) -> Any:
+        models = super().clean(value)
+        try:
+            runs.check_runnable(list(models))
+        except runs.ModelNotRunnable as refused:
+            raise forms.ValidationError(str(refused), code="not_runnable") from None
+        return models
+
+
 class EvaluationRequestForm(forms.Form):
-    models = forms.ModelMultipleChoiceField(
-        queryset=LanguageModel.objects.filter(is_hidden=False),
-        to_field_name="name",
-        widget=forms.CheckboxSelectMultiple,
+    models = RunModelsField(
+        widget=RunModelCheckboxes,
         help_text="One or more: each model is queued on every suite chosen.",
     )
     suites = forms.ModelMultipleChoiceField(
@@ -83,10 +151,9 @@ class EvaluationRequestForm(forms.Form):
 
 class ProbingRunRequestForm(forms.Form):
     task = forms.ModelChoiceField(queryset=ProbingTask.objects.all(), to_field_name="name")
-    models = forms.ModelMultipleChoiceField(
-        queryset=LanguageModel.objects.filter(is_hidden=False),
-        to_field_name="name",
-        widget=forms.SelectMultiple(attrs={"size": 6}),
+    models = RunModelsField(
+        widget_attrs={"size": 6},
+        note=probing_note,
         help_text="One run per model. n-gram models have no layers to probe.",
     )
     pooling = forms.ChoiceField(
@@ -102,16 +169,9 @@ class ProbingRunRequestForm(forms.Form):
     )
 
 
-def runnable_models():  # type: ignore[no-untyped-def]
-    """Models a worker can run: shown, and not registered only for imported results."""
-    return LanguageModel.objects.filter(is_hidden=False).exclude(source__startswith=IMPORTED_PREFIX)
-
-
 class PairRequestForm(forms.Form):
-    models = forms.ModelMultipleChoiceField(
-        queryset=runnable_models(),
-        to_field_name="name",
-        widget=forms.SelectMultiple(attrs={"size": 6}),
+    models = RunModelsField(
+        widget_attrs={"size": 6},
         help_text="One run per model and set; a run asked for before on the same content is "
         "shown instead of run again.",
     )

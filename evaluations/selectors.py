@@ -19,7 +19,13 @@ from typing import Any
 
 from django.db.models import Exists, F, OuterRef, QuerySet
 
-from evaluations.models import Evaluation, ItemResult, LanguageModel, PredictionResult
+from evaluations.models import (
+    IMPORTED_PREFIX,
+    Evaluation,
+    ItemResult,
+    LanguageModel,
+    PredictionResult,
+)
 from evaluations.plots import plot_data, without_empty_regions
 from suites.formats import condition_names, region_names
 from suites.models import Suite
@@ -469,7 +475,8 @@ def outdated_pairs(
 ) -> list[tuple[LanguageModel, Suite]]:
     """(model, suite) pairs whose done results are for an earlier content of the suite
     and that have no evaluation (in any state) of its current content: what "re-run
-    everything outdated" queues. Hidden models and archived suites take no new runs.
+    everything outdated" queues. Hidden models, models registered only for imported
+    results and archived suites take no new runs.
     Narrowed to `model` and/or `suite`; in model, then suite name order. One query."""
     current = Evaluation.objects.filter(
         model=OuterRef("model"),
@@ -482,6 +489,7 @@ def outdated_pairs(
         )
         .exclude(content_hash=F("suite__content_hash"))
         .exclude(Exists(current))
+        .exclude(model__source__startswith=IMPORTED_PREFIX)
     )
     if model is not None:
         old = old.filter(model=model)

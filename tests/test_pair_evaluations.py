@@ -465,8 +465,12 @@ def test_import_page(alice, pair_set, model) -> None:  # type: ignore[no-untyped
     run = PairEvaluation.objects.get()
     assert response.status_code == 302 and response["Location"] == f"/pairs/evaluations/{run.pk}/"
     assert (run.origin, run.model.source, run.ties) == ("imported", "imported:huge-lm", 2)
-    # Models registered for imported results are not offered for runs.
-    assert 'value="huge-lm"' not in client.get("/minimal-pairs/small/").content.decode()
+    # Models registered for imported results are listed, but cannot be chosen for runs.
+    set_page = client.get("/minimal-pairs/small/").content.decode()
+    assert (
+        '<option value="huge-lm" disabled>Huge LM (results imported, cannot run here)</option>'
+        in set_page
+    )
 
 
 def test_a_missing_leaderboard_cell_links_to_the_prefilled_request_form(
