@@ -24,6 +24,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from evaluations import pair_results, pair_services, runs
+from evaluations.api import BAD_FILTER, RUN_FILTER_PARAMETERS, run_filters_of
 from evaluations.minimal_pairs.analysis import (
     PRED_MEASURES,
     PUNCTUATION,
@@ -197,11 +198,11 @@ class PairEvaluationListCreate(generics.ListAPIView):
 
     @extend_schema(
         parameters=[
-            OpenApiParameter("model", str, description="A model's short name"),
+            *RUN_FILTER_PARAMETERS,
             OpenApiParameter("set", str, description="A minimal-pair set's name"),
-            OpenApiParameter("status", str, enum=list(PairEvaluation.Status.values)),
             OpenApiParameter("origin", str, enum=list(PairEvaluation.Origin.values)),
-        ]
+        ],
+        description=f"Newest first, paged (`page`). 400: {BAD_FILTER}",
     )
     def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         return super().get(request, *args, **kwargs)
@@ -209,13 +210,10 @@ class PairEvaluationListCreate(generics.ListAPIView):
     def get_queryset(self):  # type: ignore[no-untyped-def]
         runs = PairEvaluation.objects.select_related("model", "pair_set").order_by("-created_at")
         params = self.request.query_params
-        for param, lookup in (("model", "model__name"), ("set", "pair_set__name"),
-                              ("status", "status"), ("origin", "origin")):  # fmt: skip
+        for param, lookup in (("set", "pair_set__name"), ("origin", "origin")):
             if params.get(param, "").strip():
                 runs = runs.filter(**{lookup: params[param].strip()})
-        if not self.request.user.is_staff:
-            runs = runs.filter(model__is_hidden=False)
-        return runs
+        return run_filters_of(self.request, runs, kind=pair_services.PAIR_RUNS.name)
 
     @extend_schema(
         request=PairEvaluationRequestSerializer,

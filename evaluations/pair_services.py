@@ -32,6 +32,7 @@ PAIR_RUNS = runs.RunKind(
     work="evaluations.minimal_pairs.worker.run_pairs",
     store="evaluations.pair_services.pair_results_store",
     pack_work="evaluations.minimal_pairs.worker.run_pairs_groups",
+    label="Minimal pairs",
 )
 runs.register(PAIR_RUNS)
 

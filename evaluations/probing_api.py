@@ -16,6 +16,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from evaluations import probing_exports, probing_selectors, probing_services, runs
+from evaluations.api import BAD_FILTER, RUN_FILTER_PARAMETERS, run_filters_of
 from evaluations.models import LanguageModel, ProbingRun
 from evaluations.probing_views import probing_board_from, probing_run_csv
 from suites.models import ProbingTask
@@ -88,22 +89,19 @@ class ProbingRunListCreate(generics.ListAPIView):
 
     @extend_schema(
         parameters=[
-            OpenApiParameter("model", str, description="A model's short name"),
+            *RUN_FILTER_PARAMETERS,
             OpenApiParameter("task", str, description="A probing task's name"),
-            OpenApiParameter("status", str, enum=list(ProbingRun.Status.values)),
-        ]
+        ],
+        description=f"Newest first, paged (`page`). 400: {BAD_FILTER}",
     )
     def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         return super().get(request, *args, **kwargs)
 
     def get_queryset(self):  # type: ignore[no-untyped-def]
-        params = self.request.query_params
-        return probing_selectors.run_list(
-            model=params.get("model", "").strip(),
-            task=params.get("task", "").strip(),
-            status=params.get("status", "").strip(),
-            include_hidden=self.request.user.is_staff,
+        listed = probing_selectors.run_list(
+            task=self.request.query_params.get("task", "").strip(), include_hidden=True
         )
+        return run_filters_of(self.request, listed, kind=probing_services.PROBING_RUNS.name)
 
     @extend_schema(
         request=ProbingRunRequestSerializer,

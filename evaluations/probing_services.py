@@ -25,6 +25,7 @@ PROBING_RUNS = runs.RunKind(
     payload="evaluations.probing_services.probing_payload",
     work="evaluations.probing.worker.run_probing",
     store="evaluations.probing_services.probing_results_store",
+    label="Probing",
 )
 runs.register(PROBING_RUNS)
 

@@ -108,6 +108,10 @@ class RunKind:
       GYM_PACK_TOKEN_BUDGET tokens (`evaluations.packing`); its payload must hold the
       sentences under "sentences" and its results {"sentences": [...], "diagnostics"}.
       Kinds without it are sent one run per task.
+    - label: what pages call a run of this kind ("Suite evaluation"); its name if empty.
+
+    Every kind's run model has a `model` foreign key (the language model run) besides
+    its benchmark's (`benchmark_field`): the list of runs of every kind reads both.
     """
 
     name: str
@@ -116,6 +120,7 @@ class RunKind:
     work: str
     store: str
     pack_work: str = ""
+    label: str = ""
 
     @cached_property
     def run_model(self) -> type[Run]:
@@ -132,6 +137,10 @@ class RunKind:
 
     def pack_work_function(self) -> Callable[..., list[dict[str, Any]]]:
         return import_string(self.pack_work)
+
+    @property
+    def title(self) -> str:
+        return self.label or self.name
 
     @property
     def packs(self) -> bool:

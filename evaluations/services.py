@@ -33,6 +33,7 @@ SUITE_RUNS = runs.RunKind(
     work="evaluations.worker.run_scoring",
     store="evaluations.services.suite_results_store",
     pack_work="evaluations.worker.run_scoring_groups",
+    label="Suite",
 )
 runs.register(SUITE_RUNS)
 

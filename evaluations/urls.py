@@ -34,6 +34,7 @@ urlpatterns = [
     path("models/", views.model_list, name="models"),
     path("models/register/", views.model_register, name="register"),
     path("models/<slug:name>/visibility/", views.model_visibility, name="visibility"),
+    path("runs/", views.run_list, name="runs"),
     path("evaluations/", views.evaluation_list, name="list"),
     path("evaluations/new/", views.evaluation_request, name="request"),
     path("evaluations/rerun-outdated/", views.evaluation_rerun_outdated, name="rerun_outdated"),
@@ -54,6 +55,7 @@ urlpatterns = [
     path("results.<str:fmt>", result_views.export_view, name="export"),
     path("evaluations/<int:pk>/results.json", result_views.results_json_view, name="results_json"),
     path("evaluations/<int:pk>/results.csv", result_views.results_csv_view, name="results_csv"),
+    path("pairs/evaluations/", views.run_list_of("pairs"), name="pair_list"),
     path("pairs/evaluations/new/", pair_run_views.pair_request, name="pair_request"),
     path("pairs/evaluations/<int:pk>/retry/", pair_run_views.pair_retry, name="pair_retry"),
     path("pairs/evaluations/<int:pk>/cancel/", pair_run_views.pair_cancel, name="pair_cancel"),
@@ -62,6 +64,7 @@ urlpatterns = [
         pair_run_views.pair_import,
         name="pair_import",
     ),
+    path("probing-runs/", views.run_list_of("probing"), name="probing_list"),
     path("probing-runs/new/", probing_views.probing_request, name="probing_request"),
     path("probing-runs/<int:pk>/", probing_views.probing_run, name="probing_run"),
     path("probing-runs/<int:pk>/retry/", probing_views.probing_retry, name="probing_retry"),
@@ -84,6 +87,7 @@ urlpatterns = [
 api_urlpatterns = [
     path("models/", api.ModelListCreate.as_view(), name="api-models"),
     path("models/<slug:name>/", api.ModelDetail.as_view(), name="api-model"),
+    path("runs/", api.RunList.as_view(), name="api-runs"),
     path("evaluations/", api.EvaluationListCreate.as_view(), name="api-evaluations"),
     path(
         "evaluations/rerun-outdated/",

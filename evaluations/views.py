@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.contrib.auth.views import redirect_to_login
 from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse, HttpResponseForbidden
 from django.shortcuts import get_object_or_404, redirect, render
@@ -9,7 +10,7 @@ from django.urls import reverse
 from django.utils.http import urlencode
 from django.views.decorators.http import require_POST
 
-from evaluations import runs, services
+from evaluations import run_selectors, runs, services
 from evaluations.forms import EvaluationRequestForm, ModelRegisterForm
 from evaluations.models import Evaluation, LanguageModel, Run
 from suites.models import Suite
@@ -147,7 +148,50 @@ def parse_ids(text: str) -> list[int]:
     return ids
 
 
+def run_list(request: HttpRequest) -> HttpResponse:
+    """Runs of every kind, newest first, narrowed by the query string (kind, status,
+    model, mine)."""
+    staff = bool(request.user.is_staff)
+    try:
+        filters = run_selectors.run_filters(request.GET, include_hidden=staff)
+    except run_selectors.RunFilterInvalid as bad:
+        return render(request, "400.html", {"message": str(bad)}, status=400)
+    if filters.mine and not request.user.is_authenticated:
+        return redirect_to_login(request.get_full_path())
+    keys = run_selectors.run_keys(filters, user=request.user, include_hidden=staff)
+    page = Paginator(keys, run_selectors.RUNS_PER_PAGE).get_page(request.GET.get("page"))
+    models = LanguageModel.objects.only("name", "display_name")
+    return render(
+        request,
+        "evaluations/run_list.html",
+        {
+            "page": page,
+            "rows": run_selectors.run_rows(page.object_list),
+            "filters": filters,
+            "kinds": list(runs.KINDS.values()),
+            "statuses": Run.Status.choices,
+            "models": models if staff else models.filter(is_hidden=False),
+        },
+    )
+
+
+def run_list_of(kind: str):  # type: ignore[no-untyped-def]
+    """The old list address of one kind: the Runs page narrowed to that kind, with the
+    rest of the query string."""
+
+    def view(request: HttpRequest) -> HttpResponse:
+        query = request.GET.copy()
+        query["kind"] = kind
+        return redirect(f"{reverse('evaluations:runs')}?{query.urlencode()}")
+
+    return view
+
+
 def evaluation_list(request: HttpRequest) -> HttpResponse:
+    """The suite evaluations a request just asked for (`ids`, and `new`: which of them it
+    queued); without `ids`, the Runs page narrowed to suite evaluations."""
+    if "ids" not in request.GET and "new" not in request.GET:
+        return run_list_of("suite")(request)
     evaluations = Evaluation.objects.select_related("model", "suite").order_by("-created_at")
     try:
         ids = parse_ids(request.GET.get("ids", ""))

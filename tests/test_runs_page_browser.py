@@ -1,0 +1,98 @@
+"""The Runs page in a browser: long model and benchmark names wrap inside their cells (the
+page never gets wider than a narrow window), the filters narrow the list through the
+query string, and the empty state says what to do. Screenshots go to artifacts/."""
+
+from __future__ import annotations
+
+import pytest
+
+from evaluations.models import Evaluation, LanguageModel, PairEvaluation, ProbingRun
+from suites import pair_sets
+from suites import services as suite_services
+from suites.probing import probing_task_import
+from tests.browser import artifact, login
+from tests.conftest import small_suite
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+PAIRS = "sentid\tpairid\tcomparison\tsentence\n1\t1\texpected\ta b\n2\t1\tunexpected\tb a\n"
+PROBING = "".join(
+    f"{part}\t{label}\t{text} .\n"
+    for part in ("tr", "va", "te")
+    for label, text in (("A", "the dog barks"), ("B", "the dogs bark"))
+)
+LONG_SUITE = "Subject-verb agreement across an object relative clause " * 3 + "end"
+LONG_MODEL = "EleutherAI/pythia-1.4b-deduped-" + "checkpoint-" * 8 + "143000"
+
+
+def _overflow(page) -> int:  # type: ignore[no-untyped-def]
+    return page.evaluate(
+        "() => document.documentElement.scrollWidth - document.documentElement.clientWidth"
+    )
+
+
+def test_runs_page_with_long_names_and_filters(page, alice, bob) -> None:  # type: ignore[no-untyped-def]
+    page.set_viewport_size({"width": 1280, "height": 900})
+    page.goto("/runs/")
+    assert page.locator(".empty").inner_text().startswith("No runs yet.")
+    page.screenshot(path=artifact("runs-empty.png"), full_page=True)
+
+    suite = suite_services.suite_import(source=small_suite(LONG_SUITE), owner=alice).suite
+    pair_set = pair_sets.minimal_pair_set_import(
+        data=PAIRS, name="blimp-" + "anaphor_gender_agreement_" * 3, owner=alice
+    ).pair_set
+    task = probing_task_import(source=PROBING, name="toy_number_probe", owner=alice)
+    long = LanguageModel.objects.create(
+        name="pythia-long", display_name=LONG_MODEL, source="org/long"
+    )
+    gpt2 = LanguageModel.objects.create(name="gpt2", display_name="GPT-2", source="gpt2")
+    Evaluation.objects.create(
+        model=long,
+        suite=suite,
+        content_hash=suite.content_hash,
+        snapshot={},
+        status="done",
+        progress_done=8,
+        progress_total=8,
+        requested_by=alice,
+    )
+    PairEvaluation.objects.create(
+        model=long,
+        pair_set=pair_set,
+        content_hash=pair_set.content_hash,
+        status="running",
+        progress_done=1,
+        progress_total=2,
+        requested_by=bob,
+    )
+    ProbingRun.objects.create(
+        model=gpt2, task=task, content_hash="old", status="failed", requested_by=alice
+    )
+    ProbingRun.objects.create(
+        model=long, task=task, content_hash=task.content_hash, requested_by=alice
+    )
+
+    login(page, "alice", "alice-pass-1234")
+    page.goto("/")
+    page.get_by_role("link", name="Runs", exact=True).click()
+    page.wait_for_url("**/runs/")
+    assert page.locator("table.runs tbody tr").count() == 4
+    for width in (1280, 720):
+        page.set_viewport_size({"width": width, "height": 900})
+        assert _overflow(page) <= 0, f"/runs/ is {_overflow(page)} px too wide at {width}"
+        page.screenshot(path=artifact(f"runs-{width}.png"), full_page=True)
+
+    page.set_viewport_size({"width": 1280, "height": 900})
+    page.select_option("#run-kind", "probing")
+    page.check("input[name=mine]")
+    page.get_by_role("button", name="Apply").click()
+    page.wait_for_url("**/runs/?kind=probing*mine=1*")
+    assert page.locator("table.runs tbody tr").count() == 2
+    page.select_option("#run-status", "failed")
+    page.get_by_role("button", name="Apply").click()
+    page.wait_for_url("**status=failed*")
+    rows = page.locator("table.runs tbody tr")
+    assert rows.count() == 1 and "GPT-2" in rows.first.inner_text()
+    rows.first.get_by_role("link", name="Details").click()
+    page.wait_for_url("**/probing-runs/*/")
+    assert page.locator("h1").first.is_visible()
