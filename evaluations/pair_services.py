@@ -33,6 +33,7 @@ PAIR_RUNS = runs.RunKind(
     store="evaluations.pair_services.pair_results_store",
     pack_work="evaluations.minimal_pairs.worker.run_pairs_groups",
     label="Minimal pairs",
+    api_detail="api-pair-evaluation",
 )
 runs.register(PAIR_RUNS)
 

@@ -26,6 +26,7 @@ PROBING_RUNS = runs.RunKind(
     work="evaluations.probing.worker.run_probing",
     store="evaluations.probing_services.probing_results_store",
     label="Probing",
+    api_detail="api-probing-run",
 )
 runs.register(PROBING_RUNS)
 

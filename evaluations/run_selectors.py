@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.db.models import CharField, QuerySet, Value
+from django.urls import reverse
 
 from evaluations import runs
 from evaluations.models import LanguageModel, Run
@@ -147,11 +148,9 @@ class RunRow:
         return self.run.benchmark
 
     @property
-    def percent(self) -> int | None:
-        total = self.run.progress_total
-        if not total:
-            return None
-        return min(100, round(100 * self.run.progress_done / total))
+    def api_url(self) -> str:
+        """Where a page polls this run's progress ("" for a kind without one)."""
+        return reverse(self.kind.api_detail, args=[self.run.pk]) if self.kind.api_detail else ""
 
 
 def run_rows(keys: Sequence[tuple[str, int, Any]]) -> list[RunRow]:

@@ -108,7 +108,9 @@ class RunKind:
       GYM_PACK_TOKEN_BUDGET tokens (`evaluations.packing`); its payload must hold the
       sentences under "sentences" and its results {"sentences": [...], "diagnostics"}.
       Kinds without it are sent one run per task.
-    - label: what pages call a run of this kind ("Suite evaluation"); its name if empty.
+    - label: what pages call a run of this kind ("Suite"); its name if empty.
+    - api_detail (optional): the URL name of one run in the API (its id the argument),
+      which lists of runs poll for live progress.
 
     Every kind's run model has a `model` foreign key (the language model run) besides
     its benchmark's (`benchmark_field`): the list of runs of every kind reads both.
@@ -121,6 +123,7 @@ class RunKind:
     store: str
     pack_work: str = ""
     label: str = ""
+    api_detail: str = ""
 
     @cached_property
     def run_model(self) -> type[Run]:

@@ -34,6 +34,7 @@ SUITE_RUNS = runs.RunKind(
     store="evaluations.services.suite_results_store",
     pack_work="evaluations.worker.run_scoring_groups",
     label="Suite",
+    api_detail="api-evaluation",
 )
 runs.register(SUITE_RUNS)
 

@@ -98,7 +98,7 @@ def world(alice, bob) -> dict:  # type: ignore[no-untyped-def]
 
 def _rows(page: str) -> list[str]:
     body = page.split("<tbody>", 1)[1].split("</tbody>", 1)[0] if "<tbody>" in page else ""
-    return re.findall(r"<tr>.*?</tr>", body, flags=re.S)
+    return re.findall(r"<tr[ >].*?</tr>", body, flags=re.S)
 
 
 def test_every_page_links_the_runs_page_in_its_header(anon_client, db) -> None:  # type: ignore[no-untyped-def]
@@ -134,11 +134,14 @@ def test_lists_every_kind_newest_first_with_links(world, anon_client) -> None:  
     assert f'href="/probing-runs/{world["probing"].pk}/"' in probing
     assert 'href="/probing/number/"' in probing and "outdated" in probing
     assert "Failed" in probing and "alice" in probing
+    # Unfinished runs update live from their kind's API address.
+    assert f'data-api="/api/pairs/evaluations/{world["pairs"].pk}/" data-finished="0"' in pairs
+    assert f'data-api="/api/probing-runs/{world["probing"].pk}/" data-finished="1"' in probing
     assert f'href="/pairs/evaluations/{world["pairs"].pk}/"' in pairs
     assert 'href="/minimal-pairs/pairs/"' in pairs and LONG in pairs
-    assert "Running" in pairs and "50%" in pairs and "bob" in pairs
+    assert "Running" in pairs and "1 / 2" in pairs and "bob" in pairs
     assert f'href="/evaluations/{world["suite"].pk}/"' in suite and ">Results<" in suite
-    assert 'href="/suites/agreement/"' in suite and "100%" in suite
+    assert 'href="/suites/agreement/"' in suite and "4 / 4" in suite
 
 
 def test_staff_see_runs_of_hidden_models(world, django_user_model) -> None:  # type: ignore[no-untyped-def]

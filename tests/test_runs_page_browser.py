@@ -56,7 +56,7 @@ def test_runs_page_with_long_names_and_filters(page, alice, bob) -> None:  # typ
         progress_total=8,
         requested_by=alice,
     )
-    PairEvaluation.objects.create(
+    pair_run = PairEvaluation.objects.create(
         model=long,
         pair_set=pair_set,
         content_hash=pair_set.content_hash,
@@ -83,6 +83,11 @@ def test_runs_page_with_long_names_and_filters(page, alice, bob) -> None:  # typ
         page.screenshot(path=artifact(f"runs-{width}.png"), full_page=True)
 
     page.set_viewport_size({"width": 1280, "height": 900})
+    # Unfinished rows follow their runs without a reload.
+    PairEvaluation.objects.filter(pk=pair_run.pk).update(status="done", progress_done=2)
+    row = page.locator(f'tr[data-api="/api/pairs/evaluations/{pair_run.pk}/"]')
+    row.locator('[data-status]:text("Done")').wait_for()
+    assert "2 / 2" in row.inner_text()
     page.select_option("#run-kind", "probing")
     page.check("input[name=mine]")
     page.get_by_role("button", name="Apply").click()
