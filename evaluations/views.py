@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.views import redirect_to_login
@@ -175,7 +177,7 @@ def run_list(request: HttpRequest) -> HttpResponse:
     )
 
 
-def run_list_of(kind: str):  # type: ignore[no-untyped-def]
+def run_list_of(kind: str) -> Callable[[HttpRequest], HttpResponse]:
     """The old list address of one kind: the Runs page narrowed to that kind, with the
     rest of the query string."""
 
