@@ -13,7 +13,7 @@ from evaluations.models import Evaluation, LanguageModel, PairEvaluation, Probin
 from suites import pair_sets
 from suites import services as suite_services
 from suites.probing import probing_task_import
-from tests.conftest import small_suite
+from tests.conftest import BrowserClient, small_suite
 
 pytestmark = pytest.mark.django_db
 
@@ -171,3 +171,20 @@ def test_rerun_outdated_and_model_page_leave_imported_models_out(world, alice_cl
     response = alice_client.post_form("/evaluations/rerun-outdated/", {"model": "big-lm"})
     assert response.status_code == 302
     assert _no_runs()
+
+
+def test_the_leaderboard_offers_no_queue_link_for_an_imported_model(world, alice) -> None:  # type: ignore[no-untyped-def]
+    scored = pair_sets.minimal_pair_set_import(data=PAIRS, name="scored", owner=alice).pair_set
+    for model in LanguageModel.objects.filter(name__in=["big-lm", "gpt"]):
+        PairEvaluation.objects.create(
+            model=model,
+            pair_set=scored,
+            content_hash=scored.content_hash,
+            status="done",
+            accuracy=0.5,
+        )
+    board = BrowserClient().get("/leaderboard/").content.decode()
+    # Both have a result on one set and none on the other ("pairs").
+    assert "/pairs/evaluations/new/?model=gpt&amp;pair_set=pairs" in board
+    assert "/pairs/evaluations/new/?model=big-lm" not in board
+    assert "No result for Big LM on pairs (results imported, cannot run here)" in board

@@ -142,6 +142,8 @@ def board_cells(
                     f'<a href="{result_head}{cell.evaluation_id}{result_tail}" '
                     f'title="{who} on {suite}{note}">{score(cell.accuracy)}{mark}</a></td>'
                 )
+            elif model.is_imported:
+                parts.append(_missing_cell("", who, suite))
             else:
                 query = f"{queue_model}&amp;{escape(urlencode([(benchmark, cell.suite.name)]))}"
                 parts.append(_missing_cell(f"{queue}?{query}", who, suite))
@@ -159,7 +161,14 @@ def _ties_note(tied: int) -> tuple[str, str]:
 
 
 def _missing_cell(href: str, who: str, benchmark: str) -> str:
-    """A cell without a result: a link to queue one. `who` and `benchmark` come escaped."""
+    """A cell without a result: a link to queue one, or no link (`href` empty) for a model
+    that cannot run here. `who` and `benchmark` come escaped."""
+    if not href:
+        return (
+            f'<td class="lb-cell lb-missing" title="No result for {who} on {benchmark} '
+            '(results imported, cannot run here)"><span aria-hidden="true">·</span>'
+            '<span class="visually-hidden">no result</span></td>'
+        )
     return (
         f'<td class="lb-cell lb-missing"><a href="{href}" '
         f'title="No result for {who} on {benchmark}: queue it">'
