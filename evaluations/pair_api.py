@@ -190,8 +190,8 @@ class PairEvaluationRequestSerializer(serializers.Serializer):
 
 
 class PairEvaluationListCreate(generics.ListAPIView):
-    """List minimal-pair evaluations (filter by model, set, status, origin) or ask for
-    models on sets."""
+    """List minimal-pair evaluations (filter by model, set, status, origin, mine) or ask
+    for models on sets."""
 
     serializer_class = PairEvaluationSerializer
     permission_classes = [IsAuthenticatedOrReadOnly]

@@ -82,7 +82,7 @@ class ProbingRunRequestSerializer(serializers.Serializer):
 
 
 class ProbingRunListCreate(generics.ListAPIView):
-    """List probing runs (filter by model, task, status) or ask for new ones."""
+    """List probing runs (filter by model, task, status, mine) or ask for new ones."""
 
     serializer_class = ProbingRunSerializer
     permission_classes = [IsAuthenticatedOrReadOnly]
