@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from django import forms
@@ -88,7 +89,7 @@ class RunModelsField(forms.ModelMultipleChoiceField):
         *,
         widget: type[RunModelOptions] = RunModelSelect,
         widget_attrs: dict[str, Any] | None = None,
-        note: Any = imported_note,
+        note: Callable[[LanguageModel], str] = imported_note,
         **kwargs: Any,
     ) -> None:
         select = widget(attrs=widget_attrs)
