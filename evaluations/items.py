@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from evaluations.missing import MissingReason, sentence_reasons
 from evaluations.models import Evaluation, ItemResult
 from evaluations.scoring.alignment import align_tokens, build_sentence
 from evaluations.scoring.metrics import region_metrics
@@ -38,6 +39,16 @@ class Token:
 
 
 @dataclass
+class Piece:
+    """A stretch of a region's characters as the page shows them: one token's, or the
+    characters between its tokens (a space, or what no token covers), taken from the
+    sentence, so that a region reads as it was written whatever the tokenizer."""
+
+    text: str
+    token: Token | None = None
+
+
+@dataclass
 class Region:
     number: int
     name: str
@@ -49,6 +60,15 @@ class Region:
     value: float | None
     values: dict[str, float | None] = field(default_factory=dict)
     tokens: list[Token] = field(default_factory=list)
+    # Its characters, token by token with the gaps between them (empty without tokens).
+    pieces: list[Piece] = field(default_factory=list)
+    # Why `value` is missing (None where it is not).
+    missing: MissingReason | None = None
+
+    @property
+    def shown(self) -> str:
+        """The region's text as its pieces spell it."""
+        return "".join(piece.text for piece in self.pieces)
 
 
 @dataclass
@@ -120,9 +140,17 @@ def item_page(evaluation: Evaluation, row: ItemResult) -> ItemPage:
     numbers = sorted(int(k) for k in snapshot["region_meta"])
     region_names = dict(zip(numbers, names, strict=True))
     item = snapshot["items"][0]
-    stored = row.tokens or {}
+    stored = row.tokens
+    kind = str((evaluation.model_info or {}).get("kind") or evaluation.model.kind)
     conditions = [
-        _condition(c, row.values or {}, stored.get(c["condition_name"]), region_names, metric)
+        _condition(
+            c,
+            row.values or {},
+            None if stored is None else stored.get(c["condition_name"]),
+            region_names,
+            metric,
+            kind,
+        )
         for c in item.get("conditions", [])
     ]
     _shade([t for c in conditions for t in c.tokens or []])
@@ -191,6 +219,7 @@ def _condition(
     packed: dict[str, Any] | None,
     region_names: dict[int, str],
     metric: str,
+    model_kind: str,
 ) -> Condition:
     name = condition["condition_name"]
     ordered = sorted(condition["regions"], key=lambda r: r["region_number"])
@@ -209,6 +238,15 @@ def _condition(
         for i, (r, (start, end)) in enumerate(zip(ordered, built.spans, strict=True))
     ]
     tokens = None if packed is None else _tokens(built.text, built.spans, packed, regions)
+    reasons = sentence_reasons(
+        [str(r.get("content", "")) for r in ordered],
+        [r.number for r in regions],
+        [r.value for r in regions],
+        packed,
+        model_kind,
+    )
+    for region, reason in zip(regions, reasons, strict=True):
+        region.missing = reason
     sentence_value = None
     if tokens is not None:
         sentence_value = region_metrics([t.surprisal for t in tokens]).get(metric)
@@ -241,7 +279,60 @@ def _tokens(
         if owner is not None:
             regions[owner].tokens.append(shown)
         tokens.append(shown)
+    covering = _covering(len(text), stored, owners)
+    for index, ((start, end), region) in enumerate(zip(spans, regions, strict=True)):
+        region.pieces = _pieces(text, start, end, index, region.tokens, covering)
     return tokens
+
+
+def _covering(length: int, stored: list[StoredToken], owners: list[int | None]) -> list[int | None]:
+    """Per character of the sentence, the region of the first token that covers it."""
+    covering: list[int | None] = [None] * length
+    for token, owner in zip(stored, owners, strict=True):
+        if token.start is None or token.end is None:
+            continue
+        for pos in range(max(token.start, 0), min(token.end, length)):
+            if covering[pos] is None:
+                covering[pos] = owner
+    return covering
+
+
+def _pieces(
+    text: str, start: int, end: int, region: int, tokens: list[Token], covering: list[int | None]
+) -> list[Piece]:
+    """The region's characters: its tokens' own, and between them the sentence's own
+    characters (spaces, and what no token covers). Characters a token of another region
+    covers are shown with that token, not again here; a token that shares characters with
+    the one before it (bytes of one character) shows only the characters not yet shown."""
+    pieces: list[Piece] = []
+    cursor = start
+
+    def gap(until: int) -> None:
+        characters = "".join(
+            text[pos] for pos in range(cursor, min(until, end)) if covering[pos] in (None, region)
+        )
+        if not pieces:
+            # What is left after another region's token took the region's first word.
+            characters = characters.lstrip()
+        if characters:
+            pieces.append(Piece(characters))
+
+    for token in tokens:
+        if token.start is None or token.end is None or not 0 <= token.start <= token.end:
+            pieces.append(Piece(token.text, token))
+            continue
+        first = max(token.start, cursor)
+        # Spaces a token brings from before its region (an untrimmed "Ġ" or "▁" offset)
+        # are the joining space, not the region's.
+        while first < start and first < token.end and text[first].isspace():
+            first += 1
+        gap(first)
+        pieces.append(
+            Piece(text[first : token.end] if token.end <= len(text) else token.text, token)
+        )
+        cursor = max(cursor, token.end)
+    gap(end)
+    return pieces
 
 
 def _characters(text: str, token: StoredToken) -> str:
@@ -314,6 +405,9 @@ def _condition_data(condition: Condition) -> dict[str, Any]:
                 "start": r.start,
                 "end": r.end,
                 "metric_value": r.values,
+                "missing": None
+                if r.missing is None
+                else {"reason": r.missing.kind, "text": r.missing.text},
             }
             for r in condition.regions
         ],
