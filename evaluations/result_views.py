@@ -24,7 +24,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from evaluations import comparisons, exports, items, selectors
+from evaluations import comparisons, exports, items, missing, selectors
 from evaluations.models import Evaluation, LanguageModel
 from gym.downloads import attachment, streamed_attachment
 from suites.catalog import gym_data_or_404
@@ -387,6 +387,18 @@ ITEM_SCHEMA = inline_serializer(
                         "end": serializers.IntegerField(),
                         "metric_value": serializers.DictField(
                             child=serializers.FloatField(allow_null=True)
+                        ),
+                        "missing": inline_serializer(
+                            "EvaluationItemMissing",
+                            {
+                                "reason": serializers.ChoiceField(choices=missing.KINDS),
+                                "text": serializers.CharField(),
+                            },
+                            allow_null=True,
+                            help_text="Why the suite's metric is missing here (null where "
+                            "it is not): uncovered (no token covers the region), straddled "
+                            "(a token from an earlier region took it), no_surprisal, or "
+                            "unknown (scored before tokens were kept)",
                         ),
                     },
                     many=True,

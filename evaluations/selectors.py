@@ -19,6 +19,7 @@ from typing import Any
 
 from django.db.models import Exists, F, OuterRef, QuerySet
 
+from evaluations.missing import MissingReason, MissingSummary, sentence_reasons
 from evaluations.models import (
     IMPORTED_PREFIX,
     Evaluation,
@@ -510,6 +511,8 @@ class RegionCell:
     content: str
     # The page's metric in bits; None where the value is missing.
     value: float | None
+    # Why the value is missing (None where it is not).
+    missing: MissingReason | None = None
 
 
 @dataclass
@@ -553,6 +556,8 @@ class ResultPage:
     # Words an n-gram model does not know (None for other kinds), and words scored.
     oov_words: int | None = None
     words: int | None = None
+    # Missing region values counted by reason.
+    missing: MissingSummary = field(default_factory=MissingSummary)
 
     @property
     def items_failed(self) -> int:
@@ -582,6 +587,7 @@ def result_page(evaluation: Evaluation) -> ResultPage:
         for n, v, o, p in rows
     ]
     conditions = condition_names(snapshot)
+    missing = _missing_reasons(evaluation, items, by_number)
     return ResultPage(
         evaluation=evaluation,
         outdated=evaluation.content_hash != evaluation.suite.content_hash,
@@ -607,7 +613,55 @@ def result_page(evaluation: Evaluation) -> ResultPage:
         accuracy_random_ties=evaluation.accuracy_random_ties,
         oov_words=_count(evaluation.diagnostics, "oov_words"),
         words=_count(evaluation.diagnostics, "tokens"),
+        missing=missing,
     )
+
+
+def _missing_reasons(
+    evaluation: Evaluation, items: list[ItemRow], by_number: dict[int, dict[str, Any]]
+) -> MissingSummary:
+    """Why each missing region value is missing, set on its cell and counted. Reads the
+    stored tokens of the items that have a missing value only (one query, none where
+    nothing is missing)."""
+    summary = MissingSummary()
+    wanted = [
+        item
+        for item in items
+        if any(
+            cell.value is None and cell.content.strip()
+            for condition in item.conditions
+            for cell in condition.cells
+        )
+    ]
+    if not wanted:
+        return summary
+    stored = dict(
+        evaluation.item_results.filter(
+            item_number__in=[item.item_number for item in wanted]
+        ).values_list("item_number", "tokens")
+    )
+    kind = str((evaluation.model_info or {}).get("kind") or evaluation.model.kind)
+    for item in wanted:
+        packed = stored.get(item.item_number)
+        snapshot_conditions = {
+            c["condition_name"]: c
+            for c in by_number.get(item.item_number, {}).get("conditions", [])
+        }
+        for condition in item.conditions:
+            regions = snapshot_conditions[condition.name]["regions"]
+            order = sorted(range(len(regions)), key=lambda i: regions[i]["region_number"])
+            reasons = sentence_reasons(
+                [str(regions[i].get("content", "")) for i in order],
+                [regions[i]["region_number"] for i in order],
+                [condition.cells[i].value if i < len(condition.cells) else None for i in order],
+                None if packed is None else packed.get(condition.name),
+                kind,
+            )
+            for i, reason in zip(order, reasons, strict=True):
+                if reason is not None and i < len(condition.cells):
+                    condition.cells[i].missing = reason
+                    summary.add(reason)
+    return summary
 
 
 def item_conditions(

@@ -114,3 +114,57 @@ def token_shares(
                 counts[owner[pos]] = counts.get(owner[pos], 0) + 1
         shares.append(counts)
     return shares
+
+
+class RegionGap(NamedTuple):
+    """Why a non-empty region received no token.
+
+    - "straddled": a token that begins in an earlier region covers its characters;
+      `token` is that token and `regions` the first and last region it touches;
+    - "uncovered": no token covers its characters (the tokenizer dropped them);
+      `uncovered` holds them, one space between separate runs.
+    """
+
+    kind: str
+    uncovered: str
+    token: int | None
+    regions: tuple[int, int]
+
+
+def region_gaps(
+    text: str, spans: Sequence[tuple[int, int]], offsets: Sequence[tuple[int, int]]
+) -> list[RegionGap | None]:
+    """Per region, why it received no token (None for a region that received one, and for
+    an empty region, which needs none)."""
+    owner = char_regions(text, spans)
+    anchored = {region for region in align_tokens(text, spans, offsets)[0] if region is not None}
+    covering: list[int | None] = [None] * len(text)
+    for index, (start, end) in enumerate(offsets):
+        for pos in range(max(start, 0), min(end, len(text))):
+            if covering[pos] is None:
+                covering[pos] = index
+    gaps: list[RegionGap | None] = []
+    for region, (start, end) in enumerate(spans):
+        if end <= start or region in anchored:
+            gaps.append(None)
+            continue
+        straddler = next(
+            (
+                covering[pos]
+                for pos in range(start, end)
+                if covering[pos] is not None and not text[pos].isspace()
+            ),
+            None,
+        )
+        if straddler is not None:
+            first, last = offsets[straddler]
+            touched = [
+                owner[pos]
+                for pos in range(first, min(last, len(text)))
+                if owner[pos] >= 0 and not text[pos].isspace()
+            ]
+            gaps.append(RegionGap("straddled", "", straddler, (min(touched), max(touched))))
+            continue
+        left = "".join(text[pos] if covering[pos] is None else " " for pos in range(start, end))
+        gaps.append(RegionGap("uncovered", " ".join(left.split()), None, (region, region)))
+    return gaps
