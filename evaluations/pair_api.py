@@ -115,6 +115,9 @@ class PairEvaluationSerializer(serializers.ModelSerializer):
     outdated = serializers.BooleanField(read_only=True)
     url = serializers.CharField(source="get_absolute_url", read_only=True)
     api_url = serializers.SerializerMethodField()
+    import_warnings = serializers.SerializerMethodField(
+        help_text="What an import of predictions left out of its file (empty otherwise)"
+    )
 
     class Meta:
         model = PairEvaluation
@@ -138,10 +141,14 @@ class PairEvaluationSerializer(serializers.ModelSerializer):
             "finished_at",
             "url",
             "api_url",
+            "import_warnings",
         ]
 
     def get_api_url(self, evaluation: PairEvaluation) -> str:
         return reverse("api-pair-evaluation", args=[evaluation.pk])
+
+    def get_import_warnings(self, evaluation: PairEvaluation) -> list[str]:
+        return [str(w) for w in (evaluation.diagnostics or {}).get("import_warnings") or []]
 
 
 class RequestedPairEvaluationSerializer(PairEvaluationSerializer):
@@ -369,7 +376,9 @@ class PairPredictionsImport(APIView):
     """Import an NLPScholar predictions TSV (the body) as the results of a model on the
     set: `model` (a registered model's name) in the query; `register=1` registers a
     name-only model (source `imported:<name>`, never run on a worker) when there is none;
-    `file_model` picks one model of a file that holds several. The set's owner or staff.
+    `file_model` picks one model of a file that holds several; `drop_unknown_rows=1`
+    leaves out rows whose sentid is not in the set (a set uploaded with incomplete pairs
+    left out), counted in the answer's `import_warnings`. The set's owner or staff.
     400 lists every problem with row and column; nothing is saved on any error; 409
     when the model already has results on this content of the set."""
 
@@ -383,6 +392,11 @@ class PairPredictionsImport(APIView):
             OpenApiParameter("register", bool),
             OpenApiParameter("display_name", str),
             OpenApiParameter("file_model", str),
+            OpenApiParameter(
+                "drop_unknown_rows",
+                bool,
+                description="leave out rows whose sentid is not in the set, with a warning",
+            ),
         ],
         responses={201: PairEvaluationSerializer, 409: None},
     )
@@ -400,6 +414,7 @@ class PairPredictionsImport(APIView):
             data=data,
             user=request.user,
             file_model=params.get("file_model", ""),
+            drop_unknown_rows=params.get("drop_unknown_rows", "") in ("1", "true", "yes", "on"),
         )
         return Response(PairEvaluationSerializer(evaluation).data, status=status.HTTP_201_CREATED)
 

@@ -4,6 +4,7 @@ NLPScholar predictions TSV as a model's results. The result page is pair_result_
 
 from __future__ import annotations
 
+from django import forms
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -18,6 +19,18 @@ from evaluations.models import PairEvaluation
 from evaluations.services import ModelRegistrationError
 from evaluations.views import request_messages, run_cancel_redirect, run_retry_redirect
 from suites.models import MinimalPairSet
+
+
+class _PredictionsImportForm(PredictionsImportForm):
+    # The same choice as an upload's "Leave out incomplete pairs", for predictions written
+    # for the whole file when the set left some pairs out.
+    drop_unknown_rows = forms.BooleanField(
+        required=False,
+        label="Leave out rows whose sentid is not in the set",
+        help_text="For a set uploaded with incomplete pairs left out: rows of sentences the set "
+        "does not have are left out with a warning that counts them, instead of refusing the "
+        "file.",
+    )
 
 
 @login_required
@@ -78,7 +91,7 @@ def pair_import(request: HttpRequest, name: str) -> HttpResponse:
     pair_set = get_object_or_404(MinimalPairSet, name=name)
     if not pair_services.may_import(request.user, pair_set):
         raise PermissionDenied("Only the set's owner or staff may import results onto it.")
-    form = PredictionsImportForm(request.POST or None, request.FILES or None)
+    form = _PredictionsImportForm(request.POST or None, request.FILES or None)
     context = {"form": form, "pair_set": pair_set, "max_bytes": settings.GYM_MAX_UPLOAD_BYTES}
     if request.method != "POST":
         return render(request, "evaluations/pair_import.html", context)
@@ -88,7 +101,7 @@ def pair_import(request: HttpRequest, name: str) -> HttpResponse:
 
 
 def _import_upload(
-    request: HttpRequest, form: PredictionsImportForm, pair_set: MinimalPairSet, context: dict
+    request: HttpRequest, form: _PredictionsImportForm, pair_set: MinimalPairSet, context: dict
 ) -> HttpResponse:
     """The import of a valid form: the run's page, or the form again with what is wrong."""
     page = "evaluations/pair_import.html"
@@ -103,6 +116,7 @@ def _import_upload(
             register=form.cleaned_data["register"],
             display_name=form.cleaned_data["display_name"],
             file_model=form.cleaned_data["file_model"],
+            drop_unknown_rows=form.cleaned_data["drop_unknown_rows"],
             data=upload.read(),
             user=request.user,
         )
@@ -117,4 +131,6 @@ def _import_upload(
     messages.success(
         request, f"Imported the predictions of {evaluation.model.display_name} on {pair_set.name}."
     )
+    for warning in (evaluation.diagnostics or {}).get("import_warnings") or []:
+        messages.warning(request, f"Import: {warning}.")
     return redirect(evaluation)

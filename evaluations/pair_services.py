@@ -302,19 +302,35 @@ def _rows(table: TokenTable, keep: list[int]) -> TokenTable:
     )
 
 
+# The refusal of rows whose sentid is not in the set names the choice that leaves them
+# out: the page's checkbox, the API's query parameter and the command's flag.
+DROP_UNKNOWN_ROWS_HINT = (
+    "to import the rest (e.g. the set left out incomplete pairs on upload), ask to leave out "
+    "rows whose sentid is not in the set (the import form's checkbox, drop_unknown_rows=1 "
+    "in the API, --drop-unknown-rows on the command line)"
+)
+
+
 def _group_rows(
-    table: TokenTable, data: mp.MinimalPairSet
-) -> tuple[dict[str, list[int]], list[mp.PairSetError]]:
-    """Row indices per sentid (file order), and every row or sentence that does not fit."""
+    table: TokenTable, data: mp.MinimalPairSet, *, drop_unknown_rows: bool = False
+) -> tuple[dict[str, list[int]], list[mp.PairSetError], list[str]]:
+    """Row indices per sentid (file order), every row or sentence that does not fit, and
+    a warning for the rows left out because their sentid is not in the set (with
+    `drop_unknown_rows`; an error per sentid otherwise)."""
     known = {s.sentid for s in data.sentences}
     groups: dict[str, list[int]] = {}
     errors: list[mp.PairSetError] = []
+    unknown: dict[str, int] = {}
     wordpos = table.wordpos.tolist()
     for i, sentid in enumerate(table.sentid):
         if sentid not in known:
+            if drop_unknown_rows:
+                unknown[sentid] = unknown.get(sentid, 0) + 1
+                continue
             if sentid not in groups:
                 errors.append(mp.PairSetError(table.line[i], "sentid",
-                                              f"sentid {sentid!r} is not in the set"))  # fmt: skip
+                                              f"sentid {sentid!r} is not in the set; "
+                                              f"{DROP_UNKNOWN_ROWS_HINT}"))  # fmt: skip
             groups.setdefault(sentid, [])
             continue
         if wordpos[i] < 0:
@@ -325,7 +341,16 @@ def _group_rows(
             errors.append(mp.PairSetError(None, "sentid", f"no rows for sentid "
                           f"{sentence.sentid!r} (data row {sentence.row}): every sentence of "
                           "the set needs its tokens"))  # fmt: skip
-    return groups, errors
+    warnings = []
+    if unknown:
+        rows = sum(unknown.values())
+        named = ", ".join(repr(sentid) for sentid in list(unknown)[:10])
+        more = f" and {len(unknown) - 10} more" if len(unknown) > 10 else ""
+        warnings.append(
+            f"rows left out because their sentid is not in the set: {rows} "
+            f"(of {len(unknown)} sentence{'s' if len(unknown) != 1 else ''}: {named}{more})"
+        )
+    return groups, errors, warnings
 
 
 def _packed_sentences(
@@ -360,13 +385,20 @@ class ImportedPredictions:
     tokenizer: str
     file_model: str
     warnings: list[str]
+    # What the import left out of the file (rows whose sentid is not in the set).
+    import_warnings: list[str] = field(default_factory=list)
 
 
 def predictions_check(
-    *, data: str | bytes, pair_set_data: mp.MinimalPairSet, file_model: str = ""
+    *,
+    data: str | bytes,
+    pair_set_data: mp.MinimalPairSet,
+    file_model: str = "",
+    drop_unknown_rows: bool = False,
 ) -> ImportedPredictions:
-    """Read and check a predictions TSV against the set: every row's sentid in the set,
-    every sentence of the set present, numbers that parse, an analysis that works.
+    """Read and check a predictions TSV against the set: every row's sentid in the set
+    (or, with `drop_unknown_rows`, rows of other sentids left out with a warning), every
+    sentence of the set present, numbers that parse, an analysis that works.
     Raises PredictionsInvalid listing every problem."""
     try:
         table = parse_predictions_tsv(data)
@@ -375,7 +407,9 @@ def predictions_check(
     table, errors = _pick_model(table, file_model.strip())
     if errors:
         raise PredictionsInvalid(errors)
-    groups, errors = _group_rows(table, pair_set_data)
+    groups, errors, left_out = _group_rows(
+        table, pair_set_data, drop_unknown_rows=drop_unknown_rows
+    )
     if errors:
         raise PredictionsInvalid(errors)
     sentids = [s.sentid for s in pair_set_data.sentences]
@@ -398,6 +432,7 @@ def predictions_check(
         tokenizer=tokenizer,
         file_model=table.model[0] if len(table) else "",
         warnings=warnings,
+        import_warnings=left_out,
     )
 
 
@@ -425,18 +460,25 @@ def pair_predictions_import(
     register: bool = False,
     display_name: str = "",
     file_model: str = "",
+    drop_unknown_rows: bool = False,
     check_permission: bool = True,
 ) -> PairEvaluation:
     """An NLPScholar predictions TSV (its own word, wordpos and punctuation taken as
     given) as the results of the model `model_name` on the set's current content: a done
     evaluation with origin "imported". With `register`, a model of that name that does
-    not exist is registered for imported results only. All or nothing.
+    not exist is registered for imported results only. With `drop_unknown_rows`, rows
+    whose sentid is not in the set are left out (their count is in the evaluation's
+    `diagnostics["import_warnings"]`), as an upload may leave out incomplete pairs.
+    All or nothing.
     `check_permission=False` is for the site's administrators' command line."""
     if check_permission and not may_import(user, pair_set):
         raise PermissionDenied("Only the set's owner or staff may import results onto it.")
     model = _import_model(model_name.strip(), register=register)
     checked = predictions_check(
-        data=data, pair_set_data=pair_sets.pair_set_data(pair_set), file_model=file_model
+        data=data,
+        pair_set_data=pair_sets.pair_set_data(pair_set),
+        file_model=file_model,
+        drop_unknown_rows=drop_unknown_rows,
     )
     with transaction.atomic():
         if model is None:
@@ -461,7 +503,10 @@ def _imported_save(
         accuracy=checked.accuracy,
         ties=checked.ties,
         model_info={"tokenizer": checked.tokenizer, "imported_model": checked.file_model},
-        diagnostics={"analysis_warnings": checked.warnings},
+        diagnostics={
+            "analysis_warnings": checked.warnings,
+            "import_warnings": checked.import_warnings,
+        },
         progress_done=count,
         progress_total=count,
         requested_by=user if user is not None and user.is_authenticated else None,

@@ -32,6 +32,12 @@ class Command(BaseCommand):
         parser.add_argument(
             "--file-model", default="", help="the model to import from a file that holds several"
         )
+        parser.add_argument(
+            "--drop-unknown-rows",
+            action="store_true",
+            help="leave out rows whose sentid is not in the set (a set uploaded with incomplete "
+            "pairs left out), with a warning that counts them, instead of refusing the file",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         pair_set = MinimalPairSet.objects.filter(name=options["pair_set"]).first()
@@ -49,6 +55,7 @@ class Command(BaseCommand):
                 register=options["register"],
                 display_name=options["display_name"],
                 file_model=options["file_model"],
+                drop_unknown_rows=options["drop_unknown_rows"],
                 data=data,
                 user=None,
                 check_permission=False,
@@ -59,6 +66,8 @@ class Command(BaseCommand):
             raise CommandError(f"{path}: not imported ({len(invalid.errors)} problem(s))") from None
         except (ModelRegistrationError, runs.RunConflict) as refused:
             raise CommandError(str(refused)) from None
+        for warning in (evaluation.diagnostics or {}).get("import_warnings") or []:
+            self.stdout.write(f"{path}: warning: {warning}")
         accuracy = "none" if evaluation.accuracy is None else f"{evaluation.accuracy:.3f}"
         self.stdout.write(
             f"{path}: imported as evaluation {evaluation.pk} ({evaluation.model.name} on "
