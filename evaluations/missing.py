@@ -5,8 +5,8 @@ before anyone asked. Shared by the item page, the item API and the result page.
 The reasons:
 
 - "uncovered": no token of the model covers the region's characters; its tokenizer
-  dropped them (the n-gram model drops punctuation inside a sentence: its vocabulary
-  has none);
+  dropped them (the n-gram model drops punctuation inside a sentence before it looks
+  anything up);
 - "straddled": a token that begins in an earlier region covers the region, so the region
   received no token of its own (the "missing" rule for straddling tokens);
 - "no_surprisal": the region has tokens, but one has no surprisal (the first token of a
@@ -49,11 +49,11 @@ def _quoted(words: Sequence[str]) -> str:
 
 
 def _uncovered(characters: str, model_kind: str) -> MissingReason:
-    words = characters.split()
-    shown = _quoted(words)
-    verb = "is" if len(words) == 1 else "are"
+    shown = _quoted(characters.split())
     if model_kind == "ngram":
-        why = f"{shown} {verb} not in its vocabulary"
+        # Gym's word splitting drops them before any vocabulary is asked (so even a
+        # model with "," in its vocabulary never scores one; the CMU trigram has none).
+        why = f"the n-gram model drops {shown} (it scores words, not punctuation inside a sentence)"
     else:
         why = f"its tokenizer dropped {shown}"
     return MissingReason(
