@@ -65,11 +65,6 @@ class Region:
     # Why `value` is missing (None where it is not).
     missing: MissingReason | None = None
 
-    @property
-    def shown(self) -> str:
-        """The region's text as its pieces spell it."""
-        return "".join(piece.text for piece in self.pieces)
-
 
 @dataclass
 class Condition:
