@@ -2,7 +2,7 @@
 concurrent clients, for a fixed time. Prints the number of requests, the 5xx count (the
 target is 0), 429s, and p50/p95 latency overall and per kind of request.
 
-The server is the run command's: `manage.py runserver` with DEBUG off, on a throw-away
+The server is the run command's: gunicorn (two processes of four threads) with DEBUG off, on a throw-away
 SQLite database and the private Redis broker (GYM_VAR_DIR in a temporary folder), the example
 suites imported, a hub-id model registered. Evaluation requests are recorded and
 published to the broker; no worker scores them here (scoring speed has its own
@@ -93,7 +93,8 @@ def setup(env: dict[str, str], clients: int) -> list[str]:
 
 def start_server(env: dict[str, str], port: int, log: Path) -> subprocess.Popen[bytes]:
     server = subprocess.Popen(
-        [PY, "manage.py", "runserver", f"{HOST}:{port}", "--noreload"],
+        [PY, "-m", "gunicorn", "gym.wsgi", "--bind", f"{HOST}:{port}", "--workers", "2"]
+        + ["--threads", "4", "--graceful-timeout", "5", "--no-control-socket"],
         cwd=REPO,
         env=env,
         stdout=subprocess.DEVNULL,

@@ -414,7 +414,21 @@ def site_services(var_dir: Path, port: str) -> list[Service]:
             + ["--hostname", score_name, "--without-gossip", "--without-mingle"],
             watch=Watch(score_name, "gpu"),
         ),
-        Service("web", [py, "manage.py", "runserver", f"127.0.0.1:{port}", "--noreload"]),
+        # A real server, as production has it (WhiteNoise serves the static files): a few
+        # threads in two processes, each started again by gunicorn if it dies.
+        Service(
+            "web",
+            [py, "-m", "gunicorn", "gym.wsgi", "--bind", f"127.0.0.1:{port}", "--workers", "2"]
+            + [
+                "--threads",
+                "4",
+                "--graceful-timeout",
+                "5",
+                "--timeout",
+                "120",
+                "--no-control-socket",
+            ],
+        ),
     ]
 
 

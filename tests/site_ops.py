@@ -4,6 +4,9 @@ separate process with the site's environment (its own database, its own broker):
     python tests/site_ops.py queue ITEMS   -> {"run": id, "items": n}
     python tests/site_ops.py run ID        -> the run's status, progress and stored items
     python tests/site_ops.py open          -> runs of every kind not yet finished
+    python tests/site_ops.py stop-consuming QUEUE NAME@
+                                           -> the worker NAME@<this host> stops taking
+                                              messages from QUEUE (it stays alive)
 
 It requests through the same service as the site's pages (`evaluation_request`), on a
 fresh copy of the project's example suite made `ITEMS` items long, each sentence unique
@@ -91,6 +94,14 @@ def open_runs() -> dict[str, Any]:
     return found
 
 
+def stop_consuming(queue: str, worker: str) -> dict[str, Any]:
+    from gym.celery import app
+
+    replies = app.control.cancel_consumer(queue, destination=[worker], reply=True, timeout=10)
+    assert replies, f"{worker} did not answer"
+    return {"replies": replies}
+
+
 def main() -> None:
     import django
 
@@ -102,6 +113,8 @@ def main() -> None:
         answer = run_state(int(args[0]))
     elif what == "open":
         answer = open_runs()
+    elif what == "stop-consuming":
+        answer = stop_consuming(args[0], args[1] + os.uname().nodename)
     else:
         raise SystemExit(f"unknown operation {what!r}")
     print(json.dumps(answer))

@@ -303,6 +303,12 @@ def _one_round(site: Site) -> None:
     )
     assert site.wait_done(run)["stored_items"] == 10
 
+    # 7. A scoring worker alive and answering, but taking nothing from its queue (its
+    # consumer cancelled by a real control command): started again, the run is done.
+    site.ops("stop-consuming", "gpu", "gym-score@")
+    run = site.ops("queue", 10)["run"]
+    assert site.wait_done(run)["stored_items"] == 10
+
 
 def test_any_one_process_killed_every_run_finishes_once(site: Site) -> None:
     for _round in range(ROUNDS):
@@ -312,7 +318,14 @@ def test_any_one_process_killed_every_run_finishes_once(site: Site) -> None:
     _until("every run to finish", lambda: not any(site.ops("open").values()), site=site)
     log = site.tail(10**9)
     assert "score is alive but answered no control message" in log
+    assert "score is alive but took no message" in log
     assert "beat exited with status -9" in log
     assert "Traceback" not in log.split("Gym is starting")[0]
-    # Ctrl-C stops it all, well within 30 s.
+    # Ctrl-C stops it all well within 30 s, even with a run mid-way and the scoring
+    # worker wedged (a warm shutdown alone would wait for the run).
+    site.hold()
+    long_run = site.ops("queue", LONG_ITEMS)["run"]
+    site.wait_held(long_run)
+    main, _ = site.main_and_pool("gym-score@")
+    os.kill(main, signal.SIGSTOP)
     assert site.stop() < 30
