@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from django.urls import path
+from django.views.generic import RedirectView
 
 from suites import api, authoring, pair_api, pair_views, probing_api, probing_views, views
 
@@ -13,6 +14,8 @@ urlpatterns = [
     path("docs/predictions/", authoring.prediction_docs, name="prediction_docs"),
     path("tags/", views.tag_list, name="tags"),
     path("tags/<slug:tag>/", views.suite_list, name="tag"),
+    # The list lives at the site's root; /suites/ is where people look for it too.
+    path("suites/", RedirectView.as_view(pattern_name="suites:list", query_string=True)),
     path("suites/<str:name>/", views.suite_detail, name="detail"),
     path("suites/<str:name>/edit/", views.suite_edit, name="edit"),
     path("suites/<str:name>/replace/", views.suite_replace, name="replace"),

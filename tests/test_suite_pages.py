@@ -237,3 +237,9 @@ def test_long_names_render(anon_client, alice) -> None:
     suite = services.suite_import(source=small_suite(long_name.strip("-")), owner=alice).suite
     assert anon_client.get(suite.get_absolute_url()).status_code == 200
     assert anon_client.get("/").status_code == 200
+
+
+def test_suites_path_leads_to_the_list_with_its_query(anon_client) -> None:  # type: ignore[no-untyped-def]
+    response = anon_client.get("/suites/?q=agreement")
+    assert response.status_code == 302
+    assert response["Location"] == "/?q=agreement"
