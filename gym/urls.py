@@ -6,7 +6,7 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from evaluations.urls import api_urlpatterns as evaluation_api
-from gym import accounts
+from gym import accounts, docs
 from suites import views as suite_views
 from suites.urls import api_urlpatterns as suite_api
 
@@ -28,4 +28,6 @@ urlpatterns = [
     path("api/", include(api)),
     path("", include("evaluations.urls")),
     path("", include("suites.urls")),
+    # After suites.urls, whose docs/predictions/ is a page of the docs too.
+    path("docs/", include((docs.urlpatterns, docs.app_name))),
 ]
