@@ -111,9 +111,13 @@ def _front_matter(text: str, name: str) -> tuple[dict[str, str], str]:
 
 
 def _plain(inline: Token) -> str:
-    return "".join(
-        child.content for child in inline.children or [] if child.type in ("text", "code_inline")
-    )
+    parts = []
+    for child in inline.children or []:
+        if child.type in ("text", "code_inline"):
+            parts.append(child.content)
+        elif child.type in ("softbreak", "hardbreak"):
+            parts.append(" ")
+    return "".join(parts)
 
 
 def _markdown() -> MarkdownIt:
@@ -302,6 +306,9 @@ def _snippet(text: str, words: list[str]) -> list[tuple[str, bool]]:
     lower = text.lower()
     first = min((i for w in words if (i := lower.find(w)) >= 0), default=0)
     start = max(0, first - SNIPPET_CHARS // 3)
+    if start:  # begin at a word
+        space = text.find(" ", start, first)
+        start = space + 1 if space >= 0 else start
     end = min(len(text), start + SNIPPET_CHARS)
     piece, lower_piece = text[start:end], lower[start:end]
     pattern = re.compile("|".join(re.escape(w) for w in sorted(words, key=len, reverse=True)))
@@ -330,12 +337,16 @@ def search(query: str, request: HttpRequest) -> list[Hit]:
             title, heading, text = page.title.lower(), section.heading.lower(), section.text.lower()
             if not all(w in title or w in heading or w in text for w in words):
                 continue
+            # A word's repeats count a little (a table of 30 rows is not 30 times as
+            # relevant); the words side by side, as typed, count more.
             score = sum(
-                10 * (w in title) + 5 * (w in heading) + min(text.count(w), 20) for w in words
+                10 * (w in title) + 5 * (w in heading) + min(text.count(w), 3) for w in words
             )
+            if len(words) > 1 and " ".join(words) in f"{heading} {text}":
+                score += 5
             url = page.url + (f"#{section.anchor}" if section.anchor else "")
             hits.append(Hit(page, section, score, url, _snippet(section.text, words)))
-    hits.sort(key=lambda h: (-h.score, h.page.order, h.url))
+    hits.sort(key=lambda h: (-h.score, len(h.section.text), h.url))
     return hits[:MAX_HITS]
 
 

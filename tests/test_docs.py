@@ -324,3 +324,38 @@ def test_the_readme_keeps_the_two_commands_and_points_to_the_docs() -> None:
     linked = set(re.findall(r"\]\((docs/[\w-]+\.md)(?:#[\w-]+)?\)", readme))
     assert linked, "the README links to no page of the docs"
     assert all((REPO / path).exists() for path in linked), linked
+
+
+@pytest.mark.browser
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("width", [1280, 720])
+def test_the_docs_in_a_browser(page, width: int) -> None:  # type: ignore[no-untyped-def]
+    from playwright.sync_api import expect
+
+    from tests.browser import artifact
+
+    page.set_viewport_size({"width": width, "height": 900})
+    for url, name in (
+        ("/docs/", "index"),
+        ("/docs/minimal-pairs/", "minimal-pairs"),
+        ("/docs/ngram/", "ngram"),
+        ("/docs/search/?q=visibility+timeout", "search"),
+    ):
+        page.goto(url)
+        # Nothing is wider than the window: long tables and code scroll in their own box.
+        assert page.evaluate("document.documentElement.scrollWidth") <= width, (url, width)
+        nav = page.locator("nav.docs-nav").bounding_box()
+        body = page.locator("div.docs-body").bounding_box()
+        assert nav is not None and body is not None
+        if width >= 1000:
+            assert nav["x"] + nav["width"] <= body["x"], "the contents sit beside the page"
+        else:
+            assert nav["y"] + nav["height"] <= body["y"], "the contents sit above the page"
+        page.screenshot(
+            path=artifact(f"docs-{name}-{width}.png"), full_page=name != "minimal-pairs"
+        )
+    # The search box works without JavaScript's help: a plain form.
+    page.goto("/docs/")
+    page.get_by_label("Search the documentation").fill("straddling tokens")
+    page.get_by_role("button", name="Search").click()
+    expect(page.locator("ol.docs-hits > li").first).to_contain_text("Evaluation and scoring")
