@@ -221,10 +221,12 @@ def markdown_pages() -> dict[str, Page]:
         if f.stem not in RESERVED_SLUGS and f.stem not in VIEW_PAGES and _MD_LINK.match(f.name)
     )
     key = tuple((f.name, f.stat().st_mtime_ns, f.stat().st_size) for f in files)
-    if key not in _loaded:
+    pages = _loaded.get(key)
+    if pages is None:  # first use, or a file changed (while someone writes the docs)
+        pages = {f.stem: _load(f) for f in files}
         _loaded.clear()
-        _loaded[key] = {f.stem: _load(f) for f in files}
-    return _loaded[key]
+        _loaded[key] = pages
+    return pages
 
 
 def contents() -> list[Page]:
