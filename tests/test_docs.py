@@ -339,6 +339,7 @@ def test_the_docs_in_a_browser(page, width: int) -> None:  # type: ignore[no-unt
         ("/docs/", "index"),
         ("/docs/minimal-pairs/", "minimal-pairs"),
         ("/docs/ngram/", "ngram"),
+        ("/docs/configuration/", "configuration"),
         ("/docs/search/?q=visibility+timeout", "search"),
     ):
         page.goto(url)
