@@ -278,13 +278,17 @@ class _SectionText(HTMLParser):
 _view_sections: dict[str, list[Section]] = {}
 
 
-def view_page_sections(slug: str, request: HttpRequest) -> list[Section]:
-    """The sections of a page that a view renders, read from the view's own answer
-    (once per process: such pages depend on the code, not on the request)."""
+def view_page_sections(slug: str) -> list[Section]:
+    """The sections of a page that a view renders, read from the view's own answer to an
+    anonymous GET (once per process: such pages depend on the code, not on the request;
+    a request of its own, so that the searcher's session and messages stay untouched)."""
     if slug not in _view_sections:
         url = reverse(VIEW_PAGES[slug][0])
         view: Callable[..., HttpResponse] = resolve(url).func
-        response = view(request)
+        blank = HttpRequest()
+        blank.method = "GET"
+        blank.path = blank.path_info = url
+        response = view(blank)
         parser = _SectionText()
         parser.feed(response.content.decode())
         _view_sections[slug] = [
@@ -324,7 +328,7 @@ def _snippet(text: str, words: list[str]) -> list[tuple[str, bool]]:
     return [p for p in parts if p[0]]
 
 
-def search(query: str, request: HttpRequest) -> list[Hit]:
+def search(query: str) -> list[Hit]:
     """Sections that hold every word of the query (case-insensitive substrings), best
     first: words in the page title and the heading count most."""
     words = list(dict.fromkeys(query.lower().split()))[:MAX_QUERY_WORDS]
@@ -332,9 +336,7 @@ def search(query: str, request: HttpRequest) -> list[Hit]:
         return []
     hits = []
     for page in contents():
-        sections = (
-            view_page_sections(page.slug, request) if page.slug in VIEW_PAGES else page.sections
-        )
+        sections = view_page_sections(page.slug) if page.slug in VIEW_PAGES else page.sections
         for section in sections:
             title, heading, text = page.title.lower(), section.heading.lower(), section.text.lower()
             if not all(w in title or w in heading or w in text for w in words):
@@ -379,7 +381,7 @@ def docs_search(request: HttpRequest) -> HttpResponse:
             f"{MAX_QUERY_CHARS} characters."
         )
         return render(request, "docs/search.html", context, status=400)
-    context["hits"] = search(query, request)
+    context["hits"] = search(query)
     context["words"] = len(query.split())
     context["max_words"] = MAX_QUERY_WORDS
     return render(request, "docs/search.html", context)
