@@ -25,6 +25,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from html import escape
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
@@ -127,7 +128,8 @@ def _markdown() -> MarkdownIt:
         token = tokens[idx]
         language = token.info.strip().split(" ")[0]
         code = renderer.rules["code_block"](tokens, idx, options, env)
-        block = code.replace("<pre><code>", f'<pre><code class="language-{language}">', 1)
+        css_class = f"language-{escape(language)}"
+        block = code.replace("<pre><code>", f'<pre><code class="{css_class}">', 1)
         if language in EXAMPLE_KINDS:
             caption = EXAMPLE_KINDS[language]
             return (
