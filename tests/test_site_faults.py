@@ -19,6 +19,7 @@ import time
 import urllib.request
 import uuid
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -148,22 +149,39 @@ class Site:
     def release(self) -> None:
         (self.hold_dir / "hold").unlink(missing_ok=True)
 
+    def state(self, run: int) -> dict[str, Any]:
+        """The run as the site's API tells it (cheap enough to poll)."""
+        try:
+            with urllib.request.urlopen(  # noqa: S310 - loopback
+                f"http://127.0.0.1:{self.port}/api/evaluations/{run}/", timeout=10
+            ) as response:
+                data = json.loads(response.read())
+        except OSError:
+            return {"status": "unknown"}
+        started = data.get("started_at")
+        data["started"] = datetime.fromisoformat(started).timestamp() if started else None
+        return data
+
     def wait_done(self, run: int, timeout: float = 300) -> dict[str, Any]:
+        """Until the run is finished; it must be done. With its stored item count."""
         state = _until(
             f"run {run} to finish",
-            lambda: (s := self.ops("run", run))["status"] in ("done", "failed", "cancelled") and s,
+            lambda: (s := self.state(run))["status"] in ("done", "failed", "cancelled") and s,
             timeout=timeout,
             site=self,
         )
         assert state["status"] == "done", state
-        return state
+        return self.ops("run", run)
 
     def wait_held(self, run: int, after: float | None = None) -> dict[str, Any]:
         def held() -> dict[str, Any] | None:
-            state = self.ops("run", run)
+            state = self.state(run)
             assert state["status"] not in ("done", "failed", "cancelled"), state
-            mid_way = state["status"] == "running" and 0 < state["done"] < state["total"]
-            fresh = after is None or (state["started_at"] or 0) > after
+            mid_way = (
+                state["status"] == "running"
+                and 0 < state["progress_done"] < state["progress_total"]
+            )
+            fresh = after is None or (state["started"] or 0) > after
             return state if mid_way and fresh else None
 
         return _until(f"run {run} held mid-way", held, site=self)
@@ -254,7 +272,7 @@ def _one_round(site: Site) -> None:
     first = site.wait_held(long_run)
     _, pool = site.main_and_pool("gym-score@")
     _kill(pool)
-    site.wait_held(long_run, after=first["started_at"])
+    site.wait_held(long_run, after=first["started"])
     site.release()
     state = site.wait_done(long_run)
     assert state["stored_items"] == LONG_ITEMS
@@ -287,7 +305,7 @@ def _one_round(site: Site) -> None:
     first = site.wait_held(long_run)
     main, _ = site.main_and_pool("gym-score@")
     os.killpg(main, signal.SIGKILL)
-    site.wait_held(long_run, after=first["started_at"])
+    site.wait_held(long_run, after=first["started"])
     site.release()
     assert site.wait_done(long_run)["stored_items"] == LONG_ITEMS
 
