@@ -37,6 +37,25 @@ class ApplicationError(Exception):
         return [{"code": self.code, "message": str(self)}]
 
 
+class UploadTooLarge(ApplicationError):
+    """A request body or uploaded file above GYM_MAX_UPLOAD_BYTES (413)."""
+
+    status_code = 413
+    code = "too_large"
+
+    def __init__(self, size: int, limit: int) -> None:
+        super().__init__(too_large_message(size, limit))
+
+
+def too_large_message(size: int, limit: int) -> str:
+    """The one wording of a 413, for the API and the pages alike."""
+    return (
+        f"The upload is {size:,} bytes; the limit is {limit:,} bytes "
+        f"({limit / 1024 / 1024:.0f} MB). Split the file, or ask the site's "
+        "administrators to raise GYM_MAX_UPLOAD_BYTES."
+    )
+
+
 def error_body(*entries: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
     return {"errors": list(entries)}
 

@@ -6,7 +6,7 @@ from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.template.loader import render_to_string
 
-from gym.errors import error_body
+from gym.errors import error_body, too_large_message
 
 # Form fields and multipart boundaries around an uploaded file.
 _SLACK_BYTES = 64 * 1024
@@ -26,11 +26,7 @@ class UploadLimitMiddleware:
             length = 0
         limit = settings.GYM_MAX_UPLOAD_BYTES
         if length > limit + _SLACK_BYTES:
-            message = (
-                f"The upload is {length:,} bytes; the limit is {limit:,} bytes "
-                f"({limit / 1024 / 1024:.0f} MB). Split the suite, or ask the site's "
-                "administrators to raise GYM_MAX_UPLOAD_BYTES."
-            )
+            message = too_large_message(length, limit)
             if request.path.startswith("/api/"):
                 return JsonResponse(
                     error_body({"code": "too_large", "message": message}), status=413

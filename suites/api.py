@@ -17,7 +17,14 @@ from rest_framework.views import APIView
 
 from suites import formats, selectors, services
 from suites.catalog import ListQuery
-from suites.catalog_api import GymDataSerializer, list_parameters
+from suites.catalog_api import (
+    UPLOAD_PARSERS,
+    GymDataSerializer,
+    UploadFields,
+    list_parameters,
+    upload_read,
+    upload_schema,
+)
 from suites.formats.syntaxgym import TAG_MAX_LENGTH, TAGS_MAX_COUNT
 from suites.models import Suite, Tag
 
@@ -103,11 +110,11 @@ class SuiteUploadSerializer(SuiteDetailSerializer):
 
 
 class SuiteListCreate(generics.ListAPIView):
-    """List suites (search, tag filter, sort, pagination) or upload one (body: suite JSON)."""
+    """List suites (search, tag filter, sort, pagination) or upload one (a suite file)."""
 
     serializer_class = SuiteSummarySerializer
     permission_classes = [IsAuthenticatedOrReadOnly]
-    parser_classes = [RawJSONParser]
+    parser_classes = UPLOAD_PARSERS
 
     def get_queryset(self):  # type: ignore[no-untyped-def]
         query = ListQuery.from_api(self.request.query_params)
@@ -117,41 +124,24 @@ class SuiteListCreate(generics.ListAPIView):
     def get(self, request: Request, *args, **kwargs) -> Response:  # type: ignore[no-untyped-def]
         return super().get(request, *args, **kwargs)
 
-    @extend_schema(
-        request={"application/json": OpenApiTypes.OBJECT},
-        parameters=[
-            OpenApiParameter(
-                "on_conflict",
-                str,
-                enum=["error", "rename"],
-                description="When a suite of the same name exists: fail (400, the default) "
-                "or save this one under the next free name, '<name> (2)', '<name> (3)', … "
-                "(`renamed_from` in the answer then keeps the name asked for)",
-            ),
-            OpenApiParameter(
-                "tags",
-                str,
-                description="Comma-separated tags added to the suite's own meta.tags (at "
-                f"most {TAGS_MAX_COUNT} in all, each at most {TAG_MAX_LENGTH} characters)",
-            ),
-        ],
-        responses={201: SuiteUploadSerializer, 400: OpenApiTypes.OBJECT},
-        description="Upload a suite in any SyntaxGym JSON format. 400 lists every problem "
-        "(the API's error shape), each with `path` and `location`, the place as numbers "
-        "(section, item, condition, region, region_number, prediction, key; line and column "
-        "for CSV); nothing is saved unless all is valid.",
+    @upload_schema(
+        fields=UploadFields,
+        raw={"application/json": OpenApiTypes.OBJECT},
+        responses={201: SuiteUploadSerializer},
+        description="Upload a suite in any SyntaxGym JSON format. `tags` are added to the "
+        f"suite's own meta.tags (at most {TAGS_MAX_COUNT} in all, each at most "
+        f"{TAG_MAX_LENGTH} characters). 400 lists every problem, each with `path` and "
+        "`location`, the place as numbers (section, item, condition, region, "
+        "region_number, prediction, key; line and column for CSV); nothing is saved "
+        "unless all is valid.",
     )
     def post(self, request: Request) -> Response:
-        on_conflict = request.query_params.get("on_conflict", "error")
-        if on_conflict not in ("error", "rename"):
-            raise serializers.ValidationError(
-                {"on_conflict": [f"{on_conflict[:30]!r} is not one of 'error', 'rename'"]}
-            )
+        upload = upload_read(request, UploadFields)
         report = services.suite_import(
-            source=request.data,
+            source=upload.data,
             owner=request.user,
-            rename_if_taken=on_conflict == "rename",
-            extra_tags=request.query_params.get("tags", "").split(","),
+            rename_if_taken=upload.rename_if_taken,
+            extra_tags=upload.tags or (),
         )
         body = SuiteDetailSerializer(report.suite, context={"request": request}).data
         body["warnings"] = report.warnings

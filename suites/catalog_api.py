@@ -1,15 +1,23 @@
 """What the APIs of the three kinds of test data (suites, minimal-pair sets, probing
-tasks) share: the owner, tags and url fields of their serializers and the list
-parameters."""
+tasks) share: the owner, tags and url fields of their serializers, the list parameters,
+and the one upload convention (its reading, its fields, its schema)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import PurePosixPath
+from typing import Any
 
+from django.conf import settings
 from django.urls import reverse
-from drf_spectacular.utils import OpenApiParameter
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field
 from rest_framework import serializers
+from rest_framework.parsers import BaseParser, MultiPartParser
+from rest_framework.request import Request
 
+from gym.errors import UploadTooLarge
 from suites.models import GymData
 
 
@@ -39,3 +47,160 @@ def list_parameters(*, noun: str, sorts: Iterable[str]) -> list[OpenApiParameter
         OpenApiParameter("tag", str, description=f"Only {noun} with this tag"),
         OpenApiParameter("ordering", str, enum=list(sorts), description="Sort order"),
     ]
+
+
+# -- uploads ------------------------------------------------------------------------
+#
+# Every kind's upload (POST, and PUT where a kind replaces) takes the same two forms:
+#
+#   multipart/form-data   the file as the field `file`, the other fields beside it
+#   any other body        the file itself, the fields in the query string
+#
+# with the same error body, the same 413 and the same `on_conflict`.
+
+
+class RawBodyParser(BaseParser):
+    """The body untouched (a suite, TSV, JSONL or probing file), for the format layer to
+    read: malformed input then gets the format's located errors."""
+
+    media_type = "*/*"
+
+    def parse(self, stream, media_type=None, parser_context=None) -> bytes:  # type: ignore[no-untyped-def]
+        return stream.read() if stream is not None else b""
+
+
+# Multipart first: DRF takes the first parser whose media type matches.
+UPLOAD_PARSERS = [MultiPartParser, RawBodyParser]
+
+ON_CONFLICT_HELP = (
+    "When a row of the same name exists: fail (400, the default) or save this one under "
+    "the next free name, '<name> (2)', '<name> (3)', … (`renamed_from` in the answer then "
+    "keeps the name asked for)"
+)
+
+
+NO_FILE = (
+    "send the file as the multipart field 'file' (or send the file itself as the body, "
+    "with the fields in the query string)"
+)
+
+
+class UploadFields(serializers.Serializer):
+    """The fields every kind's upload takes: in the multipart form beside `file`, or in
+    the query string beside a raw body."""
+
+    on_conflict = serializers.ChoiceField(
+        choices=["error", "rename"], default="error", help_text=ON_CONFLICT_HELP
+    )
+    tags = serializers.CharField(required=False, allow_blank=True, help_text="Comma-separated tags")
+
+
+class NamedUploadFields(UploadFields):
+    """The fields of a kind whose files do not carry their own name (minimal-pair sets,
+    probing tasks)."""
+
+    name = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        trim_whitespace=False,
+        help_text="The name (default: the file name without its extension)",
+    )
+    description = serializers.CharField(required=False, allow_blank=True)
+    filename = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        help_text="The file's name, for a raw body (a multipart `file` has its own): its "
+        "extension picks the format, its stem is the default name",
+    )
+
+
+@dataclass(frozen=True)
+class Upload:
+    """An upload as read from either form: the file's bytes, its name ('' for a raw
+    body without `filename`) and the kind's fields, validated."""
+
+    data: bytes
+    filename: str
+    fields: dict[str, Any]
+
+    @property
+    def rename_if_taken(self) -> bool:
+        return self.fields["on_conflict"] == "rename"
+
+    @property
+    def tags(self) -> list[str] | None:
+        """The tags given, or None when the field is absent."""
+        tags = self.fields.get("tags")
+        return None if tags is None else tags.split(",")
+
+    def name_or_stem(self) -> str:
+        """`name`, else the file name without its extension."""
+        return self.fields.get("name") or PurePosixPath(self.filename).stem
+
+
+def upload_read(request: Request, fields: type[UploadFields]) -> Upload:
+    """The file and fields of an upload in either form. Raises a ValidationError (400)
+    for a multipart body without `file` or an invalid field, UploadTooLarge (413) for a
+    file above GYM_MAX_UPLOAD_BYTES."""
+    limit = settings.GYM_MAX_UPLOAD_BYTES
+    given: dict[str, Any] = {key: request.query_params.get(key) for key in request.query_params}
+    if request.content_type.startswith("multipart/form-data"):
+        upload = request.FILES.get("file")
+        given.update({k: request.data.get(k) for k in request.data if k not in request.FILES})
+        if upload is None:
+            raise serializers.ValidationError({"file": [NO_FILE]})
+        if upload.size > limit:
+            raise UploadTooLarge(upload.size, limit)
+        data, filename = upload.read(), upload.name or ""
+    else:
+        data = request.data if isinstance(request.data, bytes) else b""
+        if len(data) > limit:
+            raise UploadTooLarge(len(data), limit)
+        filename = ""
+    checked = fields(data=given)
+    checked.is_valid(raise_exception=True)
+    values = dict(checked.validated_data)
+    return Upload(data=data, filename=values.get("filename") or filename, fields=values)
+
+
+def upload_schema(
+    *,
+    fields: type[UploadFields],
+    raw: dict[str, Any],
+    responses: dict[int, Any],
+    description: str,
+) -> Callable[[Any], Any]:
+    """The schema of an upload in its two forms: a multipart form of `fields` and `file`,
+    or a raw body (`raw`: its media types, plus application/octet-stream) with `fields`
+    in the query. The error answers (400, 401, 403, 413) come from the shared schema."""
+    form = _upload_form(fields)
+    return extend_schema(
+        request={
+            "multipart/form-data": form,
+            **raw,
+            "application/octet-stream": OpenApiTypes.BINARY,
+        },
+        parameters=[fields],
+        responses=responses,
+        description=description
+        + "\n\nThe file goes either as the multipart field `file` with the other fields "
+        "beside it, or as the raw body with the fields in the query string. A file "
+        "larger than the upload limit gets a 413; errors have the API's error shape.",
+    )
+
+
+@extend_schema_field(OpenApiTypes.BINARY)
+class _FileField(serializers.FileField):
+    """A file field that the schema calls binary (the file's bytes, not a URL)."""
+
+
+_FORMS: dict[type[UploadFields], type[serializers.Serializer]] = {}
+
+
+def _upload_form(fields: type[UploadFields]) -> type[serializers.Serializer]:
+    """`fields` plus `file`, as a multipart form (one class per kind: one schema name)."""
+    if fields not in _FORMS:
+        name = fields.__name__.removesuffix("Fields") + "Form"
+        file = _FileField(help_text="The file")
+        _FORMS[fields] = type(name, (fields,), {"file": file, "__module__": fields.__module__})
+    return _FORMS[fields]

@@ -3,13 +3,11 @@ suites.pair_sets (the same import service and reads as the pages)."""
 
 from __future__ import annotations
 
-from django.conf import settings
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework import generics, status
-from rest_framework.parsers import BaseParser
+from drf_spectacular.utils import extend_schema
+from rest_framework import generics, serializers, status
 from rest_framework.permissions import IsAuthenticatedOrReadOnly
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -17,20 +15,18 @@ from rest_framework.views import APIView
 
 from suites import pair_sets
 from suites.catalog import ListQuery
-from suites.catalog_api import GymDataSerializer, list_parameters
+from suites.catalog_api import (
+    UPLOAD_PARSERS,
+    GymDataSerializer,
+    NamedUploadFields,
+    RawBodyParser,
+    list_parameters,
+    upload_read,
+    upload_schema,
+)
 from suites.models import MinimalPairSet
 
-# Query-string spellings of "yes".
-TRUE_VALUES = frozenset({"1", "true", "yes", "on"})
-
-
-class RawBodyParser(BaseParser):
-    """The body untouched (a TSV or JSONL file), for the format layer to read."""
-
-    media_type = "*/*"
-
-    def parse(self, stream, media_type=None, parser_context=None) -> bytes:  # type: ignore[no-untyped-def]
-        return stream.read() if stream is not None else b""
+__all__ = ["RawBodyParser"]  # evaluations' pair API reads raw bodies with it too
 
 
 class PairSetSerializer(GymDataSerializer):
@@ -56,13 +52,51 @@ class PairSetSerializer(GymDataSerializer):
         ]
 
 
+class PairSetUploadSerializer(PairSetSerializer):
+    """The answer to an upload: the set, its import notes, and the name asked for when
+    it was saved under another one (on_conflict=rename)."""
+
+    warnings = serializers.ListField(child=serializers.CharField(), read_only=True)
+    renamed_from = serializers.CharField(allow_null=True, read_only=True)
+
+    class Meta(PairSetSerializer.Meta):
+        fields = [*PairSetSerializer.Meta.fields, "warnings", "renamed_from"]
+
+
+class PairSetReplaceSerializer(PairSetUploadSerializer):
+    changed = serializers.BooleanField(
+        read_only=True, help_text="false when the file holds the same content (nothing written)"
+    )
+
+    class Meta(PairSetUploadSerializer.Meta):
+        fields = [*PairSetUploadSerializer.Meta.fields, "changed"]
+
+
+class PairSetUploadFields(NamedUploadFields):
+    """A minimal-pair set's upload fields (a replace keeps name, description and tags
+    that are not given)."""
+
+    drop_incomplete_pairs = serializers.BooleanField(
+        default=False,
+        help_text="leave out pairs lacking an expected or unexpected sentence (with a "
+        "warning) instead of refusing the file",
+    )
+
+
+def _answer(request: Request, report: pair_sets.PairSetReport) -> dict[str, object]:
+    body = PairSetSerializer(report.pair_set, context={"request": request}).data
+    return {**body, "warnings": report.warnings, "renamed_from": report.renamed_from or None}
+
+
+_FORMATS = "an NLPScholar TSV or a BLiMP JSONL file (the format from `filename`, else sniffed)"
+
+
 class PairSetListCreate(generics.ListAPIView):
-    """List minimal-pair sets, or upload one: the file as the body, `name` (required),
-    `description`, `tags` (comma-separated) and `filename` (.tsv / .jsonl) in the query."""
+    """List minimal-pair sets, or upload one."""
 
     serializer_class = PairSetSerializer
     permission_classes = [IsAuthenticatedOrReadOnly]
-    parser_classes = [RawBodyParser]
+    parser_classes = UPLOAD_PARSERS
 
     def get_queryset(self):  # type: ignore[no-untyped-def]
         query = ListQuery.from_api(self.request.query_params)
@@ -72,112 +106,61 @@ class PairSetListCreate(generics.ListAPIView):
     def get(self, request: Request, *args, **kwargs) -> Response:  # type: ignore[no-untyped-def]
         return super().get(request, *args, **kwargs)
 
-    @extend_schema(
-        request={"text/tab-separated-values": OpenApiTypes.STR},
-        parameters=[
-            OpenApiParameter("name", str, required=True),
-            OpenApiParameter("description", str),
-            OpenApiParameter("tags", str, description="comma-separated"),
-            OpenApiParameter("filename", str, description="x.tsv or x.jsonl (default: sniffed)"),
-            OpenApiParameter(
-                "drop_incomplete_pairs",
-                bool,
-                description="leave out pairs lacking an expected or unexpected sentence "
-                "(with a warning) instead of refusing the file",
-            ),
-        ],
-        responses={201: PairSetSerializer, 400: OpenApiTypes.OBJECT},
-        description='400 gives {"errors": [{"path", "row", "column", "message"}]}; nothing '
-        "is saved unless the whole file is valid.",
+    @upload_schema(
+        fields=PairSetUploadFields,
+        raw={"text/tab-separated-values": OpenApiTypes.STR},
+        responses={201: PairSetUploadSerializer},
+        description=f"Upload {_FORMATS} as a set. 400 lists every problem (`path`, `row`, "
+        "`column`); nothing is saved unless the whole file is valid.",
     )
     def post(self, request: Request) -> Response:
-        data = request.data if isinstance(request.data, bytes) else b""
-        if len(data) > settings.GYM_MAX_UPLOAD_BYTES:
-            return _too_large()
-        params = request.query_params
-        try:
-            report = pair_sets.minimal_pair_set_import(
-                data=data,
-                filename=params.get("filename", ""),
-                name=params.get("name", ""),
-                owner=request.user,
-                description=params.get("description", ""),
-                tags=params.get("tags", "").split(","),
-                drop_incomplete_pairs=params.get("drop_incomplete_pairs", "") in TRUE_VALUES,
-            )
-        except pair_sets.PairSetInvalid as invalid:
-            return _invalid(invalid)
-        body = PairSetSerializer(report.pair_set, context={"request": request}).data
-        return Response(body, status=status.HTTP_201_CREATED)
-
-
-def _too_large() -> Response:
-    return Response(
-        {
-            "errors": [
-                {
-                    "code": "too_large",
-                    "path": "file",
-                    "message": "the file is larger than the limit",
-                }
-            ]
-        },
-        status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
-    )
-
-
-def _invalid(invalid: pair_sets.PairSetInvalid) -> Response:
-    return Response(
-        {"errors": [{"code": "invalid", **e.as_dict()} for e in invalid.errors]},
-        status=status.HTTP_400_BAD_REQUEST,
-    )
+        upload = upload_read(request, PairSetUploadFields)
+        report = pair_sets.minimal_pair_set_import(
+            data=upload.data,
+            filename=upload.filename,
+            name=upload.name_or_stem(),
+            owner=request.user,
+            description=upload.fields.get("description", ""),
+            tags=upload.tags or (),
+            drop_incomplete_pairs=upload.fields["drop_incomplete_pairs"],
+            rename_if_taken=upload.rename_if_taken,
+        )
+        return Response(_answer(request, report), status=status.HTTP_201_CREATED)
 
 
 class PairSetDetail(APIView):
     permission_classes = [IsAuthenticatedOrReadOnly]
-    parser_classes = [RawBodyParser]
+    parser_classes = UPLOAD_PARSERS
 
     @extend_schema(responses=PairSetSerializer)
     def get(self, request: Request, name: str) -> Response:
         pair_set = get_object_or_404(MinimalPairSet.objects.select_related("owner"), name=name)
         return Response(PairSetSerializer(pair_set, context={"request": request}).data)
 
-    @extend_schema(
-        request={"text/tab-separated-values": OpenApiTypes.STR},
-        parameters=[
-            OpenApiParameter("name", str, description="a new name (default: kept)"),
-            OpenApiParameter("description", str, description="default: kept"),
-            OpenApiParameter("tags", str, description="comma-separated (default: kept)"),
-            OpenApiParameter("filename", str, description="x.tsv or x.jsonl (default: sniffed)"),
-            OpenApiParameter("drop_incomplete_pairs", bool, description="as for an upload (POST)"),
-        ],
-        responses={200: PairSetSerializer, 400: OpenApiTypes.OBJECT, 403: None},
-        description="Replace the set's content (owner or staff), validated as an upload; "
-        "runs on the old content stay, outdated. `changed` is false when the file holds "
-        "the same content (nothing written).",
+    @upload_schema(
+        fields=PairSetUploadFields,
+        raw={"text/tab-separated-values": OpenApiTypes.STR},
+        responses={200: PairSetReplaceSerializer},
+        description=f"Replace the set's content (owner or staff) with {_FORMATS}, "
+        "validated as an upload; name, description and tags stay unless given. Runs on "
+        "the old content stay, outdated. `changed` is false when the file holds the same "
+        "content (nothing written).",
     )
     def put(self, request: Request, name: str) -> Response:
         pair_set = get_object_or_404(MinimalPairSet.objects.select_related("owner"), name=name)
-        data = request.data if isinstance(request.data, bytes) else b""
-        if len(data) > settings.GYM_MAX_UPLOAD_BYTES:
-            return _too_large()
-        params = request.query_params
-        tags = params.get("tags")
-        try:
-            report = pair_sets.minimal_pair_set_replace(
-                pair_set=pair_set,
-                user=request.user,
-                data=data,
-                filename=params.get("filename", ""),
-                name=params.get("name"),
-                description=params.get("description"),
-                tags=tags.split(",") if tags is not None else None,
-                drop_incomplete_pairs=params.get("drop_incomplete_pairs", "") in TRUE_VALUES,
-            )
-        except pair_sets.PairSetInvalid as invalid:
-            return _invalid(invalid)
-        body = PairSetSerializer(report.pair_set, context={"request": request}).data
-        return Response({**body, "changed": report.changed, "warnings": report.warnings})
+        upload = upload_read(request, PairSetUploadFields)
+        report = pair_sets.minimal_pair_set_replace(
+            pair_set=pair_set,
+            user=request.user,
+            data=upload.data,
+            filename=upload.filename,
+            name=upload.fields.get("name"),
+            description=upload.fields.get("description"),
+            tags=upload.tags,
+            drop_incomplete_pairs=upload.fields["drop_incomplete_pairs"],
+            rename_if_taken=upload.rename_if_taken,
+        )
+        return Response({**_answer(request, report), "changed": report.changed})
 
 
 class PairSetExport(APIView):

@@ -14,7 +14,14 @@ from django.db.models import QuerySet
 from suites.catalog import COMMON_SORTS, catalog_filter
 from suites.formats import minimal_pairs as mp
 from suites.models import MinimalPairSet, PairSetSentence, PairSetVersion
-from suites.services import DataInvalid, PermissionDenied, can_change, name_problem, tags_set
+from suites.services import (
+    DataInvalid,
+    PermissionDenied,
+    can_change,
+    free_name,
+    name_problem,
+    tags_set,
+)
 
 BULK_BATCH = 2000
 
@@ -31,6 +38,8 @@ class PairSetReport:
     source_format: str
     warnings: list[str] = field(default_factory=list)
     changed: bool = True  # False: a replace with the same content (nothing written)
+    # The name asked for, when the set was saved under a free one instead.
+    renamed_from: str = ""
 
 
 # Names that the set pages' URLs use for themselves.
@@ -52,12 +61,16 @@ def minimal_pair_set_import(
     description: str = "",
     tags: Iterable[str] = (),
     drop_incomplete_pairs: bool = False,
+    rename_if_taken: bool = False,
 ) -> PairSetReport:
     """Validate an NLPScholar TSV or BLiMP JSONL file and save it as a set, all or
     nothing. Raises PairSetInvalid with every error found. `drop_incomplete_pairs`
     leaves out (with a warning) the pairs that lack an expected or an unexpected
-    sentence, as NLPScholar does, instead of refusing the file."""
+    sentence, as NLPScholar does, instead of refusing the file. `rename_if_taken`: a
+    taken name becomes the first free '<name> (2)', … (`renamed_from` keeps the asked)."""
     parsed = _parse(data, filename, drop_incomplete_pairs=drop_incomplete_pairs)
+    asked = name
+    name = _free_if_taken(name, rename_if_taken=rename_if_taken)
     errors = _name_errors(name)
     if errors:
         raise PairSetInvalid(errors)
@@ -83,8 +96,22 @@ def minimal_pair_set_import(
             _name_errors(name) or [mp.PairSetError(None, "name", "name taken")]
         ) from None
     return PairSetReport(
-        pair_set=pair_set, source_format=parsed.source_format, warnings=parsed.warnings
+        pair_set=pair_set,
+        source_format=parsed.source_format,
+        warnings=parsed.warnings,
+        renamed_from=asked if name != asked else "",
     )
+
+
+def _free_if_taken(
+    name: str, *, rename_if_taken: bool, replace: MinimalPairSet | None = None
+) -> str:
+    if not rename_if_taken or not name.strip():
+        return name
+    clash = MinimalPairSet.objects.filter(name=name)
+    if replace is not None:
+        clash = clash.exclude(pk=replace.pk)
+    return free_name(MinimalPairSet, name) if clash.exists() else name
 
 
 def _parse(
@@ -115,19 +142,23 @@ def minimal_pair_set_replace(
     description: str | None = None,
     tags: Iterable[str] | None = None,
     drop_incomplete_pairs: bool = False,
+    rename_if_taken: bool = False,
 ) -> PairSetReport:
     """Swap a set's sentences for a new upload (owner or staff), validated as an upload
-    and all or nothing. Name, description and tags stay unless given. Runs stay, on the
-    old content hash (outdated): the old sentences are kept in a PairSetVersion so that
+    and all or nothing. Name, description and tags stay unless given (a new name taken
+    by another set becomes a free one with `rename_if_taken`). Runs stay, on the old
+    content hash (outdated): the old sentences are kept in a PairSetVersion so that
     their analysis reads what they were scored on. The same content writes nothing."""
     if not can_change(user, pair_set):
         raise PermissionDenied("only the set's owner (or staff) may replace it")
     parsed = _parse(data, filename, drop_incomplete_pairs=drop_incomplete_pairs)
-    new_name = pair_set.name if name is None else name
+    asked = pair_set.name if name is None else name
+    new_name = _free_if_taken(asked, rename_if_taken=rename_if_taken, replace=pair_set)
     errors = _name_errors(new_name, replace=pair_set)
     if errors:
         raise PairSetInvalid(errors)
     report = PairSetReport(pair_set, parsed.source_format, parsed.warnings)
+    report.renamed_from = asked if new_name != asked else ""
     if mp.content_hash(parsed) == pair_set.content_hash:
         report.changed = False
         return report

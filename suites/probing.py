@@ -21,7 +21,7 @@ from suites.formats.probing import (
 )
 from suites.formats.report import SuiteError
 from suites.models import ProbingInstance, ProbingTask
-from suites.services import DataInvalid, name_problem, tags_set
+from suites.services import DataInvalid, free_name, name_problem, tags_set
 
 # Rows per INSERT: large enough that a 120,000-line file takes a few dozen statements.
 BATCH_SIZE = 5000
@@ -69,17 +69,21 @@ def probing_task_import(
     task_type: str | None = None,
     description: str = "",
     tags: Iterable[str] = (),
+    rename_if_taken: bool = False,
 ) -> ProbingTask:
     """Read, check and store a probing file in one transaction.
 
     Instances are inserted in batches while the file streams through the reader; the
     checks that need the whole file run at the end, and a failure rolls every row back.
     `task_type` defaults to the SentEval task the name stands for, else "custom".
+    `rename_if_taken`: a taken name becomes the first free '<name> (2)', ….
     Raises ProbingTaskInvalid listing every problem.
     """
     name = name.strip()
     if task_type is None:
         task_type = guess_task_type(name)
+    if rename_if_taken and name and ProbingTask.objects.filter(name=name).exists():
+        name = free_name(ProbingTask, name)
     try:
         reader = ProbingReader(task_type)
     except ValueError as exc:

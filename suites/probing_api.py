@@ -2,29 +2,32 @@
 
 from __future__ import annotations
 
-from django.conf import settings
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import generics, serializers, status
-from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.permissions import IsAuthenticatedOrReadOnly
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from suites.catalog import ListQuery
-from suites.catalog_api import GymDataSerializer, list_parameters
+from suites.catalog_api import (
+    UPLOAD_PARSERS,
+    GymDataSerializer,
+    NamedUploadFields,
+    list_parameters,
+    upload_read,
+    upload_schema,
+)
 from suites.formats.probing import TASK_TYPES, guess_task_type
 from suites.formats.report import SuiteError
 from suites.models import ProbingTask
 from suites.probing import (
     TASK_SORTS,
-    ProbingTaskInvalid,
     probing_task_import,
     probing_task_list,
     probing_task_overview,
 )
-from suites.services import tag_slugs
 
 
 class ProbingTaskSerializer(GymDataSerializer):
@@ -59,6 +62,26 @@ class ProbingTaskDetailSerializer(ProbingTaskSerializer):
         return probing_task_overview(task)
 
 
+class ProbingTaskUploadSerializer(ProbingTaskDetailSerializer):
+    """The answer to an upload: the task, and the name asked for when it was saved
+    under another one (on_conflict=rename)."""
+
+    warnings = serializers.ListField(child=serializers.CharField(), read_only=True)
+    renamed_from = serializers.CharField(allow_null=True, read_only=True)
+
+    class Meta(ProbingTaskDetailSerializer.Meta):
+        fields = [*ProbingTaskDetailSerializer.Meta.fields, "warnings", "renamed_from"]
+
+
+class ProbingTaskUploadFields(NamedUploadFields):
+    task_type = serializers.ChoiceField(
+        choices=list(TASK_TYPES),
+        required=False,
+        allow_blank=True,
+        help_text="default: the SentEval task the file name stands for, else custom",
+    )
+
+
 def _errors(errors: list[SuiteError], code: int = status.HTTP_400_BAD_REQUEST) -> Response:
     # The API's one error shape: every entry has a code.
     return Response({"errors": [{"code": "invalid", **e.as_dict()} for e in errors]}, status=code)
@@ -69,7 +92,7 @@ class ProbingTaskListCreate(generics.ListAPIView):
 
     serializer_class = ProbingTaskSerializer
     permission_classes = [IsAuthenticatedOrReadOnly]
-    parser_classes = [MultiPartParser, FormParser]
+    parser_classes = UPLOAD_PARSERS
 
     def get_queryset(self):  # type: ignore[no-untyped-def]
         query = ListQuery.from_api(self.request.query_params)
@@ -85,55 +108,34 @@ class ProbingTaskListCreate(generics.ListAPIView):
     def get(self, request: Request, *args, **kwargs) -> Response:  # type: ignore[no-untyped-def]
         return super().get(request, *args, **kwargs)
 
-    @extend_schema(
-        request={
-            "multipart/form-data": {
-                "type": "object",
-                "properties": {
-                    "file": {"type": "string", "format": "binary"},
-                    "name": {"type": "string"},
-                    "task_type": {"type": "string", "enum": list(TASK_TYPES)},
-                    "description": {"type": "string"},
-                    "tags": {"type": "string", "description": "comma-separated"},
-                },
-                "required": ["file"],
-            }
-        },
-        responses={201: ProbingTaskDetailSerializer, 400: OpenApiTypes.OBJECT},
+    @upload_schema(
+        fields=ProbingTaskUploadFields,
+        raw={"text/plain": OpenApiTypes.STR},
+        responses={201: ProbingTaskUploadSerializer},
         description="Upload a SentEval-style probing file (partition TAB label TAB sentence "
-        'per line). 400 gives {"errors": [{"path": "line 7, field 2", "message": ...}]}; '
-        "nothing is saved unless the whole file is valid.",
+        "per line). 400 lists every problem (`path` such as 'line 7, field 2'); nothing is "
+        "saved unless the whole file is valid.",
     )
     def post(self, request: Request) -> Response:
-        upload = request.FILES.get("file")
-        if upload is None:
-            return _errors([SuiteError("file", "send the probing file as the 'file' field")])
-        if upload.size > settings.GYM_MAX_UPLOAD_BYTES:
-            return _errors(
-                [
-                    SuiteError(
-                        "file",
-                        f"the file is {upload.size:,} bytes; the limit is "
-                        f"{settings.GYM_MAX_UPLOAD_BYTES:,} bytes",
-                    )
-                ],
-                status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
-            )
-        data = request.data
-        name = str(data.get("name", "")).strip() or upload.name.rsplit(".", 1)[0]
-        task_type = str(data.get("task_type", "")).strip() or guess_task_type(upload.name)
-        try:
-            task = probing_task_import(
-                source=upload,
-                name=name,
-                owner=request.user,
-                task_type=task_type,
-                description=str(data.get("description", "")),
-                tags=tag_slugs(str(data.get("tags", "")).split(",")),
-            )
-        except ProbingTaskInvalid as invalid:
-            return _errors(invalid.errors)
-        return Response(ProbingTaskDetailSerializer(task).data, status=status.HTTP_201_CREATED)
+        upload = upload_read(request, ProbingTaskUploadFields)
+        name = upload.name_or_stem().strip()
+        task_type = upload.fields.get("task_type") or (
+            guess_task_type(upload.filename) if upload.filename else None
+        )
+        task = probing_task_import(
+            source=upload.data,
+            name=name,
+            owner=request.user,
+            task_type=task_type,
+            description=upload.fields.get("description", ""),
+            tags=upload.tags or (),
+            rename_if_taken=upload.rename_if_taken,
+        )
+        body = ProbingTaskDetailSerializer(task).data
+        renamed_from = name if task.name != name else None
+        return Response(
+            {**body, "warnings": [], "renamed_from": renamed_from}, status=status.HTTP_201_CREATED
+        )
 
 
 class ProbingTaskDetail(APIView):

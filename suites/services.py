@@ -47,13 +47,16 @@ class SuiteInvalid(ApplicationError):
         return [{"code": "invalid", **e.as_dict()} for e in self.errors]
 
 
-class DataInvalid(Exception):
+class DataInvalid(ApplicationError):
     """A minimal-pair set or probing task cannot be saved; `errors` lists every problem
     (each says where and what). Nothing was written."""
 
-    def __init__(self, errors: Sequence[object]) -> None:
+    def __init__(self, errors: Sequence[Any]) -> None:
         super().__init__("; ".join(str(e) for e in errors[:3]))
         self.errors = list(errors)
+
+    def error_list(self) -> list[dict[str, Any]]:
+        return [{"code": "invalid", **e.as_dict()} for e in self.errors]
 
 
 class PermissionDenied(DjangoPermissionDenied):
@@ -250,8 +253,14 @@ def suite_free_name(wanted: str) -> str:
     """The first of '<wanted> (2)', '<wanted> (3)', … that no suite has, cut to fit the
     name length limit: the name a clashing upload is saved under when asked to rename
     (the page, the API and import_suites --on-conflict rename)."""
+    return free_name(Suite, wanted)
+
+
+def free_name(model: type[GymData], wanted: str) -> str:
+    """The first of '<wanted> (2)', '<wanted> (3)', … that no row of `model` (suites,
+    minimal-pair sets, probing tasks) has, cut to fit the name length limit."""
     stem = wanted[: NAME_MAX_LENGTH - len(" (999)")].rstrip()
-    taken = set(Suite.objects.filter(name__startswith=stem).values_list("name", flat=True))
+    taken = set(model._default_manager.filter(name__startswith=stem).values_list("name", flat=True))
     n = 2
     while f"{stem} ({n})" in taken:
         n += 1

@@ -82,30 +82,40 @@ def anon_client() -> BrowserClient:
     return BrowserClient()
 
 
-def _logged_in(user) -> BrowserClient:  # type: ignore[no-untyped-def]
+def signed_in_client(user) -> BrowserClient:  # type: ignore[no-untyped-def]
+    """A browser-like client (CSRF enforced) signed in as `user` (a session)."""
     client = BrowserClient()
     client.force_login(user)
     return client
 
 
+def token_client(user) -> BrowserClient:  # type: ignore[no-untyped-def]
+    """An API client that sends `user`'s token (`Authorization: Token <key>`), as a
+    script would; no session, so no CSRF either."""
+    from rest_framework.authtoken.models import Token
+
+    token, _ = Token.objects.get_or_create(user=user)
+    return BrowserClient(HTTP_AUTHORIZATION=f"Token {token.key}")
+
+
 @pytest.fixture
 def alice_client(alice) -> BrowserClient:  # type: ignore[no-untyped-def]
-    return _logged_in(alice)
+    return signed_in_client(alice)
 
 
 @pytest.fixture
 def bob_client(bob) -> BrowserClient:  # type: ignore[no-untyped-def]
-    return _logged_in(bob)
+    return signed_in_client(bob)
 
 
 @pytest.fixture
 def charlie_client(charlie) -> BrowserClient:  # type: ignore[no-untyped-def]
-    return _logged_in(charlie)
+    return signed_in_client(charlie)
 
 
 @pytest.fixture
 def dana_client(dana) -> BrowserClient:  # type: ignore[no-untyped-def]
-    return _logged_in(dana)
+    return signed_in_client(dana)
 
 
 def small_suite(name: str = "tiny agreement", **meta: Any) -> dict[str, Any]:
