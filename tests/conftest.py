@@ -5,11 +5,13 @@ in shared/."""
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from django.test import Client
+from django.urls import URLPattern, URLResolver, get_resolver
 
 # Browser fixtures, registered once for every module: the session's one Playwright and
 # chromium must not be started again by a second module.
@@ -116,6 +118,20 @@ def charlie_client(charlie) -> BrowserClient:  # type: ignore[no-untyped-def]
 @pytest.fixture
 def dana_client(dana) -> BrowserClient:  # type: ignore[no-untyped-def]
     return signed_in_client(dana)
+
+
+def url_patterns() -> Iterator[tuple[str, URLPattern]]:
+    """(route, pattern) for every URL of the site, e.g. ('api/suites/<str:name>/', ...)."""
+
+    def walk(resolver: URLResolver, prefix: str) -> Iterator[tuple[str, URLPattern]]:
+        for entry in resolver.url_patterns:
+            route = prefix + str(entry.pattern)
+            if isinstance(entry, URLResolver):
+                yield from walk(entry, route)
+            else:
+                yield route, entry
+
+    return walk(get_resolver(), "")
 
 
 def small_suite(name: str = "tiny agreement", **meta: Any) -> dict[str, Any]:

@@ -6,15 +6,12 @@ route and method."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
-from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
-from django.urls import URLPattern, URLResolver, get_resolver
 
 from suites import services
-from tests.conftest import BrowserClient, small_suite, token_client
+from tests.conftest import BrowserClient, small_suite, token_client, url_patterns
 
 pytestmark = pytest.mark.django_db
 
@@ -66,19 +63,12 @@ def _api_routes() -> list[tuple[str, str]]:
     parameters filled with a value their converter takes (no row needs to exist: the
     token is checked before anything is looked up)."""
 
-    def walk(patterns: list[Any], prefix: str) -> Iterator[tuple[str, URLPattern]]:
-        for pattern in patterns:
-            if isinstance(pattern, URLResolver):
-                yield from walk(pattern.url_patterns, prefix + str(pattern.pattern))
-            else:
-                yield prefix + str(pattern.pattern), pattern
-
     routes = []
-    for route, pattern in walk(get_resolver().url_patterns, "/"):
-        if not route.startswith("/api/"):
+    for route, pattern in url_patterns():
+        if not route.startswith("api/"):
             continue
         view = getattr(pattern.callback, "cls", None) or pattern.callback.view_class
-        path = route
+        path = "/" + route
         for name, converter in pattern.pattern.converters.items():
             value = next(v for v in ("1", "x") if re.fullmatch(converter.regex, v))
             path = re.sub(rf"<(\w+:)?{name}>", value, path)

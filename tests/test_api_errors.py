@@ -6,17 +6,11 @@ from __future__ import annotations
 import json
 
 import pytest
-from rest_framework.authtoken.models import Token
 
 from suites import services
-from tests.conftest import BrowserClient, small_suite
+from tests.conftest import BrowserClient, small_suite, token_client
 
 pytestmark = pytest.mark.django_db
-
-
-def _token_client(user) -> BrowserClient:  # type: ignore[no-untyped-def]
-    token, _ = Token.objects.get_or_create(user=user)
-    return BrowserClient(HTTP_AUTHORIZATION=f"Token {token.key}")
 
 
 def _shape(response) -> list[dict]:  # type: ignore[no-untyped-def]
@@ -38,31 +32,29 @@ def test_every_kind_of_error_has_one_shape(alice, bob) -> None:  # type: ignore[
     services.suite_import(source=small_suite("alices"), owner=alice)
     anon = BrowserClient()
     # A serializer's field errors (formerly {field: [msg]}).
-    bad_request = _token_client(alice).post(
+    bad_request = token_client(alice).post(
         "/api/evaluations/", json.dumps({"model": "nope"}), content_type="application/json"
     )
     assert bad_request.status_code == 400
     (error,) = _shape(bad_request)
     assert error["path"] == "$.model" and error["code"] == "does_not_exist"
     # A suite's located errors (formerly {"errors": [{path, message}]}).
-    invalid = _token_client(alice).post(
+    invalid = token_client(alice).post(
         "/api/suites/", json.dumps({"meta": {}}), content_type="application/json"
     )
     assert invalid.status_code == 400 and _shape(invalid)[0]["path"].startswith("$")
     # DRF's own (formerly {"detail": ...}): not authenticated, not found, bad JSON.
-    assert anon.post("/api/suites/", "{}", content_type="application/json").status_code in (
-        401,
-        403,
-    )
-    _shape(anon.post("/api/suites/", "{}", content_type="application/json"))
+    unauthenticated = anon.post("/api/suites/", "{}", content_type="application/json")
+    assert unauthenticated.status_code == 401
+    assert _shape(unauthenticated)[0]["code"] == "not_authenticated"
     missing = anon.get("/api/suites/no-such/")
     assert missing.status_code == 404 and _shape(missing)[0]["code"] == "not_found"
-    broken = _token_client(alice).post(
+    broken = token_client(alice).post(
         "/api/evaluations/", "{not json", content_type="application/json"
     )
     assert broken.status_code == 400 and _shape(broken)[0]["code"] == "parse_error"
     # Registration errors of the service (formerly a bare {field: msg}).
-    register = _token_client(alice).post(
+    register = token_client(alice).post(
         "/api/models/", json.dumps({"source": "  "}), content_type="application/json"
     )
     assert register.status_code == 400
@@ -71,11 +63,11 @@ def test_every_kind_of_error_has_one_shape(alice, bob) -> None:  # type: ignore[
 
 def test_a_services_permission_denied_is_a_403_without_catching(alice, bob) -> None:  # type: ignore[no-untyped-def]
     services.suite_import(source=small_suite("mine"), owner=alice)
-    response = _token_client(bob).delete("/api/suites/mine/")
+    response = token_client(bob).delete("/api/suites/mine/")
     assert response.status_code == 403
     (error,) = _shape(response)
     assert error["code"] == "permission_denied" and "owner" in error["message"]
-    replaced = _token_client(bob).put(
+    replaced = token_client(bob).put(
         "/api/suites/mine/", json.dumps(small_suite("mine")), content_type="application/json"
     )
     assert replaced.status_code == 403 and "owner" in _shape(replaced)[0]["message"]
@@ -106,7 +98,7 @@ def test_throttles_answer_429_in_the_error_shape(settings, alice) -> None:  # ty
     (error,) = _shape(limited)
     assert error["code"] == "throttled" and error["retry_after_seconds"] > 0
     # Signed-in users are counted on their own, at their own rate.
-    user = _token_client(alice)
+    user = token_client(alice)
     assert [user.get("/api/tags/").status_code for _ in range(6)] == [200] * 5 + [429]
 
 

@@ -229,12 +229,19 @@ def test_paged_with_a_fixed_number_of_queries(anon_client) -> None:  # type: ign
 
 
 @pytest.mark.parametrize(
-    "query",
-    ["models=%00", "models=a,b&page=abc", "page=-3&models=model-a,model-b", "models=" + "x," * 500],
+    ("query", "status"),
+    [
+        # A NUL is refused by the request guard; the page reads the rest leniently (an
+        # unknown model is named on the page, a page number out of range is the nearest).
+        ("models=%00", 400),
+        ("models=a,b&page=abc", 200),
+        ("page=-3&models=model-a,model-b", 200),
+        ("models=" + "x," * 500, 200),
+    ],
 )
-def test_hostile_queries_are_answered(anon_client, suite, three, query: str) -> None:  # type: ignore[no-untyped-def]
+def test_hostile_queries_are_answered(anon_client, suite, three, query: str, status: int) -> None:  # type: ignore[no-untyped-def]
     response = anon_client.get(f"/suites/three%20items/compare/?{query}")
-    assert response.status_code in (200, 400)
+    assert response.status_code == status
 
 
 def test_suite_and_result_pages_link_to_the_comparison(anon_client, suite, three) -> None:  # type: ignore[no-untyped-def]

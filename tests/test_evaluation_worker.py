@@ -9,7 +9,6 @@ import time
 from pathlib import Path
 
 import pytest
-from rest_framework.authtoken.models import Token
 
 from evaluations import scoring, services
 from evaluations.models import Evaluation, ItemResult, LanguageModel, PredictionResult
@@ -17,7 +16,7 @@ from suites import formats
 from suites import services as suite_services
 from suites.models import Suite
 from tests.celery_harness import broker, flush_redis, redis_or_skip
-from tests.conftest import SHARED_DATA, BrowserClient
+from tests.conftest import SHARED_DATA, token_client
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
@@ -59,8 +58,7 @@ def test_end_to_end_through_a_real_worker(redis_broker, workers, tiny_gpt2, alic
     model = services.model_register(source=str(tiny_gpt2), name="tiny", display_name="Tiny GPT-2")
     assert model.kind == "causal"
     workers()
-    token, _ = Token.objects.get_or_create(user=alice)
-    client = BrowserClient(HTTP_AUTHORIZATION=f"Token {token.key}")
+    client = token_client(alice)
     response = client.post(
         "/api/evaluations/",
         json.dumps({"model": "tiny", "suites": SUITES}),
@@ -210,8 +208,7 @@ def test_redis_down_at_request_time_gives_a_clear_message_then_works(
     url = redis_or_skip()
     suite = _import(["number_src"])[0]
     services.model_register(source=str(tiny_gpt2), name="tiny")
-    token, _ = Token.objects.get_or_create(user=alice)
-    client = BrowserClient(HTTP_AUTHORIZATION=f"Token {token.key}")
+    client = token_client(alice)
     body = json.dumps({"model": "tiny", "suites": [suite.name]})
     with broker("redis://127.0.0.1:1/0"):  # nothing listens there
         response = client.post("/api/evaluations/", body, content_type="application/json")

@@ -5,18 +5,16 @@ Nothing may answer 5xx; every 4xx carries a message."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 
 import pytest
 from django.test import Client
-from django.urls import URLPattern, URLResolver, get_resolver
 
 from evaluations import services as evaluation_services
 from evaluations import token_data
 from evaluations.models import Evaluation, PairEvaluation, PairSentenceTokens
 from evaluations.scoring.schema import TokenScore
 from suites import pair_sets, selectors, services
-from tests.conftest import small_suite
+from tests.conftest import small_suite, token_client, url_patterns
 
 pytestmark = pytest.mark.django_db
 
@@ -51,20 +49,9 @@ PATH_VALUES = {
 }
 
 
-def _patterns(resolver: URLResolver, prefix: str = "") -> Iterator[tuple[str, URLPattern]]:
-    for entry in resolver.url_patterns:
-        route = prefix + str(entry.pattern)
-        if isinstance(entry, URLResolver):
-            yield from _patterns(entry, route)
-        else:
-            yield route, entry
-
-
 def public_routes() -> list[str]:
     """Every route of the site but Django's admin (which has its own tests upstream)."""
-    return sorted(
-        {route for route, _p in _patterns(get_resolver()) if not route.startswith("admin/")}
-    )
+    return sorted({route for route, _p in url_patterns() if not route.startswith("admin/")})
 
 
 def _fill(route: str, values: dict[str, str]) -> str:
@@ -206,9 +193,17 @@ def test_named_cases_answer_4xx_with_a_message(anon_client, world) -> None:  # t
     assert "NUL character" in api_search.json()["errors"][0]["message"]
 
 
-def test_surrogate_upload_is_refused_with_its_location(alice_client) -> None:  # type: ignore[no-untyped-def]
+def test_surrogate_upload_is_refused_with_its_location(alice, alice_client) -> None:  # type: ignore[no-untyped-def]
     response = alice_client.post_form("/upload/", {"text": SURROGATE_JSON})
     assert response.status_code == 400
     assert "lone surrogate" in response.content.decode()
-    token_api = alice_client.post("/api/suites/", SURROGATE_JSON, content_type="application/json")
-    assert token_api.status_code in (400, 403)
+    # A signed-in session without the CSRF header is refused before the body is read;
+    # a token client gets the located error.
+    session_api = alice_client.post("/api/suites/", SURROGATE_JSON, content_type="application/json")
+    assert session_api.status_code == 403
+    assert "CSRF" in session_api.json()["errors"][0]["message"]
+    token_api = token_client(alice).post(
+        "/api/suites/", SURROGATE_JSON, content_type="application/json"
+    )
+    assert token_api.status_code == 400
+    assert "lone surrogate" in token_api.json()["errors"][0]["message"]

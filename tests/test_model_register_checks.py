@@ -9,10 +9,9 @@ import json
 from pathlib import Path
 
 import pytest
-from rest_framework.authtoken.models import Token
-from rest_framework.test import APIClient
 
 from evaluations.models import LanguageModel
+from tests.conftest import token_client
 from tests.test_ngram import TINY_ARPA
 
 pytestmark = pytest.mark.django_db
@@ -100,15 +99,18 @@ def test_hub_ids_are_checked_by_shape_and_never_fetched(alice_client, model_dir,
 
 
 def test_the_api_applies_the_same_checks(alice, model_dir, no_hub) -> None:  # type: ignore[no-untyped-def]
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=alice).key}")
+    client = token_client(alice)
     no_tokenizer = _folder(model_dir, "no-tokenizer", config=GPT2_CONFIG)
-    refused = client.post("/api/models/", {"source": str(no_tokenizer)}, format="json")
+    refused = client.post(
+        "/api/models/", {"source": str(no_tokenizer)}, content_type="application/json"
+    )
     assert refused.status_code == 400
     (error,) = refused.json()["errors"]
     assert error["path"] == "$.source" and "no tokenizer files" in error["message"]
     # The answer names no server folder (only the model folder's own name).
     assert str(model_dir.parent) not in error["message"]
-    accepted = client.post("/api/models/", {"source": "EleutherAI/pythia-14m"}, format="json")
+    accepted = client.post(
+        "/api/models/", {"source": "EleutherAI/pythia-14m"}, content_type="application/json"
+    )
     assert accepted.status_code == 201 and accepted.json()["kind"] == "unknown"
     assert no_hub == []

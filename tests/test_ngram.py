@@ -29,7 +29,7 @@ from evaluations.scoring.schema import ModelLoadError
 from suites import formats, predictions
 from suites import selectors as suite_selectors
 from suites import services as suite_services
-from tests.conftest import EXAMPLES, SHARED_DATA
+from tests.conftest import EXAMPLES, SHARED_DATA, token_client
 
 L = math.log2(10.0)  # bits per unit of -log10 probability
 
@@ -456,9 +456,6 @@ def test_score_command_with_an_arpa_file(tiny_arpa: Path, tmp_path: Path) -> Non
 
 @pytest.mark.django_db
 def test_register_an_arpa_file_by_path_page_and_api(tiny_arpa: Path, alice, alice_client) -> None:  # type: ignore[no-untyped-def]
-    from rest_framework.authtoken.models import Token
-
-    from tests.conftest import BrowserClient
 
     response = alice_client.post_form(
         "/models/register/", {"source": str(tiny_arpa), "name": "tiny-page"}
@@ -468,8 +465,7 @@ def test_register_an_arpa_file_by_path_page_and_api(tiny_arpa: Path, alice, alic
 
     other = tiny_arpa.with_name("copy.arpa")
     other.write_text(TINY_ARPA, encoding="utf-8")
-    token, _ = Token.objects.get_or_create(user=alice)
-    response = BrowserClient(HTTP_AUTHORIZATION=f"Token {token.key}").post(
+    response = token_client(alice).post(
         "/api/models/",
         data=json.dumps({"source": str(other), "name": "tiny-api", "display_name": "Tiny"}),
         content_type="application/json",

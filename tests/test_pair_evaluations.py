@@ -14,7 +14,6 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.utils import timezone
-from rest_framework.authtoken.models import Token
 
 from evaluations import pair_services, runs, services, token_data
 from evaluations.minimal_pairs.tokens import parse_predictions_tsv
@@ -23,7 +22,13 @@ from suites import pair_sets
 from suites import services as suite_services
 from suites.models import MinimalPairSet
 from tests.celery_harness import broker
-from tests.conftest import EXAMPLES, SHARED_DATA, BrowserClient, small_suite
+from tests.conftest import (
+    EXAMPLES,
+    SHARED_DATA,
+    signed_in_client,
+    small_suite,
+    token_client,
+)
 
 # Transactional: runs are sent to the queue when their rows are committed.
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -73,11 +78,6 @@ def pair_set(alice) -> MinimalPairSet:  # type: ignore[no-untyped-def]
 @pytest.fixture
 def model() -> LanguageModel:
     return LanguageModel.objects.create(name="tiny", display_name="Tiny", source="tiny/model")
-
-
-def token_client(user) -> BrowserClient:  # type: ignore[no-untyped-def]
-    token, _ = Token.objects.get_or_create(user=user)
-    return BrowserClient(HTTP_AUTHORIZATION=f"Token {token.key}")
 
 
 def post_json(client, path: str, body: object):  # type: ignore[no-untyped-def]
@@ -415,8 +415,7 @@ def test_set_page_offers_evaluation_and_import_to_signed_in_users(
 ) -> None:  # type: ignore[no-untyped-def]
     page = anon_client.get("/minimal-pairs/small/").content.decode()
     assert "Log in</a> to evaluate" in page and "Queue evaluation" not in page
-    bob_client = BrowserClient()
-    bob_client.force_login(bob)
+    bob_client = signed_in_client(bob)
     page = bob_client.get("/minimal-pairs/small/").content.decode()
     assert "Evaluate with model(s)" in page and 'value="tiny"' in page
     assert "Import NLPScholar predictions" not in page
@@ -442,8 +441,7 @@ def test_set_page_offers_evaluation_and_import_to_signed_in_users(
 
 
 def test_import_page(alice, pair_set, model) -> None:  # type: ignore[no-untyped-def]
-    client = BrowserClient()
-    client.force_login(alice)
+    client = signed_in_client(alice)
     page = client.get("/minimal-pairs/small/").content.decode()
     assert "Import NLPScholar predictions" in page
     bad = io.BytesIO(b"token\tsentid\n")
@@ -483,8 +481,7 @@ def test_a_missing_leaderboard_cell_links_to_the_prefilled_request_form(
     board = anon_client.get("/leaderboard/").content.decode()
     link = "/pairs/evaluations/new/?model=tiny&amp;pair_set=small-2"
     assert link in board
-    client = BrowserClient()
-    client.force_login(alice)
+    client = signed_in_client(alice)
     form = client.get(link.replace("&amp;", "&")).content.decode()
     assert '<option value="tiny" selected>' in form
     assert '<option value="small-2" selected>' in form

@@ -16,8 +16,7 @@ from django.core.management.base import CommandError
 
 from evaluations.models import PairEvaluation, PairSentenceTokens
 from suites import pair_sets
-from tests.conftest import SHARED_DATA, BrowserClient
-from tests.test_pair_evaluations import token_client
+from tests.conftest import SHARED_DATA, signed_in_client, token_client
 
 pytestmark = pytest.mark.django_db
 
@@ -107,8 +106,7 @@ def test_the_api_leaves_them_out_on_request_with_a_warning(left_out, alice, anon
 
 
 def test_the_import_page_offers_the_same_choice(left_out, alice) -> None:  # type: ignore[no-untyped-def]
-    client = BrowserClient()
-    client.force_login(alice)
+    client = signed_in_client(alice)
     form = client.get("/minimal-pairs/bad/import-predictions/").content.decode()
     assert "Leave out rows whose sentid is not in the set" in form
 

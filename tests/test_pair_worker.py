@@ -13,13 +13,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 from django.core.management import call_command
-from rest_framework.authtoken.models import Token
 
 from evaluations import services
 from evaluations.minimal_pairs.tokens import parse_predictions_tsv
 from evaluations.models import PairEvaluation, PairSentenceTokens
 from suites import pair_sets
-from tests.conftest import EXAMPLES, BrowserClient
+from tests.conftest import EXAMPLES, token_client
 from tests.tiny_models import tiny_bert, tiny_gpt2  # noqa: F401
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
@@ -73,8 +72,7 @@ def test_runs_on_a_real_worker_equal_the_command_line(  # type: ignore[no-untype
     services.model_register(source=str(tiny_bert), name="tinybert")
     # One thread in the worker, as in the command: the same arithmetic, bit for bit.
     workers(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
-    token, _ = Token.objects.get_or_create(user=alice)
-    client = BrowserClient(HTTP_AUTHORIZATION=f"Token {token.key}")
+    client = token_client(alice)
     body = json.dumps({"models": ["tiny", "tinybert"], "sets": ["agreement", "drawers"]})
     response = client.post("/api/pairs/evaluations/", body, content_type="application/json")
     assert response.status_code == 201, response.content

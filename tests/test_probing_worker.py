@@ -11,12 +11,11 @@ from pathlib import Path
 
 import pytest
 from django.core.management import call_command
-from rest_framework.authtoken.models import Token
 
 from evaluations import services
 from evaluations.models import ProbingLayerResult, ProbingRun
 from suites.probing import probing_task_import
-from tests.conftest import BrowserClient
+from tests.conftest import token_client
 from tests.tiny_models import tiny_gpt2  # noqa: F401
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
@@ -48,8 +47,7 @@ def test_a_run_on_a_real_worker_equals_the_probe_command(  # type: ignore[no-unt
     model = services.model_register(source=str(tiny_gpt2), name="tiny")
     # One thread in the worker, as in the command below: the same arithmetic, bit for bit.
     workers(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
-    token, _ = Token.objects.get_or_create(user=alice)
-    client = BrowserClient(HTTP_AUTHORIZATION=f"Token {token.key}")
+    client = token_client(alice)
     body = json.dumps({"task": task.name, "models": [model.name], "pooling": "mean"})
     response = client.post("/api/probing-runs/", body, content_type="application/json")
     assert response.status_code == 201, response.content

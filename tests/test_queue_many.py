@@ -12,7 +12,7 @@ from evaluations import services
 from evaluations.models import Evaluation, LanguageModel
 from suites import services as suite_services
 from suites.models import Suite
-from tests.conftest import small_suite
+from tests.conftest import BrowserClient, small_suite, token_client
 
 pytestmark = pytest.mark.django_db
 
@@ -179,30 +179,35 @@ def test_rerun_outdated_of_a_model_queues_its_outdated_suites(alice, bob_client)
 
 
 def test_rerun_outdated_through_the_api(alice, bob) -> None:  # type: ignore[no-untyped-def]
-    from rest_framework.authtoken.models import Token
-    from rest_framework.test import APIClient
-
     _outdated_site(alice)
-    anonymous = APIClient()
+    anonymous = BrowserClient()
     assert (
         anonymous.post(
-            "/api/evaluations/rerun-outdated/", {"suite": "s2"}, format="json"
+            "/api/evaluations/rerun-outdated/", {"suite": "s2"}, content_type="application/json"
         ).status_code
         == 401
     )
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=bob).key}")
-    response = client.post("/api/evaluations/rerun-outdated/", {"suite": "s2"}, format="json")
+    client = token_client(bob)
+    response = client.post(
+        "/api/evaluations/rerun-outdated/", {"suite": "s2"}, content_type="application/json"
+    )
     assert response.status_code == 201
     assert sorted(e["model"] for e in response.json()) == ["lm-a", "lm-b", "lm-c"]
     assert all(e["queued_now"] and not e["outdated"] for e in response.json())
-    again = client.post("/api/evaluations/rerun-outdated/", {"suite": "s2"}, format="json")
+    again = client.post(
+        "/api/evaluations/rerun-outdated/", {"suite": "s2"}, content_type="application/json"
+    )
     assert again.status_code == 200 and again.json() == []
-    everything = client.post("/api/evaluations/rerun-outdated/", {"model": "lm-b"}, format="json")
+    everything = client.post(
+        "/api/evaluations/rerun-outdated/", {"model": "lm-b"}, content_type="application/json"
+    )
     assert [(e["model"], e["suite"]) for e in everything.json()] == [("lm-b", "s1")]
     for body in ({}, {"suite": "nope"}, {"model": "nope"}):
         assert (
-            client.post("/api/evaluations/rerun-outdated/", body, format="json").status_code == 400
+            client.post(
+                "/api/evaluations/rerun-outdated/", body, content_type="application/json"
+            ).status_code
+            == 400
         )
 
 

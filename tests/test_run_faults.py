@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 from django.db import connection
-from rest_framework.authtoken.models import Token
 
 from evaluations import runs, services, tasks, worker
 from evaluations.models import Evaluation, ItemResult
@@ -24,7 +23,7 @@ from tests.celery_harness import (
     database_url,
     wait_for_log,
 )
-from tests.conftest import BrowserClient, small_suite
+from tests.conftest import small_suite, token_client
 from tests.test_evaluation_worker import _big_suite, _wait
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
@@ -47,13 +46,13 @@ def test_eight_simultaneous_requests_give_no_5xx_and_every_run_completes(
         for n in range(8)
     ]
     services.model_register(source=str(tiny_gpt2), name="tiny")
-    token, _ = Token.objects.get_or_create(user=alice)
+    token_client(alice)  # the token exists before the threads ask with it
     workers("celery")
     workers("gpu")
     start = threading.Barrier(8)
 
     def ask(n: int) -> tuple[int, list[int]]:
-        client = BrowserClient(HTTP_AUTHORIZATION=f"Token {token.key}")
+        client = token_client(alice)
         body = json.dumps({"model": "tiny", "suites": [suites[n].name, suites[(n + 1) % 8].name]})
         start.wait()
         try:

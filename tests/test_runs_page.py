@@ -18,7 +18,7 @@ from evaluations.models import Evaluation, LanguageModel, PairEvaluation, Probin
 from suites import pair_sets
 from suites import services as suite_services
 from suites.probing import probing_task_import
-from tests.conftest import BrowserClient, small_suite
+from tests.conftest import signed_in_client, small_suite
 
 pytestmark = pytest.mark.django_db
 
@@ -146,8 +146,7 @@ def test_lists_every_kind_newest_first_with_links(world, anon_client) -> None:  
 
 def test_staff_see_runs_of_hidden_models(world, django_user_model) -> None:  # type: ignore[no-untyped-def]
     staff = django_user_model.objects.create_user("sam", password="pw", is_staff=True)
-    client = BrowserClient()
-    client.force_login(staff)
+    client = signed_in_client(staff)
     assert len(_rows(client.get("/runs/").content.decode())) == 4
     assert len(_rows(client.get("/runs/", {"model": "secret"}).content.decode())) == 1
 

@@ -6,18 +6,12 @@ from __future__ import annotations
 import json
 
 import pytest
-from rest_framework.authtoken.models import Token
 
 from suites import services
 from suites.models import Suite
-from tests.conftest import BrowserClient, shared_files, small_suite
+from tests.conftest import BrowserClient, shared_files, small_suite, token_client
 
 pytestmark = pytest.mark.django_db
-
-
-def _token_client(user) -> BrowserClient:  # type: ignore[no-untyped-def]
-    token, _ = Token.objects.get_or_create(user=user)
-    return BrowserClient(HTTP_AUTHORIZATION=f"Token {token.key}")
 
 
 def test_list_search_tag_and_pagination(anon_client, alice) -> None:
@@ -64,12 +58,12 @@ def test_post_needs_auth(anon_client) -> None:
     response = anon_client.post(
         "/api/suites/", json.dumps(small_suite()), content_type="application/json"
     )
-    assert response.status_code in (401, 403)
+    assert response.status_code == 401 and response["WWW-Authenticate"] == "Token"
     assert Suite.objects.count() == 0
 
 
 def test_post_with_token_creates(alice) -> None:
-    client = _token_client(alice)
+    client = token_client(alice)
     response = client.post(
         "/api/suites/", json.dumps(small_suite("api one")), content_type="application/json"
     )
@@ -87,14 +81,14 @@ def test_post_2019_format_converts(alice) -> None:
     ]
     if not files:
         pytest.skip("shared data not found")
-    client = _token_client(alice)
+    client = token_client(alice)
     response = client.post("/api/suites/", files[0].read_bytes(), content_type="application/json")
     assert response.status_code == 201, response.content
     assert response.json()["predictions"][0]["formula"] == "(3;%that%) > (3;%what%)"
 
 
 def test_post_errors_are_located_and_nothing_is_saved(alice) -> None:
-    client = _token_client(alice)
+    client = token_client(alice)
     bad = small_suite("bad api")
     bad["region_meta"]["4"] = "Ghost"
     bad["predictions"].append({"type": "formula", "formula": "(9;%match%) > (2;%nope%)"})
@@ -113,7 +107,7 @@ def test_post_errors_are_located_and_nothing_is_saved(alice) -> None:
 
 def test_name_collision_via_api(alice, bob) -> None:
     services.suite_import(source=small_suite("taken"), owner=alice)
-    response = _token_client(bob).post(
+    response = token_client(bob).post(
         "/api/suites/", json.dumps(small_suite("taken")), content_type="application/json"
     )
     assert response.status_code == 400
@@ -122,7 +116,7 @@ def test_name_collision_via_api(alice, bob) -> None:
 
 def test_too_large_is_413(alice, settings) -> None:
     settings.GYM_MAX_UPLOAD_BYTES = 10
-    response = _token_client(alice).post(
+    response = token_client(alice).post(
         "/api/suites/", "x" * 100_000, content_type="application/json"
     )
     assert response.status_code == 413
@@ -131,13 +125,13 @@ def test_too_large_is_413(alice, settings) -> None:
 
 def test_delete_owner_only(alice, bob, dana) -> None:
     services.suite_import(source=small_suite("del"), owner=alice)
-    assert BrowserClient().delete("/api/suites/del/").status_code in (401, 403)
-    assert _token_client(bob).delete("/api/suites/del/").status_code == 403
+    assert BrowserClient().delete("/api/suites/del/").status_code == 401
+    assert token_client(bob).delete("/api/suites/del/").status_code == 403
     assert Suite.objects.filter(name="del").exists()
-    assert _token_client(alice).delete("/api/suites/del/").status_code == 204
+    assert token_client(alice).delete("/api/suites/del/").status_code == 204
     assert not Suite.objects.filter(name="del").exists()
     services.suite_import(source=small_suite("del2"), owner=alice)
-    assert _token_client(dana).delete("/api/suites/del2/").status_code == 204
+    assert token_client(dana).delete("/api/suites/del2/").status_code == 204
 
 
 def test_put_replaces_for_owner(alice, bob) -> None:
@@ -145,12 +139,12 @@ def test_put_replaces_for_owner(alice, bob) -> None:
     new = small_suite("put")
     new["items"].pop()
     assert (
-        _token_client(bob)
+        token_client(bob)
         .put("/api/suites/put/", json.dumps(new), content_type="application/json")
         .status_code
         == 403
     )
-    response = _token_client(alice).put(
+    response = token_client(alice).put(
         "/api/suites/put/", json.dumps(new), content_type="application/json"
     )
     assert response.status_code == 200 and response.json()["item_count"] == 1

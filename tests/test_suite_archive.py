@@ -7,12 +7,11 @@ from __future__ import annotations
 import json
 
 import pytest
-from rest_framework.authtoken.models import Token
 
 from evaluations.models import Evaluation, LanguageModel
 from suites import selectors, services
 from suites.models import Suite
-from tests.conftest import BrowserClient, small_suite
+from tests.conftest import BrowserClient, small_suite, token_client
 
 pytestmark = pytest.mark.django_db
 
@@ -69,8 +68,7 @@ def test_a_suite_with_others_results_is_archived_not_deleted(alice_client, alice
 def test_the_api_archives_and_refuses_new_evaluations(alice, bob) -> None:  # type: ignore[no-untyped-def]
     suite = services.suite_import(source=small_suite("api-archived"), owner=alice).suite
     _evaluate(suite, alice)
-    token, _ = Token.objects.get_or_create(user=alice)
-    client = BrowserClient(HTTP_AUTHORIZATION=f"Token {token.key}")
+    client = token_client(alice)
     response = client.delete("/api/suites/api-archived/")
     assert response.status_code == 200 and response.json()["archived_at"]
     request = client.post(

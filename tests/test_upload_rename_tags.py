@@ -9,12 +9,10 @@ import re
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
-from rest_framework.authtoken.models import Token
-from rest_framework.test import APIClient
 
 from suites import services
 from suites.models import Suite
-from tests.conftest import small_suite
+from tests.conftest import small_suite, token_client
 
 pytestmark = pytest.mark.django_db
 
@@ -88,8 +86,7 @@ def test_the_replace_page_has_neither_rename_nor_tags(alice, alice_client) -> No
 
 def test_the_api_renames_on_request_and_takes_tags(alice, bob) -> None:  # type: ignore[no-untyped-def]
     services.suite_import(source=small_suite("agreement"), owner=alice)
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=bob).key}")
+    client = token_client(bob)
     body = json.dumps(small_suite("agreement"))
 
     def post(query: str):  # type: ignore[no-untyped-def]
