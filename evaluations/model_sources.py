@@ -48,7 +48,15 @@ def _looks_local(raw: str, cwd: Path) -> bool:
         return True
     # "var/models" is a valid hub id too; where it names something on this machine,
     # transformers would read that, so it is checked as a path.
-    return (cwd / raw).exists()
+    return _exists(cwd / raw)
+
+
+def _exists(path: Path) -> bool:
+    """Whether `path` exists; False for a name the file system cannot hold (too long)."""
+    try:
+        return path.exists()
+    except OSError:
+        return False
 
 
 def _inside(path: Path, folders: Sequence[Path]) -> bool:
@@ -89,7 +97,7 @@ def model_source_check(
             "folder there (save_pretrained), or ask the site's administrators to add its "
             "folder to GYM_MODEL_DIRS"
         )
-    if not resolved.exists():
+    if not _exists(resolved):
         raise ModelSourceError(
             f"nothing named {resolved.relative_to(_base(resolved, folders))} in the model "
             f"folder {_base(resolved, folders)}; save the model there first"

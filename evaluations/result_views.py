@@ -247,7 +247,10 @@ class ResultsExportAPI(APIView):
             OpenApiParameter("tag", str, description="The suites of one tag ('untagged' too)"),
             OpenApiParameter("as", str, enum=list(EXPORT_FORMATS), description="Default csv"),
         ],
-        responses={(200, "text/csv"): OpenApiTypes.BINARY, 404: None},
+        responses={
+            (200, "text/csv"): OpenApiTypes.BINARY,
+            (200, "application/vnd.apache.parquet"): OpenApiTypes.BINARY,
+        },
     )
     def get(self, request: Request) -> HttpResponse:
         fmt = request.GET.get("as", "csv").strip() or "csv"

@@ -17,8 +17,10 @@ from __future__ import annotations
 from typing import Any
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
-from django.http import Http404
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.views.defaults import page_not_found
 from drf_spectacular.openapi import AutoSchema
+from drf_spectacular.utils import OpenApiParameter
 from rest_framework import exceptions, serializers
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
@@ -54,6 +56,15 @@ def too_large_message(size: int, limit: int) -> str:
         f"({limit / 1024 / 1024:.0f} MB). Split the file, or ask the site's "
         "administrators to raise GYM_MAX_UPLOAD_BYTES."
     )
+
+
+def api_not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
+    """The site's 404 (handler404): for an /api/ address that no route matches (a
+    path parameter of the wrong type, say), the API's error body instead of a page."""
+    if request.path.startswith("/api/"):
+        body = error_body({"code": "not_found", "message": "There is nothing at this address."})
+        return JsonResponse(body, status=404)
+    return page_not_found(request, exception)
 
 
 def error_body(*entries: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
@@ -137,6 +148,8 @@ _ERROR_CODES = {
     "503": "The task queue is unreachable; nothing was lost, ask again in a moment.",
 }
 _WRITES = {"POST", "PUT", "PATCH", "DELETE"}
+# Query parameters that only a signed-in user may give (a read answers 401 otherwise).
+SIGNED_IN_PARAMETERS = {"mine"}
 
 
 class ErrorAwareAutoSchema(AutoSchema):
@@ -151,6 +164,11 @@ class ErrorAwareAutoSchema(AutoSchema):
         codes = ["400", "404", "429"]
         if self.method in _WRITES:
             codes += ["401", "403", "413"]
+        elif any(
+            isinstance(p, OpenApiParameter) and p.name in SIGNED_IN_PARAMETERS
+            for p in self.get_override_parameters()
+        ):
+            codes += ["401"]
         codes += [c for c in ("503",) if c in responses]
         for code in codes:
             responses[code] = self._get_response_for_code(

@@ -19,6 +19,7 @@ api = [
 ]
 
 admin.site.login_form = accounts.LimitedAdminAuthenticationForm
+handler404 = "gym.errors.api_not_found"
 
 urlpatterns = [
     path("admin/", admin.site.urls),

@@ -114,3 +114,17 @@ def test_the_api_applies_the_same_checks(alice, model_dir, no_hub) -> None:  # t
     )
     assert accepted.status_code == 201 and accepted.json()["kind"] == "unknown"
     assert no_hub == []
+
+
+def test_a_name_too_long_for_the_file_system_is_refused_not_a_500(alice, model_dir, no_hub) -> None:  # type: ignore[no-untyped-def]
+    # Found by the schema test: checking such a name as a path raised ENAMETOOLONG.
+    client = token_client(alice)
+    for source, message in (
+        ("0" * 300, "is not a hub id"),
+        (str(model_dir / ("a" * 300)), f"nothing named {'a' * 300} in the model folder"),
+    ):
+        response = client.post("/api/models/", {"source": source}, content_type="application/json")
+        assert response.status_code == 400, response.content
+        (error,) = response.json()["errors"]
+        assert error["path"] == "$.source" and message in error["message"]
+    assert LanguageModel.objects.count() == 0 and no_hub == []
