@@ -20,7 +20,7 @@ from suites.selectors import suites_with_tag
 
 class LanguageModelSerializer(serializers.ModelSerializer):
     registered_by = serializers.CharField(
-        source="registered_by.username", default=None, read_only=True
+        source="registered_by.username", default=None, allow_null=True, read_only=True
     )
 
     def to_representation(self, instance: LanguageModel) -> dict[str, Any]:
@@ -375,7 +375,9 @@ class RunSerializer(serializers.Serializer):
     outdated = serializers.BooleanField(source="run.outdated")
     progress_done = serializers.IntegerField(source="run.progress_done")
     progress_total = serializers.IntegerField(source="run.progress_total")
-    requested_by = serializers.CharField(source="run.requested_by.username", default=None)
+    requested_by = serializers.CharField(
+        source="run.requested_by.username", default=None, allow_null=True
+    )
     created_at = serializers.DateTimeField(source="run.created_at")
     started_at = serializers.DateTimeField(source="run.started_at", allow_null=True)
     finished_at = serializers.DateTimeField(source="run.finished_at", allow_null=True)

@@ -28,7 +28,9 @@ class GymDataSerializer(serializers.ModelSerializer):
 
     api_url_name = ""
 
-    owner = serializers.CharField(source="owner.username", default=None, read_only=True)
+    owner = serializers.CharField(
+        source="owner.username", default=None, allow_null=True, read_only=True
+    )
     tags = serializers.SlugRelatedField(many=True, read_only=True, slug_field="name")
     url = serializers.SerializerMethodField()
 

@@ -10,7 +10,6 @@ afterwards: writes (uploads, registrations, run requests) reach nothing outside 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 
 import pytest
 import schemathesis
@@ -25,7 +24,14 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
+from evaluations.models import LanguageModel, ProbingRun
+from evaluations.pair_api import PAIR_TABLES
+from suites import services as suite_services
+from suites.probing import probing_task_import
 from tests.conftest import token_client
+from tests.test_hostile_input import _pair_world
+from tests.test_results_pages import store_done, suite_data
+from tests.test_upload_convention import PROBING
 
 EXAMPLES_PER_OPERATION = 12
 CHECKS = [
@@ -55,12 +61,11 @@ def _inside_the_test_transaction(settings):  # type: ignore[no-untyped-def]
 
 
 @pytest.fixture(params=["anonymous", "token"])
-def auth(request, django_user_model) -> Iterator[dict[str, str]]:  # type: ignore[no-untyped-def]
+def auth(request, alice) -> dict[str, str]:  # type: ignore[no-untyped-def]
+    """The headers of an anonymous client, or of alice's token client."""
     if request.param == "anonymous":
-        yield {}
-        return
-    alice = django_user_model.objects.create_user("alice", password="alice-pass-1234")
-    yield {"Authorization": token_client(alice).defaults["HTTP_AUTHORIZATION"]}
+        return {}
+    return {"Authorization": token_client(alice).defaults["HTTP_AUTHORIZATION"]}
 
 
 @schema.parametrize()
@@ -114,3 +119,67 @@ def test_the_parquet_export_is_documented(anon_client) -> None:  # type: ignore[
     response = anon_client.get("/api/results/export/", {"as": "parquet"})
     assert response.status_code == 200
     assert response["Content-Type"] in documented and "text/csv" in documented
+
+
+# -- real rows: every read of a seeded site answers as documented ----------------------
+
+
+@pytest.fixture
+def site(alice) -> dict[str, str]:  # type: ignore[no-untyped-def]
+    """A suite, a minimal-pair set and a probing task of one name, a model, and a done
+    evaluation and a done pair run of one id (a queued probing run too), so that every
+    read reaches a real row."""
+    suite = suite_services.suite_import(source=suite_data(), owner=alice).suite
+    # The site's examples have no owner.
+    suite_services.suite_import(source=suite_data("an example"), owner=None)
+    model = LanguageModel.objects.create(name="lm", display_name="LM", source="hub/lm")
+    evaluation = store_done(model, suite)
+    _pair_world(alice, model, name=suite.name, pk=evaluation.pk)
+    task = probing_task_import(source=PROBING, name=suite.name, owner=alice, tags=["agreement"])
+    ProbingRun.objects.create(
+        pk=evaluation.pk, model=model, task=task, content_hash=task.content_hash
+    )
+    return {"name": suite.name, "model": model.name, "id": str(evaluation.pk)}
+
+
+def _reads() -> list[tuple[str, dict[str, str]]]:
+    """(path, path parameters to fill) for every GET of the schema, the pair tables each."""
+    reads = []
+    for result in schema.get_all_operations():
+        operation = result.ok()
+        if operation.method.upper() != "GET":
+            continue
+        tables = PAIR_TABLES if "{table}" in operation.path else ("",)
+        reads += [(operation.path, {"table": t} if t else {}) for t in tables]
+    return reads
+
+
+# Reads that answer something other than 200 on the seeded site, and why.
+NOT_200 = {"/api/probing-runs/{id}/layers.csv": 404}  # the probing run is not done
+
+
+@pytest.mark.parametrize(("path", "extra"), _reads(), ids=lambda v: v if isinstance(v, str) else "")
+def test_every_read_of_real_rows_matches_the_schema(site, auth, path: str, extra: dict) -> None:  # type: ignore[no-untyped-def]
+    operation = schema[path]["GET"]
+    names = {"name": site["model"] if path.startswith("/api/models/") else site["name"]}
+    wanted = {"id": site["id"], "item_number": "1", **names, **extra}
+    parameters = {p.name: wanted[p.name] for p in operation.path_parameters}
+    case = operation.Case(path_parameters=parameters)
+    response = case.call(headers=auth)
+    assert response.status_code == NOT_200.get(path, 200), response.text[:300]
+    case.validate_response(response, checks=CHECKS)
+
+
+def test_who_owns_registered_or_requested_may_be_nobody(anon_client) -> None:  # type: ignore[no-untyped-def]
+    # The site's examples, models registered by a command and runs asked for by one
+    # have no user: the schema says null may come.
+    raw = json.loads(anon_client.get("/api/schema/?format=json").content)
+    components = raw["components"]["schemas"]
+    for component, field in (
+        ("SuiteSummary", "owner"),
+        ("PairSet", "owner"),
+        ("ProbingTask", "owner"),
+        ("LanguageModel", "registered_by"),
+        ("Run", "requested_by"),
+    ):
+        assert components[component]["properties"][field]["nullable"] is True, component
