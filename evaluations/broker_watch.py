@@ -6,8 +6,10 @@ labelled with the runs it is about (its `argsrepr`, which Celery keeps in the me
 headers and which workers report for the tasks they hold): `gym-runs suite 12/1 13/1`.
 A run that is queued or running is *held* when a label naming it is in one of the
 queues, or is active, reserved or scheduled (a retry's countdown) in a worker that
-answers. A run that nobody holds for GYM_SWEEP_ORPHAN_AFTER seconds lost its message
-with a worker that died holding it (Redis gives such a message back only after the
+answers. A run split into parts names its part too (`12/1:0/2`): a part that started
+(it has a `RunPart` row), is not stored and is held by nobody is lost though the run's
+other parts are held. A run (or a part) that nobody holds for GYM_SWEEP_ORPHAN_AFTER
+seconds lost its message with a worker that died holding it (Redis gives such a message back only after the
 visibility timeout, hours later): the sweep sends it again. The work is idempotent, so a
 second copy of a message costs time, never a second result.
 
@@ -39,14 +41,22 @@ SUSPECTS_KEY = "gym:sweep:suspects"
 DELIVERIES_KEY = "gym:deliveries:{kind}:{run}:{attempt}:{part}:{try_number}"
 
 Target = tuple[str, int, int]  # (kind, run id, attempt)
+PartTarget = tuple[str, int, int, int]  # (kind, run id, attempt, part index)
 
 
-def run_label(kind: str, targets: Iterable[tuple[int, int]]) -> str:
-    return " ".join([LABEL, kind, *(f"{run}/{attempt}" for run, attempt in targets)])
+def run_label(kind: str, targets: Iterable[tuple[int, ...]]) -> str:
+    """Targets are (run, attempt), or (run, attempt, part, parts) for a part of a split
+    run."""
+    words = []
+    for run, attempt, *split in targets:
+        part = f":{split[0]}/{split[1]}" if len(split) == 2 and split[1] > 1 else ""
+        words.append(f"{run}/{attempt}{part}")
+    return " ".join([LABEL, kind, *words])
 
 
-def parse_label(text: object) -> list[Target]:
-    """The runs a label names; [] for anything that is not a label."""
+def parse_label(text: object) -> list[tuple[str, int, int, int | None]]:
+    """What a label names: (kind, run, attempt, part index or None for a whole run);
+    [] for anything that is not a label."""
     if not isinstance(text, str) or not text.startswith(LABEL + " "):
         return []
     words = text.split()
@@ -54,9 +64,11 @@ def parse_label(text: object) -> list[Target]:
         return []
     kind, found = words[1], []
     for word in words[2:]:
-        run, _, attempt = word.partition("/")
+        whole, _, split = word.partition(":")
+        run, _, attempt = whole.partition("/")
+        part = split.partition("/")[0]
         if run.isdigit() and attempt.isdigit():
-            found.append((kind, int(run), int(attempt)))
+            found.append((kind, int(run), int(attempt), int(part) if part.isdigit() else None))
     return found
 
 
@@ -123,9 +135,16 @@ class Holds:
     """A look at the broker and the workers at one moment."""
 
     held: set[Target] = field(default_factory=set)
+    held_parts: set[PartTarget] = field(default_factory=set)
     workers: dict[str, list[str]] = field(default_factory=dict)  # hostname -> queues
     waiting: dict[str, int] = field(default_factory=dict)  # queue -> messages
     client: Any = None
+
+    def hold(self, label: object) -> None:
+        for kind, run, attempt, part in parse_label(label):
+            self.held.add((kind, run, attempt))
+            if part is not None:
+                self.held_parts.add((kind, run, attempt, part))
 
     def consumers(self, queue: str) -> int:
         return sum(1 for queues in self.workers.values() if queue in queues)
@@ -168,7 +187,7 @@ def broker_holds(timeout: float = 2.0) -> Holds | None:
             count, labels = _waiting(client, connection, queue)
             holds.waiting[queue] = count
             for label in labels:
-                holds.held.update(parse_label(label))
+                holds.hold(label)
         replies = app.control.broadcast(
             "gym_holds", reply=True, timeout=timeout, connection=connection
         )
@@ -178,7 +197,7 @@ def broker_holds(timeout: float = 2.0) -> Holds | None:
                     continue
                 holds.workers[hostname] = list(answer.get("queues") or ())
                 for label in answer.get("labels") or ():
-                    holds.held.update(parse_label(label))
+                    holds.hold(label)
         return holds
 
 

@@ -537,8 +537,10 @@ def runs_sweep(*, now: Any = None, holds: Any = None) -> SweepReport:
 
 def _resend_orphans(holds: Any) -> int:
     """Runs sent to the broker, not finished, that nobody has held for
-    GYM_SWEEP_ORPHAN_AFTER seconds: publish their work again. A queued one is sent as
-    new; a running one keeps its status (its next delivery restarts its progress)."""
+    GYM_SWEEP_ORPHAN_AFTER seconds, or a part of which started, is not stored and is
+    held by nobody: publish their work again (parts stored before are not stored
+    twice). A queued one is sent as new; a running one keeps its status (its next
+    delivery restarts its progress)."""
     open_runs: dict[tuple[str, int, int], tuple[RunKind, Run]] = {}
     for kind in KINDS.values():
         for run in kind.run_model.objects.filter(
@@ -546,6 +548,12 @@ def _resend_orphans(holds: Any) -> int:
         ).order_by("pk"):
             open_runs[(kind.name, run.pk, run.attempt)] = (kind, run)
     orphans = set(open_runs) - holds.held
+    for name, run_id, attempt, index in RunPart.objects.filter(
+        results__isnull=True, count__gt=1
+    ).values_list("kind", "run_id", "attempt", "index"):
+        key = (name, run_id, attempt)
+        if key in open_runs and (name, run_id, attempt, index) not in holds.held_parts:
+            orphans.add(key)
     confirmed = holds.confirm_orphans(orphans, after=settings.GYM_SWEEP_ORPHAN_AFTER)
     by_kind: dict[str, list[Run]] = {}
     for key in sorted(confirmed):

@@ -124,7 +124,7 @@ def _publish_work(task: Any, args: list[Any]) -> None:
     task.apply_async(
         args=args,
         # The runs it is about, for the sweep (evaluations.broker_watch) and the logs.
-        argsrepr=broker_watch.run_label(args[0], _work_targets(args)),
+        argsrepr=broker_watch.run_label(args[0], _work_labels(args)),
         queue=GPU_QUEUE,
         time_limit=hard,
         soft_time_limit=soft_time_limit(hard),
@@ -138,12 +138,26 @@ def _hand_over(task: Any, *args: Any) -> None:
     """A message about one run (kind, run id, attempt, ...) on the default queue."""
     task.apply_async(
         args=list(args),
-        argsrepr=broker_watch.run_label(args[0], [(args[1], args[2])]),
+        argsrepr=broker_watch.run_label(args[0], [_hand_over_label(task, args)]),
         queue=DEFAULT_QUEUE,
         retry=True,
         retry_policy=HANDOVER_RETRY_POLICY,
         compression="zlib",
     )
+
+
+def _work_labels(args: list[Any]) -> list[tuple[int, ...]]:
+    """What a work message's label names: its runs, and for a packed task each part."""
+    if isinstance(args[1], list):
+        return [(e["run"], e["attempt"], e["part"], e["parts"]) for e in args[1]]
+    return [(args[1], args[2])]
+
+
+def _hand_over_label(task: Any, args: tuple[Any, ...]) -> tuple[int, ...]:
+    """A `store_part` message names its part (kind, run, attempt, part, parts, ...)."""
+    if task is store_part:
+        return (args[1], args[2], args[3], args[4])
+    return (args[1], args[2])
 
 
 def _report_parts(kind: str, entries: list[dict[str, int]], restart: bool) -> None:
