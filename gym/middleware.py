@@ -25,6 +25,8 @@ class UploadLimitMiddleware:
         except ValueError:
             length = 0
         limit = settings.GYM_MAX_UPLOAD_BYTES
+        if "/corpora/" in request.path:  # corpora have their own limit
+            limit = max(limit, settings.GYM_MAX_CORPUS_BYTES)
         if length > limit + _SLACK_BYTES:
             message = too_large_message(length, limit)
             if request.path.startswith("/api/"):

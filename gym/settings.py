@@ -242,6 +242,11 @@ GYM_MAX_UPLOAD_BYTES = envint("GYM_MAX_UPLOAD_BYTES", 20 * 1024 * 1024)
 DATA_UPLOAD_MAX_MEMORY_SIZE = GYM_MAX_UPLOAD_BYTES + 1024 * 1024
 FILE_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024 * 1024
 
+# Corpora (training text) have their own, larger limit (uncompressed bytes) and are kept
+# as files in GYM_CORPUS_DIR, streamed in and out, never held in memory whole.
+GYM_MAX_CORPUS_BYTES = envint("GYM_MAX_CORPUS_BYTES", 2 * 1024 * 1024 * 1024)
+GYM_CORPUS_DIR = Path(envstr("GYM_CORPUS_DIR", str(VAR_DIR / "corpora")))
+
 # Scoring: what a token whose characters fall in several regions counts for. "missing"
 # gives it wholly to its first character's region (a region it swallowed has no value);
 # "split" divides its surprisal among those regions by characters.

@@ -284,3 +284,7 @@ class ProbingInstance(models.Model):
 
     def __str__(self) -> str:
         return f"{self.task_id} line {self.line}"
+
+
+# Corpora live in their own package; imported here so that the app registers the model.
+from suites.corpora.models import Corpus  # noqa: E402, F401

@@ -4,6 +4,8 @@ from django.urls import path
 from django.views.generic import RedirectView
 
 from suites import api, authoring, pair_api, pair_views, probing_api, probing_views, views
+from suites.corpora import api as corpus_api
+from suites.corpora import views as corpus_views
 
 app_name = "suites"
 
@@ -36,6 +38,9 @@ urlpatterns = [
     path("probing/", probing_views.probing_list, name="probing_list"),
     path("probing/upload/", probing_views.probing_upload, name="probing_upload"),
     path("probing/<str:name>/", probing_views.probing_detail, name="probing_detail"),
+    path("corpora/", corpus_views.corpus_list_page, name="corpora"),
+    path("corpora/upload/", corpus_views.corpus_upload, name="corpus_upload"),
+    path("corpora/<str:name>/", corpus_views.corpus_detail, name="corpus"),
 ]
 
 api_urlpatterns = [
@@ -56,6 +61,8 @@ api_urlpatterns = [
         probing_api.ProbingTaskDetail.as_view(),
         name="api-probing-task",
     ),
+    path("corpora/", corpus_api.CorpusListCreate.as_view(), name="api-corpora"),
+    path("corpora/<str:name>/", corpus_api.CorpusDetail.as_view(), name="api-corpus"),
     path("validate/suite/", authoring.ValidateSuite.as_view(), name="api-validate-suite"),
     path("validate/formula/", authoring.ValidateFormula.as_view(), name="api-validate-formula"),
 ]

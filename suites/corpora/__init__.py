@@ -1,0 +1,1 @@
+"""Corpora: training text, stored as files (streamed, never as rows)."""

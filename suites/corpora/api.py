@@ -1,0 +1,171 @@
+"""REST API for corpora: thin views over the service."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema
+from rest_framework import generics, serializers, status
+from rest_framework.parsers import FormParser, MultiPartParser
+from rest_framework.permissions import IsAuthenticatedOrReadOnly
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from suites.catalog import ListQuery
+from suites.catalog_api import GymDataSerializer, list_parameters
+from suites.corpora.models import Corpus
+from suites.corpora.services import (
+    CORPUS_SORTS,
+    CorpusInvalid,
+    corpus_histogram,
+    corpus_import,
+    corpus_list,
+)
+from suites.corpora.views import corpus_name_from_file
+from suites.formats.report import SuiteError
+from suites.services import tag_slugs
+
+
+class CorpusSerializer(GymDataSerializer):
+    api_url_name = "api-corpus"
+
+    class Meta:
+        model = Corpus
+        fields = [
+            "name",
+            "url",
+            "description",
+            "tags",
+            "owner",
+            "source_format",
+            "gzipped",
+            "line_count",
+            "word_count",
+            "char_count",
+            "bytes",
+            "validation_lines",
+            "content_hash",
+            "created_at",
+        ]
+
+
+class CorpusDetailSerializer(CorpusSerializer):
+    histogram = serializers.SerializerMethodField()
+
+    class Meta(CorpusSerializer.Meta):
+        fields = [
+            *CorpusSerializer.Meta.fields,
+            "blank_lines",
+            "validation_fraction",
+            "validation_max",
+            "validation_seed",
+            "length_counts",
+            "histogram",
+            "sample",
+        ]
+
+    def get_histogram(self, corpus: Corpus) -> dict:
+        return corpus_histogram(corpus)
+
+
+def _errors(errors: list[SuiteError], code: int = status.HTTP_400_BAD_REQUEST) -> Response:
+    return Response({"errors": [{"code": "invalid", **e.as_dict()} for e in errors]}, status=code)
+
+
+def _number(raw: object, kind: type, field: str) -> tuple[object, list[SuiteError]]:
+    try:
+        return kind(str(raw)), []
+    except (TypeError, ValueError):
+        return None, [SuiteError(field, f"not a number: {str(raw)[:40]!r}")]
+
+
+class CorpusListCreate(generics.ListAPIView):
+    """List corpora (search, tag, ordering, pagination) or upload one."""
+
+    serializer_class = CorpusSerializer
+    permission_classes = [IsAuthenticatedOrReadOnly]
+    parser_classes = [MultiPartParser, FormParser]
+
+    def get_queryset(self):  # type: ignore[no-untyped-def]
+        query = ListQuery.from_api(self.request.query_params)
+        return corpus_list(q=query.q, tag=query.tag, sort=query.sort)
+
+    @extend_schema(parameters=list_parameters(noun="corpora", sorts=CORPUS_SORTS))
+    def get(self, request: Request, *args, **kwargs) -> Response:  # type: ignore[no-untyped-def]
+        return super().get(request, *args, **kwargs)
+
+    @extend_schema(
+        request={
+            "multipart/form-data": {
+                "type": "object",
+                "properties": {
+                    "file": {"type": "string", "format": "binary"},
+                    "name": {"type": "string"},
+                    "description": {"type": "string"},
+                    "tags": {"type": "string", "description": "comma-separated"},
+                    "validation_fraction": {"type": "number", "default": 0.01},
+                    "validation_max": {"type": "integer", "default": 10000},
+                    "validation_seed": {"type": "integer", "default": 0},
+                },
+                "required": ["file"],
+            }
+        },
+        responses={201: CorpusDetailSerializer, 400: OpenApiTypes.OBJECT},
+        description="Upload a corpus: NLPScholar TSV with a 'text' column or plain text "
+        "(one sequence per line), either gzipped. 400 names the line of the problem; "
+        "nothing is kept unless the whole file is valid.",
+    )
+    def post(self, request: Request) -> Response:
+        upload = request.FILES.get("file")
+        if upload is None:
+            return _errors([SuiteError("file", "send the corpus as the 'file' field")])
+        if upload.size > settings.GYM_MAX_CORPUS_BYTES:
+            return _errors(
+                [
+                    SuiteError(
+                        "file",
+                        f"the file is {upload.size:,} bytes; the limit for corpora is "
+                        f"{settings.GYM_MAX_CORPUS_BYTES:,} bytes",
+                    )
+                ],
+                status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
+            )
+        data = request.data
+        fraction, errors = _number(
+            data.get("validation_fraction", 0.01), float, "validation_fraction"
+        )
+        maximum, more = _number(data.get("validation_max", 10000), int, "validation_max")
+        seed, most = _number(data.get("validation_seed", 0), int, "validation_seed")
+        if errors or more or most:
+            return _errors(errors + more + most)
+        name = str(data.get("name", "")).strip() or corpus_name_from_file(upload.name)
+        try:
+            corpus = corpus_import(
+                source=upload,
+                name=name,
+                owner=request.user,
+                file_name=upload.name,
+                description=str(data.get("description", "")),
+                tags=tag_slugs(str(data.get("tags", "")).split(",")),
+                validation_fraction=fraction,  # type: ignore[arg-type]
+                validation_max=maximum,  # type: ignore[arg-type]
+                validation_seed=seed,  # type: ignore[arg-type]
+            )
+        except CorpusInvalid as invalid:
+            return _errors(invalid.errors)
+        body = CorpusDetailSerializer(corpus, context={"request": request}).data
+        return Response(body, status=status.HTTP_201_CREATED)
+
+
+class CorpusDetail(APIView):
+    permission_classes = [IsAuthenticatedOrReadOnly]
+
+    @extend_schema(responses={200: CorpusDetailSerializer, 404: OpenApiTypes.OBJECT})
+    def get(self, request: Request, name: str) -> Response:
+        corpus = Corpus.objects.select_related("owner").filter(name=name).first()
+        if corpus is None:
+            return _errors(
+                [SuiteError("name", f"no corpus named '{name}'")], status.HTTP_404_NOT_FOUND
+            )
+        return Response(CorpusDetailSerializer(corpus, context={"request": request}).data)

@@ -1,0 +1,177 @@
+"""Writes and reads of corpora: importing a file is one function, called by the upload
+page, the API and `manage.py import_corpus`."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Iterable
+from pathlib import Path
+from typing import IO, Any
+
+from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import IntegrityError, transaction
+from django.db.models import QuerySet
+
+from suites.catalog import COMMON_SORTS, catalog_filter
+from suites.corpora import reading
+from suites.corpora.models import Corpus
+from suites.formats.report import SuiteError
+from suites.services import DataInvalid, name_problem, tags_set
+
+# Names that the corpus pages' URLs use for themselves.
+RESERVED_NAMES = {"upload"}
+CORPUS_SORTS: dict[str, tuple[str, ...]] = {**COMMON_SORTS, "words": ("-word_count",)}
+
+
+class CorpusInvalid(DataInvalid):
+    """The corpus cannot be saved; `errors` says where and why. Nothing was kept."""
+
+    errors: list[SuiteError]
+
+
+def _name_errors(name: str) -> list[SuiteError]:
+    problem = name_problem(name=name, model=Corpus, noun="corpus", reserved=RESERVED_NAMES)
+    return [SuiteError("name", problem)] if problem else []
+
+
+def _opened(source: Path | Any) -> tuple[IO[bytes], bool]:
+    """A binary handle on `source` (a path or an uploaded file) and whether to close it."""
+    if isinstance(source, (str, Path)):
+        return Path(source).open("rb"), True
+    if hasattr(source, "open") and hasattr(source, "chunks"):  # a Django UploadedFile
+        source.open("rb")
+        source.seek(0)
+        return source, False
+    return source, False
+
+
+def corpus_import(
+    *,
+    source: Path | Any,
+    name: str,
+    owner: AbstractBaseUser | None,
+    description: str = "",
+    tags: Iterable[str] = (),
+    file_name: str = "",
+    validation_fraction: float = reading.DEFAULT_VALIDATION_FRACTION,
+    validation_max: int = reading.DEFAULT_VALIDATION_MAX,
+    validation_seed: int = reading.DEFAULT_VALIDATION_SEED,
+) -> Corpus:
+    """Read, check and store a corpus file.
+
+    The file streams through the reader into a temporary file beside the corpora, which
+    becomes `<content hash>.txt` only when the whole file is valid; the row is written in
+    one transaction. Raises CorpusInvalid (naming the line) and keeps nothing.
+    """
+    name = name.strip()
+    errors = _name_errors(name)
+    if not 0.0 <= validation_fraction < 1.0:
+        errors.append(
+            SuiteError("validation_fraction", "give a fraction from 0 up to (not including) 1")
+        )
+    if not 0 <= validation_max <= 10_000_000:
+        errors.append(SuiteError("validation_max", "give a number of lines from 0 to 10,000,000"))
+    if not 0 <= validation_seed < 2**62:
+        errors.append(SuiteError("validation_seed", "give a seed from 0 to 2**62 - 1"))
+    if errors:
+        raise CorpusInvalid(errors)
+    folder = Path(settings.GYM_CORPUS_DIR)
+    folder.mkdir(parents=True, exist_ok=True)
+    original = file_name or (Path(source).name if isinstance(source, (str, Path)) else "")
+    original = original or str(getattr(source, "name", "") or "")
+    handle, close = _opened(source)
+    fd, temp_name = tempfile.mkstemp(prefix=".upload-", suffix=".txt", dir=folder)
+    temp = Path(temp_name)
+    kept: Path | None = None
+    try:
+        with os.fdopen(fd, "wb") as out:
+            summary = reading.read_corpus(
+                handle,
+                out,
+                name=original,
+                limit=settings.GYM_MAX_CORPUS_BYTES,
+                validation_fraction=validation_fraction,
+                validation_max=validation_max,
+                validation_seed=validation_seed,
+            )
+        final = folder / f"{summary.content_hash}.txt"
+        if final.exists():
+            temp.unlink()  # the same text is stored already (another corpus's)
+        else:
+            os.replace(temp, final)
+            kept = final
+        try:
+            with transaction.atomic():
+                corpus = Corpus.objects.create(
+                    name=name,
+                    owner=owner,
+                    description=description,
+                    content_hash=summary.content_hash,
+                    source_format=summary.source_format,
+                    gzipped=summary.gzipped,
+                    original_name=original[:255],
+                    file_name=final.name,
+                    bytes=summary.bytes,
+                    line_count=summary.lines,
+                    word_count=summary.words,
+                    char_count=summary.characters,
+                    blank_lines=summary.blank_lines,
+                    length_counts=summary.length_histogram(),
+                    sample=[list(pair) for pair in summary.sample],
+                    validation_fraction=validation_fraction,
+                    validation_max=validation_max,
+                    validation_seed=validation_seed,
+                    validation_threshold=summary.validation_threshold,
+                    validation_lines=summary.validation_lines,
+                )
+                tags_set(target=corpus, raw=tags)
+        except IntegrityError:  # a corpus of that name was saved meanwhile
+            raise CorpusInvalid(
+                _name_errors(name) or [SuiteError("name", f"a corpus named {name!r} exists")]
+            ) from None
+        kept = None
+        return corpus
+    except reading.CorpusError as exc:
+        raise CorpusInvalid([SuiteError(exc.where, exc.message)]) from None
+    finally:
+        if close:
+            handle.close()
+        temp.unlink(missing_ok=True)
+        if kept is not None and not Corpus.objects.filter(file_name=kept.name).exists():
+            kept.unlink(missing_ok=True)
+
+
+def corpus_list(*, q: str = "", tag: str = "", sort: str = "name") -> QuerySet[Corpus]:
+    return catalog_filter(Corpus.objects.all(), q=q, tag=tag, sort=sort, sorts=CORPUS_SORTS)
+
+
+def corpus_histogram(corpus: Corpus) -> dict[str, list[Any]]:
+    """The length histogram in buckets a page can draw: single lengths up to 16 words,
+    then doubling ranges (17-32, 33-64, ..., 256 and more)."""
+    edges = [*range(0, 17), 32, 64, 128, 255, reading.LENGTH_CAP]
+    labels: list[str] = []
+    counts: list[int] = []
+    lower = 0
+    for upper in edges:
+        total = sum(
+            count for words, count in corpus.length_counts.items() if lower <= int(words) <= upper
+        )
+        if upper == reading.LENGTH_CAP:
+            label = f"{reading.LENGTH_CAP}+"
+        else:
+            label = str(upper) if upper == lower else f"{lower}-{upper}"
+        labels.append(label)
+        counts.append(total)
+        lower = upper + 1
+    while labels and counts[-1] == 0:  # no empty buckets past the longest line
+        labels.pop()
+        counts.pop()
+    if counts and counts[0] == 0:  # no line has 0 words
+        labels, counts = labels[1:], counts[1:]
+    return {"labels": labels, "counts": counts}
+
+
+def corpus_validation_split(corpus: Corpus) -> reading.Split:
+    return reading.Split(seed=corpus.validation_seed, threshold=corpus.validation_threshold)

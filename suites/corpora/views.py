@@ -1,0 +1,117 @@
+"""Pages of corpora: the list, the upload and one corpus's page."""
+
+from __future__ import annotations
+
+from django import forms
+from django.conf import settings
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.files.uploadedfile import UploadedFile
+from django.core.paginator import Paginator
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+
+from suites.catalog import COMMON_SORT_LABELS, ListQuery, gym_data_or_404, list_context
+from suites.corpora.models import Corpus
+from suites.corpora.services import CorpusInvalid, corpus_histogram, corpus_import, corpus_list
+from suites.forms import clean_tag_list
+from suites.models import Tag
+
+CORPORA_PER_PAGE = 25
+
+
+def corpus_name_from_file(file_name: str) -> str:
+    """babylm-10M.train.tsv.gz -> babylm-10M.train"""
+    name = file_name.replace("\\", "/").rsplit("/", 1)[-1].removesuffix(".gz")
+    return name.removesuffix(".tsv").removesuffix(".txt") or "corpus"
+
+
+class CorpusUploadForm(forms.Form):
+    file = forms.FileField(
+        label="Corpus file",
+        help_text="NLPScholar's TSV with a 'text' column, or plain text with one sequence "
+        "per line; either may be gzipped (.gz).",
+    )
+    name = forms.CharField(
+        max_length=200, required=False, help_text="Default: the file name without extension."
+    )
+    description = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 3}))
+    tags = forms.CharField(required=False, help_text="Comma-separated, e.g. babylm, child-directed")
+    validation_percent = forms.FloatField(
+        label="Validation share (%)",
+        initial=1.0,
+        min_value=0.0,
+        max_value=50.0,
+        help_text="Lines held out for validation loss (at most 10,000), chosen by a seeded "
+        "hash of the line number, so the same lines every time.",
+    )
+
+    def clean_file(self) -> UploadedFile:
+        upload = self.cleaned_data["file"]
+        if upload.size is not None and upload.size > settings.GYM_MAX_CORPUS_BYTES:
+            raise forms.ValidationError(
+                f"The file is {upload.size:,} bytes; the limit for corpora is "
+                f"{settings.GYM_MAX_CORPUS_BYTES:,} bytes."
+            )
+        return upload
+
+    def clean_tags(self) -> list[str]:
+        return clean_tag_list(self.cleaned_data.get("tags", ""))
+
+
+def corpus_list_page(request: HttpRequest) -> HttpResponse:
+    query = ListQuery.from_page(request.GET)
+    corpora = corpus_list(q=query.q, tag=query.tag, sort=query.sort)
+    page = Paginator(corpora, CORPORA_PER_PAGE).get_page(request.GET.get("page"))
+    sorts = [*COMMON_SORT_LABELS, ("words", "Most words")]
+    return render(
+        request,
+        "corpora/corpus_list.html",
+        {
+            **list_context(query, page=page, sorts=sorts),
+            "all_tags": Tag.objects.filter(corpora__isnull=False).distinct(),
+        },
+    )
+
+
+def corpus_detail(request: HttpRequest, name: str) -> HttpResponse:
+    corpus = gym_data_or_404(Corpus, name, noun="corpus")
+    return render(
+        request,
+        "corpora/corpus_detail.html",
+        {
+            "corpus": corpus,
+            "tags": list(corpus.tags.all()),
+            "histogram": corpus_histogram(corpus),
+        },
+    )
+
+
+@login_required
+def corpus_upload(request: HttpRequest) -> HttpResponse:
+    form = CorpusUploadForm(request.POST or None, request.FILES or None)
+    context = {"form": form, "max_bytes": settings.GYM_MAX_CORPUS_BYTES}
+    if request.method == "POST" and form.is_valid():
+        upload = form.cleaned_data["file"]
+        name = form.cleaned_data["name"].strip() or corpus_name_from_file(upload.name)
+        try:
+            corpus = corpus_import(
+                source=upload,
+                name=name,
+                owner=request.user,
+                file_name=upload.name,
+                description=form.cleaned_data["description"],
+                tags=form.cleaned_data["tags"],
+                validation_fraction=form.cleaned_data["validation_percent"] / 100.0,
+            )
+        except CorpusInvalid as invalid:
+            context["errors"] = invalid.errors
+            return render(request, "corpora/corpus_upload.html", context, status=400)
+        messages.success(
+            request,
+            f"Imported “{corpus.name}”: {corpus.line_count:,} lines, {corpus.word_count:,} words.",
+        )
+        return redirect(corpus.get_absolute_url())
+    return render(
+        request, "corpora/corpus_upload.html", context, status=400 if form.errors else 200
+    )
