@@ -1,0 +1,98 @@
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from evaluations.training import ngram
+from evaluations.training.data import corpus_file
+from suites.corpora.reading import CorpusError
+
+KINDS = ("ngram", "causal")
+
+
+class Command(BaseCommand):
+    help = (
+        "Train a language model on a corpus file (NLPScholar TSV with a 'text' column, or "
+        "plain text with one sequence per line, either gzipped), with the same code as a "
+        "training run's worker. --kind ngram writes OUT/model.arpa (interpolated modified "
+        "Kneser-Ney); --kind causal writes a save_pretrained folder. Both are read as they "
+        "are by `manage.py score --model`. A held-out share of the lines (--validation-"
+        "fraction, default 0.01, at most 10,000 lines) is left out of training."
+    )
+    requires_system_checks: list[str] = []
+    requires_migrations_checks = False
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--corpus", required=True, help="the corpus file")
+        parser.add_argument("--kind", required=True, choices=KINDS)
+        parser.add_argument("--out", required=True, help="the folder to write the model to")
+        parser.add_argument("--order", type=int, default=3, help="n-gram order, 2-6 (3)")
+        parser.add_argument(
+            "--min-count",
+            type=int,
+            default=1,
+            help="n-gram vocabulary: words seen fewer times become <unk> (1: keep all)",
+        )
+        parser.add_argument("--validation-fraction", type=float, default=0.01)
+        parser.add_argument("--validation-max", type=int, default=10_000)
+        parser.add_argument("--validation-seed", type=int, default=0)
+        self.add_causal_arguments(parser)
+
+    def add_causal_arguments(self, parser: CommandParser) -> None:
+        """Options of --kind causal (see evaluations.training.causal)."""
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        path = Path(options["corpus"])
+        if not path.is_file():
+            raise CommandError(f"--corpus {path}: no such file")
+        out = Path(options["out"])
+        try:
+            source = corpus_file(
+                path,
+                fraction=options["validation_fraction"],
+                maximum=options["validation_max"],
+                seed=options["validation_seed"],
+            )
+        except CorpusError as exc:
+            raise CommandError(f"{path}, {exc}") from None
+        except ValueError as exc:
+            raise CommandError(str(exc)) from None
+        if options["kind"] == "ngram":
+            self.train_ngram(source, out, options)
+        else:
+            self.train_causal(source, out, options)
+
+    def train_ngram(self, source: Any, out: Path, options: dict[str, Any]) -> None:
+        started = time.perf_counter()
+
+        def progress(stage: str, amount: int) -> None:
+            if sys.stderr.isatty():
+                self.stderr.write(f"\r{stage}: {amount:,}", ending="")
+
+        try:
+            summary = ngram.train_ngram(
+                source.training(),
+                out,
+                order=options["order"],
+                min_count=options["min_count"],
+                progress=progress,
+            )
+        except ngram.NgramTrainingError as exc:
+            raise CommandError(str(exc)) from None
+        except CorpusError as exc:
+            raise CommandError(f"{source.path}, {exc}") from None
+        counts = ", ".join(f"{n:,} {k}-grams" for k, n in summary.ngrams.items())
+        self.stdout.write(
+            f"{out / ngram.ARPA_NAME}: order {summary.order}, {summary.sentences:,} "
+            f"sentences, {summary.words:,} words, vocabulary {summary.vocabulary:,} "
+            f"({summary.unknown_types:,} word types as <unk>), {counts}; "
+            f"{source.validation_lines:,} lines held out; "
+            f"{time.perf_counter() - started:.1f} s"
+        )
+
+    def train_causal(self, source: Any, out: Path, options: dict[str, Any]) -> None:
+        raise CommandError("--kind causal is not available yet")

@@ -1,0 +1,77 @@
+"""Where training text comes from: a corpus file as uploaded (TSV or plain text, either
+gzipped, read through suites.corpora.reading) or a stored corpus (normalised text), and
+its held-out validation lines. No Django."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from suites.corpora import reading
+
+
+@dataclass(frozen=True)
+class CorpusSource:
+    """A corpus file and its split. `normalised`: a stored corpus (one sequence a line),
+    else a file as uploaded."""
+
+    path: Path
+    split: reading.Split
+    normalised: bool = False
+    validation_lines: int = 0
+
+    def sequences(self) -> Iterator[str]:
+        if self.normalised:
+            yield from reading.open_normalised(self.path)
+            return
+        with self.path.open("rb") as handle:
+            for _number, line in reading.iter_corpus(handle, name=self.path.name):
+                yield line
+
+    def training(self) -> Iterator[str]:
+        return self.split.lines(self.sequences(), validation=False)
+
+    def validation(self) -> Iterator[str]:
+        return self.split.lines(self.sequences(), validation=True)
+
+    def as_payload(self) -> dict[str, object]:
+        return {
+            "path": str(self.path),
+            "seed": self.split.seed,
+            "threshold": self.split.threshold,
+            "normalised": self.normalised,
+            "validation_lines": self.validation_lines,
+        }
+
+    @classmethod
+    def from_payload(cls, data: dict[str, object]) -> CorpusSource:
+        return cls(
+            path=Path(str(data["path"])),
+            split=reading.Split(seed=int(data["seed"]), threshold=int(data["threshold"])),  # type: ignore[call-overload]
+            normalised=bool(data["normalised"]),
+            validation_lines=int(data.get("validation_lines", 0)),  # type: ignore[call-overload]
+        )
+
+
+def corpus_file(
+    path: Path,
+    *,
+    fraction: float = reading.DEFAULT_VALIDATION_FRACTION,
+    maximum: int = reading.DEFAULT_VALIDATION_MAX,
+    seed: int = reading.DEFAULT_VALIDATION_SEED,
+) -> CorpusSource:
+    """A corpus file as uploaded, checked in one pass (reading.CorpusError names the
+    line of a problem) that also chooses its validation lines."""
+    chooser = reading.ValidationChooser(fraction=fraction, maximum=maximum, seed=seed)
+    count = 0
+    with path.open("rb") as handle:
+        for _item in reading.iter_corpus(handle, name=path.name):
+            count += 1
+    if count == 0:
+        raise reading.CorpusError("file", "no text: the corpus has no non-blank sequence")
+    chooser.add(count)
+    threshold, held = chooser.finish()
+    return CorpusSource(
+        path=path, split=reading.Split(seed=seed, threshold=threshold), validation_lines=held
+    )
