@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import argparse
 import sys
 import time
 from pathlib import Path
@@ -7,7 +8,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from evaluations.training import ngram
+from evaluations.training import causal, ngram
 from evaluations.training.data import corpus_file
 from suites.corpora.reading import CorpusError
 
@@ -44,6 +45,35 @@ class Command(BaseCommand):
 
     def add_causal_arguments(self, parser: CommandParser) -> None:
         """Options of --kind causal (see evaluations.training.causal)."""
+        parser.add_argument(
+            "--preset",
+            default="tiny",
+            choices=[*causal.PRESETS, "custom"],
+            help="model shape: tiny (tests), small (GPT-2 small), their -llama twins, or "
+            "custom (GPT-2 small changed by --arch/--layers/--width/--heads/--context/--vocab)",
+        )
+        parser.add_argument("--arch", choices=causal.ARCHITECTURES)
+        parser.add_argument("--layers", type=int)
+        parser.add_argument("--width", type=int)
+        parser.add_argument("--heads", type=int)
+        parser.add_argument("--context", type=int)
+        parser.add_argument("--vocab", type=int, help="BPE vocabulary size")
+        parser.add_argument("--steps", type=int, default=100, help="optimizer steps (100)")
+        parser.add_argument(
+            "--batch-tokens",
+            type=int,
+            default=0,
+            help="tokens per optimizer step, reached by gradient accumulation (default: "
+            "one micro-batch)",
+        )
+        parser.add_argument("--micro-batch", type=int, default=8, help="sequences per pass (8)")
+        parser.add_argument("--lr", type=float, default=1e-3, help="peak learning rate")
+        parser.add_argument("--warmup-steps", type=int, default=-1, help="default: 5%% of steps")
+        parser.add_argument("--weight-decay", type=float, default=0.1)
+        parser.add_argument("--checkpoints", type=int, default=8, help="log-spaced (8)")
+        parser.add_argument("--seed", type=int, default=0)
+        parser.add_argument("--device", default="cpu", help="cpu or cuda (bf16 autocast)")
+        parser.add_argument("--stop-after-step", type=int, default=0, help=argparse.SUPPRESS)
 
     def handle(self, *args: Any, **options: Any) -> None:
         path = Path(options["corpus"])
@@ -95,4 +125,67 @@ class Command(BaseCommand):
         )
 
     def train_causal(self, source: Any, out: Path, options: dict[str, Any]) -> None:
-        raise CommandError("--kind causal is not available yet")
+        try:
+            shape = causal.shape_for(
+                options["preset"],
+                arch=options["arch"],
+                layers=options["layers"],
+                width=options["width"],
+                heads=options["heads"],
+                context=options["context"],
+                vocab=options["vocab"],
+            )
+            settings = causal.CausalOptions(
+                shape=shape,
+                steps=options["steps"],
+                batch_tokens=options["batch_tokens"],
+                micro_batch=options["micro_batch"],
+                learning_rate=options["lr"],
+                warmup_steps=options["warmup_steps"],
+                weight_decay=options["weight_decay"],
+                seed=options["seed"],
+                device=options["device"],
+                checkpoints=options["checkpoints"],
+                stop_after_step=options["stop_after_step"],
+            )
+            settings.check()
+        except causal.CausalTrainingError as exc:
+            raise CommandError(str(exc)) from None
+
+        def progress(entry: dict[str, Any]) -> None:
+            if sys.stderr.isatty():
+                self.stderr.write(
+                    f"\rstep {entry['step']}/{entry['steps']} loss {entry['loss']:.4f}", ending=""
+                )
+
+        def checkpoint(point: causal.Checkpoint) -> None:
+            shown = "n/a" if point.validation_loss is None else f"{point.validation_loss:.4f}"
+            self.stdout.write(
+                f"{point.path}: step {point.step}, {point.tokens:,} tokens, train loss "
+                f"{point.train_loss:.4f}, validation loss {shown}"
+            )
+
+        try:
+            summary = causal.train_causal(
+                source.training,
+                source.validation,
+                out,
+                settings,
+                on_step=progress,
+                on_checkpoint=checkpoint,
+            )
+        except causal.CausalTrainingError as exc:
+            raise CommandError(str(exc)) from None
+        except CorpusError as exc:
+            raise CommandError(f"{source.path}, {exc}") from None
+        if sys.stderr.isatty():
+            self.stderr.write("")
+        resumed = (
+            f" (resumed at step {summary.resumed_from_step})" if summary.resumed_from_step else ""
+        )
+        where = "stopped early" if summary.stopped else f"model in {out}"
+        self.stdout.write(
+            f"{where}: {summary.steps_done} steps{resumed}, {summary.tokens_seen:,} tokens, "
+            f"{summary.parameters:,} parameters, final loss {summary.final_loss}, "
+            f"validation loss {summary.final_validation_loss}; {summary.seconds:.1f} s"
+        )

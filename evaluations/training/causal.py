@@ -1,0 +1,542 @@
+"""Training a causal language model from scratch: a byte-level BPE tokenizer trained on
+the corpus with `tokenizers`, a GPT-2- or Llama-style model from transformers, AdamW with
+linear warm-up and cosine decay, bf16 autocast on a GPU (never on the CPU), gradient
+accumulation to a token batch size, documents packed into the context. No Django: the
+`train` command and the training worker both call `train_causal`.
+
+Checkpoints fall on a log-spaced schedule of steps (so of tokens seen, as BabyLM does).
+Each is a `save_pretrained` folder `checkpoint-<tokens>/` (model and tokenizer) with
+`training_state.pt`: optimizer, scheduler, random states, step, data position and the
+loss log. Training that finds checkpoints in its folder resumes from the last one: the
+same seed and options then give the same model as training straight through. The
+finished model is saved in the folder itself, which `manage.py score --model` reads.
+
+The data: every training line becomes `<|endoftext|>` + its tokens; the stream of all of
+them is cut into blocks of the context length, stored once in `data/` as uint32, and the
+blocks are read in a seeded permutation per epoch.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import random
+import shutil
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+END_OF_TEXT = "<|endoftext|>"
+ARCHITECTURES = ("gpt2", "llama")
+STATE_NAME = "training_state.pt"
+INFO_NAME = "training.json"
+DATA_DIR = "data"
+CHECKPOINT_PREFIX = "checkpoint-"
+# Validation loss is the mean over at most this many blocks.
+MAX_EVAL_BLOCKS = 64
+
+
+class CausalTrainingError(ValueError):
+    """The options or the corpus cannot give a model; the message says why."""
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    arch: str  # "gpt2" or "llama"
+    layers: int
+    width: int
+    heads: int
+    context: int
+    vocab: int
+
+
+PRESETS: dict[str, ModelShape] = {
+    # For tests and smoke runs: trains in seconds on a CPU.
+    "tiny": ModelShape("gpt2", layers=2, width=64, heads=2, context=64, vocab=512),
+    "tiny-llama": ModelShape("llama", layers=2, width=64, heads=2, context=64, vocab=512),
+    # GPT-2 small (124M parameters with its 50,257-token vocabulary).
+    "small": ModelShape("gpt2", layers=12, width=768, heads=12, context=1024, vocab=50257),
+    # The same size in the Llama style (RoPE, SwiGLU, RMSNorm, no biases).
+    "small-llama": ModelShape("llama", layers=12, width=768, heads=12, context=1024, vocab=32000),
+}
+
+
+@dataclass
+class CausalOptions:
+    shape: ModelShape
+    steps: int
+    batch_tokens: int = 0  # tokens per optimizer step; 0: one micro-batch
+    micro_batch: int = 8  # sequences per forward pass
+    learning_rate: float = 1e-3
+    min_lr_ratio: float = 0.1  # the cosine ends at learning_rate * this
+    warmup_steps: int = -1  # -1: 5% of the steps (at least 1)
+    weight_decay: float = 0.1
+    grad_clip: float = 1.0
+    seed: int = 0
+    device: str = "cpu"
+    checkpoints: int = 8  # log-spaced; the last is the final step
+    # Testing and cancelling: stop (after saving) once this step's checkpoint is written.
+    stop_after_step: int = 0
+
+    def check(self) -> None:
+        s = self.shape
+        problems = []
+        if s.arch not in ARCHITECTURES:
+            problems.append(f"architecture {s.arch!r} is not one of {', '.join(ARCHITECTURES)}")
+        if min(s.layers, s.width, s.heads, s.context) < 1:
+            problems.append("layers, width, heads and context must be 1 or more")
+        elif s.width % s.heads:
+            problems.append(f"the width ({s.width}) must be a multiple of the heads ({s.heads})")
+        if s.vocab < 260:
+            problems.append(f"the vocabulary must hold the 256 bytes and more; got {s.vocab}")
+        if self.steps < 1:
+            problems.append(f"train for 1 step or more; got {self.steps}")
+        if self.micro_batch < 1:
+            problems.append(f"the micro-batch must be 1 sequence or more; got {self.micro_batch}")
+        if not self.learning_rate > 0:
+            problems.append(f"the learning rate must be positive; got {self.learning_rate}")
+        if self.checkpoints < 1:
+            problems.append(f"keep 1 checkpoint or more; got {self.checkpoints}")
+        if self.device not in ("cpu", "cuda") and not self.device.startswith("cuda:"):
+            problems.append(f"device {self.device!r}: give cpu or cuda")
+        elif self.device.startswith("cuda") and not torch.cuda.is_available():
+            problems.append("--device cuda, but no GPU is visible here")
+        if problems:
+            raise CausalTrainingError("; ".join(problems))
+
+    @property
+    def accumulation(self) -> int:
+        per_pass = self.micro_batch * self.shape.context
+        return max(1, math.ceil(self.batch_tokens / per_pass)) if self.batch_tokens else 1
+
+    @property
+    def tokens_per_step(self) -> int:
+        return self.accumulation * self.micro_batch * self.shape.context
+
+    @property
+    def warmup(self) -> int:
+        if self.warmup_steps >= 0:
+            return min(self.warmup_steps, self.steps)
+        return max(1, round(0.05 * self.steps))
+
+
+def checkpoint_steps(steps: int, count: int) -> list[int]:
+    """`count` steps spaced evenly on a log scale from 1 to `steps` (fewer when they
+    coincide); the last is always `steps`."""
+    if count <= 1 or steps <= 1:
+        return [steps]
+    spaced = np.unique(np.round(np.geomspace(1, steps, count)).astype(int)).tolist()
+    return sorted({*spaced, steps})
+
+
+def lr_factor(step: int, options: CausalOptions) -> float:
+    """The learning rate at `step` (counted from 0) as a share of the peak: linear
+    warm-up, then a cosine down to min_lr_ratio at the last step."""
+    warmup = options.warmup
+    if step < warmup:
+        return (step + 1) / warmup
+    span = max(1, options.steps - warmup)
+    progress = min(1.0, (step - warmup) / span)
+    cosine = 0.5 * (1.0 + math.cos(math.pi * progress))
+    return options.min_lr_ratio + (1.0 - options.min_lr_ratio) * cosine
+
+
+# --- tokenizer and data -------------------------------------------------------------------
+
+
+def train_tokenizer(lines: Iterable[str], vocab: int) -> Any:
+    """A byte-level BPE tokenizer (GPT-2 style) trained on `lines`, as a transformers
+    fast tokenizer whose BOS and EOS are `<|endoftext|>`."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    core = Tokenizer(models.BPE())
+    core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    core.decoder = decoders.ByteLevel()
+    core.post_processor = processors.ByteLevel(trim_offsets=True)
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab,
+        special_tokens=[END_OF_TEXT],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    core.train_from_iterator(lines, trainer=trainer)
+    return PreTrainedTokenizerFast(
+        tokenizer_object=core, bos_token=END_OF_TEXT, eos_token=END_OF_TEXT
+    )
+
+
+def _token_file(tokenizer: Any, lines: Iterable[str], path: Path) -> int:
+    """`<|endoftext|>` + tokens of each line, as uint32, into `path`; returns tokens."""
+    eot = tokenizer.convert_tokens_to_ids(END_OF_TEXT)
+    total = 0
+    batch: list[str] = []
+    temp = path.with_suffix(".part")
+
+    def flush(out: Any) -> int:
+        encoded = tokenizer(batch, add_special_tokens=False)["input_ids"]
+        flat: list[int] = []
+        for ids in encoded:
+            flat.append(eot)
+            flat.extend(ids)
+        np.asarray(flat, dtype=np.uint32).tofile(out)
+        return len(flat)
+
+    with temp.open("wb") as out:
+        for line in lines:
+            batch.append(line)
+            if len(batch) >= 4096:
+                total += flush(out)
+                batch = []
+        if batch:
+            total += flush(out)
+    os.replace(temp, path)
+    return total
+
+
+def _blocks(path: Path, context: int) -> np.ndarray:
+    """The token file as (blocks, context): the last partial block is dropped."""
+    tokens = (
+        np.memmap(path, dtype=np.uint32, mode="r")
+        if path.stat().st_size
+        else np.zeros(0, np.uint32)
+    )
+    usable = (len(tokens) // context) * context
+    return (
+        np.asarray(tokens[:usable]).reshape(-1, context)
+        if usable
+        else np.zeros((0, context), np.uint32)
+    )
+
+
+class BlockOrder:
+    """Blocks in a seeded permutation per epoch; `position` (blocks handed out) is all
+    that a checkpoint needs to carry on exactly."""
+
+    def __init__(self, count: int, seed: int, position: int = 0) -> None:
+        self.count = count
+        self.seed = seed
+        self.position = position
+        self._epoch = -1
+        self._order = np.zeros(0, dtype=np.int64)
+
+    def take(self, n: int) -> np.ndarray:
+        out = np.empty(n, dtype=np.int64)
+        for i in range(n):
+            epoch, index = divmod(self.position, self.count)
+            if epoch != self._epoch:
+                self._order = np.random.default_rng([self.seed, epoch]).permutation(self.count)
+                self._epoch = epoch
+            out[i] = self._order[index]
+            self.position += 1
+        return out
+
+
+# --- the model ----------------------------------------------------------------------------
+
+
+def build_model(shape: ModelShape, tokenizer: Any) -> Any:
+    from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
+
+    eot = tokenizer.convert_tokens_to_ids(END_OF_TEXT)
+    vocab = len(tokenizer)
+    if shape.arch == "gpt2":
+        config = GPT2Config(
+            vocab_size=vocab,
+            n_positions=shape.context,
+            n_embd=shape.width,
+            n_layer=shape.layers,
+            n_head=shape.heads,
+            resid_pdrop=0.0,
+            embd_pdrop=0.0,
+            attn_pdrop=0.0,
+            bos_token_id=eot,
+            eos_token_id=eot,
+        )
+        return GPT2LMHeadModel(config)
+    config = LlamaConfig(
+        vocab_size=vocab,
+        hidden_size=shape.width,
+        intermediate_size=int(8 * shape.width / 3 + 63) // 64 * 64,
+        num_hidden_layers=shape.layers,
+        num_attention_heads=shape.heads,
+        num_key_value_heads=shape.heads,
+        max_position_embeddings=shape.context,
+        bos_token_id=eot,
+        eos_token_id=eot,
+        tie_word_embeddings=True,
+    )
+    return LlamaForCausalLM(config)
+
+
+def _optimizer(model: Any, options: CausalOptions) -> torch.optim.Optimizer:
+    """AdamW; no weight decay on biases, norms and embeddings of positions."""
+    decay, plain = [], []
+    for name, parameter in model.named_parameters():
+        if not parameter.requires_grad:
+            continue
+        (decay if parameter.dim() >= 2 and "wpe" not in name else plain).append(parameter)
+    groups = [
+        {"params": decay, "weight_decay": options.weight_decay},
+        {"params": plain, "weight_decay": 0.0},
+    ]
+    return torch.optim.AdamW(groups, lr=options.learning_rate, betas=(0.9, 0.95), eps=1e-8)
+
+
+# --- progress and results -----------------------------------------------------------------
+
+
+@dataclass
+class Checkpoint:
+    step: int
+    tokens: int
+    path: Path
+    train_loss: float
+    validation_loss: float | None
+
+
+@dataclass
+class CausalSummary:
+    options: dict[str, Any]
+    parameters: int = 0
+    vocabulary: int = 0
+    training_tokens: int = 0  # in the packed stream (one epoch)
+    validation_tokens: int = 0
+    steps_done: int = 0
+    tokens_seen: int = 0
+    resumed_from_step: int = 0
+    final_loss: float | None = None
+    final_validation_loss: float | None = None
+    log: list[dict[str, Any]] = field(default_factory=list)  # per step, and evaluations
+    checkpoints: list[dict[str, Any]] = field(default_factory=list)
+    stopped: bool = False
+    seconds: float = 0.0
+
+
+def _rng_state() -> dict[str, Any]:
+    state = {
+        "python": random.getstate(),
+        "numpy": np.random.get_state(),
+        "torch": torch.get_rng_state(),
+    }
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def _set_rng_state(state: dict[str, Any]) -> None:
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def latest_checkpoint(out_dir: Path) -> Path | None:
+    """The checkpoint with the most tokens that holds a complete training state."""
+    found = []
+    for child in out_dir.glob(f"{CHECKPOINT_PREFIX}*"):
+        suffix = child.name.removeprefix(CHECKPOINT_PREFIX)
+        if suffix.isdigit() and (child / STATE_NAME).is_file():
+            found.append((int(suffix), child))
+    return max(found)[1] if found else None
+
+
+def _evaluate(
+    model: Any, blocks: np.ndarray, options: CausalOptions, autocast: Any
+) -> float | None:
+    if len(blocks) == 0:
+        return None
+    model.eval()
+    losses: list[float] = []
+    weights: list[int] = []
+    with torch.no_grad():
+        for start in range(0, min(len(blocks), MAX_EVAL_BLOCKS), options.micro_batch):
+            chunk = blocks[start : min(start + options.micro_batch, MAX_EVAL_BLOCKS)]
+            ids = torch.from_numpy(chunk.astype(np.int64)).to(options.device)
+            with autocast():
+                loss = model(input_ids=ids, labels=ids).loss
+            losses.append(float(loss.float()))
+            weights.append(len(chunk))
+    model.train()
+    return float(np.average(losses, weights=weights))
+
+
+def _save_folder(model: Any, tokenizer: Any, folder: Path) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+
+
+def train_causal(
+    lines: Callable[[], Iterator[str]],
+    validation: Callable[[], Iterator[str]],
+    out_dir: Path,
+    options: CausalOptions,
+    *,
+    on_step: Callable[[dict[str, Any]], None] | None = None,
+    on_checkpoint: Callable[[Checkpoint], None] | None = None,
+    should_stop: Callable[[], bool] | None = None,
+) -> CausalSummary:
+    """Train (or resume) in `out_dir`. `lines` and `validation` give the training and
+    validation lines afresh each time they are called. `on_step` hears of every step
+    ({step, tokens, loss, lr, ...}); `on_checkpoint` of every checkpoint once it is on
+    disk; `should_stop` is asked after every step (a cancelled run stops there)."""
+    options.check()
+    started = time.perf_counter()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    data_dir = out_dir / DATA_DIR
+    data_dir.mkdir(exist_ok=True)
+    summary = CausalSummary(options={**asdict(options), "shape": asdict(options.shape)})
+    resume = latest_checkpoint(out_dir)
+
+    from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast
+
+    if resume is not None:
+        tokenizer = PreTrainedTokenizerFast.from_pretrained(resume)
+    elif (data_dir / "tokenizer.json").is_file():
+        tokenizer = PreTrainedTokenizerFast.from_pretrained(data_dir)
+    else:
+        tokenizer = train_tokenizer(lines(), options.shape.vocab)
+        tokenizer.save_pretrained(data_dir)
+    train_file, valid_file = data_dir / "train.bin", data_dir / "validation.bin"
+    if not train_file.is_file():
+        _token_file(tokenizer, lines(), train_file)
+    if not valid_file.is_file():
+        _token_file(tokenizer, validation(), valid_file)
+    context = options.shape.context
+    train_blocks = _blocks(train_file, context)
+    valid_blocks = _blocks(valid_file, context)
+    summary.training_tokens = int(train_file.stat().st_size // 4)
+    summary.validation_tokens = int(valid_file.stat().st_size // 4)
+    if len(train_blocks) == 0:
+        raise CausalTrainingError(
+            f"the training text is {summary.training_tokens} tokens, less than one context "
+            f"of {context}: give a larger corpus or a shorter context"
+        )
+
+    torch.manual_seed(options.seed)
+    random.seed(options.seed)
+    np.random.seed(options.seed % 2**32)
+    device = torch.device(options.device)
+    if resume is not None:
+        model = AutoModelForCausalLM.from_pretrained(resume, dtype=torch.float32)
+    else:
+        model = build_model(options.shape, tokenizer)
+    model.to(device)
+    model.train()
+    optimizer = _optimizer(model, options)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: lr_factor(s, options))
+    order = BlockOrder(len(train_blocks), options.seed)
+    step = 0
+    if resume is not None:
+        state = torch.load(resume / STATE_NAME, map_location=device, weights_only=False)
+        optimizer.load_state_dict(state["optimizer"])
+        scheduler.load_state_dict(state["scheduler"])
+        _set_rng_state(state["rng"])
+        order.position = int(state["data_position"])
+        step = int(state["step"])
+        summary.log = list(state["log"])
+        summary.checkpoints = list(state["checkpoints"])
+        summary.resumed_from_step = step
+    summary.parameters = sum(p.numel() for p in model.parameters())
+    summary.vocabulary = len(tokenizer)
+
+    use_bf16 = device.type == "cuda"
+
+    def autocast() -> Any:
+        return torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=use_bf16)
+
+    schedule = checkpoint_steps(options.steps, options.checkpoints)
+    per_step = options.tokens_per_step
+    loss_value = math.nan
+    while step < options.steps:
+        total = 0.0
+        for _micro in range(options.accumulation):
+            chunk = train_blocks[order.take(options.micro_batch)]
+            ids = torch.from_numpy(chunk.astype(np.int64)).to(device)
+            with autocast():
+                loss = model(input_ids=ids, labels=ids).loss / options.accumulation
+            loss.backward()
+            total += float(loss.detach().float())
+        if options.grad_clip > 0:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), options.grad_clip)
+        lr = optimizer.param_groups[0]["lr"]
+        optimizer.step()
+        scheduler.step()
+        optimizer.zero_grad(set_to_none=True)
+        step += 1
+        loss_value = total
+        entry = {"step": step, "tokens": step * per_step, "loss": round(total, 6), "lr": lr}
+        summary.log.append(entry)
+        if on_step is not None:
+            on_step({**entry, "steps": options.steps, "tokens_total": options.steps * per_step})
+        if step in schedule:
+            tokens = step * per_step
+            valid_loss = _evaluate(model, valid_blocks, options, autocast)
+            summary.log.append({"step": step, "tokens": tokens, "validation_loss": valid_loss})
+            folder = out_dir / f"{CHECKPOINT_PREFIX}{tokens}"
+            record = {
+                "step": step,
+                "tokens": tokens,
+                "folder": folder.name,
+                "train_loss": round(total, 6),
+                "validation_loss": valid_loss,
+            }
+            summary.checkpoints.append(record)
+            _save_folder(model, tokenizer, folder)
+            state = {
+                "optimizer": optimizer.state_dict(),
+                "scheduler": scheduler.state_dict(),
+                "rng": _rng_state(),
+                "data_position": order.position,
+                "step": step,
+                "log": summary.log,
+                "checkpoints": summary.checkpoints,
+            }
+            # The state last: a folder without it is not a checkpoint to resume from.
+            torch.save(state, folder / f"{STATE_NAME}.part")
+            os.replace(folder / f"{STATE_NAME}.part", folder / STATE_NAME)
+            if on_checkpoint is not None:
+                on_checkpoint(Checkpoint(step, tokens, folder, total, valid_loss))
+            if options.stop_after_step and step >= options.stop_after_step and step < options.steps:
+                summary.stopped = True
+                break
+        if should_stop is not None and should_stop():
+            summary.stopped = True
+            break
+    summary.steps_done = step
+    summary.tokens_seen = step * per_step
+    summary.final_loss = None if math.isnan(loss_value) else round(loss_value, 6)
+    evaluations = [e for e in summary.log if "validation_loss" in e]
+    summary.final_validation_loss = evaluations[-1]["validation_loss"] if evaluations else None
+    summary.seconds = round(time.perf_counter() - started, 3)
+    if not summary.stopped:
+        _save_folder(model, tokenizer, out_dir)
+    (out_dir / INFO_NAME).write_text(
+        json.dumps({"kind": "causal", **asdict(summary)}, indent=2, default=str) + "\n",
+        encoding="utf-8",
+    )
+    return summary
+
+
+def shape_for(preset: str, **overrides: int | str | None) -> ModelShape:
+    """A preset's shape ("custom": GPT-2 small's) with the given fields replaced."""
+    if preset != "custom" and preset not in PRESETS:
+        raise CausalTrainingError(
+            f"unknown preset {preset!r}; choose one of {', '.join([*PRESETS, 'custom'])}"
+        )
+    shape = PRESETS.get(preset, PRESETS["small"])
+    changes = {k: v for k, v in overrides.items() if v is not None}
+    return replace(shape, **changes)  # type: ignore[arg-type]
+
+
+def remove_training_data(out_dir: Path) -> None:
+    """The tokenized corpus (`data/`) is only needed while training."""
+    shutil.rmtree(out_dir / DATA_DIR, ignore_errors=True)

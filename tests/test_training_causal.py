@@ -1,0 +1,136 @@
+"""Causal LM training from scratch on the CPU: seeded (the same seed gives the same loss),
+a run stopped at a checkpoint resumes to the same final model as one trained straight
+through, the schedules, and folders that `manage.py score --model` reads as they are."""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+from pathlib import Path
+
+import pytest
+import torch
+from django.core.management import CommandError, call_command
+from safetensors.torch import load_file
+
+from evaluations.training import causal
+from tests.conftest import EXAMPLES, SHARED_DATA
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():  # type: ignore[no-untyped-def]
+    # Tiny matrices: a second thread only adds contention on a shared machine.
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory) -> Path:  # type: ignore[no-untyped-def]
+    lines: list[str] = []
+    for name in ("tree_depth", "past_present"):
+        source = SHARED_DATA / "senteval-probing" / f"{name}.txt"
+        if not source.exists():
+            pytest.skip(f"shared sample {source} is absent")
+        lines += [row.split("\t")[2] for row in source.read_text().splitlines()]
+    path = tmp_path_factory.mktemp("corpus") / "bookcorpus.txt"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def train(corpus: Path, out: Path, *extra: str) -> str:
+    stdout = io.StringIO()
+    call_command(
+        "train", "--corpus", str(corpus), "--kind", "causal", "--preset", "tiny",
+        "--steps", "8", "--micro-batch", "4", "--checkpoints", "4", "--out", str(out),
+        *extra, stdout=stdout,
+    )  # fmt: skip
+    return stdout.getvalue()
+
+
+def info(out: Path) -> dict:
+    return json.loads((out / causal.INFO_NAME).read_text())
+
+
+def weights(folder: Path) -> dict[str, torch.Tensor]:
+    return load_file(str(folder / "model.safetensors"))
+
+
+def test_schedules() -> None:
+    assert causal.checkpoint_steps(8, 4) == [1, 2, 4, 8]
+    assert causal.checkpoint_steps(1000, 8) == [1, 3, 7, 19, 52, 139, 373, 1000]
+    assert causal.checkpoint_steps(3, 8) == [1, 2, 3]
+    options = causal.CausalOptions(shape=causal.PRESETS["tiny"], steps=100, warmup_steps=10)
+    assert [causal.lr_factor(s, options) for s in (0, 4, 9)] == [0.1, 0.5, 1.0]
+    assert causal.lr_factor(10, options) == 1.0
+    # Half-way through the decay: the middle of 0.1 .. 1.
+    assert causal.lr_factor(55, options) == pytest.approx(0.55)
+    assert causal.lr_factor(100, options) == pytest.approx(0.1)
+    # Gradient accumulation to the token batch: 4 sequences of 64 per pass, 1000 tokens.
+    options = causal.CausalOptions(
+        shape=causal.PRESETS["tiny"], steps=1, micro_batch=4, batch_tokens=1000
+    )
+    assert (options.accumulation, options.tokens_per_step) == (4, 1024)
+
+
+def test_same_seed_same_loss_and_resume_equals_straight(corpus, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    straight = tmp_path / "straight"
+    printed = train(corpus, straight)
+    assert f"{straight}/checkpoint-256: step 1, 256 tokens" in printed
+    first = info(straight)
+    assert first["steps_done"] == 8 and first["tokens_seen"] == 8 * 4 * 64
+    assert [c["tokens"] for c in first["checkpoints"]] == [256, 512, 1024, 2048]
+    assert math.isfinite(first["final_loss"]) and math.isfinite(first["final_validation_loss"])
+    # The loss falls from about ln(vocabulary).
+    assert first["log"][0]["loss"] > first["final_loss"]
+
+    again = tmp_path / "again"
+    train(corpus, again)
+    assert info(again)["final_loss"] == first["final_loss"]
+    other = tmp_path / "other-seed"
+    train(corpus, other, "--seed", "1")
+    assert info(other)["final_loss"] != first["final_loss"]
+
+    resumed = tmp_path / "resumed"
+    printed = train(corpus, resumed, "--stop-after-step", "4")
+    assert "stopped early: 4 steps" in printed
+    assert not (resumed / "model.safetensors").exists()
+    printed = train(corpus, resumed)
+    assert "8 steps (resumed at step 4)" in printed
+    assert info(resumed)["final_loss"] == pytest.approx(first["final_loss"], abs=1e-6)
+    assert [e["loss"] for e in info(resumed)["log"] if "loss" in e] == pytest.approx(
+        [e["loss"] for e in first["log"] if "loss" in e], abs=1e-6
+    )
+    final, expected = weights(resumed), weights(straight)
+    assert final.keys() == expected.keys()
+    for name, tensor in expected.items():
+        assert torch.allclose(final[name], tensor, atol=1e-6), name
+
+
+def test_folders_score_as_they_are(corpus, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    out = tmp_path / "llama"
+    train(corpus, out, "--preset", "tiny-llama", "--steps", "2", "--checkpoints", "2")
+    assert json.loads((out / "config.json").read_text())["architectures"] == ["LlamaForCausalLM"]
+    for model in (out, out / "checkpoint-256"):
+        results = tmp_path / f"{model.name}.json"
+        call_command(
+            "score", "--model", str(model), "--suite", str(EXAMPLES / "agreement_local.json"),
+            "--out", str(results), stderr=io.StringIO(),
+        )  # fmt: skip
+        document = json.loads(results.read_text())
+        assert 0.0 <= document["results"]["accuracy"] <= 1.0
+
+
+def test_bad_options(corpus, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(
+        CommandError, match=r"the width \(64\) must be a multiple of the heads \(3\)"
+    ):
+        train(corpus, tmp_path / "x", "--heads", "3")
+    with pytest.raises(CommandError, match="unknown preset|invalid choice"):
+        train(corpus, tmp_path / "x", "--preset", "huge")
+    small = tmp_path / "small.txt"
+    small.write_text("a b c\nd e f\n")
+    with pytest.raises(CommandError, match="less than one context of 64"):
+        train(small, tmp_path / "y", "--vocab", "300")
