@@ -11,3 +11,4 @@ class EvaluationsConfig(AppConfig):
         # Registers the run kinds, so that every process (web, storing worker, GPU
         # worker) knows them before the first message arrives.
         from evaluations import pair_services, probing_services, services  # noqa: F401
+        from evaluations.training import services as training  # noqa: F401

@@ -414,3 +414,7 @@ class RunPart(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind} run {self.run_id} part {self.index + 1}/{self.count}"
+
+
+# Training runs live in their own package; imported here so that the app registers them.
+from evaluations.training.models import TrainingRun  # noqa: E402, F401

@@ -12,6 +12,7 @@ from evaluations import (
     result_views,
     views,
 )
+from evaluations.training import urls as training_urls
 
 
 class SignedIntConverter:
@@ -82,6 +83,7 @@ urlpatterns = [
         pair_result_views.pair_leaderboard_csv_view,
         name="pair_leaderboard_csv",
     ),
+    *training_urls.urlpatterns,
 ]
 
 api_urlpatterns = [
@@ -173,4 +175,5 @@ api_urlpatterns = [
         result_views.EvaluationItemAPI.as_view(),
         name="api-evaluation-item",
     ),
+    *training_urls.api_urlpatterns,
 ]

@@ -1,0 +1,131 @@
+"""REST API of training runs: thin views over the services and selectors."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.shortcuts import get_object_or_404
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema
+from rest_framework import generics, serializers, status
+from rest_framework.permissions import IsAuthenticated, IsAuthenticatedOrReadOnly
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from evaluations import runs
+from evaluations.training import selectors, services
+from evaluations.training.models import TrainingRun
+from suites.corpora.models import Corpus
+from suites.models import Suite
+
+
+class TrainingRunSerializer(serializers.ModelSerializer):
+    model = serializers.CharField(source="model.name", read_only=True)
+    corpus = serializers.CharField(source="corpus.name", read_only=True)
+    kind = serializers.CharField(source="training_kind", read_only=True)
+    suites = serializers.SlugRelatedField(many=True, read_only=True, slug_field="name")
+    url = serializers.CharField(source="get_absolute_url", read_only=True)
+    progress_text = serializers.CharField(read_only=True)
+
+    class Meta:
+        model = TrainingRun
+        fields = [
+            "id",
+            "url",
+            "model",
+            "corpus",
+            "kind",
+            "options",
+            "suites",
+            "threshold",
+            "status",
+            "attempt",
+            "progress_done",
+            "progress_total",
+            "progress_text",
+            "enqueued",
+            "error",
+            "checkpoints",
+            "created_at",
+            "started_at",
+            "finished_at",
+        ]
+
+
+class TrainingRunDetailSerializer(TrainingRunSerializer):
+    loss = serializers.SerializerMethodField()
+    learning_curves = serializers.SerializerMethodField()
+
+    class Meta(TrainingRunSerializer.Meta):
+        fields = [*TrainingRunSerializer.Meta.fields, "summary", "loss", "learning_curves"]
+
+    def get_loss(self, run: TrainingRun) -> dict[str, Any]:
+        return selectors.loss_curves(run)
+
+    def get_learning_curves(self, run: TrainingRun) -> dict[str, Any]:
+        return selectors.learning_curves(run)
+
+
+class TrainingRequestSerializer(serializers.Serializer):
+    corpus = serializers.SlugRelatedField(slug_field="name", queryset=Corpus.objects.all())
+    name = serializers.CharField(max_length=80)
+    kind = serializers.ChoiceField(TrainingRun.Kind.choices)
+    options = serializers.DictField(required=False, default=dict)
+    suites = serializers.ListField(
+        child=serializers.SlugRelatedField(slug_field="name", queryset=Suite.objects.all()),
+        required=False,
+        default=list,
+        max_length=500,
+    )
+    threshold = serializers.FloatField(required=False, default=0.8)
+
+
+class TrainingRunListCreate(generics.ListAPIView):
+    """Training runs, newest first (paged), or ask for a new one."""
+
+    serializer_class = TrainingRunSerializer
+    permission_classes = [IsAuthenticatedOrReadOnly]
+    queryset = TrainingRun.objects.select_related("model", "corpus").prefetch_related("suites")
+
+    @extend_schema(
+        request=TrainingRequestSerializer,
+        responses={201: TrainingRunSerializer, 400: OpenApiTypes.OBJECT},
+        description="Train a model on a corpus: kind 'ngram' (options order 2-6, "
+        "min_count) or 'causal' (options preset, steps, batch_tokens, micro_batch, "
+        "learning_rate, warmup_steps, checkpoints, seed; layers, width, heads, context, "
+        "vocab, arch change the preset). Each checkpoint is registered as a model and "
+        "evaluated on `suites`. 400 names each bad field; 503 when the queue is down.",
+    )
+    def post(self, request: Request) -> Response:
+        body = TrainingRequestSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        run = services.training_request(user=request.user, **body.validated_data)
+        return Response(TrainingRunSerializer(run).data, status=status.HTTP_201_CREATED)
+
+
+class TrainingRunDetail(generics.RetrieveAPIView):
+    """One training run: progress, loss curves, checkpoints and learning curves."""
+
+    serializer_class = TrainingRunDetailSerializer
+    queryset = TrainingRun.objects.select_related("model", "corpus")
+
+
+class TrainingRunCancel(APIView):
+    permission_classes = [IsAuthenticated]
+
+    @extend_schema(request=None, responses={200: TrainingRunSerializer, 403: None, 409: None})
+    def post(self, request: Request, pk: int) -> Response:
+        run = get_object_or_404(TrainingRun.objects.select_related("model", "corpus"), pk=pk)
+        return Response(
+            TrainingRunSerializer(services.training_cancel(run=run, user=request.user)).data
+        )
+
+
+class TrainingRunRetry(APIView):
+    permission_classes = [IsAuthenticated]
+
+    @extend_schema(request=None, responses={200: TrainingRunSerializer, 403: None, 409: None})
+    def post(self, request: Request, pk: int) -> Response:
+        run = get_object_or_404(TrainingRun.objects.select_related("model", "corpus"), pk=pk)
+        return Response(TrainingRunSerializer(runs.run_retry(run=run, user=request.user)).data)

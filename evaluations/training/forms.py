@@ -1,0 +1,57 @@
+from __future__ import annotations
+
+from django import forms
+
+from evaluations.training.models import TrainingRun
+from evaluations.training.options import PRESETS
+from suites.corpora.models import Corpus
+from suites.models import Suite
+
+
+class TrainingRequestForm(forms.Form):
+    corpus = forms.ModelChoiceField(
+        queryset=Corpus.objects.order_by("name"), to_field_name="name", empty_label=None
+    )
+    name = forms.CharField(
+        max_length=80, help_text="The model's name; checkpoints are <name>@<tokens>."
+    )
+    kind = forms.ChoiceField(choices=TrainingRun.Kind.choices, initial="causal")
+    order = forms.IntegerField(initial=3, min_value=2, max_value=6, help_text="n-gram order")
+    min_count = forms.IntegerField(
+        initial=1, min_value=1, help_text="n-gram: words seen fewer times become <unk>"
+    )
+    preset = forms.ChoiceField(
+        choices=[(p, p) for p in [*PRESETS, "custom"]],
+        initial="tiny",
+        help_text="tiny: for trying; small: GPT-2 small (124M); -llama: the Llama style",
+    )
+    steps = forms.IntegerField(initial=1000, min_value=1)
+    batch_tokens = forms.IntegerField(
+        initial=0, min_value=0, help_text="Tokens per step (gradient accumulation); 0: one pass"
+    )
+    learning_rate = forms.FloatField(initial=1e-3, min_value=1e-8, max_value=1.0)
+    checkpoints = forms.IntegerField(
+        initial=8, min_value=1, max_value=100, help_text="Log-spaced by tokens seen"
+    )
+    seed = forms.IntegerField(initial=0, min_value=0)
+    suites = forms.ModelMultipleChoiceField(
+        queryset=Suite.objects.filter(archived_at__isnull=True).order_by("name"),
+        to_field_name="name",
+        required=False,
+        help_text="Evaluate every checkpoint on these suites (learning curves).",
+    )
+    threshold = forms.FloatField(
+        initial=0.8,
+        min_value=0.01,
+        max_value=1.0,
+        help_text="Age of acquisition: the accuracy a suite must keep from a checkpoint on.",
+    )
+
+    def options(self) -> dict[str, object]:
+        data = self.cleaned_data
+        if data["kind"] == TrainingRun.Kind.NGRAM:
+            return {"order": data["order"], "min_count": data["min_count"]}
+        return {
+            key: data[key]
+            for key in ("preset", "steps", "batch_tokens", "learning_rate", "checkpoints", "seed")
+        }

@@ -1,0 +1,388 @@
+"""Writes for training runs: requesting one, the checkpoints and loss reports its worker
+sends while it trains, storing the finished model, and cancelling. The lifecycle
+(enqueue, progress, fail, retry, sweep) is `evaluations.runs`'; this module registers
+training as a kind of run.
+
+A training run writes models, never benchmarks: each checkpoint is a LanguageModel of its
+own (display name `<name>@<tokens>`, URL name `<name>-<tokens>`), and when the request
+names suites every checkpoint (and the finished model) is evaluated on them through
+ordinary suite runs (`services.evaluations_request`)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.core.cache import cache
+from django.db import transaction
+from django.utils import timezone
+from django.utils.text import slugify
+
+from evaluations import runs, services
+from evaluations.models import LanguageModel
+from evaluations.training import options as causal_options
+from evaluations.training.data import CorpusSource
+from evaluations.training.models import TrainingRun
+from gym.errors import ApplicationError
+from suites.corpora.models import Corpus
+from suites.corpora.services import corpus_validation_split
+from suites.models import Suite
+
+TRAINING_RUNS = runs.RunKind(
+    name="training",
+    model="evaluations.TrainingRun",
+    payload="evaluations.training.services.training_payload",
+    work="evaluations.training.worker.run_training",
+    store="evaluations.training.services.training_results_store",
+    label="Training",
+    api_detail="api-training-run",
+)
+runs.register(TRAINING_RUNS)
+
+S = TrainingRun.Status
+KINDS = tuple(TrainingRun.Kind.values)
+NGRAM_ARPA = "model.arpa"
+STOP_FILE = "STOP"
+MAX_STEPS = 10_000_000
+# Room for "-<tokens>" after the name in a checkpoint's URL name (100 characters).
+NAME_MAX_LENGTH = 80
+
+
+class TrainingRequestInvalid(ApplicationError):
+    """A training run that cannot be asked for; `errors` maps the field to the reason."""
+
+    def __init__(self, errors: dict[str, str]) -> None:
+        super().__init__("; ".join(errors.values()))
+        self.errors = errors
+
+    def error_list(self) -> list[dict[str, Any]]:
+        return [
+            {"code": self.code, "message": message, "path": f"$.{name}"}
+            for name, message in self.errors.items()
+        ]
+
+
+def training_dir() -> Path:
+    """Where trained models are written: GYM_TRAINING_DIR, else `trained/` in the first
+    of GYM_MODEL_DIRS (a folder the GPU workers share)."""
+    configured = getattr(settings, "GYM_TRAINING_DIR", None)
+    return Path(configured) if configured else services.model_dirs()[0] / "trained"
+
+
+def _integer(raw: Any, name: str, low: int, high: int, errors: dict[str, str]) -> int:
+    try:
+        value = int(raw)
+        if isinstance(raw, float) and raw != value:
+            raise ValueError
+    except (TypeError, ValueError):
+        errors[name] = f"{name} must be a whole number, not {str(raw)[:40]!r}"
+        return low
+    if not low <= value <= high:
+        errors[name] = f"{name} must be from {low:,} to {high:,}; got {value:,}"
+    return value
+
+
+def _number(raw: Any, name: str, low: float, high: float, errors: dict[str, str]) -> float:
+    try:
+        value = float(raw)
+    except (TypeError, ValueError):
+        errors[name] = f"{name} must be a number, not {str(raw)[:40]!r}"
+        return low
+    if not math.isfinite(value) or not low <= value <= high:
+        errors[name] = f"{name} must be from {low:g} to {high:g}; got {value:g}"
+    return value
+
+
+def training_options(kind: str, raw: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
+    """The options of a request as stored (defaults filled in) and what is wrong, by
+    field. n-gram: order, min_count. causal: preset (and layers, width, heads, context,
+    vocab, arch to change it), steps, batch_tokens, micro_batch, learning_rate,
+    warmup_steps, checkpoints, seed."""
+    errors: dict[str, str] = {}
+    if kind == TrainingRun.Kind.NGRAM:
+        return {
+            "order": _integer(raw.get("order", 3), "order", 2, 6, errors),
+            "min_count": _integer(raw.get("min_count", 1), "min_count", 1, 1_000_000, errors),
+        }, errors
+    if kind != TrainingRun.Kind.CAUSAL:
+        return {}, {"kind": f"kind must be one of {', '.join(KINDS)}, not {str(kind)[:40]!r}"}
+    preset = str(raw.get("preset", "tiny"))
+    overrides: dict[str, Any] = {}
+    for field in ("layers", "width", "heads", "context", "vocab"):
+        if raw.get(field) not in (None, ""):
+            overrides[field] = _integer(raw[field], field, 1, 1_000_000, errors)
+    if raw.get("arch") not in (None, ""):
+        overrides["arch"] = str(raw["arch"])
+    try:
+        shape = causal_options.shape_for(preset, **overrides)
+    except causal_options.CausalTrainingError as exc:
+        return {}, {"preset": str(exc)}
+    settings_ = causal_options.CausalOptions(
+        shape=shape,
+        steps=_integer(raw.get("steps", 1000), "steps", 1, MAX_STEPS, errors),
+        batch_tokens=_integer(raw.get("batch_tokens", 0), "batch_tokens", 0, 2**31, errors),
+        micro_batch=_integer(raw.get("micro_batch", 8), "micro_batch", 1, 4096, errors),
+        learning_rate=_number(raw.get("learning_rate", 1e-3), "learning_rate", 1e-8, 1.0, errors),
+        warmup_steps=_integer(raw.get("warmup_steps", -1), "warmup_steps", -1, MAX_STEPS, errors),
+        checkpoints=_integer(raw.get("checkpoints", 8), "checkpoints", 1, 100, errors),
+        seed=_integer(raw.get("seed", 0), "seed", 0, 2**31 - 1, errors),
+    )
+    if not errors:
+        try:
+            settings_.check()
+        except causal_options.CausalTrainingError as exc:
+            errors["options"] = str(exc)
+    stored = asdict(settings_)
+    stored.pop("device")
+    stored.pop("stop_after_step")
+    stored.update(preset=preset, tokens_per_step=settings_.tokens_per_step)
+    return stored, errors
+
+
+def training_request(
+    *,
+    corpus: Corpus,
+    name: str,
+    kind: str,
+    options: dict[str, Any] | None = None,
+    suites: list[Suite] | None = None,
+    threshold: float = 0.8,
+    user: AbstractBaseUser | AnonymousUser | None = None,
+) -> TrainingRun:
+    """Register the model to be trained and its run in one transaction, and send the run
+    to the gpu queue once that commits. Raises TrainingRequestInvalid (nothing written)."""
+    stored, errors = training_options(kind, options or {})
+    display = name.strip()
+    slug = slugify(display)
+    if not slug:
+        errors["name"] = "give the model a name of letters, digits and hyphens"
+    elif len(slug) > NAME_MAX_LENGTH:
+        errors["name"] = f"the name is {len(slug)} characters long; at most {NAME_MAX_LENGTH}"
+    elif LanguageModel.objects.filter(name=slug).exists():
+        errors["name"] = f"a model named {slug!r} is already registered; choose another name"
+    out_dir = training_dir() / slug
+    if slug and "name" not in errors and out_dir.exists():
+        errors["name"] = f"a trained model folder named {slug!r} exists; choose another name"
+    if not 0.0 < threshold <= 1.0 or not math.isfinite(threshold):
+        errors["threshold"] = f"the threshold is an accuracy above 0 and at most 1; got {threshold}"
+    if errors:
+        raise TrainingRequestInvalid(errors)
+    source = out_dir / NGRAM_ARPA if kind == TrainingRun.Kind.NGRAM else out_dir
+    requester = user if user is not None and user.is_authenticated else None
+    with transaction.atomic():
+        model = LanguageModel.objects.create(
+            name=slug,
+            display_name=display,
+            source=str(source),
+            kind=kind,
+            description=f"Trained on the corpus {corpus.name} ({TrainingRun.Kind(kind).label}).",
+            registered_by=requester,
+        )
+        run = TrainingRun.objects.create(
+            model=model,
+            corpus=corpus,
+            content_hash=corpus.content_hash,
+            training_kind=kind,
+            options=stored,
+            out_dir=str(out_dir),
+            threshold=threshold,
+            progress_total=stored.get("steps", 1),
+            requested_by=requester,
+        )
+        if suites:
+            run.suites.set(suites)
+        runs.runs_enqueue_on_commit(kind=TRAINING_RUNS, runs=[run])
+    return run
+
+
+def training_payload(run: TrainingRun) -> dict[str, Any]:
+    """Everything the GPU worker needs: where the corpus file is, its split, the options
+    and the folder to write to (see evaluations.training.worker)."""
+    corpus = run.corpus
+    source = CorpusSource(
+        path=corpus.path,
+        split=corpus_validation_split(corpus),
+        normalised=True,
+        validation_lines=corpus.validation_lines,
+    )
+    return {
+        "run": run.pk,
+        "attempt": run.attempt,
+        "kind": run.training_kind,
+        "name": run.model.name,
+        "corpus": source.as_payload(),
+        "options": run.options,
+        "out_dir": run.out_dir,
+    }
+
+
+# --- while the worker trains ---------------------------------------------------------------
+
+
+def stop_key(run_id: int) -> str:
+    return f"training-stop:{run_id}"
+
+
+def _ask_to_stop(run: TrainingRun) -> None:
+    """Tell the worker, which reads no database, to stop at its next step: through the
+    shared cache and a file in the model folder (whichever it can see)."""
+    cache.set(stop_key(run.pk), run.attempt, timeout=7 * 24 * 3600)
+    try:
+        folder = Path(run.out_dir)
+        if folder.is_dir():
+            (folder / STOP_FILE).write_text(f"{run.attempt}\n")
+    except OSError:
+        pass
+
+
+def _open_run(run_id: int, attempt: int) -> TrainingRun | None:
+    run = TrainingRun.objects.select_for_update().filter(pk=run_id).first()
+    if run is None or run.attempt != attempt or run.status not in runs.ALLOWED_FROM[S.DONE]:
+        if run is not None and run.status == S.CANCELLED:
+            _ask_to_stop(run)
+        return None
+    return run
+
+
+def _merged_log(
+    stored: list[dict[str, Any]], entries: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """`entries` replace what is stored from their first step on: a worker that resumed
+    from a checkpoint reports those steps again."""
+    if not entries:
+        return stored
+    first = min(int(e["step"]) for e in entries)
+    return [e for e in stored if int(e["step"]) < first] + entries
+
+
+def training_log_append(*, run_id: int, attempt: int, entries: list[dict[str, Any]]) -> bool:
+    """Loss reports from the worker (best effort): appended to the run's loss curve."""
+    with transaction.atomic():
+        run = _open_run(run_id, attempt)
+        if run is None:
+            return False
+        run.log = _merged_log(run.log, entries)
+        TrainingRun.objects.filter(pk=run.pk).update(log=run.log)
+    return True
+
+
+def _checkpoint_model(run: TrainingRun, point: dict[str, Any]) -> LanguageModel:
+    base = run.model
+    tokens = int(point["tokens"])
+    folder = str(Path(run.out_dir) / str(point["folder"]))
+    model, _created = LanguageModel.objects.get_or_create(
+        source=folder,
+        revision="",
+        defaults={
+            "name": f"{base.name}-{tokens}",
+            "display_name": f"{base.display_name}@{tokens}",
+            "kind": LanguageModel.Kind.CAUSAL,
+            "description": f"Checkpoint of {base.display_name} after {tokens:,} tokens "
+            f"(step {point['step']}), trained on the corpus {run.corpus.name}.",
+            "registered_by": run.requested_by,
+        },
+    )
+    return model
+
+
+def _evaluate(run: TrainingRun, models: list[LanguageModel]) -> None:
+    suites = list(run.suites.all())
+    if suites and models:
+        services.evaluations_request(models=models, suites=suites, user=run.requested_by)
+
+
+def training_checkpoint_store(
+    *, run_id: int, attempt: int, point: dict[str, Any], entries: list[dict[str, Any]]
+) -> bool:
+    """A checkpoint is on disk: register it as a model, record it on the run (once, also
+    when the message comes twice) and queue its evaluations. False (nothing written) for
+    a finished run or a stale attempt."""
+    with transaction.atomic():
+        run = _open_run(run_id, attempt)
+        if run is None:
+            return False
+        model = _checkpoint_model(run, point)
+        record = {
+            "step": int(point["step"]),
+            "tokens": int(point["tokens"]),
+            "model": model.name,
+            "train_loss": point.get("train_loss"),
+            "validation_loss": point.get("validation_loss"),
+        }
+        checkpoints = [c for c in run.checkpoints if c["tokens"] != record["tokens"]]
+        checkpoints = sorted([*checkpoints, record], key=lambda c: c["tokens"])
+        now = timezone.now()
+        TrainingRun.objects.filter(pk=run.pk, status=S.QUEUED).update(
+            status=S.RUNNING, started_at=now
+        )
+        TrainingRun.objects.filter(pk=run.pk).update(
+            checkpoints=checkpoints, log=_merged_log(run.log, entries)
+        )
+        _evaluate(run, [model])
+    return True
+
+
+def _results_problem(results: dict[str, Any]) -> str:
+    if results.get("kind") not in KINDS:
+        return f"the worker returned an unknown kind {results.get('kind')!r}"
+    if not isinstance(results.get("summary"), dict):
+        return "the worker returned no summary"
+    return ""
+
+
+def training_results_store(*, run_id: int, attempt: int, results: dict[str, Any]) -> bool:
+    """The model is trained: record the summary and the last checkpoints, mark the run
+    done, and queue the finished model's evaluations, in one transaction. False
+    (nothing written) for a finished run or a stale attempt: a re-delivery changes
+    nothing, and the model is registered once."""
+    with transaction.atomic():
+        run = _open_run(run_id, attempt)
+        if run is None:
+            return False
+        problem = _results_problem(results)
+        if problem:
+            runs.run_fail(kind=TRAINING_RUNS, run_id=run_id, attempt=attempt, reason=problem)
+            return False
+        models: list[LanguageModel] = []
+        checkpoints = {c["tokens"]: c for c in run.checkpoints}
+        for point in results.get("checkpoints") or []:
+            if int(point["tokens"]) not in checkpoints:  # a report that never arrived
+                model = _checkpoint_model(run, point)
+                models.append(model)
+                checkpoints[int(point["tokens"])] = {
+                    "step": int(point["step"]),
+                    "tokens": int(point["tokens"]),
+                    "model": model.name,
+                    "train_loss": point.get("train_loss"),
+                    "validation_loss": point.get("validation_loss"),
+                }
+        summary = dict(results["summary"])
+        steps = int(summary.get("steps_done") or run.progress_total or 1)
+        runs.run_advance(
+            TRAINING_RUNS,
+            run_id,
+            attempt,
+            S.DONE,
+            summary=summary,
+            checkpoints=[checkpoints[t] for t in sorted(checkpoints)],
+            log=_merged_log(run.log, results.get("log") or []),
+            progress_done=steps,
+            progress_total=steps,
+            finished_at=timezone.now(),
+        )
+        parameters = summary.get("parameters")
+        if isinstance(parameters, int):
+            LanguageModel.objects.filter(pk=run.model_id).update(parameter_count=parameters)
+        _evaluate(run, [*models, run.model])
+    return True
+
+
+def training_cancel(*, run: TrainingRun, user: Any) -> TrainingRun:
+    """Cancel as every run is cancelled, and tell the worker to stop at its next step."""
+    run = runs.run_cancel(run=run, user=user)  # type: ignore[assignment]
+    _ask_to_stop(run)
+    return run

@@ -1,0 +1,124 @@
+"""Pages of training runs: the request form, one run's page (progress, loss curve,
+checkpoints, learning curves), cancel and retry, and the learning curves as CSV / JSON."""
+
+from __future__ import annotations
+
+import json
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_POST
+
+from evaluations import runs
+from evaluations.training import selectors, services
+from evaluations.training.forms import TrainingRequestForm
+from evaluations.training.models import TrainingRun
+from evaluations.views import run_retry_redirect
+
+
+def _run(pk: int) -> TrainingRun:
+    run = TrainingRun.objects.select_related("model", "corpus", "requested_by").filter(pk=pk)
+    found = run.first()
+    if found is None:
+        raise Http404(f"No training run {pk}.")
+    return found
+
+
+@login_required
+def training_request(request: HttpRequest) -> HttpResponse:
+    initial = {"corpus": request.GET.get("corpus", "")}
+    form = TrainingRequestForm(request.POST or None, initial=initial)
+    status = 200
+    if request.method == "POST":
+        status = 400
+        if form.is_valid():
+            data = form.cleaned_data
+            try:
+                run = services.training_request(
+                    corpus=data["corpus"],
+                    name=data["name"],
+                    kind=data["kind"],
+                    options=form.options(),
+                    suites=list(data["suites"]),
+                    threshold=data["threshold"],
+                    user=request.user,
+                )
+            except services.TrainingRequestInvalid as invalid:
+                for name, message in invalid.errors.items():
+                    form.add_error(name if name in form.fields else None, message)
+            except runs.BrokerUnavailable as exc:
+                messages.error(request, str(exc))
+                return redirect("evaluations:training_runs")
+            else:
+                messages.success(request, f"Queued the training of {run.model.display_name}.")
+                return redirect(run)
+    return render(request, "training/request.html", {"form": form}, status=status)
+
+
+def training_run(request: HttpRequest, pk: int) -> HttpResponse:
+    run = _run(pk)
+    curves = selectors.learning_curves(run, threshold=_threshold(request, run))
+    return render(
+        request,
+        "training/run.html",
+        {
+            "run": run,
+            "may_manage": run.may_manage(request.user),
+            "checkpoints": selectors.checkpoint_rows(run),
+            "curves": curves,
+            "plot": {"loss": selectors.loss_curves(run), "learning": curves},
+            "suites": list(run.suites.order_by("name")),
+        },
+    )
+
+
+def training_runs(request: HttpRequest) -> HttpResponse:
+    listed = TrainingRun.objects.select_related("model", "corpus", "requested_by")[:200]
+    return render(request, "training/run_list.html", {"runs": listed})
+
+
+def _threshold(request: HttpRequest, run: TrainingRun) -> float:
+    raw = request.GET.get("threshold", "")
+    try:
+        value = float(raw) if raw else run.threshold
+    except ValueError:
+        return run.threshold
+    return value if 0.0 < value <= 1.0 else run.threshold
+
+
+def training_curves_csv(request: HttpRequest, pk: int) -> HttpResponse:
+    run = _run(pk)
+    text = selectors.curves_csv(selectors.learning_curves(run, threshold=_threshold(request, run)))
+    response = HttpResponse(text, content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="{run.model.name}.curves.csv"'
+    return response
+
+
+def training_curves_json(request: HttpRequest, pk: int) -> HttpResponse:
+    run = _run(pk)
+    curves = selectors.learning_curves(run, threshold=_threshold(request, run))
+    body = {"model": run.model.name, "corpus": run.corpus.name, **curves}
+    response = HttpResponse(json.dumps(body, indent=2) + "\n", content_type="application/json")
+    response["Content-Disposition"] = f'attachment; filename="{run.model.name}.curves.json"'
+    return response
+
+
+@login_required
+@require_POST
+def training_retry(request: HttpRequest, pk: int) -> HttpResponse:
+    return run_retry_redirect(request, _run(pk))
+
+
+@login_required
+@require_POST
+def training_cancel(request: HttpRequest, pk: int) -> HttpResponse:
+    run = _run(pk)
+    try:
+        services.training_cancel(run=run, user=request.user)
+    except runs.RunConflict as refused:
+        messages.error(request, str(refused))
+    else:
+        messages.success(request, "Cancelled: the worker stops at its next step.")
+    return redirect(run)

@@ -1,0 +1,151 @@
+"""The training worker: trains on a GPU worker (or the CPU) from the payload alone, never
+the database. Checkpoints and the loss curve are reported on the default queue as they
+come (`evaluations.training.tasks`); the results go to the store like every run's.
+
+A re-delivered task (its worker died) finds the checkpoints in the run's folder and
+resumes from the last one; cancelling writes STOP into the folder or a key in the
+shared cache, which the worker reads between steps."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+KIND = "training"
+STOP_FILE = "STOP"
+# How often the worker looks for a stop request and sends its loss curve.
+REPORT_EVERY_SECONDS = 2.0
+
+
+def _send(task: Any, *args: Any, best_effort: bool = False) -> None:
+    from evaluations import tasks
+
+    if best_effort:
+        try:
+            task.apply_async(args=list(args), queue=tasks.DEFAULT_QUEUE, retry=False)
+        except Exception as exc:  # noqa: BLE001 - a lost report costs a point of the curve
+            log.warning("training report not sent: %s", exc)
+        return
+    tasks._hand_over(task, *args)
+
+
+def _stop_requested(run_id: int, attempt: int, out_dir: Path) -> bool:
+    marker = out_dir / STOP_FILE
+    if marker.is_file() and marker.read_text().strip() == str(attempt):
+        return True
+    try:
+        from django.core.cache import cache
+
+        from evaluations.training.services import stop_key
+
+        return cache.get(stop_key(run_id)) == attempt
+    except Exception:  # noqa: BLE001 - no shared cache: the file is the signal
+        return False
+
+
+def run_training(payload: dict[str, Any], progress: Callable[[int, int], None]) -> dict[str, Any]:
+    from evaluations.training.data import CorpusSource
+
+    source = CorpusSource.from_payload(payload["corpus"])
+    out_dir = Path(payload["out_dir"])
+    if payload["kind"] == "ngram":
+        return _ngram(payload, source, out_dir, progress)
+    return _causal(payload, source, out_dir, progress)
+
+
+def _ngram(
+    payload: dict[str, Any], source: Any, out_dir: Path, progress: Callable[[int, int], None]
+) -> dict[str, Any]:
+    from evaluations.training import ngram
+
+    options = payload["options"]
+    progress(0, 1)
+    summary = ngram.train_ngram(
+        source.training(), out_dir, order=int(options["order"]), min_count=int(options["min_count"])
+    )
+    progress(1, 1)
+    return {"kind": "ngram", "summary": asdict(summary), "checkpoints": [], "log": []}
+
+
+def _causal(
+    payload: dict[str, Any], source: Any, out_dir: Path, progress: Callable[[int, int], None]
+) -> dict[str, Any]:
+    import torch
+
+    from evaluations.training import causal, tasks
+
+    run_id, attempt = int(payload["run"]), int(payload["attempt"])
+    raw = dict(payload["options"])
+    options = causal.CausalOptions(
+        shape=causal.ModelShape(**raw["shape"]),
+        steps=int(raw["steps"]),
+        batch_tokens=int(raw["batch_tokens"]),
+        micro_batch=int(raw["micro_batch"]),
+        learning_rate=float(raw["learning_rate"]),
+        min_lr_ratio=float(raw["min_lr_ratio"]),
+        warmup_steps=int(raw["warmup_steps"]),
+        weight_decay=float(raw["weight_decay"]),
+        grad_clip=float(raw["grad_clip"]),
+        seed=int(raw["seed"]),
+        checkpoints=int(raw["checkpoints"]),
+        device="cuda" if torch.cuda.is_available() else "cpu",
+    )
+    pending: list[dict[str, Any]] = []
+    last = {"report": time.monotonic(), "stop": False}
+
+    def on_step(entry: dict[str, Any]) -> None:
+        pending.append({k: entry[k] for k in ("step", "tokens", "loss", "lr")})
+        now = time.monotonic()
+        if now - last["report"] >= REPORT_EVERY_SECONDS:
+            last["report"] = now
+            _send(tasks.loss_report, KIND, run_id, attempt, list(pending), best_effort=True)
+            pending.clear()
+            last["stop"] = _stop_requested(run_id, attempt, out_dir)
+        progress(entry["step"], options.steps)
+
+    def on_checkpoint(point: causal.Checkpoint) -> None:
+        evaluation = {
+            "step": point.step,
+            "tokens": point.tokens,
+            "validation_loss": point.validation_loss,
+        }
+        record = {
+            "step": point.step,
+            "tokens": point.tokens,
+            "folder": point.path.name,
+            "train_loss": point.train_loss,
+            "validation_loss": point.validation_loss,
+        }
+        _send(tasks.checkpoint, KIND, run_id, attempt, record, [*pending, evaluation])
+        pending.clear()
+
+    def should_stop() -> bool:
+        return bool(last["stop"])
+
+    summary = causal.train_causal(
+        source.training,
+        source.validation,
+        out_dir,
+        options,
+        on_step=on_step,
+        on_checkpoint=on_checkpoint,
+        should_stop=should_stop,
+    )
+    if not summary.stopped:
+        causal.remove_training_data(out_dir)
+    facts = asdict(summary)
+    log_entries = facts.pop("log")
+    checkpoints = facts.pop("checkpoints")
+    return {
+        "kind": "causal",
+        "summary": facts,
+        "checkpoints": checkpoints,
+        # The whole curve: reports lost on the way are made good here.
+        "log": log_entries,
+    }

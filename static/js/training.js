@@ -1,0 +1,127 @@
+// A training run's page: the loss curve (train and validation, updated while the run
+// trains), the learning curves (accuracy per suite against tokens seen, log axis) and an
+// estimate of the time left. Data: json_script "training-data"; live: the run's API.
+(function () {
+  "use strict";
+  const POLL_MS = 3000;
+  const COLOURS = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000", "#F0E442"];
+  let lossChart = null;
+
+  function points(pairs) {
+    return pairs.map(function (p) { return { x: p[0], y: p[1] }; });
+  }
+
+  function drawLoss(loss) {
+    const canvas = document.getElementById("loss-plot");
+    if (!canvas || !window.Chart) return;
+    const datasets = [
+      { label: "Training loss", data: points(loss.train), borderColor: COLOURS[0], backgroundColor: COLOURS[0], pointRadius: 0, borderWidth: 1.5 },
+      { label: "Validation loss", data: points(loss.validation), borderColor: COLOURS[1], backgroundColor: COLOURS[1], pointRadius: 4, pointStyle: "triangle", borderWidth: 2 },
+    ];
+    if (lossChart) {
+      lossChart.data.datasets[0].data = datasets[0].data;
+      lossChart.data.datasets[1].data = datasets[1].data;
+      lossChart.update();
+      return;
+    }
+    lossChart = new window.Chart(canvas, {
+      type: "line",
+      data: { datasets: datasets },
+      options: {
+        animation: false,
+        maintainAspectRatio: false,
+        parsing: false,
+        scales: {
+          x: { type: "linear", title: { display: true, text: "Tokens seen" } },
+          y: { title: { display: true, text: "Loss (nats per token)" } },
+        },
+      },
+    });
+  }
+
+  function drawLearning(learning) {
+    const canvas = document.getElementById("learning-plot");
+    if (!canvas || !window.Chart) return;
+    const datasets = learning.suites.map(function (row, i) {
+      const colour = COLOURS[i % COLOURS.length];
+      return {
+        label: row.suite,
+        data: row.points.filter(function (p) { return p.accuracy !== null; })
+          .map(function (p) { return { x: p.tokens, y: p.accuracy }; }),
+        borderColor: colour,
+        backgroundColor: colour,
+        pointRadius: 3,
+        borderWidth: 2,
+      };
+    });
+    new window.Chart(canvas, {
+      type: "line",
+      data: { datasets: datasets },
+      options: {
+        animation: false,
+        maintainAspectRatio: false,
+        parsing: false,
+        scales: {
+          x: { type: "logarithmic", title: { display: true, text: "Tokens seen (log scale)" } },
+          y: { min: 0, max: 1, title: { display: true, text: "Accuracy" } },
+        },
+      },
+      plugins: [{
+        id: "threshold",
+        afterDatasetsDraw: function (chart) {
+          const y = chart.scales.y.getPixelForValue(learning.threshold);
+          const ctx = chart.ctx;
+          ctx.save();
+          ctx.strokeStyle = "#888888";
+          ctx.setLineDash([4, 4]);
+          ctx.beginPath();
+          ctx.moveTo(chart.chartArea.left, y);
+          ctx.lineTo(chart.chartArea.right, y);
+          ctx.stroke();
+          ctx.restore();
+        },
+      }],
+    });
+  }
+
+  function timeLeft(data) {
+    const out = document.getElementById("time-left");
+    if (!out || data.status !== "running" || !data.started_at || !data.progress_done) {
+      if (out) out.textContent = "";
+      return;
+    }
+    const elapsed = (Date.now() - Date.parse(data.started_at)) / 1000;
+    const left = elapsed / data.progress_done * (data.progress_total - data.progress_done);
+    const minutes = Math.round(left / 60);
+    out.textContent = minutes >= 1 ? "about " + minutes + " min left" : "less than a minute left";
+  }
+
+  async function poll(section) {
+    try {
+      const response = await fetch(section.dataset.api, { headers: { Accept: "application/json" }, credentials: "same-origin" });
+      if (response.ok) {
+        const data = await response.json();
+        drawLoss(data.loss);
+        timeLeft(data);
+        if (data.status === "done" || data.status === "failed" || data.status === "cancelled") return;
+      }
+    } catch (e) { /* retried on the next tick */ }
+    setTimeout(function () { poll(section); }, POLL_MS);
+  }
+
+  function start() {
+    const source = document.getElementById("training-data");
+    if (!source || !window.Chart) return;
+    const data = JSON.parse(source.textContent);
+    drawLoss(data.loss);
+    drawLearning(data.learning);
+    const section = document.getElementById("training-status");
+    if (section && section.dataset.finished === "0") setTimeout(function () { poll(section); }, POLL_MS);
+  }
+
+  if (document.readyState === "loading") {
+    document.addEventListener("DOMContentLoaded", start);
+  } else {
+    start();
+  }
+})();

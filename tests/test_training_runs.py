@@ -1,0 +1,212 @@
+"""Training runs on the site, in one process: the request (page, API, hostile input), the
+payload, the worker function, the checkpoint reports and the store, registered models
+`<name>@<tokens>`, ordinary suite runs queued on each, learning curves and age of
+acquisition. The real-worker test is tests/test_training_worker.py."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from evaluations.models import Evaluation, LanguageModel
+from evaluations.training import selectors, services
+from evaluations.training.models import TrainingRun
+from evaluations.training.worker import run_training
+from suites.corpora.services import corpus_import
+from suites.services import suite_import
+from tests.conftest import EXAMPLES, SHARED_DATA
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def folders(settings, tmp_path):  # type: ignore[no-untyped-def]
+    settings.GYM_CORPUS_DIR = tmp_path / "corpora"
+    settings.GYM_TRAINING_DIR = tmp_path / "trained"
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture
+def corpus(tmp_path):  # type: ignore[no-untyped-def]
+    source = SHARED_DATA / "senteval-probing" / "tree_depth.txt"
+    if not source.exists():
+        pytest.skip(f"shared sample {source} is absent")
+    plain = tmp_path / "book.txt"
+    plain.write_text("".join(r.split("\t")[2] for r in source.read_text().splitlines(True)))
+    return corpus_import(source=plain, name="book", owner=None)
+
+
+@pytest.fixture
+def suite():  # type: ignore[no-untyped-def]
+    return suite_import(source=(EXAMPLES / "agreement_local.json").read_text(), owner=None).suite
+
+
+def test_age_of_acquisition() -> None:
+    def points(*accuracies: float | None) -> list[dict]:
+        return [{"tokens": 10**i, "accuracy": a} for i, a in enumerate(accuracies, start=1)]
+
+    assert selectors.age_of_acquisition(points(0.5, 0.85, 0.7, 0.9, 0.95), 0.8) == 10_000
+    assert selectors.age_of_acquisition(points(0.9, 0.85, 0.8), 0.8) == 10
+    assert selectors.age_of_acquisition(points(0.9, 0.5), 0.8) is None
+    assert selectors.age_of_acquisition(points(0.9, None), 0.8) is None
+
+
+def test_causal_run_in_process(  # type: ignore[no-untyped-def]
+    corpus, suite, alice, _private_broker, django_capture_on_commit_callbacks
+) -> None:
+    with django_capture_on_commit_callbacks(execute=True):
+        run = services.training_request(
+            corpus=corpus,
+            name="Book GPT",
+            kind="causal",
+            options={"preset": "tiny", "steps": 4, "checkpoints": 2, "micro_batch": 4},
+            suites=[suite],
+            user=alice,
+        )
+    assert run.model.name == "book-gpt" and run.model.kind == "causal"
+    assert run.options["tokens_per_step"] == 256 and run.progress_total == 4
+    assert _private_broker("gpu") == 1  # sent to the gpu queue on commit
+    payload = services.training_payload(run)
+    assert payload["corpus"]["normalised"] is True
+    assert payload["corpus"]["validation_lines"] == corpus.validation_lines == 7
+    results = run_training(json.loads(json.dumps(payload)), progress=lambda done, total: None)
+    # The worker reported each checkpoint on the default queue; store them as that would.
+    reported = results["checkpoints"]
+    assert [(c["step"], c["tokens"]) for c in reported] == [(1, 256), (4, 1024)]
+    services.training_checkpoint_store(run_id=run.pk, attempt=1, point=reported[0], entries=[])
+    # A report that comes twice changes nothing.
+    services.training_checkpoint_store(run_id=run.pk, attempt=1, point=reported[0], entries=[])
+    assert services.training_results_store(run_id=run.pk, attempt=1, results=results)
+    assert not services.training_results_store(run_id=run.pk, attempt=1, results=results)
+    run.refresh_from_db()
+    assert run.status == "done" and run.progress_done == 4
+    assert [c["model"] for c in run.checkpoints] == ["book-gpt-256", "book-gpt-1024"]
+    first = LanguageModel.objects.get(name="book-gpt-256")
+    assert first.display_name == "Book GPT@256"
+    assert first.source == str(Path(run.out_dir) / "checkpoint-256")
+    # Each checkpoint and the finished model on the suite: ordinary runs, queued once.
+    asked = Evaluation.objects.filter(suite=suite).order_by("model__name")
+    assert [e.model.name for e in asked] == ["book-gpt", "book-gpt-1024", "book-gpt-256"]
+    # The loss curve: 4 steps and 2 validation points.
+    loss = selectors.loss_curves(run)
+    assert [p[0] for p in loss["train"]] == [256, 512, 768, 1024]
+    assert [p[0] for p in loss["validation"]] == [256, 1024]
+    # Learning curves from the checkpoints' suite runs, once they are done.
+    Evaluation.objects.filter(model__name="book-gpt-256").update(status="done", accuracy=0.9)
+    Evaluation.objects.filter(model__name="book-gpt-1024").update(status="done", accuracy=0.85)
+    curves = selectors.learning_curves(run)
+    [row] = curves["suites"]
+    assert [(p["tokens"], p["accuracy"]) for p in row["points"]] == [(256, 0.9), (1024, 0.85)]
+    assert row["age_of_acquisition"] == 256
+    assert selectors.learning_curves(run, threshold=0.88)["suites"][0]["age_of_acquisition"] is None
+    assert selectors.curves_csv(curves).splitlines() == [
+        "suite,tokens,step,model,accuracy,age_of_acquisition",
+        f"{suite.name},256,1,book-gpt-256,0.900000,256",
+        f"{suite.name},1024,4,book-gpt-1024,0.850000,256",
+    ]
+
+
+def test_ngram_run_in_process(corpus, alice) -> None:  # type: ignore[no-untyped-def]
+    run = services.training_request(
+        corpus=corpus, name="book-3gram", kind="ngram", options={"order": 3}, user=alice
+    )
+    assert run.model.source == str(Path(run.out_dir) / "model.arpa")
+    results = run_training(services.training_payload(run), progress=lambda done, total: None)
+    assert results["summary"]["sentences"] == corpus.training_lines == 703
+    assert services.training_results_store(run_id=run.pk, attempt=1, results=results)
+    run.refresh_from_db()
+    assert run.status == "done" and Path(run.model.source).is_file()
+
+
+def test_request_errors_change_nothing(corpus, alice) -> None:  # type: ignore[no-untyped-def]
+    cases = [
+        ("ngram", {"order": 7}, {"order": "order must be from 2 to 6; got 7"}),
+        ("ngram", {"order": "x"}, {"order": "order must be a whole number, not 'x'"}),
+        ("causal", {"steps": 0}, {"steps": "steps must be from 1 to 10,000,000; got 0"}),
+        (
+            "causal",
+            {"preset": "huge"},
+            {
+                "preset": "unknown preset 'huge'; choose one of tiny, tiny-llama, small, small-llama, custom"
+            },
+        ),
+        (
+            "causal",
+            {"learning_rate": "nan"},
+            {"learning_rate": "learning_rate must be from 1e-08 to 1; got nan"},
+        ),
+        ("causal", {"heads": 3}, {"options": "the width (64) must be a multiple of the heads (3)"}),
+        ("rnn", {}, {"kind": "kind must be one of ngram, causal, not 'rnn'"}),
+    ]
+    for kind, options, errors in cases:
+        with pytest.raises(services.TrainingRequestInvalid) as caught:
+            services.training_request(
+                corpus=corpus, name="m", kind=kind, options=options, user=alice
+            )
+        assert caught.value.errors == errors
+    with pytest.raises(services.TrainingRequestInvalid) as caught:
+        services.training_request(corpus=corpus, name="!!!", kind="ngram", user=alice)
+    assert caught.value.errors == {"name": "give the model a name of letters, digits and hyphens"}
+    assert not TrainingRun.objects.exists() and not LanguageModel.objects.exists()
+
+
+def test_pages_and_api(corpus, suite, alice_client, anon_client, _private_broker) -> None:  # type: ignore[no-untyped-def]
+    page = alice_client.get(f"/training/new/?corpus={corpus.name}")
+    assert page.status_code == 200
+    response = alice_client.post_form(
+        "/training/new/",
+        {
+            "corpus": "book", "name": "from-page", "kind": "causal", "order": 3,
+            "min_count": 1, "preset": "tiny", "steps": 10, "batch_tokens": 0,
+            "learning_rate": 0.001, "checkpoints": 3, "seed": 0, "suites": [suite.name],
+            "threshold": 0.8,
+        },
+    )  # fmt: skip
+    run = TrainingRun.objects.get()
+    assert response.status_code == 302 and response["Location"] == f"/training/{run.pk}/"
+    html = anon_client.get(f"/training/{run.pk}/").content.decode()
+    assert 'Training <a href="/models/from-page/">from-page</a>' in html
+    assert "No checkpoint yet." in html
+    corpus_page = anon_client.get("/corpora/book/").content.decode()
+    assert f'href="/training/{run.pk}/"' in corpus_page
+    headers = {"HTTP_X_CSRFTOKEN": alice_client.csrf_token()}
+    body = {"corpus": "book", "name": "api-3gram", "kind": "ngram", "options": {"order": 4}}
+    response = alice_client.post(
+        "/api/training-runs/", json.dumps(body), content_type="application/json", **headers
+    )
+    assert response.status_code == 201, response.content
+    assert response.json()["options"] == {"order": 4, "min_count": 1}
+    body["options"] = {"order": 9}
+    body["name"] = "other"
+    response = alice_client.post(
+        "/api/training-runs/", json.dumps(body), content_type="application/json", **headers
+    )
+    assert response.status_code == 400
+    assert response.json()["errors"][0]["path"] == "$.order"
+    for hostile in (
+        {"corpus": "nope", "name": "x", "kind": "ngram"},
+        {"corpus": "book", "name": "x", "kind": "ngram", "options": "zz"},
+        [],
+        {"corpus": "book", "name": "x", "kind": "ngram", "threshold": "inf"},
+    ):
+        response = alice_client.post(
+            "/api/training-runs/", json.dumps(hostile), content_type="application/json", **headers
+        )
+        assert response.status_code == 400, (hostile, response.content)
+    detail = anon_client.get(f"/api/training-runs/{run.pk}/").json()
+    assert detail["status"] == "queued" and detail["loss"] == {"train": [], "validation": []}
+    assert anon_client.get("/api/training-runs/999/").status_code == 404
+    assert anon_client.get("/training/999/").status_code == 404
+    assert anon_client.post("/api/training-runs/", {}).status_code in (401, 403)
+    # Cancel: the run stops; the worker is told through the cache.
+    response = alice_client.post(f"/api/training-runs/{run.pk}/cancel/", **headers)
+    assert response.status_code == 200 and response.json()["status"] == "cancelled"
+    from django.core.cache import cache
+
+    assert cache.get(services.stop_key(run.pk)) == 1
