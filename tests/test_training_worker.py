@@ -1,0 +1,90 @@
+"""Integration: a training run through real Redis and real Celery workers (one storing,
+one "GPU" worker, as deployed): a tiny causal model trains with two checkpoints, each is
+registered as a model and evaluated on a suite through ordinary runs, and the learning
+curves read their accuracies."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+from rest_framework.authtoken.models import Token
+
+from evaluations.models import Evaluation, LanguageModel
+from evaluations.training import selectors
+from evaluations.training.models import TrainingRun
+from suites.corpora.services import corpus_import
+from suites.services import suite_import
+from tests.conftest import EXAMPLES, SHARED_DATA, BrowserClient
+
+pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
+
+
+def _wait(check, what: str, timeout: float = 300):  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = check()
+        if found:
+            return found
+        time.sleep(0.5)
+    raise AssertionError(f"{what} not reached after {timeout} s")
+
+
+def test_training_with_two_checkpoints_on_real_workers(  # type: ignore[no-untyped-def]
+    redis_broker, workers, alice, settings, tmp_path
+) -> None:
+    settings.GYM_CORPUS_DIR = tmp_path / "corpora"
+    settings.GYM_TRAINING_DIR = tmp_path / "trained"
+    source = SHARED_DATA / "senteval-probing" / "tree_depth.txt"
+    if not source.exists():
+        pytest.skip(f"shared sample {source} is absent")
+    plain = tmp_path / "book.txt"
+    plain.write_text("".join(r.split("\t")[2] for r in source.read_text().splitlines(True)))
+    corpus = corpus_import(source=plain, name="book", owner=None)
+    suite = suite_import(source=(EXAMPLES / "agreement_local.json").read_text(), owner=None).suite
+    storing = workers("celery")
+    training = workers("gpu", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    token, _ = Token.objects.get_or_create(user=alice)
+    client = BrowserClient(HTTP_AUTHORIZATION=f"Token {token.key}")
+    body = {
+        "corpus": corpus.name,
+        "name": "book-tiny",
+        "kind": "causal",
+        "options": {"preset": "tiny", "steps": 4, "checkpoints": 2, "micro_batch": 4},
+        "suites": [suite.name],
+    }
+    response = client.post("/api/training-runs/", json.dumps(body), content_type="application/json")
+    assert response.status_code == 201, response.content
+    pk = response.json()["id"]
+    run = _wait(
+        lambda: (r := TrainingRun.objects.get(pk=pk)).finished and r, "the training run's end"
+    )
+    logs = training.log.read_text()[-3000:] + storing.log.read_text()[-3000:]
+    assert run.status == "done", (run.error, logs)
+    assert [(c["step"], c["tokens"], c["model"]) for c in run.checkpoints] == [
+        (1, 256, "book-tiny-256"),
+        (4, 1024, "book-tiny-1024"),
+    ]
+    assert all(c["validation_loss"] > 0 for c in run.checkpoints)
+    assert sorted(LanguageModel.objects.values_list("display_name", flat=True)) == [
+        "book-tiny",
+        "book-tiny@1024",
+        "book-tiny@256",
+    ]
+    # The loss curve arrived: every step once (the last report comes with the results).
+    assert [e["step"] for e in run.log if "loss" in e] == [1, 2, 3, 4]
+
+    # Each checkpoint and the finished model, evaluated on the suite by the same workers.
+    def suite_runs_finished() -> list[Evaluation]:
+        found = list(Evaluation.objects.filter(suite=suite))
+        return found if len(found) == 3 and all(e.finished for e in found) else []
+
+    evaluations = _wait(suite_runs_finished, "the checkpoints' suite runs")
+    assert all(e.status == "done" for e in evaluations), [e.error for e in evaluations]
+    curves = selectors.learning_curves(run)
+    [row] = curves["suites"]
+    assert [p["tokens"] for p in row["points"]] == [256, 1024]
+    assert all(0.0 <= p["accuracy"] <= 1.0 for p in row["points"])
+    page = client.get(f"/training/{pk}/").content.decode()
+    assert "book-tiny@1024" in page and "Age of acquisition" in page
