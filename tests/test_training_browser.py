@@ -1,0 +1,61 @@
+"""A training run's page in a real browser: the loss curve and the learning curves draw
+(log axis); screenshot in the artifacts folder."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from evaluations.models import Evaluation
+from evaluations.training import services
+from evaluations.training.worker import run_training
+from suites.corpora.services import corpus_import
+from suites.services import suite_import
+from tests.browser import artifact
+from tests.conftest import EXAMPLES, SHARED_DATA
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+
+def test_run_page_draws_loss_and_learning_curves(page, settings, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    settings.GYM_CORPUS_DIR = tmp_path / "corpora"
+    settings.GYM_TRAINING_DIR = tmp_path / "trained"
+    source = SHARED_DATA / "senteval-probing" / "tree_depth.txt"
+    if not source.exists():
+        pytest.skip(f"shared sample {source} is absent")
+    plain = tmp_path / "book.txt"
+    plain.write_text("".join(r.split("\t")[2] for r in source.read_text().splitlines(True)))
+    corpus = corpus_import(source=plain, name="book", owner=None)
+    suites = [
+        suite_import(source=(EXAMPLES / f"{name}.json").read_text(), owner=None).suite
+        for name in ("agreement_local", "npi_licensing")
+    ]
+    run = services.training_request(
+        corpus=corpus,
+        name="book-tiny",
+        kind="causal",
+        options={"preset": "tiny", "steps": 12, "checkpoints": 4, "micro_batch": 4},
+        suites=suites,
+    )
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        results = run_training(services.training_payload(run), progress=lambda d, t: None)
+    finally:
+        torch.set_num_threads(before)
+    assert services.training_results_store(run_id=run.pk, attempt=1, results=results)
+    run.refresh_from_db()
+    # Accuracies as the checkpoints' suite runs would store them.
+    for n, point in enumerate(run.checkpoints):
+        for suite, base in zip(suites, (0.3, 0.6), strict=True):
+            Evaluation.objects.filter(model__name=point["model"], suite=suite).update(
+                status="done", accuracy=min(1.0, base + 0.15 * n)
+            )
+    page.goto(f"/training/{run.pk}/")
+    loss = page.locator("#loss-plot").evaluate(
+        "c => window.Chart.getChart(c).data.datasets.map(d => d.data.length)"
+    )
+    assert loss == [12, 4]
+    scale = page.locator("#learning-plot").evaluate("c => window.Chart.getChart(c).scales.x.type")
+    assert scale == "logarithmic"
+    page.screenshot(path=artifact("training-run.png"), full_page=True)
