@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 PY=.venv/bin/python
 # Benchmarks use their own throw-away SQLite databases and private brokers.
 unset DATABASE_URL CELERY_BROKER_URL
-for script in suites scoring site end_to_end minimal_pairs large_suite probing load; do
+for script in suites scoring site end_to_end minimal_pairs large_suite probing load training; do
   if [ -f "benchmarks/$script.py" ]; then
     echo "== benchmarks/$script.py --smoke"
     $PY "benchmarks/$script.py" --smoke > "/tmp/gym-smoke-$script.log" 2>&1 || {

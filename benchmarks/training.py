@@ -1,0 +1,240 @@
+"""Training throughput: n-gram words per second and peak memory, and causal tokens per
+second, with the code the `train` command and the training worker use.
+
+- n-gram: a 3-gram and a 5-gram (interpolated modified Kneser-Ney, ARPA written) on a
+  generated corpus (Zipf-distributed words over a 50,000-word vocabulary, sentences of
+  5-25 words, seeded), each in a fresh process so that its peak memory (max RSS) is its
+  own. With NLTK installed, `nltk.lm.KneserNeyInterpolated` on a sample it can finish
+  (the first --nltk-words words of the same corpus, same order): fit only, no ARPA.
+- causal: optimizer steps per second and tokens per second for the presets asked
+  (tiny by default; small = GPT-2 small) on the device asked (CPU by default), after
+  the tokenizer and the packed data are built (those are timed apart). On a GPU with
+  --peak-tflops, the model FLOPs utilisation (6 * parameters * tokens / s / peak).
+
+    .venv/bin/python benchmarks/training.py [--words 10000000] [--presets tiny,small]
+        [--steps 20] [--device cpu|cuda] [--peak-tflops 989] [--json OUT] [--smoke]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import resource
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+VOCABULARY = 50_000
+
+
+def generate_corpus(path: Path, words: int, seed: int = 0) -> int:
+    """Zipf-distributed words in sentences of 5-25 words; returns the lines written."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    ranks = np.arange(1, VOCABULARY + 1)
+    weights = 1.0 / ranks
+    weights /= weights.sum()
+    names = np.array([f"w{i}" for i in range(VOCABULARY)], dtype=object)
+    lines = 0
+    written = 0
+    with path.open("w", encoding="utf-8") as out:
+        while written < words:
+            block = min(1_000_000, words - written)
+            ids = rng.choice(VOCABULARY, size=block, p=weights)
+            lengths = rng.integers(5, 26, size=block // 5 + 1)
+            start = 0
+            for length in lengths:
+                if start >= block:
+                    break
+                out.write(" ".join(names[ids[start : start + length]]) + " .\n")
+                start += length
+                lines += 1
+            written += block
+    return lines
+
+
+def _peak_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def _ngram_child(corpus: str, order: int, out: str, queue: Any) -> None:
+    from evaluations.training import ngram
+    from suites.corpora.reading import open_normalised
+
+    started = time.perf_counter()
+    summary = ngram.train_ngram(open_normalised(Path(corpus)), Path(out), order=order)
+    seconds = time.perf_counter() - started
+    queue.put(
+        {
+            "order": order,
+            "words": summary.words,
+            "seconds": round(seconds, 2),
+            "words_per_second": round(summary.words / seconds),
+            "peak_mb": round(_peak_mb()),
+            "ngrams": summary.ngrams,
+            "arpa_mb": round((Path(out) / ngram.ARPA_NAME).stat().st_size / 2**20, 1),
+        }
+    )
+
+
+def _nltk_child(corpus: str, order: int, words: int, queue: Any) -> None:
+    from nltk.lm import KneserNeyInterpolated
+    from nltk.lm.preprocessing import padded_everygram_pipeline
+
+    sentences: list[list[str]] = []
+    count = 0
+    with open(corpus, encoding="utf-8") as handle:
+        for line in handle:
+            tokens = line.split()[:-1]  # the " ." the generator ends each line with
+            sentences.append(tokens)
+            count += len(tokens) + 1
+            if count >= words:
+                break
+    started = time.perf_counter()
+    grams, vocab = padded_everygram_pipeline(order, sentences)
+    model = KneserNeyInterpolated(order)
+    model.fit(grams, vocab)
+    seconds = time.perf_counter() - started
+    queue.put(
+        {
+            "order": order,
+            "words": count,
+            "seconds": round(seconds, 2),
+            "words_per_second": round(count / seconds),
+            "peak_mb": round(_peak_mb()),
+        }
+    )
+
+
+def _in_child(target: Any, *args: Any) -> dict[str, Any]:
+    context = multiprocessing.get_context("spawn")
+    queue = context.Queue()
+    process = context.Process(target=target, args=(*args, queue))
+    process.start()
+    result = queue.get()
+    process.join()
+    return result
+
+
+def causal_throughput(
+    corpus: Path, preset: str, steps: int, device: str, work: Path, peak_tflops: float
+) -> dict[str, Any]:
+    import torch
+
+    from evaluations.training import causal
+    from evaluations.training.data import corpus_file
+
+    source = corpus_file(corpus)
+    options = causal.CausalOptions(
+        shape=causal.PRESETS[preset],
+        steps=steps,
+        micro_batch=8 if preset.startswith("tiny") else 4,
+        checkpoints=1,
+        device=device,
+    )
+    out = work / f"causal-{preset}"
+    times: list[float] = []
+    started = time.perf_counter()
+    summary = causal.train_causal(
+        source.training,
+        source.validation,
+        out,
+        options,
+        on_step=lambda entry: times.append(time.perf_counter()),
+    )
+    total = time.perf_counter() - started
+    # Steady state: from the end of the first step (compilation, caches) to the last.
+    measured = times[-1] - times[0]
+    tokens = (len(times) - 1) * options.tokens_per_step
+    result = {
+        "preset": preset,
+        "device": device,
+        "threads": torch.get_num_threads(),
+        "parameters": summary.parameters,
+        "tokens_per_step": options.tokens_per_step,
+        "steps": steps,
+        "steps_per_second": round((len(times) - 1) / measured, 2),
+        "tokens_per_second": round(tokens / measured),
+        "setup_seconds": round(total - (times[-1] - times[0]) - (times[0] - started), 2),
+        "final_loss": summary.final_loss,
+    }
+    if device.startswith("cuda"):
+        result["peak_gpu_mb"] = round(torch.cuda.max_memory_allocated() / 2**20)
+        if peak_tflops:
+            flops = 6 * summary.parameters * tokens / measured
+            result["mfu"] = round(flops / (peak_tflops * 1e12), 4)
+    shutil.rmtree(out, ignore_errors=True)
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--words", type=int, default=10_000_000)
+    parser.add_argument("--orders", default="3,5")
+    parser.add_argument("--nltk-words", type=int, default=200_000)
+    parser.add_argument("--presets", default="tiny")
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--peak-tflops", type=float, default=0.0)
+    parser.add_argument("--json", help="also write the figures here")
+    parser.add_argument("--smoke", action="store_true", help="a small workload for CI")
+    args = parser.parse_args()
+    if args.smoke:
+        args.words, args.orders, args.nltk_words = 200_000, "3", 20_000
+        args.presets, args.steps = "tiny", 5
+    work = Path(tempfile.mkdtemp(prefix="gym-train-bench-"))
+    figures: dict[str, Any] = {"ngram": [], "nltk": [], "causal": []}
+    try:
+        corpus = work / "corpus.txt"
+        started = time.perf_counter()
+        lines = generate_corpus(corpus, args.words)
+        print(
+            f"corpus: {args.words:,} words, {lines:,} lines ({time.perf_counter() - started:.1f} s)"
+        )
+        for order in (int(o) for o in args.orders.split(",")):
+            result = _in_child(_ngram_child, str(corpus), order, str(work / f"ngram-{order}"))
+            figures["ngram"].append(result)
+            print(
+                f"n-gram order {order}: {result['words_per_second']:,} words/s "
+                f"({result['seconds']} s), peak {result['peak_mb']:,} MB, "
+                f"{result['ngrams']}, ARPA {result['arpa_mb']} MB"
+            )
+            shutil.rmtree(work / f"ngram-{order}", ignore_errors=True)
+            try:
+                import nltk  # noqa: F401
+            except ImportError:
+                print("  nltk is not installed: no comparison")
+                continue
+            result = _in_child(_nltk_child, str(corpus), order, args.nltk_words)
+            figures["nltk"].append(result)
+            print(
+                f"  nltk.lm KneserNeyInterpolated order {order} on {result['words']:,} words: "
+                f"{result['words_per_second']:,} words/s (fit only), peak {result['peak_mb']:,} MB"
+            )
+        for preset in args.presets.split(","):
+            result = causal_throughput(
+                corpus, preset, args.steps, args.device, work, args.peak_tflops
+            )
+            figures["causal"].append(result)
+            extra = f", MFU {result['mfu']:.1%}" if "mfu" in result else ""
+            print(
+                f"causal {preset} on {args.device} ({result['threads']} threads): "
+                f"{result['tokens_per_second']:,} tokens/s, {result['steps_per_second']} "
+                f"steps/s, {result['parameters']:,} parameters{extra}"
+            )
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    if args.json:
+        Path(args.json).write_text(json.dumps(figures, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
