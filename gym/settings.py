@@ -246,6 +246,8 @@ FILE_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024 * 1024
 # as files in GYM_CORPUS_DIR, streamed in and out, never held in memory whole.
 GYM_MAX_CORPUS_BYTES = envint("GYM_MAX_CORPUS_BYTES", 2 * 1024 * 1024 * 1024)
 GYM_CORPUS_DIR = Path(envstr("GYM_CORPUS_DIR", str(VAR_DIR / "corpora")))
+# Where training runs write models ("": trained/ in the first of GYM_MODEL_DIRS).
+GYM_TRAINING_DIR = envstr("GYM_TRAINING_DIR", "")
 
 # Scoring: what a token whose characters fall in several regions counts for. "missing"
 # gives it wholly to its first character's region (a region it swallowed has no value);

@@ -62,6 +62,9 @@ def test_training_with_two_checkpoints_on_real_workers(  # type: ignore[no-untyp
     )
     logs = training.log.read_text()[-3000:] + storing.log.read_text()[-3000:]
     assert run.status == "done", (run.error, logs)
+    # The checkpoints and the loss curve were reported while it trained, not only at the end.
+    assert "unregistered task" not in storing.log.read_text()
+    assert "training.checkpoint" in storing.log.read_text()
     assert [(c["step"], c["tokens"], c["model"]) for c in run.checkpoints] == [
         (1, 256, "book-tiny-256"),
         (4, 1024, "book-tiny-1024"),

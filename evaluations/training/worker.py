@@ -73,16 +73,11 @@ def _ngram(
     return {"kind": "ngram", "summary": asdict(summary), "checkpoints": [], "log": []}
 
 
-def _causal(
-    payload: dict[str, Any], source: Any, out_dir: Path, progress: Callable[[int, int], None]
-) -> dict[str, Any]:
-    import torch
+def causal_options(raw: dict[str, Any], device: str) -> Any:
+    """The CausalOptions of a run's stored options, on `device`."""
+    from evaluations.training import causal
 
-    from evaluations.training import causal, tasks
-
-    run_id, attempt = int(payload["run"]), int(payload["attempt"])
-    raw = dict(payload["options"])
-    options = causal.CausalOptions(
+    return causal.CausalOptions(
         shape=causal.ModelShape(**raw["shape"]),
         steps=int(raw["steps"]),
         batch_tokens=int(raw["batch_tokens"]),
@@ -94,8 +89,19 @@ def _causal(
         grad_clip=float(raw["grad_clip"]),
         seed=int(raw["seed"]),
         checkpoints=int(raw["checkpoints"]),
-        device="cuda" if torch.cuda.is_available() else "cpu",
+        device=device,
     )
+
+
+def _causal(
+    payload: dict[str, Any], source: Any, out_dir: Path, progress: Callable[[int, int], None]
+) -> dict[str, Any]:
+    import torch
+
+    from evaluations.training import causal, tasks
+
+    run_id, attempt = int(payload["run"]), int(payload["attempt"])
+    options = causal_options(payload["options"], "cuda" if torch.cuda.is_available() else "cpu")
     pending: list[dict[str, Any]] = []
     last = {"report": time.monotonic(), "stop": False}
 

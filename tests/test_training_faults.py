@@ -1,0 +1,111 @@
+"""Integration: a training worker SIGKILLed mid-training. Redis gives its task to a new
+worker, which resumes from the last checkpoint in the run's folder (weights, optimizer,
+scheduler, random states, position in the data), not from zero: the finished model is
+the one training straight through gives, each checkpoint is registered once."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from evaluations.models import LanguageModel
+from evaluations.training import causal, services
+from evaluations.training.data import CorpusSource
+from evaluations.training.models import TrainingRun
+from evaluations.training.worker import causal_options
+from suites.corpora.services import corpus_import
+from tests.conftest import SHARED_DATA
+
+pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
+
+
+def test_killed_training_worker_resumes_from_its_last_checkpoint(  # type: ignore[no-untyped-def]
+    redis_broker, workers, alice, pace, settings, tmp_path
+) -> None:
+    settings.GYM_CORPUS_DIR = tmp_path / "corpora"
+    settings.GYM_TRAINING_DIR = tmp_path / "trained"
+    source = SHARED_DATA / "senteval-probing" / "tree_depth.txt"
+    if not source.exists():
+        pytest.skip(f"shared sample {source} is absent")
+    plain = tmp_path / "book.txt"
+    plain.write_text("".join(r.split("\t")[2] for r in source.read_text().splitlines(True)))
+    corpus = corpus_import(source=plain, name="book", owner=None)
+    # Redis re-delivers a killed worker's message after the visibility timeout.
+    settings.CELERY_TASK_HARD_TIME_LIMIT = 60
+    env = {
+        "CELERY_TASK_HARD_TIME_LIMIT": "60",
+        "CELERY_VISIBILITY_TIMEOUT": "65",
+        "CELERY_RESTORE_INTERVAL": "2",
+        "GYM_PROGRESS_EVERY_SECONDS": "0",
+        "GYM_RUN_HOLD_DIR": str(pace.folder),
+        "OMP_NUM_THREADS": "1",
+        "MKL_NUM_THREADS": "1",
+    }
+    workers("celery", **env)
+    gpu = workers("gpu", **env)
+    pace.hold()
+    run = services.training_request(
+        corpus=corpus,
+        name="book-tiny",
+        kind="causal",
+        options={"preset": "tiny", "steps": 8, "checkpoints": 4, "micro_batch": 4},
+        user=alice,
+    )
+    run = pace.wait_held(run, timeout=180)  # after step 1, before its checkpoint
+    out = Path(run.out_dir)
+    # Let it write the first checkpoint, then hold it again at a later step.
+    pace.release()
+    deadline = time.monotonic() + 120
+    while not (out / "checkpoint-256" / causal.STATE_NAME).is_file():
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    pace.hold()
+    deadline = time.monotonic() + 120
+    while True:
+        run.refresh_from_db()
+        if run.progress_done >= 2 and any(c["tokens"] == 256 for c in run.checkpoints):
+            break
+        assert time.monotonic() < deadline and run.progress_done < 8, run.progress_done
+        time.sleep(0.1)
+    first_start = run.started_at
+    gpu.kill()
+    resume_from = causal.latest_checkpoint(out)
+    assert resume_from is not None
+    resumed_step = torch.load(resume_from / causal.STATE_NAME, weights_only=False)["step"]
+    assert 1 <= resumed_step < 8
+
+    pace.release()
+    workers("gpu", **env)
+    deadline = time.monotonic() + 300
+    while not run.finished:
+        assert time.monotonic() < deadline, run.status
+        time.sleep(0.5)
+        run.refresh_from_db()
+    assert run.status == "done", run.error
+    assert run.started_at > first_start  # a second delivery
+    assert run.summary["resumed_from_step"] == resumed_step
+    assert [c["tokens"] for c in run.checkpoints] == [256, 512, 1024, 2048]
+    assert LanguageModel.objects.filter(name__startswith="book-tiny").count() == 5
+    assert TrainingRun.objects.count() == 1
+    assert [e["step"] for e in run.log if "loss" in e] == list(range(1, 9))
+
+    # The same as training straight through, in this process, with the same options.
+    payload = services.training_payload(run)
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        straight = causal.train_causal(
+            CorpusSource.from_payload(payload["corpus"]).training,
+            CorpusSource.from_payload(payload["corpus"]).validation,
+            tmp_path / "straight",
+            causal_options(payload["options"], "cpu"),
+        )
+    finally:
+        torch.set_num_threads(before)
+    assert run.summary["final_loss"] == pytest.approx(straight.final_loss, abs=1e-6)
+    assert [e["loss"] for e in run.log if "loss" in e] == pytest.approx(
+        [e["loss"] for e in straight.log if "loss" in e], abs=1e-6
+    )
