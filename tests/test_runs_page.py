@@ -183,8 +183,8 @@ def test_filters(world, alice_client, query, expected) -> None:  # type: ignore[
     ("query", "message"),
     [
         (
-            {"kind": "training"},
-            "kind must be one of suite, pairs, probing, not &#x27;training&#x27;",
+            {"kind": "distillation"},
+            "kind must be one of suite, pairs, probing, training, not &#x27;distillation&#x27;",
         ),
         (
             {"status": "finished"},
@@ -279,4 +279,4 @@ def test_pages_and_query_count_are_bounded(world, alice, alice_client) -> None: 
         api = alice_client.get("/api/runs/")
     assert api.json()["count"] == 123 and len(api.json()["results"]) == 50
     assert len(queries) <= 8, [q["sql"][:120] for q in queries]
-    assert sorted(runs.KINDS) == ["pairs", "probing", "suite"]
+    assert sorted(runs.KINDS) == ["pairs", "probing", "suite", "training"]
