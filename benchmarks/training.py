@@ -219,7 +219,7 @@ def main() -> None:
                 f"  nltk.lm KneserNeyInterpolated order {order} on {result['words']:,} words: "
                 f"{result['words_per_second']:,} words/s (fit only), peak {result['peak_mb']:,} MB"
             )
-        for preset in args.presets.split(","):
+        for preset in filter(None, args.presets.split(",")):
             result = causal_throughput(
                 corpus, preset, args.steps, args.device, work, args.peak_tflops
             )

@@ -153,3 +153,12 @@ def test_train_command_then_score(tmp_path) -> None:  # type: ignore[no-untyped-
     bad.write_bytes(b"fine\nnot \xff utf-8\n")
     with pytest.raises(CommandError, match=r"bad.txt, line 2: not UTF-8"):
         call_command("train", "--corpus", str(bad), "--kind", "ngram", "--out", str(out))
+
+
+def test_words_are_the_scorers_words() -> None:
+    from evaluations.scoring.ngram import segment
+
+    lines = bookcorpus(710) + ["Don’t stop-it, O'Brien!", "“Quoted” (words) ... 3.5 ² x"]
+    for line in lines:
+        expected = [w.text for w in segment(line, lambda _w: True) if w.text != "</s>"]
+        assert ngram.words_of(line) == expected, line

@@ -64,8 +64,17 @@ class NgramTrainingError(ValueError):
 
 
 def words_of(line: str) -> list[str]:
-    """A line's words as the scorer splits them, without the scorer's final `</s>`."""
-    return [w.text for w in segment(line, _always) if w.text != SENTENCE_END]
+    """A line's words as the scorer splits them, without the scorer's final `</s>`.
+
+    A chunk of letters and digits only is its lowercased self (most chunks: the fast
+    path); any other goes through the scorer's own `segment`."""
+    words: list[str] = []
+    for chunk in line.split():
+        if chunk.isalnum():
+            words.append(chunk.lower())
+        else:
+            words.extend(w.text for w in segment(chunk, _always) if w.text != SENTENCE_END)
+    return words
 
 
 def _always(_word: str) -> bool:
