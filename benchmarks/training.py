@@ -199,7 +199,7 @@ def main() -> None:
         print(
             f"corpus: {args.words:,} words, {lines:,} lines ({time.perf_counter() - started:.1f} s)"
         )
-        for order in (int(o) for o in args.orders.split(",")):
+        for order in (int(o) for o in args.orders.split(",") if o):
             result = _in_child(_ngram_child, str(corpus), order, str(work / f"ngram-{order}"))
             figures["ngram"].append(result)
             print(

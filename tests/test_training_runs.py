@@ -79,6 +79,8 @@ def test_causal_run_in_process(  # type: ignore[no-untyped-def]
     # The worker reported each checkpoint on the default queue; store them as that would.
     reported = results["checkpoints"]
     assert [(c["step"], c["tokens"]) for c in reported] == [(1, 256), (4, 1024)]
+    # Someone registered the name the second checkpoint would get: it gets another.
+    LanguageModel.objects.create(name="book-gpt-1024", display_name="x", source="gpt2")
     services.training_checkpoint_store(run_id=run.pk, attempt=1, point=reported[0], entries=[])
     # A report that comes twice changes nothing.
     services.training_checkpoint_store(run_id=run.pk, attempt=1, point=reported[0], entries=[])
@@ -86,20 +88,26 @@ def test_causal_run_in_process(  # type: ignore[no-untyped-def]
     assert not services.training_results_store(run_id=run.pk, attempt=1, results=results)
     run.refresh_from_db()
     assert run.status == "done" and run.progress_done == 4
-    assert [c["model"] for c in run.checkpoints] == ["book-gpt-256", "book-gpt-1024"]
+    assert [c["model"] for c in run.checkpoints] == ["book-gpt-256", f"book-gpt-1024-run{run.pk}"]
     first = LanguageModel.objects.get(name="book-gpt-256")
     assert first.display_name == "Book GPT@256"
     assert first.source == str(Path(run.out_dir) / "checkpoint-256")
     # Each checkpoint and the finished model on the suite: ordinary runs, queued once.
     asked = Evaluation.objects.filter(suite=suite).order_by("model__name")
-    assert [e.model.name for e in asked] == ["book-gpt", "book-gpt-1024", "book-gpt-256"]
+    assert [e.model.name for e in asked] == [
+        "book-gpt",
+        f"book-gpt-1024-run{run.pk}",
+        "book-gpt-256",
+    ]
     # The loss curve: 4 steps and 2 validation points.
     loss = selectors.loss_curves(run)
     assert [p[0] for p in loss["train"]] == [256, 512, 768, 1024]
     assert [p[0] for p in loss["validation"]] == [256, 1024]
     # Learning curves from the checkpoints' suite runs, once they are done.
     Evaluation.objects.filter(model__name="book-gpt-256").update(status="done", accuracy=0.9)
-    Evaluation.objects.filter(model__name="book-gpt-1024").update(status="done", accuracy=0.85)
+    Evaluation.objects.filter(model__name=f"book-gpt-1024-run{run.pk}").update(
+        status="done", accuracy=0.85
+    )
     curves = selectors.learning_curves(run)
     [row] = curves["suites"]
     assert [(p["tokens"], p["accuracy"]) for p in row["points"]] == [(256, 0.9), (1024, 0.85)]
@@ -108,7 +116,7 @@ def test_causal_run_in_process(  # type: ignore[no-untyped-def]
     assert selectors.curves_csv(curves).splitlines() == [
         "suite,tokens,step,model,accuracy,age_of_acquisition",
         f"{suite.name},256,1,book-gpt-256,0.900000,256",
-        f"{suite.name},1024,4,book-gpt-1024,0.850000,256",
+        f"{suite.name},1024,4,book-gpt-1024-run{run.pk},0.850000,256",
     ]
 
 

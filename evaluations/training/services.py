@@ -274,11 +274,17 @@ def _checkpoint_model(run: TrainingRun, point: dict[str, Any]) -> LanguageModel:
     base = run.model
     tokens = int(point["tokens"])
     folder = str(Path(run.out_dir) / str(point["folder"]))
+    existing = LanguageModel.objects.filter(source=folder, revision="").first()
+    if existing is not None:
+        return existing
+    name = f"{base.name}-{tokens}"
+    if LanguageModel.objects.filter(name=name).exists():  # someone registered that name
+        name = f"{base.name}-{tokens}-run{run.pk}"
     model, _created = LanguageModel.objects.get_or_create(
         source=folder,
         revision="",
         defaults={
-            "name": f"{base.name}-{tokens}",
+            "name": name,
             "display_name": f"{base.display_name}@{tokens}",
             "kind": LanguageModel.Kind.CAUSAL,
             "description": f"Checkpoint of {base.display_name} after {tokens:,} tokens "
