@@ -59,3 +59,23 @@ def test_run_page_draws_loss_and_learning_curves(page, settings, tmp_path) -> No
     scale = page.locator("#learning-plot").evaluate("c => window.Chart.getChart(c).scales.x.type")
     assert scale == "logarithmic"
     page.screenshot(path=artifact("training-run.png"), full_page=True)
+
+
+def test_request_page_trains_from_the_corpus_page(page, alice, settings, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from tests.browser import login
+
+    settings.GYM_CORPUS_DIR = tmp_path / "corpora"
+    settings.GYM_TRAINING_DIR = tmp_path / "trained"
+    plain = tmp_path / "kids.txt"
+    plain.write_text("look at the doggy\nwhere is the ball\n" * 50)
+    corpus_import(source=plain, name="kids", owner=alice)
+    login(page, "alice", "alice-pass-1234", next_url="/corpora/kids/")
+    page.get_by_role("link", name="Train a model on this corpus").click()
+    page.get_by_label("Name").fill("kids-3gram")
+    page.get_by_label("Kind").select_option("ngram")
+    page.screenshot(path=artifact("training-request.png"), full_page=True)
+    page.get_by_role("button", name="Train").click()
+    page.wait_for_url("**/training/*/")
+    assert page.locator("h1").inner_text() == "Training kids-3gram"
+    page.goto("/corpora/kids/")
+    assert page.get_by_role("link", name="kids-3gram").count() == 1
