@@ -79,6 +79,9 @@ def test_causal_run_in_process(  # type: ignore[no-untyped-def]
     # The worker reported each checkpoint on the default queue; store them as that would.
     reported = results["checkpoints"]
     assert [(c["step"], c["tokens"]) for c in reported] == [(1, 256), (4, 1024)]
+    # What each checkpoint takes on disk, its training state included.
+    folder = Path(run.out_dir) / "checkpoint-256"
+    assert reported[0]["bytes"] == sum(f.stat().st_size for f in folder.rglob("*") if f.is_file())
     # Someone registered the name the second checkpoint would get: it gets another.
     LanguageModel.objects.create(name="book-gpt-1024", display_name="x", source="gpt2")
     services.training_checkpoint_store(run_id=run.pk, attempt=1, point=reported[0], entries=[])
@@ -88,6 +91,7 @@ def test_causal_run_in_process(  # type: ignore[no-untyped-def]
     assert not services.training_results_store(run_id=run.pk, attempt=1, results=results)
     run.refresh_from_db()
     assert run.status == "done" and run.progress_done == 4
+    assert [c["bytes"] for c in run.checkpoints] == [c["bytes"] for c in reported]
     assert [c["model"] for c in run.checkpoints] == ["book-gpt-256", f"book-gpt-1024-run{run.pk}"]
     first = LanguageModel.objects.get(name="book-gpt-256")
     assert first.display_name == "Book GPT@256"
@@ -207,6 +211,19 @@ def test_pages_and_api(corpus, suite, alice_client, anon_client, _private_broker
             "/api/training-runs/", json.dumps(hostile), content_type="application/json", **headers
         )
         assert response.status_code == 400, (hostile, response.content)
+    # Tags stand for their suites; an unknown one is a 400 that names it.
+    suite.tags.create(name="learning-curves")
+    body = {"corpus": "book", "name": "tagged", "kind": "ngram", "tags": ["learning-curves"]}
+    response = alice_client.post(
+        "/api/training-runs/", json.dumps(body), content_type="application/json", **headers
+    )
+    assert response.status_code == 201 and response.json()["suites"] == [suite.name]
+    body = {"corpus": "book", "name": "tagged-2", "kind": "ngram", "tags": ["nope"]}
+    response = alice_client.post(
+        "/api/training-runs/", json.dumps(body), content_type="application/json", **headers
+    )
+    assert response.status_code == 400
+    assert response.json()["errors"][0]["message"] == "no suite has the tag 'nope'"
     detail = anon_client.get(f"/api/training-runs/{run.pk}/").json()
     assert detail["status"] == "queued" and detail["loss"] == {"train": [], "validation": []}
     assert anon_client.get("/api/training-runs/999/").status_code == 404

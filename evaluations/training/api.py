@@ -78,6 +78,9 @@ class TrainingRequestSerializer(serializers.Serializer):
         default=list,
         max_length=500,
     )
+    tags = serializers.ListField(
+        child=serializers.CharField(max_length=64), required=False, default=list, max_length=50
+    )
     threshold = serializers.FloatField(required=False, default=0.8)
 
 
@@ -95,7 +98,7 @@ class TrainingRunListCreate(generics.ListAPIView):
         "min_count) or 'causal' (options preset, steps, batch_tokens, micro_batch, "
         "learning_rate, warmup_steps, checkpoints, seed; layers, width, heads, context, "
         "vocab, arch change the preset). Each checkpoint is registered as a model and "
-        "evaluated on `suites`. 400 names each bad field; 503 when the queue is down.",
+        "evaluated on `suites` and on the suites with any of `tags`. 400 names each bad field; 503 when the queue is down.",
     )
     def post(self, request: Request) -> Response:
         body = TrainingRequestSerializer(data=request.data)

@@ -223,6 +223,11 @@ class Checkpoint:
     path: Path
     train_loss: float
     validation_loss: float | None
+    bytes: int = 0  # on disk, the training state included
+
+
+def folder_bytes(folder: Path) -> int:
+    return sum(f.stat().st_size for f in folder.rglob("*") if f.is_file())
 
 
 @dataclass
@@ -429,8 +434,9 @@ def train_causal(
             # The state last: a folder without it is not a checkpoint to resume from.
             torch.save(state, folder / f"{STATE_NAME}.part")
             os.replace(folder / f"{STATE_NAME}.part", folder / STATE_NAME)
+            record["bytes"] = folder_bytes(folder)
             if on_checkpoint is not None:
-                on_checkpoint(Checkpoint(step, tokens, folder, total, valid_loss))
+                on_checkpoint(Checkpoint(step, tokens, folder, total, valid_loss, record["bytes"]))
             if options.stop_after_step and step >= options.stop_after_step and step < options.steps:
                 summary.stopped = True
                 break

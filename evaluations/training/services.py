@@ -150,11 +150,13 @@ def training_request(
     kind: str,
     options: dict[str, Any] | None = None,
     suites: list[Suite] | None = None,
+    tags: list[str] | None = None,
     threshold: float = 0.8,
     user: AbstractBaseUser | AnonymousUser | None = None,
 ) -> TrainingRun:
     """Register the model to be trained and its run in one transaction, and send the run
-    to the gpu queue once that commits. Raises TrainingRequestInvalid (nothing written)."""
+    to the gpu queue once that commits. `tags`: the suites with any of these tags are
+    evaluated too. Raises TrainingRequestInvalid (nothing written)."""
     stored, errors = training_options(kind, options or {})
     display = name.strip()
     slug = slugify(display)
@@ -169,6 +171,12 @@ def training_request(
         errors["name"] = f"a trained model folder named {slug!r} exists; choose another name"
     if not 0.0 < threshold <= 1.0 or not math.isfinite(threshold):
         errors["threshold"] = f"the threshold is an accuracy above 0 and at most 1; got {threshold}"
+    suites = list(suites or [])
+    for tag in tags or []:
+        tagged = list(Suite.objects.filter(tags__name=tag, archived_at__isnull=True))
+        if not tagged:
+            errors["tags"] = f"no suite has the tag {tag[:64]!r}"
+        suites += tagged
     if errors:
         raise TrainingRequestInvalid(errors)
     source = out_dir / NGRAM_ARPA if kind == TrainingRun.Kind.NGRAM else out_dir
@@ -318,6 +326,7 @@ def training_checkpoint_store(
             "model": model.name,
             "train_loss": point.get("train_loss"),
             "validation_loss": point.get("validation_loss"),
+            "bytes": point.get("bytes"),
         }
         checkpoints = [c for c in run.checkpoints if c["tokens"] != record["tokens"]]
         checkpoints = sorted([*checkpoints, record], key=lambda c: c["tokens"])
@@ -365,6 +374,7 @@ def training_results_store(*, run_id: int, attempt: int, results: dict[str, Any]
                     "model": model.name,
                     "train_loss": point.get("train_loss"),
                     "validation_loss": point.get("validation_loss"),
+                    "bytes": point.get("bytes"),
                 }
         summary = dict(results["summary"])
         steps = int(summary.get("steps_done") or run.progress_total or 1)

@@ -42,6 +42,7 @@ def training_request(request: HttpRequest) -> HttpResponse:
                     kind=data["kind"],
                     options=form.options(),
                     suites=list(data["suites"]),
+                    tags=[tag.name for tag in data["tags"]],
                     threshold=data["threshold"],
                     user=request.user,
                 )
@@ -67,6 +68,7 @@ def training_run(request: HttpRequest, pk: int) -> HttpResponse:
             "run": run,
             "may_manage": run.may_manage(request.user),
             "checkpoints": selectors.checkpoint_rows(run),
+            "disk": sum(c.get("bytes") or 0 for c in run.checkpoints),
             "curves": curves,
             "plot": {"loss": selectors.loss_curves(run), "learning": curves},
             "suites": list(run.suites.order_by("name")),

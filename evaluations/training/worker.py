@@ -127,6 +127,7 @@ def _causal(
             "folder": point.path.name,
             "train_loss": point.train_loss,
             "validation_loss": point.validation_loss,
+            "bytes": point.bytes,
         }
         _send(tasks.checkpoint, KIND, run_id, attempt, record, [*pending, evaluation])
         pending.clear()
