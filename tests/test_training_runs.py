@@ -11,11 +11,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from evaluations.models import Evaluation, LanguageModel
+from evaluations.models import Evaluation, LanguageModel, PairEvaluation
 from evaluations.training import selectors, services
 from evaluations.training.models import TrainingRun
 from evaluations.training.worker import run_training
 from suites.corpora.services import corpus_import
+from suites.pair_sets import minimal_pair_set_import
 from suites.services import suite_import
 from tests.conftest import EXAMPLES, SHARED_DATA
 
@@ -60,6 +61,11 @@ def test_age_of_acquisition() -> None:
 def test_causal_run_in_process(  # type: ignore[no-untyped-def]
     corpus, suite, alice, _private_broker, django_capture_on_commit_callbacks
 ) -> None:
+    pair_set = minimal_pair_set_import(
+        data=(EXAMPLES / "minimal_pairs" / "agreement_minimal_pairs.tsv").read_bytes(),
+        name="agreement pairs",
+        owner=None,
+    ).pair_set
     with django_capture_on_commit_callbacks(execute=True):
         run = services.training_request(
             corpus=corpus,
@@ -67,6 +73,7 @@ def test_causal_run_in_process(  # type: ignore[no-untyped-def]
             kind="causal",
             options={"preset": "tiny", "steps": 4, "checkpoints": 2, "micro_batch": 4},
             suites=[suite],
+            pair_sets=[pair_set],
             user=alice,
         )
     assert run.model.name == "book-gpt" and run.model.kind == "causal"
@@ -103,6 +110,8 @@ def test_causal_run_in_process(  # type: ignore[no-untyped-def]
         f"book-gpt-1024-run{run.pk}",
         "book-gpt-256",
     ]
+    pairs = PairEvaluation.objects.filter(pair_set=pair_set).order_by("model__name")
+    assert [e.model.name for e in pairs] == [e.model.name for e in asked]
     # The loss curve: 4 steps and 2 validation points.
     loss = selectors.loss_curves(run)
     assert [p[0] for p in loss["train"]] == [256, 512, 768, 1024]
@@ -112,15 +121,25 @@ def test_causal_run_in_process(  # type: ignore[no-untyped-def]
     Evaluation.objects.filter(model__name=f"book-gpt-1024-run{run.pk}").update(
         status="done", accuracy=0.85
     )
+    PairEvaluation.objects.filter(pair_set=pair_set).update(status="done", accuracy=0.5)
     curves = selectors.learning_curves(run)
-    [row] = curves["suites"]
+    row, pair_row = curves["suites"]
+    assert (pair_row["kind"], pair_row["suite"], pair_row["age_of_acquisition"]) == (
+        "pairs",
+        "agreement pairs",
+        None,
+    )
+    assert [p["accuracy"] for p in pair_row["points"]] == [0.5, 0.5]
     assert [(p["tokens"], p["accuracy"]) for p in row["points"]] == [(256, 0.9), (1024, 0.85)]
     assert row["age_of_acquisition"] == 256
     assert selectors.learning_curves(run, threshold=0.88)["suites"][0]["age_of_acquisition"] is None
+    assert selectors.learning_curves(run, threshold=0.5)["suites"][1]["age_of_acquisition"] == 256
     assert selectors.curves_csv(curves).splitlines() == [
-        "suite,tokens,step,model,accuracy,age_of_acquisition",
-        f"{suite.name},256,1,book-gpt-256,0.900000,256",
-        f"{suite.name},1024,4,book-gpt-1024-run{run.pk},0.850000,256",
+        "kind,benchmark,tokens,step,model,accuracy,age_of_acquisition",
+        f"suite,{suite.name},256,1,book-gpt-256,0.900000,256",
+        f"suite,{suite.name},1024,4,book-gpt-1024-run{run.pk},0.850000,256",
+        "pairs,agreement pairs,256,1,book-gpt-256,0.500000,",
+        f"pairs,agreement pairs,1024,4,book-gpt-1024-run{run.pk},0.500000,",
     ]
 
 

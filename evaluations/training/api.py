@@ -17,7 +17,7 @@ from evaluations import runs
 from evaluations.training import selectors, services
 from evaluations.training.models import TrainingRun
 from suites.corpora.models import Corpus
-from suites.models import Suite
+from suites.models import MinimalPairSet, Suite
 
 
 class TrainingRunSerializer(serializers.ModelSerializer):
@@ -25,6 +25,7 @@ class TrainingRunSerializer(serializers.ModelSerializer):
     corpus = serializers.CharField(source="corpus.name", read_only=True)
     kind = serializers.CharField(source="training_kind", read_only=True)
     suites = serializers.SlugRelatedField(many=True, read_only=True, slug_field="name")
+    pair_sets = serializers.SlugRelatedField(many=True, read_only=True, slug_field="name")
     url = serializers.CharField(source="get_absolute_url", read_only=True)
     progress_text = serializers.CharField(read_only=True)
 
@@ -38,6 +39,7 @@ class TrainingRunSerializer(serializers.ModelSerializer):
             "kind",
             "options",
             "suites",
+            "pair_sets",
             "threshold",
             "status",
             "attempt",
@@ -78,6 +80,14 @@ class TrainingRequestSerializer(serializers.Serializer):
         default=list,
         max_length=500,
     )
+    pair_sets = serializers.ListField(
+        child=serializers.SlugRelatedField(
+            slug_field="name", queryset=MinimalPairSet.objects.all()
+        ),
+        required=False,
+        default=list,
+        max_length=500,
+    )
     tags = serializers.ListField(
         child=serializers.CharField(max_length=64), required=False, default=list, max_length=50
     )
@@ -98,7 +108,7 @@ class TrainingRunListCreate(generics.ListAPIView):
         "min_count) or 'causal' (options preset, steps, batch_tokens, micro_batch, "
         "learning_rate, warmup_steps, checkpoints, seed; layers, width, heads, context, "
         "vocab, arch change the preset). Each checkpoint is registered as a model and "
-        "evaluated on `suites` and on the suites with any of `tags`. 400 names each bad field; 503 when the queue is down.",
+        "evaluated on `suites`, the suites with any of `tags` and `pair_sets`. 400 names each bad field; 503 when the queue is down.",
     )
     def post(self, request: Request) -> Response:
         body = TrainingRequestSerializer(data=request.data)

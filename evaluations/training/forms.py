@@ -5,7 +5,7 @@ from django import forms
 from evaluations.training.models import TrainingRun
 from evaluations.training.options import PRESETS
 from suites.corpora.models import Corpus
-from suites.models import Suite, Tag
+from suites.models import MinimalPairSet, Suite, Tag
 
 
 class TrainingRequestForm(forms.Form):
@@ -39,6 +39,13 @@ class TrainingRequestForm(forms.Form):
         to_field_name="name",
         required=False,
         help_text="Evaluate every checkpoint on these suites (learning curves).",
+    )
+    pair_sets = forms.ModelMultipleChoiceField(
+        queryset=MinimalPairSet.objects.order_by("name"),
+        to_field_name="name",
+        required=False,
+        label="Minimal-pair sets",
+        help_text="…and on these minimal-pair sets.",
     )
     tags = forms.ModelMultipleChoiceField(
         queryset=Tag.objects.filter(suites__isnull=False).distinct().order_by("name"),

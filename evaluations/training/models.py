@@ -28,6 +28,9 @@ class TrainingRun(Run):
     options = models.JSONField(default=dict)
     out_dir = models.CharField(max_length=500)
     suites = models.ManyToManyField("suites.Suite", blank=True, related_name="training_runs")
+    pair_sets = models.ManyToManyField(
+        "suites.MinimalPairSet", blank=True, related_name="training_runs"
+    )
     # Age of acquisition: the accuracy a suite must keep from a checkpoint on.
     threshold = models.FloatField(default=0.8)
     # [{step, tokens, loss, lr}, {step, tokens, validation_loss}, ...] as the worker reports

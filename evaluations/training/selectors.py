@@ -10,7 +10,7 @@ from typing import Any
 
 from django.db.models import QuerySet
 
-from evaluations.models import Evaluation, LanguageModel
+from evaluations.models import Evaluation, LanguageModel, PairEvaluation
 from evaluations.training.models import TrainingRun
 
 
@@ -42,54 +42,71 @@ def age_of_acquisition(points: list[dict[str, Any]], threshold: float) -> int | 
     return found
 
 
-def learning_curves(run: TrainingRun, *, threshold: float | None = None) -> dict[str, Any]:
-    """Accuracy of each suite the run is evaluated on at each checkpoint (tokens seen),
-    from the checkpoints' done suite runs, with each suite's age of acquisition."""
-    threshold = run.threshold if threshold is None else threshold
-    by_model = {c["model"]: c for c in run.checkpoints}
-    suites = list(run.suites.order_by("name"))
-    evaluations = (
-        Evaluation.objects.filter(model__name__in=by_model, suite__in=suites)
-        .select_related("model", "suite")
-        .only("pk", "status", "accuracy", "model__name", "suite__name", "content_hash")
-    )
-    found: dict[tuple[str, str], Evaluation] = {}
-    for evaluation in evaluations:
-        found[(evaluation.suite.name, evaluation.model.name)] = evaluation
-    rows = []
-    for suite in suites:
-        points = []
-        for point in run.checkpoints:
-            evaluation = found.get((suite.name, point["model"]))
-            done = evaluation is not None and evaluation.status == Evaluation.Status.DONE
-            points.append(
-                {
-                    "tokens": point["tokens"],
-                    "step": point["step"],
-                    "model": point["model"],
-                    "accuracy": evaluation.accuracy if done and evaluation else None,
-                    "status": evaluation.status if evaluation else "not asked",
-                    "evaluation": evaluation.pk if evaluation else None,
-                }
-            )
-        rows.append(
+def _curve(
+    run: TrainingRun, found: dict[str, Any], name: str, kind: str, threshold: float
+) -> dict[str, Any]:
+    points = []
+    for point in run.checkpoints:
+        evaluation = found.get(point["model"])
+        done = evaluation is not None and evaluation.status == Evaluation.Status.DONE
+        points.append(
             {
-                "suite": suite.name,
-                "points": points,
-                "age_of_acquisition": age_of_acquisition(points, threshold),
+                "tokens": point["tokens"],
+                "step": point["step"],
+                "model": point["model"],
+                "accuracy": evaluation.accuracy if done and evaluation else None,
+                "status": evaluation.status if evaluation else "not asked",
+                "evaluation": evaluation.pk if evaluation else None,
+                "url": evaluation.get_absolute_url() if evaluation else "",
             }
         )
+    return {
+        "kind": kind,
+        "suite": name,
+        "points": points,
+        "age_of_acquisition": age_of_acquisition(points, threshold),
+    }
+
+
+def learning_curves(run: TrainingRun, *, threshold: float | None = None) -> dict[str, Any]:
+    """Accuracy on each suite and minimal-pair set the run is evaluated on, at each
+    checkpoint (tokens seen), from the checkpoints' done runs, with each one's age of
+    acquisition. `suites` lists both ("kind": "suite" or "pairs"; "suite": the name)."""
+    threshold = run.threshold if threshold is None else threshold
+    names = [c["model"] for c in run.checkpoints]
+    rows = []
+    suites = list(run.suites.order_by("name"))
+    by_suite: dict[str, dict[str, Any]] = {s.name: {} for s in suites}
+    for evaluation in (
+        Evaluation.objects.filter(model__name__in=names, suite__in=suites)
+        .select_related("model", "suite")
+        .only("pk", "status", "accuracy", "model__name", "suite__name", "content_hash")
+    ):
+        by_suite[evaluation.suite.name][evaluation.model.name] = evaluation
+    rows += [_curve(run, by_suite[s.name], s.name, "suite", threshold) for s in suites]
+    pair_sets = list(run.pair_sets.order_by("name"))
+    by_set: dict[str, dict[str, Any]] = {s.name: {} for s in pair_sets}
+    for evaluation in (
+        PairEvaluation.objects.filter(model__name__in=names, pair_set__in=pair_sets)
+        .select_related("model", "pair_set")
+        .only("pk", "status", "accuracy", "model__name", "pair_set__name", "content_hash")
+    ):
+        by_set[evaluation.pair_set.name][evaluation.model.name] = evaluation
+    rows += [_curve(run, by_set[s.name], s.name, "pairs", threshold) for s in pair_sets]
     return {"threshold": threshold, "suites": rows}
 
 
 def curves_csv(curves: dict[str, Any]) -> str:
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(["suite", "tokens", "step", "model", "accuracy", "age_of_acquisition"])
+    writer.writerow(
+        ["kind", "benchmark", "tokens", "step", "model", "accuracy", "age_of_acquisition"]
+    )
     for row in curves["suites"]:
         for point in row["points"]:
             writer.writerow(
                 [
+                    row["kind"],
                     row["suite"],
                     point["tokens"],
                     point["step"],

@@ -6,7 +6,8 @@ training as a kind of run.
 A training run writes models, never benchmarks: each checkpoint is a LanguageModel of its
 own (display name `<name>@<tokens>`, URL name `<name>-<tokens>`), and when the request
 names suites every checkpoint (and the finished model) is evaluated on them through
-ordinary suite runs (`services.evaluations_request`)."""
+ordinary suite runs (`services.evaluations_request`) and minimal-pair runs
+(`pair_services.pair_evaluation_request`)."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.text import slugify
 
-from evaluations import runs, services
+from evaluations import pair_services, runs, services
 from evaluations.models import LanguageModel
 from evaluations.training import options as causal_options
 from evaluations.training.data import CorpusSource
@@ -30,7 +31,7 @@ from evaluations.training.models import TrainingRun
 from gym.errors import ApplicationError
 from suites.corpora.models import Corpus
 from suites.corpora.services import corpus_validation_split
-from suites.models import Suite
+from suites.models import MinimalPairSet, Suite
 
 TRAINING_RUNS = runs.RunKind(
     name="training",
@@ -150,6 +151,7 @@ def training_request(
     kind: str,
     options: dict[str, Any] | None = None,
     suites: list[Suite] | None = None,
+    pair_sets: list[MinimalPairSet] | None = None,
     tags: list[str] | None = None,
     threshold: float = 0.8,
     user: AbstractBaseUser | AnonymousUser | None = None,
@@ -203,6 +205,8 @@ def training_request(
         )
         if suites:
             run.suites.set(suites)
+        if pair_sets:
+            run.pair_sets.set(pair_sets)
         runs.runs_enqueue_on_commit(kind=TRAINING_RUNS, runs=[run])
     return run
 
@@ -304,9 +308,15 @@ def _checkpoint_model(run: TrainingRun, point: dict[str, Any]) -> LanguageModel:
 
 
 def _evaluate(run: TrainingRun, models: list[LanguageModel]) -> None:
+    """Ordinary runs of `models` on the run's suites and minimal-pair sets."""
     suites = list(run.suites.all())
     if suites and models:
         services.evaluations_request(models=models, suites=suites, user=run.requested_by)
+    pair_sets = list(run.pair_sets.all())
+    if pair_sets and models:
+        pair_services.pair_evaluation_request(
+            models=models, pair_sets=pair_sets, user=run.requested_by
+        )
 
 
 def training_checkpoint_store(

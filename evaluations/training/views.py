@@ -43,6 +43,7 @@ def training_request(request: HttpRequest) -> HttpResponse:
                     options=form.options(),
                     suites=list(data["suites"]),
                     tags=[tag.name for tag in data["tags"]],
+                    pair_sets=list(data["pair_sets"]),
                     threshold=data["threshold"],
                     user=request.user,
                 )
@@ -71,7 +72,7 @@ def training_run(request: HttpRequest, pk: int) -> HttpResponse:
             "disk": sum(c.get("bytes") or 0 for c in run.checkpoints),
             "curves": curves,
             "plot": {"loss": selectors.loss_curves(run), "learning": curves},
-            "suites": list(run.suites.order_by("name")),
+            "suites": curves["suites"],
         },
     )
 
