@@ -134,3 +134,14 @@ def test_bad_options(corpus, tmp_path) -> None:  # type: ignore[no-untyped-def]
     small.write_text("a b c\nd e f\n")
     with pytest.raises(CommandError, match="less than one context of 64"):
         train(small, tmp_path / "y", "--vocab", "300")
+
+
+def test_keep_states_keeps_the_last_training_state_and_every_model(corpus, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    out = tmp_path / "kept"
+    train(corpus, out, "--keep-states", "1")
+    folders = sorted(out.glob("checkpoint-*"), key=lambda f: int(f.name.split("-")[1]))
+    assert [f.name for f in folders] == [f"checkpoint-{t}" for t in (256, 512, 1024, 2048)]
+    assert [(f / causal.STATE_NAME).exists() for f in folders] == [False, False, False, True]
+    assert all((f / "model.safetensors").is_file() for f in folders)
+    with pytest.raises(CommandError, match="keep_states is 0 \\(all\\) or more; got -1"):
+        train(corpus, tmp_path / "z", "--keep-states", "-1")

@@ -267,6 +267,20 @@ def _set_rng_state(state: dict[str, Any]) -> None:
         torch.cuda.set_rng_state_all(state["cuda"])
 
 
+def _prune_states(out_dir: Path, keep: int) -> None:
+    """Remove the training states of all but the last `keep` checkpoints (0: keep all);
+    a resume needs only the last."""
+    if keep <= 0:
+        return
+    states = sorted(
+        (int(child.name.removeprefix(CHECKPOINT_PREFIX)), child / STATE_NAME)
+        for child in out_dir.glob(f"{CHECKPOINT_PREFIX}*")
+        if child.name.removeprefix(CHECKPOINT_PREFIX).isdigit() and (child / STATE_NAME).is_file()
+    )
+    for _tokens, state in states[:-keep]:
+        state.unlink(missing_ok=True)
+
+
 def latest_checkpoint(out_dir: Path) -> Path | None:
     """The checkpoint with the most tokens that holds a complete training state."""
     found = []
@@ -434,6 +448,7 @@ def train_causal(
             # The state last: a folder without it is not a checkpoint to resume from.
             torch.save(state, folder / f"{STATE_NAME}.part")
             os.replace(folder / f"{STATE_NAME}.part", folder / STATE_NAME)
+            _prune_states(out_dir, options.keep_states)
             record["bytes"] = folder_bytes(folder)
             if on_checkpoint is not None:
                 on_checkpoint(Checkpoint(step, tokens, folder, total, valid_loss, record["bytes"]))

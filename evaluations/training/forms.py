@@ -33,6 +33,14 @@ class TrainingRequestForm(forms.Form):
     checkpoints = forms.IntegerField(
         initial=8, min_value=1, max_value=100, help_text="Log-spaced by tokens seen"
     )
+    keep_states = forms.IntegerField(
+        required=False,
+        initial=0,
+        min_value=0,
+        max_value=100,
+        help_text="Keep the training state (optimizer, ...) of the last N checkpoints only; "
+        "0: all. Every checkpoint keeps its weights.",
+    )
     seed = forms.IntegerField(initial=0, min_value=0)
     suites = forms.ModelMultipleChoiceField(
         queryset=Suite.objects.filter(archived_at__isnull=True).order_by("name"),
@@ -65,6 +73,14 @@ class TrainingRequestForm(forms.Form):
         if data["kind"] == TrainingRun.Kind.NGRAM:
             return {"order": data["order"], "min_count": data["min_count"]}
         return {
-            key: data[key]
-            for key in ("preset", "steps", "batch_tokens", "learning_rate", "checkpoints", "seed")
+            key: data[key] or 0 if key == "keep_states" else data[key]
+            for key in (
+                "preset",
+                "steps",
+                "batch_tokens",
+                "learning_rate",
+                "checkpoints",
+                "keep_states",
+                "seed",
+            )
         }

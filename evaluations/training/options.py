@@ -48,6 +48,9 @@ class CausalOptions:
     seed: int = 0
     device: str = "cpu"
     checkpoints: int = 8  # log-spaced; the last is the final step
+    # Training states (optimizer, ...) kept: the last N checkpoints' (0: all). Weights
+    # and tokenizer stay in every checkpoint: they are registered models.
+    keep_states: int = 0
     # Testing and cancelling: stop (after saving) once this step's checkpoint is written.
     stop_after_step: int = 0
 
@@ -68,6 +71,8 @@ class CausalOptions:
             problems.append(f"the micro-batch must be 1 sequence or more; got {self.micro_batch}")
         if not self.learning_rate > 0:
             problems.append(f"the learning rate must be positive; got {self.learning_rate}")
+        if self.keep_states < 0:
+            problems.append(f"keep_states is 0 (all) or more; got {self.keep_states}")
         if self.checkpoints < 1:
             problems.append(f"keep 1 checkpoint or more; got {self.checkpoints}")
         if self.device not in ("cpu", "cuda") and not self.device.startswith("cuda:"):

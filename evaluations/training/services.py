@@ -130,6 +130,7 @@ def training_options(kind: str, raw: dict[str, Any]) -> tuple[dict[str, Any], di
         learning_rate=_number(raw.get("learning_rate", 1e-3), "learning_rate", 1e-8, 1.0, errors),
         warmup_steps=_integer(raw.get("warmup_steps", -1), "warmup_steps", -1, MAX_STEPS, errors),
         checkpoints=_integer(raw.get("checkpoints", 8), "checkpoints", 1, 100, errors),
+        keep_states=_integer(raw.get("keep_states", 0), "keep_states", 0, 100, errors),
         seed=_integer(raw.get("seed", 0), "seed", 0, 2**31 - 1, errors),
     )
     if not errors:

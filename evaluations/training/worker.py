@@ -89,6 +89,7 @@ def causal_options(raw: dict[str, Any], device: str) -> Any:
         grad_clip=float(raw["grad_clip"]),
         seed=int(raw["seed"]),
         checkpoints=int(raw["checkpoints"]),
+        keep_states=int(raw.get("keep_states", 0)),
         device=device,
     )
 

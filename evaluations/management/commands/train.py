@@ -71,6 +71,13 @@ class Command(BaseCommand):
         parser.add_argument("--warmup-steps", type=int, default=-1, help="default: 5%% of steps")
         parser.add_argument("--weight-decay", type=float, default=0.1)
         parser.add_argument("--checkpoints", type=int, default=8, help="log-spaced (8)")
+        parser.add_argument(
+            "--keep-states",
+            type=int,
+            default=0,
+            help="keep the optimizer/training state of the last N checkpoints only (0: all); "
+            "every checkpoint keeps its weights",
+        )
         parser.add_argument("--seed", type=int, default=0)
         parser.add_argument("--device", default="cpu", help="cpu or cuda (bf16 autocast)")
         parser.add_argument("--stop-after-step", type=int, default=0, help=argparse.SUPPRESS)
@@ -146,6 +153,7 @@ class Command(BaseCommand):
                 seed=options["seed"],
                 device=options["device"],
                 checkpoints=options["checkpoints"],
+                keep_states=options["keep_states"],
                 stop_after_step=options["stop_after_step"],
             )
             settings.check()
