@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from django.test import Client
 
 from evaluations.models import Evaluation, LanguageModel, PairEvaluation
 from evaluations.training import selectors, services
@@ -116,6 +117,14 @@ def test_causal_run_in_process(  # type: ignore[no-untyped-def]
     loss = selectors.loss_curves(run)
     assert [p[0] for p in loss["train"]] == [256, 512, 768, 1024]
     assert [p[0] for p in loss["validation"]] == [256, 1024]
+    # Each model's page names its training run and corpus (provenance).
+    client = Client()
+    page = client.get("/models/book-gpt-256/").content.decode()
+    assert 'A checkpoint of <a href="/models/book-gpt/">Book GPT</a> after 256 tokens' in page
+    assert f'<a href="/training/{run.pk}/">training run {run.pk}</a> (done)' in page
+    page = client.get("/models/book-gpt/").content.decode()
+    assert "Causal transformer from scratch,\n  trained on the corpus" in page
+    assert client.get(f"/models/book-gpt-1024-run{run.pk}/").status_code == 200
     # Learning curves from the checkpoints' suite runs, once they are done.
     Evaluation.objects.filter(model__name="book-gpt-256").update(status="done", accuracy=0.9)
     Evaluation.objects.filter(model__name=f"book-gpt-1024-run{run.pk}").update(

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import io
+from pathlib import Path
 from typing import Any
 
 from django.db.models import QuerySet
@@ -129,3 +130,18 @@ def checkpoint_rows(run: TrainingRun) -> list[dict[str, Any]]:
 
 def corpus_runs(corpus: Any) -> QuerySet[TrainingRun]:
     return TrainingRun.objects.filter(corpus=corpus).select_related("model", "requested_by")
+
+
+def model_provenance(model: LanguageModel) -> dict[str, Any]:
+    """{"run": the training run, "checkpoint": its checkpoint record or None} for a model
+    a training run made; {} for any other model."""
+    run = TrainingRun.objects.select_related("corpus").filter(model=model).first()
+    if run is not None:
+        return {"run": run, "checkpoint": None}
+    # A checkpoint's folder lies in its run's folder.
+    parent = str(Path(model.source).parent)
+    for run in TrainingRun.objects.select_related("corpus").filter(out_dir=parent):
+        for point in run.checkpoints:
+            if point["model"] == model.name:
+                return {"run": run, "checkpoint": point}
+    return {}
