@@ -5,6 +5,7 @@ the one training straight through gives, each checkpoint is registered once."""
 
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 
@@ -109,3 +110,40 @@ def test_killed_training_worker_resumes_from_its_last_checkpoint(  # type: ignor
     assert [e["loss"] for e in run.log if "loss" in e] == pytest.approx(
         [e["loss"] for e in straight.log if "loss" in e], abs=1e-6
     )
+
+
+def test_cancel_stops_the_worker_at_its_next_step(  # type: ignore[no-untyped-def]
+    redis_broker, workers, alice, pace, settings, tmp_path
+) -> None:
+    settings.GYM_CORPUS_DIR = tmp_path / "corpora"
+    settings.GYM_TRAINING_DIR = tmp_path / "trained"
+    plain = tmp_path / "kids.txt"
+    plain.write_text("".join(f"look at the doggy number {n} .\n" for n in range(400)))
+    corpus = corpus_import(source=plain, name="kids", owner=None)
+    env = {"GYM_RUN_HOLD_DIR": str(pace.folder), "GYM_PROGRESS_EVERY_SECONDS": "0"}
+    storing = workers("celery", **env)
+    workers("gpu", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", **env)
+    pace.hold()
+    run = services.training_request(
+        corpus=corpus,
+        name="kids-tiny",
+        kind="causal",
+        options={"preset": "tiny", "steps": 5000, "checkpoints": 2, "micro_batch": 2},
+        user=alice,
+    )
+    run = pace.wait_held(run, timeout=180)
+    services.training_cancel(run=run, user=alice)
+    # The worker reads no database: the STOP file in the run's folder tells it.
+    assert (Path(run.out_dir) / "STOP").read_text() == "1\n"
+    pace.release()
+    deadline = time.monotonic() + 180
+    while not re.search(r"runs\.store\[[^\]]*\] succeeded", storing.log.read_text()):
+        assert time.monotonic() < deadline, storing.log.read_text()[-3000:]
+        time.sleep(0.3)
+    run.refresh_from_db()
+    assert run.status == "cancelled"
+    summary = causal.json.loads((Path(run.out_dir) / causal.INFO_NAME).read_text())
+    assert summary["stopped"] is True and summary["steps_done"] < 5000
+    # Stopped early: no finished model was saved, and the store wrote nothing.
+    assert not (Path(run.out_dir) / "model.safetensors").exists()
+    assert run.summary == {}
