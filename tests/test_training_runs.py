@@ -12,12 +12,13 @@ import pytest
 import torch
 from django.test import Client
 
-from evaluations.models import Evaluation, LanguageModel, PairEvaluation
+from evaluations.models import Evaluation, LanguageModel, PairEvaluation, ProbingRun
 from evaluations.training import selectors, services
 from evaluations.training.models import TrainingRun
 from evaluations.training.worker import run_training
 from suites.corpora.services import corpus_import
 from suites.pair_sets import minimal_pair_set_import
+from suites.probing import probing_task_import
 from suites.services import suite_import
 from tests.conftest import EXAMPLES, SHARED_DATA
 
@@ -67,6 +68,12 @@ def test_causal_run_in_process(  # type: ignore[no-untyped-def]
         name="agreement pairs",
         owner=None,
     ).pair_set
+    task = probing_task_import(
+        source=EXAMPLES / "probing" / "subject_number_attractors.txt",
+        name="attractors",
+        owner=None,
+        task_type="custom",
+    )
     with django_capture_on_commit_callbacks(execute=True):
         run = services.training_request(
             corpus=corpus,
@@ -75,6 +82,7 @@ def test_causal_run_in_process(  # type: ignore[no-untyped-def]
             options={"preset": "tiny", "steps": 4, "checkpoints": 2, "micro_batch": 4},
             suites=[suite],
             pair_sets=[pair_set],
+            probing_tasks=[task],
             user=alice,
         )
     assert run.model.name == "book-gpt" and run.model.kind == "causal"
@@ -113,6 +121,10 @@ def test_causal_run_in_process(  # type: ignore[no-untyped-def]
     ]
     pairs = PairEvaluation.objects.filter(pair_set=pair_set).order_by("model__name")
     assert [e.model.name for e in pairs] == [e.model.name for e in asked]
+    probes = ProbingRun.objects.filter(task=task).order_by("model__name")
+    assert [(p.model.name, p.pooling, p.probe) for p in probes] == [
+        (e.model.name, "mean", "logreg") for e in asked
+    ]
     # The loss curve: 4 steps and 2 validation points.
     loss = selectors.loss_curves(run)
     assert [p[0] for p in loss["train"]] == [256, 512, 768, 1024]
@@ -132,7 +144,11 @@ def test_causal_run_in_process(  # type: ignore[no-untyped-def]
     )
     PairEvaluation.objects.filter(pair_set=pair_set).update(status="done", accuracy=0.5)
     curves = selectors.learning_curves(run)
-    row, pair_row = curves["suites"]
+    ProbingRun.objects.filter(model__name="book-gpt-256").update(status="done", best_te=0.7)
+    curves = selectors.learning_curves(run)
+    row, pair_row, probe_row = curves["suites"]
+    assert probe_row["kind"] == "probing"
+    assert [p["accuracy"] for p in probe_row["points"]] == [0.7, None]
     assert (pair_row["kind"], pair_row["suite"], pair_row["age_of_acquisition"]) == (
         "pairs",
         "agreement pairs",
@@ -149,6 +165,8 @@ def test_causal_run_in_process(  # type: ignore[no-untyped-def]
         f"suite,{suite.name},1024,4,book-gpt-1024-run{run.pk},0.850000,256",
         "pairs,agreement pairs,256,1,book-gpt-256,0.500000,",
         f"pairs,agreement pairs,1024,4,book-gpt-1024-run{run.pk},0.500000,",
+        "probing,attractors,256,1,book-gpt-256,0.700000,",
+        f"probing,attractors,1024,4,book-gpt-1024-run{run.pk},,",
     ]
 
 
@@ -190,6 +208,20 @@ def test_request_errors_change_nothing(corpus, alice) -> None:  # type: ignore[n
                 corpus=corpus, name="m", kind=kind, options=options, user=alice
             )
         assert caught.value.errors == errors
+    task = probing_task_import(
+        source=EXAMPLES / "probing" / "subject_number_attractors.txt",
+        name="attractors",
+        owner=None,
+        task_type="custom",
+    )
+    with pytest.raises(services.TrainingRequestInvalid) as caught:
+        services.training_request(
+            corpus=corpus, name="m", kind="ngram", probing_tasks=[task], user=alice
+        )
+    assert caught.value.errors == {
+        "probing_tasks": "an n-gram model has no hidden states (no layers) to probe; "
+        "probe causal runs"
+    }
     with pytest.raises(services.TrainingRequestInvalid) as caught:
         services.training_request(corpus=corpus, name="!!!", kind="ngram", user=alice)
     assert caught.value.errors == {"name": "give the model a name of letters, digits and hyphens"}

@@ -17,7 +17,7 @@ from evaluations import runs
 from evaluations.training import selectors, services
 from evaluations.training.models import TrainingRun
 from suites.corpora.models import Corpus
-from suites.models import MinimalPairSet, Suite
+from suites.models import MinimalPairSet, ProbingTask, Suite
 
 
 class TrainingRunSerializer(serializers.ModelSerializer):
@@ -26,6 +26,7 @@ class TrainingRunSerializer(serializers.ModelSerializer):
     kind = serializers.CharField(source="training_kind", read_only=True)
     suites = serializers.SlugRelatedField(many=True, read_only=True, slug_field="name")
     pair_sets = serializers.SlugRelatedField(many=True, read_only=True, slug_field="name")
+    probing_tasks = serializers.SlugRelatedField(many=True, read_only=True, slug_field="name")
     url = serializers.CharField(source="get_absolute_url", read_only=True)
     progress_text = serializers.CharField(read_only=True)
 
@@ -40,6 +41,7 @@ class TrainingRunSerializer(serializers.ModelSerializer):
             "options",
             "suites",
             "pair_sets",
+            "probing_tasks",
             "threshold",
             "status",
             "attempt",
@@ -88,6 +90,12 @@ class TrainingRequestSerializer(serializers.Serializer):
         default=list,
         max_length=500,
     )
+    probing_tasks = serializers.ListField(
+        child=serializers.SlugRelatedField(slug_field="name", queryset=ProbingTask.objects.all()),
+        required=False,
+        default=list,
+        max_length=100,
+    )
     tags = serializers.ListField(
         child=serializers.CharField(max_length=64), required=False, default=list, max_length=50
     )
@@ -108,7 +116,8 @@ class TrainingRunListCreate(generics.ListAPIView):
         "min_count) or 'causal' (options preset, steps, batch_tokens, micro_batch, "
         "learning_rate, warmup_steps, checkpoints, seed; layers, width, heads, context, "
         "vocab, arch change the preset). Each checkpoint is registered as a model and "
-        "evaluated on `suites`, the suites with any of `tags` and `pair_sets`. 400 names each bad field; 503 when the queue is down.",
+        "evaluated on `suites`, the suites with any of `tags`, `pair_sets` and "
+        "`probing_tasks` (mean pooling, logistic regression; causal runs only). 400 names each bad field; 503 when the queue is down.",
     )
     def post(self, request: Request) -> Response:
         body = TrainingRequestSerializer(data=request.data)

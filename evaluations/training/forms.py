@@ -5,7 +5,7 @@ from django import forms
 from evaluations.training.models import TrainingRun
 from evaluations.training.options import PRESETS
 from suites.corpora.models import Corpus
-from suites.models import MinimalPairSet, Suite, Tag
+from suites.models import MinimalPairSet, ProbingTask, Suite, Tag
 
 
 class TrainingRequestForm(forms.Form):
@@ -54,6 +54,13 @@ class TrainingRequestForm(forms.Form):
         required=False,
         label="Minimal-pair sets",
         help_text="…and on these minimal-pair sets.",
+    )
+    probing_tasks = forms.ModelMultipleChoiceField(
+        queryset=ProbingTask.objects.order_by("name"),
+        to_field_name="name",
+        required=False,
+        help_text="…and probe them on these tasks (causal models; mean pooling, logistic "
+        "regression).",
     )
     tags = forms.ModelMultipleChoiceField(
         queryset=Tag.objects.filter(suites__isnull=False).distinct().order_by("name"),

@@ -31,6 +31,9 @@ class TrainingRun(Run):
     pair_sets = models.ManyToManyField(
         "suites.MinimalPairSet", blank=True, related_name="training_runs"
     )
+    probing_tasks = models.ManyToManyField(
+        "suites.ProbingTask", blank=True, related_name="training_runs"
+    )
     # Age of acquisition: the accuracy a suite must keep from a checkpoint on.
     threshold = models.FloatField(default=0.8)
     # [{step, tokens, loss, lr}, {step, tokens, validation_loss}, ...] as the worker reports

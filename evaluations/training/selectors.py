@@ -11,7 +11,7 @@ from typing import Any
 
 from django.db.models import QuerySet
 
-from evaluations.models import Evaluation, LanguageModel, PairEvaluation
+from evaluations.models import Evaluation, LanguageModel, PairEvaluation, ProbingRun
 from evaluations.training.models import TrainingRun
 
 
@@ -50,12 +50,14 @@ def _curve(
     for point in run.checkpoints:
         evaluation = found.get(point["model"])
         done = evaluation is not None and evaluation.status == Evaluation.Status.DONE
+        # A probing run's accuracy: te at the layer chosen on va.
+        accuracy = getattr(evaluation, "best_te" if kind == "probing" else "accuracy", None)
         points.append(
             {
                 "tokens": point["tokens"],
                 "step": point["step"],
                 "model": point["model"],
-                "accuracy": evaluation.accuracy if done and evaluation else None,
+                "accuracy": accuracy if done else None,
                 "status": evaluation.status if evaluation else "not asked",
                 "evaluation": evaluation.pk if evaluation else None,
                 "url": evaluation.get_absolute_url() if evaluation else "",
@@ -70,9 +72,10 @@ def _curve(
 
 
 def learning_curves(run: TrainingRun, *, threshold: float | None = None) -> dict[str, Any]:
-    """Accuracy on each suite and minimal-pair set the run is evaluated on, at each
-    checkpoint (tokens seen), from the checkpoints' done runs, with each one's age of
-    acquisition. `suites` lists both ("kind": "suite" or "pairs"; "suite": the name)."""
+    """Accuracy on each suite, minimal-pair set and probing task (te accuracy at the
+    layer chosen on va) the run is evaluated on, at each checkpoint (tokens seen), from
+    the checkpoints' done runs, with each one's age of acquisition. `suites` lists them
+    all ("kind": "suite", "pairs" or "probing"; "suite": the name)."""
     threshold = run.threshold if threshold is None else threshold
     names = [c["model"] for c in run.checkpoints]
     rows = []
@@ -94,6 +97,17 @@ def learning_curves(run: TrainingRun, *, threshold: float | None = None) -> dict
     ):
         by_set[evaluation.pair_set.name][evaluation.model.name] = evaluation
     rows += [_curve(run, by_set[s.name], s.name, "pairs", threshold) for s in pair_sets]
+    tasks = list(run.probing_tasks.order_by("name"))
+    by_task: dict[str, dict[str, Any]] = {t.name: {} for t in tasks}
+    for probe in (
+        ProbingRun.objects.filter(
+            model__name__in=names, task__in=tasks, pooling="mean", probe="logreg"
+        )
+        .select_related("model", "task")
+        .only("pk", "status", "best_te", "model__name", "task__name", "content_hash")
+    ):
+        by_task[probe.task.name][probe.model.name] = probe
+    rows += [_curve(run, by_task[t.name], t.name, "probing", threshold) for t in tasks]
     return {"threshold": threshold, "suites": rows}
 
 

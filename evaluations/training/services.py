@@ -7,7 +7,8 @@ A training run writes models, never benchmarks: each checkpoint is a LanguageMod
 own (display name `<name>@<tokens>`, URL name `<name>-<tokens>`), and when the request
 names suites every checkpoint (and the finished model) is evaluated on them through
 ordinary suite runs (`services.evaluations_request`) and minimal-pair runs
-(`pair_services.pair_evaluation_request`)."""
+(`pair_services.pair_evaluation_request`) and probing runs (mean pooling, logistic
+regression; `probing_services.probing_run_request`)."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.text import slugify
 
-from evaluations import pair_services, runs, services
+from evaluations import pair_services, probing_services, runs, services
 from evaluations.models import LanguageModel
 from evaluations.training import options as causal_options
 from evaluations.training.data import CorpusSource
@@ -31,7 +32,7 @@ from evaluations.training.models import TrainingRun
 from gym.errors import ApplicationError
 from suites.corpora.models import Corpus
 from suites.corpora.services import corpus_validation_split
-from suites.models import MinimalPairSet, Suite
+from suites.models import MinimalPairSet, ProbingTask, Suite
 
 TRAINING_RUNS = runs.RunKind(
     name="training",
@@ -153,6 +154,7 @@ def training_request(
     options: dict[str, Any] | None = None,
     suites: list[Suite] | None = None,
     pair_sets: list[MinimalPairSet] | None = None,
+    probing_tasks: list[ProbingTask] | None = None,
     tags: list[str] | None = None,
     threshold: float = 0.8,
     user: AbstractBaseUser | AnonymousUser | None = None,
@@ -180,6 +182,10 @@ def training_request(
         if not tagged:
             errors["tags"] = f"no suite has the tag {tag[:64]!r}"
         suites += tagged
+    if probing_tasks and kind == TrainingRun.Kind.NGRAM:
+        errors["probing_tasks"] = (
+            "an n-gram model has no hidden states (no layers) to probe; probe causal runs"
+        )
     if errors:
         raise TrainingRequestInvalid(errors)
     source = out_dir / NGRAM_ARPA if kind == TrainingRun.Kind.NGRAM else out_dir
@@ -208,6 +214,8 @@ def training_request(
             run.suites.set(suites)
         if pair_sets:
             run.pair_sets.set(pair_sets)
+        if probing_tasks:
+            run.probing_tasks.set(probing_tasks)
         runs.runs_enqueue_on_commit(kind=TRAINING_RUNS, runs=[run])
     return run
 
@@ -318,6 +326,9 @@ def _evaluate(run: TrainingRun, models: list[LanguageModel]) -> None:
         pair_services.pair_evaluation_request(
             models=models, pair_sets=pair_sets, user=run.requested_by
         )
+    for task in run.probing_tasks.all():
+        if models:
+            probing_services.probing_run_request(models=models, task=task, user=run.requested_by)
 
 
 def training_checkpoint_store(

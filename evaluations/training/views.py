@@ -44,6 +44,7 @@ def training_request(request: HttpRequest) -> HttpResponse:
                     suites=list(data["suites"]),
                     tags=[tag.name for tag in data["tags"]],
                     pair_sets=list(data["pair_sets"]),
+                    probing_tasks=list(data["probing_tasks"]),
                     threshold=data["threshold"],
                     user=request.user,
                 )
