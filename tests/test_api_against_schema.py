@@ -9,6 +9,7 @@ afterwards: writes (uploads, registrations, run requests) reach nothing outside 
 
 from __future__ import annotations
 
+import io
 import json
 
 import pytest
@@ -26,7 +27,9 @@ from schemathesis.specs.openapi.checks import (
 
 from evaluations.models import LanguageModel, ProbingRun
 from evaluations.pair_api import PAIR_TABLES
+from evaluations.training.models import TrainingRun
 from suites import services as suite_services
+from suites.corpora.services import corpus_import
 from suites.probing import probing_task_import
 from tests.conftest import token_client
 from tests.test_hostile_input import _pair_world
@@ -125,7 +128,7 @@ def test_the_parquet_export_is_documented(anon_client) -> None:  # type: ignore[
 
 
 @pytest.fixture
-def site(alice) -> dict[str, str]:  # type: ignore[no-untyped-def]
+def site(alice, settings, tmp_path) -> dict[str, str]:  # type: ignore[no-untyped-def]
     """A suite, a minimal-pair set and a probing task of one name, a model, and a done
     evaluation and a done pair run of one id (a queued probing run too), so that every
     read reaches a real row."""
@@ -138,6 +141,19 @@ def site(alice) -> dict[str, str]:  # type: ignore[no-untyped-def]
     task = probing_task_import(source=PROBING, name=suite.name, owner=alice, tags=["agreement"])
     ProbingRun.objects.create(
         pk=evaluation.pk, model=model, task=task, content_hash=task.content_hash
+    )
+    settings.GYM_CORPUS_DIR = tmp_path / "corpora"
+    corpus = corpus_import(
+        source=io.BytesIO(b"the dog barks\nthe dogs bark\n"), name=suite.name, owner=alice
+    )
+    trained = LanguageModel.objects.create(name="trained", display_name="T", source="hub/t")
+    TrainingRun.objects.create(
+        pk=evaluation.pk,
+        model=trained,
+        corpus=corpus,
+        content_hash=corpus.content_hash,
+        training_kind="ngram",
+        out_dir="trained",
     )
     return {"name": suite.name, "model": model.name, "id": str(evaluation.pk)}
 

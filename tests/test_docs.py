@@ -78,6 +78,7 @@ def test_the_contents_list_every_file_in_order() -> None:
         "ngram",
         "minimal-pairs",
         "probing",
+        "training",
         "command-line",
         "api",
         "configuration",
