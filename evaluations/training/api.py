@@ -71,27 +71,35 @@ class TrainingRunDetailSerializer(TrainingRunSerializer):
         return selectors.learning_curves(run)
 
 
+class NameField(serializers.SlugRelatedField):
+    """A row named by its name. A name with a NUL character names nothing (PostgreSQL
+    cannot even compare it): 'Invalid value.' before any query."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        if isinstance(data, str) and "\x00" in data:
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
 class TrainingRequestSerializer(serializers.Serializer):
-    corpus = serializers.SlugRelatedField(slug_field="name", queryset=Corpus.objects.all())
+    corpus = NameField(slug_field="name", queryset=Corpus.objects.all())
     name = serializers.CharField(max_length=80)
     kind = serializers.ChoiceField(TrainingRun.Kind.choices)
     options = serializers.DictField(required=False, default=dict)
     suites = serializers.ListField(
-        child=serializers.SlugRelatedField(slug_field="name", queryset=Suite.objects.all()),
+        child=NameField(slug_field="name", queryset=Suite.objects.all()),
         required=False,
         default=list,
         max_length=500,
     )
     pair_sets = serializers.ListField(
-        child=serializers.SlugRelatedField(
-            slug_field="name", queryset=MinimalPairSet.objects.all()
-        ),
+        child=NameField(slug_field="name", queryset=MinimalPairSet.objects.all()),
         required=False,
         default=list,
         max_length=500,
     )
     probing_tasks = serializers.ListField(
-        child=serializers.SlugRelatedField(slug_field="name", queryset=ProbingTask.objects.all()),
+        child=NameField(slug_field="name", queryset=ProbingTask.objects.all()),
         required=False,
         default=list,
         max_length=100,
