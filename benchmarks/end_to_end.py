@@ -134,8 +134,8 @@ def run_mode(
     through fresh workers; seconds from the request to the last stored result."""
     from django.conf import settings
 
-    from evaluations import services
     from evaluations.models import Evaluation
+    from evaluations.syntaxgym import services
 
     # A hard-linked copy under the site's model folder: another model to the site, the
     # same files to the worker, loaded (and checked) from scratch.
@@ -210,7 +210,7 @@ def measure(args: argparse.Namespace, tmp: Path, files: list[Path]) -> None:
     from django.conf import settings
 
     from benchmarks.scoring import startup
-    from suites import services as suite_services
+    from suites.syntaxgym import services as suite_services
 
     suites = [suite_services.suite_import(source=f.read_bytes(), owner=None).suite for f in files]
     model_dir = build_model(tmp, "tiny" if args.smoke else args.shape, files)

@@ -95,9 +95,10 @@ def run(tmp: Path) -> None:
     items = 2_000 if args.smoke else args.items
 
     env = embedded_site(tmp, "large")
-    from evaluations import baseline, services
+    from evaluations import baseline
     from evaluations.models import Evaluation, ItemResult
-    from suites import services as suite_services
+    from evaluations.syntaxgym import services
+    from suites.syntaxgym import services as suite_services
 
     data = make_suite(items)
     source = json.dumps(data, separators=(",", ":")).encode()

@@ -353,7 +353,7 @@ def database_figures(text: str, figures: dict[str, Any], tokens: Any = None) -> 
     from django.test import Client
     from django.test.utils import CaptureQueriesContext, setup_test_environment
 
-    from suites import pair_sets
+    from suites.minimal_pairs import sets as pair_sets
 
     setup_test_environment()
     call_command("migrate", verbosity=0)
@@ -439,7 +439,7 @@ def result_page_figures(client: Any, pair_set: Any, tokens: Any, figures: dict[s
     from django.test.utils import CaptureQueriesContext
 
     from evaluations.models import LanguageModel
-    from suites import pair_sets
+    from suites.minimal_pairs import sets as pair_sets
 
     model = LanguageModel.objects.create(name="bench", display_name="Bench", source="bench")
     run = timed("store_run_tokens_s", figures, lambda: store_pair_run(pair_set, tokens, model))

@@ -117,7 +117,7 @@ def measure_import(instances: list[Any]) -> dict[str, Any]:
     django.setup()
     from django.core.management import call_command
 
-    from suites.probing import probing_task_import
+    from suites.probing.services import probing_task_import
 
     call_command("migrate", verbosity=0)
     path = tmp / "synthetic_tense.txt"
@@ -143,7 +143,7 @@ def measure_payload(task: Any) -> dict[str, Any]:
     import zlib
 
     from evaluations.models import LanguageModel, ProbingRun
-    from evaluations.probing_services import probing_payload
+    from evaluations.probing.services import probing_payload
 
     model = LanguageModel.objects.create(name=f"bench-{time.time_ns()}", source="bench/model")
     run = ProbingRun.objects.create(model=model, task=task, content_hash=task.content_hash)

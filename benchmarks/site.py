@@ -95,8 +95,8 @@ def synthetic_suite(index: int, items: int = 24) -> dict[str, Any]:
 
 
 def add_suites(start: int, stop: int) -> list[Any]:
-    from suites import services
     from suites.models import Suite, Tag
+    from suites.syntaxgym import services
 
     made = []
     for name, source in suite_sources(stop)[start:stop]:
@@ -112,7 +112,7 @@ def add_results(models: list[Any], suites: list[Any], rng: random.Random) -> int
     the number of item rows in the database."""
     from evaluations.models import Evaluation, ItemResult, PredictionResult
     from evaluations.scoring import METRICS
-    from suites import selectors
+    from suites.syntaxgym import selectors
 
     snapshots = {s.pk: selectors.suite_canonical(s) for s in suites}
     evaluations = []
@@ -231,7 +231,7 @@ def measure(path: str, repeat: int) -> tuple[float, float, int, int]:
 
 
 def report(label: str, repeat: int) -> dict[str, int]:
-    from evaluations import selectors
+    from evaluations.syntaxgym import selectors
 
     board = selectors.leaderboard()
     cells = sum(len(r.cells) for r in board.rows)

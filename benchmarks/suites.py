@@ -75,8 +75,8 @@ def main() -> None:
     from django.test import Client
     from django.test.utils import setup_test_environment
 
-    from suites import services
     from suites.models import Suite
+    from suites.syntaxgym import services
 
     setup_test_environment()
     call_command("migrate", verbosity=0)

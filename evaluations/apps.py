@@ -10,5 +10,7 @@ class EvaluationsConfig(AppConfig):
     def ready(self) -> None:
         # Registers the run kinds, so that every process (web, storing worker, GPU
         # worker) knows them before the first message arrives.
-        from evaluations import pair_services, probing_services, services  # noqa: F401
+        from evaluations.minimal_pairs import services as pair_services  # noqa: F401
+        from evaluations.probing import services as probing_services  # noqa: F401
+        from evaluations.syntaxgym import services  # noqa: F401
         from evaluations.training import services as training  # noqa: F401

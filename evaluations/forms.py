@@ -6,10 +6,10 @@ from typing import Any
 from django import forms
 from django.http import QueryDict
 
-from evaluations import runs
 from evaluations.models import LanguageModel, ProbingRun
+from evaluations.runs import lifecycle as runs
 from suites.models import MinimalPairSet, ProbingTask, Suite, Tag
-from suites.selectors import suites_with_tag
+from suites.syntaxgym.selectors import suites_with_tag
 
 
 class ModelRegisterForm(forms.Form):

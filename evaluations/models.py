@@ -74,7 +74,7 @@ class LanguageModel(models.Model):
 class Run(models.Model):
     """What every kind of run shares: one model on one benchmark's content, worked on a
     GPU worker, stored next to the database. Subclasses add the benchmark, the results
-    and `benchmark_owner`; `evaluations.runs` holds the lifecycle that moves them.
+    and `benchmark_owner`; `evaluations.runs.lifecycle` holds the lifecycle that moves them.
 
     Status only moves forward: queued -> running -> done, or to failed / cancelled from
     queued or running. A retry is the one way back (failed or cancelled -> queued), and it
@@ -336,7 +336,7 @@ class PairEvaluation(Run):
     content_hash = models.CharField(max_length=64)
     origin = models.CharField(max_length=10, choices=Origin.choices, default=Origin.WORKER)
     # Share of pairs whose expected sentence is more predictable, under DEFAULT_OPTIONS
-    # of evaluations.pair_results; ties (equally predictable) count as failures.
+    # of evaluations.minimal_pairs.results; ties (equally predictable) count as failures.
     accuracy = models.FloatField(null=True, blank=True)
     ties = models.PositiveIntegerField(default=0)
     diagnostics = models.JSONField(default=dict, blank=True)
@@ -387,7 +387,7 @@ class PairSentenceTokens(models.Model):
 
 class RunPart(models.Model):
     """One part of a run whose sentences were split across several work tasks (see
-    `evaluations.packing`): its progress while it is worked on, then its results until
+    `evaluations.runs.packing`): its progress while it is worked on, then its results until
     the run's last part arrives and the run is stored as a whole. Any kind of run: the
     kind's name and the run's id identify it. Rows are deleted once the run is stored,
     or when it is retried."""

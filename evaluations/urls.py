@@ -2,16 +2,12 @@ from __future__ import annotations
 
 from django.urls import path, register_converter
 
-from evaluations import (
-    api,
-    pair_api,
-    pair_result_views,
-    pair_run_views,
-    probing_api,
-    probing_views,
-    result_views,
-    views,
-)
+from evaluations.minimal_pairs import api as pair_api
+from evaluations.minimal_pairs import result_views as pair_result_views
+from evaluations.minimal_pairs import views as pair_run_views
+from evaluations.probing import api as probing_api
+from evaluations.probing import views as probing_views
+from evaluations.syntaxgym import api, result_views, views
 from evaluations.training import urls as training_urls
 
 

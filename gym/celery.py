@@ -8,6 +8,6 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "gym.settings")
 
 app = Celery("gym")
 app.config_from_object("django.conf:settings", namespace="CELERY")
-app.autodiscover_tasks()
-# Kinds whose tasks live in a package of their own (evaluations/training/tasks.py).
-app.autodiscover_tasks(["evaluations.training"])
+# The run core's tasks (evaluations/runs/tasks.py) and those of kinds that have their own
+# (evaluations/training/tasks.py); the apps themselves hold no tasks module.
+app.autodiscover_tasks(["evaluations.runs", "evaluations.training"])

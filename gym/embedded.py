@@ -349,7 +349,7 @@ class Supervisor:
 
 def probe_worker(watch: Watch) -> dict[str, Any] | None:
     """Ask one worker (by hostname) what it holds, and its queue how much waits."""
-    from evaluations import broker_watch
+    from evaluations.runs import broker_watch
 
     try:
         return broker_watch.worker_state(watch.hostname, watch.queue)

@@ -363,7 +363,7 @@ GYM_RUN_HOLD_DIR = envstr("GYM_RUN_HOLD_DIR", "")
 # A message not acknowledged within this time is given to another worker: it must
 # outlast the longest task, or a long run would be started twice. (A worker that dies
 # does not make its runs wait this long: the sweep sends a run that no live worker holds
-# and no queue holds again, see `evaluations.broker_watch`.)
+# and no queue holds again, see `evaluations.runs.broker_watch`.)
 CELERY_BROKER_TRANSPORT_OPTIONS = {
     "visibility_timeout": envint("CELERY_VISIBILITY_TIMEOUT", CELERY_TASK_HARD_TIME_LIMIT + 3600),
 }

@@ -7,7 +7,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from evaluations.urls import api_urlpatterns as evaluation_api
 from gym import accounts, docs
-from suites import views as suite_views
+from suites.syntaxgym import views as suite_views
 from suites.urls import api_urlpatterns as suite_api
 
 api = [

@@ -10,7 +10,7 @@ from django.core.files.uploadedfile import UploadedFile
 
 from suites.formats.probing import TASK_TYPES
 from suites.formats.syntaxgym import META_TEXT_MAX_LENGTH, TAG_MAX_LENGTH, TAGS_MAX_COUNT
-from suites.services import tag_list_errors, tag_slugs
+from suites.syntaxgym.services import tag_list_errors, tag_slugs
 
 
 def upload_size_check(upload: UploadedFile) -> None:

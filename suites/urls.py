@@ -3,9 +3,13 @@ from __future__ import annotations
 from django.urls import path
 from django.views.generic import RedirectView
 
-from suites import api, authoring, pair_api, pair_views, probing_api, probing_views, views
 from suites.corpora import api as corpus_api
 from suites.corpora import views as corpus_views
+from suites.minimal_pairs import api as pair_api
+from suites.minimal_pairs import views as pair_views
+from suites.probing import api as probing_api
+from suites.probing import views as probing_views
+from suites.syntaxgym import api, authoring, views
 
 app_name = "suites"
 

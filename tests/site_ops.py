@@ -29,10 +29,10 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "gym.settings")
 def queue(items: int) -> dict[str, Any]:
     from django.contrib.auth import get_user_model
 
-    from evaluations import services
     from evaluations.baseline import BASELINE_NAME
     from evaluations.models import LanguageModel
-    from suites import services as suite_services
+    from evaluations.syntaxgym import services
+    from suites.syntaxgym import services as suite_services
 
     data = json.loads((REPO / "examples" / "agreement_pp.json").read_text())
     base = data["items"]
@@ -83,8 +83,8 @@ def run_state(run_id: int) -> dict[str, Any]:
 
 
 def open_runs() -> dict[str, Any]:
-    from evaluations import runs
     from evaluations.models import Run
+    from evaluations.runs import lifecycle as runs
 
     found = {}
     for kind in runs.KINDS.values():

@@ -25,12 +25,12 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
+from evaluations.minimal_pairs.api import PAIR_TABLES
 from evaluations.models import LanguageModel, ProbingRun
-from evaluations.pair_api import PAIR_TABLES
 from evaluations.training.models import TrainingRun
-from suites import services as suite_services
 from suites.corpora.services import corpus_import
-from suites.probing import probing_task_import
+from suites.probing.services import probing_task_import
+from suites.syntaxgym import services as suite_services
 from tests.conftest import token_client
 from tests.test_hostile_input import _pair_world
 from tests.test_results_pages import store_done, suite_data

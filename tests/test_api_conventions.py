@@ -10,7 +10,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from suites import services
+from suites.syntaxgym import services
 from tests.conftest import BrowserClient, small_suite, token_client, url_patterns
 
 pytestmark = pytest.mark.django_db

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from suites import services
+from suites.syntaxgym import services
 from tests.conftest import BrowserClient, small_suite, token_client
 
 pytestmark = pytest.mark.django_db

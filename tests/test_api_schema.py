@@ -12,7 +12,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from evaluations.models import LanguageModel
-from suites import services as suite_services
+from suites.syntaxgym import services as suite_services
 from tests.conftest import BrowserClient
 from tests.test_results_pages import store_done, suite_data
 

@@ -1,9 +1,9 @@
-"""Labels of a run's messages (evaluations.broker_watch): what the sweep reads back from
+"""Labels of a run's messages (evaluations.runs.broker_watch): what the sweep reads back from
 the queues and the workers to know which runs and parts somebody holds."""
 
 from __future__ import annotations
 
-from evaluations import broker_watch, tasks
+from evaluations.runs import broker_watch, tasks
 
 
 def test_a_label_names_runs_and_the_parts_of_split_runs() -> None:

@@ -14,10 +14,10 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from evaluations import comparisons
 from evaluations.models import Evaluation, LanguageModel
-from suites import services as suite_services
+from evaluations.syntaxgym import comparisons
 from suites.models import Suite
+from suites.syntaxgym import services as suite_services
 from tests.test_results_pages import TOKENS, store_done, suite_data
 
 pytestmark = pytest.mark.django_db

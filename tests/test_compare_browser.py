@@ -12,8 +12,8 @@ from urllib.parse import quote, unquote
 import pytest
 
 from evaluations.models import Evaluation, LanguageModel
-from suites import services as suite_services
 from suites.models import Suite
+from suites.syntaxgym import services as suite_services
 from tests.browser import artifact
 from tests.test_compare import TOKENS_B, TOKENS_C
 from tests.test_results_pages import TOKENS, store_done, suite_data

@@ -20,7 +20,7 @@ from django.test import Client
 from rest_framework.authtoken.models import Token
 
 from gym import docs
-from suites import predictions
+from suites.formats import predictions
 
 REPO = Path(__file__).resolve().parents[1]
 DOCS = REPO / "docs"

@@ -9,8 +9,9 @@ from typing import Any
 import pytest
 from django.contrib.staticfiles import finders
 
-from suites import formats, selectors, services
+from suites import formats
 from suites.models import Suite
+from suites.syntaxgym import selectors, services
 from tests.conftest import BrowserClient, small_suite
 
 pytestmark = pytest.mark.django_db

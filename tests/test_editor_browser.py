@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Locator, Page, expect
 
-from suites import services
 from suites.models import Suite
+from suites.syntaxgym import services
 from tests.browser import artifact, login
 from tests.conftest import small_suite
 

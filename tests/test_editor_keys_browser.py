@@ -13,7 +13,7 @@ import pytest
 from playwright.sync_api import Page, expect
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
-from suites import services
+from suites.syntaxgym import services
 from tests.browser import artifact, login
 from tests.conftest import small_suite
 

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from evaluations import services, worker
-from suites import services as suite_services
+from evaluations.scoring import worker
+from evaluations.syntaxgym import services
+from suites.syntaxgym import services as suite_services
 from tests.browser import artifact, login
 from tests.conftest import small_suite
 

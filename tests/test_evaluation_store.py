@@ -9,9 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from evaluations import services, tasks, worker
 from evaluations.models import Evaluation, ItemResult, PredictionResult
-from suites import services as suite_services
+from evaluations.runs import tasks
+from evaluations.scoring import worker
+from evaluations.syntaxgym import services
+from suites.syntaxgym import services as suite_services
 from tests.celery_harness import broker
 from tests.conftest import small_suite
 

@@ -10,11 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from evaluations import scoring, services
+from evaluations import scoring
 from evaluations.models import Evaluation, ItemResult, LanguageModel, PredictionResult
+from evaluations.syntaxgym import services
 from suites import formats
-from suites import services as suite_services
 from suites.models import Suite
+from suites.syntaxgym import services as suite_services
 from tests.celery_harness import broker, flush_redis, redis_or_skip
 from tests.conftest import SHARED_DATA, token_client
 

@@ -13,9 +13,9 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
-from evaluations import exports
 from evaluations.models import Evaluation, LanguageModel
-from suites import services as suite_services
+from evaluations.syntaxgym import exports
+from suites.syntaxgym import services as suite_services
 from tests.test_results_pages import TOKENS, store_done, suite_data
 
 pytestmark = pytest.mark.django_db

@@ -20,8 +20,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from suites import formats, predictions
-from suites.formats import FormatResult, Location, SuiteError
+from suites import formats
+from suites.formats import FormatResult, Location, SuiteError, predictions
 
 DATA = Path(
     os.environ.get(

@@ -9,11 +9,12 @@ import json
 import pytest
 from django.test import Client
 
-from evaluations import services as evaluation_services
 from evaluations import token_data
 from evaluations.models import Evaluation, PairEvaluation, PairSentenceTokens
 from evaluations.scoring.schema import TokenScore
-from suites import pair_sets, selectors, services
+from evaluations.syntaxgym import services as evaluation_services
+from suites.minimal_pairs import sets as pair_sets
+from suites.syntaxgym import selectors, services
 from tests.conftest import small_suite, token_client, url_patterns
 
 pytestmark = pytest.mark.django_db

@@ -15,13 +15,15 @@ from typing import Any
 
 import pytest
 
-from evaluations import baseline, services, worker
+from evaluations import baseline
 from evaluations.models import Evaluation, LanguageModel
+from evaluations.scoring import worker
 from evaluations.scoring.alignment import align_tokens, build_sentence
 from evaluations.scoring.metrics import region_metrics
+from evaluations.syntaxgym import services
 from suites import formats
-from suites import selectors as suite_selectors
-from suites import services as suite_services
+from suites.syntaxgym import selectors as suite_selectors
+from suites.syntaxgym import services as suite_services
 from tests.tiny_models import tiny_bert, tiny_gpt2, tiny_llama  # noqa: F401
 
 pytestmark = pytest.mark.django_db

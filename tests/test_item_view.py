@@ -14,14 +14,15 @@ from typing import Any
 
 import pytest
 
-from evaluations import services
 from evaluations.models import Evaluation, ItemResult, LanguageModel
 from evaluations.scoring.alignment import align_tokens, build_sentence
 from evaluations.scoring.metrics import region_metrics
+from evaluations.syntaxgym import services
 from evaluations.token_data import unpack_tokens
-from suites import formats, predictions
-from suites import selectors as suite_selectors
-from suites import services as suite_services
+from suites import formats
+from suites.formats import predictions
+from suites.syntaxgym import selectors as suite_selectors
+from suites.syntaxgym import services as suite_services
 from tests.test_run_packing import received
 
 pytestmark = pytest.mark.django_db

@@ -8,8 +8,8 @@ from urllib.parse import quote
 import pytest
 
 from evaluations.models import LanguageModel
-from suites import services
 from suites.models import Tag
+from suites.syntaxgym import services
 from tests.browser import artifact, login
 from tests.conftest import small_suite
 from tests.test_item_view import store, suite_data
@@ -72,7 +72,7 @@ def test_long_names_and_tags_do_not_widen_pages(page, alice) -> None:  # type: i
 def test_the_probing_length_plot_keeps_its_height(page, alice) -> None:  # type: ignore[no-untyped-def]
     """Chart.js with maintainAspectRatio off sizes a chart to its parent: a parent without
     a fixed height let the plot grow to thousands of pixels."""
-    from suites.probing import probing_task_import
+    from suites.probing.services import probing_task_import
 
     lines = [
         f"{part}\t{label}\t{' '.join(['word'] * n)} ."

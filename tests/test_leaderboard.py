@@ -13,12 +13,12 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from evaluations import selectors
 from evaluations.models import Evaluation, LanguageModel
+from evaluations.syntaxgym import selectors
 from evaluations.templatetags.evaluation_tags import heat
-from suites import selectors as suite_selectors
-from suites import services as suite_services
 from suites.models import Suite
+from suites.syntaxgym import selectors as suite_selectors
+from suites.syntaxgym import services as suite_services
 from tests.conftest import small_suite
 
 pytestmark = pytest.mark.django_db

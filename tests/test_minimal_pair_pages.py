@@ -30,11 +30,12 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from evaluations import pair_results, plots
+from evaluations import plots
+from evaluations.minimal_pairs import results as pair_results
 from evaluations.models import LanguageModel, PairEvaluation, PairSentenceTokens
 from evaluations.token_data import pack_tokens
-from suites import pair_sets
 from suites.formats import minimal_pairs as mp
+from suites.minimal_pairs import sets as pair_sets
 from suites.models import MinimalPairSet, PairSetVersion
 
 pytestmark = pytest.mark.django_db
@@ -515,7 +516,7 @@ def test_default_grouping_that_does_not_fit_groups_nothing(anon_client, model) -
 def test_the_store_warms_a_shared_cache_for_the_first_view(  # type: ignore[no-untyped-def]
     settings, anon_client, model, django_capture_on_commit_callbacks
 ) -> None:
-    from evaluations import pair_services
+    from evaluations.minimal_pairs import services as pair_services
     from tests.celery_harness import redis_or_skip
 
     settings.CACHES = {

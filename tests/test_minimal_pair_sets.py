@@ -11,8 +11,8 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from suites import pair_sets
 from suites.formats import minimal_pairs as mp
+from suites.minimal_pairs import sets as pair_sets
 from suites.models import MinimalPairSet, PairSetSentence
 from tests.conftest import EXAMPLES, SHARED_DATA, token_client
 

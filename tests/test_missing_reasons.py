@@ -12,12 +12,13 @@ from typing import Any
 import pytest
 from django.core.management import call_command
 
-from evaluations import baseline, worker
-from evaluations.missing import MissingReason, sentence_reasons
+from evaluations import baseline
 from evaluations.models import Evaluation, LanguageModel
+from evaluations.scoring import worker
+from evaluations.syntaxgym.missing import MissingReason, sentence_reasons
 from suites import formats
-from suites import selectors as suite_selectors
 from suites.models import Suite
+from suites.syntaxgym import selectors as suite_selectors
 from tests.conftest import EXAMPLES
 from tests.test_item_text import _evaluation, _packed, _store, stored_with
 

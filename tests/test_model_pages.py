@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from evaluations import services
 from evaluations.models import Evaluation, LanguageModel
-from suites import services as suite_services
+from evaluations.syntaxgym import services
+from suites.syntaxgym import services as suite_services
 from tests.conftest import small_suite
 
 pytestmark = pytest.mark.django_db

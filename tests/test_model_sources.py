@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 from django.conf import settings as django_settings
 
-from evaluations import model_sources, services
+from evaluations import model_sources
 from evaluations.models import LanguageModel
+from evaluations.syntaxgym import services
 
 pytestmark = pytest.mark.django_db
 
@@ -154,8 +155,8 @@ def test_failure_reasons_shown_to_others_hold_no_paths() -> None:
 
 def test_a_failed_run_stores_the_public_reason(alice, model_dir: Path) -> None:  # type: ignore[no-untyped-def]
     from evaluations.models import Evaluation
-    from suites import selectors
-    from suites import services as suite_services
+    from suites.syntaxgym import selectors
+    from suites.syntaxgym import services as suite_services
     from tests.conftest import small_suite
 
     suite = suite_services.suite_import(source=small_suite("s"), owner=alice).suite

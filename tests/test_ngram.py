@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 from django.core.management import call_command
 
-from evaluations import baseline, outcomes, services, worker
+from evaluations import baseline
 from evaluations.models import Evaluation, LanguageModel
-from evaluations.scoring import kinds, load_model, model_info, score_sentences
+from evaluations.scoring import kinds, load_model, model_info, score_sentences, worker
 from evaluations.scoring.ngram import (
     OOV_PENALTY_BITS,
     SPHINX_BITS_PER_UNIT,
@@ -26,9 +26,11 @@ from evaluations.scoring.ngram import (
     segment,
 )
 from evaluations.scoring.schema import ModelLoadError
-from suites import formats, predictions
-from suites import selectors as suite_selectors
-from suites import services as suite_services
+from evaluations.syntaxgym import outcomes, services
+from suites import formats
+from suites.formats import predictions
+from suites.syntaxgym import selectors as suite_selectors
+from suites.syntaxgym import services as suite_services
 from tests.conftest import EXAMPLES, SHARED_DATA, token_client
 
 L = math.log2(10.0)  # bits per unit of -log10 probability

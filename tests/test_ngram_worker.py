@@ -8,9 +8,10 @@ import time
 
 import pytest
 
-from evaluations import baseline, services
+from evaluations import baseline
 from evaluations.models import Evaluation
-from suites import services as suite_services
+from evaluations.syntaxgym import services
+from suites.syntaxgym import services as suite_services
 from tests.celery_harness import Worker, broker, flush_redis, redis_or_skip
 from tests.conftest import SHARED_DATA
 

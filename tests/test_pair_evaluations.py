@@ -15,12 +15,15 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.utils import timezone
 
-from evaluations import pair_services, runs, services, token_data
+from evaluations import token_data
+from evaluations.minimal_pairs import services as pair_services
 from evaluations.minimal_pairs.tokens import parse_predictions_tsv
 from evaluations.models import Evaluation, LanguageModel, PairEvaluation, PairSentenceTokens
-from suites import pair_sets
-from suites import services as suite_services
+from evaluations.runs import lifecycle as runs
+from evaluations.syntaxgym import services
+from suites.minimal_pairs import sets as pair_sets
 from suites.models import MinimalPairSet
+from suites.syntaxgym import services as suite_services
 from tests.celery_harness import broker
 from tests.conftest import (
     EXAMPLES,

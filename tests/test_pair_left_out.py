@@ -15,7 +15,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from evaluations.models import PairEvaluation, PairSentenceTokens
-from suites import pair_sets
+from suites.minimal_pairs import sets as pair_sets
 from tests.conftest import SHARED_DATA, signed_in_client, token_client
 
 pytestmark = pytest.mark.django_db

@@ -8,9 +8,10 @@ import math
 
 import pytest
 
-from evaluations import pair_results, token_data
+from evaluations import token_data
+from evaluations.minimal_pairs import results as pair_results
 from evaluations.models import LanguageModel, PairEvaluation, PairSentenceTokens
-from suites import pair_sets
+from suites.minimal_pairs import sets as pair_sets
 
 pytestmark = pytest.mark.django_db
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from evaluations.models import LanguageModel, PairEvaluation
-from suites import pair_sets
+from suites.minimal_pairs import sets as pair_sets
 from tests.browser import artifact, login
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]

@@ -8,12 +8,13 @@ from __future__ import annotations
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
-from evaluations import pair_results, pair_services
+from evaluations.minimal_pairs import results as pair_results
+from evaluations.minimal_pairs import services as pair_services
 from evaluations.models import LanguageModel, PairEvaluation
-from suites import pair_sets
 from suites.formats import minimal_pairs as mp
+from suites.minimal_pairs import sets as pair_sets
 from suites.models import MinimalPairSet, PairSetVersion
-from suites.services import PermissionDenied
+from suites.syntaxgym.services import PermissionDenied
 from tests.conftest import token_client
 from tests.test_minimal_pair_pages import (
     HEADER,

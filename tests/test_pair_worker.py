@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 from django.core.management import call_command
 
-from evaluations import services
 from evaluations.minimal_pairs.tokens import parse_predictions_tsv
 from evaluations.models import PairEvaluation, PairSentenceTokens
-from suites import pair_sets
+from evaluations.syntaxgym import services
+from suites.minimal_pairs import sets as pair_sets
 from tests.conftest import EXAMPLES, token_client
 from tests.tiny_models import tiny_bert, tiny_gpt2  # noqa: F401
 

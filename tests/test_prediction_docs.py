@@ -13,8 +13,8 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
-from suites import predictions
-from suites.authoring import DOC_CONDITIONS, DOC_MISTAKES, DOC_REGIONS, formula_problem
+from suites.formats import predictions
+from suites.syntaxgym.authoring import DOC_CONDITIONS, DOC_MISTAKES, DOC_REGIONS, formula_problem
 
 URL = "/docs/predictions/"
 GOOD = re.compile(r'<code class="formula">(.*?)</code>', re.S)

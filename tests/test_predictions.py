@@ -1,4 +1,4 @@
-"""The prediction language (suites/predictions.py): real formulas, evaluation, errors,
+"""The prediction language (suites/formats/predictions.py): real formulas, evaluation, errors,
 limits, and property tests that hostile text is only ever a PredictionError."""
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from suites import predictions
-from suites.predictions import (
+from suites.formats import predictions
+from suites.formats.predictions import (
     APPROX_ABS_TOL,
     APPROX_REL_TOL,
     MAX_DEPTH,

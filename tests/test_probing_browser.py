@@ -7,10 +7,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-from evaluations import probing_services, services
 from evaluations.models import ProbingRun
+from evaluations.probing import services as probing_services
 from evaluations.probing.worker import run_probing
-from suites.probing import probing_task_import
+from evaluations.syntaxgym import services
+from suites.probing.services import probing_task_import
 from tests.browser import artifact, login
 from tests.conftest import SHARED_DATA
 from tests.tiny_models import tiny_bert, tiny_gpt2  # noqa: F401

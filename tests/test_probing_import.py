@@ -9,7 +9,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from suites.models import ProbingInstance, ProbingTask
-from suites.probing import ProbingTaskInvalid, probing_task_import
+from suites.probing.services import ProbingTaskInvalid, probing_task_import
 from tests.conftest import EXAMPLES, SHARED_DATA
 
 SAMPLES = SHARED_DATA / "senteval-probing"

@@ -9,7 +9,7 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
 from suites.models import ProbingTask
-from suites.probing import probing_task_import
+from suites.probing.services import probing_task_import
 from tests.conftest import SHARED_DATA, token_client
 
 pytestmark = pytest.mark.django_db

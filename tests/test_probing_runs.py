@@ -13,11 +13,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from evaluations import probing_services, runs, services
 from evaluations.models import LanguageModel, ProbingLayerResult, ProbingRun
+from evaluations.probing import services as probing_services
 from evaluations.probing.worker import run_probing
+from evaluations.runs import lifecycle as runs
+from evaluations.syntaxgym import services
 from suites.models import ProbingTask
-from suites.probing import probing_task_import
+from suites.probing.services import probing_task_import
 from tests.conftest import BrowserClient, token_client
 from tests.tiny_models import tiny_bert, tiny_gpt2  # noqa: F401
 

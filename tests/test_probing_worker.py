@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from django.core.management import call_command
 
-from evaluations import services
 from evaluations.models import ProbingLayerResult, ProbingRun
-from suites.probing import probing_task_import
+from evaluations.syntaxgym import services
+from suites.probing.services import probing_task_import
 from tests.conftest import token_client
 from tests.tiny_models import tiny_gpt2  # noqa: F401
 
@@ -95,7 +95,8 @@ def test_progress_is_reported_mid_run_and_a_cancelled_run_stores_nothing(  # typ
     alice,
     pace,
 ) -> None:
-    from evaluations import probing_services, runs
+    from evaluations.probing import services as probing_services
+    from evaluations.runs import lifecycle as runs
 
     task = probing_task_import(source=TASK_FILE, name="attractors", owner=alice)
     model = services.model_register(source=str(tiny_gpt2), name="tiny")

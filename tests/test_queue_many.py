@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from evaluations import services
 from evaluations.models import Evaluation, LanguageModel
-from suites import services as suite_services
+from evaluations.syntaxgym import services
 from suites.models import Suite
+from suites.syntaxgym import services as suite_services
 from tests.conftest import BrowserClient, small_suite, token_client
 
 pytestmark = pytest.mark.django_db

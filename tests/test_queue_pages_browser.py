@@ -8,10 +8,10 @@ import json
 
 import pytest
 
-from evaluations import services
 from evaluations.models import Evaluation, LanguageModel
-from suites import services as suite_services
+from evaluations.syntaxgym import services
 from suites.models import Suite
+from suites.syntaxgym import services as suite_services
 from tests.browser import artifact, login
 from tests.conftest import small_suite
 

@@ -9,9 +9,10 @@ import copy
 
 import pytest
 
-from evaluations import plots, selectors
+from evaluations import plots
 from evaluations.models import LanguageModel
-from suites import services as suite_services
+from evaluations.syntaxgym import selectors
+from suites.syntaxgym import services as suite_services
 from tests.test_results_pages import TOKENS, store_done, suite_data
 
 pytestmark = pytest.mark.django_db

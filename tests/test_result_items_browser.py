@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from evaluations.models import LanguageModel
-from suites import services as suite_services
+from suites.syntaxgym import services as suite_services
 from tests.browser import artifact
 from tests.test_results_pages import store_done, suite_data
 

@@ -16,13 +16,14 @@ from typing import Any
 import pytest
 from django.contrib.staticfiles import finders
 
-from evaluations import exports, outcomes, plots, selectors
+from evaluations import plots
 from evaluations.models import Evaluation, ItemResult, LanguageModel, PredictionResult
 from evaluations.scoring.metrics import region_metrics
+from evaluations.syntaxgym import exports, outcomes, selectors
 from suites import formats
-from suites import selectors as suite_selectors
-from suites import services as suite_services
 from suites.models import Suite
+from suites.syntaxgym import selectors as suite_selectors
+from suites.syntaxgym import services as suite_services
 from tests.conftest import SHARED_DATA
 
 pytestmark = pytest.mark.django_db

@@ -14,9 +14,12 @@ from pathlib import Path
 import pytest
 from django.db import connection
 
-from evaluations import runs, services, tasks, worker
 from evaluations.models import Evaluation, ItemResult
-from suites import services as suite_services
+from evaluations.runs import lifecycle as runs
+from evaluations.runs import tasks
+from evaluations.scoring import worker
+from evaluations.syntaxgym import services
+from suites.syntaxgym import services as suite_services
 from tests.celery_harness import (
     REDIS_URL,
     broker,
@@ -183,9 +186,9 @@ def test_transient_scoring_errors_are_retried_with_back_off(tiny_gpt2, alice) ->
     kind = runs.RunKind(
         name="flaky-suite",
         model="evaluations.Evaluation",
-        payload="evaluations.services.scoring_payload",
+        payload="evaluations.syntaxgym.services.scoring_payload",
         work="tests.test_run_faults.flaky_scoring",
-        store="evaluations.services.suite_results_store",
+        store="evaluations.syntaxgym.services.suite_results_store",
     )
     runs.register(kind)
     FLAKY_FAILURES.clear()

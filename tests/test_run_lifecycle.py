@@ -9,9 +9,10 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from evaluations import runs, services
 from evaluations.models import Evaluation, LanguageModel
-from suites import services as suite_services
+from evaluations.runs import lifecycle as runs
+from evaluations.syntaxgym import services
+from suites.syntaxgym import services as suite_services
 from tests.celery_harness import broker
 from tests.conftest import small_suite
 
@@ -148,7 +149,7 @@ def test_the_sweep_sends_what_never_reached_the_broker_and_fails_stale_runs(
 
 
 def test_the_sweep_is_scheduled() -> None:
-    from evaluations import tasks
+    from evaluations.runs import tasks
     from gym.celery import app as celery_app
 
     entry = celery_app.conf.beat_schedule["sweep runs"]
@@ -167,7 +168,7 @@ def test_the_sweep_prunes_result_files_nobody_stored(tmp_path, settings) -> None
     import os
     import time
 
-    from evaluations import tasks
+    from evaluations.runs import tasks
 
     settings.GYM_RUN_RESULTS_DIR = str(tmp_path)
     old = tasks.results_pack("suite", 1, 1, {"sentences": []})
@@ -200,7 +201,7 @@ def test_work_is_published_only_when_the_rows_are_committed(alice, _private_brok
 def test_a_run_over_the_time_limit_is_told_in_its_own_kind_s_words() -> None:
     from celery.exceptions import SoftTimeLimitExceeded
 
-    from evaluations.tasks import failure_reason
+    from evaluations.runs.tasks import failure_reason
 
     suite = failure_reason(SoftTimeLimitExceeded(), limit=600, kind="suite")
     assert suite.startswith("Scoring took longer than this site's limit of 600 s")

@@ -14,9 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from evaluations import packing, services, tasks, worker
 from evaluations.models import Evaluation, ItemResult, PredictionResult, RunPart
-from suites import services as suite_services
+from evaluations.runs import packing, tasks
+from evaluations.scoring import worker
+from evaluations.syntaxgym import services
+from suites.syntaxgym import services as suite_services
 from tests.celery_harness import Worker
 from tests.conftest import small_suite
 from tests.test_evaluation_worker import _big_suite, _import, _wait

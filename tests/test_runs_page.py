@@ -13,11 +13,11 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from evaluations import runs
 from evaluations.models import Evaluation, LanguageModel, PairEvaluation, ProbingRun
-from suites import pair_sets
-from suites import services as suite_services
-from suites.probing import probing_task_import
+from evaluations.runs import lifecycle as runs
+from suites.minimal_pairs import sets as pair_sets
+from suites.probing.services import probing_task_import
+from suites.syntaxgym import services as suite_services
 from tests.conftest import signed_in_client, small_suite
 
 pytestmark = pytest.mark.django_db

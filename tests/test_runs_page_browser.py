@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 
 from evaluations.models import Evaluation, LanguageModel, PairEvaluation, ProbingRun
-from suites import pair_sets
-from suites import services as suite_services
-from suites.probing import probing_task_import
+from suites.minimal_pairs import sets as pair_sets
+from suites.probing.services import probing_task_import
+from suites.syntaxgym import services as suite_services
 from tests.browser import artifact, login
 from tests.conftest import small_suite
 

@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 from django.core.management import CommandError, call_command
 
-from evaluations import scoring, worker
+from evaluations import scoring
+from evaluations.scoring import worker
 from suites import formats
 from tests.conftest import EXAMPLES
 from tests.tiny_models import tiny_gpt2  # noqa: F401

@@ -126,7 +126,7 @@ def test_importing_the_package_does_not_import_torch() -> None:
         "assert build_sentence(['a ', 'b']).text == 'a b'\n"
         "import django\n"
         "django.setup()\n"
-        "import evaluations.outcomes, evaluations.selectors, evaluations.services\n"
+        "import evaluations.syntaxgym.outcomes, evaluations.syntaxgym.selectors, evaluations.syntaxgym.services\n"
         "from django.urls import get_resolver\n"
         "get_resolver().url_patterns  # every view module of the site\n"
         "assert 'torch' not in sys.modules, 'torch was imported'\n"

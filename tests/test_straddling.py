@@ -16,11 +16,18 @@ from pathlib import Path
 import pytest
 from django.core.management import call_command
 
-from evaluations import exports, services, worker
 from evaluations.models import Evaluation, LanguageModel
-from evaluations.scoring import METRICS, LoadedModel, ScoringError, load_model, score_sentences
-from suites import selectors as suite_selectors
-from suites import services as suite_services
+from evaluations.scoring import (
+    METRICS,
+    LoadedModel,
+    ScoringError,
+    load_model,
+    score_sentences,
+    worker,
+)
+from evaluations.syntaxgym import exports, services
+from suites.syntaxgym import selectors as suite_selectors
+from suites.syntaxgym import services as suite_services
 from tests.tiny_models import make_llama, tiny_bert, tiny_gpt2, tiny_llama  # noqa: F401
 
 # Region 4 ("the") is swallowed by the piece "that▁the▁", which starts in region 3.

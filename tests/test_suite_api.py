@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from suites import services
 from suites.models import Suite
+from suites.syntaxgym import services
 from tests.conftest import BrowserClient, shared_files, small_suite, token_client
 
 pytestmark = pytest.mark.django_db

@@ -9,8 +9,8 @@ import json
 import pytest
 
 from evaluations.models import Evaluation, LanguageModel
-from suites import selectors, services
 from suites.models import Suite
+from suites.syntaxgym import selectors, services
 from tests.conftest import BrowserClient, small_suite, token_client
 
 pytestmark = pytest.mark.django_db

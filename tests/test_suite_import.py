@@ -9,8 +9,9 @@ from io import StringIO
 import pytest
 from django.core.management import CommandError, call_command
 
-from suites import formats, selectors, services
+from suites import formats
 from suites.models import Item, Prediction, Region, Suite, Tag
+from suites.syntaxgym import selectors, services
 from tests.conftest import EXAMPLES, shared_files, small_suite
 
 pytestmark = pytest.mark.django_db

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from suites import services
+from suites.syntaxgym import services
 from tests.conftest import small_suite
 
 pytestmark = pytest.mark.django_db

@@ -8,8 +8,8 @@ import json
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
-from suites import services
 from suites.models import Suite
+from suites.syntaxgym import services
 from tests.conftest import small_suite
 
 pytestmark = pytest.mark.django_db

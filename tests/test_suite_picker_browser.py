@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from evaluations.models import Evaluation, LanguageModel
-from suites import services as suite_services
+from suites.syntaxgym import services as suite_services
 from tests.browser import artifact, login
 from tests.conftest import small_suite
 

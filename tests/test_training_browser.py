@@ -10,7 +10,7 @@ from evaluations.models import Evaluation
 from evaluations.training import services
 from evaluations.training.worker import run_training
 from suites.corpora.services import corpus_import
-from suites.services import suite_import
+from suites.syntaxgym.services import suite_import
 from tests.browser import artifact
 from tests.conftest import EXAMPLES, SHARED_DATA
 

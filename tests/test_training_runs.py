@@ -17,9 +17,9 @@ from evaluations.training import selectors, services
 from evaluations.training.models import TrainingRun
 from evaluations.training.worker import run_training
 from suites.corpora.services import corpus_import
-from suites.pair_sets import minimal_pair_set_import
-from suites.probing import probing_task_import
-from suites.services import suite_import
+from suites.minimal_pairs.sets import minimal_pair_set_import
+from suites.probing.services import probing_task_import
+from suites.syntaxgym.services import suite_import
 from tests.conftest import EXAMPLES, SHARED_DATA
 
 pytestmark = pytest.mark.django_db

@@ -15,7 +15,7 @@ from evaluations.models import Evaluation, LanguageModel
 from evaluations.training import selectors
 from evaluations.training.models import TrainingRun
 from suites.corpora.services import corpus_import
-from suites.services import suite_import
+from suites.syntaxgym.services import suite_import
 from tests.conftest import EXAMPLES, SHARED_DATA, BrowserClient
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]

@@ -15,8 +15,8 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test.client import BOUNDARY, encode_multipart
 
 from gym.errors import too_large_message
-from suites import pair_sets
 from suites.catalog_api import NO_FILE
+from suites.minimal_pairs import sets as pair_sets
 from suites.models import MinimalPairSet, ProbingTask, Suite
 from tests.conftest import BrowserClient, small_suite, token_client
 

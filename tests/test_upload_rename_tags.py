@@ -10,8 +10,8 @@ import re
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
-from suites import services
 from suites.models import Suite
+from suites.syntaxgym import services
 from tests.conftest import small_suite, token_client
 
 pytestmark = pytest.mark.django_db

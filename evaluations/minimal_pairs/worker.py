@@ -6,7 +6,7 @@ payload: {"model": {"source", "revision", "dtype"?}, "sentences": [sentence, ...
 result: {"sentences": [packed tokens, ...], "diagnostics": {...},
          "model_info": {..., "tokenizer": name}}
 
-Small sets share a task (`evaluations.packing`): `run_pairs_groups` takes "groups" (each
+Small sets share a task (`evaluations.runs.packing`): `run_pairs_groups` takes "groups" (each
 part's sentences) instead of "sentences", scores them in one engine call and gives one
 result per group.
 """
@@ -18,7 +18,7 @@ from typing import Any
 
 from evaluations import scoring, token_data
 from evaluations.minimal_pairs.evaluate import model_tokenizer_name, score_pair_sentences
-from evaluations.worker import by_group, one_group, payload_model, summed_diagnostics
+from evaluations.scoring.worker import by_group, one_group, payload_model, summed_diagnostics
 
 
 def run_pairs(

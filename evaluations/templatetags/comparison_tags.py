@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django import template
 
-from evaluations.comparisons import LETTERS
+from evaluations.syntaxgym.comparisons import LETTERS
 
 register = template.Library()
 

@@ -11,7 +11,7 @@ from django.utils.html import escape
 from django.utils.http import urlencode
 from django.utils.safestring import SafeString, mark_safe
 
-from evaluations import selectors
+from evaluations.syntaxgym import selectors
 from suites.models import Suite
 
 register = template.Library()

@@ -11,7 +11,8 @@ from django.utils.html import escape
 from django.utils.http import urlencode
 from django.utils.safestring import SafeString, mark_safe
 
-from evaluations import pair_result_page, pair_selectors
+from evaluations.minimal_pairs import result_page as pair_result_page
+from evaluations.minimal_pairs import selectors as pair_selectors
 from evaluations.models import LanguageModel
 from suites.models import MinimalPairSet
 
@@ -26,7 +27,7 @@ def _staff(context: template.Context) -> bool:
 @register.inclusion_tag("evaluations/_pair_leaderboard.html", takes_context=True)
 def pair_board_section(context: template.Context) -> dict[str, Any]:
     """The minimal-pair section of the leaderboard page, for the page's query string."""
-    from evaluations.pair_result_views import pair_board
+    from evaluations.minimal_pairs.result_views import pair_board
 
     request = context["request"]
     return {

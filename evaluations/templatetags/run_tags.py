@@ -14,10 +14,10 @@ register = template.Library()
 @register.simple_tag
 def worker_notice(run: Any) -> SafeString | str:
     """For a run that waits for a worker: say so when the last sweep found no worker
-    taking work (see evaluations.broker_watch), so that nobody waits for nothing."""
+    taking work (see evaluations.runs.broker_watch), so that nobody waits for nothing."""
     if run.finished or not run.enqueued:
         return ""
-    from evaluations import broker_watch
+    from evaluations.runs import broker_watch
 
     notice = broker_watch.worker_notice()
     if not notice:

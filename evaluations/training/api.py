@@ -13,7 +13,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from evaluations import runs
+from evaluations.runs import lifecycle as runs
 from evaluations.training import selectors, services
 from evaluations.training.models import TrainingRun
 from suites.corpora.models import Corpus

@@ -1,6 +1,6 @@
 """Writes for training runs: requesting one, the checkpoints and loss reports its worker
 sends while it trains, storing the finished model, and cancelling. The lifecycle
-(enqueue, progress, fail, retry, sweep) is `evaluations.runs`'; this module registers
+(enqueue, progress, fail, retry, sweep) is `evaluations.runs.lifecycle`'; this module registers
 training as a kind of run.
 
 A training run writes models, never benchmarks: each checkpoint is a LanguageModel of its
@@ -24,8 +24,11 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.text import slugify
 
-from evaluations import pair_services, probing_services, runs, services
+from evaluations.minimal_pairs import services as pair_services
 from evaluations.models import LanguageModel
+from evaluations.probing import services as probing_services
+from evaluations.runs import lifecycle as runs
+from evaluations.syntaxgym import services
 from evaluations.training import options as causal_options
 from evaluations.training.data import CorpusSource
 from evaluations.training.models import TrainingRun

@@ -1,4 +1,4 @@
-"""Celery tasks of training runs, besides the shared run chain (`evaluations.tasks`): a
+"""Celery tasks of training runs, besides the shared run chain (`evaluations.runs.tasks`): a
 training worker, which reads no database, reports each checkpoint and its loss curve
 through these, on the default queue."""
 
@@ -9,7 +9,7 @@ from typing import Any
 
 from celery import shared_task
 
-from evaluations.tasks import STORE_MAX_RETRIES, TRANSIENT_STORE_ERRORS
+from evaluations.runs.tasks import STORE_MAX_RETRIES, TRANSIENT_STORE_ERRORS
 
 log = logging.getLogger(__name__)
 

@@ -11,11 +11,11 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
-from evaluations import runs
+from evaluations.runs import lifecycle as runs
+from evaluations.syntaxgym.views import run_retry_redirect
 from evaluations.training import selectors, services
 from evaluations.training.forms import TrainingRequestForm
 from evaluations.training.models import TrainingRun
-from evaluations.views import run_retry_redirect
 
 
 def _run(pk: int) -> TrainingRun:

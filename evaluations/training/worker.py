@@ -24,7 +24,7 @@ REPORT_EVERY_SECONDS = 2.0
 
 
 def _send(task: Any, *args: Any, best_effort: bool = False) -> None:
-    from evaluations import tasks
+    from evaluations.runs import tasks
 
     if best_effort:
         try:

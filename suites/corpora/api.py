@@ -24,7 +24,7 @@ from suites.corpora.services import (
 )
 from suites.corpora.views import corpus_name_from_file
 from suites.formats.report import SuiteError
-from suites.services import tag_slugs
+from suites.syntaxgym.services import tag_slugs
 
 
 class CorpusSerializer(GymDataSerializer):

@@ -18,7 +18,7 @@ from suites.catalog import COMMON_SORTS, catalog_filter
 from suites.corpora import reading
 from suites.corpora.models import Corpus
 from suites.formats.report import SuiteError
-from suites.services import DataInvalid, name_problem, tags_set
+from suites.syntaxgym.services import DataInvalid, name_problem, tags_set
 
 # Names that the corpus pages' URLs use for themselves.
 RESERVED_NAMES = {"upload"}

@@ -20,7 +20,7 @@ from typing import Any
 
 from django.utils.text import slugify
 
-from suites import predictions
+from suites.formats import predictions
 from suites.formats.canonical import DEFAULT_METRIC, META_KNOWN_KEYS, META_TEXT_KEYS
 from suites.formats.report import FormatResult, SuiteError, cap_errors, failed, json_path
 from suites.formats.schema import describe_value, schema_errors, short

@@ -7,8 +7,11 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand
 
-from evaluations import baseline, pair_services, probing_services, services
+from evaluations import baseline
+from evaluations.minimal_pairs import services as pair_services
 from evaluations.models import LanguageModel
+from evaluations.probing import services as probing_services
+from evaluations.syntaxgym import services
 from suites.models import MinimalPairSet, ProbingTask, Suite
 
 

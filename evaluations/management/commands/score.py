@@ -11,7 +11,8 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from evaluations import outcomes, worker
+from evaluations.scoring import worker
+from evaluations.syntaxgym import outcomes
 from suites import formats
 
 

@@ -5,8 +5,9 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from suites import formats, selectors
+from suites import formats
 from suites.models import Suite
+from suites.syntaxgym import selectors
 
 
 class Command(BaseCommand):

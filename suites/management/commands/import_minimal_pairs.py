@@ -4,8 +4,8 @@ from typing import Any
 
 from django.core.management.base import CommandParser
 
-from suites import pair_sets
 from suites.management.importing import ImportCommand
+from suites.minimal_pairs import sets as pair_sets
 from suites.models import MinimalPairSet
 
 SUFFIXES = (".tsv", ".jsonl")

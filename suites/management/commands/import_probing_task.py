@@ -8,7 +8,7 @@ from django.core.management.base import CommandParser
 from suites.formats.probing import TASK_TYPES, guess_task_type
 from suites.management.importing import ImportCommand
 from suites.models import ProbingTask
-from suites.probing import ProbingTaskInvalid, probing_task_import
+from suites.probing.services import ProbingTaskInvalid, probing_task_import
 
 SUFFIXES = (".txt",)
 

@@ -5,9 +5,10 @@ from typing import Any
 
 from django.core.management.base import CommandParser
 
-from suites import formats, services
+from suites import formats
 from suites.management.importing import ImportCommand
 from suites.models import Suite
+from suites.syntaxgym import services
 
 
 class Command(ImportCommand):

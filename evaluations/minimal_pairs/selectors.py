@@ -1,0 +1,137 @@
+"""Reads of minimal-pair results that the leaderboard, the model page and the set page
+share: the board of models x minimal-pair sets (built by `selectors.board`, as the
+suites' one is), and the list of one model's or one set's runs. The result page of one
+run has its own module (`pair_result_page`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.db.models import F
+
+from evaluations.models import LanguageModel, PairEvaluation
+from evaluations.syntaxgym import selectors
+from suites.models import MinimalPairSet
+
+DONE = PairEvaluation.Status.DONE
+# The leaderboard page's query parameters for this section's sort (the tag is shared).
+SORT_PREFIX = "pairs_"
+
+
+def pair_leaderboard(
+    *, tag: str = "", sort: str = "", direction: str = "", include_hidden: bool = False
+) -> selectors.Leaderboard:
+    """Models x minimal-pair sets: each cell the pair accuracy (default analysis
+    options) of the done run on the set's current content; runs on earlier content are
+    left out, as on the suites' board. Three queries."""
+    current = PairEvaluation.objects.filter(
+        status=DONE, content_hash=F("pair_set__content_hash")
+    ).order_by()
+    return selectors.board(
+        selectors.data_columns(MinimalPairSet.objects.all()),
+        current,
+        "pair_set_id",
+        tag=tag,
+        sort=sort,
+        direction=direction,
+        include_hidden=include_hidden,
+    )
+
+
+@dataclass
+class PairScore:
+    """One run of a model on a minimal-pair set, as the model and set pages list them."""
+
+    evaluation_id: int
+    set_name: str
+    model: LanguageModel
+    status: str
+    accuracy: float | None
+    ties: int
+    outdated: bool
+    finished_at: datetime | None
+    tags: tuple[str, ...] = ()
+
+    @property
+    def done(self) -> bool:
+        return self.status == DONE
+
+
+def _scores(runs: list[PairEvaluation], tags: dict[int, tuple[str, ...]]) -> list[PairScore]:
+    """Current content first (done ones best first, then those still running or
+    failed), then done results of earlier content, marked outdated; a run of earlier
+    content that never finished says nothing and is left out."""
+    scores = []
+    for run in runs:
+        outdated = run.content_hash != run.pair_set.content_hash
+        if outdated and run.status != DONE:
+            continue
+        scores.append(
+            PairScore(
+                evaluation_id=run.pk,
+                set_name=run.pair_set.name,
+                model=run.model,
+                status=run.status,
+                accuracy=run.accuracy if run.status == DONE else None,
+                ties=run.ties,
+                outdated=outdated,
+                finished_at=run.finished_at,
+                tags=tags.get(run.pair_set_id, ()),
+            )
+        )
+
+    def rank(s: PairScore) -> tuple[bool, bool, bool, float, str, str]:
+        return (
+            s.outdated,
+            not s.done,
+            s.accuracy is None,
+            -(s.accuracy or 0.0),
+            s.set_name,
+            s.model.display_name.lower(),
+        )
+
+    return sorted(scores, key=rank)
+
+
+def _runs(**filters: object) -> list[PairEvaluation]:
+    # Only the columns the lists show: diagnostics and model info may be large.
+    return list(
+        PairEvaluation.objects.filter(**filters)
+        .select_related("model", "pair_set")
+        .only(
+            "id",
+            "status",
+            "accuracy",
+            "ties",
+            "content_hash",
+            "finished_at",
+            "created_at",
+            "model__name",
+            "model__display_name",
+            "model__is_baseline",
+            "model__is_hidden",
+            "pair_set__name",
+            "pair_set__content_hash",
+        )  # fmt: skip
+        .order_by("-created_at")
+    )
+
+
+def model_pair_results(model: LanguageModel) -> list[PairScore]:
+    """The model's minimal-pair runs, set by set (see `_scores` for the order). Two
+    queries."""
+    runs = _runs(model=model)
+    sets = MinimalPairSet.objects.filter(
+        pk__in=PairEvaluation.objects.filter(model=model).values("pair_set_id")
+    )
+    columns = selectors.data_columns(sets)
+    return _scores(runs, {c.id: c.tags for c in columns})
+
+
+def pair_set_results(pair_set: MinimalPairSet, *, include_hidden: bool = False) -> list[PairScore]:
+    """The set's runs by model (see `_scores` for the order). One query."""
+    filters: dict[str, object] = {"pair_set": pair_set}
+    if not include_hidden:
+        filters["model__is_hidden"] = False
+    return _scores(_runs(**filters), {})

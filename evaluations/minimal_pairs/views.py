@@ -1,0 +1,137 @@
+"""Pages that start or move minimal-pair evaluations: asking for models on sets (also
+embedded in each set's page, which posts here), retry, cancel, and importing an
+NLPScholar predictions TSV as a model's results. The result page is pair_result_views'."""
+
+from __future__ import annotations
+
+from django import forms
+from django.conf import settings
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_POST
+
+from evaluations.forms import PairRequestForm, PredictionsImportForm
+from evaluations.minimal_pairs import services as pair_services
+from evaluations.models import PairEvaluation
+from evaluations.runs import lifecycle as runs
+from evaluations.syntaxgym.services import ModelRegistrationError
+from evaluations.syntaxgym.views import request_messages, run_cancel_redirect, run_retry_redirect
+from suites.models import MinimalPairSet
+
+
+class _PredictionsImportForm(PredictionsImportForm):
+    # The same choice as an upload's "Leave out incomplete pairs", for predictions written
+    # for the whole file when the set left some pairs out.
+    drop_unknown_rows = forms.BooleanField(
+        required=False,
+        label="Leave out rows whose sentid is not in the set",
+        help_text="For a set uploaded with incomplete pairs left out: rows of sentences the set "
+        "does not have are left out with a warning that counts them, instead of refusing the "
+        "file.",
+    )
+
+
+@login_required
+def pair_request(request: HttpRequest) -> HttpResponse:
+    initial = {"models": request.GET.getlist("model"), "pair_sets": request.GET.getlist("pair_set")}
+    form = PairRequestForm(request.POST or None, initial=initial)
+    status = 200
+    if request.method == "POST":
+        status = 400
+        if form.is_valid():
+            response, status = _request_runs(request, form)
+            if response is not None:
+                return response
+    return render(request, "evaluations/pair_request.html", {"form": form}, status=status)
+
+
+def _request_runs(request: HttpRequest, form: PairRequestForm) -> tuple[HttpResponse | None, int]:
+    """Where to go next, or None and the status of the form page shown again."""
+    data = form.cleaned_data
+    try:
+        outcome = pair_services.pair_evaluation_request(
+            user=request.user, models=data["models"], pair_sets=data["pair_sets"]
+        )
+    except runs.BrokerUnavailable as down:
+        messages.error(request, str(down))
+        return None, 503
+    request_messages(
+        request,
+        created=len(outcome.created),
+        existing=len(outcome.existing),
+        noun="minimal-pair evaluation",
+        same="on the same set content",
+    )
+    if len(outcome.evaluations) == 1:
+        return redirect(outcome.evaluations[0]), 302
+    return redirect(data["pair_sets"][0]), 302
+
+
+def _evaluation(pk: int) -> PairEvaluation:
+    return get_object_or_404(PairEvaluation.objects.select_related("model", "pair_set"), pk=pk)
+
+
+@login_required
+@require_POST
+def pair_retry(request: HttpRequest, pk: int) -> HttpResponse:
+    return run_retry_redirect(request, _evaluation(pk))
+
+
+@login_required
+@require_POST
+def pair_cancel(request: HttpRequest, pk: int) -> HttpResponse:
+    return run_cancel_redirect(request, _evaluation(pk))
+
+
+@login_required
+def pair_import(request: HttpRequest, name: str) -> HttpResponse:
+    """Import NLPScholar predictions as a model's results on this set (owner or staff)."""
+    pair_set = get_object_or_404(MinimalPairSet, name=name)
+    if not pair_services.may_import(request.user, pair_set):
+        raise PermissionDenied("Only the set's owner or staff may import results onto it.")
+    form = _PredictionsImportForm(request.POST or None, request.FILES or None)
+    context = {"form": form, "pair_set": pair_set, "max_bytes": settings.GYM_MAX_UPLOAD_BYTES}
+    if request.method != "POST":
+        return render(request, "evaluations/pair_import.html", context)
+    if not form.is_valid():
+        return render(request, "evaluations/pair_import.html", context, status=400)
+    return _import_upload(request, form, pair_set, context)
+
+
+def _import_upload(
+    request: HttpRequest, form: _PredictionsImportForm, pair_set: MinimalPairSet, context: dict
+) -> HttpResponse:
+    """The import of a valid form: the run's page, or the form again with what is wrong."""
+    page = "evaluations/pair_import.html"
+    upload = form.cleaned_data["file"]
+    if upload.size > settings.GYM_MAX_UPLOAD_BYTES:
+        form.add_error("file", "The file is larger than the upload limit.")
+        return render(request, page, context, status=413)
+    try:
+        evaluation = pair_services.pair_predictions_import(
+            pair_set=pair_set,
+            model_name=form.cleaned_data["model"],
+            register=form.cleaned_data["register"],
+            display_name=form.cleaned_data["display_name"],
+            file_model=form.cleaned_data["file_model"],
+            drop_unknown_rows=form.cleaned_data["drop_unknown_rows"],
+            data=upload.read(),
+            user=request.user,
+        )
+    except pair_services.PredictionsInvalid as invalid:
+        return render(request, page, {**context, "errors": invalid.errors}, status=400)
+    except ModelRegistrationError as invalid:
+        form.add_error("model", "; ".join(invalid.errors.values()))
+        return render(request, page, context, status=400)
+    except runs.RunConflict as conflict:
+        form.add_error(None, str(conflict))
+        return render(request, page, context, status=409)
+    messages.success(
+        request, f"Imported the predictions of {evaluation.model.display_name} on {pair_set.name}."
+    )
+    for warning in (evaluation.diagnostics or {}).get("import_warnings") or []:
+        messages.warning(request, f"Import: {warning}.")
+    return redirect(evaluation)

@@ -1,0 +1,174 @@
+"""REST API for probing runs: ask for runs, list them, one run with its layers, its CSV,
+retry and cancel; the probing leaderboard. Thin views over the services and selectors."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.http import HttpResponse
+from django.shortcuts import get_object_or_404
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import generics, serializers, status
+from rest_framework.permissions import AllowAny, IsAuthenticated, IsAuthenticatedOrReadOnly
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from evaluations.models import LanguageModel, ProbingRun
+from evaluations.probing import exports as probing_exports
+from evaluations.probing import selectors as probing_selectors
+from evaluations.probing import services as probing_services
+from evaluations.probing.views import probing_board_from, probing_run_csv
+from evaluations.runs import lifecycle as runs
+from evaluations.syntaxgym.api import BAD_FILTER, RUN_FILTER_PARAMETERS, run_filters_of
+from suites.models import ProbingTask
+
+
+class ProbingRunSerializer(serializers.ModelSerializer):
+    model = serializers.CharField(source="model.name")
+    task = serializers.CharField(source="task.name")
+    outdated = serializers.BooleanField(read_only=True)
+    progress_text = serializers.CharField(read_only=True)
+    url = serializers.CharField(source="get_absolute_url", read_only=True)
+
+    class Meta:
+        model = ProbingRun
+        fields = [
+            "id",
+            "model",
+            "task",
+            "content_hash",
+            "outdated",
+            "pooling",
+            "probe",
+            "status",
+            "enqueued",
+            "attempt",
+            "progress_done",
+            "progress_total",
+            "progress_text",
+            "error",
+            "best_layer",
+            "best_va",
+            "best_te",
+            "baselines",
+            "created_at",
+            "started_at",
+            "finished_at",
+            "url",
+        ]
+
+
+class ProbingRunDetailSerializer(ProbingRunSerializer):
+    layers = serializers.SerializerMethodField()
+
+    class Meta(ProbingRunSerializer.Meta):
+        fields = [*ProbingRunSerializer.Meta.fields, "layers", "confusion", "diagnostics"]
+
+    def get_layers(self, run: ProbingRun) -> list[dict[str, Any]]:
+        return probing_selectors.layer_rows(run)
+
+
+class ProbingRunRequestSerializer(serializers.Serializer):
+    task = serializers.SlugRelatedField(slug_field="name", queryset=ProbingTask.objects.all())
+    models = serializers.ListField(
+        child=serializers.SlugRelatedField(
+            slug_field="name", queryset=LanguageModel.objects.filter(is_hidden=False)
+        ),
+        min_length=1,
+        max_length=100,
+    )
+    # The model's choices, so that the schema has one enum of each.
+    pooling = serializers.ChoiceField(ProbingRun.Pooling.choices, default="mean")
+    probe = serializers.ChoiceField(ProbingRun.Probe.choices, default="logreg")
+
+
+class ProbingRunListCreate(generics.ListAPIView):
+    """List probing runs (filter by model, task, status, mine) or ask for new ones."""
+
+    serializer_class = ProbingRunSerializer
+    permission_classes = [IsAuthenticatedOrReadOnly]
+
+    @extend_schema(
+        parameters=[
+            *RUN_FILTER_PARAMETERS,
+            OpenApiParameter("task", str, description="A probing task's name"),
+        ],
+        description=f"Newest first, paged (`page`). 400: {BAD_FILTER}",
+    )
+    def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        return super().get(request, *args, **kwargs)
+
+    def get_queryset(self):  # type: ignore[no-untyped-def]
+        listed = probing_selectors.run_list(
+            task=self.request.query_params.get("task", "").strip(), include_hidden=True
+        )
+        return run_filters_of(self.request, listed, kind=probing_services.PROBING_RUNS.name)
+
+    @extend_schema(
+        request=ProbingRunRequestSerializer,
+        responses={201: ProbingRunSerializer(many=True), 200: ProbingRunSerializer(many=True)},
+        description="One run per (model, task content, pooling, probe); asking again returns "
+        "the existing ones (200). 400 for an n-gram model (no hidden states) or last-token "
+        "pooling of a masked model; 503 when the task queue is unreachable.",
+    )
+    def post(self, request: Request) -> Response:
+        body = ProbingRunRequestSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        outcome = probing_services.probing_run_request(user=request.user, **body.validated_data)
+        code = status.HTTP_201_CREATED if outcome.created else status.HTTP_200_OK
+        return Response(ProbingRunSerializer(outcome.runs, many=True).data, status=code)
+
+
+class ProbingRunDetail(generics.RetrieveAPIView):
+    """One run; when done, its layers (va and te accuracy, hyperparameters), baselines
+    and the te confusion matrix at the layer chosen on va."""
+
+    serializer_class = ProbingRunDetailSerializer
+    queryset = ProbingRun.objects.select_related("model", "task")
+
+
+class ProbingRunCSV(APIView):
+    """A done run as CSV, one row per layer."""
+
+    permission_classes = [AllowAny]
+
+    @extend_schema(responses={(200, "text/csv"): OpenApiTypes.BINARY, 404: None})
+    def get(self, request: Request, pk: int) -> HttpResponse:
+        return probing_run_csv(request, pk)
+
+
+class ProbingRunRetry(APIView):
+    permission_classes = [IsAuthenticated]
+
+    @extend_schema(request=None, responses={200: ProbingRunSerializer, 403: None, 409: None})
+    def post(self, request: Request, pk: int) -> Response:
+        run = get_object_or_404(ProbingRun.objects.select_related("task", "model"), pk=pk)
+        return Response(ProbingRunSerializer(runs.run_retry(run=run, user=request.user)).data)
+
+
+class ProbingRunCancel(APIView):
+    permission_classes = [IsAuthenticated]
+
+    @extend_schema(request=None, responses={200: ProbingRunSerializer, 403: None, 409: None})
+    def post(self, request: Request, pk: int) -> Response:
+        run = get_object_or_404(ProbingRun.objects.select_related("task", "model"), pk=pk)
+        return Response(ProbingRunSerializer(runs.run_cancel(run=run, user=request.user)).data)
+
+
+class ProbingLeaderboardAPI(APIView):
+    """Models x probing tasks: te accuracy at the layer chosen on va (current task content,
+    one pooling and probe), with the majority and length baselines."""
+
+    permission_classes = [AllowAny]
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("pooling", str, enum=list(ProbingRun.Pooling.values)),
+            OpenApiParameter("probe", str, enum=list(ProbingRun.Probe.values)),
+        ],
+        responses=OpenApiTypes.OBJECT,
+    )
+    def get(self, request: Request) -> Response:
+        return Response(probing_exports.board_data(probing_board_from(request)))

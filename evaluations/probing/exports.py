@@ -1,0 +1,143 @@
+"""Downloads of probing results: one run as the `probe` command's JSON document and as a
+CSV of one row per layer; the probing leaderboard as JSON and CSV."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from typing import Any
+
+from evaluations.models import ProbingRun
+from evaluations.probing.selectors import ProbingBoard, layer_rows
+from evaluations.syntaxgym.exports import public_model_info
+
+
+def run_document(run: ProbingRun) -> dict[str, Any]:
+    """The run as `manage.py probe` writes it for one task (same keys, same numbers)."""
+    layers = [
+        {
+            "layer": row["layer"],
+            "va_accuracy": row["va_accuracy"],
+            "te_accuracy": row["te_accuracy"],
+            "hyperparameters": row["hyperparameters"],
+        }
+        for row in layer_rows(run)
+    ]
+    best = next((row for row in layers if row["layer"] == run.best_layer), None)
+    return {
+        "task": run.task_info,
+        "model": public_model_info(run),
+        "pooling": run.pooling,
+        "probe": run.probe,
+        "baselines": run.baselines,
+        "layers": layers,
+        "best_layer": run.best_layer,
+        "best": best,
+        "confusion": run.confusion,
+        "diagnostics": run.diagnostics,
+    }
+
+
+RUN_CSV_HEADER = [
+    "model",
+    "task",
+    "pooling",
+    "probe",
+    "layer",
+    "va_accuracy",
+    "te_accuracy",
+    "chosen_on_va",
+    "hyperparameters",
+    "majority_te_accuracy",
+    "length_te_accuracy",
+]
+
+
+def _number(value: float | None) -> str:
+    return "" if value is None else repr(float(value))
+
+
+def run_csv(run: ProbingRun) -> str:
+    """One row per layer; the baselines repeat on every row so that files of several
+    runs stack."""
+    base = run.baselines or {}
+    majority = (base.get("majority") or {}).get("te_accuracy")
+    length = (base.get("length") or {}).get("te_accuracy")
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(RUN_CSV_HEADER)
+    for row in layer_rows(run):
+        writer.writerow(
+            [
+                run.model.name,
+                run.task.name,
+                run.pooling,
+                run.probe,
+                row["layer"],
+                _number(row["va_accuracy"]),
+                _number(row["te_accuracy"]),
+                int(row["layer"] == run.best_layer),
+                json.dumps(row["hyperparameters"], sort_keys=True),
+                _number(majority),
+                _number(length),
+            ]
+        )
+    return out.getvalue()
+
+
+def board_data(board: ProbingBoard) -> dict[str, Any]:
+    return {
+        "pooling": board.pooling,
+        "probe": board.probe,
+        "metric": "te accuracy at the layer chosen on va",
+        "tasks": [{"name": t.name, "type": t.task_type} for t in board.tasks],
+        "baselines": {
+            t.name: board.baselines.get(t.pk, {"majority": None, "length": None})
+            for t in board.tasks
+        },
+        "rows": [
+            {
+                "model": row.model.name,
+                "display_name": row.model.display_name,
+                "is_baseline": row.model.is_baseline,
+                "mean": row.mean,
+                "cells": {
+                    t.name: (
+                        None
+                        if (c := row.cells.get(t.pk)) is None
+                        else {
+                            "te_accuracy": c.te,
+                            "va_accuracy": c.va,
+                            "layer": c.layer,
+                            "run": c.run_id,
+                        }
+                    )
+                    for t in board.tasks
+                },
+            }
+            for row in board.rows
+        ],
+    }
+
+
+def board_csv(board: ProbingBoard) -> str:
+    """One row per model, then the two baseline rows; for each task its te accuracy and
+    the layer chosen on va."""
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    header = ["model", "pooling", "probe"]
+    for task in board.tasks:
+        header += [task.name, f"{task.name}:layer"]
+    writer.writerow(header)
+    for row in board.rows:
+        line = [row.model.name, board.pooling, board.probe]
+        for cell in board.cells_of(row):
+            line += ["", ""] if cell is None else [_number(cell.te), cell.layer]
+        writer.writerow(line)
+    for name in ("majority", "length"):
+        line = [f"baseline:{name}", "", ""]
+        for value in board.baseline_cells(name):
+            line += [_number(value), ""]
+        writer.writerow(line)
+    return out.getvalue()

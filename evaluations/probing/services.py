@@ -1,0 +1,209 @@
+"""Writes for probing runs: requesting them and storing their results. The lifecycle
+(enqueue, progress, fail, cancel, retry, sweep) is `evaluations.runs.lifecycle`'; this module
+registers probing as a kind of run and brings its payload and its store."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.db import transaction
+from django.utils import timezone
+
+from evaluations.models import LanguageModel, ProbingLayerResult, ProbingRun
+from evaluations.runs import lifecycle as runs
+from evaluations.syntaxgym.services import _learn_model_facts
+from gym.errors import ApplicationError
+from suites.models import ProbingTask
+
+PROBING_RUNS = runs.RunKind(
+    name="probing",
+    model="evaluations.ProbingRun",
+    payload="evaluations.probing.services.probing_payload",
+    work="evaluations.probing.worker.run_probing",
+    store="evaluations.probing.services.probing_results_store",
+    label="Probing",
+    api_detail="api-probing-run",
+)
+runs.register(PROBING_RUNS)
+
+S = ProbingRun.Status
+POOLINGS = tuple(ProbingRun.Pooling.values)
+PROBES = tuple(ProbingRun.Probe.values)
+
+
+class ProbingRequestInvalid(ApplicationError):
+    """A probing run that cannot be asked for; `errors` maps the field to the reason."""
+
+    def __init__(self, errors: dict[str, str]) -> None:
+        super().__init__("; ".join(errors.values()))
+        self.errors = errors
+
+    def error_list(self) -> list[dict[str, Any]]:
+        return [
+            {"code": self.code, "message": message, "path": f"$.{name}"}
+            for name, message in self.errors.items()
+        ]
+
+
+def probing_request_problems(
+    models: list[LanguageModel], *, pooling: str, probe: str
+) -> dict[str, str]:
+    """What is wrong with asking for these runs, by field ({} when nothing is)."""
+    errors: dict[str, str] = {}
+    if pooling not in POOLINGS:
+        errors["pooling"] = f"pooling must be one of {', '.join(POOLINGS)}, not {pooling!r}"
+    if probe not in PROBES:
+        errors["probe"] = f"probe must be one of {', '.join(PROBES)}, not {probe!r}"
+    if not models:
+        errors["models"] = "choose at least one model"
+    ngrams = [m.name for m in models if m.kind == LanguageModel.Kind.NGRAM]
+    if ngrams:
+        errors["models"] = (
+            f"{', '.join(ngrams)}: an n-gram model has no hidden states (no layers) to "
+            "probe; choose causal or masked transformers models"
+        )
+    masked = [m.name for m in models if m.kind == LanguageModel.Kind.MASKED]
+    if pooling == "last" and masked and "models" not in errors:
+        errors["pooling"] = (
+            f"last-token pooling needs causal models, and {', '.join(masked)} "
+            f"{'is' if len(masked) == 1 else 'are'} masked: every token of a masked model "
+            "has seen the whole sentence; use mean pooling"
+        )
+    return errors
+
+
+@dataclass
+class ProbingRequestOutcome:
+    runs: list[ProbingRun]
+    created: list[ProbingRun] = field(default_factory=list)
+    existing: list[ProbingRun] = field(default_factory=list)
+
+
+def probing_run_request(
+    *,
+    models: Iterable[LanguageModel],
+    task: ProbingTask,
+    pooling: str = "mean",
+    probe: str = "logreg",
+    user: AbstractBaseUser | AnonymousUser | None = None,
+) -> ProbingRequestOutcome:
+    """One run per (model, task content, pooling, probe): asking again returns the
+    existing one. New runs are sent to the GPU queue once their rows are committed.
+
+    Raises ProbingRequestInvalid (nothing written) for an n-gram model, an unknown
+    option, or last-token pooling of a masked model; BrokerUnavailable (rows committed)
+    when the queue cannot be reached."""
+    asked = list({m.pk: m for m in models}.values())
+    runs.check_runnable(asked)
+    errors = probing_request_problems(asked, pooling=pooling, probe=probe)
+    if errors:
+        raise ProbingRequestInvalid(errors)
+    requester = user if user is not None and user.is_authenticated else None
+    outcome = ProbingRequestOutcome(runs=[])
+    key = {"task": task, "content_hash": task.content_hash, "pooling": pooling, "probe": probe}
+    with transaction.atomic():
+        # One global order (model id), so that overlapping requests never deadlock.
+        for model in sorted(asked, key=lambda m: m.pk):
+            run, created = runs.run_get_or_create(
+                ProbingRun,
+                {"model": model, **key},
+                progress_total=task.instance_count,
+                requested_by=requester,
+            )
+            (outcome.created if created else outcome.existing).append(run)
+            outcome.runs.append(run)
+        runs.runs_enqueue_on_commit(kind=PROBING_RUNS, runs=outcome.runs)
+    return outcome
+
+
+def probing_payload(run: ProbingRun) -> dict[str, Any]:
+    """Everything the GPU worker needs (see evaluations.probing.worker): the instances
+    in file order as parallel lists, the model and the options."""
+    task = run.task
+    code = {label: k for k, label in enumerate(task.labels)}
+    partitions: list[str] = []
+    classes: list[int] = []
+    sentences: list[str] = []
+    rows = task.instances.order_by("line").values_list("partition", "label", "sentence")
+    for partition, label, sentence in rows.iterator(chunk_size=5000):
+        partitions.append(partition)
+        classes.append(code[label])
+        sentences.append(sentence)
+    return {
+        "model": {"source": run.model.source, "revision": run.model.revision},
+        "task": {"name": task.name, "type": task.task_type, "content_hash": run.content_hash},
+        "pooling": run.pooling,
+        "probe": run.probe,
+        "memory_mb": settings.GYM_PROBING_MEMORY_MB,
+        "labels": list(task.labels),
+        "partition": partitions,
+        "label": classes,
+        "sentences": sentences,
+    }
+
+
+def _document_problem(results: dict[str, Any]) -> str:
+    layers = results.get("layers")
+    if not isinstance(layers, list) or not layers:
+        return "the worker returned no layers"
+    best = results.get("best_layer")
+    if not isinstance(best, int) or not 0 <= best < len(layers):
+        return f"the worker's best layer {best!r} is not one of its {len(layers)} layers"
+    return ""
+
+
+def _layers_write(run: ProbingRun, layers: list[dict[str, Any]]) -> None:
+    ProbingLayerResult.objects.filter(run=run).delete()
+    ProbingLayerResult.objects.bulk_create(
+        ProbingLayerResult(
+            run=run,
+            layer=row["layer"],
+            va_accuracy=row["va_accuracy"],
+            te_accuracy=row["te_accuracy"],
+            hyperparameters=row.get("hyperparameters") or {},
+        )
+        for row in layers
+    )
+
+
+def probing_results_store(*, run_id: int, attempt: int, results: dict[str, Any]) -> bool:
+    """Write the layers and the run's summary in one transaction; False (nothing
+    written) when the run is finished or the attempt is stale, so a re-delivery
+    changes nothing."""
+    with transaction.atomic():
+        run = ProbingRun.objects.select_for_update().select_related("model").filter(pk=run_id)
+        run = run.first()
+        if run is None or run.attempt != attempt or run.status not in runs.ALLOWED_FROM[S.DONE]:
+            return False
+        problem = _document_problem(results)
+        if problem:
+            runs.run_fail(kind=PROBING_RUNS, run_id=run_id, attempt=attempt, reason=problem)
+            return False
+        layers = results["layers"]
+        _layers_write(run, layers)
+        best = layers[results["best_layer"]]
+        steps = int(results.get("diagnostics", {}).get("sentences", 0)) + len(layers)
+        info = results.get("model") or {}
+        runs.run_advance(
+            PROBING_RUNS,
+            run_id,
+            attempt,
+            S.DONE,
+            best_layer=results["best_layer"],
+            best_va=best["va_accuracy"],
+            best_te=best["te_accuracy"],
+            baselines=results.get("baselines") or {},
+            confusion=results.get("confusion") or {},
+            task_info=results.get("task") or {},
+            diagnostics=results.get("diagnostics") or {},
+            model_info=info,
+            progress_done=steps,
+            progress_total=steps,
+            finished_at=timezone.now(),
+        )
+        _learn_model_facts(run.model, info)
+    return True

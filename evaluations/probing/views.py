@@ -1,0 +1,144 @@
+"""Pages and downloads of probing runs: asking for runs, one run's page (progress, then
+its layer curve, confusion matrix and downloads) and the probing leaderboard's CSV."""
+
+from __future__ import annotations
+
+import json
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.utils.text import slugify
+from django.views.decorators.http import require_POST
+
+from evaluations.forms import ProbingRunRequestForm
+from evaluations.models import ProbingRun
+from evaluations.probing import exports as probing_exports
+from evaluations.probing import selectors as probing_selectors
+from evaluations.probing import services as probing_services
+from evaluations.runs import lifecycle as runs
+from evaluations.syntaxgym.views import (
+    MAX_ID,
+    request_messages,
+    run_cancel_redirect,
+    run_retry_redirect,
+)
+from gym.downloads import attachment
+
+
+def _run(pk: int) -> ProbingRun:
+    return get_object_or_404(ProbingRun.objects.select_related("model", "task"), pk=pk)
+
+
+def _done_run(pk: int) -> ProbingRun:
+    run = _run(pk)
+    if run.status != ProbingRun.Status.DONE:
+        raise Http404("This probing run has no results yet.")
+    return run
+
+
+@login_required
+def probing_request(request: HttpRequest) -> HttpResponse:
+    """The request form (also embedded in each task's page, which posts here)."""
+    initial = {"task": request.GET.get("task", ""), "models": request.GET.getlist("model")}
+    form = ProbingRunRequestForm(request.POST or None, initial=initial)
+    status = 200
+    if request.method == "POST":
+        status = 400
+        if form.is_valid():
+            response, status = _request_runs(request, form)
+            if response is not None:
+                return response
+    return render(request, "evaluations/probing_request.html", {"form": form}, status=status)
+
+
+def _request_runs(
+    request: HttpRequest, form: ProbingRunRequestForm
+) -> tuple[HttpResponse | None, int]:
+    """Where to go next, or None and the status of the form page shown again."""
+    data = form.cleaned_data
+    try:
+        outcome = probing_services.probing_run_request(
+            models=data["models"],
+            task=data["task"],
+            pooling=data["pooling"],
+            probe=data["probe"],
+            user=request.user,
+        )
+    except probing_services.ProbingRequestInvalid as invalid:
+        for name, message in invalid.errors.items():
+            form.add_error(name if name in form.fields else None, message)
+        return None, 400
+    except runs.BrokerUnavailable as down:
+        messages.error(request, str(down))
+        return None, 503
+    request_messages(
+        request,
+        created=len(outcome.created),
+        existing=len(outcome.existing),
+        noun="probing run",
+        same="with the same task content and options",
+    )
+    if len(outcome.runs) == 1:
+        return redirect(outcome.runs[0]), 302
+    return redirect(data["task"]), 302
+
+
+def _control_id(request: HttpRequest) -> int | None:
+    raw = request.GET.get("control", "").strip()
+    if raw.isascii() and raw.isdigit() and int(raw) <= MAX_ID:
+        return int(raw)
+    return None
+
+
+def probing_run(request: HttpRequest, pk: int) -> HttpResponse:
+    run = _run(pk)
+    context = {"run": run, "may_manage": run.may_manage(request.user)}
+    if run.status == ProbingRun.Status.DONE:
+        context["page"] = probing_selectors.result_page(run, control_id=_control_id(request))
+    return render(request, "evaluations/probing_run.html", context)
+
+
+@login_required
+@require_POST
+def probing_retry(request: HttpRequest, pk: int) -> HttpResponse:
+    return run_retry_redirect(request, _run(pk))
+
+
+@login_required
+@require_POST
+def probing_cancel(request: HttpRequest, pk: int) -> HttpResponse:
+    return run_cancel_redirect(request, _run(pk))
+
+
+def _filename(run: ProbingRun, suffix: str) -> str:
+    task = slugify(run.task.name) or "task"
+    return f"{task}__{run.model.name}__{run.pooling}-{run.probe}.{suffix}"
+
+
+def probing_run_json(request: HttpRequest, pk: int) -> HttpResponse:
+    run = _done_run(pk)
+    text = json.dumps(probing_exports.run_document(run), indent=2, ensure_ascii=False)
+    return attachment(text + "\n", "application/json; charset=utf-8", _filename(run, "json"))
+
+
+def probing_run_csv(request: HttpRequest, pk: int) -> HttpResponse:
+    run = _done_run(pk)
+    return attachment(
+        probing_exports.run_csv(run), "text/csv; charset=utf-8", _filename(run, "layers.csv")
+    )
+
+
+def probing_board_from(request: HttpRequest) -> probing_selectors.ProbingBoard:
+    return probing_selectors.probing_board(
+        pooling=request.GET.get("pooling", "").strip(),
+        probe=request.GET.get("probe", "").strip(),
+        include_hidden=bool(request.user.is_staff),
+    )
+
+
+def probing_leaderboard_csv(request: HttpRequest) -> HttpResponse:
+    board = probing_board_from(request)
+    name = f"probing-leaderboard-{board.pooling}-{board.probe}.csv"
+    return attachment(probing_exports.board_csv(board), "text/csv; charset=utf-8", name)

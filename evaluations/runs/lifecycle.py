@@ -1,0 +1,579 @@
+"""The run lifecycle, once for every kind of run (suites now; minimal pairs and probing
+tasks later): the kinds registry, the status machine, enqueueing, progress, failure,
+cancel, retry and the sweep. A kind brings its run model (a subclass of
+`evaluations.models.Run`), a payload builder, a worker function and a store function;
+everything here works on any of them. The Celery side is in `evaluations.runs.tasks`.
+
+A kind is registered at import of its services module (`register(RunKind(...))`), which
+its app's `ready()` imports, so that every process knows every kind."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from functools import cached_property
+from typing import Any
+
+from django.apps import apps
+from django.conf import settings
+from django.core.exceptions import PermissionDenied
+from django.db import IntegrityError, transaction
+from django.db.models import F, Sum
+from django.utils import timezone
+from django.utils.module_loading import import_string
+
+from evaluations.model_sources import public_error
+from evaluations.models import IMPORTED_PREFIX, Run, RunPart
+from evaluations.runs import packing
+from gym.errors import ApplicationError
+
+log = logging.getLogger(__name__)
+
+S = Run.Status
+# From which states each state may be entered: the status machine never goes backwards
+# (a retry, which starts a new attempt, is the one way back).
+ALLOWED_FROM: dict[str, tuple[str, ...]] = {
+    S.RUNNING: (S.QUEUED, S.RUNNING),
+    S.DONE: (S.QUEUED, S.RUNNING),
+    S.FAILED: (S.QUEUED, S.RUNNING),
+    S.CANCELLED: (S.QUEUED, S.RUNNING),
+}
+
+
+class BrokerUnavailable(ApplicationError):
+    """The task queue could not be reached. The runs were recorded; the sweep sends them
+    once the broker is back, and asking again sends them at once."""
+
+    status_code = 503
+    code = "broker_unavailable"
+
+
+class RunConflict(ApplicationError):
+    """The run is not in a state where the asked action means anything (e.g. retrying a
+    run that is done)."""
+
+    status_code = 409
+    code = "conflict"
+
+
+class ModelNotRunnable(ApplicationError):
+    """A model that no worker can load: registered only to hold imported results."""
+
+    def __init__(self, names: Sequence[str]) -> None:
+        super().__init__(
+            f"{', '.join(names)}: registered only for imported results (source "
+            f"'{IMPORTED_PREFIX}<name>'), so no worker can load it. Import its predictions "
+            "instead, or register the model's real source to run it on this site."
+        )
+
+
+def check_runnable(models: Sequence[Any]) -> None:
+    """Every request service calls this: an imported-results model is never queued."""
+    imported = [m.name for m in models if m.is_imported]
+    if imported:
+        raise ModelNotRunnable(imported)
+
+
+def run_get_or_create(model: type[Run], key: dict[str, Any], **defaults: Any) -> tuple[Run, bool]:
+    """The run with `key` (its unique fields), created with `defaults` when there is none:
+    asking twice, or two requests at once, give one run. Call inside a transaction."""
+    run = model.objects.filter(**key).first()
+    if run is not None:
+        return run, False
+    try:
+        with transaction.atomic():
+            return model.objects.create(**key, **defaults), True
+    except IntegrityError:  # the same run was asked for a moment ago
+        return model.objects.get(**key), False
+
+
+@dataclass(frozen=True)
+class RunKind:
+    """One kind of run. Callables are dotted paths, imported when first used, so that
+    registering a kind imports neither torch (worker side) nor the services (web side).
+
+    - model: "app_label.ModelName" of a `Run` subclass.
+    - payload: (run) -> dict, everything the worker needs (JSON; it never reads the
+      database). Built on the web side.
+    - work: (payload, progress) -> results dict, run on a GPU worker; progress(done, total)
+      may be called any number of times.
+    - store: (*, run_id, attempt, results) -> bool, one transaction on the default queue;
+      returns False when the run was finished or the attempt is stale (nothing written).
+    - pack_work (optional): (payload, progress) -> [results per group], where the payload
+      is the runs' shared payload with "groups" (each part's sentences) instead of
+      "sentences". A kind that has it is sent in packed tasks of about
+      GYM_PACK_TOKEN_BUDGET tokens (`evaluations.runs.packing`); its payload must hold the
+      sentences under "sentences" and its results {"sentences": [...], "diagnostics"}.
+      Kinds without it are sent one run per task.
+    - label: what pages call a run of this kind ("Suite"); its name if empty.
+    - api_detail (optional): the URL name of one run in the API (its id the argument),
+      which lists of runs poll for live progress.
+
+    Every kind's run model has a `model` foreign key (the language model run) besides
+    its benchmark's (`benchmark_field`): the list of runs of every kind reads both.
+    """
+
+    name: str
+    model: str
+    payload: str
+    work: str
+    store: str
+    pack_work: str = ""
+    label: str = ""
+    api_detail: str = ""
+
+    @cached_property
+    def run_model(self) -> type[Run]:
+        return apps.get_model(self.model)
+
+    def build_payload(self, run: Run) -> dict[str, Any]:
+        return import_string(self.payload)(run)
+
+    def work_function(self) -> Callable[..., dict[str, Any]]:
+        return import_string(self.work)
+
+    def store_function(self) -> Callable[..., bool]:
+        return import_string(self.store)
+
+    def pack_work_function(self) -> Callable[..., list[dict[str, Any]]]:
+        return import_string(self.pack_work)
+
+    @property
+    def title(self) -> str:
+        return self.label or self.name
+
+    @property
+    def packs(self) -> bool:
+        return bool(self.pack_work) and settings.GYM_PACK_TOKEN_BUDGET > 0
+
+
+KINDS: dict[str, RunKind] = {}
+
+
+def register(kind: RunKind) -> None:
+    KINDS[kind.name] = kind
+
+
+def kind_named(name: str) -> RunKind:
+    try:
+        return KINDS[name]
+    except KeyError:
+        raise LookupError(f"no run kind {name!r}; known: {sorted(KINDS)}") from None
+
+
+def kind_of(run: Run) -> RunKind:
+    for kind in KINDS.values():
+        if isinstance(run, kind.run_model):
+            return kind
+    raise LookupError(f"{run.__class__.__name__} is not a registered run kind")
+
+
+def run_advance(kind: RunKind, run_id: int, attempt: int, to: str, **fields: Any) -> bool:
+    """Move to `to` if allowed from the current state (a conditional update, so two
+    workers can never both do it); False when the message is stale."""
+    count = kind.run_model.objects.filter(
+        pk=run_id, attempt=attempt, status__in=ALLOWED_FROM[to]
+    ).update(status=to, **fields)
+    return count == 1
+
+
+def run_progress(
+    *, kind: RunKind, run_id: int, attempt: int, done: int, total: int, restart: bool = False
+) -> None:
+    """Record progress and mark the run as started. Within one delivery progress only
+    grows (a late message changes nothing); `restart` is the first message of a delivery,
+    which starts again from `done` when a worker died and the message went to another
+    one: its clock for the sweep starts again too."""
+    now = timezone.now()
+    runs = kind.run_model.objects.filter(pk=run_id, attempt=attempt)
+    runs.filter(status=S.QUEUED).update(status=S.RUNNING, started_at=now)
+    running = runs.filter(status=S.RUNNING)
+    if restart:
+        # A kind whose worker cannot count its work up front sends 0: keep the request's.
+        fields: dict[str, Any] = {"progress_total": total} if total else {}
+        running.update(progress_done=done, started_at=now, **fields)
+    else:
+        running.filter(progress_done__lt=done).update(progress_done=done, progress_total=total)
+
+
+def _open_run(kind: RunKind, run_id: int, attempt: int) -> Run | None:
+    """The run, locked until the transaction ends, if this attempt is still open."""
+    return (
+        kind.run_model.objects.select_for_update()
+        .only("pk", "status", "attempt")
+        .filter(pk=run_id, attempt=attempt, status__in=ALLOWED_FROM[S.DONE])
+        .first()
+    )
+
+
+def _parts(kind: RunKind, run_id: int, attempt: int, count: int) -> Any:
+    return RunPart.objects.filter(kind=kind.name, run_id=run_id, attempt=attempt, count=count)
+
+
+def _part_row(kind: RunKind, run_id: int, attempt: int, count: int, index: int, size: int) -> Any:
+    row, _ = RunPart.objects.get_or_create(
+        kind=kind.name,
+        run_id=run_id,
+        attempt=attempt,
+        count=count,
+        index=index,
+        defaults={"size": size},
+    )
+    return row
+
+
+def _part_started(kind: RunKind, run: Run, count: int, *, restart: bool) -> None:
+    """A split run is running, its progress the sum of its parts'; a part that starts a
+    delivery (or is stored) restarts the sweep's clock, so that a run split into many
+    tasks is judged by its latest part, not its first."""
+    fields: dict[str, Any] = {
+        "status": S.RUNNING,
+        "progress_done": _parts(kind, run.pk, run.attempt, count).aggregate(n=Sum("done"))["n"]
+        or 0,
+    }
+    if restart or run.status == S.QUEUED:
+        fields["started_at"] = timezone.now()
+    kind.run_model.objects.filter(pk=run.pk, attempt=run.attempt).update(**fields)
+
+
+def run_part_progress(
+    *,
+    kind: RunKind,
+    run_id: int,
+    attempt: int,
+    part: int,
+    parts: int,
+    done: int,
+    size: int,
+    restart: bool = False,
+) -> None:
+    """Progress of one part of a run (see `evaluations.runs.packing`). A run in one part is
+    `run_progress`; a split run's progress is the sum of its parts'."""
+    if parts <= 1:
+        run_progress(
+            kind=kind, run_id=run_id, attempt=attempt, done=done, total=size, restart=restart
+        )
+        return
+    with transaction.atomic():
+        run = _open_run(kind, run_id, attempt)
+        if run is None:
+            return
+        row = _part_row(kind, run_id, attempt, parts, part, size)
+        if row.results is None and (restart or done > row.done):
+            RunPart.objects.filter(pk=row.pk).update(done=min(done, row.size))
+        _part_started(kind, run, parts, restart=restart)
+
+
+def run_part_stored(*, kind: RunKind, run_id: int, attempt: int, part: int, parts: int) -> bool:
+    """Whether a part needs nothing more: stored before, or its run's attempt is over."""
+    if (
+        parts > 1
+        and _parts(kind, run_id, attempt, parts).filter(index=part, results__isnull=False).exists()
+    ):
+        return True
+    return not kind.run_model.objects.filter(
+        pk=run_id, attempt=attempt, status__in=ALLOWED_FROM[S.DONE]
+    ).exists()
+
+
+def run_part_store(
+    *, kind: RunKind, run_id: int, attempt: int, part: int, parts: int, results: dict[str, Any]
+) -> bool:
+    """Store one part's results, once. A run in one part goes to the kind's store
+    function at once. A split run's parts wait in RunPart rows until the last one
+    arrives; then the run is stored whole, in the same transaction. A part stored
+    before (a re-delivery), a stale attempt or a finished run write nothing: False."""
+    if parts <= 1:
+        return kind.store_function()(run_id=run_id, attempt=attempt, results=results)
+    with transaction.atomic():
+        run = _open_run(kind, run_id, attempt)
+        if run is None:
+            return False
+        size = len(results.get("sentences") or ())
+        row = _part_row(kind, run_id, attempt, parts, part, size)
+        if row.results is not None:
+            return False
+        RunPart.objects.filter(pk=row.pk).update(results=results, size=size, done=size)
+        stored = list(_parts(kind, run_id, attempt, parts).filter(results__isnull=False))
+        if len(stored) < parts:
+            _part_started(kind, run, parts, restart=True)
+            return True
+        stored.sort(key=lambda p: p.index)
+        merged = packing.merge_results([p.results for p in stored])
+        wrote = kind.store_function()(run_id=run_id, attempt=attempt, results=merged)
+        RunPart.objects.filter(kind=kind.name, run_id=run_id).delete()
+    return wrote
+
+
+def run_fail(*, kind: RunKind, run_id: int, attempt: int, reason: str) -> bool:
+    # Everyone may read the reason: no server paths in it.
+    reason = public_error(reason)
+    return run_advance(
+        kind, run_id, attempt, S.FAILED, error=reason[:5000], finished_at=timezone.now()
+    )
+
+
+def runs_enqueue(*, kind: RunKind, runs: Sequence[Run]) -> None:
+    """Publish the runs' work on the gpu queue and mark them sent: in packed tasks for a
+    kind that packs (see `evaluations.runs.packing`), else one task per run. Call it only
+    after the rows are committed (a worker must never see a row that is not there): see
+    `runs_enqueue_on_commit`.
+
+    Raises BrokerUnavailable when some could not be published; they stay queued and
+    unsent, for the sweep or the next request."""
+    sent = _publish_packed(kind, runs) if kind.packs else _publish_each(kind, runs)
+    failed = len(runs) - sent
+    if failed:
+        raise BrokerUnavailable(
+            f"The task queue could not be reached, so {failed} run(s) are recorded but not "
+            "yet sent to a worker. Nothing was lost: they are sent as soon as the queue is "
+            "back, or when you ask again."
+        )
+
+
+def _mark_sent(kind: RunKind, run: Run) -> None:
+    kind.run_model.objects.filter(pk=run.pk, attempt=run.attempt).update(enqueued=True)
+    run.enqueued = True
+
+
+def _publish_each(kind: RunKind, runs: Sequence[Run]) -> int:
+    """One task per run; returns how many were published."""
+    from evaluations.runs import tasks
+
+    sent = 0
+    for run in runs:
+        try:
+            tasks.enqueue_work(kind.name, run.pk, run.attempt, kind.build_payload(run))
+        except Exception as exc:  # noqa: BLE001 - any broker failure is reported the same way
+            # The broker is down: the others would wait out the same timeouts for nothing.
+            log.warning("could not enqueue %s run %s: %s", kind.name, run.pk, exc)
+            break
+        _mark_sent(kind, run)
+        sent += 1
+    return sent
+
+
+def _publish_packed(kind: RunKind, runs: Sequence[Run]) -> int:
+    """Runs whose payloads agree but for their sentences (one model, one set of
+    options) share tasks of about GYM_PACK_TOKEN_BUDGET tokens. A run is marked sent
+    when all its parts are published; returns how many were."""
+    from evaluations.runs import tasks
+
+    families: dict[str, tuple[dict[str, Any], list[tuple[Run, list[Any]]]]] = {}
+    for run in runs:
+        payload = kind.build_payload(run)
+        sentences = payload.pop("sentences")
+        key = json.dumps(payload, sort_keys=True, default=str)
+        families.setdefault(key, (payload, []))[1].append((run, sentences))
+    sent = 0
+    for shared, members in families.values():
+        by_id = {run.pk: (run, sentences) for run, sentences in members}
+        plan = packing.pack(
+            [
+                (run.pk, run.attempt, [packing.estimated_tokens(s) for s in sentences])
+                for run, sentences in members
+            ],
+            settings.GYM_PACK_TOKEN_BUDGET,
+        )
+        for parts in plan:
+            groups = [by_id[p.run_id][1][p.start : p.stop] for p in parts]
+            try:
+                tasks.enqueue_pack(
+                    kind.name, [p.entry() for p in parts], {**shared, "groups": groups}
+                )
+            except Exception as exc:  # noqa: BLE001 - any broker failure is reported the same way
+                log.warning("could not enqueue %s runs %s: %s", kind.name, sorted(by_id), exc)
+                return sent
+            for part in parts:
+                if part.index == part.count - 1:
+                    _mark_sent(kind, by_id[part.run_id][0])
+                    sent += 1
+    return sent
+
+
+def runs_enqueue_on_commit(*, kind: RunKind, runs: Sequence[Run]) -> None:
+    """Enqueue once the current transaction commits (at once when there is none). A
+    BrokerUnavailable raised then propagates from the outermost `atomic` block, after
+    the rows are committed, so a view that called the service can still answer 503."""
+    pending = [r for r in runs if r.status == S.QUEUED and not r.enqueued]
+    if pending:
+        transaction.on_commit(lambda: runs_enqueue(kind=kind, runs=pending))
+
+
+def _check_may_manage(run: Run, user: Any, action: str) -> None:
+    if not run.may_manage(user):
+        raise PermissionDenied(
+            f"Only the benchmark's owner, the person who requested this run, or staff may "
+            f"{action} it."
+        )
+
+
+def run_retry(*, run: Run, user: Any) -> Run:
+    """Send a failed or cancelled run again as a new attempt (a late result of the old
+    attempt is then ignored); send a run that never reached the broker. Anything else is
+    a RunConflict: nothing happens silently."""
+    _check_may_manage(run, user, "retry")
+    kind = kind_of(run)
+    with transaction.atomic():
+        updated = kind.run_model.objects.filter(
+            pk=run.pk, status__in=(S.FAILED, S.CANCELLED)
+        ).update(
+            status=S.QUEUED,
+            enqueued=False,
+            attempt=F("attempt") + 1,
+            error="",
+            progress_done=0,
+            queued_at=timezone.now(),
+            started_at=None,
+            finished_at=None,
+        )
+        run.refresh_from_db()
+        # Parts of the earlier attempt are never stored now.
+        RunPart.objects.filter(kind=kind.name, run_id=run.pk).exclude(attempt=run.attempt).delete()
+        if not updated and not run.waiting_for_broker:
+            raise RunConflict(_not_retryable(run))
+        runs_enqueue_on_commit(kind=kind, runs=[run])
+    return run
+
+
+def _not_retryable(run: Run) -> str:
+    if run.status == S.DONE:
+        return "This run is done; there is nothing to retry."
+    if run.status == S.RUNNING:
+        return "This run is running; cancel it first if it is stuck, then retry."
+    return "This run is queued and already sent to a worker; it starts when one is free."
+
+
+def run_cancel(*, run: Run, user: Any) -> Run:
+    """Stop a queued or running run. A worker that is already computing it finishes its
+    batch of work, but its results are refused (the status machine never leaves
+    `cancelled` except by a retry)."""
+    _check_may_manage(run, user, "cancel")
+    kind = kind_of(run)
+    who = getattr(user, "username", "") or "someone"
+    cancelled = run_advance(
+        kind,
+        run.pk,
+        run.attempt,
+        S.CANCELLED,
+        error=f"Cancelled by {who}.",
+        finished_at=timezone.now(),
+    )
+    run.refresh_from_db()
+    if not cancelled:
+        raise RunConflict(
+            f"This run is {run.status}; only queued or running runs can be cancelled."
+        )
+    return run
+
+
+def _prune_parts(kind: RunKind) -> None:
+    """Parts of runs that finished without them (failed, cancelled) or are gone."""
+    open_runs = kind.run_model.objects.filter(status__in=(S.QUEUED, S.RUNNING)).values("pk")
+    RunPart.objects.filter(kind=kind.name).exclude(run_id__in=open_runs).delete()
+
+
+@dataclass
+class SweepReport:
+    resent: int = 0
+    unsent: int = 0
+    failed: int = 0
+    orphans: int = 0
+
+
+def stale_reason(seconds: int) -> str:
+    return (
+        f"No worker finished this run within {seconds} s of its start (the site's time "
+        "limit per run, plus the time a broker takes to hand the work of a lost worker to "
+        "another one): its worker stopped or lost its results. Retry it."
+    )
+
+
+def runs_sweep(*, now: Any = None, holds: Any = None) -> SweepReport:
+    """Heal what should have moved without anybody asking: send runs that are queued but
+    never reached the broker (it was down), send again runs that were sent but that no
+    queue and no live worker holds (`holds`, from `evaluations.runs.broker_watch`: their
+    worker died holding their message), and fail runs that have been running longer
+    than any worker may take. Safe to run at any time and from several places."""
+    now = now or timezone.now()
+    report = SweepReport()
+    resend_before = now - timedelta(seconds=settings.GYM_SWEEP_RESEND_AFTER)
+    stale_before = now - timedelta(seconds=settings.GYM_RUN_STALE_AFTER)
+    for kind in KINDS.values():
+        objects = kind.run_model.objects
+        unsent = list(
+            objects.filter(status=S.QUEUED, enqueued=False, queued_at__lt=resend_before).order_by(
+                "queued_at"
+            )
+        )
+        if unsent:
+            try:
+                runs_enqueue(kind=kind, runs=unsent)
+            except BrokerUnavailable:
+                pass
+            sent = sum(1 for r in unsent if r.enqueued)
+            report.resent += sent
+            report.unsent += len(unsent) - sent
+        for run_id, attempt in objects.filter(
+            status=S.RUNNING, started_at__lt=stale_before
+        ).values_list("pk", "attempt"):
+            if run_fail(
+                kind=kind,
+                run_id=run_id,
+                attempt=attempt,
+                reason=stale_reason(settings.GYM_RUN_STALE_AFTER),
+            ):
+                report.failed += 1
+        _prune_parts(kind)
+    if holds is not None:
+        report.orphans = _resend_orphans(holds)
+    if report.resent or report.failed or report.unsent or report.orphans:
+        log.info("sweep: %s", report)
+    return report
+
+
+def _resend_orphans(holds: Any) -> int:
+    """Runs sent to the broker, not finished, that nobody has held for
+    GYM_SWEEP_ORPHAN_AFTER seconds, or a part of which started, is not stored and is
+    held by nobody: publish their work again (parts stored before are not stored
+    twice). A queued one is sent as new; a running one keeps its status (its next
+    delivery restarts its progress)."""
+    open_runs: dict[tuple[str, int, int], tuple[RunKind, Run]] = {}
+    for kind in KINDS.values():
+        for run in kind.run_model.objects.filter(
+            status__in=(S.QUEUED, S.RUNNING), enqueued=True
+        ).order_by("pk"):
+            open_runs[(kind.name, run.pk, run.attempt)] = (kind, run)
+    orphans = set(open_runs) - holds.held
+    for name, run_id, attempt, index in RunPart.objects.filter(
+        results__isnull=True, count__gt=1
+    ).values_list("kind", "run_id", "attempt", "index"):
+        key = (name, run_id, attempt)
+        if key in open_runs and (name, run_id, attempt, index) not in holds.held_parts:
+            orphans.add(key)
+    confirmed = holds.confirm_orphans(orphans, after=settings.GYM_SWEEP_ORPHAN_AFTER)
+    by_kind: dict[str, list[Run]] = {}
+    for key in sorted(confirmed):
+        kind, run = open_runs[key]
+        log.warning(
+            "sweep: %s run %s (attempt %s) is %s but no queue and no live worker has held "
+            "it for %s s: sending it again",
+            kind.name,
+            run.pk,
+            run.attempt,
+            run.status,
+            settings.GYM_SWEEP_ORPHAN_AFTER,
+        )
+        by_kind.setdefault(kind.name, []).append(run)
+    resent = 0
+    for name, runs in by_kind.items():
+        try:
+            runs_enqueue(kind=KINDS[name], runs=runs)
+        except BrokerUnavailable as exc:  # the next sweep tries again
+            log.warning("sweep: %s", exc)
+            continue
+        resent += len(runs)
+    return resent

@@ -1,0 +1,635 @@
+"""Celery tasks of the run chain, the same for every kind of run (`evaluations.runs.lifecycle` holds
+the kinds, the status machine and the services these tasks wrap).
+
+1. request: a service (`services.evaluation_request` for suites) creates one run row
+   per (model, benchmark, content) in one transaction: status `queued`, attempt 1.
+2. enqueue: when that transaction commits, `runs.runs_enqueue` publishes
+   `work(kind, run_id, attempt, payload)` on the `gpu` queue and marks the row
+   `enqueued`. If the broker is down the row stays unsent, the request answers 503, and
+   the periodic `sweep` sends it once the broker is back.
+   A kind that packs (suites) is sent instead as `work_pack(kind, entries, payload)`
+   tasks of about GYM_PACK_TOKEN_BUDGET tokens each (`evaluations.runs.packing`): small runs
+   share one task and one engine call, a large run is split into parts across tasks.
+3. score: a GPU worker runs the kind's worker function on the payload (for suites,
+   `worker.run_scoring`: sentences in, region surprisals out). It never touches the
+   database. It reports `progress` to the default queue, best effort; the first report
+   moves the run to `running`.
+4. store: the worker hands its results to `store(kind, run_id, attempt, results)` on the
+   default queue (through a file in `GYM_RUN_RESULTS_DIR` when the workers share a
+   disk, so that no message is huge; in the message otherwise), which writes them in one
+   transaction with the kind's store function and moves the run to `done`. A packed
+   task hands each of its parts to `store_part` in a message of its own: a run in one
+   part is stored at once, a split run's parts wait in `RunPart` rows until its last
+   part arrives (`runs.run_part_store`); each part is stored once.
+5. outcomes: for suites that transaction also derives the prediction outcomes and the
+   accuracy (`evaluations.syntaxgym.outcomes`).
+
+Faults: a permanent error sends `fail` with its reason; a transient one retries with
+back-off (scoring on a busy GPU; storing on a locked or unreachable database); any other
+final exception, the hard time limit included, reaches `on_failure`, which records the
+failure. A lost worker is not a failure: the broker hands its message to another
+worker. Every message carries the run's attempt, so a message of an older attempt (a
+retry happened since) or for a finished run changes nothing. `sweep` (every
+`GYM_SWEEP_EVERY_SECONDS`, from celery beat) sends runs that never reached the broker
+and fails runs that have been running longer than any worker may take."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from billiard.exceptions import WorkerLostError
+from celery import Task, current_app, shared_task
+from celery.exceptions import SoftTimeLimitExceeded, TimeLimitExceeded
+from celery.signals import worker_process_init
+from django.conf import settings
+from django.db import InterfaceError
+from django.db import OperationalError as DatabaseError
+from kombu.exceptions import OperationalError as BrokerError
+
+from evaluations.runs import broker_watch
+
+log = logging.getLogger(__name__)
+
+GPU_QUEUE = "gpu"
+DEFAULT_QUEUE = "celery"
+# Publishing from a web request must fail fast when the broker is down, so that the
+# request can say so.
+PUBLISH_RETRY_POLICY = {
+    "max_retries": 2,
+    "interval_start": 0.2,
+    "interval_step": 0.5,
+    "interval_max": 1,
+}
+# A worker handing over results (or a failure) waits out a broker hiccup: losing the
+# message would lose a run's work. About two minutes in all.
+HANDOVER_RETRY_POLICY = {
+    "max_retries": 15,
+    "interval_start": 0.5,
+    "interval_step": 2,
+    "interval_max": 10,
+}
+# Database and broker errors that pass: storing and failing retry them with back-off.
+TRANSIENT_STORE_ERRORS = (DatabaseError, InterfaceError, BrokerError, ConnectionError)
+STORE_MAX_RETRIES = 8
+
+
+@worker_process_init.connect
+def import_work_functions(**_kwargs: Any) -> None:
+    """A worker that takes work from the gpu queue imports the kinds' work functions
+    (torch, the engine) when its pool process starts, not inside the first run: the
+    import takes seconds that would count against that run's time limit, and a limit
+    that strikes inside it leaves the module half-imported for every later run."""
+    consumed = current_app.amqp.queues.consume_from
+    if consumed and GPU_QUEUE not in consumed:
+        return
+    # The services modules register the kinds.
+    from evaluations.minimal_pairs import services as pair_services  # noqa: F401
+    from evaluations.probing import services as probing_services  # noqa: F401
+    from evaluations.runs import lifecycle as runs  # noqa: F401
+    from evaluations.syntaxgym import services  # noqa: F401
+
+    for kind in runs.KINDS.values():
+        kind.work_function()
+        if kind.pack_work:
+            kind.pack_work_function()
+
+
+def soft_time_limit(hard: int) -> int:
+    """A little before the hard limit, so that a run that is too long can say so itself
+    instead of being killed without a word."""
+    return max(hard - min(60, max(hard // 10, 1)), 1)
+
+
+class TransientScoringError(Exception):
+    """A failure worth retrying (out of memory on a busy GPU, a lost connection)."""
+
+
+def enqueue_work(kind: str, run_id: int, attempt: int, payload: dict[str, Any]) -> None:
+    """Publish a run's work. Its time limits travel in the message, from this site's
+    settings at the time of the request, so every worker applies the same ones."""
+    _publish_work(work, [kind, run_id, attempt, payload])
+
+
+def enqueue_pack(kind: str, entries: list[dict[str, int]], payload: dict[str, Any]) -> None:
+    """Publish a packed task: parts of one or more runs, each entry {"run", "attempt",
+    "part", "parts"} with its sentences in payload["groups"] (see evaluations.runs.packing)."""
+    _publish_work(work_pack, [kind, entries, payload])
+
+
+def _publish_work(task: Any, args: list[Any]) -> None:
+    hard = settings.CELERY_TASK_HARD_TIME_LIMIT
+    task.apply_async(
+        args=args,
+        # The runs it is about, for the sweep (evaluations.runs.broker_watch) and the logs.
+        argsrepr=broker_watch.run_label(args[0], _work_labels(args)),
+        queue=GPU_QUEUE,
+        time_limit=hard,
+        soft_time_limit=soft_time_limit(hard),
+        retry=True,
+        retry_policy=PUBLISH_RETRY_POLICY,
+        compression="zlib",
+    )
+
+
+def _hand_over(task: Any, *args: Any) -> None:
+    """A message about one run (kind, run id, attempt, ...) on the default queue."""
+    task.apply_async(
+        args=list(args),
+        argsrepr=broker_watch.run_label(args[0], [_hand_over_label(task, args)]),
+        queue=DEFAULT_QUEUE,
+        retry=True,
+        retry_policy=HANDOVER_RETRY_POLICY,
+        compression="zlib",
+    )
+
+
+def _work_labels(args: list[Any]) -> list[tuple[int, ...]]:
+    """What a work message's label names: its runs, and for a packed task each part."""
+    if isinstance(args[1], list):
+        return [(e["run"], e["attempt"], e["part"], e["parts"]) for e in args[1]]
+    return [(args[1], args[2])]
+
+
+def _hand_over_label(task: Any, args: tuple[Any, ...]) -> tuple[int, ...]:
+    """A `store_part` message names its part (kind, run, attempt, part, parts, ...)."""
+    if task is store_part:
+        return (args[1], args[2], args[3], args[4])
+    return (args[1], args[2])
+
+
+def _report_parts(kind: str, entries: list[dict[str, int]], restart: bool) -> None:
+    """Best effort, as _report_progress: each entry a part with its done and size."""
+    try:
+        progress_parts.apply_async(args=[kind, entries, restart], queue=DEFAULT_QUEUE, retry=False)
+    except Exception as exc:  # noqa: BLE001 - whatever the broker says, the runs go on
+        log.warning("progress of %s runs not reported: %s", kind, exc)
+
+
+def _report_progress(
+    kind: str, run_id: int, attempt: int, done: int, total: int, restart: bool
+) -> None:
+    """Best effort: a broker hiccup costs a progress update, never the run."""
+    try:
+        progress.apply_async(
+            args=[kind, run_id, attempt, done, total, restart],
+            queue=DEFAULT_QUEUE,
+            retry=False,
+        )
+    except Exception as exc:  # noqa: BLE001 - whatever the broker says, the run goes on
+        log.warning("progress of %s run %s not reported: %s", kind, run_id, exc)
+
+
+class WorkTask(Task):
+    """Records every final failure of a run's work. The task body handles the usual ones
+    (it sends `fail` with the reason); this catches what escapes it: the hard time limit,
+    which kills the pool process (the worker's main process then calls this), and a
+    failure to hand over the results. A lost worker is not a failure: its message goes
+    to another worker."""
+
+    def on_failure(self, exc: Exception, task_id: str, args: Any, kwargs: Any, einfo: Any) -> None:
+        if isinstance(exc, WorkerLostError) or not isinstance(args, list | tuple) or len(args) < 3:
+            return
+        limit = exc.args[0] if isinstance(exc, TimeLimitExceeded) and exc.args else None
+        seconds = int(limit) if isinstance(limit, int | float) else None
+        reason = failure_reason(exc, limit=seconds, kind=args[0])
+        _fail_all(args[0], _work_targets(args), reason)
+
+
+def _work_targets(args: list[Any] | tuple[Any, ...]) -> list[tuple[int, int]]:
+    """(run id, attempt) of each run a work message is about: `work` is about one run,
+    `work_pack` about the runs of its entries."""
+    if isinstance(args[1], list):
+        return [(entry["run"], entry["attempt"]) for entry in args[1]]
+    return [(args[1], args[2])]
+
+
+def _fail_all(kind: str, targets: list[tuple[int, int]], reason: str) -> None:
+    for run_id, attempt in targets:
+        try:
+            _hand_over(fail, kind, run_id, attempt, reason)
+        except Exception:  # noqa: BLE001 - the sweep fails the run later, with a reason
+            log.exception("could not record the failure of %s run %s", kind, run_id)
+
+
+def _work_failed(task: Any, exc: Exception, kind: str, targets: list[tuple[int, int]]) -> None:
+    """A transient error is retried with back-off (raises Retry); any other, or the last
+    try, fails every run of the message with the reason."""
+    transient = _is_transient(exc)
+    if transient and task.request.retries < task.max_retries:
+        raise task.retry(exc=exc, countdown=retry_countdown(task.request.retries)) from exc
+    if not transient:
+        log.exception("%s runs %s failed", kind, [run_id for run_id, _ in targets])
+    reason = failure_reason(
+        exc, retries=task.request.retries, limit=task.request.soft_time_limit, kind=kind
+    )
+    for run_id, attempt in targets:
+        _hand_over(fail, kind, run_id, attempt, reason)
+
+
+# The GPU work tasks' options: a run is acknowledged only when its work is handed
+# over, and re-delivered when its worker dies. The time limits are defaults only:
+# enqueue_work sets the limits of each message.
+WORK_TASK_OPTIONS: dict[str, Any] = {
+    "base": WorkTask,
+    "bind": True,
+    "acks_late": True,
+    "reject_on_worker_lost": True,
+    "max_retries": 5,
+    "time_limit": settings.CELERY_TASK_HARD_TIME_LIMIT,
+    "soft_time_limit": soft_time_limit(settings.CELERY_TASK_HARD_TIME_LIMIT),
+}
+
+
+@shared_task(name="runs.work", **WORK_TASK_OPTIONS)
+def work(self: Any, kind: str, run_id: int, attempt: int, payload: dict[str, Any]) -> None:
+    from evaluations.runs import lifecycle as runs
+
+    run_kind = runs.kind_named(kind)
+    if _delivered_too_often(self, kind, [(run_id, attempt, 0)]):
+        return
+    reporter = _Progress(kind, run_id, attempt)
+    # A delivery starts from 0, also when it is a re-delivery after its worker died.
+    reporter.start(payload)
+    try:
+        # Inside the try: importing torch takes seconds and counts against the time limit.
+        results = run_kind.work_function()(payload, progress=reporter)
+    except Exception as exc:
+        _work_failed(self, exc, kind, [(run_id, attempt)])
+        return
+    _hand_over(store, kind, run_id, attempt, results_pack(kind, run_id, attempt, results))
+
+
+@shared_task(name="runs.work_pack", **WORK_TASK_OPTIONS)
+def work_pack(self: Any, kind: str, entries: list[dict[str, int]], payload: dict[str, Any]) -> None:
+    """Parts of several runs (or of one big run) in one engine call; each part's
+    results go to `store_part` in their own message, so each run is stored on its own."""
+    from evaluations.runs import lifecycle as runs
+
+    run_kind = runs.kind_named(kind)
+    if _delivered_too_often(self, kind, [(e["run"], e["attempt"], e["part"]) for e in entries]):
+        return
+    reporter = _PackProgress(kind, entries, [len(group) for group in payload["groups"]])
+    reporter.start(payload)
+    try:
+        results = run_kind.pack_work_function()(payload, progress=reporter)
+    except Exception as exc:
+        _work_failed(self, exc, kind, [(entry["run"], entry["attempt"]) for entry in entries])
+        return
+    for entry, result in zip(entries, results, strict=True):
+        run_id, attempt = entry["run"], entry["attempt"]
+        packed = results_pack(kind, run_id, attempt, result)
+        _hand_over(store_part, kind, run_id, attempt, entry["part"], entry["parts"], packed)
+
+
+def lost_too_often_reason(deliveries: int) -> str:
+    return (
+        f"This work was started {deliveries} times and its worker died each time before "
+        "finishing it (killed by the system, often for lack of memory, or crashed in the "
+        "model's code), so it is not started again. Retry it once the worker has more "
+        "memory, or with a smaller benchmark."
+    )
+
+
+def _delivered_too_often(task: Any, kind: str, targets: list[tuple[int, int, int]]) -> bool:
+    """A message whose worker dies is given to a worker again (acks_late and
+    reject_on_worker_lost): a run that kills its worker every time (out of memory) would
+    come back for ever. Past GYM_MAX_DELIVERIES its runs fail with the reason. A retry
+    after a transient error is a new message, counted on its own."""
+    deliveries = broker_watch.count_delivery(kind, targets, try_number=task.request.retries or 0)
+    if deliveries <= settings.GYM_MAX_DELIVERIES:
+        return False
+    log.warning("%s runs %s delivered %s times; failing them", kind, targets, deliveries)
+    _fail_all(
+        kind,
+        sorted({(run, attempt) for run, attempt, _ in targets}),
+        lost_too_often_reason(deliveries - 1),
+    )
+    return True
+
+
+def retry_countdown(retries: int) -> int:
+    """Seconds before the next try of a run's work: 4, 8, 16 ... at most 5 minutes, so a
+    busy GPU gets time to free its memory."""
+    return min(2 ** (retries + 2), 300)
+
+
+class _Progress:
+    """The worker function's progress callback: throttled to one message every
+    GYM_PROGRESS_EVERY_SECONDS (the last one always goes), best effort. It also honours
+    the test harness's pacing hook (GYM_RUN_HOLD_DIR)."""
+
+    def __init__(self, kind: str, run_id: int, attempt: int) -> None:
+        self.args = (kind, run_id, attempt)
+        self.last = 0.0
+
+    def start(self, payload: dict[str, Any]) -> None:
+        self._send(0, len(payload.get("sentences") or ()), True)
+        self.last = time.monotonic()
+
+    def _send(self, done: int, total: int, restart: bool) -> None:
+        _report_progress(*self.args, done, total, restart)
+
+    def __call__(self, done: int, total: int) -> None:
+        now = time.monotonic()
+        if now - self.last >= settings.GYM_PROGRESS_EVERY_SECONDS or done == total:
+            self.last = now
+            self._send(done, total, False)
+        if 0 < done < total:
+            self._hold(done, total)
+
+    def _hold(self, done: int, total: int) -> None:
+        """While the file `hold` is in GYM_RUN_HOLD_DIR, wait here (after reporting where
+        the run is), so that a test decides when a run is mid-flight instead of racing
+        it. Unset in production; the soft time limit still interrupts the wait."""
+        folder = settings.GYM_RUN_HOLD_DIR
+        if not folder or not (Path(folder) / "hold").exists():
+            return
+        self._send(done, total, False)
+        while (Path(folder) / "hold").exists():
+            time.sleep(0.05)
+
+
+class _PackProgress(_Progress):
+    """Progress of a packed task, told to each of its parts: the engine counts the
+    sentences of all parts together and works through them by length, so each part is
+    credited its share of what is done (all of it at the end)."""
+
+    def __init__(self, kind: str, entries: list[dict[str, int]], sizes: list[int]) -> None:
+        self.kind = kind
+        self.entries = entries
+        self.sizes = sizes
+        self.last = 0.0
+
+    def start(self, payload: dict[str, Any]) -> None:
+        self._send(0, sum(self.sizes), True)
+        self.last = time.monotonic()
+
+    def _send(self, done: int, total: int, restart: bool) -> None:
+        shares = [
+            {**entry, "done": size if done >= total else size * done // max(total, 1), "size": size}
+            for entry, size in zip(self.entries, self.sizes, strict=True)
+        ]
+        _report_parts(self.kind, shares, restart)
+
+
+def results_pack(kind: str, run_id: int, attempt: int, results: dict[str, Any]) -> dict[str, Any]:
+    """What travels to `store`: a reference to a file when the workers share a results
+    folder (the embedded default: a 100,000-item suite gives a result of 100 MB, too big
+    to be one message), else the results themselves."""
+    folder = settings.GYM_RUN_RESULTS_DIR
+    if not folder:
+        return {"inline": results}
+    Path(folder).mkdir(parents=True, exist_ok=True)
+    name = f"{kind}-{run_id}-{attempt}-{uuid.uuid4().hex}.json"
+    partial = Path(folder) / f".{name}.partial"
+    with partial.open("w", encoding="utf-8") as out:
+        json.dump(results, out, separators=(",", ":"))
+        out.flush()
+        os.fsync(out.fileno())
+    # A reader never sees a half-written file: the name appears when the content is there.
+    os.replace(partial, Path(folder) / name)
+    return {"file": name}
+
+
+def _results_path(packed: dict[str, Any]) -> Path | None:
+    if "file" not in packed:
+        return None
+    # Only a bare file name inside the results folder, whatever the message says.
+    return Path(settings.GYM_RUN_RESULTS_DIR) / Path(str(packed["file"])).name
+
+
+def results_unpack(packed: dict[str, Any]) -> dict[str, Any] | None:
+    """The results, or None when their file is gone (stored before: a re-delivery)."""
+    path = _results_path(packed)
+    if path is None:
+        return packed["inline"]
+    try:
+        with path.open(encoding="utf-8") as data:
+            return json.load(data)
+    except FileNotFoundError:
+        return None
+
+
+def results_discard(packed: dict[str, Any]) -> None:
+    path = _results_path(packed)
+    if path is not None:
+        path.unlink(missing_ok=True)
+
+
+def results_prune(*, older_than_seconds: float) -> int:
+    """Delete result files nobody stored (their message was lost with a broker folder);
+    returns how many. Old enough that no pending store can still want them."""
+    folder = settings.GYM_RUN_RESULTS_DIR
+    if not folder or not Path(folder).is_dir():
+        return 0
+    cutoff = time.time() - older_than_seconds
+    pruned = 0
+    for path in Path(folder).iterdir():
+        try:
+            if path.is_file() and path.stat().st_mtime < cutoff:
+                path.unlink()
+                pruned += 1
+        except FileNotFoundError:
+            continue
+    return pruned
+
+
+# What a kind's work is called on its pages, and what a user can do to make it shorter.
+WORK_WORDS: dict[str, tuple[str, str]] = {
+    "suite": ("Scoring", "Split the suite into smaller ones"),
+    "pairs": ("Scoring", "Split the minimal-pair set into smaller ones"),
+    "probing": ("Probing", "Use a task with fewer sentences"),
+}
+
+
+def failure_reason(
+    exc: BaseException, *, retries: int = 0, limit: int | None = None, kind: str = "suite"
+) -> str:
+    """What the run's page says about a run that failed for good."""
+    work, shorter = WORK_WORDS.get(kind, ("The work", "Use a smaller benchmark"))
+    if isinstance(exc, SoftTimeLimitExceeded | TimeLimitExceeded):
+        # The same run on the same worker would take as long again.
+        packing = ", to lower GYM_PACK_TOKEN_BUDGET (smaller tasks)" if kind == "suite" else ""
+        return (
+            f"{work} took longer than this site's limit of {limit or '?'} s per run and "
+            f"was stopped. {shorter}, or ask the site's administrator to raise "
+            f"CELERY_TASK_HARD_TIME_LIMIT{packing}, or to add a faster GPU worker."
+        )
+    if isinstance(exc, BrokerError):
+        return (
+            "The worker finished but could not hand its results to the site (the task "
+            f"queue was unreachable: {exc}). Retry the run."
+        )
+    # Only now: importing the engine imports torch, seconds that a run over time lacks.
+    from evaluations.scoring.schema import ModelLoadError, ScoringError
+
+    if isinstance(exc, ModelLoadError):
+        # The model is not there; retrying will not make it appear.
+        return f"The model could not be loaded: {exc}"
+    if isinstance(exc, ScoringError):
+        return f"{work} failed: {exc}"
+    if _is_transient(exc):
+        return f"Gave up after {retries} retries: {exc.__class__.__name__}: {exc}"
+    return f"{work} failed: {exc.__class__.__name__}: {exc}"
+
+
+def _is_transient(exc: BaseException) -> bool:
+    """Worth retrying: out of memory (a busy GPU, CUDA included) or a lost connection."""
+    return isinstance(exc, MemoryError | ConnectionError | TransientScoringError) or (
+        exc.__class__.__name__ == "OutOfMemoryError"
+    )
+
+
+class StoreTask(Task):
+    """Storing and failing retry transient errors with back-off (autoretry_for); when
+    they give up, the run is failed here with the reason, never left running."""
+
+    def on_failure(self, exc: Exception, task_id: str, args: Any, kwargs: Any, einfo: Any) -> None:
+        if isinstance(exc, WorkerLostError) or not isinstance(args, list | tuple) or len(args) < 3:
+            return
+        from evaluations.runs import lifecycle as runs
+
+        kind, run_id, attempt = args[0], args[1], args[2]
+        if self.name == fail.name and len(args) > 3:
+            reason = str(args[3])  # recording the failure failed: record it from here
+        else:
+            reason = (
+                f"The results could not be stored ({exc.__class__.__name__}: {exc}). Retry the run."
+            )
+        try:
+            runs.run_fail(kind=runs.kind_named(kind), run_id=run_id, attempt=attempt, reason=reason)
+        except Exception:  # noqa: BLE001 - the database is gone; the sweep fails it later
+            log.exception("could not record the failure of %s run %s", kind, run_id)
+        if self.name in (store.name, store_part.name) and isinstance(args[-1], dict):
+            results_discard(args[-1])
+
+
+RESULTS_LOST = "The worker's results were lost before they could be stored. Retry the run."
+
+_STORE_OPTIONS: dict[str, Any] = {
+    "bind": True,
+    "base": StoreTask,
+    "acks_late": True,
+    "reject_on_worker_lost": True,
+    "autoretry_for": TRANSIENT_STORE_ERRORS,
+    "max_retries": STORE_MAX_RETRIES,
+    # 1, 2, 4 ... s, at most a minute, jittered so that a burst does not retry in step.
+    "retry_backoff": 1,
+    "retry_backoff_max": 60,
+    "retry_jitter": True,
+}
+
+
+@shared_task(name="runs.store", **_STORE_OPTIONS)
+def store(self: Any, kind: str, run_id: int, attempt: int, packed: dict[str, Any]) -> bool:
+    from evaluations.runs import lifecycle as runs
+
+    run_kind = runs.kind_named(kind)
+    results = results_unpack(packed)
+    if results is None:
+        # Stored and cleaned up by an earlier delivery, or lost with a disk: the run is
+        # then finished, or it fails here with the reason.
+        runs.run_fail(
+            kind=run_kind,
+            run_id=run_id,
+            attempt=attempt,
+            reason=RESULTS_LOST,
+        )
+        return False
+    wrote = run_kind.store_function()(run_id=run_id, attempt=attempt, results=results)
+    results_discard(packed)
+    return wrote
+
+
+@shared_task(name="runs.store_part", **_STORE_OPTIONS)
+def store_part(
+    self: Any, kind: str, run_id: int, attempt: int, part: int, parts: int, packed: dict[str, Any]
+) -> bool:
+    """One part's results of a packed task (see `runs.run_part_store`)."""
+    from evaluations.runs import lifecycle as runs
+
+    run_kind = runs.kind_named(kind)
+    results = results_unpack(packed)
+    if results is None:
+        if runs.run_part_stored(
+            kind=run_kind, run_id=run_id, attempt=attempt, part=part, parts=parts
+        ):
+            return False  # an earlier delivery stored it and removed the file
+        runs.run_fail(kind=run_kind, run_id=run_id, attempt=attempt, reason=RESULTS_LOST)
+        return False
+    wrote = runs.run_part_store(
+        kind=run_kind, run_id=run_id, attempt=attempt, part=part, parts=parts, results=results
+    )
+    results_discard(packed)
+    return wrote
+
+
+@shared_task(name="runs.fail", **_STORE_OPTIONS)
+def fail(self: Any, kind: str, run_id: int, attempt: int, reason: str) -> bool:
+    from evaluations.runs import lifecycle as runs
+
+    return runs.run_fail(kind=runs.kind_named(kind), run_id=run_id, attempt=attempt, reason=reason)
+
+
+@shared_task(name="runs.progress", ignore_result=True)
+def progress(
+    kind: str, run_id: int, attempt: int, done: int, total: int, restart: bool = False
+) -> None:
+    from evaluations.runs import lifecycle as runs
+
+    try:
+        runs.run_progress(
+            kind=runs.kind_named(kind),
+            run_id=run_id,
+            attempt=attempt,
+            done=done,
+            total=total,
+            restart=restart,
+        )
+    except (DatabaseError, InterfaceError) as exc:
+        # Best effort: the next report, or the store, brings the row up to date.
+        log.warning("progress of %s run %s not recorded: %s", kind, run_id, exc)
+
+
+@shared_task(name="runs.progress_parts", ignore_result=True)
+def progress_parts(kind: str, entries: list[dict[str, int]], restart: bool = False) -> None:
+    """Progress of the parts of a packed task, each recorded on its own run."""
+    from evaluations.runs import lifecycle as runs
+
+    run_kind = runs.kind_named(kind)
+    for entry in entries:
+        try:
+            runs.run_part_progress(
+                kind=run_kind,
+                run_id=entry["run"],
+                attempt=entry["attempt"],
+                part=entry["part"],
+                parts=entry["parts"],
+                done=entry["done"],
+                size=entry["size"],
+                restart=restart,
+            )
+        except (DatabaseError, InterfaceError) as exc:
+            log.warning("progress of %s run %s not recorded: %s", kind, entry["run"], exc)
+
+
+@shared_task(name="runs.sweep", ignore_result=True)
+def sweep() -> None:
+    from evaluations.runs import lifecycle as runs
+
+    try:
+        holds = broker_watch.broker_holds()
+    except Exception as exc:  # noqa: BLE001 - the rest of the sweep needs no broker
+        log.warning("sweep: could not look at the broker and workers: %s", exc)
+        holds = None
+    if holds is not None:
+        holds.record_status()
+    runs.runs_sweep(holds=holds)
+    # A week: far beyond any store's retries, short enough that lost files do not pile up.
+    results_prune(older_than_seconds=7 * 24 * 3600)

@@ -1,0 +1,413 @@
+"""REST API for models and evaluations: thin views over the services."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.shortcuts import get_object_or_404
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import exceptions, generics, serializers, status
+from rest_framework.permissions import IsAuthenticated, IsAuthenticatedOrReadOnly
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from evaluations.models import Evaluation, LanguageModel, Run
+from evaluations.runs import lifecycle as runs
+from evaluations.runs import selectors as run_selectors
+from evaluations.syntaxgym import services
+from suites.models import Suite, Tag
+from suites.syntaxgym.selectors import suites_with_tag
+
+
+class LanguageModelSerializer(serializers.ModelSerializer):
+    registered_by = serializers.CharField(
+        source="registered_by.username", default=None, allow_null=True, read_only=True
+    )
+
+    def to_representation(self, instance: LanguageModel) -> dict[str, Any]:
+        data = super().to_representation(instance)
+        request = self.context.get("request")
+        if not (request is not None and request.user.is_staff):
+            # Only staff learn where a local model lies on the server.
+            data["source"] = instance.public_source
+        return data
+
+    class Meta:
+        model = LanguageModel
+        fields = [
+            "name",
+            "display_name",
+            "source",
+            "revision",
+            "kind",
+            "parameter_count",
+            "description",
+            "reference_url",
+            "is_baseline",
+            "is_hidden",
+            "registered_by",
+            "created_at",
+        ]
+        read_only_fields = [
+            "kind",
+            "parameter_count",
+            "is_baseline",
+            "is_hidden",
+            "registered_by",
+            "created_at",
+        ]
+        # As on the page: the short name is made from the source, the display name too.
+        extra_kwargs = {
+            "name": {"required": False, "allow_blank": True},
+            "display_name": {"required": False, "allow_blank": True},
+        }
+
+
+class EvaluationSerializer(serializers.ModelSerializer):
+    model = serializers.CharField(source="model.name")
+    suite = serializers.CharField(source="suite.name")
+    outdated = serializers.BooleanField(read_only=True)
+    url = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Evaluation
+        fields = [
+            "id",
+            "model",
+            "suite",
+            "content_hash",
+            "outdated",
+            "status",
+            "enqueued",
+            "attempt",
+            "progress_done",
+            "progress_total",
+            "error",
+            "metric",
+            "accuracy",
+            "diagnostics",
+            "created_at",
+            "started_at",
+            "finished_at",
+            "url",
+        ]
+
+    def get_url(self, evaluation: Evaluation) -> str:
+        return evaluation.get_absolute_url()
+
+
+class RequestedEvaluationSerializer(EvaluationSerializer):
+    """An evaluation in the answer to a request: `queued_now` tells whether this request
+    created it (false: it was already requested for the same content)."""
+
+    queued_now = serializers.SerializerMethodField()
+
+    class Meta(EvaluationSerializer.Meta):
+        fields = [*EvaluationSerializer.Meta.fields, "queued_now"]
+
+    def get_queued_now(self, evaluation: Evaluation) -> bool:
+        return evaluation.pk in self.context.get("created_ids", ())
+
+
+def _named(names: list[str], *, queryset: Any, noun: str) -> list[Any]:
+    """The rows of `queryset` named `names`, in that order; a 400 (at the field being
+    validated) naming each one missing."""
+    found = {obj.name: obj for obj in queryset.filter(name__in=names)}
+    missing = [n for n in names if n not in found]
+    if missing:
+        raise serializers.ValidationError(
+            [f"no {noun} named {n!r}" for n in missing], code="does_not_exist"
+        )
+    return [found[n] for n in dict.fromkeys(names)]
+
+
+def _visible_models() -> Any:
+    return LanguageModel.objects.filter(is_hidden=False)
+
+
+def _open_suites() -> Any:
+    # Archived suites take no new evaluations.
+    return Suite.objects.filter(archived_at__isnull=True)
+
+
+class EvaluationRequestSerializer(serializers.Serializer):
+    model = serializers.CharField(
+        required=False, allow_blank=True, default="", help_text="One model's name"
+    )
+    models = serializers.ListField(
+        child=serializers.CharField(),
+        required=False,
+        default=list,
+        help_text="Model names; each is queued on every suite (with `model`, if given)",
+    )
+    suites = serializers.ListField(child=serializers.CharField(), required=False, default=list)
+    tag = serializers.CharField(required=False, allow_blank=True, default="")
+
+    def validate_model(self, name: str) -> list[LanguageModel]:
+        return _named([name], queryset=_visible_models(), noun="model") if name else []
+
+    def validate_models(self, names: list[str]) -> list[LanguageModel]:
+        return _named(names, queryset=_visible_models(), noun="model")
+
+    def validate_suites(self, names: list[str]) -> list[Suite]:
+        return _named(names, queryset=_open_suites(), noun="suite")
+
+    def validate_tag(self, name: str) -> Tag | None:
+        return _named([name], queryset=Tag.objects, noun="tag")[0] if name else None
+
+    def validate(self, attrs: dict) -> dict:
+        models = list(dict.fromkeys([*attrs["model"], *attrs["models"]]))
+        if not models:
+            raise serializers.ValidationError({"models": ["name at least one model"]})
+        suites = suites_with_tag(attrs["suites"], attrs["tag"])
+        if not suites:
+            raise serializers.ValidationError(
+                "give at least one suite name in 'suites', or a 'tag' that has suites"
+            )
+        attrs["all_models"] = models
+        attrs["all_suites"] = suites
+        return attrs
+
+
+class RerunOutdatedSerializer(serializers.Serializer):
+    suite = serializers.CharField(required=False, allow_blank=True, default="")
+    model = serializers.CharField(required=False, allow_blank=True, default="")
+
+    def validate_suite(self, name: str) -> Suite | None:
+        return _named([name], queryset=Suite.objects, noun="suite")[0] if name else None
+
+    def validate_model(self, name: str) -> LanguageModel | None:
+        return _named([name], queryset=LanguageModel.objects, noun="model")[0] if name else None
+
+    def validate(self, attrs: dict) -> dict:
+        if attrs["suite"] is None and attrs["model"] is None:
+            raise serializers.ValidationError("name a 'suite' or a 'model' (or both)")
+        return attrs
+
+
+def _request_response(request: Request, outcome: services.RequestOutcome) -> Response:
+    context = {"request": request, "created_ids": {e.pk for e in outcome.created}}
+    body = RequestedEvaluationSerializer(outcome.evaluations, many=True, context=context).data
+    code = status.HTTP_201_CREATED if outcome.created else status.HTTP_200_OK
+    return Response(body, status=code)
+
+
+class ModelListCreate(generics.ListAPIView):
+    serializer_class = LanguageModelSerializer
+    permission_classes = [IsAuthenticatedOrReadOnly]
+
+    def get_queryset(self):  # type: ignore[no-untyped-def]
+        models = LanguageModel.objects.select_related("registered_by")
+        user = self.request.user
+        return models if user.is_staff else models.filter(is_hidden=False)
+
+    @extend_schema(request=LanguageModelSerializer, responses={201: LanguageModelSerializer})
+    def post(self, request: Request) -> Response:
+        data = LanguageModelSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        fields = {
+            k: v
+            for k, v in data.validated_data.items()
+            if k in {"name", "display_name", "source", "revision", "description", "reference_url"}
+        }
+        model = services.model_register(user=request.user, **fields)
+        return Response(LanguageModelSerializer(model).data, status=status.HTTP_201_CREATED)
+
+
+class ModelDetail(generics.RetrieveAPIView):
+    serializer_class = LanguageModelSerializer
+    lookup_field = "name"
+
+    def get_queryset(self):  # type: ignore[no-untyped-def]
+        models = LanguageModel.objects.all()
+        return models if self.request.user.is_staff else models.filter(is_hidden=False)
+
+
+# The filters every list of runs takes (`GET /api/runs/` also `kind`).
+RUN_FILTER_PARAMETERS = [
+    OpenApiParameter("model", str, description="Only this model's runs (its short name)"),
+    OpenApiParameter("status", str, enum=list(Run.Status.values)),
+    OpenApiParameter(
+        "mine",
+        bool,
+        description="Only the runs the signed-in user asked for (401 when not signed in)",
+    ),
+]
+BAD_FILTER = (
+    "a filter has a value it cannot take (an unknown status, model or kind); 401: `mine` "
+    "without a signed-in user."
+)
+
+
+def run_filters_of(request: Request, queryset: Any, *, kind: str) -> Any:
+    """One kind's runs narrowed by the query string's model, status and mine: 400 for a
+    value that names nothing, 401 for `mine` without a signed-in user."""
+    user = request.user
+    staff = bool(user.is_staff)
+    filters = run_selectors.run_filters(request.query_params, include_hidden=staff, kinds=[kind])
+    if filters.mine and not user.is_authenticated:
+        raise exceptions.NotAuthenticated("Sign in to list your own runs (mine).")
+    return run_selectors.runs_filtered(queryset, filters, user=user, include_hidden=staff)
+
+
+class EvaluationListCreate(generics.ListAPIView):
+    """List evaluations (filter by model, suite, status, mine) or request new ones."""
+
+    serializer_class = EvaluationSerializer
+    permission_classes = [IsAuthenticatedOrReadOnly]
+
+    def get_queryset(self):  # type: ignore[no-untyped-def]
+        evaluations = Evaluation.objects.select_related("model", "suite").order_by("-created_at")
+        params = self.request.query_params
+        if params.get("suite"):
+            evaluations = evaluations.filter(suite__name=params["suite"])
+        return run_filters_of(self.request, evaluations, kind=services.SUITE_RUNS.name)
+
+    @extend_schema(
+        parameters=[
+            *RUN_FILTER_PARAMETERS,
+            OpenApiParameter("suite", str, description="Only this suite's (its name)"),
+        ],
+        description=f"Newest first, paged (`page`). 400: {BAD_FILTER}",
+    )
+    def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        return super().get(request, *args, **kwargs)
+
+    @extend_schema(
+        request=EvaluationRequestSerializer,
+        responses={
+            201: RequestedEvaluationSerializer(many=True),
+            200: RequestedEvaluationSerializer(many=True),
+            503: None,
+        },
+        description="Every model named (`model`, `models`) on every suite named and every "
+        "suite of `tag`, in one transaction. One evaluation per (model, suite, suite "
+        "content hash): asking again returns the existing ones, with `queued_now` false "
+        "(200 when nothing was new). 503 when the task queue is unreachable: the request "
+        "can be repeated and nothing is lost.",
+    )
+    def post(self, request: Request) -> Response:
+        body = EvaluationRequestSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        outcome = services.evaluations_request(
+            models=body.validated_data["all_models"],
+            suites=body.validated_data["all_suites"],
+            user=request.user,
+        )
+        return _request_response(request, outcome)
+
+
+class EvaluationRerunOutdated(APIView):
+    """Re-run everything outdated of a suite or a model: queue, on the suite's current
+    content, each model whose done results are for an earlier content of the suite and
+    that has no run on its current content yet. Nothing is queued twice."""
+
+    permission_classes = [IsAuthenticated]
+
+    @extend_schema(
+        request=RerunOutdatedSerializer,
+        responses={
+            201: RequestedEvaluationSerializer(many=True),
+            200: RequestedEvaluationSerializer(many=True),
+            503: None,
+        },
+        description="201 with the runs queued; 200 with an empty list when nothing is "
+        "outdated. `suite` and `model` together narrow to that one pair.",
+    )
+    def post(self, request: Request) -> Response:
+        body = RerunOutdatedSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        outcome = services.evaluations_rerun_outdated(
+            model=body.validated_data["model"],
+            suite=body.validated_data["suite"],
+            user=request.user,
+        )
+        return _request_response(request, outcome)
+
+
+class EvaluationDetail(generics.RetrieveAPIView):
+    serializer_class = EvaluationSerializer
+    queryset = Evaluation.objects.select_related("model", "suite")
+
+
+class EvaluationRetry(APIView):
+    """Send a failed or cancelled evaluation again (a new attempt), or send one that never
+    reached the task queue. Only the suite's owner, the requester or staff; 409 when
+    there is nothing to retry."""
+
+    permission_classes = [IsAuthenticated]
+
+    @extend_schema(
+        request=None, responses={200: EvaluationSerializer, 403: None, 409: None, 503: None}
+    )
+    def post(self, request: Request, pk: int) -> Response:
+        evaluation = get_object_or_404(Evaluation.objects.select_related("suite"), pk=pk)
+        # BrokerUnavailable (503), RunConflict (409) and PermissionDenied (403) become the
+        # API's error shape in its exception handler.
+        evaluation = services.evaluation_retry(evaluation=evaluation, user=request.user)
+        return Response(EvaluationSerializer(evaluation).data)
+
+
+class EvaluationCancel(APIView):
+    """Cancel a queued or running evaluation. Only the suite's owner, the requester or
+    staff; 409 when it is already finished."""
+
+    permission_classes = [IsAuthenticated]
+
+    @extend_schema(request=None, responses={200: EvaluationSerializer, 403: None, 409: None})
+    def post(self, request: Request, pk: int) -> Response:
+        evaluation = get_object_or_404(Evaluation.objects.select_related("suite"), pk=pk)
+        evaluation = services.evaluation_cancel(evaluation=evaluation, user=request.user)
+        return Response(EvaluationSerializer(evaluation).data)
+
+
+class RunSerializer(serializers.Serializer):
+    """A run of any kind, as the list of every kind shows it."""
+
+    kind = serializers.CharField(source="kind.name", help_text="suite, pairs, probing, ...")
+    id = serializers.IntegerField(source="run.pk")
+    model = serializers.CharField(source="run.model.name")
+    benchmark = serializers.CharField(
+        source="benchmark.name", help_text="The suite, minimal-pair set or probing task"
+    )
+    benchmark_url = serializers.CharField(source="benchmark.get_absolute_url")
+    status = serializers.ChoiceField(Run.Status.choices, source="run.status")
+    enqueued = serializers.BooleanField(source="run.enqueued")
+    outdated = serializers.BooleanField(source="run.outdated")
+    progress_done = serializers.IntegerField(source="run.progress_done")
+    progress_total = serializers.IntegerField(source="run.progress_total")
+    requested_by = serializers.CharField(
+        source="run.requested_by.username", default=None, allow_null=True
+    )
+    created_at = serializers.DateTimeField(source="run.created_at")
+    started_at = serializers.DateTimeField(source="run.started_at", allow_null=True)
+    finished_at = serializers.DateTimeField(source="run.finished_at", allow_null=True)
+    url = serializers.CharField(source="run.get_absolute_url")
+
+
+class RunList(generics.ListAPIView):
+    """Runs of every kind (suite evaluations, minimal pairs, probing, ...), newest first:
+    the Runs page's list. Each kind's own list has its kind's details."""
+
+    serializer_class = RunSerializer
+
+    def get_queryset(self):  # type: ignore[no-untyped-def]
+        user = self.request.user
+        staff = bool(user.is_staff)
+        filters = run_selectors.run_filters(self.request.query_params, include_hidden=staff)
+        if filters.mine and not user.is_authenticated:
+            raise exceptions.NotAuthenticated("Sign in to list your own runs (mine).")
+        return run_selectors.run_keys(filters, user=user, include_hidden=staff)
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("kind", str, enum=sorted(runs.KINDS) or None),
+            *RUN_FILTER_PARAMETERS,
+        ],
+        description=f"Newest first, paged (`page`, 50 a page). 400: {BAD_FILTER}",
+    )
+    def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        keys = self.paginate_queryset(self.get_queryset())
+        rows = run_selectors.run_rows(keys or [])
+        return self.get_paginated_response(RunSerializer(rows, many=True).data)

@@ -1,0 +1,323 @@
+"""Stored results formatted for download and for the API: the leaderboard as JSON and CSV,
+one evaluation in the SyntaxGym results format and as CSV, and the long-format bulk export
+of a selection of evaluations as CSV or Parquet. The reads themselves are in `selectors`;
+this module only lays them out."""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Iterator
+from typing import Any
+
+from evaluations.models import Evaluation
+from evaluations.scoring import METRICS
+from evaluations.syntaxgym import outcomes
+from evaluations.syntaxgym.selectors import (
+    GROUP_PREFIX,
+    ExportedEvaluation,
+    Leaderboard,
+    export_item_rows,
+)
+
+# --- leaderboard -----------------------------------------------------------------------
+
+
+def leaderboard_data(board: Leaderboard, *, noun: str = "suites") -> dict[str, Any]:
+    """The board as plain JSON for the API; `noun` names the benchmarks in the keys
+    (suites, or sets for the minimal-pair board). `compared_suites` are the suites the overall
+    score and the group means are computed over (those every row has an accuracy for);
+    each group says how many of its suites that is, each row how many suites it has."""
+    names = {s.id: s.name for s in board.suites}
+    compared = board.compared_ids
+    return {
+        "tag": board.tag,
+        "sort": board.sort,
+        "direction": board.direction,
+        "tags": board.tags,
+        f"compared_{noun}": [s.name for s in board.compared],
+        "groups": [
+            {
+                "tag": g.tag,
+                noun: [s.name for s in g.suites],
+                f"compared_{noun}": [s.name for s in g.suites if s.id in compared],
+            }
+            for g in board.groups
+        ],
+        noun: [
+            {"name": s.name, "tags": list(s.tags), "compared": s.id in compared}
+            for s in board.suites
+        ],
+        "rows": [
+            {
+                "model": row.model.name,
+                "display_name": row.model.display_name,
+                "is_baseline": row.model.is_baseline,
+                "overall": row.overall,
+                f"overall_{noun}": len(board.compared),
+                "covered": row.covered,
+                "total": board.total,
+                "ties": row.tie_total,
+                "group_means": row.group_means,
+                "scores": {
+                    names[suite_id]: {
+                        "accuracy": accuracy,
+                        "evaluation": evaluation_id,
+                        "ties": row.ties.get(suite_id, 0),
+                    }
+                    for suite_id, (accuracy, evaluation_id) in sorted(
+                        row.cells.items(), key=lambda kv: names[kv[0]]
+                    )
+                },
+            }
+            for row in board.rows
+        ],
+    }
+
+
+def leaderboard_csv(board: Leaderboard, *, noun: str = "suites") -> str:
+    """One line per model: overall, coverage, tied comparisons, how many suites the overall
+    score is over (the same for every row: those every row has an accuracy for), each
+    group mean, then each suite's accuracy."""
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(
+        ["model", "display_name", "is_baseline", "overall", f"{noun}_scored", f"{noun}_total"]
+        + ["ties", f"overall_{noun}"]
+        + [f"{GROUP_PREFIX}{g.tag}" for g in board.groups]
+        + [s.name for s in board.suites]
+    )
+    for row in board.rows:
+        writer.writerow(
+            [
+                row.model.name,
+                row.model.display_name,
+                int(row.model.is_baseline),
+                _number(row.overall),
+                row.covered,
+                board.total,
+                row.tie_total,
+                len(board.compared),
+            ]
+            + [_number(row.group_means.get(g.tag)) for g in board.groups]
+            + [_number(row.cells.get(s.id, (None, 0))[0]) for s in board.suites]
+        )
+    return out.getvalue()
+
+
+def _number(value: float | None) -> str:
+    return "" if value is None else repr(float(value))
+
+
+# --- one evaluation's results ------------------------------------------------------------
+
+
+def results_document(evaluation: Evaluation) -> dict[str, Any]:
+    """The evaluation in the SyntaxGym results format: the suite as evaluated, with
+    meta.model and a `metric_value` of all six metrics (bits) on every region. The layout
+    is the one the `score` command writes (outcomes.results_document), with the run's
+    accuracy, per-prediction tallies, per-item outcomes (one entry per prediction: true,
+    false or null where a value it reads is missing) and diagnostics under "results" as
+    there."""
+    rows = list(
+        evaluation.item_results.order_by("position").values_list(
+            "item_number", "values", "outcomes", "passed"
+        )
+    )
+    document = outcomes.results_document(
+        evaluation.snapshot, evaluation.model.name, {n: v for n, v, _o, _p in rows}
+    )
+    document["results"] = {
+        "units": "bits",
+        "metric": evaluation.metric,
+        "accuracy": evaluation.accuracy,
+        "ties": evaluation.ties,
+        "accuracy_random_ties": evaluation.accuracy_random_ties,
+        "predictions": [
+            {
+                "formula": p.formula,
+                "accuracy": p.accuracy,
+                "passed": p.passed,
+                "evaluated": p.evaluated,
+                "ties": p.ties,
+            }
+            for p in evaluation.prediction_results.order_by("position")
+        ],
+        "items": [
+            {"item_number": n, "outcomes": list(o or []), "passed": p} for n, _v, o, p in rows
+        ],
+        "diagnostics": evaluation.diagnostics or {},
+        "model_info": public_model_info(evaluation),
+    }
+    return document
+
+
+def public_model_info(evaluation: Evaluation) -> dict[str, Any]:
+    """What the worker recorded about the model, with its source as pages show it (no
+    server folders)."""
+    info = dict(evaluation.model_info or {})
+    if "source" in info:
+        info["source"] = evaluation.model.public_source
+    return info
+
+
+RESULTS_CSV_HEADER = [
+    "model",
+    "suite",
+    "item_number",
+    "condition_name",
+    "region_number",
+    "region_name",
+    "content",
+    *METRICS,
+]
+
+
+def results_csv(evaluation: Evaluation) -> str:
+    """One line per item, condition and region with the six metrics in bits; the model and
+    suite columns let files of several evaluations be stacked."""
+    document = results_document(evaluation)
+    region_meta = document["region_meta"]
+    model, suite = evaluation.model.name, evaluation.suite.name
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(RESULTS_CSV_HEADER)
+    for item in document["items"]:
+        for condition in item["conditions"]:
+            for region in condition["regions"]:
+                value = region["metric_value"]
+                writer.writerow(
+                    [
+                        model,
+                        suite,
+                        item["item_number"],
+                        condition["condition_name"],
+                        region["region_number"],
+                        region_meta.get(str(region["region_number"]), ""),
+                        region["content"],
+                    ]
+                    + [_number(value[m]) for m in METRICS]
+                )
+    return out.getvalue()
+
+
+# --- long-format bulk export ---------------------------------------------------------------
+
+# One row per item, condition, region and metric (kind "region"), then one per item and
+# prediction (kind "prediction") with its outcome: tidy data for R and pandas.
+LONG_COLUMNS = [
+    "kind",
+    "model",
+    "suite",
+    "item",
+    "condition",
+    "region",
+    "region_name",
+    "metric",
+    "value",
+    "prediction",
+    "formula",
+    "outcome",
+]
+REGION_ROW = "region"
+PREDICTION_ROW = "prediction"
+
+LongRow = tuple[
+    str, str, str, int, str | None, int | None, str | None, str | None, float | None,
+    int | None, str | None, bool | None,
+]  # fmt: skip
+
+
+def long_rows(evaluations: list[ExportedEvaluation]) -> Iterator[LongRow]:
+    """The selection's rows, evaluation by evaluation, item by item; missing values are
+    None (empty in CSV, null in Parquet), never 0. Predictions are numbered from 1 as on
+    the result page (P1, P2, ...); an outcome is None where the prediction could not be
+    evaluated on that item."""
+    by_id = {e.id: e for e in evaluations}
+    for evaluation_id, item, values, item_outcomes in export_item_rows(list(by_id)):
+        e = by_id[evaluation_id]
+        for condition, metrics in values.items():
+            for metric in METRICS:
+                for index, value in enumerate(metrics.get(metric) or []):
+                    region = index + 1
+                    yield (
+                        REGION_ROW, e.model, e.suite, item, condition, region,
+                        e.region_meta.get(str(region), ""), metric, value, None, None, None,
+                    )  # fmt: skip
+        for position, outcome in enumerate(item_outcomes):
+            formula = e.formulas[position] if position < len(e.formulas) else ""
+            yield (
+                PREDICTION_ROW, e.model, e.suite, item, None, None, None, None, None,
+                position + 1, formula, outcome,
+            )  # fmt: skip
+
+
+class _Line:
+    """A file-like object whose write returns the text, so csv.writer yields lines."""
+
+    def write(self, text: str) -> str:
+        return text
+
+
+def _cell(value: Any) -> Any:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        # R's read.csv and pandas both read these as logicals.
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return repr(value)
+    return value
+
+
+def long_csv(evaluations: list[ExportedEvaluation]) -> Iterator[str]:
+    """The long format as CSV text, line by line (for a streaming response)."""
+    writer = csv.writer(_Line(), lineterminator="\n")
+    yield writer.writerow(LONG_COLUMNS)
+    for row in long_rows(evaluations):
+        yield writer.writerow([_cell(v) for v in row])
+
+
+def long_parquet(evaluations: list[ExportedEvaluation], *, batch_rows: int = 50_000) -> bytes:
+    """The long format as one Parquet file with typed columns (integers, float64 values in
+    bits, a nullable boolean outcome), written a row group at a time."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    schema = pa.schema(
+        [
+            ("kind", pa.string()),
+            ("model", pa.string()),
+            ("suite", pa.string()),
+            ("item", pa.int64()),
+            ("condition", pa.string()),
+            ("region", pa.int64()),
+            ("region_name", pa.string()),
+            ("metric", pa.string()),
+            ("value", pa.float64()),
+            ("prediction", pa.int64()),
+            ("formula", pa.string()),
+            ("outcome", pa.bool_()),
+        ]
+    )
+    out = io.BytesIO()
+    with pq.ParquetWriter(out, schema) as writer:
+        batch: list[LongRow] = []
+
+        def flush() -> None:
+            columns = list(zip(*batch, strict=True)) if batch else [[] for _ in LONG_COLUMNS]
+            writer.write_table(
+                pa.Table.from_arrays(
+                    [pa.array(c, type=f.type) for c, f in zip(columns, schema, strict=True)],
+                    schema=schema,
+                )
+            )
+            batch.clear()
+
+        for row in long_rows(evaluations):
+            batch.append(row)
+            if len(batch) >= batch_rows:
+                flush()
+        if batch:
+            flush()
+    return out.getvalue()

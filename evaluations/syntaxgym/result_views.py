@@ -1,0 +1,512 @@
+"""Pages, downloads and API views that read stored results: the leaderboard, a model's
+page and the result page of one evaluation. Thin: each parses the request, calls a
+selector and renders."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django.http import (
+    Http404,
+    HttpRequest,
+    HttpResponse,
+    HttpResponseRedirect,
+)
+from django.shortcuts import get_object_or_404, render
+from django.utils.text import slugify
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from rest_framework import serializers
+from rest_framework.exceptions import ValidationError
+from rest_framework.permissions import AllowAny
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from evaluations.models import Evaluation, LanguageModel
+from evaluations.syntaxgym import comparisons, exports, items, missing, selectors
+from gym.downloads import attachment, streamed_attachment
+from suites.catalog import gym_data_or_404
+from suites.models import Suite, Tag
+
+
+def board_query(request: HttpRequest | Request, prefix: str = "") -> dict[str, Any]:
+    """A leaderboard's options as the query string names them: `tag`, and `<prefix>sort`
+    and `<prefix>dir` (each board on a page sorts by its own); staff also see hidden
+    models."""
+    return {
+        "tag": request.GET.get("tag", "").strip(),
+        "sort": request.GET.get(f"{prefix}sort", "").strip(),
+        "direction": request.GET.get(f"{prefix}dir", "").strip(),
+        "include_hidden": bool(request.user.is_staff),
+    }
+
+
+def _board(request: HttpRequest | Request) -> selectors.Leaderboard:
+    """The leaderboard as the query string asks for it."""
+    return selectors.leaderboard(**board_query(request))
+
+
+def leaderboard_page(request: HttpRequest) -> HttpResponse:
+    board = _board(request)
+    return render(request, "evaluations/leaderboard.html", {"board": board})
+
+
+def leaderboard_csv_view(request: HttpRequest) -> HttpResponse:
+    board = _board(request)
+    name = f"leaderboard-{slugify(board.tag)}.csv" if board.tag else "leaderboard.csv"
+    return attachment(exports.leaderboard_csv(board), "text/csv; charset=utf-8", name)
+
+
+def model_page(request: HttpRequest, name: str) -> HttpResponse:
+    # A hidden model stays reachable by its address (its results are still linked from
+    # evaluation pages); it is only left out of lists and the leaderboard.
+    model = get_object_or_404(LanguageModel, name=name)
+    staff = bool(request.user.is_staff)
+    return render(
+        request,
+        "evaluations/model_detail.html",
+        {
+            "model": model,
+            "scores": selectors.model_scores(model),
+            "scatter": comparisons.model_scatter(
+                model, request.GET.get("vs", "").strip(), include_hidden=staff
+            ),
+            "outdated": selectors.outdated_pairs(model=model)
+            if request.user.is_authenticated
+            else [],
+        },
+    )
+
+
+def compare_page(request: HttpRequest, name: str) -> HttpResponse:
+    """Models side by side on one suite: `?models=a,b[,c]` (a form's repeated `models`
+    is folded into that one parameter first, so that page links keep every model)."""
+    suite = gym_data_or_404(Suite, name, noun="suite")
+    asked = request.GET.getlist("models")
+    names = comparisons.parse_model_names(asked)
+    if len(asked) > 1:
+        query = request.GET.copy()
+        query.setlist("models", [",".join(names)])
+        query.pop("page", None)
+        return HttpResponseRedirect(f"{request.path}?{query.urlencode(safe=',')}")
+    comparison = comparisons.compare(suite, names, page=request.GET.get("page"))
+    choices = comparisons.current_results(suite, include_hidden=bool(request.user.is_staff))
+    return render(
+        request,
+        "evaluations/compare.html",
+        {"comparison": comparison, "suite": suite, "choices": choices, "asked": names},
+    )
+
+
+def _done_evaluation(pk: int, *, snapshot: bool = True) -> Evaluation:
+    """Only done evaluations have results: anything else is not found here. Without
+    `snapshot` the suite as evaluated is left unread (megabytes for a large suite) until
+    something asks for it."""
+    evaluations = Evaluation.objects.select_related("model", "suite")
+    if not snapshot:
+        evaluations = evaluations.defer("snapshot")
+    evaluation = get_object_or_404(evaluations, pk=pk)
+    if evaluation.status != Evaluation.Status.DONE:
+        raise Http404("This evaluation has no results yet.")
+    return evaluation
+
+
+def result_page_view(request: HttpRequest, pk: int) -> HttpResponse:
+    evaluation = _done_evaluation(pk)
+    page = selectors.result_page(evaluation)
+    show = request.GET.get("items", "")
+    shown = page.items
+    if show == "passed":
+        shown = [i for i in shown if i.passed]
+    elif show == "failed":
+        shown = [i for i in shown if i.passed is False]
+    else:
+        show = ""
+    return render(
+        request,
+        "evaluations/result.html",
+        {
+            "evaluation": evaluation,
+            "page": page,
+            "items": shown,
+            "show": show,
+            "compare_with": _compare_with(request, evaluation, outdated=page.outdated),
+        },
+    )
+
+
+def _item(pk: int, item_number: int) -> items.ItemPage:
+    """One item of a done evaluation; a number it has no item for is not found."""
+    evaluation = _done_evaluation(pk, snapshot=False)
+    row = items.item_result(evaluation, item_number)
+    if row is None:
+        raise Http404(f"This evaluation has no item {item_number}.")
+    return items.item_page(evaluation, row)
+
+
+def item_page_view(request: HttpRequest, pk: int, item_number: int) -> HttpResponse:
+    page = _item(pk, item_number)
+    return render(request, "evaluations/item.html", {"evaluation": page.evaluation, "page": page})
+
+
+def _compare_with(
+    request: HttpRequest, evaluation: Evaluation, *, outdated: bool
+) -> list[tuple[LanguageModel, int]]:
+    """The other models a current result can be compared with on its suite."""
+    if outdated:
+        return []
+    return [
+        (model, pk)
+        for model, pk in comparisons.current_results(
+            evaluation.suite, include_hidden=bool(request.user.is_staff)
+        )
+        if model.pk != evaluation.model_id
+    ]
+
+
+def _results_filename(evaluation: Evaluation, extension: str) -> str:
+    return f"{slugify(evaluation.suite.name) or 'suite'}__{evaluation.model.name}.{extension}"
+
+
+def results_json_view(request: HttpRequest, pk: int) -> HttpResponse:
+    evaluation = _done_evaluation(pk)
+    text = json.dumps(exports.results_document(evaluation), indent=2, ensure_ascii=False)
+    return attachment(
+        text + "\n",
+        "application/json; charset=utf-8",
+        _results_filename(evaluation, "RESULTS.json"),
+    )
+
+
+def results_csv_view(request: HttpRequest, pk: int) -> HttpResponse:
+    evaluation = _done_evaluation(pk)
+    return attachment(
+        exports.results_csv(evaluation),
+        "text/csv; charset=utf-8",
+        _results_filename(evaluation, "results.csv"),
+    )
+
+
+EXPORT_FORMATS = ("csv", "parquet")
+
+
+def _export(request: HttpRequest | Request, fmt: str) -> HttpResponse:
+    """The long-format export of the selection the query string names: `model`, `suite`
+    and `tag` ("untagged" too) narrow it, together if several are given; none is the
+    whole leaderboard. Unknown names are a 404 that says which one."""
+    model_name = request.GET.get("model", "").strip()
+    suite_name = request.GET.get("suite", "").strip()
+    tag = request.GET.get("tag", "").strip()
+    if any("\x00" in p for p in (model_name, suite_name, tag)):
+        # PostgreSQL refuses NUL in a query; no name holds one, so nothing matches.
+        raise Http404("Names contain no NUL character.")
+    model = suite = None
+    if model_name:
+        model = LanguageModel.objects.filter(name=model_name).first()
+        if model is None:
+            raise Http404(f"No model named {model_name!r}.")
+    if suite_name:
+        suite = Suite.objects.filter(name=suite_name).first()
+        if suite is None:
+            raise Http404(f"No suite named {suite_name!r}.")
+    if tag and tag != selectors.UNTAGGED and not Tag.objects.filter(name=tag).exists():
+        raise Http404(f"No tag named {tag!r}.")
+    selection = selectors.export_selection(
+        model=model, suite=suite, tag=tag, include_hidden=bool(request.user.is_staff)
+    )
+    parts = [p for p in (model_name, suite_name, tag) if p]
+    stem = "results-" + "-".join(slugify(p) or "x" for p in parts) if parts else "results-all"
+    if fmt == "parquet":
+        return attachment(
+            exports.long_parquet(selection), "application/vnd.apache.parquet", f"{stem}.{fmt}"
+        )
+    return streamed_attachment(
+        exports.long_csv(selection), "text/csv; charset=utf-8", f"{stem}.{fmt}"
+    )
+
+
+def export_view(request: HttpRequest, fmt: str) -> HttpResponse:
+    if fmt not in EXPORT_FORMATS:
+        raise Http404("Exports are .csv or .parquet.")
+    return _export(request, fmt)
+
+
+class ResultsExportAPI(APIView):
+    """Long-format results of a selection (one row per item, condition, region and metric,
+    kind "region"; one per item and prediction with its outcome, kind "prediction") as CSV
+    or Parquet. Current content only, as on the leaderboard."""
+
+    permission_classes = [AllowAny]
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("model", str, description="One model's short name"),
+            OpenApiParameter("suite", str, description="One suite's name"),
+            OpenApiParameter("tag", str, description="The suites of one tag ('untagged' too)"),
+            OpenApiParameter("as", str, enum=list(EXPORT_FORMATS), description="Default csv"),
+        ],
+        responses={
+            (200, "text/csv"): OpenApiTypes.BINARY,
+            (200, "application/vnd.apache.parquet"): OpenApiTypes.BINARY,
+        },
+    )
+    def get(self, request: Request) -> HttpResponse:
+        fmt = request.GET.get("as", "csv").strip() or "csv"
+        if fmt not in EXPORT_FORMATS:
+            raise ValidationError(
+                {"as": [f"'as' must be one of {', '.join(EXPORT_FORMATS)}, not {fmt!r}."]}
+            )
+        return _export(request, fmt)
+
+
+# The leaderboard API's response shape (exports.leaderboard_data), for the OpenAPI schema.
+LEADERBOARD_SCHEMA = inline_serializer(
+    "Leaderboard",
+    {
+        "tag": serializers.CharField(),
+        "sort": serializers.CharField(),
+        "direction": serializers.ChoiceField(choices=["asc", "desc"]),
+        "tags": serializers.ListField(child=serializers.CharField()),
+        "compared_suites": serializers.ListField(child=serializers.CharField()),
+        "groups": inline_serializer(
+            "LeaderboardGroup",
+            {
+                "tag": serializers.CharField(),
+                "suites": serializers.ListField(child=serializers.CharField()),
+                "compared_suites": serializers.ListField(child=serializers.CharField()),
+            },
+            many=True,
+        ),
+        "suites": inline_serializer(
+            "LeaderboardSuite",
+            {
+                "name": serializers.CharField(),
+                "tags": serializers.ListField(child=serializers.CharField()),
+                "compared": serializers.BooleanField(),
+            },
+            many=True,
+        ),
+        "rows": inline_serializer(
+            "LeaderboardRow",
+            {
+                "model": serializers.CharField(),
+                "display_name": serializers.CharField(),
+                "is_baseline": serializers.BooleanField(),
+                "overall": serializers.FloatField(allow_null=True),
+                "overall_suites": serializers.IntegerField(),
+                "covered": serializers.IntegerField(),
+                "total": serializers.IntegerField(),
+                "ties": serializers.IntegerField(),
+                "group_means": serializers.DictField(
+                    child=serializers.FloatField(allow_null=True), help_text="By tag"
+                ),
+                "scores": serializers.DictField(
+                    child=inline_serializer(
+                        "LeaderboardScore",
+                        {
+                            "accuracy": serializers.FloatField(allow_null=True),
+                            "evaluation": serializers.IntegerField(),
+                            "ties": serializers.IntegerField(),
+                        },
+                    ),
+                    help_text="By suite name",
+                ),
+            },
+            many=True,
+        ),
+    },
+)
+
+
+class LeaderboardAPI(APIView):
+    """Models x suites: per-suite accuracy (current suite content only), group means by
+    tag and the overall score (mean suite accuracy). Both means compare like with like:
+    they are over `compared_suites`, the suites every row has an accuracy for (per group
+    too); `overall_suites` is their number, `covered` each model's own count."""
+
+    permission_classes = [AllowAny]
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("tag", str, description="Keep one tag group ('untagged' too)"),
+            OpenApiParameter(
+                "sort", str, description="A suite name, 'group:<tag>', 'overall' or 'model'"
+            ),
+            OpenApiParameter("dir", str, enum=["asc", "desc"]),
+        ],
+        responses=LEADERBOARD_SCHEMA,
+    )
+    def get(self, request: Request) -> Response:
+        return Response(exports.leaderboard_data(_board(request)))
+
+
+def _floats(**kwargs: object) -> serializers.ListField:
+    return serializers.ListField(child=serializers.FloatField(allow_null=True), **kwargs)
+
+
+# The item API's response shape, for the OpenAPI schema.
+ITEM_SCHEMA = inline_serializer(
+    "EvaluationItem",
+    {
+        "evaluation": serializers.IntegerField(),
+        "item_number": serializers.IntegerField(),
+        "units": serializers.CharField(),
+        "metric": serializers.CharField(),
+        "passed": serializers.BooleanField(allow_null=True),
+        "tokens_stored": serializers.BooleanField(),
+        "predictions": inline_serializer(
+            "EvaluationItemPrediction",
+            {
+                "formula": serializers.CharField(),
+                "outcome": serializers.BooleanField(allow_null=True),
+                "comparisons": inline_serializer(
+                    "EvaluationItemComparison",
+                    {
+                        "left": serializers.CharField(),
+                        "op": serializers.CharField(),
+                        "right": serializers.CharField(),
+                        "left_value": serializers.FloatField(allow_null=True),
+                        "right_value": serializers.FloatField(allow_null=True),
+                    },
+                    many=True,
+                ),
+            },
+            many=True,
+        ),
+        "conditions": inline_serializer(
+            "EvaluationItemCondition",
+            {
+                "condition_name": serializers.CharField(),
+                "sentence": serializers.CharField(),
+                "regions": inline_serializer(
+                    "EvaluationItemRegion",
+                    {
+                        "region_number": serializers.IntegerField(),
+                        "region_name": serializers.CharField(),
+                        "content": serializers.CharField(),
+                        "start": serializers.IntegerField(),
+                        "end": serializers.IntegerField(),
+                        "metric_value": serializers.DictField(
+                            child=serializers.FloatField(allow_null=True)
+                        ),
+                        "missing": inline_serializer(
+                            "EvaluationItemMissing",
+                            {
+                                "reason": serializers.ChoiceField(choices=missing.KINDS),
+                                "text": serializers.CharField(),
+                            },
+                            allow_null=True,
+                            help_text="Why the suite's metric is missing here (null where "
+                            "it is not): uncovered (no token covers the region), straddled "
+                            "(a token from an earlier region took it), no_surprisal, or "
+                            "unknown (scored before tokens were kept)",
+                        ),
+                    },
+                    many=True,
+                ),
+                "tokens": inline_serializer(
+                    "EvaluationItemTokens",
+                    {
+                        "text": serializers.ListField(child=serializers.CharField()),
+                        "start": serializers.ListField(child=serializers.IntegerField()),
+                        "end": serializers.ListField(child=serializers.IntegerField()),
+                        "surp": _floats(),
+                        "region": serializers.ListField(
+                            child=serializers.IntegerField(allow_null=True)
+                        ),
+                    },
+                    allow_null=True,
+                ),
+            },
+            many=True,
+        ),
+        "previous": serializers.IntegerField(allow_null=True),
+        "next": serializers.IntegerField(allow_null=True),
+    },
+)
+
+
+class EvaluationItemAPI(APIView):
+    """One item of a done evaluation: per condition the sentence, each region's span and
+    values (bits), and the token arrays (text as the tokenizer spells it, character
+    offsets, surprisal in bits, region number; null for evaluations stored before
+    tokens were kept); per prediction its outcome (true, false, or null: not evaluable)
+    and each comparison's two sides with their values (null where missing)."""
+
+    permission_classes = [AllowAny]
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter(
+                "item_number",
+                int,
+                OpenApiParameter.PATH,
+                description="The item's number in the suite (may be below 0)",
+            )
+        ],
+        responses={200: ITEM_SCHEMA, 404: None},
+    )
+    def get(self, request: Request, pk: int, item_number: int) -> Response:
+        return Response(items.item_data(_item(pk, item_number)))
+
+
+# The results API's response shape (exports.results_document), for the OpenAPI schema.
+RESULTS_SCHEMA = inline_serializer(
+    "ResultsDocument",
+    {
+        "meta": serializers.DictField(help_text="The suite's meta, with `model`"),
+        "region_meta": serializers.DictField(child=serializers.CharField()),
+        "predictions": serializers.ListField(child=serializers.DictField()),
+        "items": serializers.ListField(
+            child=serializers.DictField(),
+            help_text="As in the suite; each region has `metric_value`: the six metrics in "
+            "bits (null where missing)",
+        ),
+        "results": inline_serializer(
+            "ResultsSummary",
+            {
+                "units": serializers.CharField(),
+                "metric": serializers.CharField(),
+                "accuracy": serializers.FloatField(allow_null=True),
+                "ties": serializers.IntegerField(),
+                "accuracy_random_ties": serializers.FloatField(allow_null=True),
+                "predictions": inline_serializer(
+                    "ResultsPrediction",
+                    {
+                        "formula": serializers.CharField(),
+                        "accuracy": serializers.FloatField(allow_null=True),
+                        "passed": serializers.IntegerField(),
+                        "evaluated": serializers.IntegerField(),
+                        "ties": serializers.IntegerField(),
+                    },
+                    many=True,
+                ),
+                "items": inline_serializer(
+                    "ResultsItem",
+                    {
+                        "item_number": serializers.IntegerField(),
+                        "outcomes": serializers.ListField(
+                            child=serializers.BooleanField(allow_null=True)
+                        ),
+                        "passed": serializers.BooleanField(allow_null=True),
+                    },
+                    many=True,
+                ),
+                "diagnostics": serializers.DictField(),
+                "model_info": serializers.DictField(),
+            },
+        ),
+    },
+)
+
+
+class EvaluationResultsAPI(APIView):
+    """One done evaluation in the SyntaxGym results format (values in bits)."""
+
+    permission_classes = [AllowAny]
+
+    @extend_schema(responses={200: RESULTS_SCHEMA, 404: None})
+    def get(self, request: Request, pk: int) -> Response:
+        return Response(exports.results_document(_done_evaluation(pk)))

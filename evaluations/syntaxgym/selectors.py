@@ -1,0 +1,760 @@
+"""Reads of stored results that the leaderboard, the model, suite and result pages, the
+API and the downloads share. Nothing here computes surprisal: it reads what the store
+task wrote (region values in bits, prediction outcomes, accuracies). Laying the reads out
+as CSV or JSON downloads is `exports`' work; the plot's means and intervals are `plots`'.
+
+The leaderboard reads a fixed number of queries whatever the number of models or suites:
+plain tuples from `values_list`, grouped in Python, never a query per model or per suite.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from functools import cached_property
+from typing import Any
+
+from django.db.models import Exists, F, OuterRef, QuerySet
+
+from evaluations.models import (
+    IMPORTED_PREFIX,
+    Evaluation,
+    ItemResult,
+    LanguageModel,
+    PredictionResult,
+)
+from evaluations.plots import plot_data, without_empty_regions
+from evaluations.syntaxgym.missing import MissingReason, MissingSummary, sentence_reasons
+from suites.formats import condition_names, region_names
+from suites.models import Suite
+
+# The group of suites that carry no tag at all.
+UNTAGGED = "untagged"
+DONE = Evaluation.Status.DONE
+
+SORT_OVERALL = "overall"
+SORT_MODEL = "model"
+GROUP_PREFIX = "group:"
+
+
+# --- leaderboard -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SuiteColumn:
+    id: int
+    name: str
+    tags: tuple[str, ...]
+    # Its number on the leaderboard (1, 2, ... in name order): narrow column headers show
+    # it, the legend under the board gives each number's full name.
+    number: int = 0
+
+
+@dataclass
+class Cell:
+    suite: SuiteColumn
+    accuracy: float | None = None
+    evaluation_id: int | None = None
+
+    @property
+    def has_result(self) -> bool:
+        return self.evaluation_id is not None
+
+
+@dataclass
+class GroupCells:
+    """One row's cells for one tag group, in the group's column order."""
+
+    tag: str
+    mean: float | None
+    cells: list[Cell]
+
+
+@dataclass
+class Row:
+    model: LanguageModel
+    # suite id -> (accuracy, evaluation id); accuracy is None for a suite without
+    # predictions (scored, but nothing to pass).
+    cells: dict[int, tuple[float | None, int]]
+    # Means over the board's compared suites (those every row has an accuracy for).
+    group_means: dict[str, float | None]
+    overall: float | None
+    # Suites of the board with a current accuracy for this model.
+    covered: int
+    # suite id -> tied strict comparisons (counted as failures) of the cell's evaluation.
+    ties: dict[int, int] = field(default_factory=dict)
+    # The same cells laid out group by group, for templates that cannot index dicts.
+    blocks: list[GroupCells] = field(default_factory=list)
+
+    @property
+    def tie_total(self) -> int:
+        """Tied comparisons over the board's suites (every model kind can tie)."""
+        return sum(self.ties.values())
+
+
+@dataclass
+class Group:
+    tag: str
+    suites: list[SuiteColumn]
+    # How many of them the group mean is computed over (see `Leaderboard.compared`).
+    compared: int = 0
+
+
+@dataclass
+class Leaderboard:
+    groups: list[Group]
+    # The distinct suites of the board, by name (a suite with two tags is in two groups).
+    suites: list[SuiteColumn]
+    rows: list[Row]
+    # Every tag that has suites (and "untagged" if some have none), for the filter.
+    tags: list[str]
+    tag: str
+    sort: str
+    direction: str
+    # The suites every row has an accuracy for: the overall score and the group means are
+    # computed over these only, so that every model is scored on the same set.
+    compared: list[SuiteColumn] = field(default_factory=list)
+
+    @property
+    def total(self) -> int:
+        return len(self.suites)
+
+    @cached_property
+    def compared_ids(self) -> set[int]:
+        return {s.id for s in self.compared}
+
+
+def _suite_columns() -> list[SuiteColumn]:
+    return data_columns(Suite.objects.all())
+
+
+def data_columns(benchmarks: QuerySet[Any]) -> list[SuiteColumn]:
+    """Every benchmark (suites, minimal-pair sets: anything with a name and tags) with its
+    tags, in one query (a left join: one row per benchmark and tag)."""
+    tags: dict[int, list[str]] = {}
+    names: dict[int, str] = {}
+    for suite_id, name, tag in benchmarks.order_by("name").values_list("id", "name", "tags__name"):
+        names[suite_id] = name
+        bucket = tags.setdefault(suite_id, [])
+        if tag is not None:
+            bucket.append(tag)
+    return [SuiteColumn(id=i, name=names[i], tags=tuple(sorted(tags[i]))) for i in names]
+
+
+def _group(suites: Iterable[SuiteColumn]) -> list[Group]:
+    """Suites by tag, tags in name order and the untagged group last."""
+    by_tag: dict[str, list[SuiteColumn]] = defaultdict(list)
+    for suite in suites:
+        for tag in suite.tags or (UNTAGGED,):
+            by_tag[tag].append(suite)
+    order = sorted(t for t in by_tag if t != UNTAGGED) + ([UNTAGGED] if UNTAGGED in by_tag else [])
+    return [Group(tag=t, suites=by_tag[t]) for t in order]
+
+
+def _mean(values: Iterable[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    return math.fsum(present) / len(present) if present else None
+
+
+def leaderboard(
+    *, tag: str = "", sort: str = "", direction: str = "", include_hidden: bool = False
+) -> Leaderboard:
+    """Models x suites with each model's current accuracy.
+
+    A cell holds the DONE evaluation whose content hash is the suite's current one;
+    results of earlier content are left out. `tag` keeps one group ("untagged" for the
+    suites without tags). `sort` is a suite name, "group:<tag>", "overall" or "model";
+    anything else sorts by overall score. Rows without a value in the sorted column go
+    last in either direction. The overall score and the group means compare like with
+    like: they are means over the suites every row has an accuracy for (`compared`), so
+    a model with fewer suites is not ranked on a different set. Three queries in all.
+    """
+    # No ordering: the rows are grouped in Python, and sorting would read created_at.
+    current = Evaluation.objects.filter(
+        status=DONE, content_hash=F("suite__content_hash")
+    ).order_by()
+    return board(
+        _suite_columns(),
+        current,
+        "suite_id",
+        tag=tag,
+        sort=sort,
+        direction=direction,
+        include_hidden=include_hidden,
+    )
+
+
+def board(
+    columns: list[SuiteColumn],
+    current: QuerySet[Any],
+    column: str,
+    *,
+    tag: str = "",
+    sort: str = "",
+    direction: str = "",
+    include_hidden: bool = False,
+) -> Leaderboard:
+    """The board of `leaderboard` for any kind of benchmark: `columns` are the
+    benchmarks, `current` the done runs on their current content, `column` the runs'
+    field holding the benchmark id (minimal-pair sets pass theirs). Two queries."""
+    all_groups = _group(columns)
+    tags = [g.tag for g in all_groups]
+    if tag:
+        groups = [g for g in all_groups if g.tag == tag]
+        suites = groups[0].suites if groups else []
+    else:
+        groups, suites = all_groups, columns
+    suites = [replace(s, number=n) for n, s in enumerate(suites, start=1)]
+    numbered = {s.id: s for s in suites}
+    groups = [Group(g.tag, [numbered[s.id] for s in g.suites]) for g in groups]
+    suite_ids = set(numbered)
+
+    models = LanguageModel.objects.all()
+    if not include_hidden:
+        models = models.filter(is_hidden=False)
+    by_id = {m.pk: m for m in models}
+
+    # Hidden models are dropped below (by_id), which keeps this query free of a join.
+    if tag:
+        current = current.filter(**{f"{column}__in": suite_ids})
+    cells: dict[int, dict[int, tuple[float | None, int]]] = defaultdict(dict)
+    ties: dict[int, dict[int, int]] = defaultdict(dict)
+    for model_id, suite_id, accuracy, evaluation_id, tied in current.values_list(
+        "model_id", column, "accuracy", "id", "ties"
+    ):
+        if model_id in by_id and suite_id in suite_ids:
+            cells[model_id][suite_id] = (accuracy, evaluation_id)
+            ties[model_id][suite_id] = tied
+
+    compared = _compared_suites(suites, cells.values())
+    compared_ids = {s.id for s in compared}
+    for group in groups:
+        group.compared = sum(1 for s in group.suites if s.id in compared_ids)
+    rows = [
+        _row(by_id[model_id], model_cells, groups, suites, ties[model_id], compared_ids)
+        for model_id, model_cells in cells.items()
+    ]
+    sort, direction = _sort_rows(rows, sort, direction, {s.name: s.id for s in suites}, groups)
+    return Leaderboard(
+        groups=groups,
+        suites=suites,
+        rows=rows,
+        tags=tags,
+        tag=tag,
+        sort=sort,
+        direction=direction,
+        compared=compared,
+    )
+
+
+def _compared_suites(
+    suites: Sequence[SuiteColumn], rows: Iterable[dict[int, tuple[float | None, int]]]
+) -> list[SuiteColumn]:
+    """The suites that every row has a current accuracy for (none without rows): scores
+    over a model's own suites would rank a model with one easy suite above one with ten."""
+    ids = {s.id for s in suites}
+    seen = False
+    for cells in rows:
+        seen = True
+        ids &= {suite_id for suite_id, (accuracy, _e) in cells.items() if accuracy is not None}
+    return [s for s in suites if s.id in ids] if seen else []
+
+
+def _row(
+    model: LanguageModel,
+    cells: dict[int, tuple[float | None, int]],
+    groups: Sequence[Group],
+    suites: Sequence[SuiteColumn],
+    ties: dict[int, int],
+    compared: set[int],
+) -> Row:
+    """One model's row; its group means and overall score read the `compared` suites only."""
+    by_suite = {
+        s.id: Cell(suite=s, accuracy=cells[s.id][0], evaluation_id=cells[s.id][1])
+        if s.id in cells
+        else Cell(suite=s)
+        for s in suites
+    }
+    blocks = []
+    for group in groups:
+        group_cells = [by_suite[s.id] for s in group.suites]
+        mean = _mean(c.accuracy for c in group_cells if c.suite.id in compared)
+        blocks.append(GroupCells(group.tag, mean, group_cells))
+    accuracies = [cells[s.id][0] for s in suites if s.id in cells]
+    return Row(
+        model=model,
+        cells=cells,
+        group_means={b.tag: b.mean for b in blocks},
+        overall=_mean(cells[s.id][0] for s in suites if s.id in compared),
+        covered=sum(1 for a in accuracies if a is not None),
+        ties=ties,
+        blocks=blocks,
+    )
+
+
+def _sort_rows(
+    rows: list[Row],
+    sort: str,
+    direction: str,
+    suite_ids: dict[str, int],
+    groups: Sequence[Group],
+) -> tuple[str, str]:
+    """Sort in place; returns the sort and direction actually used."""
+    group_tags = {g.tag for g in groups}
+    if sort == SORT_MODEL:
+        direction = direction if direction in ("asc", "desc") else "asc"
+        rows.sort(key=lambda r: r.model.display_name.lower(), reverse=direction == "desc")
+        return sort, direction
+    if sort.startswith(GROUP_PREFIX) and sort[len(GROUP_PREFIX) :] in group_tags:
+        group = sort[len(GROUP_PREFIX) :]
+
+        def key(r: Row) -> float | None:
+            return r.group_means.get(group)
+    elif sort in suite_ids:
+        suite_id = suite_ids[sort]
+
+        def key(r: Row) -> float | None:
+            return r.cells.get(suite_id, (None, 0))[0]
+    else:
+        sort = SORT_OVERALL
+
+        def key(r: Row) -> float | None:
+            return r.overall
+
+    direction = direction if direction in ("asc", "desc") else "desc"
+    # Ties (and rows without a value) in name order, whatever the direction.
+    rows.sort(key=lambda r: r.model.display_name.lower())
+    present = [r for r in rows if key(r) is not None]
+    missing = [r for r in rows if key(r) is None]
+    present.sort(key=lambda r: key(r), reverse=direction == "desc")  # type: ignore[arg-type,return-value]
+    rows[:] = present + missing
+    return sort, direction
+
+
+# --- one model, one suite ----------------------------------------------------------------
+
+
+@dataclass
+class SuiteScore:
+    """One evaluation of a model on a suite, as the model and suite pages list them."""
+
+    evaluation_id: int
+    suite_name: str
+    model: LanguageModel | None
+    status: str
+    accuracy: float | None
+    outdated: bool
+    created_at: datetime
+    finished_at: datetime | None
+    tags: tuple[str, ...] = ()
+
+    @property
+    def done(self) -> bool:
+        return self.status == DONE
+
+
+@dataclass
+class TagScore:
+    tag: str
+    mean: float | None
+    covered: int
+    total: int
+
+
+@dataclass
+class ModelScores:
+    model: LanguageModel
+    # Current-content evaluations of any status, then results of earlier content, by suite.
+    suites: list[SuiteScore]
+    tags: list[TagScore]
+    overall: float | None
+    covered: int
+    total: int
+
+
+def model_scores(model: LanguageModel) -> ModelScores:
+    """The model's evaluations suite by suite, its mean per tag and its overall score.
+
+    Per-tag means and the overall score use current results only, as the leaderboard does;
+    done results of earlier suite content are listed, marked outdated. Two queries.
+    """
+    columns = _suite_columns()
+    by_id = {s.id: s for s in columns}
+    rows = (
+        Evaluation.objects.filter(model=model)
+        .order_by("suite__name", "-created_at")
+        .values_list(
+            "id",
+            "suite_id",
+            "status",
+            "accuracy",
+            "content_hash",
+            "suite__content_hash",
+            "created_at",
+            "finished_at",
+        )
+    )
+    scores: list[SuiteScore] = []
+    current: dict[int, float | None] = {}
+    for pk, suite_id, status, accuracy, content_hash, suite_hash, created, finished in rows:
+        outdated = content_hash != suite_hash
+        if outdated and status != DONE:
+            # Only done evaluations have results; a failed run of old content says nothing.
+            continue
+        if not outdated and status == DONE:
+            current[suite_id] = accuracy
+        scores.append(
+            SuiteScore(
+                evaluation_id=pk,
+                suite_name=by_id[suite_id].name,
+                model=model,
+                status=status,
+                accuracy=accuracy if status == DONE else None,
+                outdated=outdated,
+                created_at=created,
+                finished_at=finished,
+                tags=by_id[suite_id].tags,
+            )
+        )
+    scores.sort(key=lambda s: (s.suite_name, s.outdated))
+    tags = [
+        TagScore(
+            tag=g.tag,
+            mean=_mean(current.get(s.id) for s in g.suites),
+            covered=sum(1 for s in g.suites if current.get(s.id) is not None),
+            total=len(g.suites),
+        )
+        for g in _group(columns)
+    ]
+    return ModelScores(
+        model=model,
+        suites=scores,
+        tags=tags,
+        overall=_mean(current.values()),
+        covered=sum(1 for a in current.values() if a is not None),
+        total=len(columns),
+    )
+
+
+def suite_results(suite: Suite, *, include_hidden: bool = False) -> list[SuiteScore]:
+    """The suite's evaluations by model: current content first (done ones by accuracy,
+    best first, then those still running or failed), then done results of earlier
+    content, marked outdated. One query."""
+    evaluations = Evaluation.objects.filter(suite=suite).select_related("model")
+    if not include_hidden:
+        evaluations = evaluations.filter(model__is_hidden=False)
+    scores = []
+    for e in evaluations.order_by("-created_at"):
+        outdated = e.content_hash != suite.content_hash
+        if outdated and e.status != DONE:
+            continue
+        scores.append(
+            SuiteScore(
+                evaluation_id=e.pk,
+                suite_name=suite.name,
+                model=e.model,
+                status=e.status,
+                accuracy=e.accuracy if e.status == DONE else None,
+                outdated=outdated,
+                created_at=e.created_at,
+                finished_at=e.finished_at,
+            )
+        )
+
+    def rank(s: SuiteScore) -> tuple[bool, bool, bool, float, str]:
+        name = s.model.display_name.lower() if s.model else ""
+        return (s.outdated, not s.done, s.accuracy is None, -(s.accuracy or 0.0), name)
+
+    return sorted(scores, key=rank)
+
+
+def outdated_pairs(
+    *, model: LanguageModel | None = None, suite: Suite | None = None
+) -> list[tuple[LanguageModel, Suite]]:
+    """(model, suite) pairs whose done results are for an earlier content of the suite
+    and that have no evaluation (in any state) of its current content: what "re-run
+    everything outdated" queues. Hidden models, models registered only for imported
+    results and archived suites take no new runs.
+    Narrowed to `model` and/or `suite`; in model, then suite name order. One query."""
+    current = Evaluation.objects.filter(
+        model=OuterRef("model"),
+        suite=OuterRef("suite"),
+        content_hash=OuterRef("suite__content_hash"),
+    )
+    old = (
+        Evaluation.objects.filter(
+            status=DONE, model__is_hidden=False, suite__archived_at__isnull=True
+        )
+        .exclude(content_hash=F("suite__content_hash"))
+        .exclude(Exists(current))
+        .exclude(model__source__startswith=IMPORTED_PREFIX)
+    )
+    if model is not None:
+        old = old.filter(model=model)
+    if suite is not None:
+        old = old.filter(suite=suite)
+    pairs: dict[tuple[int, int], tuple[LanguageModel, Suite]] = {}
+    rows = old.select_related("model", "suite").defer("snapshot")
+    for e in rows.order_by("model__name", "suite__name"):
+        pairs.setdefault((e.model_id, e.suite_id), (e.model, e.suite))
+    return list(pairs.values())
+
+
+# --- one evaluation's results ------------------------------------------------------------
+
+
+@dataclass
+class RegionCell:
+    content: str
+    # The page's metric in bits; None where the value is missing.
+    value: float | None
+    # Why the value is missing (None where it is not).
+    missing: MissingReason | None = None
+
+
+@dataclass
+class ItemCondition:
+    name: str
+    cells: list[RegionCell]
+
+
+@dataclass
+class ItemRow:
+    item_number: int
+    outcomes: list[bool | None]
+    passed: bool | None
+    # Each condition's sentence region by region with its value, in the suite's order.
+    conditions: list[ItemCondition] = field(default_factory=list)
+
+
+@dataclass
+class ResultPage:
+    evaluation: Evaluation
+    outdated: bool
+    metric: str
+    accuracy: float | None
+    items_passed: int
+    items_evaluated: int
+    predictions: list[PredictionResult]
+    items: list[ItemRow]
+    conditions: list[str]
+    # (number, name) in region order.
+    regions: list[tuple[int, str]]
+    region_names: dict[int, str]
+    # JSON for the surprisal plot (see `plot_data`).
+    plot: dict[str, Any]
+    # From the run's diagnostics; None for runs that did not count them.
+    straddling_tokens: int | None = None
+    regions_without_tokens: int | None = None
+    straddling_rule: str = "missing"
+    # Tied strict comparisons (each failed) and the accuracy had ties been coin flips.
+    ties: int = 0
+    accuracy_random_ties: float | None = None
+    # Words an n-gram model does not know (None for other kinds), and words scored.
+    oov_words: int | None = None
+    words: int | None = None
+    # Missing region values counted by reason.
+    missing: MissingSummary = field(default_factory=MissingSummary)
+
+    @property
+    def items_failed(self) -> int:
+        """Items with an outcome that fail (items a missing value leaves without one are
+        neither passing nor failing)."""
+        return self.items_evaluated - self.items_passed
+
+
+def _region_numbers(snapshot: dict[str, Any]) -> list[int]:
+    return sorted(int(k) for k in snapshot["region_meta"])
+
+
+def result_page(evaluation: Evaluation) -> ResultPage:
+    """Everything the result page of one done evaluation shows. Two queries."""
+    snapshot = evaluation.snapshot
+    numbers = _region_numbers(snapshot)
+    names = region_names(snapshot)
+    rows = list(evaluation.item_results.values_list("item_number", "values", "outcomes", "passed"))
+    by_number = {i["item_number"]: i for i in snapshot.get("items", [])}
+    items = [
+        ItemRow(
+            item_number=n,
+            outcomes=list(o or []),
+            passed=p,
+            conditions=item_conditions(by_number.get(n, {}), v or {}, evaluation.metric),
+        )
+        for n, v, o, p in rows
+    ]
+    conditions = condition_names(snapshot)
+    missing = _missing_reasons(evaluation, items, by_number)
+    return ResultPage(
+        evaluation=evaluation,
+        outdated=evaluation.content_hash != evaluation.suite.content_hash,
+        metric=evaluation.metric,
+        accuracy=evaluation.accuracy,
+        items_passed=sum(1 for i in items if i.passed),
+        items_evaluated=sum(1 for i in items if i.passed is not None),
+        predictions=list(evaluation.prediction_results.all()),
+        items=items,
+        conditions=conditions,
+        regions=list(zip(numbers, names, strict=True)),
+        region_names=dict(zip(numbers, names, strict=True)),
+        plot=plot_data(
+            [without_empty_regions(v or {}, by_number.get(n, {})) for n, v, _o, _p in rows],
+            conditions,
+            list(zip(numbers, names, strict=True)),
+            evaluation.metric,
+        ),
+        straddling_tokens=_count(evaluation.diagnostics, "straddling_tokens"),
+        regions_without_tokens=_count(evaluation.diagnostics, "regions_without_tokens"),
+        straddling_rule=str((evaluation.diagnostics or {}).get("straddling_rule") or "missing"),
+        ties=evaluation.ties,
+        accuracy_random_ties=evaluation.accuracy_random_ties,
+        oov_words=_count(evaluation.diagnostics, "oov_words"),
+        words=_count(evaluation.diagnostics, "tokens"),
+        missing=missing,
+    )
+
+
+def _missing_reasons(
+    evaluation: Evaluation, items: list[ItemRow], by_number: dict[int, dict[str, Any]]
+) -> MissingSummary:
+    """Why each missing region value is missing, set on its cell and counted. Reads the
+    stored tokens of the items that have a missing value only (one query, none where
+    nothing is missing)."""
+    summary = MissingSummary()
+    wanted = [
+        item
+        for item in items
+        if any(
+            cell.value is None and cell.content.strip()
+            for condition in item.conditions
+            for cell in condition.cells
+        )
+    ]
+    if not wanted:
+        return summary
+    stored = dict(
+        evaluation.item_results.filter(
+            item_number__in=[item.item_number for item in wanted]
+        ).values_list("item_number", "tokens")
+    )
+    kind = str((evaluation.model_info or {}).get("kind") or evaluation.model.kind)
+    for item in wanted:
+        packed = stored.get(item.item_number)
+        snapshot_conditions = {
+            c["condition_name"]: c
+            for c in by_number.get(item.item_number, {}).get("conditions", [])
+        }
+        for condition in item.conditions:
+            regions = snapshot_conditions[condition.name]["regions"]
+            order = sorted(range(len(regions)), key=lambda i: regions[i]["region_number"])
+            reasons = sentence_reasons(
+                [str(regions[i].get("content", "")) for i in order],
+                [regions[i]["region_number"] for i in order],
+                [condition.cells[i].value if i < len(condition.cells) else None for i in order],
+                None if packed is None else packed.get(condition.name),
+                kind,
+            )
+            for i, reason in zip(order, reasons, strict=True):
+                if reason is not None and i < len(condition.cells):
+                    condition.cells[i].missing = reason
+                    summary.add(reason)
+    return summary
+
+
+def item_conditions(
+    item: dict[str, Any], values: dict[str, Any], metric: str
+) -> list[ItemCondition]:
+    """The item's conditions as evaluated (from the snapshot) with the region values."""
+    conditions = []
+    for condition in item.get("conditions", []):
+        name = condition["condition_name"]
+        series = (values.get(name) or {}).get(metric) or []
+        conditions.append(
+            ItemCondition(
+                name=name,
+                cells=[
+                    RegionCell(
+                        content=str(region.get("content", "")),
+                        value=series[i] if i < len(series) else None,
+                    )
+                    for i, region in enumerate(condition["regions"])
+                ],
+            )
+        )
+    return conditions
+
+
+def _count(diagnostics: dict[str, Any] | None, key: str) -> int | None:
+    value = (diagnostics or {}).get(key)
+    return int(value) if isinstance(value, int | float) else None
+
+
+# --- bulk export ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ExportedEvaluation:
+    """What the long-format export needs of one evaluation besides its item rows."""
+
+    id: int
+    model: str
+    suite: str
+    region_meta: dict[str, str]
+    formulas: list[str]
+
+
+def export_selection(
+    *,
+    model: LanguageModel | None = None,
+    suite: Suite | None = None,
+    tag: str = "",
+    include_hidden: bool = False,
+) -> list[ExportedEvaluation]:
+    """The current done evaluations (the leaderboard's cells) of one model, one suite, one
+    tag's suites ("untagged" for suites without tags) or all of them, by suite then model.
+    Two queries; the snapshots are not read, only their region names."""
+    current = Evaluation.objects.filter(status=DONE, content_hash=F("suite__content_hash"))
+    if not include_hidden:
+        current = current.filter(model__is_hidden=False)
+    if model is not None:
+        current = current.filter(model=model)
+    if suite is not None:
+        current = current.filter(suite=suite)
+    if tag == UNTAGGED:
+        current = current.filter(suite__tags__isnull=True)
+    elif tag:
+        current = current.filter(suite__tags__name=tag)
+    rows = list(
+        current.order_by("suite__name", "model__name").values_list(
+            "id", "model__name", "suite__name", "snapshot__region_meta"
+        )
+    )
+    formulas: dict[int, list[str]] = defaultdict(list)
+    for evaluation_id, formula in (
+        PredictionResult.objects.filter(evaluation_id__in=[r[0] for r in rows])
+        .order_by("evaluation_id", "position")
+        .values_list("evaluation_id", "formula")
+    ):
+        formulas[evaluation_id].append(formula)
+    return [
+        ExportedEvaluation(pk, model_name, suite_name, dict(meta or {}), formulas[pk])
+        for pk, model_name, suite_name, meta in rows
+    ]
+
+
+def export_item_rows(
+    evaluation_ids: Sequence[int],
+) -> Iterable[tuple[int, int, dict[str, Any], list[bool | None]]]:
+    """(evaluation id, item number, values, outcomes) of the evaluations' items in item
+    order, read in chunks so that a whole leaderboard never sits in memory at once."""
+    for evaluation_id in evaluation_ids:
+        yield from (
+            (evaluation_id, number, values, list(outcomes or []))
+            for number, values, outcomes in ItemResult.objects.filter(evaluation_id=evaluation_id)
+            .order_by("position")
+            .values_list("item_number", "values", "outcomes")
+            .iterator(chunk_size=500)
+        )

@@ -1,0 +1,402 @@
+"""Writes for evaluations: registering models, requesting and retrying evaluations,
+recording progress and storing results. Each is one function, one transaction."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+from django.utils.text import slugify
+
+from evaluations import model_sources
+from evaluations.models import Evaluation, ItemResult, LanguageModel, PredictionResult
+from evaluations.runs import lifecycle as runs
+from evaluations.syntaxgym import outcomes
+from evaluations.syntaxgym.selectors import outdated_pairs
+from gym.errors import ApplicationError
+from suites import formats
+from suites.models import Suite
+from suites.syntaxgym import selectors
+from suites.syntaxgym.services import invisible_characters
+
+log = logging.getLogger(__name__)
+
+# Suite evaluations as a kind of run: the lifecycle in `evaluations.runs.lifecycle` moves them.
+SUITE_RUNS = runs.RunKind(
+    name="suite",
+    model="evaluations.Evaluation",
+    payload="evaluations.syntaxgym.services.scoring_payload",
+    work="evaluations.scoring.worker.run_scoring",
+    store="evaluations.syntaxgym.services.suite_results_store",
+    pack_work="evaluations.scoring.worker.run_scoring_groups",
+    label="Suite",
+    api_detail="api-evaluation",
+)
+runs.register(SUITE_RUNS)
+
+S = Evaluation.Status
+# Re-exported: views and the API catch them from here.
+BrokerUnavailable = runs.BrokerUnavailable
+RunConflict = runs.RunConflict
+
+
+class ModelRegistrationError(ApplicationError):
+    """`errors` maps each field of the registration to what is wrong with it."""
+
+    def __init__(self, errors: dict[str, str]) -> None:
+        super().__init__("; ".join(f"{k}: {v}" for k, v in errors.items()))
+        self.errors = errors
+
+    def error_list(self) -> list[dict[str, Any]]:
+        return [
+            {"code": "invalid", "message": message, "path": f"$.{field}"}
+            for field, message in self.errors.items()
+        ]
+
+
+def detect_kind(source: str, revision: str = "") -> tuple[str, str]:
+    """The model's kind by the scoring engine's own rule (a file's first bytes, or a
+    transformers config without weights), so that registration and workers agree. Only
+    local files are read (no network).
+
+    Returns (kind, note); kind is "unknown" when it cannot be told here (a config of
+    another kind of model): the worker fills it in after its first load. Raises
+    ModelRegistrationError for a file that is no model Gym can read."""
+    # Imported here: the web process needs no scoring code until someone registers.
+    from evaluations.scoring.kinds import detect_kind as scoring_detect_kind
+    from evaluations.scoring.schema import ModelLoadError
+
+    path = Path(source).expanduser()
+    try:
+        return scoring_detect_kind(source, revision=revision or None, local_files_only=True), ""
+    except ModelLoadError as exc:
+        if path.is_file():
+            raise ModelRegistrationError({"source": str(exc)}) from None
+        return LanguageModel.Kind.UNKNOWN, str(exc)
+
+
+MODEL_DESCRIPTION_MAX_LENGTH = 10_000
+
+
+def model_dirs() -> list[Path]:
+    """Where local models may lie: GYM_MODEL_DIRS, and always the site's own var/models,
+    where the run command builds the random baseline."""
+    return [*settings.GYM_MODEL_DIRS, settings.VAR_DIR / "models"]
+
+
+def model_register(
+    *,
+    source: str,
+    display_name: str = "",
+    name: str = "",
+    revision: str = "",
+    description: str = "",
+    reference_url: str = "",
+    user: AbstractBaseUser | None = None,
+    is_baseline: bool = False,
+    extra_model_dirs: Sequence[Path] = (),
+) -> LanguageModel:
+    """Register a model. `extra_model_dirs`: folders a trusted caller (a management command
+    run by the site's administrators, never a page) allows besides GYM_MODEL_DIRS."""
+    source = source.strip()
+    errors: dict[str, str] = {}
+    checked: model_sources.ModelSource | None = None
+    try:
+        checked = model_sources.model_source_check(
+            source, model_dirs=[*model_dirs(), *extra_model_dirs]
+        )
+        source = checked.source
+    except model_sources.ModelSourceError as invalid:
+        errors["source"] = str(invalid)
+    if invisible := invisible_characters(display_name):
+        errors["display_name"] = f"the name may not contain {invisible}"
+    if len(description) > MODEL_DESCRIPTION_MAX_LENGTH:
+        errors["description"] = (
+            f"the description is {len(description):,} characters long; shorten it to at "
+            f"most {MODEL_DESCRIPTION_MAX_LENGTH:,}"
+        )
+    name = slugify(name or display_name or source.rstrip("/").split("/")[-1])
+    if not name:
+        errors["name"] = "give a short name of letters, digits and hyphens"
+    elif LanguageModel.objects.filter(name=name).exists():
+        errors["name"] = f"a model named {name!r} is already registered; choose another name"
+    if LanguageModel.objects.filter(source=source, revision=revision).exists():
+        errors["source"] = f"{source!r} (revision {revision or 'default'}) is already registered"
+    if errors:
+        raise ModelRegistrationError(errors)
+    # The web process reads a local config only where that is safe and small, and never
+    # calls the hub; the worker learns the kind of any other model when it first loads it.
+    kind = LanguageModel.Kind.UNKNOWN
+    if checked is not None and model_sources.config_is_readable(checked):
+        kind, _note = detect_kind(source, revision)
+    try:
+        with transaction.atomic():
+            return LanguageModel.objects.create(
+                name=name,
+                display_name=display_name
+                or (Path(source).name if checked is not None and checked.local else source),
+                source=source,
+                revision=revision,
+                kind=kind,
+                description=description,
+                reference_url=reference_url,
+                registered_by=user if user is not None and user.is_authenticated else None,
+                is_baseline=is_baseline,
+            )
+    except IntegrityError:
+        raise ModelRegistrationError({"name": "that model was registered a moment ago"}) from None
+
+
+def model_set_hidden(*, model: LanguageModel, hidden: bool) -> LanguageModel:
+    model.is_hidden = hidden
+    model.save(update_fields=["is_hidden"])
+    return model
+
+
+@dataclass
+class RequestOutcome:
+    evaluations: list[Evaluation]
+    created: list[Evaluation] = field(default_factory=list)
+    existing: list[Evaluation] = field(default_factory=list)
+
+
+def evaluation_request(
+    *,
+    model: LanguageModel,
+    suites: Iterable[Suite],
+    user: AbstractBaseUser | AnonymousUser | None = None,
+) -> RequestOutcome:
+    """One model on some suites: see `evaluations_request`."""
+    return evaluations_request(models=[model], suites=suites, user=user)
+
+
+def evaluations_request(
+    *,
+    models: Iterable[LanguageModel],
+    suites: Iterable[Suite],
+    user: AbstractBaseUser | AnonymousUser | None = None,
+) -> RequestOutcome:
+    """Every model on every suite, in one transaction: one evaluation per (model, suite,
+    content hash); asking again returns the existing one. `evaluations` lists them
+    model by model, each in the order the suites were asked (see `_pairs_request`)."""
+    asked_models = list({m.pk: m for m in models}.values())
+    asked_suites = list({s.pk: s for s in suites}.values())
+    return _pairs_request([(m, s) for m in asked_models for s in asked_suites], user=user)
+
+
+def evaluations_rerun_outdated(
+    *,
+    model: LanguageModel | None = None,
+    suite: Suite | None = None,
+    user: AbstractBaseUser | AnonymousUser | None = None,
+) -> RequestOutcome:
+    """Queue, on the suites' current content, every (model, suite) whose done results
+    are for an earlier content and that has no run on the current content yet (see
+    `selectors.outdated_pairs`), narrowed to `model` and/or `suite`. One transaction;
+    asking twice queues nothing the second time."""
+    with transaction.atomic():
+        return _pairs_request(outdated_pairs(model=model, suite=suite), user=user)
+
+
+def _pairs_request(
+    pairs: Sequence[tuple[LanguageModel, Suite]],
+    *,
+    user: AbstractBaseUser | AnonymousUser | None,
+) -> RequestOutcome:
+    """The evaluation of each (model, suite) on the suite's current content, created
+    where missing, in one transaction. New ones are sent to the GPU queue after their rows
+    are committed.
+
+    Raises BrokerUnavailable (after committing the rows) when the queue is unreachable;
+    asking again later sends whatever was not sent."""
+    runs.check_runnable([model for model, _suite in pairs])
+    outcome = RequestOutcome(evaluations=[])
+    requester = user if user is not None and user.is_authenticated else None
+    by_pair: dict[tuple[int, int], Evaluation] = {}
+    snapshots: dict[int, dict[str, Any]] = {}
+    with transaction.atomic():
+        # Rows are created in one global order (model id, suite id), so that two requests
+        # for overlapping pairs wait for each other instead of deadlocking (PostgreSQL).
+        for model, suite in sorted(pairs, key=lambda p: (p[0].pk, p[1].pk)):
+            if (model.pk, suite.pk) in by_pair:
+                continue
+            evaluation, created = _evaluation_get_or_create(
+                model=model, suite=suite, requester=requester, snapshots=snapshots
+            )
+            (outcome.created if created else outcome.existing).append(evaluation)
+            by_pair[model.pk, suite.pk] = evaluation
+        asked = dict.fromkeys((m.pk, s.pk) for m, s in pairs)
+        outcome.evaluations = [by_pair[key] for key in asked]
+        # Sent once the rows are committed, so that a worker never sees a row that is
+        # not there; a broker outage then raises BrokerUnavailable out of this block.
+        runs.runs_enqueue_on_commit(kind=SUITE_RUNS, runs=outcome.evaluations)
+    return outcome
+
+
+def _evaluation_get_or_create(
+    *,
+    model: LanguageModel,
+    suite: Suite,
+    requester: AbstractBaseUser | None,
+    snapshots: dict[int, dict[str, Any]],
+) -> tuple[Evaluation, bool]:
+    """The evaluation of `model` on the suite's current content, created when missing
+    (`snapshots` caches each suite's canonical form across models)."""
+    key = {"model": model, "suite": suite, "content_hash": suite.content_hash}
+    evaluation = Evaluation.objects.filter(**key).first()
+    if evaluation is not None:
+        return evaluation, False
+    if suite.pk not in snapshots:
+        snapshots[suite.pk] = selectors.suite_canonical(suite)
+    snapshot = snapshots[suite.pk]
+    try:
+        with transaction.atomic():
+            evaluation = Evaluation.objects.create(
+                **key,
+                snapshot=snapshot,
+                metric=outcomes.prediction_metric(snapshot["meta"].get("metric")),
+                progress_total=len(formats.sentences(snapshot)),
+                requested_by=requester,
+            )
+    except IntegrityError:
+        return Evaluation.objects.get(**key), False
+    return evaluation, True
+
+
+def scoring_payload(evaluation: Evaluation) -> dict[str, Any]:
+    """Everything a GPU worker needs, so that it never touches the database."""
+    model = evaluation.model
+    return {
+        "model": {"source": model.source, "revision": model.revision},
+        "sentences": [regions for _item, _cond, regions in formats.sentences(evaluation.snapshot)],
+        "straddling": settings.GYM_STRADDLING_TOKENS,
+    }
+
+
+def evaluation_retry(
+    *, evaluation: Evaluation, user: AbstractBaseUser | AnonymousUser | None
+) -> Evaluation:
+    """Send a failed or cancelled evaluation again (see `runs.run_retry`)."""
+    return runs.run_retry(run=evaluation, user=user)
+
+
+def evaluation_cancel(
+    *, evaluation: Evaluation, user: AbstractBaseUser | AnonymousUser | None
+) -> Evaluation:
+    return runs.run_cancel(run=evaluation, user=user)
+
+
+def progress_record(
+    *, evaluation_id: int, attempt: int, done: int, total: int, restart: bool = False
+) -> None:
+    runs.run_progress(
+        kind=SUITE_RUNS,
+        run_id=evaluation_id,
+        attempt=attempt,
+        done=done,
+        total=total,
+        restart=restart,
+    )
+
+
+def evaluation_fail(*, evaluation_id: int, attempt: int, reason: str) -> None:
+    runs.run_fail(kind=SUITE_RUNS, run_id=evaluation_id, attempt=attempt, reason=reason)
+
+
+def suite_results_store(*, run_id: int, attempt: int, results: dict[str, Any]) -> bool:
+    """The store function of suite runs (the kinds registry's calling convention)."""
+    return results_store(evaluation_id=run_id, attempt=attempt, results=results)
+
+
+def results_store(*, evaluation_id: int, attempt: int, results: dict[str, Any]) -> bool:
+    """Write region values, prediction outcomes and accuracy in one transaction.
+
+    Idempotent: a second delivery (or a stale attempt) finds the evaluation done or the
+    attempt changed, and writes nothing. Returns whether it wrote."""
+    with transaction.atomic():
+        evaluation = (
+            Evaluation.objects.select_for_update()
+            .select_related("model")
+            .filter(pk=evaluation_id)
+            .first()
+        )
+        if (
+            evaluation is None
+            or evaluation.attempt != attempt
+            or evaluation.status not in runs.ALLOWED_FROM[S.DONE]
+        ):
+            return False
+        snapshot = evaluation.snapshot
+        keys = formats.sentences(snapshot)
+        scored = results["sentences"]
+        try:
+            if len(scored) != len(keys):
+                raise ValueError(f"the worker returned {len(scored)} sentences for {len(keys)}")
+            outcome = outcomes.score_items(snapshot, scored)
+        except ValueError as invalid:
+            runs.run_fail(
+                kind=SUITE_RUNS, run_id=evaluation_id, attempt=attempt, reason=str(invalid)
+            )
+            return False
+        item_rows = [
+            ItemResult(
+                evaluation=evaluation,
+                item_number=item.item_number,
+                position=position,
+                values=item.values,
+                outcomes=item.outcomes,
+                passed=item.passed,
+                tokens=item.tokens,
+            )
+            for position, item in enumerate(outcome.items)
+        ]
+        prediction_rows = [
+            PredictionResult(
+                evaluation=evaluation,
+                position=p.position,
+                formula=p.formula,
+                passed=p.passed,
+                evaluated=p.evaluated,
+                accuracy=p.accuracy,
+                ties=p.ties,
+            )
+            for p in outcome.predictions
+        ]
+        ItemResult.objects.filter(evaluation=evaluation).delete()
+        PredictionResult.objects.filter(evaluation=evaluation).delete()
+        ItemResult.objects.bulk_create(item_rows, batch_size=500)
+        PredictionResult.objects.bulk_create(prediction_rows)
+        info = results.get("model_info") or {}
+        runs.run_advance(
+            SUITE_RUNS,
+            evaluation_id,
+            attempt,
+            S.DONE,
+            accuracy=outcome.accuracy,
+            ties=outcome.ties,
+            accuracy_random_ties=outcome.accuracy_random_ties,
+            diagnostics=results.get("diagnostics") or {},
+            model_info=info,
+            progress_done=len(keys),
+            progress_total=len(keys),
+            finished_at=timezone.now(),
+        )
+        _learn_model_facts(evaluation.model, info)
+    return True
+
+
+def _learn_model_facts(model: LanguageModel, info: dict[str, Any]) -> None:
+    changes: dict[str, Any] = {}
+    if model.kind == LanguageModel.Kind.UNKNOWN and info.get("kind") in LanguageModel.Kind.values:
+        changes["kind"] = info["kind"]
+    if model.parameter_count is None and isinstance(info.get("n_params"), int):
+        changes["parameter_count"] = info["n_params"]
+    if changes:
+        LanguageModel.objects.filter(pk=model.pk).update(**changes)

@@ -1,0 +1,175 @@
+"""REST API for minimal-pair sets: upload, list, detail, export. Thin views over
+suites.minimal_pairs.sets (the same import service and reads as the pages)."""
+
+from __future__ import annotations
+
+from django.http import HttpResponse
+from django.shortcuts import get_object_or_404
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema
+from rest_framework import generics, serializers, status
+from rest_framework.permissions import IsAuthenticatedOrReadOnly
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from suites.catalog import ListQuery
+from suites.catalog_api import (
+    UPLOAD_PARSERS,
+    GymDataSerializer,
+    NamedUploadFields,
+    RawBodyParser,
+    list_parameters,
+    upload_read,
+    upload_schema,
+)
+from suites.minimal_pairs import sets as pair_sets
+from suites.models import MinimalPairSet
+
+__all__ = ["RawBodyParser"]  # evaluations' pair API reads raw bodies with it too
+
+
+class PairSetSerializer(GymDataSerializer):
+    api_url_name = "api-pair-set"
+
+    class Meta:
+        model = MinimalPairSet
+        fields = [
+            "name",
+            "description",
+            "owner",
+            "tags",
+            "source_format",
+            "columns",
+            "condition_columns",
+            "pair_count",
+            "sentence_count",
+            "content_hash",
+            "import_warnings",
+            "created_at",
+            "updated_at",
+            "url",
+        ]
+
+
+class PairSetUploadSerializer(PairSetSerializer):
+    """The answer to an upload: the set, its import notes, and the name asked for when
+    it was saved under another one (on_conflict=rename)."""
+
+    warnings = serializers.ListField(child=serializers.CharField(), read_only=True)
+    renamed_from = serializers.CharField(allow_null=True, read_only=True)
+
+    class Meta(PairSetSerializer.Meta):
+        fields = [*PairSetSerializer.Meta.fields, "warnings", "renamed_from"]
+
+
+class PairSetReplaceSerializer(PairSetUploadSerializer):
+    changed = serializers.BooleanField(
+        read_only=True, help_text="false when the file holds the same content (nothing written)"
+    )
+
+    class Meta(PairSetUploadSerializer.Meta):
+        fields = [*PairSetUploadSerializer.Meta.fields, "changed"]
+
+
+class PairSetUploadFields(NamedUploadFields):
+    """A minimal-pair set's upload fields (a replace keeps name, description and tags
+    that are not given)."""
+
+    drop_incomplete_pairs = serializers.BooleanField(
+        default=False,
+        help_text="leave out pairs lacking an expected or unexpected sentence (with a "
+        "warning) instead of refusing the file",
+    )
+
+
+def _answer(request: Request, report: pair_sets.PairSetReport) -> dict[str, object]:
+    body = PairSetSerializer(report.pair_set, context={"request": request}).data
+    return {**body, "warnings": report.warnings, "renamed_from": report.renamed_from or None}
+
+
+_FORMATS = "an NLPScholar TSV or a BLiMP JSONL file (the format from `filename`, else sniffed)"
+
+
+class PairSetListCreate(generics.ListAPIView):
+    """List minimal-pair sets, or upload one."""
+
+    serializer_class = PairSetSerializer
+    permission_classes = [IsAuthenticatedOrReadOnly]
+    parser_classes = UPLOAD_PARSERS
+
+    def get_queryset(self):  # type: ignore[no-untyped-def]
+        query = ListQuery.from_api(self.request.query_params)
+        return pair_sets.pair_set_list(q=query.q, tag=query.tag, sort=query.sort)
+
+    @extend_schema(parameters=list_parameters(noun="sets", sorts=pair_sets.SORTS))
+    def get(self, request: Request, *args, **kwargs) -> Response:  # type: ignore[no-untyped-def]
+        return super().get(request, *args, **kwargs)
+
+    @upload_schema(
+        fields=PairSetUploadFields,
+        raw={"text/tab-separated-values": OpenApiTypes.STR},
+        responses={201: PairSetUploadSerializer},
+        description=f"Upload {_FORMATS} as a set. 400 lists every problem (`path`, `row`, "
+        "`column`); nothing is saved unless the whole file is valid.",
+    )
+    def post(self, request: Request) -> Response:
+        upload = upload_read(request, PairSetUploadFields)
+        report = pair_sets.minimal_pair_set_import(
+            data=upload.data,
+            filename=upload.filename,
+            name=upload.name_or_stem(),
+            owner=request.user,
+            description=upload.fields.get("description", ""),
+            tags=upload.tags or (),
+            drop_incomplete_pairs=upload.fields["drop_incomplete_pairs"],
+            rename_if_taken=upload.rename_if_taken,
+        )
+        return Response(_answer(request, report), status=status.HTTP_201_CREATED)
+
+
+class PairSetDetail(APIView):
+    permission_classes = [IsAuthenticatedOrReadOnly]
+    parser_classes = UPLOAD_PARSERS
+
+    @extend_schema(responses=PairSetSerializer)
+    def get(self, request: Request, name: str) -> Response:
+        pair_set = get_object_or_404(MinimalPairSet.objects.select_related("owner"), name=name)
+        return Response(PairSetSerializer(pair_set, context={"request": request}).data)
+
+    @upload_schema(
+        fields=PairSetUploadFields,
+        raw={"text/tab-separated-values": OpenApiTypes.STR},
+        responses={200: PairSetReplaceSerializer},
+        description=f"Replace the set's content (owner or staff) with {_FORMATS}, "
+        "validated as an upload; name, description and tags stay unless given. Runs on "
+        "the old content stay, outdated. `changed` is false when the file holds the same "
+        "content (nothing written).",
+    )
+    def put(self, request: Request, name: str) -> Response:
+        pair_set = get_object_or_404(MinimalPairSet.objects.select_related("owner"), name=name)
+        upload = upload_read(request, PairSetUploadFields)
+        report = pair_sets.minimal_pair_set_replace(
+            pair_set=pair_set,
+            user=request.user,
+            data=upload.data,
+            filename=upload.filename,
+            name=upload.fields.get("name"),
+            description=upload.fields.get("description"),
+            tags=upload.tags,
+            drop_incomplete_pairs=upload.fields["drop_incomplete_pairs"],
+            rename_if_taken=upload.rename_if_taken,
+        )
+        return Response({**_answer(request, report), "changed": report.changed})
+
+
+class PairSetExport(APIView):
+    """The set as an NLPScholar data TSV, columns in their original order."""
+
+    @extend_schema(responses={(200, "text/tab-separated-values"): str})
+    def get(self, request: Request, name: str) -> HttpResponse:
+        pair_set = get_object_or_404(MinimalPairSet, name=name)
+        return HttpResponse(
+            pair_sets.pair_set_export(pair_set),
+            content_type="text/tab-separated-values; charset=utf-8",
+        )

@@ -1,0 +1,151 @@
+"""REST API for probing tasks: thin views over the service and reads the pages use."""
+
+from __future__ import annotations
+
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import generics, serializers, status
+from rest_framework.permissions import IsAuthenticatedOrReadOnly
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from suites.catalog import ListQuery
+from suites.catalog_api import (
+    UPLOAD_PARSERS,
+    GymDataSerializer,
+    NamedUploadFields,
+    list_parameters,
+    upload_read,
+    upload_schema,
+)
+from suites.formats.probing import TASK_TYPES, guess_task_type
+from suites.formats.report import SuiteError
+from suites.models import ProbingTask
+from suites.probing.services import (
+    TASK_SORTS,
+    probing_task_import,
+    probing_task_list,
+    probing_task_overview,
+)
+
+
+class ProbingTaskSerializer(GymDataSerializer):
+    class Meta:
+        model = ProbingTask
+        fields = [
+            "name",
+            "url",
+            "task_type",
+            "description",
+            "tags",
+            "owner",
+            "instance_count",
+            "labels",
+            "extra_columns",
+            "content_hash",
+            "created_at",
+        ]
+
+    def get_url(self, task: ProbingTask) -> str:
+        # The task's page (kept from before there was a detail endpoint).
+        return task.get_absolute_url()
+
+
+class ProbingTaskDetailSerializer(ProbingTaskSerializer):
+    overview = serializers.SerializerMethodField()
+
+    class Meta(ProbingTaskSerializer.Meta):
+        fields = [*ProbingTaskSerializer.Meta.fields, "counts", "length_counts", "overview"]
+
+    def get_overview(self, task: ProbingTask) -> dict:
+        return probing_task_overview(task)
+
+
+class ProbingTaskUploadSerializer(ProbingTaskDetailSerializer):
+    """The answer to an upload: the task, and the name asked for when it was saved
+    under another one (on_conflict=rename)."""
+
+    warnings = serializers.ListField(child=serializers.CharField(), read_only=True)
+    renamed_from = serializers.CharField(allow_null=True, read_only=True)
+
+    class Meta(ProbingTaskDetailSerializer.Meta):
+        fields = [*ProbingTaskDetailSerializer.Meta.fields, "warnings", "renamed_from"]
+
+
+class ProbingTaskUploadFields(NamedUploadFields):
+    task_type = serializers.ChoiceField(
+        choices=list(TASK_TYPES),
+        required=False,
+        allow_blank=True,
+        help_text="default: the SentEval task the file name stands for, else custom",
+    )
+
+
+def _errors(errors: list[SuiteError], code: int = status.HTTP_400_BAD_REQUEST) -> Response:
+    # The API's one error shape: every entry has a code.
+    return Response({"errors": [{"code": "invalid", **e.as_dict()} for e in errors]}, status=code)
+
+
+class ProbingTaskListCreate(generics.ListAPIView):
+    """List probing tasks (search, tag, type, ordering, pagination) or upload one."""
+
+    serializer_class = ProbingTaskSerializer
+    permission_classes = [IsAuthenticatedOrReadOnly]
+    parser_classes = UPLOAD_PARSERS
+
+    def get_queryset(self):  # type: ignore[no-untyped-def]
+        query = ListQuery.from_api(self.request.query_params)
+        task_type = self.request.query_params.get("type", "").strip()
+        return probing_task_list(q=query.q, tag=query.tag, task_type=task_type, sort=query.sort)
+
+    @extend_schema(
+        parameters=[
+            *list_parameters(noun="tasks", sorts=TASK_SORTS),
+            OpenApiParameter("type", str, enum=list(TASK_TYPES), description="Only this type"),
+        ]
+    )
+    def get(self, request: Request, *args, **kwargs) -> Response:  # type: ignore[no-untyped-def]
+        return super().get(request, *args, **kwargs)
+
+    @upload_schema(
+        fields=ProbingTaskUploadFields,
+        raw={"text/plain": OpenApiTypes.STR},
+        responses={201: ProbingTaskUploadSerializer},
+        description="Upload a SentEval-style probing file (partition TAB label TAB sentence "
+        "per line). 400 lists every problem (`path` such as 'line 7, field 2'); nothing is "
+        "saved unless the whole file is valid.",
+    )
+    def post(self, request: Request) -> Response:
+        upload = upload_read(request, ProbingTaskUploadFields)
+        name = upload.name_or_stem().strip()
+        task_type = upload.fields.get("task_type") or (
+            guess_task_type(upload.filename) if upload.filename else None
+        )
+        task = probing_task_import(
+            source=upload.data,
+            name=name,
+            owner=request.user,
+            task_type=task_type,
+            description=upload.fields.get("description", ""),
+            tags=upload.tags or (),
+            rename_if_taken=upload.rename_if_taken,
+        )
+        body = ProbingTaskDetailSerializer(task).data
+        renamed_from = name if task.name != name else None
+        return Response(
+            {**body, "warnings": [], "renamed_from": renamed_from}, status=status.HTTP_201_CREATED
+        )
+
+
+class ProbingTaskDetail(APIView):
+    permission_classes = [IsAuthenticatedOrReadOnly]
+
+    @extend_schema(responses={200: ProbingTaskDetailSerializer, 404: OpenApiTypes.OBJECT})
+    def get(self, request: Request, name: str) -> Response:
+        task = ProbingTask.objects.select_related("owner").filter(name=name).first()
+        if task is None:
+            return _errors(
+                [SuiteError("name", f"no probing task named '{name}'")], status.HTTP_404_NOT_FOUND
+            )
+        return Response(ProbingTaskDetailSerializer(task).data)

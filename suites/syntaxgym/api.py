@@ -1,0 +1,211 @@
+"""REST API for suites: thin views over the same services and selectors the pages use."""
+
+from __future__ import annotations
+
+import json
+
+from django.http import HttpResponse
+from django.shortcuts import get_object_or_404
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import generics, serializers, status
+from rest_framework.parsers import BaseParser
+from rest_framework.permissions import IsAuthenticatedOrReadOnly
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from suites import formats
+from suites.catalog import ListQuery
+from suites.catalog_api import (
+    UPLOAD_PARSERS,
+    GymDataSerializer,
+    UploadFields,
+    list_parameters,
+    upload_read,
+    upload_schema,
+)
+from suites.formats.syntaxgym import TAG_MAX_LENGTH, TAGS_MAX_COUNT
+from suites.models import Suite, Tag
+from suites.syntaxgym import selectors, services
+
+
+class RawJSONParser(BaseParser):
+    """Hands the body to the format layer untouched, so that malformed JSON gets the same
+    located error (line, column) as an upload through the page."""
+
+    media_type = "application/json"
+
+    def parse(self, stream, media_type=None, parser_context=None) -> bytes:  # type: ignore[no-untyped-def]
+        return stream.read()
+
+
+class TagSerializer(serializers.ModelSerializer):
+    suite_count = serializers.IntegerField(read_only=True)
+
+    class Meta:
+        model = Tag
+        fields = ["name", "description", "suite_count"]
+
+
+class SuiteSummarySerializer(GymDataSerializer):
+    api_url_name = "api-suite"
+
+    class Meta:
+        model = Suite
+        # No description: lists stay small whatever the suites hold; the detail has it.
+        fields = [
+            "name",
+            "owner",
+            "tags",
+            "metric",
+            "region_count",
+            "condition_count",
+            "item_count",
+            "content_hash",
+            "created_at",
+            "updated_at",
+            "url",
+        ]
+
+
+class SuiteDetailSerializer(SuiteSummarySerializer):
+    regions = serializers.SerializerMethodField()
+    conditions = serializers.SerializerMethodField()
+    predictions = serializers.SerializerMethodField()
+
+    class Meta(SuiteSummarySerializer.Meta):
+        fields = SuiteSummarySerializer.Meta.fields + [
+            "archived_at",
+            "description",
+            "reference",
+            "author",
+            "comment",
+            "extra_meta",
+            "source_format",
+            "import_warnings",
+            "regions",
+            "conditions",
+            "predictions",
+        ]
+
+    def get_regions(self, suite: Suite) -> list[dict]:
+        return [{"number": r.number, "name": r.name} for r in suite.regions.all()]
+
+    def get_conditions(self, suite: Suite) -> list[str]:
+        return [c.name for c in suite.conditions.all()]
+
+    def get_predictions(self, suite: Suite) -> list[dict]:
+        return [{"formula": p.formula, "original": p.original} for p in suite.predictions.all()]
+
+
+class SuiteUploadSerializer(SuiteDetailSerializer):
+    """The answer to an upload: the suite, its import notes, and the name asked for when
+    it was saved under another one (on_conflict=rename)."""
+
+    warnings = serializers.ListField(child=serializers.CharField(), read_only=True)
+    renamed_from = serializers.CharField(allow_null=True, read_only=True)
+
+    class Meta(SuiteDetailSerializer.Meta):
+        fields = [*SuiteDetailSerializer.Meta.fields, "warnings", "renamed_from"]
+
+
+class SuiteListCreate(generics.ListAPIView):
+    """List suites (search, tag filter, sort, pagination) or upload one (a suite file)."""
+
+    serializer_class = SuiteSummarySerializer
+    permission_classes = [IsAuthenticatedOrReadOnly]
+    parser_classes = UPLOAD_PARSERS
+
+    def get_queryset(self):  # type: ignore[no-untyped-def]
+        query = ListQuery.from_api(self.request.query_params)
+        return selectors.suite_list(q=query.q, tag=query.tag, sort=query.sort)
+
+    @extend_schema(parameters=list_parameters(noun="suites", sorts=selectors.SORTS))
+    def get(self, request: Request, *args, **kwargs) -> Response:  # type: ignore[no-untyped-def]
+        return super().get(request, *args, **kwargs)
+
+    @upload_schema(
+        fields=UploadFields,
+        raw={"application/json": OpenApiTypes.OBJECT},
+        responses={201: SuiteUploadSerializer},
+        description="Upload a suite in any SyntaxGym JSON format. `tags` are added to the "
+        f"suite's own meta.tags (at most {TAGS_MAX_COUNT} in all, each at most "
+        f"{TAG_MAX_LENGTH} characters). 400 lists every problem, each with `path` and "
+        "`location`, the place as numbers (section, item, condition, region, "
+        "region_number, prediction, key; line and column for CSV); nothing is saved "
+        "unless all is valid.",
+    )
+    def post(self, request: Request) -> Response:
+        upload = upload_read(request, UploadFields)
+        report = services.suite_import(
+            source=upload.data,
+            owner=request.user,
+            rename_if_taken=upload.rename_if_taken,
+            extra_tags=upload.tags or (),
+        )
+        body = SuiteDetailSerializer(report.suite, context={"request": request}).data
+        body["warnings"] = report.warnings
+        body["renamed_from"] = report.renamed_from or None
+        return Response(body, status=status.HTTP_201_CREATED)
+
+
+class SuiteDetail(APIView):
+    permission_classes = [IsAuthenticatedOrReadOnly]
+    parser_classes = [RawJSONParser]
+
+    def _get(self, name: str) -> Suite:
+        return get_object_or_404(Suite.objects.select_related("owner"), name=name)
+
+    @extend_schema(responses=SuiteDetailSerializer)
+    def get(self, request: Request, name: str) -> Response:
+        suite = self._get(name)
+        return Response(SuiteDetailSerializer(suite, context={"request": request}).data)
+
+    @extend_schema(
+        request={"application/json": OpenApiTypes.OBJECT},
+        responses={200: SuiteDetailSerializer, 400: OpenApiTypes.OBJECT, 403: None},
+        description="Replace the suite's content (owner or staff).",
+    )
+    def put(self, request: Request, name: str) -> Response:
+        suite = self._get(name)
+        report = services.suite_replace(suite=suite, user=request.user, source=request.data)
+        body = SuiteDetailSerializer(report.suite, context={"request": request}).data
+        body["warnings"] = report.warnings
+        return Response(body)
+
+    @extend_schema(
+        responses={204: None, 200: SuiteDetailSerializer},
+        description="Delete the suite (204), or archive it when it has evaluations (200, the "
+        "suite with `archived_at` set): it leaves the lists, its results stay reachable.",
+    )
+    def delete(self, request: Request, name: str) -> Response:
+        suite = self._get(name)
+        if services.suite_delete(suite=suite, user=request.user) == "archived":
+            return Response(SuiteDetailSerializer(suite, context={"request": request}).data)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class SuiteExport(APIView):
+    """The whole suite in the canonical current format (or CSV with ?as=csv)."""
+
+    @extend_schema(
+        parameters=[OpenApiParameter("as", str, enum=["json", "csv"])],
+        responses={(200, "application/json"): OpenApiTypes.OBJECT, (200, "text/csv"): str},
+    )
+    def get(self, request: Request, name: str) -> HttpResponse:
+        suite = get_object_or_404(Suite, name=name)
+        data = selectors.suite_canonical(suite)
+        if request.query_params.get("as") == "csv":
+            return HttpResponse(formats.to_csv_text(data), content_type="text/csv; charset=utf-8")
+        return HttpResponse(
+            json.dumps(data, ensure_ascii=False), content_type="application/json; charset=utf-8"
+        )
+
+
+class TagList(generics.ListAPIView):
+    serializer_class = TagSerializer
+    pagination_class = None
+
+    def get_queryset(self):  # type: ignore[no-untyped-def]
+        return selectors.tag_counts()
