@@ -25,6 +25,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from evaluations.language_models import registry as model_registry
+
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 NEXTFLOW = (
@@ -141,7 +143,7 @@ def run_mode(
     # same files to the worker, loaded (and checked) from scratch.
     copy = tmp / "models" / mode
     shutil.copytree(model_dir, copy, copy_function=os.link)
-    model = services.model_register(source=str(copy), name=f"model-{mode}")
+    model = model_registry.model_register(source=str(copy), name=f"model-{mode}")
     worker_env = {**env, "GYM_SCORING_CACHE": str(tmp / f"checks-{mode}")}
     logs = {queue: tmp / f"worker-{mode}-{queue}.log" for queue in ("celery", "gpu")}
     workers = {queue: start_worker(queue, worker_env, logs[queue]) for queue in logs}

@@ -19,6 +19,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from evaluations.language_models import registry as model_registry
+
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
@@ -108,7 +110,7 @@ def run(tmp: Path) -> None:
     sentences = [f"The {noun} is {place} 1." for noun in NOUNS for place in PLACES]
     # Local models must lie under a model folder (GYM_MODEL_DIRS, default var/models).
     model_dir = baseline.build_random_gpt2(tmp / "models" / "tiny", sentences, vocab_size=300)
-    model = services.model_register(source=str(model_dir), name="tiny")
+    model = model_registry.model_register(source=str(model_dir), name="tiny")
 
     logs = {queue: tmp / f"worker-{queue}.log" for queue in ("celery", "gpu")}
     workers = {queue: start_worker(queue, env, logs[queue]) for queue in logs}

@@ -70,7 +70,7 @@ tokens = []
 for i in range({clients}):
     user = User.objects.create_user(f"load{{i}}", password="load-pass-1234")
     tokens.append(Token.objects.create(user=user).key)
-services.model_register(source="gpt2", name="gpt2")
+model_registry.model_register(source="gpt2", name="gpt2")
 print("TOKENS " + ",".join(tokens))
 """
 

@@ -1,6 +1,18 @@
 from __future__ import annotations
 
+from importlib import import_module
+
 from django.apps import AppConfig
+
+# Every kind of run: importing its services module registers it with the run core
+# (`evaluations.runs.lifecycle.register`). Adding a kind adds one line here. The order is
+# the order of the Runs page's kind filter and of each process's registry.
+KIND_MODULES = (
+    "evaluations.syntaxgym.services",
+    "evaluations.minimal_pairs.services",
+    "evaluations.probing.services",
+    "evaluations.training.services",
+)
 
 
 class EvaluationsConfig(AppConfig):
@@ -10,7 +22,5 @@ class EvaluationsConfig(AppConfig):
     def ready(self) -> None:
         # Registers the run kinds, so that every process (web, storing worker, GPU
         # worker) knows them before the first message arrives.
-        from evaluations.minimal_pairs import services as pair_services  # noqa: F401
-        from evaluations.probing import services as probing_services  # noqa: F401
-        from evaluations.syntaxgym import services  # noqa: F401
-        from evaluations.training import services as training  # noqa: F401
+        for module in KIND_MODULES:
+            import_module(module)

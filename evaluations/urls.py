@@ -2,11 +2,15 @@ from __future__ import annotations
 
 from django.urls import path, register_converter
 
+from evaluations.language_models import api as model_api
+from evaluations.language_models import views as model_views
 from evaluations.minimal_pairs import api as pair_api
 from evaluations.minimal_pairs import result_views as pair_result_views
 from evaluations.minimal_pairs import views as pair_run_views
 from evaluations.probing import api as probing_api
 from evaluations.probing import views as probing_views
+from evaluations.runs import api as run_api
+from evaluations.runs import views as run_views
 from evaluations.syntaxgym import api, result_views, views
 from evaluations.training import urls as training_urls
 
@@ -28,10 +32,10 @@ register_converter(SignedIntConverter, "signed")
 app_name = "evaluations"
 
 urlpatterns = [
-    path("models/", views.model_list, name="models"),
-    path("models/register/", views.model_register, name="register"),
-    path("models/<slug:name>/visibility/", views.model_visibility, name="visibility"),
-    path("runs/", views.run_list, name="runs"),
+    path("models/", model_views.model_list, name="models"),
+    path("models/register/", model_views.model_register, name="register"),
+    path("models/<slug:name>/visibility/", model_views.model_visibility, name="visibility"),
+    path("runs/", run_views.run_list, name="runs"),
     path("evaluations/", views.evaluation_list, name="list"),
     path("evaluations/new/", views.evaluation_request, name="request"),
     path("evaluations/rerun-outdated/", views.evaluation_rerun_outdated, name="rerun_outdated"),
@@ -52,7 +56,7 @@ urlpatterns = [
     path("results.<str:fmt>", result_views.export_view, name="export"),
     path("evaluations/<int:pk>/results.json", result_views.results_json_view, name="results_json"),
     path("evaluations/<int:pk>/results.csv", result_views.results_csv_view, name="results_csv"),
-    path("pairs/evaluations/", views.run_list_of("pairs"), name="pair_list"),
+    path("pairs/evaluations/", run_views.run_list_of("pairs"), name="pair_list"),
     path("pairs/evaluations/new/", pair_run_views.pair_request, name="pair_request"),
     path("pairs/evaluations/<int:pk>/retry/", pair_run_views.pair_retry, name="pair_retry"),
     path("pairs/evaluations/<int:pk>/cancel/", pair_run_views.pair_cancel, name="pair_cancel"),
@@ -61,7 +65,7 @@ urlpatterns = [
         pair_run_views.pair_import,
         name="pair_import",
     ),
-    path("probing-runs/", views.run_list_of("probing"), name="probing_list"),
+    path("probing-runs/", run_views.run_list_of("probing"), name="probing_list"),
     path("probing-runs/new/", probing_views.probing_request, name="probing_request"),
     path("probing-runs/<int:pk>/", probing_views.probing_run, name="probing_run"),
     path("probing-runs/<int:pk>/retry/", probing_views.probing_retry, name="probing_retry"),
@@ -83,9 +87,9 @@ urlpatterns = [
 ]
 
 api_urlpatterns = [
-    path("models/", api.ModelListCreate.as_view(), name="api-models"),
-    path("models/<slug:name>/", api.ModelDetail.as_view(), name="api-model"),
-    path("runs/", api.RunList.as_view(), name="api-runs"),
+    path("models/", model_api.ModelListCreate.as_view(), name="api-models"),
+    path("models/<slug:name>/", model_api.ModelDetail.as_view(), name="api-model"),
+    path("runs/", run_api.RunList.as_view(), name="api-runs"),
     path("evaluations/", api.EvaluationListCreate.as_view(), name="api-evaluations"),
     path(
         "evaluations/rerun-outdated/",

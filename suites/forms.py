@@ -8,9 +8,10 @@ from django.contrib.auth.forms import UserCreationForm
 from django.contrib.auth.models import User
 from django.core.files.uploadedfile import UploadedFile
 
+from suites.catalog_services import tag_slugs
 from suites.formats.probing import TASK_TYPES
 from suites.formats.syntaxgym import META_TEXT_MAX_LENGTH, TAG_MAX_LENGTH, TAGS_MAX_COUNT
-from suites.syntaxgym.services import tag_list_errors, tag_slugs
+from suites.syntaxgym.services import tag_list_errors
 
 
 def upload_size_check(upload: UploadedFile) -> None:

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from django.contrib.staticfiles import finders
 
-from suites import formats
+from suites import catalog_services, formats
 from suites.models import Suite
 from suites.syntaxgym import selectors, services
 from tests.conftest import BrowserClient, small_suite
@@ -247,8 +247,8 @@ def test_copy_needs_post_login_and_csrf(anon_client, bob_client, alice) -> None:
 
 def test_copy_names_fit_the_limit() -> None:
     assert services.copy_name("x", 1) == "x (copy)" and services.copy_name("x", 3) == "x (copy 3)"
-    long = "n" * services.NAME_MAX_LENGTH
-    assert len(services.copy_name(long, 12)) == services.NAME_MAX_LENGTH
+    long = "n" * catalog_services.NAME_MAX_LENGTH
+    assert len(services.copy_name(long, 12)) == catalog_services.NAME_MAX_LENGTH
     assert services.copy_name(long, 12).endswith(" (copy 12)")
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from evaluations.language_models import registry as model_registry
 from evaluations.scoring import worker
 from evaluations.syntaxgym import services
 from suites.syntaxgym import services as suite_services
@@ -31,7 +32,7 @@ def test_progress_status_and_results_link_update_live(page, tiny_gpt2, alice) ->
     from playwright.sync_api import expect
 
     suite = suite_services.suite_import(source=small_suite("live page"), owner=alice).suite
-    model = services.model_register(source=str(tiny_gpt2), name="tiny")
+    model = model_registry.model_register(source=str(tiny_gpt2), name="tiny")
     evaluation = services.evaluation_request(model=model, suites=[suite], user=alice).evaluations[0]
     results = worker.run_scoring(services.scoring_payload(evaluation))
 

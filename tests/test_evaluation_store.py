@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from evaluations.language_models import registry as model_registry
 from evaluations.models import Evaluation, ItemResult, PredictionResult
 from evaluations.runs import tasks
 from evaluations.scoring import worker
@@ -30,7 +31,7 @@ def tiny_gpt2(tmp_path_factory) -> Path:  # type: ignore[no-untyped-def]
 @pytest.fixture
 def setup(tiny_gpt2, alice, django_capture_on_commit_callbacks):  # type: ignore[no-untyped-def]
     suite = suite_services.suite_import(source=small_suite("store me"), owner=alice).suite
-    model = services.model_register(source=str(tiny_gpt2), name="tiny")
+    model = model_registry.model_register(source=str(tiny_gpt2), name="tiny")
     # The work is published when the request's transaction commits.
     with django_capture_on_commit_callbacks(execute=True) as published:
         outcome = services.evaluation_request(model=model, suites=[suite], user=alice)
@@ -133,7 +134,7 @@ def test_changed_suite_gets_a_new_evaluation_and_old_is_outdated(setup, alice) -
 @pytest.mark.django_db(transaction=True)
 def test_broker_down_is_a_clear_503_and_nothing_is_lost(tiny_gpt2, alice, alice_client) -> None:  # type: ignore[no-untyped-def]
     suite = suite_services.suite_import(source=small_suite("queued"), owner=alice).suite
-    services.model_register(source=str(tiny_gpt2), name="tiny")
+    model_registry.model_register(source=str(tiny_gpt2), name="tiny")
     with broker("redis://127.0.0.1:1/0"):
         response = alice_client.post_form(
             "/evaluations/new/", {"model": "tiny", "suites": [suite.name]}

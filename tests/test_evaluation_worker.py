@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from evaluations import scoring
+from evaluations.language_models import registry as model_registry
 from evaluations.models import Evaluation, ItemResult, LanguageModel, PredictionResult
 from evaluations.syntaxgym import services
 from suites import formats
@@ -56,7 +57,9 @@ def _import(names: list[str]) -> list[Suite]:
 
 def test_end_to_end_through_a_real_worker(redis_broker, workers, tiny_gpt2, alice) -> None:  # type: ignore[no-untyped-def]
     suites = _import(SUITES)
-    model = services.model_register(source=str(tiny_gpt2), name="tiny", display_name="Tiny GPT-2")
+    model = model_registry.model_register(
+        source=str(tiny_gpt2), name="tiny", display_name="Tiny GPT-2"
+    )
     assert model.kind == "causal"
     workers()
     client = token_client(alice)
@@ -142,7 +145,7 @@ def test_worker_killed_mid_run_is_completed_once_by_a_restarted_worker(
     redis_broker, workers, tiny_gpt2, alice, pace, settings
 ) -> None:  # type: ignore[no-untyped-def]
     suite = _big_suite(400)
-    model = services.model_register(source=str(tiny_gpt2), name="tiny")
+    model = model_registry.model_register(source=str(tiny_gpt2), name="tiny")
     # As deployed: storing and progress on one worker, scoring on a GPU worker, so that
     # progress is stored while the scoring runs.
     # Generous: importing torch on a busy machine counts against it. Redis re-delivers a
@@ -185,7 +188,7 @@ def test_a_run_over_the_time_limit_fails_with_its_reason(
     redis_broker, workers, tiny_gpt2, alice, pace, settings
 ) -> None:  # type: ignore[no-untyped-def]
     suite = _big_suite(400)
-    model = services.model_register(source=str(tiny_gpt2), name="tiny")
+    model = model_registry.model_register(source=str(tiny_gpt2), name="tiny")
     # A hard limit of 2 s puts the soft limit at 1 s; the run is held mid-way (if it gets
     # that far) until a limit stops it.
     settings.CELERY_TASK_HARD_TIME_LIMIT = 2  # the limits travel with the message
@@ -208,7 +211,7 @@ def test_redis_down_at_request_time_gives_a_clear_message_then_works(
 ) -> None:
     url = redis_or_skip()
     suite = _import(["number_src"])[0]
-    services.model_register(source=str(tiny_gpt2), name="tiny")
+    model_registry.model_register(source=str(tiny_gpt2), name="tiny")
     client = token_client(alice)
     body = json.dumps({"model": "tiny", "suites": [suite.name]})
     with broker("redis://127.0.0.1:1/0"):  # nothing listens there

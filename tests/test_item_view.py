@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from evaluations.language_models import registry as model_registry
 from evaluations.models import Evaluation, ItemResult, LanguageModel
 from evaluations.scoring.alignment import align_tokens, build_sentence
 from evaluations.scoring.metrics import region_metrics
@@ -342,7 +343,7 @@ def test_a_real_worker_stores_tokens_that_add_up_to_the_region_sums(  # type: ig
     data["items"][0]["conditions"][0]["regions"][0]["content"] = "  The dog "
     data["items"][1]["conditions"][1]["regions"][2]["content"] = "here antidisestablishment."
     suite = suite_services.suite_import(source=data, owner=None).suite
-    model = services.model_register(source=str(tiny_gpt2), name="tiny")
+    model = model_registry.model_register(source=str(tiny_gpt2), name="tiny")
     worker = workers()
     # A small token budget splits the suite into parts, each stored apart until the last
     # arrives: tokens must come through that path too.

@@ -13,6 +13,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from evaluations import leaderboard as boards
 from evaluations.models import Evaluation, LanguageModel
 from evaluations.syntaxgym import selectors
 from evaluations.templatetags.evaluation_tags import heat
@@ -393,7 +394,7 @@ def unequal_coverage() -> dict[str, Suite]:
     return suites
 
 
-def overall(board: selectors.Leaderboard) -> list[tuple[str, float | None, int]]:
+def overall(board: boards.Leaderboard) -> list[tuple[str, float | None, int]]:
     return [(r.model.name, r.overall, r.covered) for r in board.rows]
 
 

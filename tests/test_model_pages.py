@@ -6,8 +6,8 @@ import json
 
 import pytest
 
+from evaluations.language_models import registry as model_registry
 from evaluations.models import Evaluation, LanguageModel
-from evaluations.syntaxgym import services
 from suites.syntaxgym import services as suite_services
 from tests.conftest import small_suite
 
@@ -49,8 +49,8 @@ def test_register_unknown_hub_id_offline_is_kept_as_unknown(alice_client, monkey
 
 
 def test_models_api_and_hidden_models(anon_client, alice, dana_client, tiny_gpt2) -> None:
-    services.model_register(source=str(tiny_gpt2), name="tiny", user=alice)
-    services.model_register(source="x/hidden", name="hidden")
+    model_registry.model_register(source=str(tiny_gpt2), name="tiny", user=alice)
+    model_registry.model_register(source="x/hidden", name="hidden")
     LanguageModel.objects.filter(name="hidden").update(is_hidden=True)
     names = [m["name"] for m in anon_client.get("/api/models/").json()["results"]]
     assert names == ["tiny"]
@@ -66,7 +66,7 @@ def test_request_page_by_tag_and_evaluation_pages(
     for name in ("a1", "a2"):
         suite_services.suite_import(source=small_suite(name, tags=["agree"]), owner=alice)
     suite_services.suite_import(source=small_suite("other"), owner=alice)
-    services.model_register(source=str(tiny_gpt2), name="tiny")
+    model_registry.model_register(source=str(tiny_gpt2), name="tiny")
     assert anon_client.get("/evaluations/new/").status_code == 302
     response = alice_client.post_form("/evaluations/new/", {"model": "tiny", "tag": "agree"})
     assert response.status_code == 302 and response["Location"].startswith("/evaluations/?ids=")
@@ -83,7 +83,7 @@ def test_request_page_by_tag_and_evaluation_pages(
 
 
 def test_api_request_validation(alice_client, alice, tiny_gpt2) -> None:
-    services.model_register(source=str(tiny_gpt2), name="tiny")
+    model_registry.model_register(source=str(tiny_gpt2), name="tiny")
     response = alice_client.post(
         "/api/evaluations/",
         json.dumps({"model": "tiny", "suites": ["nope"]}),
@@ -94,7 +94,7 @@ def test_api_request_validation(alice_client, alice, tiny_gpt2) -> None:
 
 
 def test_staff_hide_and_show_a_model(alice_client, dana_client, anon_client, tiny_gpt2) -> None:
-    services.model_register(source=str(tiny_gpt2), name="tiny")
+    model_registry.model_register(source=str(tiny_gpt2), name="tiny")
     assert alice_client.post_form("/models/tiny/visibility/", {"hidden": "1"}).status_code == 403
     assert "Hide from leaderboards" not in alice_client.get("/models/tiny/").content.decode()
     assert "Hide from leaderboards" in dana_client.get("/models/tiny/").content.decode()

@@ -13,6 +13,7 @@ import pytest
 from django.conf import settings as django_settings
 
 from evaluations import model_sources
+from evaluations.language_models import registry as model_registry
 from evaluations.models import LanguageModel
 from evaluations.syntaxgym import services
 
@@ -36,8 +37,8 @@ def model_dir(settings, tmp_path: Path) -> Path:  # type: ignore[no-untyped-def]
 
 
 def _refusal(source: str) -> str:
-    with pytest.raises(services.ModelRegistrationError) as refused:
-        services.model_register(source=source, name="x")
+    with pytest.raises(model_registry.ModelRegistrationError) as refused:
+        model_registry.model_register(source=source, name="x")
     return refused.value.errors["source"]
 
 
@@ -76,13 +77,13 @@ def test_a_symlink_out_of_the_model_folder_is_refused(model_dir: Path, tmp_path:
 
 def test_one_folder_under_two_spellings_is_one_model(model_dir: Path, gpt2_folder: Path) -> None:
     shutil.copytree(gpt2_folder, model_dir / "tiny")
-    model = services.model_register(source=str(model_dir / "tiny"), name="tiny")
+    model = model_registry.model_register(source=str(model_dir / "tiny"), name="tiny")
     assert model.source == str((model_dir / "tiny").resolve())
     assert model.kind == "causal" and model.display_name == "tiny"
     (model_dir / "alias").symlink_to(model_dir / "tiny")
     for spelling in (f"{model_dir}/./tiny/", f"{model_dir}/sub/../tiny", str(model_dir / "alias")):
-        with pytest.raises(services.ModelRegistrationError) as again:
-            services.model_register(source=spelling, name="tiny-again")
+        with pytest.raises(model_registry.ModelRegistrationError) as again:
+            model_registry.model_register(source=spelling, name="tiny-again")
         assert "already registered" in again.value.errors["source"]
     assert LanguageModel.objects.count() == 1
 
@@ -99,7 +100,7 @@ def test_the_web_process_reads_no_weights(model_dir: Path, gpt2_folder: Path) ->
     for weights in folder.glob("*.safetensors"):
         weights.write_bytes(os.urandom(1024))  # unreadable as weights
     # The config alone tells the kind: the broken weights were never opened.
-    assert services.model_register(source=str(folder), name="garbage").kind == "causal"
+    assert model_registry.model_register(source=str(folder), name="garbage").kind == "causal"
     # A single file is sniffed by its first bytes (n-gram formats) and never read whole:
     # a sparse 4 GB file is refused at once, without the memory to hold it.
     big = model_dir / "weights.bin"
@@ -203,7 +204,7 @@ def test_a_trusted_caller_may_allow_another_folder(
     shipped = tmp_path / "shipped"
     shutil.copytree(gpt2_folder, shipped / "tiny")
     assert "under a model folder" in _refusal(str(shipped / "tiny"))
-    model = services.model_register(
+    model = model_registry.model_register(
         source=str(shipped / "tiny"), name="shipped", extra_model_dirs=[shipped]
     )
     assert model.source == str((shipped / "tiny").resolve())
@@ -213,10 +214,10 @@ def test_pages_and_the_api_show_local_sources_without_server_folders(  # type: i
     model_dir: Path, tmp_path: Path, gpt2_folder: Path, anon_client, dana_client
 ) -> None:
     shutil.copytree(gpt2_folder, model_dir / "tiny")
-    inside = services.model_register(source=str(model_dir / "tiny"), name="inside")
+    inside = model_registry.model_register(source=str(model_dir / "tiny"), name="inside")
     shipped = tmp_path / "site-packages" / "pkg" / "model"
     shutil.copytree(gpt2_folder, shipped / "tiny")
-    outside = services.model_register(
+    outside = model_registry.model_register(
         source=str(shipped / "tiny"), name="outside", extra_model_dirs=[shipped]
     )
     hub = LanguageModel.objects.create(name="hub", display_name="Hub", source="gpt2")

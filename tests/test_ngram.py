@@ -16,6 +16,7 @@ import pytest
 from django.core.management import call_command
 
 from evaluations import baseline
+from evaluations.language_models import registry as model_registry
 from evaluations.models import Evaluation, LanguageModel
 from evaluations.scoring import kinds, load_model, model_info, score_sentences, worker
 from evaluations.scoring.ngram import (
@@ -402,7 +403,7 @@ def test_store_counts_ties_and_unknown_words_and_pages_show_them(
     tiny_arpa: Path, anon_client
 ) -> None:  # type: ignore[no-untyped-def]
     suite = suite_services.suite_import(source=_ngram_suite(), owner=None).suite
-    model = services.model_register(source=str(tiny_arpa), name="tiny-arpa")
+    model = model_registry.model_register(source=str(tiny_arpa), name="tiny-arpa")
     assert model.kind == "ngram"
     snapshot = suite_selectors.suite_canonical(suite)
     evaluation = Evaluation.objects.create(
@@ -491,7 +492,7 @@ def test_kind_detection_is_one_rule(tiny_arpa: Path, tmp_path: Path) -> None:
         kinds.detect_kind(str(junk))
     with pytest.raises(kinds.ConfigUnavailable):
         kinds.detect_kind(str(tmp_path / "no-such-folder"), local_files_only=True)
-    assert services.detect_kind(str(tiny_arpa)) == ("ngram", "")
+    assert model_registry.detect_kind(str(tiny_arpa)) == ("ngram", "")
 
 
 @pytest.mark.django_db

@@ -9,6 +9,7 @@ import time
 import pytest
 
 from evaluations import baseline
+from evaluations.language_models import registry as model_registry
 from evaluations.models import Evaluation
 from evaluations.syntaxgym import services
 from suites.syntaxgym import services as suite_services
@@ -37,7 +38,7 @@ def test_trigram_evaluation_through_a_real_worker(worker, alice, anon_client) ->
     if not path.is_file():
         pytest.skip("shared data not found")
     suite = suite_services.suite_import(source=path.read_bytes(), owner=None).suite
-    model = services.model_register(
+    model = model_registry.model_register(
         source=str(CMU_TRIGRAM),
         name=baseline.NGRAM_BASELINE_NAME,
         display_name=baseline.NGRAM_BASELINE_DISPLAY,

@@ -11,10 +11,10 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from evaluations.minimal_pairs import results as pair_results
 from evaluations.minimal_pairs import services as pair_services
 from evaluations.models import LanguageModel, PairEvaluation
+from suites.catalog_services import PermissionDenied
 from suites.formats import minimal_pairs as mp
 from suites.minimal_pairs import sets as pair_sets
 from suites.models import MinimalPairSet, PairSetVersion
-from suites.syntaxgym.services import PermissionDenied
 from tests.conftest import token_client
 from tests.test_minimal_pair_pages import (
     HEADER,

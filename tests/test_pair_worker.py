@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 from django.core.management import call_command
 
+from evaluations.language_models import registry as model_registry
 from evaluations.minimal_pairs.tokens import parse_predictions_tsv
 from evaluations.models import PairEvaluation, PairSentenceTokens
-from evaluations.syntaxgym import services
 from suites.minimal_pairs import sets as pair_sets
 from tests.conftest import EXAMPLES, token_client
 from tests.tiny_models import tiny_bert, tiny_gpt2  # noqa: F401
@@ -68,8 +68,8 @@ def test_runs_on_a_real_worker_equal_the_command_line(  # type: ignore[no-untype
     second = pair_sets.minimal_pair_set_import(
         data=EXAMPLE.read_text().replace("cabinet", "drawer"), name="drawers", owner=None
     ).pair_set
-    services.model_register(source=str(tiny_gpt2), name="tiny")
-    services.model_register(source=str(tiny_bert), name="tinybert")
+    model_registry.model_register(source=str(tiny_gpt2), name="tiny")
+    model_registry.model_register(source=str(tiny_bert), name="tinybert")
     # One thread in the worker, as in the command: the same arithmetic, bit for bit.
     workers(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
     client = token_client(alice)

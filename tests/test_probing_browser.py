@@ -7,10 +7,10 @@ from __future__ import annotations
 import pytest
 import torch
 
+from evaluations.language_models import registry as model_registry
 from evaluations.models import ProbingRun
 from evaluations.probing import services as probing_services
 from evaluations.probing.worker import run_probing
-from evaluations.syntaxgym import services
 from suites.probing.services import probing_task_import
 from tests.browser import artifact, login
 from tests.conftest import SHARED_DATA
@@ -54,8 +54,10 @@ def test_run_page_leaderboard_model_page_and_task_form(  # type: ignore[no-untyp
         name="past_present with a rather long task name for the column header",
         owner=alice,
     )
-    gpt2 = services.model_register(source=str(tiny_gpt2), name="tiny-gpt2")
-    control = services.model_register(source=str(tiny_bert), name="control", display_name=LONG)
+    gpt2 = model_registry.model_register(source=str(tiny_gpt2), name="tiny-gpt2")
+    control = model_registry.model_register(
+        source=str(tiny_bert), name="control", display_name=LONG
+    )
     run = _probe(gpt2, task)
     other = _probe(control, task)
 

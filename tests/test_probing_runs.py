@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 import torch
 
+from evaluations.language_models import registry as model_registry
 from evaluations.models import LanguageModel, ProbingLayerResult, ProbingRun
 from evaluations.probing import services as probing_services
 from evaluations.probing.worker import run_probing
 from evaluations.runs import lifecycle as runs
-from evaluations.syntaxgym import services
 from suites.models import ProbingTask
 from suites.probing.services import probing_task_import
 from tests.conftest import BrowserClient, token_client
@@ -57,7 +57,7 @@ def task(alice) -> ProbingTask:  # type: ignore[no-untyped-def]
 
 @pytest.fixture
 def gpt2(tiny_gpt2: Path) -> LanguageModel:  # noqa: F811
-    return services.model_register(source=str(tiny_gpt2), name="tiny-gpt2")
+    return model_registry.model_register(source=str(tiny_gpt2), name="tiny-gpt2")
 
 
 def _work(run: ProbingRun) -> dict:
@@ -123,7 +123,7 @@ def test_ngram_and_last_pooling_of_a_masked_model_are_refused(task, tiny_bert, a
     )
     with pytest.raises(probing_services.ProbingRequestInvalid, match="no hidden states"):
         probing_services.probing_run_request(models=[ngram], task=task)
-    bert = services.model_register(source=str(tiny_bert), name="tiny-bert")
+    bert = model_registry.model_register(source=str(tiny_bert), name="tiny-bert")
     assert bert.kind == "masked"
     with pytest.raises(probing_services.ProbingRequestInvalid, match="needs causal models"):
         probing_services.probing_run_request(models=[bert], task=task, pooling="last")
@@ -142,7 +142,7 @@ def test_ngram_and_last_pooling_of_a_masked_model_are_refused(task, tiny_bert, a
 
 
 def test_masked_model_probes_with_mean_pooling(task, tiny_bert) -> None:  # type: ignore[no-untyped-def]  # noqa: F811
-    bert = services.model_register(source=str(tiny_bert), name="tiny-bert")
+    bert = model_registry.model_register(source=str(tiny_bert), name="tiny-bert")
     run = _done(probing_services.probing_run_request(models=[bert], task=task).runs[0])
     assert run.status == "done" and run.layers.count() == 3
     assert run.model_info["kind"] == "masked"
@@ -303,7 +303,7 @@ def test_hostile_and_missing_addresses_are_4xx(task, gpt2, alice) -> None:  # ty
 
 
 def test_control_overlay_leaderboard_and_model_page(task, gpt2, tiny_bert, anon_client) -> None:  # type: ignore[no-untyped-def]  # noqa: F811
-    control = services.model_register(source=str(tiny_bert), name="control-model")
+    control = model_registry.model_register(source=str(tiny_bert), name="control-model")
     empty = anon_client.get("/models/control-model/").content.decode()
     assert "has not been probed on any task yet" in empty
     run = _done(probing_services.probing_run_request(models=[gpt2], task=task).runs[0])

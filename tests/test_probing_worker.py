@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from django.core.management import call_command
 
+from evaluations.language_models import registry as model_registry
 from evaluations.models import ProbingLayerResult, ProbingRun
-from evaluations.syntaxgym import services
 from suites.probing.services import probing_task_import
 from tests.conftest import token_client
 from tests.tiny_models import tiny_gpt2  # noqa: F401
@@ -44,7 +44,7 @@ def test_a_run_on_a_real_worker_equals_the_probe_command(  # type: ignore[no-unt
     task = probing_task_import(
         source=TASK_FILE, name="subject_number_attractors", owner=None, task_type="custom"
     )
-    model = services.model_register(source=str(tiny_gpt2), name="tiny")
+    model = model_registry.model_register(source=str(tiny_gpt2), name="tiny")
     # One thread in the worker, as in the command below: the same arithmetic, bit for bit.
     workers(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
     client = token_client(alice)
@@ -99,7 +99,7 @@ def test_progress_is_reported_mid_run_and_a_cancelled_run_stores_nothing(  # typ
     from evaluations.runs import lifecycle as runs
 
     task = probing_task_import(source=TASK_FILE, name="attractors", owner=alice)
-    model = services.model_register(source=str(tiny_gpt2), name="tiny")
+    model = model_registry.model_register(source=str(tiny_gpt2), name="tiny")
     # As deployed: storing and progress on one worker, the work on a GPU worker, so that
     # progress is stored while the work is held.
     storing = workers("celery")

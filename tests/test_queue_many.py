@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from evaluations.language_models import registry as model_registry
 from evaluations.models import Evaluation, LanguageModel
 from evaluations.syntaxgym import services
 from suites.models import Suite
@@ -19,7 +20,7 @@ pytestmark = pytest.mark.django_db
 
 def _model(name: str, **fields: Any) -> LanguageModel:
     # A hub id: registration checks its shape only, and nothing here runs it.
-    model = services.model_register(source=f"org/{name}", name=name)
+    model = model_registry.model_register(source=f"org/{name}", name=name)
     if fields:
         LanguageModel.objects.filter(pk=model.pk).update(**fields)
         model.refresh_from_db()

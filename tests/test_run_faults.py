@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from django.db import connection
 
+from evaluations.language_models import registry as model_registry
 from evaluations.models import Evaluation, ItemResult
 from evaluations.runs import lifecycle as runs
 from evaluations.runs import tasks
@@ -48,7 +49,7 @@ def test_eight_simultaneous_requests_give_no_5xx_and_every_run_completes(
         suite_services.suite_import(source=small_suite(f"burst {n}"), owner=alice).suite
         for n in range(8)
     ]
-    services.model_register(source=str(tiny_gpt2), name="tiny")
+    model_registry.model_register(source=str(tiny_gpt2), name="tiny")
     token_client(alice)  # the token exists before the threads ask with it
     workers("celery")
     workers("gpu")
@@ -114,7 +115,7 @@ def test_a_database_failure_while_storing_is_retried_and_the_run_completes(
     redis_broker, workers, tiny_gpt2, alice, pace
 ) -> None:  # type: ignore[no-untyped-def]
     suite = _big_suite(400)
-    model = services.model_register(source=str(tiny_gpt2), name="tiny")
+    model = model_registry.model_register(source=str(tiny_gpt2), name="tiny")
     lock = DatabaseLock()
     env = {"GYM_RUN_HOLD_DIR": str(pace.folder), "GYM_PROGRESS_EVERY_SECONDS": "0"}
     store = workers("celery", **env, **lock.worker_env())
@@ -141,7 +142,7 @@ def test_broker_connections_dropped_mid_run_the_run_still_completes(
     import redis
 
     suite = _big_suite(400)
-    model = services.model_register(source=str(tiny_gpt2), name="tiny")
+    model = model_registry.model_register(source=str(tiny_gpt2), name="tiny")
     env = {"GYM_RUN_HOLD_DIR": str(pace.folder), "GYM_PROGRESS_EVERY_SECONDS": "0"}
     workers("celery", **env)
     workers("gpu", **env)
@@ -182,7 +183,7 @@ def test_transient_scoring_errors_are_retried_with_back_off(tiny_gpt2, alice) ->
     from gym.celery import app as celery_app
 
     suite = suite_services.suite_import(source=small_suite("flaky"), owner=alice).suite
-    model = services.model_register(source=str(tiny_gpt2), name="tiny")
+    model = model_registry.model_register(source=str(tiny_gpt2), name="tiny")
     kind = runs.RunKind(
         name="flaky-suite",
         model="evaluations.Evaluation",

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from evaluations.language_models import registry as model_registry
 from evaluations.models import Evaluation, ItemResult, PredictionResult, RunPart
 from evaluations.runs import packing, tasks
 from evaluations.scoring import worker
@@ -82,7 +83,7 @@ def split(tiny_gpt2, alice, django_capture_on_commit_callbacks):  # type: ignore
     """Alice's 4-sentence suite, its run planned as two parts of two sentences, and each
     part's results as a worker returns them."""
     suite = suite_services.suite_import(source=small_suite("in parts"), owner=alice).suite
-    model = services.model_register(source=str(tiny_gpt2), name="tiny")
+    model = model_registry.model_register(source=str(tiny_gpt2), name="tiny")
     with django_capture_on_commit_callbacks(execute=True):
         evaluation = services.evaluation_request(model=model, suites=[suite], user=alice)
     evaluation = evaluation.evaluations[0]
@@ -225,7 +226,7 @@ def test_a_request_over_several_small_suites_is_one_task_and_each_suite_stored_a
 ) -> None:  # type: ignore[no-untyped-def]
     names = ["number_src", "npi_orc_any", "subordination"]
     suites = _import(names)
-    model = services.model_register(source=str(tiny_gpt2), name="tiny")
+    model = model_registry.model_register(source=str(tiny_gpt2), name="tiny")
     gpu = workers("celery,gpu")
     outcome = services.evaluation_request(model=model, suites=suites, user=alice)
     evaluations = _wait([e.pk for e in outcome.evaluations])
@@ -247,8 +248,8 @@ def test_a_large_suite_split_across_tasks_stores_what_one_task_stores(
     suite = _big_suite(60)  # 240 sentences, about 2,900 estimated tokens
     twin = tmp_path / "tiny-twin"
     shutil.copytree(tiny_gpt2, twin)  # the same model under another name
-    split_model = services.model_register(source=str(tiny_gpt2), name="tiny")
-    whole_model = services.model_register(source=str(twin), name="tiny-twin")
+    split_model = model_registry.model_register(source=str(tiny_gpt2), name="tiny")
+    whole_model = model_registry.model_register(source=str(twin), name="tiny-twin")
     gpu = workers("celery,gpu", GYM_PROGRESS_EVERY_SECONDS="0")
     settings.GYM_PACK_TOKEN_BUDGET = 800  # the web side plans the tasks
     split = services.evaluation_request(model=split_model, suites=[suite], user=alice)
@@ -279,7 +280,7 @@ def test_cancel_and_retry_of_one_suite_of_a_pack(
     redis_broker, workers, tiny_gpt2, alice, pace
 ) -> None:  # type: ignore[no-untyped-def]
     suites = [_big_suite(n) for n in (120, 121, 122)]
-    model = services.model_register(source=str(tiny_gpt2), name="tiny")
+    model = model_registry.model_register(source=str(tiny_gpt2), name="tiny")
     env = {"GYM_RUN_HOLD_DIR": str(pace.folder), "GYM_PROGRESS_EVERY_SECONDS": "0"}
     workers("celery", **env)
     gpu = workers("gpu", **env)
@@ -316,7 +317,7 @@ def test_a_split_suite_whose_worker_dies_mid_part_is_completed_once(
     redis_broker, workers, tiny_gpt2, alice, pace, settings
 ) -> None:  # type: ignore[no-untyped-def]
     suite = _big_suite(400)  # 1,600 sentences, about 20,000 estimated tokens
-    model = services.model_register(source=str(tiny_gpt2), name="tiny")
+    model = model_registry.model_register(source=str(tiny_gpt2), name="tiny")
     settings.GYM_PACK_TOKEN_BUDGET = 12_000  # two parts, two tasks
     # As in test_evaluation_worker: Redis hands a dead worker's message on after the
     # visibility timeout, which must outlast the time limit.

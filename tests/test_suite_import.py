@@ -9,7 +9,7 @@ from io import StringIO
 import pytest
 from django.core.management import CommandError, call_command
 
-from suites import formats
+from suites import catalog_services, formats
 from suites.models import Item, Prediction, Region, Suite, Tag
 from suites.syntaxgym import selectors, services
 from tests.conftest import EXAMPLES, shared_files, small_suite
@@ -101,7 +101,7 @@ def test_replace_keeps_identity_and_changes_hash(alice, bob) -> None:
     old_hash, old_pk = suite.content_hash, suite.pk
     new = small_suite("mine")
     new["items"][0]["conditions"][0]["regions"][2]["content"] = "over there."
-    with pytest.raises(services.PermissionDenied):
+    with pytest.raises(catalog_services.PermissionDenied):
         services.suite_replace(suite=suite, user=bob, source=new)
     report = services.suite_replace(suite=suite, user=alice, source=new)
     assert report.suite.pk == old_pk and report.suite.owner == alice

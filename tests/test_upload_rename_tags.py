@@ -10,6 +10,7 @@ import re
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
+from suites import catalog_services
 from suites.models import Suite
 from suites.syntaxgym import services
 from tests.conftest import small_suite, token_client
@@ -115,8 +116,10 @@ def test_the_api_renames_on_request_and_takes_tags(alice, bob) -> None:  # type:
 
 
 def test_the_free_name_fits_the_name_limit(alice) -> None:  # type: ignore[no-untyped-def]
-    long = "n" * services.NAME_MAX_LENGTH
+    long = "n" * catalog_services.NAME_MAX_LENGTH
     services.suite_import(source=small_suite(long), owner=alice)
     report = services.suite_import(source=small_suite(long), owner=alice, rename_if_taken=True)
     assert report.renamed_from == long
-    assert len(report.suite.name) <= services.NAME_MAX_LENGTH and report.suite.name.endswith(" (2)")
+    assert len(
+        report.suite.name
+    ) <= catalog_services.NAME_MAX_LENGTH and report.suite.name.endswith(" (2)")

@@ -42,7 +42,7 @@ from evaluations.minimal_pairs.tokens import (
 )
 from evaluations.models import LanguageModel, PairEvaluation
 from evaluations.runs import lifecycle as runs
-from evaluations.syntaxgym.api import BAD_FILTER, RUN_FILTER_PARAMETERS, run_filters_of
+from evaluations.runs.api import BAD_FILTER, RUN_FILTER_PARAMETERS, run_filters_of
 from gym.errors import ApplicationError
 from suites.formats.minimal_pairs import MinimalPairFormatError
 from suites.minimal_pairs import sets as pair_sets

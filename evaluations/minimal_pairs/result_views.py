@@ -16,16 +16,16 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from evaluations import leaderboard as boards
+from evaluations.leaderboard import board_query
 from evaluations.minimal_pairs import result_page as pair_result_page
 from evaluations.minimal_pairs import results as pair_results
 from evaluations.minimal_pairs import selectors as pair_selectors
 from evaluations.models import PairEvaluation
-from evaluations.syntaxgym import exports, selectors
-from evaluations.syntaxgym.result_views import board_query
 from gym.downloads import attachment
 
 
-def pair_board(request: HttpRequest | Request) -> selectors.Leaderboard:
+def pair_board(request: HttpRequest | Request) -> boards.Leaderboard:
     """The minimal-pair board as the query string asks for it: the tag shared with the
     suites' board, the sort its own (pairs_sort, pairs_dir); staff also see hidden
     models."""
@@ -36,7 +36,7 @@ def pair_leaderboard_csv_view(request: HttpRequest) -> HttpResponse:
     board = pair_board(request)
     stem = f"leaderboard-minimal-pairs-{slugify(board.tag)}" if board.tag else None
     name = f"{stem or 'leaderboard-minimal-pairs'}.csv"
-    return attachment(exports.leaderboard_csv(board, noun="sets"), "text/csv; charset=utf-8", name)
+    return attachment(boards.leaderboard_csv(board, noun="sets"), "text/csv; charset=utf-8", name)
 
 
 class PairLeaderboardAPI(APIView):
@@ -59,7 +59,7 @@ class PairLeaderboardAPI(APIView):
         responses=OpenApiTypes.OBJECT,
     )
     def get(self, request: Request) -> Response:
-        return Response(exports.leaderboard_data(pair_board(request), noun="sets"))
+        return Response(boards.leaderboard_data(pair_board(request), noun="sets"))
 
 
 MEASURES = [

@@ -1,5 +1,5 @@
 """Reads of minimal-pair results that the leaderboard, the model page and the set page
-share: the board of models x minimal-pair sets (built by `selectors.board`, as the
+share: the board of models x minimal-pair sets (built by `boards.board`, as the
 suites' one is), and the list of one model's or one set's runs. The result page of one
 run has its own module (`pair_result_page`)."""
 
@@ -10,8 +10,8 @@ from datetime import datetime
 
 from django.db.models import F
 
+from evaluations import leaderboard as boards
 from evaluations.models import LanguageModel, PairEvaluation
-from evaluations.syntaxgym import selectors
 from suites.models import MinimalPairSet
 
 DONE = PairEvaluation.Status.DONE
@@ -21,15 +21,15 @@ SORT_PREFIX = "pairs_"
 
 def pair_leaderboard(
     *, tag: str = "", sort: str = "", direction: str = "", include_hidden: bool = False
-) -> selectors.Leaderboard:
+) -> boards.Leaderboard:
     """Models x minimal-pair sets: each cell the pair accuracy (default analysis
     options) of the done run on the set's current content; runs on earlier content are
     left out, as on the suites' board. Three queries."""
     current = PairEvaluation.objects.filter(
         status=DONE, content_hash=F("pair_set__content_hash")
     ).order_by()
-    return selectors.board(
-        selectors.data_columns(MinimalPairSet.objects.all()),
+    return boards.board(
+        boards.data_columns(MinimalPairSet.objects.all()),
         current,
         "pair_set_id",
         tag=tag,
@@ -125,7 +125,7 @@ def model_pair_results(model: LanguageModel) -> list[PairScore]:
     sets = MinimalPairSet.objects.filter(
         pk__in=PairEvaluation.objects.filter(model=model).values("pair_set_id")
     )
-    columns = selectors.data_columns(sets)
+    columns = boards.data_columns(sets)
     return _scores(runs, {c.id: c.tags for c in columns})
 
 

@@ -1,6 +1,6 @@
 """Writes for minimal-pair evaluations: requesting runs, storing a worker's results, and
 importing an NLPScholar predictions TSV as the results of a named model. The lifecycle
-(enqueue, progress, fail, cancel, retry, sweep) is `evaluations.runs.lifecycle`'; this module
+(enqueue, progress, fail, cancel, retry, sweep) is `evaluations.runs.lifecycle`'s; this module
 registers minimal pairs as a kind of run and brings its payload and its store."""
 
 from __future__ import annotations
@@ -17,12 +17,12 @@ from django.utils import timezone
 from django.utils.text import slugify
 
 from evaluations import token_data
+from evaluations.language_models.registry import ModelRegistrationError, learn_model_facts
 from evaluations.minimal_pairs import result_page as pair_result_page
 from evaluations.minimal_pairs import results as pair_results
 from evaluations.minimal_pairs.tokens import TokenTable, parse_predictions_tsv
 from evaluations.models import IMPORTED_PREFIX, LanguageModel, PairEvaluation, PairSentenceTokens
 from evaluations.runs import lifecycle as runs
-from evaluations.syntaxgym.services import ModelRegistrationError, _learn_model_facts
 from gym.errors import ApplicationError
 from suites.formats import minimal_pairs as mp
 from suites.minimal_pairs import sets as pair_sets
@@ -37,6 +37,7 @@ PAIR_RUNS = runs.RunKind(
     pack_work="evaluations.minimal_pairs.worker.run_pairs_groups",
     label="Minimal pairs",
     api_detail="api-pair-evaluation",
+    request="evaluations.minimal_pairs.services.pair_runs_request",
 )
 runs.register(PAIR_RUNS)
 
@@ -54,6 +55,13 @@ class PairRequestOutcome:
     evaluations: list[PairEvaluation]
     created: list[PairEvaluation] = field(default_factory=list)
     existing: list[PairEvaluation] = field(default_factory=list)
+
+
+def pair_runs_request(
+    *, models: Sequence[LanguageModel], benchmarks: Sequence[MinimalPairSet], user: Any
+) -> None:
+    """`pair_evaluation_request` as the run core's kinds registry calls it."""
+    pair_evaluation_request(models=models, pair_sets=benchmarks, user=user)
 
 
 def pair_evaluation_request(
@@ -217,7 +225,7 @@ def pair_results_store(*, run_id: int, attempt: int, results: dict[str, Any]) ->
             progress_total=count,
             finished_at=timezone.now(),
         )
-        _learn_model_facts(evaluation.model, info)
+        learn_model_facts(evaluation.model, info)
         # The result page's first view reads its analysis from a shared cache.
         transaction.on_commit(partial(pair_result_page.summary_warm, run_id))
     return True

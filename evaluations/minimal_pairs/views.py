@@ -13,12 +13,12 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
-from evaluations.forms import PairRequestForm, PredictionsImportForm
+from evaluations.language_models.registry import ModelRegistrationError
 from evaluations.minimal_pairs import services as pair_services
+from evaluations.minimal_pairs.forms import PairRequestForm, PredictionsImportForm
 from evaluations.models import PairEvaluation
 from evaluations.runs import lifecycle as runs
-from evaluations.syntaxgym.services import ModelRegistrationError
-from evaluations.syntaxgym.views import request_messages, run_cancel_redirect, run_retry_redirect
+from evaluations.runs.views import request_messages, run_cancel_redirect, run_retry_redirect
 from suites.models import MinimalPairSet
 
 

@@ -21,7 +21,7 @@ from evaluations.probing import selectors as probing_selectors
 from evaluations.probing import services as probing_services
 from evaluations.probing.views import probing_board_from, probing_run_csv
 from evaluations.runs import lifecycle as runs
-from evaluations.syntaxgym.api import BAD_FILTER, RUN_FILTER_PARAMETERS, run_filters_of
+from evaluations.runs.api import BAD_FILTER, RUN_FILTER_PARAMETERS, run_filters_of
 from suites.models import ProbingTask
 
 

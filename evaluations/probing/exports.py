@@ -10,7 +10,7 @@ from typing import Any
 
 from evaluations.models import ProbingRun
 from evaluations.probing.selectors import ProbingBoard, layer_rows
-from evaluations.syntaxgym.exports import public_model_info
+from evaluations.runs.selectors import public_model_info
 
 
 def run_document(run: ProbingRun) -> dict[str, Any]:

@@ -1,10 +1,10 @@
 """Writes for probing runs: requesting them and storing their results. The lifecycle
-(enqueue, progress, fail, cancel, retry, sweep) is `evaluations.runs.lifecycle`'; this module
+(enqueue, progress, fail, cancel, retry, sweep) is `evaluations.runs.lifecycle`'s; this module
 registers probing as a kind of run and brings its payload and its store."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -13,9 +13,9 @@ from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db import transaction
 from django.utils import timezone
 
+from evaluations.language_models.registry import learn_model_facts
 from evaluations.models import LanguageModel, ProbingLayerResult, ProbingRun
 from evaluations.runs import lifecycle as runs
-from evaluations.syntaxgym.services import _learn_model_facts
 from gym.errors import ApplicationError
 from suites.models import ProbingTask
 
@@ -27,6 +27,7 @@ PROBING_RUNS = runs.RunKind(
     store="evaluations.probing.services.probing_results_store",
     label="Probing",
     api_detail="api-probing-run",
+    request="evaluations.probing.services.probing_runs_request",
 )
 runs.register(PROBING_RUNS)
 
@@ -81,6 +82,15 @@ class ProbingRequestOutcome:
     runs: list[ProbingRun]
     created: list[ProbingRun] = field(default_factory=list)
     existing: list[ProbingRun] = field(default_factory=list)
+
+
+def probing_runs_request(
+    *, models: Sequence[LanguageModel], benchmarks: Sequence[ProbingTask], user: Any
+) -> None:
+    """`probing_run_request` on each task (mean pooling, logistic regression), as the run
+    core's kinds registry calls it."""
+    for task in benchmarks:
+        probing_run_request(models=models, task=task, user=user)
 
 
 def probing_run_request(
@@ -205,5 +215,5 @@ def probing_results_store(*, run_id: int, attempt: int, results: dict[str, Any])
             progress_total=steps,
             finished_at=timezone.now(),
         )
-        _learn_model_facts(run.model, info)
+        learn_model_facts(run.model, info)
     return True

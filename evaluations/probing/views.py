@@ -12,18 +12,13 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.text import slugify
 from django.views.decorators.http import require_POST
 
-from evaluations.forms import ProbingRunRequestForm
 from evaluations.models import ProbingRun
 from evaluations.probing import exports as probing_exports
 from evaluations.probing import selectors as probing_selectors
 from evaluations.probing import services as probing_services
+from evaluations.probing.forms import ProbingRunRequestForm
 from evaluations.runs import lifecycle as runs
-from evaluations.syntaxgym.views import (
-    MAX_ID,
-    request_messages,
-    run_cancel_redirect,
-    run_retry_redirect,
-)
+from evaluations.runs.views import MAX_ID, request_messages, run_cancel_redirect, run_retry_redirect
 from gym.downloads import attachment
 
 

@@ -111,6 +111,10 @@ class RunKind:
     - label: what pages call a run of this kind ("Suite"); its name if empty.
     - api_detail (optional): the URL name of one run in the API (its id the argument),
       which lists of runs poll for live progress.
+    - request (optional): (*, models, benchmarks, user) -> None, runs of `models` on
+      `benchmarks` (rows of this kind's benchmark) asked for as the kind's own pages
+      ask for them. Another kind that needs this one's runs (training evaluates its
+      checkpoints) asks through `request_runs`, so that no kind imports another.
 
     Every kind's run model has a `model` foreign key (the language model run) besides
     its benchmark's (`benchmark_field`): the list of runs of every kind reads both.
@@ -124,6 +128,7 @@ class RunKind:
     pack_work: str = ""
     label: str = ""
     api_detail: str = ""
+    request: str = ""
 
     @cached_property
     def run_model(self) -> type[Run]:
@@ -140,6 +145,11 @@ class RunKind:
 
     def pack_work_function(self) -> Callable[..., list[dict[str, Any]]]:
         return import_string(self.pack_work)
+
+    def request_runs(self, *, models: Sequence[Any], benchmarks: Sequence[Any], user: Any) -> None:
+        if not self.request:
+            raise ValueError(f"runs of the kind {self.name!r} cannot be asked for by another kind")
+        import_string(self.request)(models=models, benchmarks=benchmarks, user=user)
 
     @property
     def title(self) -> str:

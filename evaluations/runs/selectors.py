@@ -175,3 +175,12 @@ def run_rows(keys: Sequence[tuple[str, int, Any]]) -> list[RunRow]:
         for name, pk, _created in keys
         if (name, pk) in found
     ]
+
+
+def public_model_info(run: Run) -> dict[str, Any]:
+    """What the worker recorded about the model, with its source as pages show it (no
+    server folders)."""
+    info = dict(run.model_info or {})
+    if "source" in info:
+        info["source"] = run.model.public_source
+    return info

@@ -88,11 +88,8 @@ def import_work_functions(**_kwargs: Any) -> None:
     consumed = current_app.amqp.queues.consume_from
     if consumed and GPU_QUEUE not in consumed:
         return
-    # The services modules register the kinds.
-    from evaluations.minimal_pairs import services as pair_services  # noqa: F401
-    from evaluations.probing import services as probing_services  # noqa: F401
-    from evaluations.runs import lifecycle as runs  # noqa: F401
-    from evaluations.syntaxgym import services  # noqa: F401
+    # The kinds registered themselves when the app was ready (evaluations.apps).
+    from evaluations.runs import lifecycle as runs
 
     for kind in runs.KINDS.values():
         kind.work_function()

@@ -6,62 +6,17 @@ from typing import Any
 
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework import exceptions, generics, serializers, status
+from rest_framework import generics, serializers, status
 from rest_framework.permissions import IsAuthenticated, IsAuthenticatedOrReadOnly
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from evaluations.models import Evaluation, LanguageModel, Run
-from evaluations.runs import lifecycle as runs
-from evaluations.runs import selectors as run_selectors
+from evaluations.models import Evaluation, LanguageModel
+from evaluations.runs.api import BAD_FILTER, RUN_FILTER_PARAMETERS, run_filters_of
 from evaluations.syntaxgym import services
 from suites.models import Suite, Tag
 from suites.syntaxgym.selectors import suites_with_tag
-
-
-class LanguageModelSerializer(serializers.ModelSerializer):
-    registered_by = serializers.CharField(
-        source="registered_by.username", default=None, allow_null=True, read_only=True
-    )
-
-    def to_representation(self, instance: LanguageModel) -> dict[str, Any]:
-        data = super().to_representation(instance)
-        request = self.context.get("request")
-        if not (request is not None and request.user.is_staff):
-            # Only staff learn where a local model lies on the server.
-            data["source"] = instance.public_source
-        return data
-
-    class Meta:
-        model = LanguageModel
-        fields = [
-            "name",
-            "display_name",
-            "source",
-            "revision",
-            "kind",
-            "parameter_count",
-            "description",
-            "reference_url",
-            "is_baseline",
-            "is_hidden",
-            "registered_by",
-            "created_at",
-        ]
-        read_only_fields = [
-            "kind",
-            "parameter_count",
-            "is_baseline",
-            "is_hidden",
-            "registered_by",
-            "created_at",
-        ]
-        # As on the page: the short name is made from the source, the display name too.
-        extra_kwargs = {
-            "name": {"required": False, "allow_blank": True},
-            "display_name": {"required": False, "allow_blank": True},
-        }
 
 
 class EvaluationSerializer(serializers.ModelSerializer):
@@ -193,64 +148,6 @@ def _request_response(request: Request, outcome: services.RequestOutcome) -> Res
     return Response(body, status=code)
 
 
-class ModelListCreate(generics.ListAPIView):
-    serializer_class = LanguageModelSerializer
-    permission_classes = [IsAuthenticatedOrReadOnly]
-
-    def get_queryset(self):  # type: ignore[no-untyped-def]
-        models = LanguageModel.objects.select_related("registered_by")
-        user = self.request.user
-        return models if user.is_staff else models.filter(is_hidden=False)
-
-    @extend_schema(request=LanguageModelSerializer, responses={201: LanguageModelSerializer})
-    def post(self, request: Request) -> Response:
-        data = LanguageModelSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
-        fields = {
-            k: v
-            for k, v in data.validated_data.items()
-            if k in {"name", "display_name", "source", "revision", "description", "reference_url"}
-        }
-        model = services.model_register(user=request.user, **fields)
-        return Response(LanguageModelSerializer(model).data, status=status.HTTP_201_CREATED)
-
-
-class ModelDetail(generics.RetrieveAPIView):
-    serializer_class = LanguageModelSerializer
-    lookup_field = "name"
-
-    def get_queryset(self):  # type: ignore[no-untyped-def]
-        models = LanguageModel.objects.all()
-        return models if self.request.user.is_staff else models.filter(is_hidden=False)
-
-
-# The filters every list of runs takes (`GET /api/runs/` also `kind`).
-RUN_FILTER_PARAMETERS = [
-    OpenApiParameter("model", str, description="Only this model's runs (its short name)"),
-    OpenApiParameter("status", str, enum=list(Run.Status.values)),
-    OpenApiParameter(
-        "mine",
-        bool,
-        description="Only the runs the signed-in user asked for (401 when not signed in)",
-    ),
-]
-BAD_FILTER = (
-    "a filter has a value it cannot take (an unknown status, model or kind); 401: `mine` "
-    "without a signed-in user."
-)
-
-
-def run_filters_of(request: Request, queryset: Any, *, kind: str) -> Any:
-    """One kind's runs narrowed by the query string's model, status and mine: 400 for a
-    value that names nothing, 401 for `mine` without a signed-in user."""
-    user = request.user
-    staff = bool(user.is_staff)
-    filters = run_selectors.run_filters(request.query_params, include_hidden=staff, kinds=[kind])
-    if filters.mine and not user.is_authenticated:
-        raise exceptions.NotAuthenticated("Sign in to list your own runs (mine).")
-    return run_selectors.runs_filtered(queryset, filters, user=user, include_hidden=staff)
-
-
 class EvaluationListCreate(generics.ListAPIView):
     """List evaluations (filter by model, suite, status, mine) or request new ones."""
 
@@ -360,54 +257,3 @@ class EvaluationCancel(APIView):
         evaluation = get_object_or_404(Evaluation.objects.select_related("suite"), pk=pk)
         evaluation = services.evaluation_cancel(evaluation=evaluation, user=request.user)
         return Response(EvaluationSerializer(evaluation).data)
-
-
-class RunSerializer(serializers.Serializer):
-    """A run of any kind, as the list of every kind shows it."""
-
-    kind = serializers.CharField(source="kind.name", help_text="suite, pairs, probing, ...")
-    id = serializers.IntegerField(source="run.pk")
-    model = serializers.CharField(source="run.model.name")
-    benchmark = serializers.CharField(
-        source="benchmark.name", help_text="The suite, minimal-pair set or probing task"
-    )
-    benchmark_url = serializers.CharField(source="benchmark.get_absolute_url")
-    status = serializers.ChoiceField(Run.Status.choices, source="run.status")
-    enqueued = serializers.BooleanField(source="run.enqueued")
-    outdated = serializers.BooleanField(source="run.outdated")
-    progress_done = serializers.IntegerField(source="run.progress_done")
-    progress_total = serializers.IntegerField(source="run.progress_total")
-    requested_by = serializers.CharField(
-        source="run.requested_by.username", default=None, allow_null=True
-    )
-    created_at = serializers.DateTimeField(source="run.created_at")
-    started_at = serializers.DateTimeField(source="run.started_at", allow_null=True)
-    finished_at = serializers.DateTimeField(source="run.finished_at", allow_null=True)
-    url = serializers.CharField(source="run.get_absolute_url")
-
-
-class RunList(generics.ListAPIView):
-    """Runs of every kind (suite evaluations, minimal pairs, probing, ...), newest first:
-    the Runs page's list. Each kind's own list has its kind's details."""
-
-    serializer_class = RunSerializer
-
-    def get_queryset(self):  # type: ignore[no-untyped-def]
-        user = self.request.user
-        staff = bool(user.is_staff)
-        filters = run_selectors.run_filters(self.request.query_params, include_hidden=staff)
-        if filters.mine and not user.is_authenticated:
-            raise exceptions.NotAuthenticated("Sign in to list your own runs (mine).")
-        return run_selectors.run_keys(filters, user=user, include_hidden=staff)
-
-    @extend_schema(
-        parameters=[
-            OpenApiParameter("kind", str, enum=sorted(runs.KINDS) or None),
-            *RUN_FILTER_PARAMETERS,
-        ],
-        description=f"Newest first, paged (`page`, 50 a page). 400: {BAD_FILTER}",
-    )
-    def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
-        keys = self.paginate_queryset(self.get_queryset())
-        rows = run_selectors.run_rows(keys or [])
-        return self.get_paginated_response(RunSerializer(rows, many=True).data)

@@ -10,103 +10,14 @@ import io
 from collections.abc import Iterator
 from typing import Any
 
+from evaluations.leaderboard import csv_number
 from evaluations.models import Evaluation
+from evaluations.runs.selectors import public_model_info
 from evaluations.scoring import METRICS
 from evaluations.syntaxgym import outcomes
-from evaluations.syntaxgym.selectors import (
-    GROUP_PREFIX,
-    ExportedEvaluation,
-    Leaderboard,
-    export_item_rows,
-)
+from evaluations.syntaxgym.selectors import ExportedEvaluation, export_item_rows
 
 # --- leaderboard -----------------------------------------------------------------------
-
-
-def leaderboard_data(board: Leaderboard, *, noun: str = "suites") -> dict[str, Any]:
-    """The board as plain JSON for the API; `noun` names the benchmarks in the keys
-    (suites, or sets for the minimal-pair board). `compared_suites` are the suites the overall
-    score and the group means are computed over (those every row has an accuracy for);
-    each group says how many of its suites that is, each row how many suites it has."""
-    names = {s.id: s.name for s in board.suites}
-    compared = board.compared_ids
-    return {
-        "tag": board.tag,
-        "sort": board.sort,
-        "direction": board.direction,
-        "tags": board.tags,
-        f"compared_{noun}": [s.name for s in board.compared],
-        "groups": [
-            {
-                "tag": g.tag,
-                noun: [s.name for s in g.suites],
-                f"compared_{noun}": [s.name for s in g.suites if s.id in compared],
-            }
-            for g in board.groups
-        ],
-        noun: [
-            {"name": s.name, "tags": list(s.tags), "compared": s.id in compared}
-            for s in board.suites
-        ],
-        "rows": [
-            {
-                "model": row.model.name,
-                "display_name": row.model.display_name,
-                "is_baseline": row.model.is_baseline,
-                "overall": row.overall,
-                f"overall_{noun}": len(board.compared),
-                "covered": row.covered,
-                "total": board.total,
-                "ties": row.tie_total,
-                "group_means": row.group_means,
-                "scores": {
-                    names[suite_id]: {
-                        "accuracy": accuracy,
-                        "evaluation": evaluation_id,
-                        "ties": row.ties.get(suite_id, 0),
-                    }
-                    for suite_id, (accuracy, evaluation_id) in sorted(
-                        row.cells.items(), key=lambda kv: names[kv[0]]
-                    )
-                },
-            }
-            for row in board.rows
-        ],
-    }
-
-
-def leaderboard_csv(board: Leaderboard, *, noun: str = "suites") -> str:
-    """One line per model: overall, coverage, tied comparisons, how many suites the overall
-    score is over (the same for every row: those every row has an accuracy for), each
-    group mean, then each suite's accuracy."""
-    out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(
-        ["model", "display_name", "is_baseline", "overall", f"{noun}_scored", f"{noun}_total"]
-        + ["ties", f"overall_{noun}"]
-        + [f"{GROUP_PREFIX}{g.tag}" for g in board.groups]
-        + [s.name for s in board.suites]
-    )
-    for row in board.rows:
-        writer.writerow(
-            [
-                row.model.name,
-                row.model.display_name,
-                int(row.model.is_baseline),
-                _number(row.overall),
-                row.covered,
-                board.total,
-                row.tie_total,
-                len(board.compared),
-            ]
-            + [_number(row.group_means.get(g.tag)) for g in board.groups]
-            + [_number(row.cells.get(s.id, (None, 0))[0]) for s in board.suites]
-        )
-    return out.getvalue()
-
-
-def _number(value: float | None) -> str:
-    return "" if value is None else repr(float(value))
 
 
 # --- one evaluation's results ------------------------------------------------------------
@@ -152,15 +63,6 @@ def results_document(evaluation: Evaluation) -> dict[str, Any]:
     return document
 
 
-def public_model_info(evaluation: Evaluation) -> dict[str, Any]:
-    """What the worker recorded about the model, with its source as pages show it (no
-    server folders)."""
-    info = dict(evaluation.model_info or {})
-    if "source" in info:
-        info["source"] = evaluation.model.public_source
-    return info
-
-
 RESULTS_CSV_HEADER = [
     "model",
     "suite",
@@ -196,7 +98,7 @@ def results_csv(evaluation: Evaluation) -> str:
                         region_meta.get(str(region["region_number"]), ""),
                         region["content"],
                     ]
-                    + [_number(value[m]) for m in METRICS]
+                    + [csv_number(value[m]) for m in METRICS]
                 )
     return out.getvalue()
 

@@ -5,7 +5,6 @@ selector and renders."""
 from __future__ import annotations
 
 import json
-from typing import Any
 
 from django.http import (
     Http404,
@@ -24,6 +23,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from evaluations import leaderboard as boards
+from evaluations.leaderboard import board_query
 from evaluations.models import Evaluation, LanguageModel
 from evaluations.syntaxgym import comparisons, exports, items, missing, selectors
 from gym.downloads import attachment, streamed_attachment
@@ -31,19 +32,7 @@ from suites.catalog import gym_data_or_404
 from suites.models import Suite, Tag
 
 
-def board_query(request: HttpRequest | Request, prefix: str = "") -> dict[str, Any]:
-    """A leaderboard's options as the query string names them: `tag`, and `<prefix>sort`
-    and `<prefix>dir` (each board on a page sorts by its own); staff also see hidden
-    models."""
-    return {
-        "tag": request.GET.get("tag", "").strip(),
-        "sort": request.GET.get(f"{prefix}sort", "").strip(),
-        "direction": request.GET.get(f"{prefix}dir", "").strip(),
-        "include_hidden": bool(request.user.is_staff),
-    }
-
-
-def _board(request: HttpRequest | Request) -> selectors.Leaderboard:
+def _board(request: HttpRequest | Request) -> boards.Leaderboard:
     """The leaderboard as the query string asks for it."""
     return selectors.leaderboard(**board_query(request))
 
@@ -56,7 +45,7 @@ def leaderboard_page(request: HttpRequest) -> HttpResponse:
 def leaderboard_csv_view(request: HttpRequest) -> HttpResponse:
     board = _board(request)
     name = f"leaderboard-{slugify(board.tag)}.csv" if board.tag else "leaderboard.csv"
-    return attachment(exports.leaderboard_csv(board), "text/csv; charset=utf-8", name)
+    return attachment(boards.leaderboard_csv(board), "text/csv; charset=utf-8", name)
 
 
 def model_page(request: HttpRequest, name: str) -> HttpResponse:
@@ -211,7 +200,7 @@ def _export(request: HttpRequest | Request, fmt: str) -> HttpResponse:
         suite = Suite.objects.filter(name=suite_name).first()
         if suite is None:
             raise Http404(f"No suite named {suite_name!r}.")
-    if tag and tag != selectors.UNTAGGED and not Tag.objects.filter(name=tag).exists():
+    if tag and tag != boards.UNTAGGED and not Tag.objects.filter(name=tag).exists():
         raise Http404(f"No tag named {tag!r}.")
     selection = selectors.export_selection(
         model=model, suite=suite, tag=tag, include_hidden=bool(request.user.is_staff)
@@ -261,7 +250,7 @@ class ResultsExportAPI(APIView):
         return _export(request, fmt)
 
 
-# The leaderboard API's response shape (exports.leaderboard_data), for the OpenAPI schema.
+# The leaderboard API's response shape (boards.leaderboard_data), for the OpenAPI schema.
 LEADERBOARD_SCHEMA = inline_serializer(
     "Leaderboard",
     {
@@ -339,7 +328,7 @@ class LeaderboardAPI(APIView):
         responses=LEADERBOARD_SCHEMA,
     )
     def get(self, request: Request) -> Response:
-        return Response(exports.leaderboard_data(_board(request)))
+        return Response(boards.leaderboard_data(_board(request)))
 
 
 def _floats(**kwargs: object) -> serializers.ListField:

@@ -9,16 +9,23 @@ plain tuples from `values_list`, grouped in Python, never a query per model or p
 
 from __future__ import annotations
 
-import math
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime
-from functools import cached_property
 from typing import Any
 
-from django.db.models import Exists, F, OuterRef, QuerySet
+from django.db.models import Exists, F, OuterRef
 
+from evaluations.leaderboard import (
+    UNTAGGED,
+    Leaderboard,
+    SuiteColumn,
+    board,
+    data_columns,
+    mean_of,
+    tag_groups,
+)
 from evaluations.models import (
     IMPORTED_PREFIX,
     Evaluation,
@@ -31,132 +38,14 @@ from evaluations.syntaxgym.missing import MissingReason, MissingSummary, sentenc
 from suites.formats import condition_names, region_names
 from suites.models import Suite
 
-# The group of suites that carry no tag at all.
-UNTAGGED = "untagged"
 DONE = Evaluation.Status.DONE
-
-SORT_OVERALL = "overall"
-SORT_MODEL = "model"
-GROUP_PREFIX = "group:"
 
 
 # --- leaderboard -----------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class SuiteColumn:
-    id: int
-    name: str
-    tags: tuple[str, ...]
-    # Its number on the leaderboard (1, 2, ... in name order): narrow column headers show
-    # it, the legend under the board gives each number's full name.
-    number: int = 0
-
-
-@dataclass
-class Cell:
-    suite: SuiteColumn
-    accuracy: float | None = None
-    evaluation_id: int | None = None
-
-    @property
-    def has_result(self) -> bool:
-        return self.evaluation_id is not None
-
-
-@dataclass
-class GroupCells:
-    """One row's cells for one tag group, in the group's column order."""
-
-    tag: str
-    mean: float | None
-    cells: list[Cell]
-
-
-@dataclass
-class Row:
-    model: LanguageModel
-    # suite id -> (accuracy, evaluation id); accuracy is None for a suite without
-    # predictions (scored, but nothing to pass).
-    cells: dict[int, tuple[float | None, int]]
-    # Means over the board's compared suites (those every row has an accuracy for).
-    group_means: dict[str, float | None]
-    overall: float | None
-    # Suites of the board with a current accuracy for this model.
-    covered: int
-    # suite id -> tied strict comparisons (counted as failures) of the cell's evaluation.
-    ties: dict[int, int] = field(default_factory=dict)
-    # The same cells laid out group by group, for templates that cannot index dicts.
-    blocks: list[GroupCells] = field(default_factory=list)
-
-    @property
-    def tie_total(self) -> int:
-        """Tied comparisons over the board's suites (every model kind can tie)."""
-        return sum(self.ties.values())
-
-
-@dataclass
-class Group:
-    tag: str
-    suites: list[SuiteColumn]
-    # How many of them the group mean is computed over (see `Leaderboard.compared`).
-    compared: int = 0
-
-
-@dataclass
-class Leaderboard:
-    groups: list[Group]
-    # The distinct suites of the board, by name (a suite with two tags is in two groups).
-    suites: list[SuiteColumn]
-    rows: list[Row]
-    # Every tag that has suites (and "untagged" if some have none), for the filter.
-    tags: list[str]
-    tag: str
-    sort: str
-    direction: str
-    # The suites every row has an accuracy for: the overall score and the group means are
-    # computed over these only, so that every model is scored on the same set.
-    compared: list[SuiteColumn] = field(default_factory=list)
-
-    @property
-    def total(self) -> int:
-        return len(self.suites)
-
-    @cached_property
-    def compared_ids(self) -> set[int]:
-        return {s.id for s in self.compared}
-
-
 def _suite_columns() -> list[SuiteColumn]:
     return data_columns(Suite.objects.all())
-
-
-def data_columns(benchmarks: QuerySet[Any]) -> list[SuiteColumn]:
-    """Every benchmark (suites, minimal-pair sets: anything with a name and tags) with its
-    tags, in one query (a left join: one row per benchmark and tag)."""
-    tags: dict[int, list[str]] = {}
-    names: dict[int, str] = {}
-    for suite_id, name, tag in benchmarks.order_by("name").values_list("id", "name", "tags__name"):
-        names[suite_id] = name
-        bucket = tags.setdefault(suite_id, [])
-        if tag is not None:
-            bucket.append(tag)
-    return [SuiteColumn(id=i, name=names[i], tags=tuple(sorted(tags[i]))) for i in names]
-
-
-def _group(suites: Iterable[SuiteColumn]) -> list[Group]:
-    """Suites by tag, tags in name order and the untagged group last."""
-    by_tag: dict[str, list[SuiteColumn]] = defaultdict(list)
-    for suite in suites:
-        for tag in suite.tags or (UNTAGGED,):
-            by_tag[tag].append(suite)
-    order = sorted(t for t in by_tag if t != UNTAGGED) + ([UNTAGGED] if UNTAGGED in by_tag else [])
-    return [Group(tag=t, suites=by_tag[t]) for t in order]
-
-
-def _mean(values: Iterable[float | None]) -> float | None:
-    present = [v for v in values if v is not None]
-    return math.fsum(present) / len(present) if present else None
 
 
 def leaderboard(
@@ -185,153 +74,6 @@ def leaderboard(
         direction=direction,
         include_hidden=include_hidden,
     )
-
-
-def board(
-    columns: list[SuiteColumn],
-    current: QuerySet[Any],
-    column: str,
-    *,
-    tag: str = "",
-    sort: str = "",
-    direction: str = "",
-    include_hidden: bool = False,
-) -> Leaderboard:
-    """The board of `leaderboard` for any kind of benchmark: `columns` are the
-    benchmarks, `current` the done runs on their current content, `column` the runs'
-    field holding the benchmark id (minimal-pair sets pass theirs). Two queries."""
-    all_groups = _group(columns)
-    tags = [g.tag for g in all_groups]
-    if tag:
-        groups = [g for g in all_groups if g.tag == tag]
-        suites = groups[0].suites if groups else []
-    else:
-        groups, suites = all_groups, columns
-    suites = [replace(s, number=n) for n, s in enumerate(suites, start=1)]
-    numbered = {s.id: s for s in suites}
-    groups = [Group(g.tag, [numbered[s.id] for s in g.suites]) for g in groups]
-    suite_ids = set(numbered)
-
-    models = LanguageModel.objects.all()
-    if not include_hidden:
-        models = models.filter(is_hidden=False)
-    by_id = {m.pk: m for m in models}
-
-    # Hidden models are dropped below (by_id), which keeps this query free of a join.
-    if tag:
-        current = current.filter(**{f"{column}__in": suite_ids})
-    cells: dict[int, dict[int, tuple[float | None, int]]] = defaultdict(dict)
-    ties: dict[int, dict[int, int]] = defaultdict(dict)
-    for model_id, suite_id, accuracy, evaluation_id, tied in current.values_list(
-        "model_id", column, "accuracy", "id", "ties"
-    ):
-        if model_id in by_id and suite_id in suite_ids:
-            cells[model_id][suite_id] = (accuracy, evaluation_id)
-            ties[model_id][suite_id] = tied
-
-    compared = _compared_suites(suites, cells.values())
-    compared_ids = {s.id for s in compared}
-    for group in groups:
-        group.compared = sum(1 for s in group.suites if s.id in compared_ids)
-    rows = [
-        _row(by_id[model_id], model_cells, groups, suites, ties[model_id], compared_ids)
-        for model_id, model_cells in cells.items()
-    ]
-    sort, direction = _sort_rows(rows, sort, direction, {s.name: s.id for s in suites}, groups)
-    return Leaderboard(
-        groups=groups,
-        suites=suites,
-        rows=rows,
-        tags=tags,
-        tag=tag,
-        sort=sort,
-        direction=direction,
-        compared=compared,
-    )
-
-
-def _compared_suites(
-    suites: Sequence[SuiteColumn], rows: Iterable[dict[int, tuple[float | None, int]]]
-) -> list[SuiteColumn]:
-    """The suites that every row has a current accuracy for (none without rows): scores
-    over a model's own suites would rank a model with one easy suite above one with ten."""
-    ids = {s.id for s in suites}
-    seen = False
-    for cells in rows:
-        seen = True
-        ids &= {suite_id for suite_id, (accuracy, _e) in cells.items() if accuracy is not None}
-    return [s for s in suites if s.id in ids] if seen else []
-
-
-def _row(
-    model: LanguageModel,
-    cells: dict[int, tuple[float | None, int]],
-    groups: Sequence[Group],
-    suites: Sequence[SuiteColumn],
-    ties: dict[int, int],
-    compared: set[int],
-) -> Row:
-    """One model's row; its group means and overall score read the `compared` suites only."""
-    by_suite = {
-        s.id: Cell(suite=s, accuracy=cells[s.id][0], evaluation_id=cells[s.id][1])
-        if s.id in cells
-        else Cell(suite=s)
-        for s in suites
-    }
-    blocks = []
-    for group in groups:
-        group_cells = [by_suite[s.id] for s in group.suites]
-        mean = _mean(c.accuracy for c in group_cells if c.suite.id in compared)
-        blocks.append(GroupCells(group.tag, mean, group_cells))
-    accuracies = [cells[s.id][0] for s in suites if s.id in cells]
-    return Row(
-        model=model,
-        cells=cells,
-        group_means={b.tag: b.mean for b in blocks},
-        overall=_mean(cells[s.id][0] for s in suites if s.id in compared),
-        covered=sum(1 for a in accuracies if a is not None),
-        ties=ties,
-        blocks=blocks,
-    )
-
-
-def _sort_rows(
-    rows: list[Row],
-    sort: str,
-    direction: str,
-    suite_ids: dict[str, int],
-    groups: Sequence[Group],
-) -> tuple[str, str]:
-    """Sort in place; returns the sort and direction actually used."""
-    group_tags = {g.tag for g in groups}
-    if sort == SORT_MODEL:
-        direction = direction if direction in ("asc", "desc") else "asc"
-        rows.sort(key=lambda r: r.model.display_name.lower(), reverse=direction == "desc")
-        return sort, direction
-    if sort.startswith(GROUP_PREFIX) and sort[len(GROUP_PREFIX) :] in group_tags:
-        group = sort[len(GROUP_PREFIX) :]
-
-        def key(r: Row) -> float | None:
-            return r.group_means.get(group)
-    elif sort in suite_ids:
-        suite_id = suite_ids[sort]
-
-        def key(r: Row) -> float | None:
-            return r.cells.get(suite_id, (None, 0))[0]
-    else:
-        sort = SORT_OVERALL
-
-        def key(r: Row) -> float | None:
-            return r.overall
-
-    direction = direction if direction in ("asc", "desc") else "desc"
-    # Ties (and rows without a value) in name order, whatever the direction.
-    rows.sort(key=lambda r: r.model.display_name.lower())
-    present = [r for r in rows if key(r) is not None]
-    missing = [r for r in rows if key(r) is None]
-    present.sort(key=lambda r: key(r), reverse=direction == "desc")  # type: ignore[arg-type,return-value]
-    rows[:] = present + missing
-    return sort, direction
 
 
 # --- one model, one suite ----------------------------------------------------------------
@@ -423,17 +165,17 @@ def model_scores(model: LanguageModel) -> ModelScores:
     tags = [
         TagScore(
             tag=g.tag,
-            mean=_mean(current.get(s.id) for s in g.suites),
+            mean=mean_of(current.get(s.id) for s in g.suites),
             covered=sum(1 for s in g.suites if current.get(s.id) is not None),
             total=len(g.suites),
         )
-        for g in _group(columns)
+        for g in tag_groups(columns)
     ]
     return ModelScores(
         model=model,
         suites=scores,
         tags=tags,
-        overall=_mean(current.values()),
+        overall=mean_of(current.values()),
         covered=sum(1 for a in current.values() if a is not None),
         total=len(columns),
     )

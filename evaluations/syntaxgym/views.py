@@ -1,62 +1,19 @@
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.contrib.auth.views import redirect_to_login
 from django.core.paginator import Paginator
-from django.http import HttpRequest, HttpResponse, HttpResponseForbidden
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils.http import urlencode
 from django.views.decorators.http import require_POST
 
-from evaluations.forms import EvaluationRequestForm, ModelRegisterForm
-from evaluations.models import Evaluation, LanguageModel, Run
-from evaluations.runs import lifecycle as runs
-from evaluations.runs import selectors as run_selectors
+from evaluations.models import Evaluation, LanguageModel
+from evaluations.runs.views import MAX_ID, run_cancel_redirect, run_list_of, run_retry_redirect
 from evaluations.syntaxgym import services
+from evaluations.syntaxgym.forms import EvaluationRequestForm
 from suites.models import Suite
-
-
-def model_list(request: HttpRequest) -> HttpResponse:
-    models = LanguageModel.objects.all()
-    if not request.user.is_staff:
-        models = models.filter(is_hidden=False)
-    return render(request, "evaluations/model_list.html", {"models": models})
-
-
-@login_required
-def model_register(request: HttpRequest) -> HttpResponse:
-    form = ModelRegisterForm(request.POST or None)
-    if request.method == "POST" and form.is_valid():
-        try:
-            model = services.model_register(user=request.user, **form.cleaned_data)
-        except services.ModelRegistrationError as invalid:
-            for field, message in invalid.errors.items():
-                form.add_error(field if field in form.fields else None, message)
-        else:
-            messages.success(
-                request, f"Registered {model.display_name} ({model.get_kind_display()})."
-            )
-            return redirect(model)
-    status = 400 if request.method == "POST" else 200
-    return render(request, "evaluations/model_register.html", {"form": form}, status=status)
-
-
-@login_required
-@require_POST
-def model_visibility(request: HttpRequest, name: str) -> HttpResponse:
-    """Staff hide a model from leaderboards and lists (or show it again)."""
-    if not request.user.is_staff:
-        return HttpResponseForbidden("Only staff may hide or show models.")
-    model = get_object_or_404(LanguageModel, name=name)
-    services.model_set_hidden(model=model, hidden=request.POST.get("hidden") == "1")
-    messages.success(
-        request, f"{model.display_name} is now {'hidden' if model.is_hidden else 'shown'}."
-    )
-    return redirect(model)
 
 
 @login_required
@@ -135,10 +92,6 @@ def _request_answer(request: HttpRequest, outcome: services.RequestOutcome) -> H
     return redirect(f"{reverse('evaluations:list')}?{query}")
 
 
-# The largest id a database row can have (a signed 64-bit integer).
-MAX_ID = 2**63 - 1
-
-
 def parse_ids(text: str) -> list[int]:
     """Comma-separated evaluation ids; ValueError with a message naming a bad one."""
     ids = []
@@ -150,45 +103,6 @@ def parse_ids(text: str) -> list[int]:
             raise ValueError(f"ids: {part[:30]!r} is not an evaluation id (a whole number)")
         ids.append(int(part))
     return ids
-
-
-def run_list(request: HttpRequest) -> HttpResponse:
-    """Runs of every kind, newest first, narrowed by the query string (kind, status,
-    model, mine)."""
-    staff = bool(request.user.is_staff)
-    try:
-        filters = run_selectors.run_filters(request.GET, include_hidden=staff)
-    except run_selectors.RunFilterInvalid as bad:
-        return render(request, "400.html", {"message": str(bad)}, status=400)
-    if filters.mine and not request.user.is_authenticated:
-        return redirect_to_login(request.get_full_path())
-    keys = run_selectors.run_keys(filters, user=request.user, include_hidden=staff)
-    page = Paginator(keys, run_selectors.RUNS_PER_PAGE).get_page(request.GET.get("page"))
-    models = LanguageModel.objects.only("name", "display_name")
-    return render(
-        request,
-        "evaluations/run_list.html",
-        {
-            "page": page,
-            "rows": run_selectors.run_rows(page.object_list),
-            "filters": filters,
-            "kinds": list(runs.KINDS.values()),
-            "statuses": Run.Status.choices,
-            "models": models if staff else models.filter(is_hidden=False),
-        },
-    )
-
-
-def run_list_of(kind: str) -> Callable[[HttpRequest], HttpResponse]:
-    """The old list address of one kind: the Runs page narrowed to that kind, with the
-    rest of the query string."""
-
-    def view(request: HttpRequest) -> HttpResponse:
-        query = request.GET.copy()
-        query["kind"] = kind
-        return redirect(f"{reverse('evaluations:runs')}?{query.urlencode()}")
-
-    return view
 
 
 def evaluation_list(request: HttpRequest) -> HttpResponse:
@@ -247,41 +161,3 @@ def evaluation_retry(request: HttpRequest, pk: int) -> HttpResponse:
 def evaluation_cancel(request: HttpRequest, pk: int) -> HttpResponse:
     evaluation = get_object_or_404(Evaluation.objects.select_related("suite"), pk=pk)
     return run_cancel_redirect(request, evaluation)
-
-
-def run_retry_redirect(request: HttpRequest, run: Run) -> HttpResponse:
-    """Retry a run of any kind for the page's user (403 when it is not theirs); a message
-    says how it went, and the answer goes back to the run's page."""
-    try:
-        runs.run_retry(run=run, user=request.user)
-    except (runs.BrokerUnavailable, runs.RunConflict) as refused:
-        messages.error(request, str(refused))
-    else:
-        messages.success(request, "Sent again.")
-    return redirect(run)
-
-
-def run_cancel_redirect(request: HttpRequest, run: Run) -> HttpResponse:
-    """Cancel a run of any kind, as `run_retry_redirect` retries one."""
-    try:
-        runs.run_cancel(run=run, user=request.user)
-    except runs.RunConflict as refused:
-        messages.error(request, str(refused))
-    else:
-        messages.success(request, "Cancelled.")
-    return redirect(run)
-
-
-def request_messages(
-    request: HttpRequest, *, created: int, existing: int, noun: str, same: str
-) -> None:
-    """What a page's request for runs of any kind says: how many it queued, and how many
-    were already asked for on the same `same` (shown instead of run again)."""
-    if created:
-        messages.success(request, f"Queued {created} {noun}(s).")
-    if existing:
-        messages.info(
-            request,
-            f"{existing} of these were already asked for {same}; "
-            "showing them instead of running them again.",
-        )

@@ -11,6 +11,7 @@ from django.utils.html import escape
 from django.utils.http import urlencode
 from django.utils.safestring import SafeString, mark_safe
 
+from evaluations import leaderboard as boards
 from evaluations.syntaxgym import selectors
 from suites.models import Suite
 
@@ -57,11 +58,11 @@ def suite_results(context: template.Context, suite: Suite) -> dict[str, Any]:
     }
 
 
-def _next_direction(board: selectors.Leaderboard, key: str) -> str:
+def _next_direction(board: boards.Leaderboard, key: str) -> str:
     """Clicking the sorted column flips it; a new column starts best first (A-Z for names)."""
     if board.sort == key:
         return "asc" if board.direction == "desc" else "desc"
-    return "asc" if key == selectors.SORT_MODEL else "desc"
+    return "asc" if key == boards.SORT_MODEL else "desc"
 
 
 @register.simple_tag(takes_context=True)
@@ -69,7 +70,7 @@ def sort_href(context: template.Context, key: str, prefix: str = "") -> str:
     """The leaderboard's query string sorted by `key`, keeping the tag filter. A section
     of another kind of benchmark sorts with its own parameters (`prefix`sort, `prefix`dir)
     so that sorting it leaves the suites' board as it is."""
-    board: selectors.Leaderboard = context["board"]
+    board: boards.Leaderboard = context["board"]
     params = [("tag", board.tag)] if board.tag else []
     params += [(f"{prefix}sort", key), (f"{prefix}dir", _next_direction(board, key))]
     return "?" + urlencode(params)
@@ -78,7 +79,7 @@ def sort_href(context: template.Context, key: str, prefix: str = "") -> str:
 @register.simple_tag(takes_context=True)
 def aria_sort(context: template.Context, key: str) -> str:
     """aria-sort for a column header: "ascending"/"descending" when sorted by it."""
-    board: selectors.Leaderboard = context["board"]
+    board: boards.Leaderboard = context["board"]
     if board.sort != key:
         return "none"
     return "ascending" if board.direction == "asc" else "descending"
@@ -106,7 +107,7 @@ def outcome(value: bool | None) -> SafeString:
 @register.simple_tag(takes_context=True)
 def board_cells(
     context: template.Context,
-    row: selectors.Row,
+    row: boards.Row,
     result: str = "evaluations:result",
     queue: str = "evaluations:request",
     benchmark: str = "suite",

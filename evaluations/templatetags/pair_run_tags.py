@@ -7,8 +7,8 @@ from typing import Any
 
 from django import template
 
-from evaluations.forms import PairRequestForm
 from evaluations.minimal_pairs import services as pair_services
+from evaluations.minimal_pairs.forms import PairRequestForm
 
 register = template.Library()
 

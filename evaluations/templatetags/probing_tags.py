@@ -8,8 +8,8 @@ from typing import Any
 
 from django import template
 
-from evaluations.forms import ProbingRunRequestForm
 from evaluations.probing import selectors as probing_selectors
+from evaluations.probing.forms import ProbingRunRequestForm
 from suites.models import ProbingTask
 
 register = template.Library()

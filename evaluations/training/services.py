@@ -1,14 +1,14 @@
 """Writes for training runs: requesting one, the checkpoints and loss reports its worker
 sends while it trains, storing the finished model, and cancelling. The lifecycle
-(enqueue, progress, fail, retry, sweep) is `evaluations.runs.lifecycle`'; this module registers
-training as a kind of run.
+(enqueue, progress, fail, retry, sweep) is `evaluations.runs.lifecycle`'s; this module
+registers training as a kind of run.
 
 A training run writes models, never benchmarks: each checkpoint is a LanguageModel of its
 own (display name `<name>@<tokens>`, URL name `<name>-<tokens>`), and when the request
-names suites every checkpoint (and the finished model) is evaluated on them through
-ordinary suite runs (`services.evaluations_request`) and minimal-pair runs
-(`pair_services.pair_evaluation_request`) and probing runs (mean pooling, logistic
-regression; `probing_services.probing_run_request`)."""
+names suites, minimal-pair sets or probing tasks, every checkpoint (and the finished
+model) is evaluated on them through ordinary runs of those kinds, asked for through the
+run core's kinds registry (`RunKind.request_runs`: suite runs, minimal-pair runs, probing
+runs with mean pooling and logistic regression), so that training imports no other kind."""
 
 from __future__ import annotations
 
@@ -24,11 +24,9 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.text import slugify
 
-from evaluations.minimal_pairs import services as pair_services
+from evaluations.language_models import registry as model_registry
 from evaluations.models import LanguageModel
-from evaluations.probing import services as probing_services
 from evaluations.runs import lifecycle as runs
-from evaluations.syntaxgym import services
 from evaluations.training import options as causal_options
 from evaluations.training.data import CorpusSource
 from evaluations.training.models import TrainingRun
@@ -75,7 +73,7 @@ def training_dir() -> Path:
     """Where trained models are written: GYM_TRAINING_DIR, else `trained/` in the first
     of GYM_MODEL_DIRS (a folder the GPU workers share)."""
     configured = getattr(settings, "GYM_TRAINING_DIR", None)
-    return Path(configured) if configured else services.model_dirs()[0] / "trained"
+    return Path(configured) if configured else model_registry.model_dirs()[0] / "trained"
 
 
 def _integer(raw: Any, name: str, low: int, high: int, errors: dict[str, str]) -> int:
@@ -320,18 +318,19 @@ def _checkpoint_model(run: TrainingRun, point: dict[str, Any]) -> LanguageModel:
 
 
 def _evaluate(run: TrainingRun, models: list[LanguageModel]) -> None:
-    """Ordinary runs of `models` on the run's suites and minimal-pair sets."""
-    suites = list(run.suites.all())
-    if suites and models:
-        services.evaluations_request(models=models, suites=suites, user=run.requested_by)
-    pair_sets = list(run.pair_sets.all())
-    if pair_sets and models:
-        pair_services.pair_evaluation_request(
-            models=models, pair_sets=pair_sets, user=run.requested_by
-        )
-    for task in run.probing_tasks.all():
-        if models:
-            probing_services.probing_run_request(models=models, task=task, user=run.requested_by)
+    """Ordinary runs of `models` on the run's suites, minimal-pair sets and probing tasks,
+    asked for through the kinds registry."""
+    if not models:
+        return
+    for kind, benchmarks in (
+        ("suite", run.suites.all()),
+        ("pairs", run.pair_sets.all()),
+        ("probing", run.probing_tasks.all()),
+    ):
+        if benchmarks := list(benchmarks):
+            runs.kind_named(kind).request_runs(
+                models=models, benchmarks=benchmarks, user=run.requested_by
+            )
 
 
 def training_checkpoint_store(

@@ -12,7 +12,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
 from evaluations.runs import lifecycle as runs
-from evaluations.syntaxgym.views import run_retry_redirect
+from evaluations.runs.views import run_retry_redirect
 from evaluations.training import selectors, services
 from evaluations.training.forms import TrainingRequestForm
 from evaluations.training.models import TrainingRun

@@ -14,6 +14,7 @@ from rest_framework.views import APIView
 
 from suites.catalog import ListQuery
 from suites.catalog_api import GymDataSerializer, list_parameters
+from suites.catalog_services import tag_slugs
 from suites.corpora.models import Corpus
 from suites.corpora.services import (
     CORPUS_SORTS,
@@ -24,7 +25,6 @@ from suites.corpora.services import (
 )
 from suites.corpora.views import corpus_name_from_file
 from suites.formats.report import SuiteError
-from suites.syntaxgym.services import tag_slugs
 
 
 class CorpusSerializer(GymDataSerializer):

@@ -15,10 +15,10 @@ from django.db import IntegrityError, transaction
 from django.db.models import QuerySet
 
 from suites.catalog import COMMON_SORTS, catalog_filter
+from suites.catalog_services import DataInvalid, name_problem, tags_set
 from suites.corpora import reading
 from suites.corpora.models import Corpus
 from suites.formats.report import SuiteError
-from suites.syntaxgym.services import DataInvalid, name_problem, tags_set
 
 # Names that the corpus pages' URLs use for themselves.
 RESERVED_NAMES = {"upload"}

@@ -12,9 +12,7 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import QuerySet
 
 from suites.catalog import COMMON_SORTS, catalog_filter
-from suites.formats import minimal_pairs as mp
-from suites.models import MinimalPairSet, PairSetSentence, PairSetVersion
-from suites.syntaxgym.services import (
+from suites.catalog_services import (
     DataInvalid,
     PermissionDenied,
     can_change,
@@ -22,6 +20,8 @@ from suites.syntaxgym.services import (
     name_problem,
     tags_set,
 )
+from suites.formats import minimal_pairs as mp
+from suites.models import MinimalPairSet, PairSetSentence, PairSetVersion
 
 BULK_BATCH = 2000
 

@@ -16,10 +16,10 @@ from django.shortcuts import get_object_or_404, redirect, render
 
 from gym.downloads import attachment
 from suites.catalog import COMMON_SORT_LABELS, ListQuery, gym_data_or_404, list_context
+from suites.catalog_services import can_change
 from suites.forms import PairSetUploadForm
 from suites.minimal_pairs import sets as pair_sets
 from suites.models import MinimalPairSet
-from suites.syntaxgym.services import can_change
 
 SETS_PER_PAGE = 50
 PAIRS_PER_PAGE = 50

@@ -13,6 +13,7 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import QuerySet
 
 from suites.catalog import COMMON_SORTS, catalog_filter
+from suites.catalog_services import DataInvalid, free_name, name_problem, tags_set
 from suites.formats.probing import (
     LineSource,
     ProbingReader,
@@ -21,7 +22,6 @@ from suites.formats.probing import (
 )
 from suites.formats.report import SuiteError
 from suites.models import ProbingInstance, ProbingTask
-from suites.syntaxgym.services import DataInvalid, free_name, name_problem, tags_set
 
 # Rows per INSERT: large enough that a 120,000-line file takes a few dozen statements.
 BATCH_SIZE = 5000

@@ -27,7 +27,7 @@ from rest_framework.views import APIView
 
 from gym.errors import error_body
 from gym.rest import AnonThrottle, AnonValidateThrottle, UserThrottle
-from suites import formats
+from suites import catalog_services, formats
 from suites.catalog import gym_data_or_404
 from suites.formats import SuiteError, predictions
 from suites.formats.schema import METRICS, REGION_METRICS
@@ -89,7 +89,7 @@ def editor_edit(request: HttpRequest, name: str) -> HttpResponse:
     """The owner (or staff) edits here; anyone else logged in sees the suite read-only,
     with a button to copy it."""
     suite = _suite_or_404(name)
-    mode = "edit" if services.can_change(request.user, suite) else "view"
+    mode = "edit" if catalog_services.can_change(request.user, suite) else "view"
     return render(
         request,
         "suites/editor.html",

@@ -3,28 +3,30 @@ called by pages, the API, management commands and the grid editor alike."""
 
 from __future__ import annotations
 
-import re
-import unicodedata
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
-from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
-from django.db import IntegrityError, models, transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
-from django.utils.text import slugify
 
 from gym.errors import ApplicationError
 from suites import formats
+from suites.catalog_services import (
+    NAME_MAX_LENGTH,
+    PermissionDenied,
+    can_change,
+    free_name,
+    name_problem,
+    tag_slugs,
+    tags_set,
+)
 from suites.formats import Location, SuiteError
 from suites.formats.syntaxgym import TAG_MAX_LENGTH, TAGS_MAX_COUNT
-from suites.models import Condition, GymData, Item, Prediction, Region, Suite, Tag
+from suites.models import Condition, Item, Prediction, Region, Suite
 from suites.syntaxgym import selectors
 
-NAME_MAX_LENGTH = 200
-# Names appear in URLs (/suites/<name>/); a slash would split them.
-_NAME_FORBIDDEN = re.compile(r"[/\\\x00-\x1f\x7f]")
 _META_TEXT_FIELDS = ("description", "reference", "author", "comment")
 # Where name errors point: meta.name.
 _NAME = ("meta", "name")
@@ -48,22 +50,6 @@ class SuiteInvalid(ApplicationError):
         return [{"code": "invalid", **e.as_dict()} for e in self.errors]
 
 
-class DataInvalid(ApplicationError):
-    """A minimal-pair set or probing task cannot be saved; `errors` lists every problem
-    (each says where and what). Nothing was written."""
-
-    def __init__(self, errors: Sequence[Any]) -> None:
-        super().__init__("; ".join(str(e) for e in errors[:3]))
-        self.errors = list(errors)
-
-    def error_list(self) -> list[dict[str, Any]]:
-        return [{"code": "invalid", **e.as_dict()} for e in self.errors]
-
-
-class PermissionDenied(DjangoPermissionDenied):
-    """The user may not do this; pages and the API answer 403 with the message."""
-
-
 class NoFreeName(Exception):
     """suite_copy tried MAX_COPY_ATTEMPTS names and every one was taken."""
 
@@ -76,71 +62,6 @@ class ImportReport:
     warnings: list[str] = field(default_factory=list)
     # The name asked for, when the suite was saved under a free one instead.
     renamed_from: str = ""
-
-
-def can_change(user: AbstractBaseUser | AnonymousUser | None, suite: GymData) -> bool:
-    """Owners change their suites (and minimal-pair sets, probing tasks); staff change
-    any (and the site's own examples)."""
-    if user is None or not user.is_authenticated:
-        return False
-    owner_id = suite.owner_id  # type: ignore[attr-defined]
-    return bool(user.is_staff) or (owner_id is not None and owner_id == user.pk)
-
-
-def tag_slugs(raw: Iterable[str]) -> list[str]:
-    """Tags as stored: lower-case slugs, unique, sorted."""
-    # A tag name holds 64 characters (Tag.name).
-    return sorted({slug for slug in (slugify(str(t))[:64] for t in raw) if slug})
-
-
-# Characters that change how a name looks without being seen: bidirectional overrides
-# and isolates, zero-width joiners and spaces, other format and control characters,
-# unassigned and private-use code points, line and paragraph separators.
-_INVISIBLE_CATEGORIES = {"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"}
-
-
-def invisible_characters(text: str) -> str:
-    """'' when the text is clean, else a description of its first invisible character."""
-    for position, char in enumerate(text, start=1):
-        if unicodedata.category(char) in _INVISIBLE_CATEGORIES:
-            label = unicodedata.name(char, "an unnamed character").lower()
-            return f"invisible or direction-changing characters such as U+{ord(char):04X} ({label}) at position {position}"
-    return ""
-
-
-def name_problem(
-    *,
-    name: str,
-    model: type[models.Model],
-    noun: str,
-    replace: models.Model | None = None,
-    reserved: Collection[str] = (),
-    advice: str = "choose another name",
-) -> str:
-    """What is wrong with `name` as the name of a `model` row (a suite, a minimal-pair
-    set, a probing task; `noun` says which in the message): empty, reserved by the
-    kind's URLs, too long, slashes or control or invisible characters, spaces at either
-    end, or taken by a row other than `replace`. '' when it is free. `advice` ends the
-    message about a taken name."""
-    if not name.strip():
-        return f"the {noun} needs a name"
-    if name in reserved:
-        return f"{name!r} is reserved for a page of the site; choose another name"
-    if len(name) > NAME_MAX_LENGTH:
-        return f"the name is {len(name)} characters long; shorten it to at most {NAME_MAX_LENGTH}"
-    if _NAME_FORBIDDEN.search(name):
-        return "the name may not contain slashes or control characters"
-    if invisible := invisible_characters(name):
-        return f"the name may not contain {invisible}"
-    if name != name.strip():
-        return "the name may not start or end with spaces"
-    clash = model._default_manager.filter(name=name)
-    if replace is not None:
-        clash = clash.exclude(pk=replace.pk)
-    if clash.exists():
-        # Who owns it is not said: a name must not reveal other people's accounts.
-        return f"a {noun} named {name!r} already exists; {advice}"
-    return ""
 
 
 def suite_name_check(*, name: str, replace: Suite | None = None) -> list[SuiteError]:
@@ -257,17 +178,6 @@ def suite_free_name(wanted: str) -> str:
     return free_name(Suite, wanted)
 
 
-def free_name(model: type[GymData], wanted: str) -> str:
-    """The first of '<wanted> (2)', '<wanted> (3)', … that no row of `model` (suites,
-    minimal-pair sets, probing tasks) has, cut to fit the name length limit."""
-    stem = wanted[: NAME_MAX_LENGTH - len(" (999)")].rstrip()
-    taken = set(model._default_manager.filter(name__startswith=stem).values_list("name", flat=True))
-    n = 2
-    while f"{stem} ({n})" in taken:
-        n += 1
-    return f"{stem} ({n})"
-
-
 def tag_list_errors(slugs: Sequence[str], *, where: tuple[str | int, ...]) -> list[SuiteError]:
     """What is wrong with `slugs` as one suite's tags: too long a tag, too many tags."""
     errors = [
@@ -367,18 +277,6 @@ def _write(
     )
     tags_set(target=suite, raw=meta.get("tags", []))
     return suite
-
-
-def tags_set(*, target: models.Model, raw: Iterable[str]) -> None:
-    """Tag a suite, a minimal-pair set or a probing task with `raw` as slugs (creating
-    the tags that are new), inside the caller's transaction."""
-    slugs = tag_slugs(raw)
-    existing = {t.name: t for t in Tag.objects.filter(name__in=slugs)}
-    missing = [Tag(name=s) for s in slugs if s not in existing]
-    if missing:
-        Tag.objects.bulk_create(missing, ignore_conflicts=True)
-        existing = {t.name: t for t in Tag.objects.filter(name__in=slugs)}
-    target.tags.set([existing[s] for s in slugs])  # type: ignore[attr-defined]
 
 
 def suite_update_meta(

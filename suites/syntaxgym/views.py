@@ -13,7 +13,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_http_methods
 
 from gym.downloads import attachment
-from suites import formats
+from suites import catalog_services, formats
 from suites.catalog import COMMON_SORT_LABELS, ListQuery, gym_data_or_404, list_context
 from suites.forms import SignupForm, SuiteMetaForm, SuiteUploadForm
 from suites.models import Suite, Tag
@@ -75,7 +75,7 @@ def suite_detail(request: HttpRequest, name: str) -> HttpResponse:
             "predictions": list(suite.predictions.all()),
             "tags": list(suite.tags.all()),
             "page": page,
-            "can_change": services.can_change(request.user, suite),
+            "can_change": catalog_services.can_change(request.user, suite),
             "extra_meta": json.dumps(suite.extra_meta, indent=2, ensure_ascii=False)
             if suite.extra_meta
             else "",
@@ -175,7 +175,7 @@ def _report_messages(request: HttpRequest, report: services.ImportReport) -> Non
 @login_required
 def suite_replace(request: HttpRequest, name: str) -> HttpResponse:
     suite = _suite_or_404(name)
-    if not services.can_change(request.user, suite):
+    if not catalog_services.can_change(request.user, suite):
         return HttpResponseForbidden("Only the suite's owner (or staff) may replace it.")
     return _upload_page(
         request,
@@ -187,7 +187,7 @@ def suite_replace(request: HttpRequest, name: str) -> HttpResponse:
 @login_required
 def suite_edit(request: HttpRequest, name: str) -> HttpResponse:
     suite = _suite_or_404(name)
-    if not services.can_change(request.user, suite):
+    if not catalog_services.can_change(request.user, suite):
         return HttpResponseForbidden("Only the suite's owner (or staff) may edit it.")
     if request.method == "POST":
         form = SuiteMetaForm(request.POST)
@@ -212,7 +212,7 @@ def suite_edit(request: HttpRequest, name: str) -> HttpResponse:
 @require_http_methods(["GET", "POST"])
 def suite_delete(request: HttpRequest, name: str) -> HttpResponse:
     suite = _suite_or_404(name)
-    if not services.can_change(request.user, suite):
+    if not catalog_services.can_change(request.user, suite):
         return HttpResponseForbidden("Only the suite's owner (or staff) may delete it.")
     if request.method == "POST":
         outcome = services.suite_delete(suite=suite, user=request.user)

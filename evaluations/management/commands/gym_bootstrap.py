@@ -8,6 +8,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand
 
 from evaluations import baseline
+from evaluations.language_models import registry as model_registry
 from evaluations.minimal_pairs import services as pair_services
 from evaluations.models import LanguageModel
 from evaluations.probing import services as probing_services
@@ -147,7 +148,7 @@ class Command(BaseCommand):
             else:
                 self.stdout.write(f"{existing.display_name} already registered")
             return
-        model = services.model_register(
+        model = model_registry.model_register(
             is_baseline=True, extra_model_dirs=extra_model_dirs, **fields
         )
         self.stdout.write(f"registered {model.display_name} ({model.kind})")

@@ -5,9 +5,9 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from evaluations.language_models.registry import ModelRegistrationError
 from evaluations.minimal_pairs import services as pair_services
 from evaluations.runs import lifecycle as runs
-from evaluations.syntaxgym.services import ModelRegistrationError
 from suites.models import MinimalPairSet
 
 

@@ -1,0 +1,45 @@
+"""The forms that ask for minimal-pair runs and import predictions scored elsewhere."""
+
+from __future__ import annotations
+
+from django import forms
+
+from evaluations.runs.forms import RunModelsField
+from suites.models import MinimalPairSet
+
+
+class PairRequestForm(forms.Form):
+    models = RunModelsField(
+        widget_attrs={"size": 6},
+        help_text="One run per model and set; a run asked for before on the same content is "
+        "shown instead of run again.",
+    )
+    pair_sets = forms.ModelMultipleChoiceField(
+        queryset=MinimalPairSet.objects.order_by("name"),
+        to_field_name="name",
+        label="Minimal-pair sets",
+        widget=forms.SelectMultiple(attrs={"size": 8}),
+    )
+
+
+class PredictionsImportForm(forms.Form):
+    file = forms.FileField(
+        label="Predictions TSV",
+        help_text="NLPScholar's evaluate output: token, sentid, word, wordpos, model, "
+        "tokenizer, punctuation, prob, surp. Its words are taken as given.",
+    )
+    model = forms.CharField(
+        max_length=100, help_text="The short name of the model whose predictions these are."
+    )
+    register = forms.BooleanField(
+        required=False,
+        label="Register it by name if there is no such model",
+        help_text="A model registered only for imported results: it is never run here.",
+    )
+    display_name = forms.CharField(max_length=200, required=False)
+    file_model = forms.CharField(
+        max_length=200,
+        required=False,
+        label="Model in the file",
+        help_text="Only for a file with predictions of several models: the one to import.",
+    )

@@ -1,0 +1,29 @@
+"""The form that asks for probing runs."""
+
+from __future__ import annotations
+
+from django import forms
+
+from evaluations.models import ProbingRun
+from evaluations.runs.forms import RunModelsField, probing_note
+from suites.models import ProbingTask
+
+
+class ProbingRunRequestForm(forms.Form):
+    task = forms.ModelChoiceField(queryset=ProbingTask.objects.all(), to_field_name="name")
+    models = RunModelsField(
+        widget_attrs={"size": 6},
+        note=probing_note,
+        help_text="One run per model. n-gram models have no layers to probe.",
+    )
+    pooling = forms.ChoiceField(
+        choices=ProbingRun.Pooling.choices,
+        initial=ProbingRun.Pooling.MEAN,
+        help_text="A sentence's vector at each layer: the mean over its tokens, or (causal "
+        "models) its last token's state.",
+    )
+    probe = forms.ChoiceField(
+        choices=ProbingRun.Probe.choices,
+        initial=ProbingRun.Probe.LOGREG,
+        help_text="Trained per layer; hyperparameters chosen on va, accuracy reported on te.",
+    )

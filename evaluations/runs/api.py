@@ -1,0 +1,94 @@
+"""REST API of the run core: the list of runs of every kind, and the filters that every
+kind's list of runs takes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import exceptions, generics, serializers
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from evaluations.models import Run
+from evaluations.runs import lifecycle as runs
+from evaluations.runs import selectors as run_selectors
+
+# The filters every list of runs takes (`GET /api/runs/` also `kind`).
+RUN_FILTER_PARAMETERS = [
+    OpenApiParameter("model", str, description="Only this model's runs (its short name)"),
+    OpenApiParameter("status", str, enum=list(Run.Status.values)),
+    OpenApiParameter(
+        "mine",
+        bool,
+        description="Only the runs the signed-in user asked for (401 when not signed in)",
+    ),
+]
+
+
+BAD_FILTER = (
+    "a filter has a value it cannot take (an unknown status, model or kind); 401: `mine` "
+    "without a signed-in user."
+)
+
+
+def run_filters_of(request: Request, queryset: Any, *, kind: str) -> Any:
+    """One kind's runs narrowed by the query string's model, status and mine: 400 for a
+    value that names nothing, 401 for `mine` without a signed-in user."""
+    user = request.user
+    staff = bool(user.is_staff)
+    filters = run_selectors.run_filters(request.query_params, include_hidden=staff, kinds=[kind])
+    if filters.mine and not user.is_authenticated:
+        raise exceptions.NotAuthenticated("Sign in to list your own runs (mine).")
+    return run_selectors.runs_filtered(queryset, filters, user=user, include_hidden=staff)
+
+
+class RunSerializer(serializers.Serializer):
+    """A run of any kind, as the list of every kind shows it."""
+
+    kind = serializers.CharField(source="kind.name", help_text="suite, pairs, probing, ...")
+    id = serializers.IntegerField(source="run.pk")
+    model = serializers.CharField(source="run.model.name")
+    benchmark = serializers.CharField(
+        source="benchmark.name", help_text="The suite, minimal-pair set or probing task"
+    )
+    benchmark_url = serializers.CharField(source="benchmark.get_absolute_url")
+    status = serializers.ChoiceField(Run.Status.choices, source="run.status")
+    enqueued = serializers.BooleanField(source="run.enqueued")
+    outdated = serializers.BooleanField(source="run.outdated")
+    progress_done = serializers.IntegerField(source="run.progress_done")
+    progress_total = serializers.IntegerField(source="run.progress_total")
+    requested_by = serializers.CharField(
+        source="run.requested_by.username", default=None, allow_null=True
+    )
+    created_at = serializers.DateTimeField(source="run.created_at")
+    started_at = serializers.DateTimeField(source="run.started_at", allow_null=True)
+    finished_at = serializers.DateTimeField(source="run.finished_at", allow_null=True)
+    url = serializers.CharField(source="run.get_absolute_url")
+
+
+class RunList(generics.ListAPIView):
+    """Runs of every kind (suite evaluations, minimal pairs, probing, ...), newest first:
+    the Runs page's list. Each kind's own list has its kind's details."""
+
+    serializer_class = RunSerializer
+
+    def get_queryset(self):  # type: ignore[no-untyped-def]
+        user = self.request.user
+        staff = bool(user.is_staff)
+        filters = run_selectors.run_filters(self.request.query_params, include_hidden=staff)
+        if filters.mine and not user.is_authenticated:
+            raise exceptions.NotAuthenticated("Sign in to list your own runs (mine).")
+        return run_selectors.run_keys(filters, user=user, include_hidden=staff)
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("kind", str, enum=sorted(runs.KINDS) or None),
+            *RUN_FILTER_PARAMETERS,
+        ],
+        description=f"Newest first, paged (`page`, 50 a page). 400: {BAD_FILTER}",
+    )
+    def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        keys = self.paginate_queryset(self.get_queryset())
+        rows = run_selectors.run_rows(keys or [])
+        return self.get_paginated_response(RunSerializer(rows, many=True).data)

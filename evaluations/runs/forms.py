@@ -1,0 +1,80 @@
+"""Form fields that every kind's request form shares: the language models to run, with
+the ones that no worker can run shown but disabled."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from django import forms
+
+from evaluations.models import LanguageModel
+from evaluations.runs import lifecycle as runs
+
+# What a model that cannot run on a form says beside its name there.
+IMPORTED_NOTE = "results imported, cannot run here"
+NGRAM_NOTE = "n-gram: no layers to probe"
+
+
+def imported_note(model: LanguageModel) -> str:
+    return IMPORTED_NOTE if model.is_imported else ""
+
+
+def probing_note(model: LanguageModel) -> str:
+    if model.kind == LanguageModel.Kind.NGRAM:
+        return NGRAM_NOTE
+    return imported_note(model)
+
+
+class RunModelOptions:
+    """Options of a model choice whose models may be unable to run: each such option is
+    disabled and says why (the field's `note`)."""
+
+    def create_option(self, name, value, label, selected, index, subindex=None, attrs=None):  # type: ignore[no-untyped-def]
+        option = super().create_option(name, value, label, selected, index, subindex, attrs)  # type: ignore[misc]
+        model = getattr(value, "instance", None)
+        note = self.note(model) if model is not None else ""  # type: ignore[attr-defined]
+        if note:
+            option["label"] = f"{label} ({note})"
+            option["attrs"]["disabled"] = True
+        return option
+
+
+class RunModelSelect(RunModelOptions, forms.SelectMultiple):
+    pass
+
+
+class RunModelCheckboxes(RunModelOptions, forms.CheckboxSelectMultiple):
+    pass
+
+
+class RunModelsField(forms.ModelMultipleChoiceField):
+    """The models a run form queues: every shown model, those that cannot run here
+    listed but disabled with the reason (`note`). Choosing one anyway (a crafted post, or
+    a model whose source changed since the page was shown) is this field's error, with
+    the message the API gives, so that the form comes back with what was picked."""
+
+    def __init__(
+        self,
+        *,
+        widget: type[RunModelOptions] = RunModelSelect,
+        widget_attrs: dict[str, Any] | None = None,
+        note: Callable[[LanguageModel], str] = imported_note,
+        **kwargs: Any,
+    ) -> None:
+        select = widget(attrs=widget_attrs)
+        select.note = note  # type: ignore[attr-defined]
+        super().__init__(
+            queryset=LanguageModel.objects.filter(is_hidden=False),
+            to_field_name="name",
+            widget=select,
+            **kwargs,
+        )
+
+    def clean(self, value: Any) -> Any:
+        models = super().clean(value)
+        try:
+            runs.check_runnable(list(models))
+        except runs.ModelNotRunnable as refused:
+            raise forms.ValidationError(str(refused), code="not_runnable") from None
+        return models

@@ -1,0 +1,64 @@
+"""The form that asks for runs of models on suites."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+from django.http import QueryDict
+
+from evaluations.runs.forms import RunModelCheckboxes, RunModelsField
+from suites.models import Suite, Tag
+from suites.syntaxgym.selectors import suites_with_tag
+
+
+class SuitePickerSelect(forms.SelectMultiple):
+    """A plain multi-select (what works without JavaScript) whose options carry each
+    suite's tags, so that static/js/suite-picker.js can filter by name or tag."""
+
+    def create_option(self, name, value, label, selected, index, subindex=None, attrs=None):  # type: ignore[no-untyped-def]
+        option = super().create_option(name, value, label, selected, index, subindex, attrs)
+        suite = getattr(value, "instance", None)
+        if suite is not None:
+            option["attrs"]["data-tags"] = " ".join(t.name for t in suite.tags.all())
+        return option
+
+
+class EvaluationRequestForm(forms.Form):
+    models = RunModelsField(
+        widget=RunModelCheckboxes,
+        help_text="One or more: each model is queued on every suite chosen.",
+    )
+    suites = forms.ModelMultipleChoiceField(
+        # Archived suites take no new evaluations.
+        queryset=Suite.objects.filter(archived_at__isnull=True)
+        .order_by("name")
+        .prefetch_related("tags"),
+        required=False,
+        to_field_name="name",
+        widget=SuitePickerSelect(attrs={"size": 12, "data-suite-picker": ""}),
+        help_text="Pick one or more suites (type to filter by name or tag), or a tag below.",
+    )
+    tag = forms.ModelChoiceField(
+        queryset=Tag.objects.all(),
+        required=False,
+        to_field_name="name",
+        empty_label="(no tag)",
+        help_text="Every suite with this tag.",
+    )
+
+    def __init__(self, data: QueryDict | None = None, **kwargs: Any) -> None:
+        # `model` (the query string's name, and this form's before it took several) is
+        # read as `models`, so that older links and scripts keep working.
+        if data is not None and "model" in data and "models" not in data:
+            data = data.copy()
+            data.setlist("models", data.getlist("model"))
+        super().__init__(data, **kwargs)
+
+    def clean(self) -> dict:
+        cleaned = super().clean()
+        suites = suites_with_tag(cleaned.get("suites") or [], cleaned.get("tag"))
+        if not suites and not self.errors:
+            raise forms.ValidationError("Choose at least one suite or a tag that has suites.")
+        cleaned["all_suites"] = suites
+        return cleaned

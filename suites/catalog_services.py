@@ -1,0 +1,127 @@
+"""What the kinds of test data (suites, minimal-pair sets, probing tasks, corpora) share
+when they are written: who may change one, the checks on its name and a free name, its
+tags, and the errors that say nothing was saved. Each kind's own services build on these;
+lists are `catalog`'s, the upload convention `catalog_api`'s."""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Collection, Iterable, Sequence
+from typing import Any
+
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.db import models
+from django.utils.text import slugify
+
+from gym.errors import ApplicationError
+from suites.models import GymData, Tag
+
+NAME_MAX_LENGTH = 200
+# Names appear in URLs (/suites/<name>/); a slash would split them.
+_NAME_FORBIDDEN = re.compile(r"[/\\\x00-\x1f\x7f]")
+
+
+class DataInvalid(ApplicationError):
+    """A minimal-pair set or probing task cannot be saved; `errors` lists every problem
+    (each says where and what). Nothing was written."""
+
+    def __init__(self, errors: Sequence[Any]) -> None:
+        super().__init__("; ".join(str(e) for e in errors[:3]))
+        self.errors = list(errors)
+
+    def error_list(self) -> list[dict[str, Any]]:
+        return [{"code": "invalid", **e.as_dict()} for e in self.errors]
+
+
+class PermissionDenied(DjangoPermissionDenied):
+    """The user may not do this; pages and the API answer 403 with the message."""
+
+
+def can_change(user: AbstractBaseUser | AnonymousUser | None, suite: GymData) -> bool:
+    """Owners change their suites (and minimal-pair sets, probing tasks); staff change
+    any (and the site's own examples)."""
+    if user is None or not user.is_authenticated:
+        return False
+    owner_id = suite.owner_id  # type: ignore[attr-defined]
+    return bool(user.is_staff) or (owner_id is not None and owner_id == user.pk)
+
+
+def tag_slugs(raw: Iterable[str]) -> list[str]:
+    """Tags as stored: lower-case slugs, unique, sorted."""
+    # A tag name holds 64 characters (Tag.name).
+    return sorted({slug for slug in (slugify(str(t))[:64] for t in raw) if slug})
+
+
+# Characters that change how a name looks without being seen: bidirectional overrides
+# and isolates, zero-width joiners and spaces, other format and control characters,
+# unassigned and private-use code points, line and paragraph separators.
+_INVISIBLE_CATEGORIES = {"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"}
+
+
+def invisible_characters(text: str) -> str:
+    """'' when the text is clean, else a description of its first invisible character."""
+    for position, char in enumerate(text, start=1):
+        if unicodedata.category(char) in _INVISIBLE_CATEGORIES:
+            label = unicodedata.name(char, "an unnamed character").lower()
+            return f"invisible or direction-changing characters such as U+{ord(char):04X} ({label}) at position {position}"
+    return ""
+
+
+def name_problem(
+    *,
+    name: str,
+    model: type[models.Model],
+    noun: str,
+    replace: models.Model | None = None,
+    reserved: Collection[str] = (),
+    advice: str = "choose another name",
+) -> str:
+    """What is wrong with `name` as the name of a `model` row (a suite, a minimal-pair
+    set, a probing task; `noun` says which in the message): empty, reserved by the
+    kind's URLs, too long, slashes or control or invisible characters, spaces at either
+    end, or taken by a row other than `replace`. '' when it is free. `advice` ends the
+    message about a taken name."""
+    if not name.strip():
+        return f"the {noun} needs a name"
+    if name in reserved:
+        return f"{name!r} is reserved for a page of the site; choose another name"
+    if len(name) > NAME_MAX_LENGTH:
+        return f"the name is {len(name)} characters long; shorten it to at most {NAME_MAX_LENGTH}"
+    if _NAME_FORBIDDEN.search(name):
+        return "the name may not contain slashes or control characters"
+    if invisible := invisible_characters(name):
+        return f"the name may not contain {invisible}"
+    if name != name.strip():
+        return "the name may not start or end with spaces"
+    clash = model._default_manager.filter(name=name)
+    if replace is not None:
+        clash = clash.exclude(pk=replace.pk)
+    if clash.exists():
+        # Who owns it is not said: a name must not reveal other people's accounts.
+        return f"a {noun} named {name!r} already exists; {advice}"
+    return ""
+
+
+def free_name(model: type[GymData], wanted: str) -> str:
+    """The first of '<wanted> (2)', '<wanted> (3)', … that no row of `model` (suites,
+    minimal-pair sets, probing tasks) has, cut to fit the name length limit."""
+    stem = wanted[: NAME_MAX_LENGTH - len(" (999)")].rstrip()
+    taken = set(model._default_manager.filter(name__startswith=stem).values_list("name", flat=True))
+    n = 2
+    while f"{stem} ({n})" in taken:
+        n += 1
+    return f"{stem} ({n})"
+
+
+def tags_set(*, target: models.Model, raw: Iterable[str]) -> None:
+    """Tag a suite, a minimal-pair set or a probing task with `raw` as slugs (creating
+    the tags that are new), inside the caller's transaction."""
+    slugs = tag_slugs(raw)
+    existing = {t.name: t for t in Tag.objects.filter(name__in=slugs)}
+    missing = [Tag(name=s) for s in slugs if s not in existing]
+    if missing:
+        Tag.objects.bulk_create(missing, ignore_conflicts=True)
+        existing = {t.name: t for t in Tag.objects.filter(name__in=slugs)}
+    target.tags.set([existing[s] for s in slugs])  # type: ignore[attr-defined]
