@@ -1,0 +1,41 @@
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from gym.backup import BackupError, site_backup
+
+
+class Command(BaseCommand):
+    help = (
+        "Back up the whole site into DIR: the database (SQLite through its online backup "
+        "API, safe while the site runs; PostgreSQL with pg_dump), every folder of files it "
+        "keeps (corpora, models, trained models, the var folder), and a manifest with "
+        "counts and a sha256 per file. See docs/backup.md."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("dir", help="an empty or new folder")
+        parser.add_argument(
+            "--force",
+            action="store_true",
+            help="DIR may hold files: a backup already in it is replaced",
+        )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        try:
+            manifest = site_backup(folder=Path(options["dir"]), force=options["force"])
+        except BackupError as exc:
+            raise CommandError(str(exc)) from None
+        counts = manifest["counts"]
+        runs = sum(n or 0 for n in counts["runs"].values())
+        size = sum(entry["bytes"] for entry in manifest["files"])
+        self.stdout.write(
+            f"{options['dir']}: {manifest['database']['engine']} database "
+            f"({counts['suites']} suites, {counts['pair_sets']} pair sets, "
+            f"{counts['probing_tasks']} probing tasks, {counts['corpora']} corpora, "
+            f"{counts['models']} models, {runs} runs) and {len(manifest['files'])} files "
+            f"({size:,} bytes)"
+        )
