@@ -49,6 +49,7 @@ from gym.errors import ApplicationError
 FORMAT = "gym-backup"
 FORMAT_VERSION = 1
 MANIFEST = "manifest.json"
+MARK = ".gym-backup"  # in every backup's folder from its start
 FILES = "files"
 SQLITE_COPY = "database.sqlite3"
 PG_DUMP = "database.pgdump"
@@ -85,7 +86,9 @@ class Store:
 
 
 def _absolute(path: Path | str) -> Path:
-    return Path(os.path.abspath(os.path.expanduser(str(path))))
+    # Resolved as local models' paths are (evaluations.model_sources), so that the paths
+    # stored in rows are found under the folders they lie in.
+    return Path(os.path.realpath(os.path.expanduser(str(path))))
 
 
 def _inside(path: Path, folder: Path) -> bool:
@@ -154,8 +157,12 @@ def _walk(store: Store) -> Iterator[tuple[Path, str]]:
         return
     for folder, subfolders, names in os.walk(store.root):
         here = Path(folder)
+        # Another backup kept in the site's folders is not copied into this one.
         subfolders[:] = sorted(
-            s for s in subfolders if not any(_inside(here / s, o) for o in store.left_out)
+            s
+            for s in subfolders
+            if not any(_inside(here / s, o) for o in store.left_out)
+            and not (here / s / MARK).exists()
         )
         for name in sorted(names):
             path = here / name
@@ -339,11 +346,18 @@ def _prepare_folder(folder: Path, *, force: bool) -> None:
             f"{folder} is not empty ({len(entries)} entries: {shown}); choose an empty or "
             "new folder, or pass --force to replace the backup in it"
         )
+    ours = [n for n in (MANIFEST, SQLITE_COPY, PG_DUMP, FILES) if n in entries]
+    if ours and MARK not in entries:
+        raise BackupError(
+            f"{folder} holds {', '.join(ours)} but is no Gym backup's folder: --force replaces "
+            "only a backup; choose another folder"
+        )
     # The manifest goes first: a half-replaced backup must never look finished.
     (folder / MANIFEST).unlink(missing_ok=True)
     for part in (SQLITE_COPY, PG_DUMP):
         (folder / part).unlink(missing_ok=True)
     shutil.rmtree(folder / FILES, ignore_errors=True)
+    (folder / MARK).touch()
 
 
 def site_backup(*, folder: Path, force: bool = False) -> dict[str, Any]:
@@ -674,4 +688,22 @@ def site_restore(
     with connections["default"].cursor() as cursor:
         tables = set(connections["default"].introspection.table_names(cursor))
         after = _table_counts(cursor, tables)["counts"]
-    return {"manifest": manifest, "copied": len(plan.copies), "moved": moved, "counts": after}
+    return {
+        "manifest": manifest,
+        "copied": len(plan.copies),
+        "moved": moved,
+        "counts": after,
+        "differences": _differences(manifest["counts"], after),
+    }
+
+
+def _differences(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
+    """Counts the restored site does not share with the manifest (a migration that
+    removed rows, a damaged dump); a table the backup did not have yet is no difference."""
+    flat = {k: v for k, v in before.items() if k != "runs"} | before.get("runs", {})
+    now = {k: v for k, v in after.items() if k != "runs"} | after.get("runs", {})
+    return [
+        f"{key}: {count} in the backup, {now.get(key)} now"
+        for key, count in flat.items()
+        if count is not None and now.get(key) != count
+    ]

@@ -287,7 +287,7 @@ def test_restore_into_an_empty_site_finds_everything(site, tmp_path, empty_datab
     assert "restored 2 suites, 1 pair sets, 1 probing tasks, 1 corpora, 3 models, 4 runs" in (
         answer.stdout
     )
-    assert "counts differ" not in answer.stderr
+    assert "differs from the backup" not in answer.stderr
 
     found = inspect(env)
     assert PairSetSentence.objects.count() > 0 and ProbingInstance.objects.count() > 0
@@ -411,6 +411,14 @@ def test_backup_folder_must_be_empty_unless_forced(site, tmp_path) -> None:  # t
     assert (first["counts"]["models"], second["counts"]["models"]) == (3, 2)
     assert (backup / "notes.txt").read_text() == "mine"
 
+    # --force never deletes what a backup did not make.
+    other = tmp_path / "other"
+    (other / "files").mkdir(parents=True)
+    (other / "files" / "keep.txt").write_text("kept")
+    with pytest.raises(CommandError, match="holds files but is no Gym backup's folder"):
+        call_command("gym_backup", str(other), "--force")
+    assert (other / "files" / "keep.txt").read_text() == "kept"
+
 
 def test_restore_refuses_a_folder_that_is_no_backup(tmp_path) -> None:  # type: ignore[no-untyped-def]
     with pytest.raises(CommandError, match="no such folder"):
@@ -492,6 +500,7 @@ def test_backup_of_an_older_schema_is_migrated_forward(tmp_path) -> None:  # typ
     new = site_env(tmp_path / "new", None)
     restored = manage(new, "gym_restore", str(tmp_path / "backup"))
     assert restored.returncode == 0, restored.stderr
+    assert "differs from the backup" not in restored.stderr
     database = sqlite3.connect(tmp_path / "new" / "db.sqlite3")
     applied = {
         name
@@ -502,3 +511,12 @@ def test_backup_of_an_older_schema_is_migrated_forward(tmp_path) -> None:  # typ
     assert "0008_training_runs" in applied
     assert database.execute("SELECT username FROM auth_user").fetchall() == [("erin",)]
     assert database.execute("SELECT COUNT(*) FROM evaluations_trainingrun").fetchone() == (0,)
+
+
+def test_backups_kept_in_the_var_folder_are_not_backed_up_again(site) -> None:  # type: ignore[no-untyped-def]
+    first, second = site["var"] / "backups" / "one", site["var"] / "backups" / "two"
+    call_command("gym_backup", str(first))
+    call_command("gym_backup", str(second))
+    manifest = json.loads((second / "manifest.json").read_text())
+    assert not [f for f in manifest["files"] if f["path"].startswith("backups/")]
+    assert {f["store"] for f in manifest["files"]} == {"corpora", "results", "models"}

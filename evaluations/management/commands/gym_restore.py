@@ -44,8 +44,5 @@ class Command(BaseCommand):
                 else ""
             )
         )
-        if counts != restored["manifest"]["counts"]:
-            self.stderr.write(
-                f"counts differ from the backup's manifest after migrating: "
-                f"{restored['manifest']['counts']} then, {counts} now"
-            )
+        for difference in restored["differences"]:
+            self.stderr.write(f"differs from the backup's manifest: {difference}")
