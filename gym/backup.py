@@ -117,7 +117,7 @@ def _var_left_out(var: Path) -> list[Path]:
     """What lies in the var folder but is no user's data: the database (backed up on its
     own), the broker, caches, beat's schedule, the secret key, test databases."""
     left_out: list[Path] = []
-    db = settings.DATABASES["default"]
+    db = connections["default"].settings_dict
     if db["ENGINE"] == "django.db.backends.sqlite3":
         name = _absolute(db["NAME"])
         left_out += [name, *(Path(f"{name}{end}") for end in ("-wal", "-shm", "-journal"))]
@@ -297,7 +297,7 @@ def _backup_sqlite(target: Path) -> dict[str, Any]:
         raise BackupError(f"no SQLite database at {name}")
     busy = float(settings.DATABASES["default"].get("OPTIONS", {}).get("timeout", 30))
     # The online backup API copies a consistent snapshot while other processes write.
-    source = sqlite3.connect(f"file:{name}?mode=rw", uri=True, timeout=busy)
+    source = sqlite3.connect(f"{name.as_uri()}?mode=rw", uri=True, timeout=busy)
     copy = sqlite3.connect(target)
     try:
         source.backup(copy)
@@ -553,7 +553,7 @@ def _restore_sqlite(copy: Path) -> None:
     name.parent.mkdir(parents=True, exist_ok=True)
     connections.close_all()
     busy = float(settings.DATABASES["default"].get("OPTIONS", {}).get("timeout", 30))
-    source = sqlite3.connect(f"file:{copy}?mode=ro&immutable=1", uri=True)
+    source = sqlite3.connect(f"{copy.as_uri()}?mode=ro&immutable=1", uri=True)
     target = sqlite3.connect(name, timeout=busy)
     try:
         # Replaces the whole database in one write transaction of the target.
