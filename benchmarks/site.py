@@ -256,7 +256,7 @@ def report(label: str, repeat: int) -> dict[str, int]:
 def end_to_end(args: argparse.Namespace) -> None:
     """The tiny model on all 34 nextflow suites through the real worker."""
     # Measured by the evaluation pipeline's own script, which runs the real worker.
-    print("not measured here: see tests/test_evaluation_worker.py")
+    print("not measured here: see tests/syntaxgym/test_evaluation_worker.py")
     print("(the timed run: .venv/bin/python benchmarks/end_to_end.py)")
 
 

@@ -32,8 +32,8 @@ from suites.corpora.services import corpus_import
 from suites.probing.services import probing_task_import
 from suites.syntaxgym import services as suite_services
 from tests.conftest import token_client
+from tests.syntaxgym.test_results_pages import store_done, suite_data
 from tests.test_hostile_input import _pair_world
-from tests.test_results_pages import store_done, suite_data
 from tests.test_upload_convention import PROBING
 
 EXAMPLES_PER_OPERATION = 12

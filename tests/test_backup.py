@@ -34,11 +34,11 @@ from evaluations.models import (
     ProbingRun,
     TrainingRun,
 )
-from suites import pair_sets
-from suites import services as suite_services
 from suites.corpora.services import corpus_import
+from suites.minimal_pairs import sets as pair_sets
 from suites.models import PairSetSentence, ProbingInstance, Suite
-from suites.probing import probing_task_import
+from suites.probing.services import probing_task_import
+from suites.syntaxgym import services as suite_services
 from tests.conftest import EXAMPLES, REPO, small_suite
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.integration]

@@ -12,8 +12,8 @@ from suites.models import Tag
 from suites.syntaxgym import services
 from tests.browser import artifact, login
 from tests.conftest import small_suite
-from tests.test_item_view import store, suite_data
-from tests.test_minimal_pair_pages import make_set, store_run
+from tests.minimal_pairs.test_minimal_pair_pages import make_set, store_run
+from tests.syntaxgym.test_item_view import store, suite_data
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

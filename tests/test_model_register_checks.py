@@ -12,7 +12,7 @@ import pytest
 
 from evaluations.models import LanguageModel
 from tests.conftest import token_client
-from tests.test_ngram import TINY_ARPA
+from tests.scoring.test_ngram import TINY_ARPA
 
 pytestmark = pytest.mark.django_db
 

@@ -1,6 +1,6 @@
 """The scoring engine against tiny local models (GPT-2/BPE, Llama/Metaspace, BERT/WordPiece).
 
-Pure tests: no Django. Run with `pytest tests/test_scoring.py -p no:django`.
+Pure tests: no Django. Run with `pytest tests/scoring/test_scoring.py -p no:django`.
 """
 
 from __future__ import annotations
@@ -134,7 +134,7 @@ def test_importing_the_package_does_not_import_torch() -> None:
         "assert callable(scoring.score_sentences) and 'torch' in sys.modules\n"
     )
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "gym.settings"}
-    repo = Path(__file__).resolve().parents[1]
+    repo = Path(__file__).resolve().parents[2]
     done = subprocess.run(
         [sys.executable, "-c", code], cwd=repo, env=env, capture_output=True, text=True
     )

@@ -28,7 +28,7 @@ from tests.celery_harness import (
     wait_for_log,
 )
 from tests.conftest import small_suite, token_client
-from tests.test_evaluation_worker import _big_suite, _wait
+from tests.syntaxgym.test_evaluation_worker import _big_suite, _wait
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
@@ -188,7 +188,7 @@ def test_transient_scoring_errors_are_retried_with_back_off(tiny_gpt2, alice) ->
         name="flaky-suite",
         model="evaluations.Evaluation",
         payload="evaluations.syntaxgym.services.scoring_payload",
-        work="tests.test_run_faults.flaky_scoring",
+        work="tests.runs.test_run_faults.flaky_scoring",
         store="evaluations.syntaxgym.services.suite_results_store",
     )
     runs.register(kind)

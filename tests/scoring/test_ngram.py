@@ -334,7 +334,7 @@ def test_minimal_pairs_score_words_of_the_trigram() -> None:
     final period (a punctuation word of the set)."""
     from evaluations.minimal_pairs.files import evaluate_file, load_pairs
 
-    repo = Path(__file__).resolve().parents[1]
+    repo = Path(__file__).resolve().parents[2]
     pairs = load_pairs(
         repo / "examples" / "minimal_pairs" / "agreement_minimal_pairs.tsv",
         drop_incomplete_pairs=False,
@@ -562,7 +562,7 @@ def test_loading_a_sphinx_model_never_imports_sounddevice() -> None:
     )
     done = subprocess.run(
         [sys.executable, "-c", code],
-        cwd=Path(__file__).resolve().parents[1],
+        cwd=Path(__file__).resolve().parents[2],
         capture_output=True,
         text=True,
         timeout=300,

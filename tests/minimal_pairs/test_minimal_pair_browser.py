@@ -10,7 +10,7 @@ import pytest
 
 from evaluations.models import LanguageModel, PairEvaluation
 from tests.browser import artifact
-from tests.test_minimal_pair_pages import make_set, store_run
+from tests.minimal_pairs.test_minimal_pair_pages import make_set, store_run
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

@@ -9,7 +9,7 @@ import pytest
 from evaluations.models import LanguageModel
 from suites.syntaxgym import services as suite_services
 from tests.browser import artifact
-from tests.test_results_pages import store_done, suite_data
+from tests.syntaxgym.test_results_pages import store_done, suite_data
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

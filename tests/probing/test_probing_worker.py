@@ -20,7 +20,7 @@ from tests.tiny_models import tiny_gpt2  # noqa: F401
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
-EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "probing"
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "probing"
 TASK_FILE = EXAMPLE / "subject_number_attractors.txt"
 
 

@@ -22,7 +22,7 @@ from evaluations.syntaxgym import services
 from suites.syntaxgym import services as suite_services
 from tests.celery_harness import Worker
 from tests.conftest import small_suite
-from tests.test_evaluation_worker import _big_suite, _import, _wait
+from tests.syntaxgym.test_evaluation_worker import _big_suite, _import, _wait
 
 
 @pytest.fixture(scope="module")

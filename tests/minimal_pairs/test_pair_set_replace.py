@@ -16,7 +16,7 @@ from suites.formats import minimal_pairs as mp
 from suites.minimal_pairs import sets as pair_sets
 from suites.models import MinimalPairSet, PairSetVersion
 from tests.conftest import token_client
-from tests.test_minimal_pair_pages import (
+from tests.minimal_pairs.test_minimal_pair_pages import (
     HEADER,
     card,
     make_set,

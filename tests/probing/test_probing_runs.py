@@ -24,7 +24,7 @@ from tests.conftest import BrowserClient, token_client
 from tests.tiny_models import tiny_bert, tiny_gpt2  # noqa: F401
 
 pytestmark = pytest.mark.django_db
-EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "probing"
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "probing"
 SMALL = "".join(
     f"{part}\t{label}\t{sentence}\n"
     for part, label, sentence in [

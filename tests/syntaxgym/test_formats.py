@@ -25,7 +25,7 @@ from suites.formats import FormatResult, Location, SuiteError, predictions
 
 DATA = Path(
     os.environ.get(
-        "GYM_SHARED_DATA", Path(__file__).resolve().parents[1].parent / "shared" / "data"
+        "GYM_SHARED_DATA", Path(__file__).resolve().parents[2].parent / "shared" / "data"
     )
 )
 NO_DATA = f"the real SyntaxGym files are not at {DATA} (a checkout without ../shared/data)"

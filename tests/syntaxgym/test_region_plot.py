@@ -13,7 +13,7 @@ from evaluations import plots
 from evaluations.models import LanguageModel
 from evaluations.syntaxgym import selectors
 from suites.syntaxgym import services as suite_services
-from tests.test_results_pages import TOKENS, store_done, suite_data
+from tests.syntaxgym.test_results_pages import TOKENS, store_done, suite_data
 
 pytestmark = pytest.mark.django_db
 

@@ -16,7 +16,7 @@ import pytest
 from evaluations.models import Evaluation, LanguageModel
 from evaluations.syntaxgym import exports
 from suites.syntaxgym import services as suite_services
-from tests.test_results_pages import TOKENS, store_done, suite_data
+from tests.syntaxgym.test_results_pages import TOKENS, store_done, suite_data
 
 pytestmark = pytest.mark.django_db
 

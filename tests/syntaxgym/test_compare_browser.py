@@ -15,8 +15,8 @@ from evaluations.models import Evaluation, LanguageModel
 from suites.models import Suite
 from suites.syntaxgym import services as suite_services
 from tests.browser import artifact
-from tests.test_compare import TOKENS_B, TOKENS_C
-from tests.test_results_pages import TOKENS, store_done, suite_data
+from tests.syntaxgym.test_compare import TOKENS_B, TOKENS_C
+from tests.syntaxgym.test_results_pages import TOKENS, store_done, suite_data
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

@@ -20,7 +20,7 @@ from suites import formats
 from suites.models import Suite
 from suites.syntaxgym import selectors as suite_selectors
 from tests.conftest import EXAMPLES
-from tests.test_item_text import _evaluation, _packed, _store, stored_with
+from tests.syntaxgym.test_item_text import _evaluation, _packed, _store, stored_with
 
 pytestmark = pytest.mark.django_db
 

@@ -1,7 +1,7 @@
 """Training runs on the site, in one process: the request (page, API, hostile input), the
 payload, the worker function, the checkpoint reports and the store, registered models
 `<name>@<tokens>`, ordinary suite runs queued on each, learning curves and age of
-acquisition. The real-worker test is tests/test_training_worker.py."""
+acquisition. The real-worker test is tests/training/test_training_worker.py."""
 
 from __future__ import annotations
 

@@ -49,7 +49,7 @@ from suites.formats.predictions import (
 
 SHARED_DATA = Path(
     os.environ.get(
-        "GYM_SHARED_DATA", Path(__file__).resolve().parents[1].parent / "shared" / "data"
+        "GYM_SHARED_DATA", Path(__file__).resolve().parents[2].parent / "shared" / "data"
     )
 )
 SUITES_2020 = SHARED_DATA / "syntaxgym-2020"
@@ -545,7 +545,7 @@ SIDE_EFFECTS: list[str] = []
 
 _HOSTILE = [
     "__import__('os').system('x')",
-    "__import__('tests.test_predictions').test_predictions.SIDE_EFFECTS.append(1)",
+    "__import__('tests.syntaxgym.test_predictions').test_predictions.SIDE_EFFECTS.append(1)",
     "().__class__.__bases__[0].__subclasses__()",
     "lambda: 0",
     "a.b",

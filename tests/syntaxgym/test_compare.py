@@ -1,7 +1,7 @@
 """Comparing models on a suite item by item (items where their prediction outcomes differ
 first, region values side by side, counts), the links to it from the suite and result
 pages, and the model page's model-vs-model scatter of suite accuracies. Results are stored
-as the store task stores them (tests.test_results_pages.store_done), without a model."""
+as the store task stores them (tests.syntaxgym.test_results_pages.store_done), without a model."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from evaluations.models import Evaluation, LanguageModel
 from evaluations.syntaxgym import comparisons
 from suites.models import Suite
 from suites.syntaxgym import services as suite_services
-from tests.test_results_pages import TOKENS, store_done, suite_data
+from tests.syntaxgym.test_results_pages import TOKENS, store_done, suite_data
 
 pytestmark = pytest.mark.django_db
 

@@ -9,7 +9,7 @@ import re
 import pytest
 
 from tests.browser import artifact
-from tests.test_item_view import store, suite_data
+from tests.syntaxgym.test_item_view import store, suite_data
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

@@ -24,7 +24,7 @@ from suites import formats
 from suites.formats import predictions
 from suites.syntaxgym import selectors as suite_selectors
 from suites.syntaxgym import services as suite_services
-from tests.test_run_packing import received
+from tests.runs.test_run_packing import received
 
 pytestmark = pytest.mark.django_db
 
