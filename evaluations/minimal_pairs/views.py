@@ -4,6 +4,8 @@ NLPScholar predictions TSV as a model's results. The result page is pair_result_
 
 from __future__ import annotations
 
+from typing import Any
+
 from django import forms
 from django.conf import settings
 from django.contrib import messages
@@ -18,7 +20,12 @@ from evaluations.minimal_pairs import services as pair_services
 from evaluations.minimal_pairs.forms import PairRequestForm, PredictionsImportForm
 from evaluations.models import PairEvaluation
 from evaluations.runs import lifecycle as runs
-from evaluations.runs.views import request_messages, run_cancel_redirect, run_retry_redirect
+from evaluations.runs.views import (
+    request_form_page,
+    requested,
+    run_cancel_redirect,
+    run_retry_redirect,
+)
 from suites.models import MinimalPairSet
 
 
@@ -38,36 +45,22 @@ class _PredictionsImportForm(PredictionsImportForm):
 def pair_request(request: HttpRequest) -> HttpResponse:
     initial = {"models": request.GET.getlist("model"), "pair_sets": request.GET.getlist("pair_set")}
     form = PairRequestForm(request.POST or None, initial=initial)
-    status = 200
-    if request.method == "POST":
-        status = 400
-        if form.is_valid():
-            response, status = _request_runs(request, form)
-            if response is not None:
-                return response
-    return render(request, "evaluations/pair_request.html", {"form": form}, status=status)
 
-
-def _request_runs(request: HttpRequest, form: PairRequestForm) -> tuple[HttpResponse | None, int]:
-    """Where to go next, or None and the status of the form page shown again."""
-    data = form.cleaned_data
-    try:
+    def ask(data: dict[str, Any]) -> HttpResponse:
         outcome = pair_services.pair_evaluation_request(
             user=request.user, models=data["models"], pair_sets=data["pair_sets"]
         )
-    except runs.BrokerUnavailable as down:
-        messages.error(request, str(down))
-        return None, 503
-    request_messages(
-        request,
-        created=len(outcome.created),
-        existing=len(outcome.existing),
-        noun="minimal-pair evaluation",
-        same="on the same set content",
-    )
-    if len(outcome.evaluations) == 1:
-        return redirect(outcome.evaluations[0]), 302
-    return redirect(data["pair_sets"][0]), 302
+        return requested(
+            request,
+            created=outcome.created,
+            existing=outcome.existing,
+            asked=outcome.evaluations,
+            noun="minimal-pair evaluation",
+            same="on the same set content",
+            back=data["pair_sets"][0],
+        )
+
+    return request_form_page(request, form, "evaluations/pair_request.html", ask)
 
 
 def _evaluation(pk: int) -> PairEvaluation:

@@ -4,11 +4,11 @@ its layer curve, confusion matrix and downloads) and the probing leaderboard's C
 from __future__ import annotations
 
 import json
+from typing import Any
 
-from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404, redirect, render
+from django.shortcuts import get_object_or_404, render
 from django.utils.text import slugify
 from django.views.decorators.http import require_POST
 
@@ -17,8 +17,13 @@ from evaluations.probing import exports as probing_exports
 from evaluations.probing import selectors as probing_selectors
 from evaluations.probing import services as probing_services
 from evaluations.probing.forms import ProbingRunRequestForm
-from evaluations.runs import lifecycle as runs
-from evaluations.runs.views import MAX_ID, request_messages, run_cancel_redirect, run_retry_redirect
+from evaluations.runs.views import (
+    MAX_ID,
+    request_form_page,
+    requested,
+    run_cancel_redirect,
+    run_retry_redirect,
+)
 from gym.downloads import attachment
 
 
@@ -38,22 +43,8 @@ def probing_request(request: HttpRequest) -> HttpResponse:
     """The request form (also embedded in each task's page, which posts here)."""
     initial = {"task": request.GET.get("task", ""), "models": request.GET.getlist("model")}
     form = ProbingRunRequestForm(request.POST or None, initial=initial)
-    status = 200
-    if request.method == "POST":
-        status = 400
-        if form.is_valid():
-            response, status = _request_runs(request, form)
-            if response is not None:
-                return response
-    return render(request, "evaluations/probing_request.html", {"form": form}, status=status)
 
-
-def _request_runs(
-    request: HttpRequest, form: ProbingRunRequestForm
-) -> tuple[HttpResponse | None, int]:
-    """Where to go next, or None and the status of the form page shown again."""
-    data = form.cleaned_data
-    try:
+    def ask(data: dict[str, Any]) -> HttpResponse:
         outcome = probing_services.probing_run_request(
             models=data["models"],
             task=data["task"],
@@ -61,23 +52,23 @@ def _request_runs(
             probe=data["probe"],
             user=request.user,
         )
-    except probing_services.ProbingRequestInvalid as invalid:
-        for name, message in invalid.errors.items():
-            form.add_error(name if name in form.fields else None, message)
-        return None, 400
-    except runs.BrokerUnavailable as down:
-        messages.error(request, str(down))
-        return None, 503
-    request_messages(
+        return requested(
+            request,
+            created=outcome.created,
+            existing=outcome.existing,
+            asked=outcome.runs,
+            noun="probing run",
+            same="with the same task content and options",
+            back=data["task"],
+        )
+
+    return request_form_page(
         request,
-        created=len(outcome.created),
-        existing=len(outcome.existing),
-        noun="probing run",
-        same="with the same task content and options",
+        form,
+        "evaluations/probing_request.html",
+        ask,
+        invalid=(probing_services.ProbingRequestInvalid,),
     )
-    if len(outcome.runs) == 1:
-        return redirect(outcome.runs[0]), 302
-    return redirect(data["task"]), 302
 
 
 def _control_id(request: HttpRequest) -> int | None:

@@ -3,8 +3,10 @@ answers and request messages that every kind's pages share."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from typing import Any
 
+from django import forms
 from django.contrib import messages
 from django.contrib.auth.views import redirect_to_login
 from django.core.paginator import Paginator
@@ -77,6 +79,49 @@ def run_cancel_redirect(request: HttpRequest, run: Run) -> HttpResponse:
     else:
         messages.success(request, "Cancelled.")
     return redirect(run)
+
+
+def request_form_page(
+    request: HttpRequest,
+    form: forms.Form,
+    template: str,
+    ask: Callable[[dict[str, Any]], HttpResponse],
+    *,
+    invalid: tuple[type[Exception], ...] = (),
+) -> HttpResponse:
+    """Every kind's request page: the form (200); the form again with its errors (400);
+    or, once it is valid, what `ask` answers with its cleaned data. `ask` may raise one of
+    `invalid` (its `errors`: field name -> message) to show the form again with them, or
+    BrokerUnavailable to show it with the message (503)."""
+    status = 200
+    if request.method == "POST":
+        status = 400
+        if form.is_valid():
+            try:
+                return ask(form.cleaned_data)
+            except invalid as refused:
+                for name, message in refused.errors.items():  # type: ignore[attr-defined]
+                    form.add_error(name if name in form.fields else None, message)
+            except runs.BrokerUnavailable as down:
+                messages.error(request, str(down))
+                status = 503
+    return render(request, template, {"form": form}, status=status)
+
+
+def requested(
+    request: HttpRequest,
+    *,
+    created: Sequence[Run],
+    existing: Sequence[Run],
+    asked: Sequence[Run],
+    noun: str,
+    same: str,
+    back: Any,
+) -> HttpResponse:
+    """The answer to a request for runs: what it queued and what was there already (see
+    `request_messages`), then the run's page when it asked for one, else `back`."""
+    request_messages(request, created=len(created), existing=len(existing), noun=noun, same=same)
+    return redirect(asked[0] if len(asked) == 1 else back)
 
 
 def request_messages(

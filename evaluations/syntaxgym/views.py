@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
@@ -10,7 +12,13 @@ from django.utils.http import urlencode
 from django.views.decorators.http import require_POST
 
 from evaluations.models import Evaluation, LanguageModel
-from evaluations.runs.views import MAX_ID, run_cancel_redirect, run_list_of, run_retry_redirect
+from evaluations.runs.views import (
+    MAX_ID,
+    request_form_page,
+    run_cancel_redirect,
+    run_list_of,
+    run_retry_redirect,
+)
 from evaluations.syntaxgym import services
 from evaluations.syntaxgym.forms import EvaluationRequestForm
 from suites.models import Suite
@@ -24,22 +32,14 @@ def evaluation_request(request: HttpRequest) -> HttpResponse:
     if request.GET.getlist("suite"):
         initial["suites"] = request.GET.getlist("suite")
     form = EvaluationRequestForm(request.POST or None, initial=initial)
-    if request.method == "POST" and form.is_valid():
-        try:
-            outcome = services.evaluations_request(
-                models=form.cleaned_data["models"],
-                suites=form.cleaned_data["all_suites"],
-                user=request.user,
-            )
-        except services.BrokerUnavailable as down:
-            messages.error(request, str(down))
-            return render(
-                request, "evaluations/evaluation_request.html", {"form": form}, status=503
-            )
+
+    def ask(data: dict[str, Any]) -> HttpResponse:
+        outcome = services.evaluations_request(
+            models=data["models"], suites=data["all_suites"], user=request.user
+        )
         return _request_answer(request, outcome)
-    # A form sent back with its errors is a bad request, as on the other forms.
-    status = 400 if request.method == "POST" else 200
-    return render(request, "evaluations/evaluation_request.html", {"form": form}, status=status)
+
+    return request_form_page(request, form, "evaluations/evaluation_request.html", ask)
 
 
 @login_required

@@ -4,6 +4,7 @@ checkpoints, learning curves), cancel and retry, and the learning curves as CSV 
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -12,7 +13,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
 from evaluations.runs import lifecycle as runs
-from evaluations.runs.views import run_retry_redirect
+from evaluations.runs.views import request_form_page, run_retry_redirect
 from evaluations.training import selectors, services
 from evaluations.training.forms import TrainingRequestForm
 from evaluations.training.models import TrainingRun
@@ -30,34 +31,30 @@ def _run(pk: int) -> TrainingRun:
 def training_request(request: HttpRequest) -> HttpResponse:
     initial = {"corpus": request.GET.get("corpus", "")}
     form = TrainingRequestForm(request.POST or None, initial=initial)
-    status = 200
-    if request.method == "POST":
-        status = 400
-        if form.is_valid():
-            data = form.cleaned_data
-            try:
-                run = services.training_request(
-                    corpus=data["corpus"],
-                    name=data["name"],
-                    kind=data["kind"],
-                    options=form.options(),
-                    suites=list(data["suites"]),
-                    tags=[tag.name for tag in data["tags"]],
-                    pair_sets=list(data["pair_sets"]),
-                    probing_tasks=list(data["probing_tasks"]),
-                    threshold=data["threshold"],
-                    user=request.user,
-                )
-            except services.TrainingRequestInvalid as invalid:
-                for name, message in invalid.errors.items():
-                    form.add_error(name if name in form.fields else None, message)
-            except runs.BrokerUnavailable as exc:
-                messages.error(request, str(exc))
-                return redirect("evaluations:training_runs")
-            else:
-                messages.success(request, f"Queued the training of {run.model.display_name}.")
-                return redirect(run)
-    return render(request, "training/request.html", {"form": form}, status=status)
+
+    def ask(data: dict[str, Any]) -> HttpResponse:
+        try:
+            run = services.training_request(
+                corpus=data["corpus"],
+                name=data["name"],
+                kind=data["kind"],
+                options=form.options(),
+                suites=list(data["suites"]),
+                tags=[tag.name for tag in data["tags"]],
+                pair_sets=list(data["pair_sets"]),
+                probing_tasks=list(data["probing_tasks"]),
+                threshold=data["threshold"],
+                user=request.user,
+            )
+        except runs.BrokerUnavailable as down:
+            messages.error(request, str(down))
+            return redirect("evaluations:training_runs")
+        messages.success(request, f"Queued the training of {run.model.display_name}.")
+        return redirect(run)
+
+    return request_form_page(
+        request, form, "training/request.html", ask, invalid=(services.TrainingRequestInvalid,)
+    )
 
 
 def training_run(request: HttpRequest, pk: int) -> HttpResponse:
