@@ -21,6 +21,7 @@ from suites.catalog_services import (
     tags_set,
 )
 from suites.formats import minimal_pairs as mp
+from suites.formats import pair_datasets
 from suites.models import MinimalPairSet, PairSetSentence, PairSetVersion
 
 BULK_BATCH = 2000
@@ -62,13 +63,14 @@ def minimal_pair_set_import(
     tags: Iterable[str] = (),
     drop_incomplete_pairs: bool = False,
     rename_if_taken: bool = False,
+    file_format: str = "",
 ) -> PairSetReport:
-    """Validate an NLPScholar TSV or BLiMP JSONL file and save it as a set, all or
-    nothing. Raises PairSetInvalid with every error found. `drop_incomplete_pairs`
+    """Validate a minimal-pair file (any format of suites/formats/pair_datasets.py,
+    detected, or named by `file_format`) and save it as a set, all or nothing. Raises PairSetInvalid with every error found. `drop_incomplete_pairs`
     leaves out (with a warning) the pairs that lack an expected or an unexpected
     sentence, as NLPScholar does, instead of refusing the file. `rename_if_taken`: a
     taken name becomes the first free '<name> (2)', … (`renamed_from` keeps the asked)."""
-    parsed = _parse(data, filename, drop_incomplete_pairs=drop_incomplete_pairs)
+    parsed = _parse(data, filename, drop_incomplete_pairs, file_format)
     asked = name
     name = _free_if_taken(name, rename_if_taken=rename_if_taken)
     errors = _name_errors(name)
@@ -115,11 +117,14 @@ def _free_if_taken(
 
 
 def _parse(
-    data: str | bytes, filename: str, *, drop_incomplete_pairs: bool = False
+    data: str | bytes, filename: str, drop_incomplete_pairs: bool, file_format: str
 ) -> mp.MinimalPairSet:
     try:
-        parsed = mp.parse_minimal_pairs(
-            data, filename=filename, drop_incomplete_pairs=drop_incomplete_pairs
+        parsed = pair_datasets.read_pair_dataset(
+            data,
+            filename=filename,
+            file_format=file_format,
+            drop_incomplete_pairs=drop_incomplete_pairs,
         )
     except mp.MinimalPairFormatError as exc:
         raise PairSetInvalid(exc.errors) from None
@@ -143,6 +148,7 @@ def minimal_pair_set_replace(
     tags: Iterable[str] | None = None,
     drop_incomplete_pairs: bool = False,
     rename_if_taken: bool = False,
+    file_format: str = "",
 ) -> PairSetReport:
     """Swap a set's sentences for a new upload (owner or staff), validated as an upload
     and all or nothing. Name, description and tags stay unless given (a new name taken
@@ -151,7 +157,7 @@ def minimal_pair_set_replace(
     their analysis reads what they were scored on. The same content writes nothing."""
     if not can_change(user, pair_set):
         raise PermissionDenied("only the set's owner (or staff) may replace it")
-    parsed = _parse(data, filename, drop_incomplete_pairs=drop_incomplete_pairs)
+    parsed = _parse(data, filename, drop_incomplete_pairs, file_format)
     asked = pair_set.name if name is None else name
     new_name = _free_if_taken(asked, rename_if_taken=rename_if_taken, replace=pair_set)
     errors = _name_errors(new_name, replace=pair_set)

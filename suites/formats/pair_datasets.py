@@ -1,0 +1,581 @@
+"""Minimal-pair data sets in the shapes researchers keep them, read into the one form of
+suites/formats/minimal_pairs.py.
+
+A format is a *shape* (which fields hold the two sentences, which field names the
+paradigm) in a *container* (TSV, JSON Lines, Parquet, plain text lines). The shape is
+detected from the content, or chosen by name; the container always comes from the
+content. The recorded format is `<shape>-<container>` (`blimp-jsonl`, `jblimp-parquet`,
+`zorro-txt`, ...), so NLPScholar TSV and BLiMP JSONL keep the names they had.
+
+Pure Python, no Django; pyarrow is imported only for a Parquet file.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import PurePosixPath
+from typing import NoReturn
+
+from suites.formats import minimal_pairs as mp
+
+PARQUET_MAGIC = b"PAR1"
+# A Parquet file is compressed: what it holds once read is bounded separately from the
+# upload's size, so a small file cannot unpack into more memory than a large upload.
+MAX_PARQUET_BYTES = 256 * 1024 * 1024
+
+TSV, JSONL, PARQUET, TXT = "tsv", "jsonl", "parquet", "txt"
+PARADIGM = "paradigm"  # the condition column that a file's name fills, where it has none
+TRUE_FALSE = {"true": True, "false": False}
+
+
+@dataclass(frozen=True)
+class Shape:
+    """A data set whose records hold a grammatical and an ungrammatical sentence."""
+
+    name: str
+    label: str  # the data sets it covers, for pages and messages
+    good: str  # the field that becomes the expected sentence
+    bad: str  # ... the unexpected one
+    paradigm_fields: tuple[str, ...]  # the first of these present becomes the first condition
+    id_field: str = ""  # numbers the pairs when present (else the record's number)
+
+
+BLIMP = Shape(
+    "blimp",
+    "BLiMP, BLiMP supplement, SLING, TurBLiMP, BLiMP-NL",
+    "sentence_good",
+    "sentence_bad",
+    ("paradigm", "phenomenon", "linguistic_phenomenon", "category", "type"),
+    id_field="pairID",
+)
+JBLIMP = Shape(
+    "jblimp", "JBLiMP", "good_sentence", "bad_sentence", ("phenomenon", "paradigm", "type")
+)
+MULTIBLIMP = Shape(
+    "multiblimp", "MultiBLiMP", "sen", "wrong_sen", ("lang", "language", "phenomenon")
+)
+LM_SYNEVAL = Shape(
+    "lm-syneval",
+    "Marvin & Linzen (LM_syneval) exports",
+    "grammatical",
+    "ungrammatical",
+    ("case", "test_case", "template", "paradigm", "phenomenon"),
+)
+RECORD_SHAPES = (BLIMP, JBLIMP, MULTIBLIMP, LM_SYNEVAL)
+
+NLPSCHOLAR = "nlpscholar"
+CLAMS = "clams"
+ZORRO = "zorro"
+
+# Every format a user may name, with what it is (the upload form lists them in order).
+FORMATS: dict[str, str] = {
+    NLPSCHOLAR: "NLPScholar data TSV",
+    BLIMP.name: f"{BLIMP.label} (sentence_good / sentence_bad)",
+    JBLIMP.name: "JBLiMP (good_sentence / bad_sentence)",
+    MULTIBLIMP.name: "MultiBLiMP (sen / wrong_sen)",
+    LM_SYNEVAL.name: "LM_syneval export (grammatical / ungrammatical columns)",
+    CLAMS: "CLAMS (True / False, sentence)",
+    ZORRO: "Zorro (ungrammatical and grammatical lines in turn)",
+}
+CONTAINERS = (TSV, JSONL, PARQUET, TXT)
+
+
+def format_choices() -> list[tuple[str, str]]:
+    """(value, label) for a form's select: detection first."""
+    return [("", "Detect from the content"), *FORMATS.items()]
+
+
+def _error(message: str, *, row: int | None = None, column: str | None = None) -> NoReturn:
+    raise mp.MinimalPairFormatError([mp.PairSetError(row, column, message)])
+
+
+def shape_name(chosen: str) -> str:
+    """A format's shape from what a user typed: `jblimp`, or a recorded name such as
+    `jblimp-parquet` ('' = detect). Raises MinimalPairFormatError naming the choices."""
+    value = chosen.strip().lower()
+    if value in ("", "auto"):
+        return ""
+    if value in FORMATS:
+        return value
+    stem, _, container = value.rpartition("-")
+    if container in CONTAINERS and stem in FORMATS:
+        return stem
+    _error(
+        f"unknown format {chosen!r}; leave it empty to detect the format from the content, "
+        f"or name one of: {', '.join(FORMATS)}",
+        column="file_format",
+    )
+
+
+# ---------------------------------------------------------------- the entry point
+
+
+def read_pair_dataset(
+    data: str | bytes,
+    *,
+    filename: str = "",
+    file_format: str = "",
+    drop_incomplete_pairs: bool = False,
+) -> mp.MinimalPairSet:
+    """Read a minimal-pair file of any format Gym knows. `file_format` names the shape
+    (see FORMATS; '' detects it). The file's name only helps: `.jsonl`/`.json` reads
+    JSON Lines, and its stem names the paradigm of a file that carries none. Raises
+    MinimalPairFormatError with every problem found."""
+    shape = shape_name(file_format)
+    suffix = PurePosixPath(filename).suffix.lower()
+    if isinstance(data, bytes) and data.startswith(PARQUET_MAGIC):
+        if shape in (NLPSCHOLAR, CLAMS, ZORRO):
+            _error(f"the file is Parquet, but the format {shape} is text; choose a format "
+                   f"whose records hold two sentences: {', '.join(s.name for s in RECORD_SHAPES)}")  # fmt: skip
+        rows = _parquet_records(data)
+        return _from_records(rows, shape, PARQUET, filename, drop_incomplete_pairs, "row")
+    if suffix == ".parquet":
+        _error("the file's name ends in .parquet, but it does not start as a Parquet file "
+               "does (the bytes PAR1); upload the .parquet file itself")  # fmt: skip
+    text = mp.decode_text(data)
+    if not shape:
+        shape = _detect_text(text, suffix)
+    if shape == NLPSCHOLAR:
+        return mp.parse_nlpscholar_tsv(text, drop_incomplete_pairs=drop_incomplete_pairs)
+    if shape == CLAMS:
+        return _read_clams(text, filename, drop_incomplete_pairs)
+    if shape == ZORRO:
+        return _read_zorro(text, filename, drop_incomplete_pairs)
+    chosen = _shape(shape)
+    if _looks_like_jsonl(text) or suffix in (".jsonl", ".json") or chosen is not LM_SYNEVAL:
+        records = _jsonl_records(text)
+        return _from_records(records, shape, JSONL, filename, drop_incomplete_pairs, "line")
+    return _from_records(_tsv_records(text), shape, TSV, filename, drop_incomplete_pairs, "row")
+
+
+def _shape(name: str) -> Shape:
+    return next(s for s in RECORD_SHAPES if s.name == name)
+
+
+def _looks_like_jsonl(text: str) -> bool:
+    return text.lstrip().startswith(("{", "["))
+
+
+def _detect_text(text: str, suffix: str) -> str:
+    """The shape of a text file, from its first line (and, for JSON Lines, the fields of
+    its first object)."""
+    stripped = text.lstrip()
+    if not stripped:
+        _error("the file is empty")
+    if stripped.startswith("[") and suffix not in (".tsv", ".txt"):
+        _error(
+            "the file is one JSON array; Gym reads JSON Lines, one object (one pair) a line. "
+            "Hugging Face datasets writes them with `Dataset.to_json(path)`, pandas with "
+            "`to_json(path, orient='records', lines=True)`"
+        )
+    if stripped.startswith("{") or suffix in (".jsonl", ".json"):
+        return _detect_jsonl(text)
+    lines = [(n, line) for n, line in enumerate(text.splitlines(), start=1) if line.strip()]
+    number, first = lines[0]
+    cells = [cell.strip() for cell in first.split("\t")]
+    if len(cells) == 1:
+        if any("\t" in line for _, line in lines):
+            return NLPSCHOLAR  # its reader says what the header lacks
+        return ZORRO
+    header = set(cells)
+    nlpscholar = {mp.SENTID, mp.SENTENCE} <= header
+    syneval = {LM_SYNEVAL.good, LM_SYNEVAL.bad} <= header
+    if nlpscholar and syneval:
+        _error(
+            f"line {number} could be the header of an NLPScholar TSV (it has `sentid` and "
+            "`sentence`) or of an LM_syneval export (it has `grammatical` and "
+            "`ungrammatical`); choose the format: nlpscholar or lm-syneval",
+            row=number,
+        )
+    if syneval:
+        return LM_SYNEVAL.name
+    if len(cells) == 2 and cells[0].lower() in TRUE_FALSE:
+        return CLAMS
+    return NLPSCHOLAR
+
+
+def _detect_jsonl(text: str) -> str:
+    """The record shape whose two sentence fields the first object holds."""
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            value = json.loads(line)
+        except json.JSONDecodeError:
+            return BLIMP.name  # the reader reports the line
+        if not isinstance(value, dict):
+            return BLIMP.name
+        return _detect_fields(list(value), f"line {number}", row=number)
+    _error("the file holds no pairs")
+
+
+def _detect_fields(fields: Sequence[str], where: str, *, row: int | None = None) -> str:
+    matches = [s for s in RECORD_SHAPES if s.good in fields and s.bad in fields]
+    if len(matches) == 1:
+        return matches[0].name
+    if not matches:
+        # One of a shape's two fields: that shape's reader says, line by line, what is missing.
+        halves = [s for s in RECORD_SHAPES if s.good in fields or s.bad in fields]
+        if len(halves) == 1:
+            return halves[0].name
+    if matches:
+        seen = "; ".join(f"`{s.good}`/`{s.bad}` ({s.name})" for s in matches)
+        _error(
+            f"{where} holds the sentence fields of more than one format: {seen}; choose "
+            "the format by name (the upload's format option)",
+            row=row,
+        )
+    known = "; ".join(f"`{s.good}`/`{s.bad}` ({s.label})" for s in RECORD_SHAPES)
+    shown = ", ".join(f"`{name}`" for name in fields[:12]) or "none"
+    _error(
+        f"{where} has the fields {shown}, but no pair of sentence fields Gym knows: "
+        f"{known}. Rename the two sentence fields, or choose the format by name",
+        row=row,
+    )
+
+
+# ---------------------------------------------------------------- containers
+
+
+def _jsonl_records(text: str) -> tuple[list[tuple[int, dict[str, object]]], list[mp.PairSetError]]:
+    """(line number, object) of every non-blank line, and an error for each line that
+    is not one JSON object."""
+    records: list[tuple[int, dict[str, object]]] = []
+    errors: list[mp.PairSetError] = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            value = json.loads(line)
+        except json.JSONDecodeError as exc:
+            errors.append(
+                mp.PairSetError(number, None, f"not valid JSON: {exc.msg} at column {exc.colno}")
+            )
+            continue
+        if not isinstance(value, dict):
+            errors.append(
+                mp.PairSetError(number, None, "each line must be one JSON object (a pair)")
+            )
+            continue
+        records.append((number, value))
+    return records, errors
+
+
+def _tsv_records(text: str) -> tuple[list[tuple[int, dict[str, object]]], list[mp.PairSetError]]:
+    """A TSV with a header as (line number, {column: cell}) rows (quotes as NLPScholar's)."""
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter="\t", quotechar='"')
+    header: list[str] | None = None
+    records: list[tuple[int, dict[str, object]]] = []
+    errors: list[mp.PairSetError] = []
+    try:
+        for fields in reader:
+            if not any(cell.strip() for cell in fields):
+                continue
+            if header is None:
+                header = [cell.strip() for cell in fields]
+                errors += _header_errors(header)
+                continue
+            if len(fields) != len(header):
+                errors.append(
+                    mp.PairSetError(
+                        reader.line_num,
+                        None,
+                        f"{len(fields)} fields where the header has {len(header)}; a tab "
+                        "inside a cell needs the cell in double quotes",
+                    )
+                )
+                continue
+            records.append((reader.line_num, dict(zip(header, fields, strict=True))))
+    except csv.Error as exc:
+        _error(f"cannot read the TSV here: {exc}", row=reader.line_num)
+    if header is None:
+        _error("the file is empty")
+    return records, errors
+
+
+def _header_errors(header: list[str]) -> list[mp.PairSetError]:
+    errors: list[mp.PairSetError] = []
+    seen: set[str] = set()
+    for index, name in enumerate(header):
+        if not name:
+            errors.append(mp.PairSetError(1, f"#{index + 1}", "a column has no name in the header"))
+        elif name in seen:
+            errors.append(mp.PairSetError(1, name, "the column name appears twice in the header"))
+        seen.add(name)
+    return errors
+
+
+def _parquet_records(
+    data: bytes,
+) -> tuple[list[tuple[int, dict[str, object]]], list[mp.PairSetError]]:
+    """(row number from 1, {column: value}) of every row of a Parquet file."""
+    import pyarrow.parquet as pq
+
+    try:
+        parquet = pq.ParquetFile(io.BytesIO(data))
+        meta = parquet.metadata
+        size = sum(meta.row_group(i).total_byte_size for i in range(meta.num_row_groups))
+    except Exception as exc:  # noqa: BLE001 - a hostile file may fail anywhere in pyarrow
+        _parquet_unreadable(exc)
+    if size > MAX_PARQUET_BYTES:
+        _error(
+            f"the Parquet file holds {size:,} bytes once unpacked, more than the "
+            f"{MAX_PARQUET_BYTES:,} Gym reads; split the data set, or upload it as JSON Lines"
+        )
+    try:
+        rows = parquet.read().to_pylist()
+    except Exception as exc:  # noqa: BLE001
+        _parquet_unreadable(exc)
+    # pandas' index, when a data frame was written with it, is not data.
+    return [
+        (number, {k: v for k, v in row.items() if not k.startswith("__index_level_")})
+        for number, row in enumerate(rows, start=1)
+    ], []
+
+
+def _parquet_unreadable(exc: Exception) -> NoReturn:
+    _error(
+        f"cannot read the Parquet file: {str(exc)[:300]}; write it again (e.g. "
+        "`Dataset.to_parquet(path)`), or upload the data set as JSON Lines"
+    )
+
+
+# ---------------------------------------------------------------- records of two sentences
+
+
+def _from_records(
+    read: tuple[list[tuple[int, dict[str, object]]], list[mp.PairSetError]],
+    shape_name: str,
+    container: str,
+    filename: str,
+    drop_incomplete_pairs: bool,
+    unit: str,
+) -> mp.MinimalPairSet:
+    """Pairs from records that each hold one pair: the shape's good sentence is the
+    expected one, its bad one the unexpected one, every other field a condition (the
+    paradigm field first). Pairs are numbered by the shape's id field, else by the
+    record's line (row) number."""
+    records, errors = read
+    if not records and not errors:
+        _error("the file holds no pairs")
+    if not shape_name:
+        shape_name = _detect_fields(
+            list(records[0][1]), f"{unit} {records[0][0]}", row=records[0][0]
+        )
+    shape = _shape(shape_name)
+    sentence_fields = (shape.good, shape.bad, shape.id_field)
+    conditions: list[str] = []
+    for _, record in records:
+        for key in record:
+            if key not in sentence_fields and key not in conditions:
+                conditions.append(key)
+    for name in conditions:
+        if name in mp.RESERVED:
+            errors.append(
+                mp.PairSetError(
+                    None,
+                    name,
+                    f"`{name}` is a name Gym keeps for its own columns; rename the field "
+                    "(it would be a condition column)",
+                )
+            )
+    conditions = _paradigm_first(conditions, shape)
+    stem = _stem(filename) if not conditions else ""
+    rows: list[tuple[int, dict[str, str]]] = []
+    sentid = 0
+    for number, record in records:
+        pairid = record.get(shape.id_field, number) if shape.id_field else number
+        shared = {name: _cell(record.get(name)) for name in conditions if name not in mp.RESERVED}
+        if stem:
+            shared[PARADIGM] = stem
+        for key, label in ((shape.good, mp.EXPECTED), (shape.bad, mp.UNEXPECTED)):
+            value = record.get(key)
+            if not isinstance(value, str):
+                errors.append(_missing(number, key, value, record, shape, unit))
+                continue
+            sentid += 1
+            rows.append(
+                (
+                    number,
+                    {
+                        mp.SENTID: str(sentid),
+                        mp.PAIRID: _cell(pairid),
+                        mp.COMPARISON: label,
+                        mp.SENTENCE: value,
+                        **shared,
+                    },
+                )
+            )
+    kept = [c for c in conditions if c not in mp.RESERVED] + ([PARADIGM] if stem else [])
+    return _pair_set(rows, kept, f"{shape.name}-{container}", errors, drop_incomplete_pairs,
+                     one_pair_per_row=True)  # fmt: skip
+
+
+def _missing(
+    number: int, key: str, value: object, record: dict[str, object], shape: Shape, unit: str
+) -> mp.PairSetError:
+    if key in record:
+        kind = "null" if value is None else _json_kind(value)
+        return mp.PairSetError(
+            number, key, f"`{key}` is {kind}, not text; it must hold the sentence as a string"
+        )
+    fields = ", ".join(f"`{k}`" for k in list(record)[:12]) or "none"
+    return mp.PairSetError(
+        number,
+        key,
+        f"`{key}` is missing (the {unit} has {fields}); every {unit} of a {shape.name} file "
+        f"needs `{shape.good}` and `{shape.bad}`. If the file is another format, choose it "
+        "by name",
+    )
+
+
+def _json_kind(value: object) -> str:
+    if isinstance(value, bool):
+        return "true/false"
+    if isinstance(value, int | float):
+        return f"the number {value}"
+    if isinstance(value, list):
+        return "a list"
+    return "an object" if isinstance(value, dict) else f"a {type(value).__name__}"
+
+
+def _paradigm_first(conditions: list[str], shape: Shape) -> list[str]:
+    """BLiMP's own files (with `UID`) keep their field order, as Gym always read them;
+    elsewhere the first of the shape's paradigm fields present leads."""
+    if shape is BLIMP and "UID" in conditions:
+        return conditions
+    lead = next((name for name in shape.paradigm_fields if name in conditions), None)
+    if lead is None:
+        return conditions
+    return [lead, *(name for name in conditions if name != lead)]
+
+
+def _stem(filename: str) -> str:
+    return PurePosixPath(filename.replace("\\", "/")).stem if filename else ""
+
+
+def _cell(value: object) -> str:
+    """A field's value as the text of a condition cell."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool | int | float):
+        return str(value)
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+def _pair_set(
+    rows: list[tuple[int, dict[str, str]]],
+    conditions: list[str],
+    source_format: str,
+    errors: list[mp.PairSetError],
+    drop_incomplete_pairs: bool,
+    *,
+    one_pair_per_row: bool,
+) -> mp.MinimalPairSet:
+    columns = [mp.SENTID, mp.PAIRID, mp.COMPARISON, mp.SENTENCE, *conditions]
+    # The checks every format shares (empty sentences, pairs lacking a label, ...) live
+    # with the NLPScholar reader; they are one function so that all formats agree.
+    return mp._build(
+        rows,
+        columns,
+        conditions,
+        source_format,
+        errors,
+        drop_incomplete_pairs=drop_incomplete_pairs,
+        one_pair_per_row=one_pair_per_row,
+    )
+
+
+# ---------------------------------------------------------------- line formats
+
+
+def _text_lines(text: str) -> list[tuple[int, str]]:
+    return [(n, line) for n, line in enumerate(text.splitlines(), start=1) if line.strip()]
+
+
+def _read_clams(text: str, filename: str, drop_incomplete_pairs: bool) -> mp.MinimalPairSet:
+    """`True<TAB>sentence` starts a test case, each `False<TAB>sentence` after it is one
+    pair with it (the grammatical sentence is repeated in each of its pairs). A pair is
+    numbered by its ungrammatical line; a test case without one by its own line."""
+    errors: list[mp.PairSetError] = []
+    stem = _stem(filename)
+    shared = {PARADIGM: stem} if stem else {}
+    rows: list[tuple[int, dict[str, str]]] = []
+    good: tuple[int, str] | None = None
+    paired = False
+    sentid = 0
+
+    def add(line: int, pairid: int, label: str, sentence: str) -> None:
+        nonlocal sentid
+        sentid += 1
+        rows.append((line, {mp.SENTID: str(sentid), mp.PAIRID: str(pairid),
+                            mp.COMPARISON: label, mp.SENTENCE: sentence, **shared}))  # fmt: skip
+
+    def close() -> None:
+        if good is not None and not paired:
+            add(good[0], good[0], mp.EXPECTED, good[1])  # an incomplete pair, reported as such
+
+    for number, line in _text_lines(text):
+        cells = line.split("\t")
+        label = TRUE_FALSE.get(cells[0].strip().lower())
+        if len(cells) != 2 or label is None:
+            errors.append(
+                mp.PairSetError(
+                    number,
+                    None,
+                    f"a CLAMS line is `True` or `False`, a tab, then the sentence; this line "
+                    f"has {len(cells)} tab-separated fields starting {cells[0][:40]!r}",
+                )
+            )
+            continue
+        if label:
+            close()
+            good, paired = (number, cells[1]), False
+        elif good is None:
+            errors.append(
+                mp.PairSetError(
+                    number,
+                    None,
+                    "an ungrammatical (`False`) sentence before any grammatical (`True`) one; "
+                    "each test case starts with its `True` line",
+                )
+            )
+        else:
+            paired = True
+            add(good[0], number, mp.EXPECTED, good[1])
+            add(number, number, mp.UNEXPECTED, cells[1])
+    close()
+    if not rows and not errors:
+        _error("the file holds no pairs")
+    return _pair_set(rows, list(shared), f"{CLAMS}-{TSV}", errors, drop_incomplete_pairs,
+                     one_pair_per_row=False)  # fmt: skip
+
+
+def _read_zorro(text: str, filename: str, drop_incomplete_pairs: bool) -> mp.MinimalPairSet:
+    """Sentences one a line, in turn ungrammatical and grammatical: lines 1 and 2 are
+    pair 1, 3 and 4 pair 2, ... (blank lines do not count)."""
+    stem = _stem(filename)
+    shared = {PARADIGM: stem} if stem else {}
+    rows: list[tuple[int, dict[str, str]]] = []
+    lines = _text_lines(text)
+    if not lines:
+        _error("the file holds no pairs")
+    if len(lines) % 2 and not drop_incomplete_pairs:
+        _error(
+            f"the file has {len(lines)} sentences: Zorro files hold an ungrammatical and a "
+            "grammatical line in turn, so the last one has no grammatical partner; add it, "
+            "or ask to leave incomplete pairs out",
+            row=lines[-1][0],
+        )
+    for index, (number, line) in enumerate(lines):
+        label = mp.UNEXPECTED if index % 2 == 0 else mp.EXPECTED
+        rows.append((number, {mp.SENTID: str(index + 1), mp.PAIRID: str(index // 2 + 1),
+                              mp.COMPARISON: label, mp.SENTENCE: line, **shared}))  # fmt: skip
+    return _pair_set(rows, list(shared), f"{ZORRO}-{TXT}", [], drop_incomplete_pairs,
+                     one_pair_per_row=False)  # fmt: skip
