@@ -9,6 +9,7 @@ from django.contrib.auth.models import User
 from django.core.files.uploadedfile import UploadedFile
 
 from suites.catalog_services import tag_slugs
+from suites.formats import pair_datasets
 from suites.formats.probing import TASK_TYPES
 from suites.formats.syntaxgym import META_TEXT_MAX_LENGTH, TAG_MAX_LENGTH, TAGS_MAX_COUNT
 from suites.syntaxgym.services import tag_list_errors
@@ -142,11 +143,17 @@ class ProbingUploadForm(FileUploadForm):
 
 
 class PairSetUploadForm(FileUploadForm):
-    """An NLPScholar TSV or BLiMP JSONL file with the set's name, description and tags."""
+    """A minimal-pair file with the set's name, description and tags."""
 
     file = forms.FileField(
         label="File",
-        help_text="An NLPScholar data TSV (.tsv) or BLiMP JSONL (.jsonl)",
+        help_text="NLPScholar TSV, BLiMP-style JSON Lines or Parquet, CLAMS, Zorro, …",
+    )
+    file_format = forms.ChoiceField(
+        label="Format",
+        required=False,
+        choices=pair_datasets.format_choices,
+        help_text="Detected from the content unless you choose one.",
     )
     name = forms.CharField(label="Name", max_length=200)
     description = forms.CharField(label="Description", required=False, widget=forms.Textarea)

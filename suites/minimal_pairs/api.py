@@ -23,6 +23,7 @@ from suites.catalog_api import (
     upload_read,
     upload_schema,
 )
+from suites.formats import pair_datasets
 from suites.minimal_pairs import sets as pair_sets
 from suites.models import MinimalPairSet
 
@@ -81,6 +82,11 @@ class PairSetUploadFields(NamedUploadFields):
         help_text="leave out pairs lacking an expected or unexpected sentence (with a "
         "warning) instead of refusing the file",
     )
+    file_format = serializers.ChoiceField(
+        choices=pair_datasets.format_choices(),
+        default="",
+        help_text="the file's format (empty: detected from the content)",
+    )
 
 
 def _answer(request: Request, report: pair_sets.PairSetReport) -> dict[str, object]:
@@ -88,7 +94,10 @@ def _answer(request: Request, report: pair_sets.PairSetReport) -> dict[str, obje
     return {**body, "warnings": report.warnings, "renamed_from": report.renamed_from or None}
 
 
-_FORMATS = "an NLPScholar TSV or a BLiMP JSONL file (the format from `filename`, else sniffed)"
+_FORMATS = (
+    "a minimal-pair file: NLPScholar TSV, BLiMP-style JSON Lines or Parquet, CLAMS, Zorro, "
+    "... (`file_format`, else detected from the content)"
+)
 
 
 class PairSetListCreate(generics.ListAPIView):
@@ -124,6 +133,7 @@ class PairSetListCreate(generics.ListAPIView):
             tags=upload.tags or (),
             drop_incomplete_pairs=upload.fields["drop_incomplete_pairs"],
             rename_if_taken=upload.rename_if_taken,
+            file_format=upload.fields["file_format"],
         )
         return Response(_answer(request, report), status=status.HTTP_201_CREATED)
 
@@ -159,6 +169,7 @@ class PairSetDetail(APIView):
             tags=upload.tags,
             drop_incomplete_pairs=upload.fields["drop_incomplete_pairs"],
             rename_if_taken=upload.rename_if_taken,
+            file_format=upload.fields["file_format"],
         )
         return Response({**_answer(request, report), "changed": report.changed})
 

@@ -67,6 +67,7 @@ def pair_set_upload(request: HttpRequest) -> HttpResponse:
             description=form.cleaned_data["description"],
             tags=form.cleaned_data["tags"].split(","),
             drop_incomplete_pairs=form.cleaned_data["drop_incomplete_pairs"],
+            file_format=form.cleaned_data["file_format"],
         ),
     )
 
@@ -97,6 +98,7 @@ def pair_set_replace(request: HttpRequest, name: str) -> HttpResponse:
             description=form.cleaned_data["description"],
             tags=form.cleaned_data["tags"].split(","),
             drop_incomplete_pairs=form.cleaned_data["drop_incomplete_pairs"],
+            file_format=form.cleaned_data["file_format"],
         ),
     )
 

@@ -4,24 +4,26 @@ from typing import Any
 
 from django.core.management.base import CommandParser
 
+from suites.formats import pair_datasets
 from suites.management.importing import ImportCommand
 from suites.minimal_pairs import sets as pair_sets
 from suites.models import MinimalPairSet
 
-SUFFIXES = (".tsv", ".jsonl")
+SUFFIXES = (".tsv", ".jsonl", ".txt", ".parquet")
 
 
 class Command(ImportCommand):
     help = (
-        "Import minimal-pair sets (NLPScholar data TSV or BLiMP JSONL) from files or folders "
-        "(searched for *.tsv and *.jsonl). Each file is one set, named after the file unless "
+        "Import minimal-pair sets (NLPScholar TSV, BLiMP-style JSON Lines or Parquet, CLAMS, "
+        "Zorro, ...; see --file-format) from files or folders (searched for *.tsv, *.jsonl, "
+        "*.txt and *.parquet). Each file is one set, named after the file unless "
         "--name is given; each is saved whole or not at all. Exits non-zero if any failed."
     )
     noun = "set"
     model = MinimalPairSet
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("paths", nargs="+", help="files, or folders of .tsv / .jsonl files")
+        parser.add_argument("paths", nargs="+", help="files, or folders of minimal-pair files")
         self.add_owner_argument(parser)
         parser.add_argument("--name", help="the set's name (one file only)")
         parser.add_argument("--description", default="")
@@ -37,6 +39,13 @@ class Command(ImportCommand):
             action="store_true",
             help="leave out pairs without both an expected and an unexpected sentence, with "
             "a warning (as NLPScholar does), instead of refusing the file",
+        )
+        parser.add_argument(
+            "--file-format",
+            "--format",
+            choices=list(pair_datasets.FORMATS),
+            default="",
+            help="the files' format (default: detected from each file's content)",
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -57,6 +66,7 @@ class Command(ImportCommand):
                     description=options["description"],
                     tags=options["tags"].split(","),
                     drop_incomplete_pairs=options["drop_incomplete_pairs"],
+                    file_format=options["file_format"],
                 )
             except pair_sets.PairSetInvalid as invalid:
                 failed += 1
