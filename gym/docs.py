@@ -62,8 +62,9 @@ SNIPPET_CHARS = 220
 # (tests/test_docs.py sends each through them); the caption says what they are.
 EXAMPLE_KINDS = {
     "suite-json": "A suite (SyntaxGym JSON)",
-    "pairs-tsv": "A minimal-pair set (NLPScholar TSV)",
-    "pairs-jsonl": "A minimal-pair set (BLiMP JSONL)",
+    "pairs-tsv": "A minimal-pair set (tab-separated)",
+    "pairs-jsonl": "A minimal-pair set (JSON Lines)",
+    "pairs-txt": "A minimal-pair set (one sentence a line)",
     "probing": "A probing task (SentEval lines)",
 }
 _MD_LINK = re.compile(r"^(?P<slug>[A-Za-z0-9_-]+)\.md(?P<anchor>#[^\s]*)?$")

@@ -192,8 +192,8 @@ def test_every_example_file_is_accepted_by_the_importers(alice) -> None:
             response = client.post("/api/suites/", body, content_type="application/json")
             assert response.status_code == 201, (where, response.content)
             assert response.json()["name"] == json.loads(body)["meta"]["name"]
-        elif language in ("pairs-tsv", "pairs-jsonl"):
-            extension = "tsv" if language == "pairs-tsv" else "jsonl"
+        elif language in ("pairs-tsv", "pairs-jsonl", "pairs-txt"):
+            extension = language.removeprefix("pairs-")
             response = client.post(
                 f"/api/minimal-pairs/?name=docs-example-{n}&filename=example.{extension}",
                 body.encode(),
