@@ -25,7 +25,7 @@ from suites.formats import minimal_pairs as mp
 PARQUET_MAGIC = b"PAR1"
 # A Parquet file is compressed: what it holds once read is bounded separately from the
 # upload's size, so a small file cannot unpack into more memory than a large upload.
-MAX_PARQUET_BYTES = 256 * 1024 * 1024
+MAX_PARQUET_BYTES = 128 * 1024 * 1024
 
 TSV, JSONL, PARQUET, TXT = "tsv", "jsonl", "parquet", "txt"
 PARADIGM = "paradigm"  # the condition column that a file's name fills, where it has none
@@ -129,13 +129,18 @@ def read_pair_dataset(
     suffix = PurePosixPath(filename).suffix.lower()
     if isinstance(data, bytes) and data.startswith(PARQUET_MAGIC):
         if shape in (NLPSCHOLAR, CLAMS, ZORRO):
-            _error(f"the file is Parquet, but the format {shape} is text; choose a format "
-                   f"whose records hold two sentences: {', '.join(s.name for s in RECORD_SHAPES)}")  # fmt: skip
+            records = ", ".join(s.name for s in RECORD_SHAPES)
+            _error(
+                f"the file is Parquet, but the format {shape} is text; choose a format "
+                f"whose records hold two sentences: {records}"
+            )
         rows = _parquet_records(data)
         return _from_records(rows, shape, PARQUET, filename, drop_incomplete_pairs, "row")
     if suffix == ".parquet":
-        _error("the file's name ends in .parquet, but it does not start as a Parquet file "
-               "does (the bytes PAR1); upload the .parquet file itself")  # fmt: skip
+        _error(
+            "the file's name ends in .parquet, but it does not start as a Parquet file "
+            "does (the bytes PAR1); upload the .parquet file itself"
+        )
     text = mp.decode_text(data)
     if not shape:
         shape = _detect_text(text, suffix)
@@ -411,8 +416,10 @@ def _from_records(
                 )
             )
     kept = [c for c in conditions if c not in mp.RESERVED] + ([PARADIGM] if stem else [])
-    return _pair_set(rows, kept, f"{shape.name}-{container}", errors, drop_incomplete_pairs,
-                     one_pair_per_row=True)  # fmt: skip
+    source_format = f"{shape.name}-{container}"
+    return _pair_set(
+        rows, kept, source_format, errors, drop_incomplete_pairs, one_pair_per_row=True
+    )
 
 
 def _missing(
@@ -476,7 +483,7 @@ def _pair_set(
     errors: list[mp.PairSetError],
     drop_incomplete_pairs: bool,
     *,
-    one_pair_per_row: bool,
+    one_pair_per_row: bool = False,
 ) -> mp.MinimalPairSet:
     columns = [mp.SENTID, mp.PAIRID, mp.COMPARISON, mp.SENTENCE, *conditions]
     # The checks every format shares (empty sentences, pairs lacking a label, ...) live
@@ -493,6 +500,18 @@ def _pair_set(
 
 
 # ---------------------------------------------------------------- line formats
+
+
+def _record(
+    sentid: int, pairid: int, label: str, sentence: str, shared: dict[str, str]
+) -> dict[str, str]:
+    return {
+        mp.SENTID: str(sentid),
+        mp.PAIRID: str(pairid),
+        mp.COMPARISON: label,
+        mp.SENTENCE: sentence,
+        **shared,
+    }
 
 
 def _text_lines(text: str) -> list[tuple[int, str]]:
@@ -514,8 +533,7 @@ def _read_clams(text: str, filename: str, drop_incomplete_pairs: bool) -> mp.Min
     def add(line: int, pairid: int, label: str, sentence: str) -> None:
         nonlocal sentid
         sentid += 1
-        rows.append((line, {mp.SENTID: str(sentid), mp.PAIRID: str(pairid),
-                            mp.COMPARISON: label, mp.SENTENCE: sentence, **shared}))  # fmt: skip
+        rows.append((line, _record(sentid, pairid, label, sentence, shared)))
 
     def close() -> None:
         if good is not None and not paired:
@@ -553,8 +571,7 @@ def _read_clams(text: str, filename: str, drop_incomplete_pairs: bool) -> mp.Min
     close()
     if not rows and not errors:
         _error("the file holds no pairs")
-    return _pair_set(rows, list(shared), f"{CLAMS}-{TSV}", errors, drop_incomplete_pairs,
-                     one_pair_per_row=False)  # fmt: skip
+    return _pair_set(rows, list(shared), f"{CLAMS}-{TSV}", errors, drop_incomplete_pairs)
 
 
 def _read_zorro(text: str, filename: str, drop_incomplete_pairs: bool) -> mp.MinimalPairSet:
@@ -575,7 +592,5 @@ def _read_zorro(text: str, filename: str, drop_incomplete_pairs: bool) -> mp.Min
         )
     for index, (number, line) in enumerate(lines):
         label = mp.UNEXPECTED if index % 2 == 0 else mp.EXPECTED
-        rows.append((number, {mp.SENTID: str(index + 1), mp.PAIRID: str(index // 2 + 1),
-                              mp.COMPARISON: label, mp.SENTENCE: line, **shared}))  # fmt: skip
-    return _pair_set(rows, list(shared), f"{ZORRO}-{TXT}", [], drop_incomplete_pairs,
-                     one_pair_per_row=False)  # fmt: skip
+        rows.append((number, _record(index + 1, index // 2 + 1, label, line, shared)))
+    return _pair_set(rows, list(shared), f"{ZORRO}-{TXT}", [], drop_incomplete_pairs)
