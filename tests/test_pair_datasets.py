@@ -249,7 +249,7 @@ def test_the_format_can_be_named_and_names_are_checked() -> None:
     (wrong,) = _errors(JBLIMP, file_format="multiblimp")[:1]
     assert (wrong.row, wrong.column) == (1, "sen")
     assert "`sen` is missing (the line has `ID`, `good_sentence`, `bad_sentence`" in wrong.message
-    assert "choose it by name" in wrong.message
+    assert wrong.message.endswith(f"choose it {pd.HOW_TO_CHOOSE}")
 
 
 def test_ambiguous_content_says_what_it_saw_and_how_to_choose() -> None:
@@ -259,13 +259,14 @@ def test_ambiguous_content_says_what_it_saw_and_how_to_choose() -> None:
     assert error.message == (
         "line 1 holds the sentence fields of more than one format: "
         "`sentence_good`/`sentence_bad` (blimp); `sen`/`wrong_sen` (multiblimp); choose the "
-        "format by name (the upload's format option)"
+        "format (the upload page's Format, the API's `file_format`, the command's "
+        "`--file-format`)"
     )
     assert pd.read_pair_dataset(both, file_format="multiblimp").sentences[0].sentence == "C."
     header = b"sentid\tsentence\tgrammatical\tungrammatical\n1\tA b.\tA b.\tA c.\n"
     (error,) = _errors(header)
     assert "could be the header of an NLPScholar TSV" in error.message
-    assert error.message.endswith("choose the format: nlpscholar or lm-syneval")
+    assert error.message.endswith(f"choose the format nlpscholar or lm-syneval {pd.HOW_TO_CHOOSE}")
     read = pd.read_pair_dataset(header, file_format="nlpscholar")
     assert (read.source_format, read.condition_columns) == (
         "nlpscholar-tsv",
@@ -282,7 +283,9 @@ def test_ambiguous_content_says_what_it_saw_and_how_to_choose() -> None:
         "line 1 has the fields `good`, `bad`, but no pair of sentence fields Gym knows: "
         "`sentence_good`/`sentence_bad` (BLiMP, BLiMP supplement, SLING, TurBLiMP, BLiMP-NL)"
     )
-    assert error.message.endswith("Rename the two sentence fields, or choose the format by name")
+    assert error.message.endswith(
+        f"Rename the two sentence fields, or choose the format {pd.HOW_TO_CHOOSE}"
+    )
 
 
 @pytest.mark.parametrize(
@@ -292,7 +295,8 @@ def test_ambiguous_content_says_what_it_saw_and_how_to_choose() -> None:
          "`sentence_bad` is the number 3, not text; it must hold the sentence as a string"),
         (_jsonl({"sen": "A.", "wrong_sen": "B."}, {"sen": "C."}), {}, (2, "wrong_sen"),
          "`wrong_sen` is missing (the line has `sen`); every line of a multiblimp file needs "
-         "`sen` and `wrong_sen`. If the file is another format, choose it by name"),
+         "`sen` and `wrong_sen`. If the file is another format, choose it (the upload "
+         "page's Format, the API's `file_format`, the command's `--file-format`)"),
         (b'{"sen": "A.", "wrong_sen": "B."}\n{"sen": "C.",\n', {}, (2, None),
          "not valid JSON: Expecting property name enclosed in double quotes at column 14"),
         (b"True\tA b.\nMaybe\tA c.\n", {}, (2, None),

@@ -30,6 +30,7 @@ MAX_PARQUET_BYTES = 128 * 1024 * 1024
 TSV, JSONL, PARQUET, TXT = "tsv", "jsonl", "parquet", "txt"
 PARADIGM = "paradigm"  # the condition column that a file's name fills, where it has none
 TRUE_FALSE = {"true": True, "false": False}
+HOW_TO_CHOOSE = "(the upload page's Format, the API's `file_format`, the command's `--file-format`)"
 
 
 @dataclass(frozen=True)
@@ -193,7 +194,7 @@ def _detect_text(text: str, suffix: str) -> str:
         _error(
             f"line {number} could be the header of an NLPScholar TSV (it has `sentid` and "
             "`sentence`) or of an LM_syneval export (it has `grammatical` and "
-            "`ungrammatical`); choose the format: nlpscholar or lm-syneval",
+            f"`ungrammatical`); choose the format nlpscholar or lm-syneval {HOW_TO_CHOOSE}",
             row=number,
         )
     if syneval:
@@ -231,14 +232,14 @@ def _detect_fields(fields: Sequence[str], where: str, *, row: int | None = None)
         seen = "; ".join(f"`{s.good}`/`{s.bad}` ({s.name})" for s in matches)
         _error(
             f"{where} holds the sentence fields of more than one format: {seen}; choose "
-            "the format by name (the upload's format option)",
+            f"the format {HOW_TO_CHOOSE}",
             row=row,
         )
     known = "; ".join(f"`{s.good}`/`{s.bad}` ({s.label})" for s in RECORD_SHAPES)
     shown = ", ".join(f"`{name}`" for name in fields[:12]) or "none"
     _error(
         f"{where} has the fields {shown}, but no pair of sentence fields Gym knows: "
-        f"{known}. Rename the two sentence fields, or choose the format by name",
+        f"{known}. Rename the two sentence fields, or choose the format {HOW_TO_CHOOSE}",
         row=row,
     )
 
@@ -436,7 +437,7 @@ def _missing(
         key,
         f"`{key}` is missing (the {unit} has {fields}); every {unit} of a {shape.name} file "
         f"needs `{shape.good}` and `{shape.bad}`. If the file is another format, choose it "
-        "by name",
+        + HOW_TO_CHOOSE,
     )
 
 
