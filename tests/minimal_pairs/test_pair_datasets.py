@@ -16,10 +16,10 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from evaluations.pair_result_page import default_conditions
-from suites import pair_sets
+from evaluations.minimal_pairs.result_page import default_conditions
 from suites.formats import minimal_pairs as mp
 from suites.formats import pair_datasets as pd
+from suites.minimal_pairs import sets as pair_sets
 from suites.models import MinimalPairSet, PairSetSentence
 from tests.conftest import token_client
 
