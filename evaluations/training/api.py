@@ -29,6 +29,8 @@ class TrainingRunSerializer(serializers.ModelSerializer):
     probing_tasks = serializers.SlugRelatedField(many=True, read_only=True, slug_field="name")
     url = serializers.CharField(source="get_absolute_url", read_only=True)
     progress_text = serializers.CharField(read_only=True)
+    # Trained on content the corpus no longer has (as every kind's runs say of theirs).
+    outdated = serializers.BooleanField(read_only=True)
 
     class Meta:
         model = TrainingRun
@@ -49,6 +51,7 @@ class TrainingRunSerializer(serializers.ModelSerializer):
             "progress_total",
             "progress_text",
             "enqueued",
+            "outdated",
             "error",
             "checkpoints",
             "created_at",
