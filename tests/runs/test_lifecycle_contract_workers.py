@@ -139,9 +139,9 @@ def test_a_run_whose_pool_process_is_killed_mid_way_is_done_exactly_once(  # typ
     name,
     redis_broker,
     workers,
-    tiny_gpt2,
+    tiny_gpt2,  # noqa: F811
     settings,
-    tmp_path,  # noqa: F811
+    tmp_path,
 ) -> None:
     settings.GYM_CORPUS_DIR = tmp_path / "corpora"
     settings.GYM_TRAINING_DIR = tmp_path / "trained"
