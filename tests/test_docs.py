@@ -85,6 +85,7 @@ def test_the_contents_list_every_file_in_order() -> None:
         "backup",
         "faults",
         "benchmarks",
+        "developing",
     ]
     assert {f.stem for f in _markdown_files()} == set(slugs) - {"predictions"}
     assert all(p.summary for p in pages), [p.slug for p in pages if not p.summary]
