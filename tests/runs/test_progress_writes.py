@@ -1,0 +1,88 @@
+"""A progress report writes the progress columns of its run and nothing else: a suite
+evaluation's row also holds the suite's snapshot (36 MB at 100,000 items), and a write
+that named it would rewrite it on every report. (SQLite still reads the whole row to
+update it, and rewrites its overflow pages only when the record's size changes: a few
+times a run, when a counter needs one more byte.)"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from evaluations.models import Evaluation, LanguageModel
+from evaluations.runs import tasks
+from evaluations.syntaxgym import services
+from suites.syntaxgym import services as suite_services
+from tests.conftest import small_suite
+
+pytestmark = pytest.mark.django_db
+
+TABLE = Evaluation._meta.db_table
+PROGRESS_COLUMNS = {"status", "started_at", "progress_done", "progress_total"}
+
+
+@pytest.fixture
+def evaluation(alice) -> Evaluation:  # type: ignore[no-untyped-def]
+    suite = suite_services.suite_import(source=small_suite("progress rows"), owner=alice).suite
+    model = LanguageModel.objects.create(name="m", display_name="M", source="/models/m")
+    return services.evaluation_request(model=model, suites=[suite], user=alice).evaluations[0]
+
+
+def _run_writes(queries: list[dict[str, str]]) -> list[str]:
+    """The statements that write the runs' table."""
+    return [
+        q["sql"]
+        for q in queries
+        if re.match(rf'\s*UPDATE\s+"?{TABLE}"?\s', q["sql"], re.IGNORECASE)
+        or re.match(rf'\s*INSERT\s+INTO\s+"?{TABLE}"?', q["sql"], re.IGNORECASE)
+    ]
+
+
+def _set_columns(sql: str) -> set[str]:
+    assignments = re.search(r"\sSET\s(.*?)\sWHERE\s", sql, re.IGNORECASE | re.DOTALL)
+    assert assignments, sql
+    return set(re.findall(r'"?(\w+)"?\s*=', assignments.group(1)))
+
+
+def _report(
+    evaluation: Evaluation, done: int, *, restart: bool = False, parts: int = 1
+) -> list[str]:
+    with CaptureQueriesContext(connection) as captured:
+        if parts == 1:
+            tasks.progress.apply(args=["suite", evaluation.pk, 1, done, 4, restart])
+        else:
+            entry = {"run": evaluation.pk, "attempt": 1, "part": 0, "parts": parts}
+            tasks.progress_parts.apply(
+                args=["suite", [{**entry, "done": done, "size": 2}], restart]
+            )
+    assert not any("snapshot" in q["sql"] for q in captured.captured_queries)
+    return _run_writes(captured.captured_queries)
+
+
+def test_progress_writes_only_the_progress_columns(evaluation) -> None:  # type: ignore[no-untyped-def]
+    assert Evaluation.objects.values_list("snapshot", flat=True).get(pk=evaluation.pk)
+    writes = [
+        *_report(evaluation, 0, restart=True),
+        *_report(evaluation, 1),
+        *_report(evaluation, 3),
+    ]
+    # The first report starts the run, the others move its progress: each one an UPDATE.
+    assert len(writes) >= 3, writes
+    for sql in writes:
+        assert sql.lstrip().upper().startswith("UPDATE"), sql
+        assert _set_columns(sql) <= PROGRESS_COLUMNS, sql
+    evaluation.refresh_from_db()
+    assert (evaluation.status, evaluation.progress_done) == ("running", 3)
+
+
+def test_progress_of_a_split_run_writes_only_the_progress_columns(evaluation) -> None:  # type: ignore[no-untyped-def]
+    writes = [*_report(evaluation, 0, restart=True, parts=2), *_report(evaluation, 1, parts=2)]
+    assert len(writes) >= 2, writes
+    for sql in writes:
+        assert sql.lstrip().upper().startswith("UPDATE"), sql
+        assert _set_columns(sql) <= PROGRESS_COLUMNS, sql
+    evaluation.refresh_from_db()
+    assert (evaluation.status, evaluation.progress_done) == ("running", 1)
