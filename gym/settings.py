@@ -341,6 +341,9 @@ CELERY_BROKER_CONNECTION_TIMEOUT = envint("CELERY_BROKER_CONNECTION_TIMEOUT", 3)
 # How often a worker reports progress (seconds), so that a fast one does not flood the
 # broker.
 GYM_PROGRESS_EVERY_SECONDS = float(envstr("GYM_PROGRESS_EVERY_SECONDS", "1.0"))
+# How often a scoring worker asks the broker whether its runs were cancelled (between
+# two batches, at most this often), to stop computing a run nobody wants any more.
+GYM_CANCEL_CHECK_EVERY_SECONDS = float(envstr("GYM_CANCEL_CHECK_EVERY_SECONDS", "5.0"))
 # Suite evaluations of one request are sent in work tasks of about this many estimated
 # tokens (words + 1 per sentence): small suites share a task (one engine call), large
 # ones are split across several tasks (several GPU workers share them). The default

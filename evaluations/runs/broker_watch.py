@@ -39,6 +39,10 @@ WATCHED_QUEUES = ("gpu", "celery")
 STATUS_KEY = "gym:workers"
 SUSPECTS_KEY = "gym:sweep:suspects"
 DELIVERIES_KEY = "gym:deliveries:{kind}:{run}:{attempt}:{part}:{try_number}"
+# Set when a run's attempt is cancelled; its scoring worker reads it between batches.
+CANCELLED_KEY = "gym:cancelled:{kind}:{run}:{attempt}"
+# Longer than any run may take (the hard time limit), short enough not to pile up.
+CANCELLED_KEEP_SECONDS = 7 * 24 * 3600
 
 Target = tuple[str, int, int]  # (kind, run id, attempt)
 PartTarget = tuple[str, int, int, int]  # (kind, run id, attempt, part index)
@@ -247,6 +251,42 @@ def count_delivery(kind: str, targets: Iterable[tuple[int, int, int]], *, try_nu
     except Exception as exc:  # noqa: BLE001 - counting is a guard, never a reason to stop
         log.warning("deliveries of %s runs not counted: %s", kind, exc)
         return 0
+
+
+def cancel_mark(kind: str, run: int, attempt: int) -> bool:
+    """Tell the workers, which read no database, that this attempt of a run is cancelled
+    (see `cancelled_among`). Best effort: False when the broker cannot be told; the run
+    is cancelled all the same, and its results are refused when they come."""
+    try:
+        with current_app.pool.acquire(block=True, timeout=5) as connection:
+            client = _redis_client(connection)
+            if client is None:
+                return False
+            key = CANCELLED_KEY.format(kind=kind, run=run, attempt=attempt)
+            client.set(key, "1", ex=CANCELLED_KEEP_SECONDS)
+            return True
+    except Exception as exc:  # noqa: BLE001 - cancelling never fails for the broker
+        log.warning("workers not told that %s run %s was cancelled: %s", kind, run, exc)
+        return False
+
+
+def cancelled_among(kind: str, targets: Iterable[tuple[int, int]]) -> set[tuple[int, int]]:
+    """Which of these (run, attempt) were cancelled: one round trip to the broker; none
+    when it cannot say (the work then goes on, and its results are refused)."""
+    wanted = sorted(set(targets))
+    if not wanted:
+        return set()
+    try:
+        with current_app.pool.acquire(block=True, timeout=5) as connection:
+            client = _redis_client(connection)
+            if client is None:
+                return set()
+            keys = [CANCELLED_KEY.format(kind=kind, run=r, attempt=a) for r, a in wanted]
+            found = client.mget(keys)
+    except Exception as exc:  # noqa: BLE001 - a check that fails never stops a run
+        log.warning("could not ask whether %s runs were cancelled: %s", kind, exc)
+        return set()
+    return {target for target, value in zip(wanted, found, strict=True) if value is not None}
 
 
 def worker_status() -> dict[str, Any] | None:

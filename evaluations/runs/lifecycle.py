@@ -27,7 +27,7 @@ from django.utils.module_loading import import_string
 
 from evaluations.model_sources import public_error
 from evaluations.models import IMPORTED_PREFIX, Run, RunPart
-from evaluations.runs import packing
+from evaluations.runs import broker_watch, packing
 from gym.errors import ApplicationError
 
 log = logging.getLogger(__name__)
@@ -115,6 +115,9 @@ class RunKind:
       `benchmarks` (rows of this kind's benchmark) asked for as the kind's own pages
       ask for them. Another kind that needs this one's runs (training evaluates its
       checkpoints) asks through `request_runs`, so that no kind imports another.
+    - stops_itself: its worker stops on its own when its run is cancelled (training
+      saves where it is); for the others the work tasks' progress callback stops the
+      work between batches (`evaluations.runs.tasks`).
 
     Every kind's run model has a `model` foreign key (the language model run) besides
     its benchmark's (`benchmark_field`): the list of runs of every kind reads both.
@@ -129,6 +132,7 @@ class RunKind:
     label: str = ""
     api_detail: str = ""
     request: str = ""
+    stops_itself: bool = False
 
     @cached_property
     def run_model(self) -> type[Run]:
@@ -458,9 +462,11 @@ def _not_retryable(run: Run) -> str:
 
 
 def run_cancel(*, run: Run, user: Any) -> Run:
-    """Stop a queued or running run. A worker that is already computing it finishes its
-    batch of work, but its results are refused (the status machine never leaves
-    `cancelled` except by a retry)."""
+    """Stop a queued or running run. The workers are told through the broker
+    (`broker_watch.cancel_mark`): one that is computing it stops after its current batch
+    (within GYM_CANCEL_CHECK_EVERY_SECONDS), and a message still queued is dropped when
+    a worker takes it. Results that come anyway are refused (the status machine never
+    leaves `cancelled` except by a retry)."""
     _check_may_manage(run, user, "cancel")
     kind = kind_of(run)
     who = getattr(user, "username", "") or "someone"
@@ -477,6 +483,8 @@ def run_cancel(*, run: Run, user: Any) -> Run:
         raise RunConflict(
             f"This run is {run.status}; only queued or running runs can be cancelled."
         )
+    name, run_id, attempt = kind.name, run.pk, run.attempt
+    transaction.on_commit(lambda: broker_watch.cancel_mark(name, run_id, attempt))
     return run
 
 

@@ -13,7 +13,10 @@ the kinds, the status machine and the services these tasks wrap).
 3. score: a GPU worker runs the kind's worker function on the payload (for suites,
    `worker.run_scoring`: sentences in, region surprisals out). It never touches the
    database. It reports `progress` to the default queue, best effort; the first report
-   moves the run to `running`.
+   moves the run to `running`. Between batches it also asks the broker, at most every
+   GYM_CANCEL_CHECK_EVERY_SECONDS, whether its runs were cancelled; when all of them
+   were, the work stops there (`RunCancelled`), nothing is stored, and the message is
+   acknowledged, so the worker takes the next one.
 4. store: the worker hands its results to `store(kind, run_id, attempt, results)` on the
    default queue (through a file in `GYM_RUN_RESULTS_DIR` when the workers share a
    disk, so that no message is huge; in the message otherwise), which writes them in one
@@ -105,6 +108,11 @@ def soft_time_limit(hard: int) -> int:
 
 class TransientScoringError(Exception):
     """A failure worth retrying (out of memory on a busy GPU, a lost connection)."""
+
+
+class RunCancelled(Exception):
+    """Raised by the progress callback between two batches when every run of the task
+    was cancelled: the work stops, stores nothing, and its message is acknowledged."""
 
 
 def enqueue_work(kind: str, run_id: int, attempt: int, payload: dict[str, Any]) -> None:
@@ -250,14 +258,23 @@ def work(self: Any, kind: str, run_id: int, attempt: int, payload: dict[str, Any
     run_kind = runs.kind_named(kind)
     if _delivered_too_often(self, kind, [(run_id, attempt, 0)]):
         return
-    reporter = _Progress(kind, run_id, attempt)
+    reporter = _Progress(kind, [(run_id, attempt)], watch=not run_kind.stops_itself)
+    if reporter.all_cancelled():
+        log.info("%s run %s was cancelled before its work started: dropped", kind, run_id)
+        return
     # A delivery starts from 0, also when it is a re-delivery after its worker died.
     reporter.start(payload)
     try:
         # Inside the try: importing torch takes seconds and counts against the time limit.
         results = run_kind.work_function()(payload, progress=reporter)
+    except RunCancelled as stop:
+        log.info("%s", stop)
+        return
     except Exception as exc:
         _work_failed(self, exc, kind, [(run_id, attempt)])
+        return
+    if (run_id, attempt) in reporter.cancelled_now():
+        log.info("%s run %s was cancelled while it was scored: not stored", kind, run_id)
         return
     _hand_over(store, kind, run_id, attempt, results_pack(kind, run_id, attempt, results))
 
@@ -272,14 +289,24 @@ def work_pack(self: Any, kind: str, entries: list[dict[str, int]], payload: dict
     if _delivered_too_often(self, kind, [(e["run"], e["attempt"], e["part"]) for e in entries]):
         return
     reporter = _PackProgress(kind, entries, [len(group) for group in payload["groups"]])
+    if reporter.all_cancelled():
+        log.info("%s runs %s were cancelled before their work started: dropped", kind, entries)
+        return
     reporter.start(payload)
     try:
         results = run_kind.pack_work_function()(payload, progress=reporter)
+    except RunCancelled as stop:
+        log.info("%s", stop)
+        return
     except Exception as exc:
         _work_failed(self, exc, kind, [(entry["run"], entry["attempt"]) for entry in entries])
         return
+    # The engine scored every part together; those of runs cancelled meanwhile are dropped.
+    cancelled = reporter.cancelled_now()
     for entry, result in zip(entries, results, strict=True):
         run_id, attempt = entry["run"], entry["attempt"]
+        if (run_id, attempt) in cancelled:
+            continue
         packed = results_pack(kind, run_id, attempt, result)
         _hand_over(store_part, kind, run_id, attempt, entry["part"], entry["parts"], packed)
 
@@ -317,20 +344,27 @@ def retry_countdown(retries: int) -> int:
 
 
 class _Progress:
-    """The worker function's progress callback: throttled to one message every
-    GYM_PROGRESS_EVERY_SECONDS (the last one always goes), best effort. It also honours
-    the test harness's pacing hook (GYM_RUN_HOLD_DIR)."""
+    """The worker function's progress callback, called after each batch: throttled to
+    one message every GYM_PROGRESS_EVERY_SECONDS (the last one always goes), best effort.
+    At most every GYM_CANCEL_CHECK_EVERY_SECONDS it asks the broker whether its runs
+    were cancelled, and raises RunCancelled when all of them were (unless the kind
+    stops by itself: `watch` False). It also honours the test harness's pacing hook
+    (GYM_RUN_HOLD_DIR)."""
 
-    def __init__(self, kind: str, run_id: int, attempt: int) -> None:
-        self.args = (kind, run_id, attempt)
+    def __init__(self, kind: str, targets: list[tuple[int, int]], *, watch: bool = True) -> None:
+        self.kind = kind
+        self.targets = sorted(set(targets))
+        self.watch = watch
         self.last = 0.0
+        self.checked = time.monotonic()
 
     def start(self, payload: dict[str, Any]) -> None:
         self._send(0, len(payload.get("sentences") or ()), True)
         self.last = time.monotonic()
 
     def _send(self, done: int, total: int, restart: bool) -> None:
-        _report_progress(*self.args, done, total, restart)
+        (run_id, attempt), *_ = self.targets
+        _report_progress(self.kind, run_id, attempt, done, total, restart)
 
     def __call__(self, done: int, total: int) -> None:
         now = time.monotonic()
@@ -339,6 +373,23 @@ class _Progress:
             self._send(done, total, False)
         if 0 < done < total:
             self._hold(done, total)
+            if time.monotonic() - self.checked >= settings.GYM_CANCEL_CHECK_EVERY_SECONDS:
+                if self.all_cancelled():
+                    raise RunCancelled(
+                        f"{self.kind} runs {self.targets} were cancelled: stopped after "
+                        f"{done} of {total} sentences, nothing stored"
+                    )
+
+    def cancelled_now(self) -> set[tuple[int, int]]:
+        """Which of this task's runs were cancelled (one question to the broker)."""
+        if not self.watch:
+            return set()
+        self.checked = time.monotonic()
+        return broker_watch.cancelled_among(self.kind, self.targets)
+
+    def all_cancelled(self) -> bool:
+        """Whether every run of this task was cancelled: its work is then for nobody."""
+        return self.cancelled_now() >= set(self.targets)
 
     def _hold(self, done: int, total: int) -> None:
         """While the file `hold` is in GYM_RUN_HOLD_DIR, wait here (after reporting where
@@ -358,10 +409,9 @@ class _PackProgress(_Progress):
     credited its share of what is done (all of it at the end)."""
 
     def __init__(self, kind: str, entries: list[dict[str, int]], sizes: list[int]) -> None:
-        self.kind = kind
+        super().__init__(kind, [(entry["run"], entry["attempt"]) for entry in entries])
         self.entries = entries
         self.sizes = sizes
-        self.last = 0.0
 
     def start(self, payload: dict[str, Any]) -> None:
         self._send(0, sum(self.sizes), True)

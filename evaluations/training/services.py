@@ -43,6 +43,7 @@ TRAINING_RUNS = runs.RunKind(
     store="evaluations.training.services.training_results_store",
     label="Training",
     api_detail="api-training-run",
+    stops_itself=True,
 )
 runs.register(TRAINING_RUNS)
 
