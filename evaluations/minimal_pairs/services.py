@@ -26,7 +26,7 @@ from evaluations.runs import lifecycle as runs
 from gym.errors import ApplicationError
 from suites.formats import minimal_pairs as mp
 from suites.minimal_pairs import sets as pair_sets
-from suites.models import MinimalPairSet
+from suites.models import MinimalPairSet, PairSetVersion
 
 PAIR_RUNS = runs.RunKind(
     name="pairs",
@@ -38,6 +38,7 @@ PAIR_RUNS = runs.RunKind(
     label="Minimal pairs",
     api_detail="api-pair-evaluation",
     request="evaluations.minimal_pairs.services.pair_runs_request",
+    retry_check="evaluations.minimal_pairs.services.pair_retry_check",
 )
 runs.register(PAIR_RUNS)
 
@@ -98,25 +99,43 @@ def pair_evaluation_request(
     return outcome
 
 
+CONTENT_GONE = (
+    "the set's content changed after this run was asked for, and the sentences it was "
+    "asked on are no longer stored; ask for the model on the set's current content"
+)
+
+
 def pair_payload(evaluation: PairEvaluation) -> dict[str, Any]:
-    """Everything the GPU worker needs (see evaluations.minimal_pairs.worker): the set's
-    sentences in order. Runs of one model share tasks when their sets are small."""
+    """Everything the GPU worker needs (see evaluations.minimal_pairs.worker): the
+    sentences in order of the content the run was asked on, the set's current rows or,
+    for a retry of an outdated run, the version kept when the set was replaced. Runs of
+    one model share tasks when their sets are small."""
     model = evaluation.model
-    rows = evaluation.pair_set.sentences.order_by("position").values_list("sentence", flat=True)
-    return {
-        "model": {"source": model.source, "revision": model.revision},
-        "sentences": list(rows.iterator(chunk_size=5000)),
-    }
+    pair_set = evaluation.pair_set
+    sentences: list[str] | None = None
+    if evaluation.outdated:
+        try:
+            kept = pair_sets.pair_set_data_at(pair_set, evaluation.content_hash)
+            sentences = [s.sentence for s in kept.sentences]
+        except PairSetVersion.DoesNotExist:
+            pass  # scored on the current rows, and refused by the store (CONTENT_GONE)
+    if sentences is None:
+        rows = pair_set.sentences.order_by("position").values_list("sentence", flat=True)
+        sentences = list(rows.iterator(chunk_size=5000))
+    return {"model": {"source": model.source, "revision": model.revision}, "sentences": sentences}
 
 
-def _results_problem(
-    evaluation: PairEvaluation, results: dict[str, Any], data: mp.MinimalPairSet
-) -> str:
-    if evaluation.content_hash != evaluation.pair_set.content_hash:
-        return (
-            "the set's content changed after this run was asked for, so its results no longer "
-            "fit the set; ask for the model on the set again"
-        )
+def pair_retry_check(evaluation: PairEvaluation) -> str:
+    """A retry scores the content the run was asked on: refused where it is gone (the
+    content changed outside the replace service, which keeps it)."""
+    if not evaluation.outdated:
+        return ""
+    if evaluation.pair_set.versions.filter(content_hash=evaluation.content_hash).exists():
+        return ""
+    return f"This run cannot be retried: {CONTENT_GONE}."
+
+
+def _results_problem(results: dict[str, Any], data: mp.MinimalPairSet) -> str:
     packed = results.get("sentences")
     if not isinstance(packed, list) or len(packed) != len(data.sentences):
         count = len(packed) if isinstance(packed, list) else 0
@@ -178,7 +197,7 @@ def _worker_outcome(
 ) -> tuple[float | None, int, str]:
     """(accuracy, ties, "") under DEFAULT_OPTIONS, or (None, 0, why the results are
     refused)."""
-    problem = _results_problem(evaluation, results, data)
+    problem = _results_problem(results, data)
     if problem:
         return None, 0, problem
     table = pair_results.packed_table(
@@ -204,7 +223,12 @@ def pair_results_store(*, run_id: int, attempt: int, results: dict[str, Any]) ->
         evaluation = _locked_run(run_id, attempt)
         if evaluation is None:
             return False
-        data = pair_sets.pair_set_data(evaluation.pair_set)
+        try:
+            # The content the run was asked on, also when the set was replaced since.
+            data = pair_sets.pair_set_data_at(evaluation.pair_set, evaluation.content_hash)
+        except PairSetVersion.DoesNotExist:
+            runs.run_fail(kind=PAIR_RUNS, run_id=run_id, attempt=attempt, reason=CONTENT_GONE)
+            return False
         accuracy, ties, problem = _worker_outcome(evaluation, results, data)
         if problem:
             runs.run_fail(kind=PAIR_RUNS, run_id=run_id, attempt=attempt, reason=problem)

@@ -28,6 +28,7 @@ PROBING_RUNS = runs.RunKind(
     label="Probing",
     api_detail="api-probing-run",
     request="evaluations.probing.services.probing_runs_request",
+    retry_check="evaluations.probing.services.probing_retry_check",
 )
 runs.register(PROBING_RUNS)
 
@@ -128,6 +129,18 @@ def probing_run_request(
             outcome.runs.append(run)
         runs.runs_enqueue_on_commit(kind=PROBING_RUNS, runs=outcome.runs)
     return outcome
+
+
+def probing_retry_check(run: ProbingRun) -> str:
+    """A task keeps only its current instances: a retry of a run on earlier content
+    would probe other sentences than the run is about, so it is refused."""
+    if not run.outdated:
+        return ""
+    return (
+        "This run cannot be retried: the task's content changed after it was asked for, "
+        "and the instances it was asked on are no longer stored. Ask for the model on the "
+        "task's current content instead."
+    )
 
 
 def probing_payload(run: ProbingRun) -> dict[str, Any]:

@@ -118,6 +118,10 @@ class RunKind:
     - stops_itself: its worker stops on its own when its run is cancelled (training
       saves where it is); for the others the work tasks' progress callback stops the
       work between batches (`evaluations.runs.tasks`).
+    - retry_check (optional): (run) -> str, why a failed or cancelled run cannot be
+      retried on the content it was asked on ("" when it can): a kind whose payload
+      reads the benchmark refuses a retry that would score other content than the run
+      is about.
 
     Every kind's run model has a `model` foreign key (the language model run) besides
     its benchmark's (`benchmark_field`): the list of runs of every kind reads both.
@@ -133,6 +137,7 @@ class RunKind:
     api_detail: str = ""
     request: str = ""
     stops_itself: bool = False
+    retry_check: str = ""
 
     @cached_property
     def run_model(self) -> type[Run]:
@@ -149,6 +154,9 @@ class RunKind:
 
     def pack_work_function(self) -> Callable[..., list[dict[str, Any]]]:
         return import_string(self.pack_work)
+
+    def retry_problem(self, run: Run) -> str:
+        return import_string(self.retry_check)(run) if self.retry_check else ""
 
     def request_runs(self, *, models: Sequence[Any], benchmarks: Sequence[Any], user: Any) -> None:
         if not self.request:
@@ -428,9 +436,14 @@ def _check_may_manage(run: Run, user: Any, action: str) -> None:
 def run_retry(*, run: Run, user: Any) -> Run:
     """Send a failed or cancelled run again as a new attempt (a late result of the old
     attempt is then ignored); send a run that never reached the broker. Anything else is
-    a RunConflict: nothing happens silently."""
+    a RunConflict: nothing happens silently, nor does a retry that the kind says
+    cannot score the content the run was asked on (`RunKind.retry_check`)."""
     _check_may_manage(run, user, "retry")
     kind = kind_of(run)
+    if run.status in (S.FAILED, S.CANCELLED):
+        problem = kind.retry_problem(run)
+        if problem:
+            raise RunConflict(problem)
     with transaction.atomic():
         updated = kind.run_model.objects.filter(
             pk=run.pk, status__in=(S.FAILED, S.CANCELLED)

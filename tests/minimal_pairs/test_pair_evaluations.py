@@ -165,6 +165,51 @@ def test_changed_content_keeps_old_results_marked_outdated(alice, pair_set, mode
     assert not PairSentenceTokens.objects.filter(evaluation=late).exists()
 
 
+def test_retrying_an_outdated_failed_run_scores_the_content_it_was_asked_on(
+    alice, pair_set, model
+) -> None:  # type: ignore[no-untyped-def]
+    (run,) = pair_services.pair_evaluation_request(
+        user=alice, models=[model], pair_sets=[pair_set]
+    ).evaluations
+    asked_on = list(pair_set.sentences.order_by("position").values_list("sentence", flat=True))
+    results = worker_results(pair_set)  # what a worker computes for that content
+    runs.run_fail(kind=pair_services.PAIR_RUNS, run_id=run.pk, attempt=1, reason="GPU fell over")
+    # The owner replaces the set (its old sentences are kept for the run on them).
+    pair_sets.minimal_pair_set_replace(
+        pair_set=pair_set, user=alice, data=DATA.replace("keys", "cats").replace("dog", "cat")
+    )
+    run.refresh_from_db()
+    assert run.outdated
+    run = runs.run_retry(run=run, user=alice)
+    assert (run.status, run.attempt) == ("queued", 2)
+    # The worker is sent the sentences the run is about, not the set's new ones...
+    payload = pair_services.PAIR_RUNS.build_payload(run)
+    assert payload["sentences"] == asked_on
+    # ... and its results are stored for them, not refused.
+    assert pair_services.pair_results_store(run_id=run.pk, attempt=2, results=results)
+    run.refresh_from_db()
+    assert (run.status, run.accuracy, run.outdated) == ("done", 0.5, True)
+    assert PairSentenceTokens.objects.filter(evaluation=run).count() == 4
+
+
+def test_retrying_an_outdated_run_whose_content_is_gone_says_why_and_changes_nothing(
+    alice, pair_set, model, alice_client
+) -> None:  # type: ignore[no-untyped-def]
+    (run,) = pair_services.pair_evaluation_request(
+        user=alice, models=[model], pair_sets=[pair_set]
+    ).evaluations
+    runs.run_fail(kind=pair_services.PAIR_RUNS, run_id=run.pk, attempt=1, reason="GPU fell over")
+    # Changed outside the replace service: the sentences of the run's content are gone.
+    MinimalPairSet.objects.filter(pk=pair_set.pk).update(content_hash="2" * 64)
+    refused = token_client(alice).post(f"/api/pairs/evaluations/{run.pk}/retry/")
+    assert refused.status_code == 409
+    assert "no longer stored" in refused.json()["errors"][0]["message"]
+    page = alice_client.post_form(f"/pairs/evaluations/{run.pk}/retry/", follow=True)
+    assert "cannot be retried" in page.content.decode()
+    run.refresh_from_db()
+    assert (run.status, run.attempt, run.error) == ("failed", 1, "GPU fell over")
+
+
 def test_a_model_registered_for_imported_results_is_never_queued(alice, pair_set) -> None:  # type: ignore[no-untyped-def]
     imported = pair_services.imported_model_register(name="Big LM", user=alice)
     assert (imported.name, imported.source, imported.is_imported) == (

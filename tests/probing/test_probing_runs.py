@@ -413,3 +413,24 @@ def test_the_run_page_cancels_and_retries_with_a_message(  # type: ignore[no-unt
     ProbingRun.objects.filter(pk=run.pk).update(status="running")
     refused = alice_client.post_form(f"/probing-runs/{run.pk}/retry/", follow=True).content
     assert "cancel it first" in refused.decode() and "Sent again." not in refused.decode()
+
+
+def test_an_outdated_run_is_not_retried_on_other_instances(task, gpt2, alice) -> None:  # type: ignore[no-untyped-def]
+    """A task keeps only its current instances: a retry of a run on earlier content
+    would probe other sentences under the run's content, so it is refused with the
+    reason, and nothing changes."""
+    run = probing_services.probing_run_request(models=[gpt2], task=task, user=alice).runs[0]
+    kind = probing_services.PROBING_RUNS
+    runs.run_fail(kind=kind, run_id=run.pk, attempt=1, reason="GPU fell over")
+    asked_on = run.content_hash
+    ProbingTask.objects.filter(pk=task.pk).update(content_hash="3" * 64)
+    refused = token_client(alice).post(f"/api/probing-runs/{run.pk}/retry/")
+    assert refused.status_code == 409
+    assert "cannot be retried" in refused.json()["errors"][0]["message"]
+    run.refresh_from_db()
+    assert (run.status, run.attempt, run.error) == ("failed", 1, "GPU fell over")
+    # On the content it was asked on, the same retry is sent.
+    ProbingTask.objects.filter(pk=task.pk).update(content_hash=asked_on)
+    assert token_client(alice).post(f"/api/probing-runs/{run.pk}/retry/").status_code == 200
+    run.refresh_from_db()
+    assert (run.status, run.attempt) == ("queued", 2)
