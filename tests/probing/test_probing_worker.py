@@ -103,7 +103,12 @@ def test_progress_is_reported_mid_run_and_a_cancelled_run_stores_nothing(  # typ
     # As deployed: storing and progress on one worker, the work on a GPU worker, so that
     # progress is stored while the work is held.
     storing = workers("celery")
-    workers("gpu", GYM_RUN_HOLD_DIR=str(pace.folder), GYM_PROGRESS_EVERY_SECONDS="0")
+    gpu = workers(
+        "gpu",
+        GYM_RUN_HOLD_DIR=str(pace.folder),
+        GYM_PROGRESS_EVERY_SECONDS="0",
+        GYM_CANCEL_CHECK_EVERY_SECONDS="0",
+    )
     pace.hold()
     run = probing_services.probing_run_request(models=[model], task=task, user=alice).runs[0]
     run = pace.wait_held(run)
@@ -111,10 +116,12 @@ def test_progress_is_reported_mid_run_and_a_cancelled_run_stores_nothing(  # typ
     assert run.progress_text.startswith(("vectors: ", "probes: ")), run.progress_text
     runs.run_cancel(run=run, user=alice)
     pace.release()
-    # The worker finishes its work and hands it over; the store refuses it.
+    # The worker stops at its next report and hands nothing over.
     deadline = time.monotonic() + 180
-    while not re.search(r"runs\.store\[[^\]]*\] succeeded", storing.log.read_text()):
-        assert time.monotonic() < deadline, storing.log.read_text()[-3000:]
+    while not re.search(r"runs\.work\[[^\]]*\] succeeded", gpu.log.read_text()):
+        assert time.monotonic() < deadline, gpu.log.read_text()[-3000:]
         time.sleep(0.3)
+    assert "were cancelled: stopped after" in gpu.log.read_text()
+    assert "runs.store[" not in storing.log.read_text()
     run.refresh_from_db()
     assert run.status == "cancelled" and not ProbingLayerResult.objects.filter(run=run).exists()
