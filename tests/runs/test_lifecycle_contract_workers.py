@@ -2,7 +2,8 @@
 through the kind's API is taken by a real Celery worker (scoring on the gpu queue,
 storing on the default queue, as deployed), held mid-way after a progress report, its
 pool process killed as the OOM killer would, and the run is delivered again at once and
-done exactly once. Like tests/runs/test_lifecycle_contract.py, a kind registered without
+done exactly once; or cancelled mid-way, and the worker stops at its next report and takes
+the next message. Like tests/runs/test_lifecycle_contract.py, a kind registered without
 a case here fails."""
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
+from django.urls import reverse
 
 from evaluations.language_models import registry as model_registry
 from evaluations.models import ItemResult, LanguageModel, PairSentenceTokens, Run
@@ -179,3 +181,58 @@ def test_a_run_whose_pool_process_is_killed_mid_way_is_done_exactly_once(  # typ
         expected = json.loads((Path(tiny_gpt2) / "config.json").read_text())["n_layer"] + 1
     assert case.stored(run) == expected
     assert "WorkerLostError" in scoring.log.read_text()
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_cancel_while_running_stops_the_worker_which_then_takes_the_next_run(  # type: ignore[no-untyped-def]
+    name,
+    redis_broker,
+    workers,
+    tiny_gpt2,  # noqa: F811
+    settings,
+    tmp_path,
+) -> None:
+    settings.GYM_CORPUS_DIR = tmp_path / "corpora"
+    settings.GYM_TRAINING_DIR = tmp_path / "trained"
+    kind, case = runs.kind_named(name), CASES[name]
+    model_registry.model_register(source=str(tiny_gpt2), name="tiny")
+    body = case.body(tmp_path, "tiny")
+    pace = Pace(tmp_path / "pace")
+    env = {
+        "GYM_PROGRESS_EVERY_SECONDS": "0",
+        "GYM_CANCEL_CHECK_EVERY_SECONDS": "0",
+        "GYM_RUN_HOLD_DIR": str(pace.folder),
+        "GYM_CORPUS_DIR": str(settings.GYM_CORPUS_DIR),
+        "GYM_TRAINING_DIR": str(settings.GYM_TRAINING_DIR),
+        "OMP_NUM_THREADS": "1",
+        "MKL_NUM_THREADS": "1",
+    }
+    workers("celery", **env)
+    scoring = workers("gpu", **env)
+    pace.hold()
+    client = token_client(User.objects.create_user("owner"))
+    answer = client.post(case.request_path, json.dumps(body), content_type="application/json")
+    assert answer.status_code == 201, answer.content
+    run = kind.run_model.objects.get(model__name="tiny" if name != "training" else "held-lm")
+    pace.wait_held(run, timeout=300)
+    api = reverse(kind.api_detail, args=[run.pk])
+    assert client.post(f"{api}cancel/", "{}", content_type="application/json").status_code == 200
+    pace.release()
+
+    # The worker stops at its next report instead of finishing the work: it is free for
+    # the next message, which here is the same run asked for again (a new attempt).
+    retried = client.post(f"{api}retry/", "{}", content_type="application/json")
+    assert retried.status_code == 200, retried.content
+    run = _until(
+        "the retried run to finish",
+        lambda: (r := kind.run_model.objects.get(pk=run.pk)).finished and r,
+    )
+    assert (run.status, run.attempt) == ("done", 2), scoring.log.read_text()[-3000:]
+    log = scoring.log.read_text()
+    # Two deliveries: the cancelled one ended early (no results handed over), then the
+    # retry's, whose results alone were stored.
+    assert log.count(" succeeded in ") == 2, log[-3000:]
+    expected = EXPECTED[name]
+    if name == "probing":
+        expected = json.loads((Path(tiny_gpt2) / "config.json").read_text())["n_layer"] + 1
+    assert case.stored(run) == expected
