@@ -5,7 +5,7 @@ A synthetic SentEval-sized task (100,000 tr / 10,000 va / 10,000 te sentences of
 GPT-2-small-shaped benchmark model of benchmarks/scoring.py (12 layers, 768 wide, random
 init; the same saved folder). It prints:
 
-- extraction speed (sentences/s) of `evaluations.probing.extract_features` against a
+- extraction speed (sentences/s) of `evaluations.probing.extract.extract_features` against a
   plain transformers loop (AutoModel, `output_hidden_states=True`, batches of 32 in file
   order, padded, masked mean in float32), on the same first `--compare` sentences, and
   the speed-up;
@@ -199,7 +199,8 @@ def main() -> None:
         torch.set_num_threads(args.threads)
 
     from benchmarks.scoring import DEFAULT_SUITES, build_gpt2_small, build_tiny, load_suites
-    from evaluations.probing import extract_features, probe_task
+    from evaluations.probing.extract import extract_features
+    from evaluations.probing.run import probe_task
     from evaluations.scoring import build_sentence, load_model
 
     cache = Path(tempfile.gettempdir()) / "gym-bench"

@@ -1,4 +1,7 @@
-"""Minimal pairs (NLPScholar MinimalPair): evaluate tables and their analysis.
+"""Minimal pairs (NLPScholar MinimalPair), as a kind of run.
 
-Pure Python + numpy, no Django; the scoring engine is imported only by `evaluate`.
+`tokens`, `analysis`, `files` and `evaluate` are the tables and their analysis: pure
+Python + numpy, no Django (the scoring engine is imported only by `evaluate`), shared by
+the worker and the `minimal_pairs` command. The site's side is the kind's package:
+services, selectors, views, api, results.
 """

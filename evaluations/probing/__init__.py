@@ -1,29 +1,7 @@
 """Probing: which layer of a model encodes a property of the sentence, above baselines.
 
-Pure Python + torch, no Django (like `evaluations.scoring`): the worker and the `probe`
-command both call `probe_task`.
+The worker side is pure Python + torch, no Django (like `evaluations.scoring`): `extract`
+(hidden states), `probes`, and `run.probe_task`, which the worker and the `probe` command
+both call. The site's side is the kind's package: services, selectors, views, api. This
+file imports nothing, so that the web processes never load torch.
 """
-
-from __future__ import annotations
-
-from evaluations.probing.extract import (
-    DEFAULT_MEMORY_LIMIT,
-    POOLINGS,
-    Features,
-    extract_features,
-)
-from evaluations.probing.probes import PROBES, ProbeFit, Split, fit_probe
-from evaluations.probing.run import baselines, probe_task
-
-__all__ = [
-    "DEFAULT_MEMORY_LIMIT",
-    "POOLINGS",
-    "PROBES",
-    "Features",
-    "ProbeFit",
-    "Split",
-    "baselines",
-    "extract_features",
-    "fit_probe",
-    "probe_task",
-]

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 import torch
 
-from evaluations.probing import extract_features, probe_task
-from evaluations.probing.extract import encode, plan_batches
+from evaluations.probing.extract import encode, extract_features, plan_batches
 from evaluations.probing.probes import Split, fit_logreg, fit_mlp, length_baseline
+from evaluations.probing.run import probe_task
 from evaluations.scoring.loading import LoadedModel, load_model
 from evaluations.scoring.schema import ScoringError
 from suites.formats.probing import ProbingInstance, load_probing_file, read_probing
@@ -173,7 +173,7 @@ def labels_by_hand(path: Path) -> dict[str, Counter[str]]:
 
 @pytest.mark.parametrize("task", VALID_SAMPLES)
 def test_majority_baseline_is_the_share_counted_by_hand(task: str) -> None:
-    from evaluations.probing import baselines
+    from evaluations.probing.run import baselines
 
     path = sample(task)
     counts = labels_by_hand(path)
@@ -191,7 +191,7 @@ def test_majority_baseline_is_the_share_counted_by_hand(task: str) -> None:
 
 
 def test_length_baseline_on_sentence_length_is_near_perfect() -> None:
-    from evaluations.probing import baselines
+    from evaluations.probing.run import baselines
 
     result = baselines(load_probing_file(sample("sentence_length")).instances)
     assert result["length"]["va_accuracy"] >= 0.9

@@ -10,7 +10,9 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from evaluations.probing import POOLINGS, PROBES, probe_task
+from evaluations.probing.extract import POOLINGS
+from evaluations.probing.probes import PROBES
+from evaluations.probing.run import probe_task
 from evaluations.scoring.loading import load_model
 from evaluations.scoring.schema import ScoringError
 from suites.formats.probing import (
