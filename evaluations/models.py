@@ -39,6 +39,9 @@ class LanguageModel(models.Model):
         default=False, help_text="A reference row such as the random-init baseline"
     )
     is_hidden = models.BooleanField(default=False, help_text="Hidden from leaderboards (staff)")
+    # A training run's checkpoint whose folder its retention deleted: its results stay,
+    # but no worker can load it any more.
+    weights_removed_at = models.DateTimeField(null=True, blank=True)
     registered_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
     )

@@ -70,11 +70,25 @@ class ModelNotRunnable(ApplicationError):
         )
 
 
+class WeightsRemoved(ApplicationError):
+    """A training checkpoint whose folder was deleted: its results stay, nothing runs."""
+
+    def __init__(self, names: Sequence[str]) -> None:
+        super().__init__(
+            f"{', '.join(names)}: weights removed (its training run's checkpoint retention "
+            "deleted the folder), so no worker can load it; its results are kept."
+        )
+
+
 def check_runnable(models: Sequence[Any]) -> None:
-    """Every request service calls this: an imported-results model is never queued."""
+    """Every request service calls this: an imported-results model, or a checkpoint
+    whose weights were removed, is never queued."""
     imported = [m.name for m in models if m.is_imported]
     if imported:
         raise ModelNotRunnable(imported)
+    removed = [m.name for m in models if getattr(m, "weights_removed_at", None)]
+    if removed:
+        raise WeightsRemoved(removed)
 
 
 def run_get_or_create(model: type[Run], key: dict[str, Any], **defaults: Any) -> tuple[Run, bool]:

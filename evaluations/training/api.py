@@ -24,6 +24,14 @@ class TrainingRunSerializer(serializers.ModelSerializer):
     model = serializers.CharField(source="model.name", read_only=True)
     corpus = serializers.CharField(source="corpus.name", read_only=True)
     kind = serializers.CharField(source="training_kind", read_only=True)
+    validation_corpus = serializers.CharField(
+        source="validation_corpus.name", read_only=True, allow_null=True, default=None
+    )
+    base_model = serializers.CharField(
+        source="base_model.name", read_only=True, allow_null=True, default=None
+    )
+    # The bytes the checkpoint folders still on disk take (retention removes some).
+    disk_bytes = serializers.IntegerField(read_only=True)
     suites = serializers.SlugRelatedField(many=True, read_only=True, slug_field="name")
     pair_sets = serializers.SlugRelatedField(many=True, read_only=True, slug_field="name")
     probing_tasks = serializers.SlugRelatedField(many=True, read_only=True, slug_field="name")
@@ -40,6 +48,8 @@ class TrainingRunSerializer(serializers.ModelSerializer):
             "model",
             "corpus",
             "kind",
+            "base_model",
+            "validation_corpus",
             "options",
             "suites",
             "pair_sets",
@@ -54,6 +64,7 @@ class TrainingRunSerializer(serializers.ModelSerializer):
             "outdated",
             "error",
             "checkpoints",
+            "disk_bytes",
             "created_at",
             "started_at",
             "finished_at",
@@ -89,6 +100,9 @@ class TrainingRequestSerializer(serializers.Serializer):
     name = serializers.CharField(max_length=80)
     kind = serializers.ChoiceField(TrainingRun.Kind.choices)
     options = serializers.DictField(required=False, default=dict)
+    validation_corpus = NameField(
+        slug_field="name", queryset=Corpus.objects.all(), required=False, allow_null=True
+    )
     suites = serializers.ListField(
         child=NameField(slug_field="name", queryset=Suite.objects.all()),
         required=False,
@@ -118,15 +132,20 @@ class TrainingRunListCreate(generics.ListAPIView):
 
     serializer_class = TrainingRunSerializer
     permission_classes = [IsAuthenticatedOrReadOnly]
-    queryset = TrainingRun.objects.select_related("model", "corpus").prefetch_related("suites")
+    queryset = TrainingRun.objects.select_related(
+        "model", "corpus", "validation_corpus", "base_model"
+    ).prefetch_related("suites")
 
     @extend_schema(
         request=TrainingRequestSerializer,
         responses={201: TrainingRunSerializer, 400: OpenApiTypes.OBJECT},
         description="Train a model on a corpus: kind 'ngram' (options order 2-6, "
         "min_count) or 'causal' (options preset, steps, batch_tokens, micro_batch, "
-        "learning_rate, warmup_steps, checkpoints, seed; layers, width, heads, context, "
-        "vocab, arch change the preset). Each checkpoint is registered as a model and "
+        "learning_rate, warmup_steps, checkpoints, save_every, retention (all, schedule, "
+        "last) with keep_last, keep_states, seed; layers, width, heads, context, vocab, "
+        "arch change the preset; tokenizer bpe, unigram or model with tokenizer_model; "
+        "base_model: a registered causal model to train further). `validation_corpus`: "
+        "a second corpus as the validation text. Each checkpoint is registered as a model and "
         "evaluated on `suites`, the suites with any of `tags`, `pair_sets` and "
         "`probing_tasks` (mean pooling, logistic regression; causal runs only). 400 names each bad field; 503 when the queue is down.",
     )

@@ -34,18 +34,24 @@ import torch
 
 from evaluations.training.options import (  # noqa: F401 - the options are part of this API
     ARCHITECTURES,
+    CHECKPOINT_PREFIX,
     PRESETS,
+    RETENTIONS,
+    TOKENIZERS,
     CausalOptions,
     CausalTrainingError,
     ModelShape,
+    base_shape,
+    model_tokenizer,
+    separator_id,
     shape_for,
 )
 
 END_OF_TEXT = "<|endoftext|>"
+UNKNOWN = "<unk>"
 STATE_NAME = "training_state.pt"
 INFO_NAME = "training.json"
 DATA_DIR = "data"
-CHECKPOINT_PREFIX = "checkpoint-"
 # Validation loss is the mean over at most this many blocks.
 MAX_EVAL_BLOCKS = 64
 
@@ -74,12 +80,28 @@ def lr_factor(step: int, options: CausalOptions) -> float:
 # --- tokenizer and data -------------------------------------------------------------------
 
 
-def train_tokenizer(lines: Iterable[str], vocab: int) -> Any:
-    """A byte-level BPE tokenizer (GPT-2 style) trained on `lines`, as a transformers
-    fast tokenizer whose BOS and EOS are `<|endoftext|>`."""
+def train_tokenizer(lines: Iterable[str], vocab: int, kind: str = "bpe") -> Any:
+    """A tokenizer trained on `lines` with `tokenizers`, as a transformers fast tokenizer
+    whose BOS and EOS are `<|endoftext|>`: "bpe", a byte-level BPE (GPT-2 style), or
+    "unigram", a Unigram model over words split at spaces (SentencePiece style, `<unk>`
+    for characters it never saw)."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
     from transformers import PreTrainedTokenizerFast
 
+    if kind == "unigram":
+        core = Tokenizer(models.Unigram())
+        core.pre_tokenizer = pre_tokenizers.Metaspace()
+        core.decoder = decoders.Metaspace()
+        unigram = trainers.UnigramTrainer(
+            vocab_size=vocab,
+            special_tokens=[END_OF_TEXT, UNKNOWN],
+            unk_token=UNKNOWN,
+            show_progress=False,
+        )
+        core.train_from_iterator(lines, trainer=unigram)
+        return PreTrainedTokenizerFast(
+            tokenizer_object=core, bos_token=END_OF_TEXT, eos_token=END_OF_TEXT, unk_token=UNKNOWN
+        )
     core = Tokenizer(models.BPE())
     core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     core.decoder = decoders.ByteLevel()
@@ -97,8 +119,9 @@ def train_tokenizer(lines: Iterable[str], vocab: int) -> Any:
 
 
 def _token_file(tokenizer: Any, lines: Iterable[str], path: Path) -> int:
-    """`<|endoftext|>` + tokens of each line, as uint32, into `path`; returns tokens."""
-    eot = tokenizer.convert_tokens_to_ids(END_OF_TEXT)
+    """The separator (`<|endoftext|>` when the tokenizer is trained here) + the tokens of
+    each line, as uint32, into `path`; returns the tokens."""
+    eot = separator_id(tokenizer)
     total = 0
     batch: list[str] = []
     temp = path.with_suffix(".part")
@@ -168,7 +191,7 @@ class BlockOrder:
 def build_model(shape: ModelShape, tokenizer: Any) -> Any:
     from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
 
-    eot = tokenizer.convert_tokens_to_ids(END_OF_TEXT)
+    eot = separator_id(tokenizer)
     vocab = len(tokenizer)
     if shape.arch == "gpt2":
         config = GPT2Config(
@@ -224,6 +247,8 @@ class Checkpoint:
     train_loss: float
     validation_loss: float | None
     bytes: int = 0  # on disk, the training state included
+    scheduled: bool = True  # on the log-spaced schedule, not a `save_every` one
+    removed: list[str] = field(default_factory=list)  # folders retention removed just now
 
 
 def folder_bytes(folder: Path) -> int:
@@ -279,6 +304,41 @@ def _prune_states(out_dir: Path, keep: int) -> None:
     )
     for _tokens, state in states[:-keep]:
         state.unlink(missing_ok=True)
+
+
+def retain_checkpoints(
+    out_dir: Path, records: list[dict[str, Any]], options: CausalOptions
+) -> list[str]:
+    """Delete the checkpoint folders that `options.retention` does not keep ("schedule":
+    those off the schedule; "last": all but the last `keep_last`), never the newest (a
+    resume starts there). Their records are marked "removed"; returns their folders."""
+    if options.retention == "all":
+        return []
+    standing = [r for r in records if not r.get("removed")]
+    if options.retention == "schedule":
+        doomed = [r for r in standing[:-1] if not r.get("scheduled", True)]
+    else:
+        doomed = standing[: -max(1, options.keep_last)]
+    for record in doomed:
+        shutil.rmtree(out_dir / record["folder"], ignore_errors=True)
+        record["removed"] = True
+    return [r["folder"] for r in doomed]
+
+
+def _base_model(source: str, tokenizer: Any) -> Any:
+    """The causal model to train further, in float32, its embeddings as many as the
+    tokenizer's tokens."""
+    from transformers import AutoModelForCausalLM
+
+    try:
+        model = AutoModelForCausalLM.from_pretrained(
+            source, dtype=torch.float32, local_files_only=True
+        )
+    except (OSError, ValueError) as exc:
+        raise CausalTrainingError(f"cannot load the model {source!r}: {exc}") from None
+    if model.get_input_embeddings().num_embeddings < len(tokenizer):
+        model.resize_token_embeddings(len(tokenizer))
+    return model
 
 
 def latest_checkpoint(out_dir: Path) -> Path | None:
@@ -341,14 +401,17 @@ def train_causal(
     summary = CausalSummary(options={**asdict(options), "shape": asdict(options.shape)})
     resume = latest_checkpoint(out_dir)
 
-    from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast
+    from transformers import AutoModelForCausalLM, AutoTokenizer
 
     if resume is not None:
-        tokenizer = PreTrainedTokenizerFast.from_pretrained(resume)
-    elif (data_dir / "tokenizer.json").is_file():
-        tokenizer = PreTrainedTokenizerFast.from_pretrained(data_dir)
+        tokenizer = AutoTokenizer.from_pretrained(resume)
+    elif (data_dir / "tokenizer_config.json").is_file():
+        tokenizer = AutoTokenizer.from_pretrained(data_dir)
     else:
-        tokenizer = train_tokenizer(lines(), options.shape.vocab)
+        if options.trains_tokenizer:
+            tokenizer = train_tokenizer(lines(), options.shape.vocab, options.tokenizer)
+        else:
+            tokenizer = model_tokenizer(options.base_model or options.tokenizer_source)
         tokenizer.save_pretrained(data_dir)
     train_file, valid_file = data_dir / "train.bin", data_dir / "validation.bin"
     if not train_file.is_file():
@@ -372,6 +435,8 @@ def train_causal(
     device = torch.device(options.device)
     if resume is not None:
         model = AutoModelForCausalLM.from_pretrained(resume, dtype=torch.float32)
+    elif options.base_model:
+        model = _base_model(options.base_model, tokenizer)
     else:
         model = build_model(options.shape, tokenizer)
     model.to(device)
@@ -399,6 +464,9 @@ def train_causal(
         return torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=use_bf16)
 
     schedule = checkpoint_steps(options.steps, options.checkpoints)
+    saves = set(schedule)
+    if options.save_every:
+        saves.update(range(options.save_every, options.steps, options.save_every))
     per_step = options.tokens_per_step
     loss_value = math.nan
     while step < options.steps:
@@ -422,7 +490,7 @@ def train_causal(
         summary.log.append(entry)
         if on_step is not None:
             on_step({**entry, "steps": options.steps, "tokens_total": options.steps * per_step})
-        if step in schedule:
+        if step in saves:
             tokens = step * per_step
             valid_loss = _evaluate(model, valid_blocks, options, autocast)
             summary.log.append({"step": step, "tokens": tokens, "validation_loss": valid_loss})
@@ -433,6 +501,7 @@ def train_causal(
                 "folder": folder.name,
                 "train_loss": round(total, 6),
                 "validation_loss": valid_loss,
+                "scheduled": step in schedule,
             }
             summary.checkpoints.append(record)
             _save_folder(model, tokenizer, folder)
@@ -450,8 +519,20 @@ def train_causal(
             os.replace(folder / f"{STATE_NAME}.part", folder / STATE_NAME)
             _prune_states(out_dir, options.keep_states)
             record["bytes"] = folder_bytes(folder)
+            removed = retain_checkpoints(out_dir, summary.checkpoints, options)
             if on_checkpoint is not None:
-                on_checkpoint(Checkpoint(step, tokens, folder, total, valid_loss, record["bytes"]))
+                on_checkpoint(
+                    Checkpoint(
+                        step,
+                        tokens,
+                        folder,
+                        total,
+                        valid_loss,
+                        record["bytes"],
+                        step in schedule,
+                        removed,
+                    )
+                )
             if options.stop_after_step and step >= options.stop_after_step and step < options.steps:
                 summary.stopped = True
                 break

@@ -5,7 +5,7 @@ its held-out validation lines. No Django."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from suites.corpora import reading
@@ -20,6 +20,8 @@ class CorpusSource:
     split: reading.Split
     normalised: bool = False
     validation_lines: int = 0
+    # A second corpus as the validation text: then every line of this one is trained on.
+    validation_from: CorpusSource | None = None
 
     def sequences(self) -> Iterator[str]:
         if self.normalised:
@@ -30,9 +32,13 @@ class CorpusSource:
                 yield line
 
     def training(self) -> Iterator[str]:
+        if self.validation_from is not None:
+            return self.sequences()
         return self.split.lines(self.sequences(), validation=False)
 
     def validation(self) -> Iterator[str]:
+        if self.validation_from is not None:
+            return self.validation_from.sequences()
         return self.split.lines(self.sequences(), validation=True)
 
     def as_payload(self) -> dict[str, object]:
@@ -42,6 +48,9 @@ class CorpusSource:
             "threshold": self.split.threshold,
             "normalised": self.normalised,
             "validation_lines": self.validation_lines,
+            "validation_from": None
+            if self.validation_from is None
+            else self.validation_from.as_payload(),
         }
 
     @classmethod
@@ -51,6 +60,9 @@ class CorpusSource:
             split=reading.Split(seed=int(data["seed"]), threshold=int(data["threshold"])),  # type: ignore[call-overload]
             normalised=bool(data["normalised"]),
             validation_lines=int(data.get("validation_lines", 0)),  # type: ignore[call-overload]
+            validation_from=cls.from_payload(data["validation_from"])  # type: ignore[arg-type]
+            if data.get("validation_from")
+            else None,
         )
 
 
@@ -75,3 +87,16 @@ def corpus_file(
     return CorpusSource(
         path=path, split=reading.Split(seed=seed, threshold=threshold), validation_lines=held
     )
+
+
+def with_validation_file(source: CorpusSource, path: Path) -> CorpusSource:
+    """`source` trained on whole, validated on every line of the corpus file `path`
+    (checked in one pass, as `corpus_file`)."""
+    count = 0
+    with path.open("rb") as handle:
+        for _item in reading.iter_corpus(handle, name=path.name):
+            count += 1
+    if count == 0:
+        raise reading.CorpusError("file", "no text: the validation file has no non-blank sequence")
+    validation = CorpusSource(path=path, split=reading.Split(), validation_lines=count)
+    return replace(source, validation_lines=count, validation_from=validation)

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from django import forms
 
+from evaluations.models import LanguageModel
 from evaluations.training.models import TrainingRun
 from evaluations.training.options import PRESETS
 from suites.corpora.models import Corpus
@@ -16,6 +17,13 @@ class TrainingRequestForm(forms.Form):
         max_length=80, help_text="The model's name; checkpoints are <name>@<tokens>."
     )
     kind = forms.ChoiceField(choices=TrainingRun.Kind.choices, initial="causal")
+    validation_corpus = forms.ModelChoiceField(
+        queryset=Corpus.objects.order_by("name"),
+        to_field_name="name",
+        required=False,
+        help_text="Validate on this corpus's text instead of the held-out lines (then every "
+        "line of the training corpus is trained on).",
+    )
     order = forms.IntegerField(initial=3, min_value=2, max_value=6, help_text="n-gram order")
     min_count = forms.IntegerField(
         initial=1, min_value=1, help_text="n-gram: words seen fewer times become <unk>"
@@ -24,6 +32,29 @@ class TrainingRequestForm(forms.Form):
         choices=[(p, p) for p in [*PRESETS, "custom"]],
         initial="tiny",
         help_text="tiny: for trying; small: GPT-2 small (124M); -llama: the Llama style",
+    )
+    base_model = forms.ModelChoiceField(
+        queryset=LanguageModel.objects.filter(kind=LanguageModel.Kind.CAUSAL).order_by("name"),
+        to_field_name="name",
+        required=False,
+        label="Continue from",
+        help_text="Continued pre-training: train this causal model further, with its own "
+        "tokenizer and shape (the preset and tokenizer are then ignored).",
+    )
+    tokenizer = forms.ChoiceField(
+        choices=[
+            ("bpe", "byte-level BPE trained on the corpus"),
+            ("unigram", "Unigram trained on the corpus"),
+            ("model", "the tokenizer of a registered model"),
+        ],
+        initial="bpe",
+        required=False,
+    )
+    tokenizer_model = forms.ModelChoiceField(
+        queryset=LanguageModel.objects.exclude(kind=LanguageModel.Kind.NGRAM).order_by("name"),
+        to_field_name="name",
+        required=False,
+        help_text="With the tokenizer of a registered model: which model.",
     )
     steps = forms.IntegerField(initial=1000, min_value=1)
     batch_tokens = forms.IntegerField(
@@ -41,6 +72,24 @@ class TrainingRequestForm(forms.Form):
         help_text="Keep the training state (optimizer, ...) of the last N checkpoints only; "
         "0: all. Every checkpoint keeps its weights.",
     )
+    save_every = forms.IntegerField(
+        required=False,
+        initial=0,
+        min_value=0,
+        help_text="Also save a checkpoint every N steps (to resume from); 0: the schedule only.",
+    )
+    retention = forms.ChoiceField(
+        choices=[
+            ("all", "keep every checkpoint"),
+            ("schedule", "keep the log-spaced schedule only"),
+            ("last", "keep the last N only"),
+        ],
+        initial="all",
+        required=False,
+        help_text="Removed checkpoints keep their model pages and results, marked "
+        "'weights removed'.",
+    )
+    keep_last = forms.IntegerField(required=False, initial=0, min_value=0, label="Keep last N")
     seed = forms.IntegerField(initial=0, min_value=0)
     suites = forms.ModelMultipleChoiceField(
         queryset=Suite.objects.filter(archived_at__isnull=True).order_by("name"),
@@ -79,8 +128,8 @@ class TrainingRequestForm(forms.Form):
         data = self.cleaned_data
         if data["kind"] == TrainingRun.Kind.NGRAM:
             return {"order": data["order"], "min_count": data["min_count"]}
-        return {
-            key: data[key] or 0 if key == "keep_states" else data[key]
+        options: dict[str, object] = {
+            key: data[key] or 0 if key in ("keep_states", "save_every", "keep_last") else data[key]
             for key in (
                 "preset",
                 "steps",
@@ -88,6 +137,18 @@ class TrainingRequestForm(forms.Form):
                 "learning_rate",
                 "checkpoints",
                 "keep_states",
+                "save_every",
+                "retention",
+                "keep_last",
                 "seed",
             )
         }
+        options["retention"] = options["retention"] or "all"
+        if data.get("base_model"):
+            options["base_model"] = data["base_model"].name
+            options.pop("preset")
+        else:
+            options["tokenizer"] = data.get("tokenizer") or "bpe"
+            if options["tokenizer"] == "model" and data.get("tokenizer_model"):
+                options["tokenizer_model"] = data["tokenizer_model"].name
+        return options

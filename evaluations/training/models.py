@@ -23,6 +23,31 @@ class TrainingRun(Run):
         "suites.Corpus", on_delete=models.PROTECT, related_name="training_runs"
     )
     content_hash = models.CharField(max_length=64)
+    # Validation text from this corpus (all of it) instead of the corpus's held-out lines,
+    # which are then trained on too.
+    validation_corpus = models.ForeignKey(
+        "suites.Corpus",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="validation_for_runs",
+    )
+    # Continued pre-training: the registered causal model trained further.
+    base_model = models.ForeignKey(
+        LanguageModel,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="continued_by_runs",
+    )
+    # Training from scratch with this registered model's tokenizer.
+    tokenizer_model = models.ForeignKey(
+        LanguageModel,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="tokenizer_for_runs",
+    )
     training_kind = models.CharField(max_length=10, choices=Kind.choices)
     # n-gram: order, min_count; causal: shape, steps, batch_tokens, learning_rate, ...
     options = models.JSONField(default=dict)
@@ -38,7 +63,8 @@ class TrainingRun(Run):
     threshold = models.FloatField(default=0.8)
     # [{step, tokens, loss, lr}, {step, tokens, validation_loss}, ...] as the worker reports
     log = models.JSONField(default=list, blank=True)
-    # [{step, tokens, model, train_loss, validation_loss}] in order of tokens
+    # [{step, tokens, model, train_loss, validation_loss, bytes, scheduled, removed}] in
+    # order of tokens; "removed": retention deleted the folder (the model row stays)
     checkpoints = models.JSONField(default=list, blank=True)
     summary = models.JSONField(default=dict, blank=True)
 
@@ -54,6 +80,11 @@ class TrainingRun(Run):
 
     def get_absolute_url(self) -> str:
         return reverse("evaluations:training_run", args=[self.pk])
+
+    @property
+    def disk_bytes(self) -> int:
+        """What the checkpoint folders still on disk take."""
+        return sum(c.get("bytes") or 0 for c in self.checkpoints if not c.get("removed"))
 
     @property
     def steps(self) -> int:

@@ -5,8 +5,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from typing import Any
 
 ARCHITECTURES = ("gpt2", "llama")
+CHECKPOINT_PREFIX = "checkpoint-"  # a checkpoint's folder: checkpoint-<tokens>
+# Tokenizers trained on the corpus; "model": a registered model's, as it is.
+TOKENIZERS = ("bpe", "unigram", "model")
+# Which checkpoint folders stay: every one, those on the log-spaced schedule (the
+# `save_every` ones are resume points only), or the last `keep_last`.
+RETENTIONS = ("all", "schedule", "last")
 
 
 class CausalTrainingError(ValueError):
@@ -53,18 +60,46 @@ class CausalOptions:
     keep_states: int = 0
     # Testing and cancelling: stop (after saving) once this step's checkpoint is written.
     stop_after_step: int = 0
+    # Continued pre-training: the folder (or hub id) of a causal model whose weights and
+    # tokenizer are trained further; the shape is then the model's (see base_shape).
+    base_model: str = ""
+    # "bpe" or "unigram" trained on the corpus, or "model": tokenizer_source's tokenizer.
+    tokenizer: str = "bpe"
+    tokenizer_source: str = ""
+    # Extra checkpoints every N steps besides the schedule (0: none), to resume from.
+    save_every: int = 0
+    retention: str = "all"
+    keep_last: int = 0  # retention "last": the checkpoint folders kept
+
+    @property
+    def trains_tokenizer(self) -> bool:
+        return not self.base_model and self.tokenizer != "model"
 
     def check(self) -> None:
         s = self.shape
         problems = []
-        if s.arch not in ARCHITECTURES:
+        if not self.base_model and s.arch not in ARCHITECTURES:
             problems.append(f"architecture {s.arch!r} is not one of {', '.join(ARCHITECTURES)}")
         if min(s.layers, s.width, s.heads, s.context) < 1:
             problems.append("layers, width, heads and context must be 1 or more")
         elif s.width % s.heads:
             problems.append(f"the width ({s.width}) must be a multiple of the heads ({s.heads})")
-        if s.vocab < 260:
+        if self.trains_tokenizer and s.vocab < 260:
             problems.append(f"the vocabulary must hold the 256 bytes and more; got {s.vocab}")
+        if self.tokenizer not in TOKENIZERS:
+            problems.append(f"tokenizer {self.tokenizer!r} is not one of {', '.join(TOKENIZERS)}")
+        elif self.tokenizer == "model" and not (self.tokenizer_source or self.base_model):
+            problems.append("tokenizer 'model' needs the model whose tokenizer to use")
+        elif self.base_model and self.tokenizer != "model":
+            problems.append(
+                "continued pre-training uses its base model's tokenizer: leave the tokenizer out"
+            )
+        if self.retention not in RETENTIONS:
+            problems.append(f"retention {self.retention!r} is not one of {', '.join(RETENTIONS)}")
+        elif self.retention == "last" and self.keep_last < 1:
+            problems.append(f"retention 'last' keeps 1 checkpoint or more; got {self.keep_last}")
+        if self.save_every < 0:
+            problems.append(f"save_every is 0 (none) or a number of steps; got {self.save_every}")
         if self.steps < 1:
             problems.append(f"train for 1 step or more; got {self.steps}")
         if self.micro_batch < 1:
@@ -105,3 +140,76 @@ def shape_for(preset: str, **overrides: int | str | None) -> ModelShape:
     shape = PRESETS.get(preset, PRESETS["small"])
     changes = {k: v for k, v in overrides.items() if v is not None}
     return replace(shape, **changes)  # type: ignore[arg-type]
+
+
+def base_shape(source: str, context: int | None = None) -> ModelShape:
+    """The shape of a causal model to train further (its config, read without loading
+    the weights), with `context` (at most the model's positions) or the model's own
+    (at most 1024). CausalTrainingError when it cannot be read or is not causal."""
+    from transformers import AutoConfig
+
+    from evaluations.scoring.kinds import CAUSAL, kind_from_config
+    from evaluations.scoring.schema import ModelLoadError
+
+    try:
+        config = AutoConfig.from_pretrained(source, local_files_only=True)
+        kind = kind_from_config(config)
+    except (OSError, ValueError, ModelLoadError) as exc:
+        raise CausalTrainingError(
+            f"cannot read the model {source!r} to train further: {exc}"
+        ) from None
+    if kind != CAUSAL:
+        raise CausalTrainingError(
+            f"the model {source!r} is a {kind} model; only a causal model can be trained further"
+        )
+    positions = getattr(config, "n_positions", None) or getattr(
+        config, "max_position_embeddings", None
+    )
+    positions = int(positions or 1024)
+    if context is None:
+        context = min(positions, 1024)
+    elif context > positions:
+        raise CausalTrainingError(
+            f"the context ({context}) is longer than the model's {positions} positions"
+        )
+
+    def field(*names: str) -> int:
+        for name in names:
+            if getattr(config, name, None):
+                return int(getattr(config, name))
+        return 0
+
+    return ModelShape(
+        arch=str(config.model_type),
+        layers=field("n_layer", "num_hidden_layers"),
+        width=field("n_embd", "hidden_size"),
+        heads=field("n_head", "num_attention_heads"),
+        context=context,
+        vocab=field("vocab_size"),
+    )
+
+
+def separator_id(tokenizer: Any) -> int:
+    """The token before every line: the tokenizer's BOS, else its EOS (a model's own
+    tokenizer may have either); the scorer conditions the first word on the same."""
+    for token_id in (tokenizer.bos_token_id, tokenizer.eos_token_id):
+        if token_id is not None:
+            return int(token_id)
+    raise CausalTrainingError(
+        "the tokenizer has neither a BOS nor an EOS token to start each line with"
+    )
+
+
+def model_tokenizer(source: str) -> Any:
+    """A registered model's tokenizer (a fast one, for offsets), checked to have a token
+    to start each line with."""
+    from transformers import AutoTokenizer
+
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=True)
+    except (OSError, ValueError, ImportError) as exc:
+        raise CausalTrainingError(f"cannot load the tokenizer of {source!r}: {exc}") from None
+    if not getattr(tokenizer, "is_fast", False):
+        raise CausalTrainingError(f"the tokenizer of {source!r} is not a fast tokenizer")
+    separator_id(tokenizer)
+    return tokenizer

@@ -13,7 +13,7 @@ runs with mean pooling and logistic regression), so that training imports no oth
 from __future__ import annotations
 
 import math
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -101,19 +101,101 @@ def _number(raw: Any, name: str, low: float, high: float, errors: dict[str, str]
     return value
 
 
-def training_options(kind: str, raw: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
-    """The options of a request as stored (defaults filled in) and what is wrong, by
-    field. n-gram: order, min_count. causal: preset (and layers, width, heads, context,
-    vocab, arch to change it), steps, batch_tokens, micro_batch, learning_rate,
-    warmup_steps, checkpoints, seed."""
+def model_to_train_problem(model: LanguageModel, *, purpose: str) -> str:
+    """Why `model` cannot give a run its weights (purpose "base") or its tokenizer
+    ("tokenizer"); "" when it can. The `train` command asks the same."""
+    role = "trained further" if purpose == "base" else "lend its tokenizer"
+    if model.is_imported:
+        return (
+            f"the model {model.name!r} is registered only for imported results: it has no "
+            f"weights or tokenizer, so it cannot {role}"
+        )
+    if model.weights_removed_at is not None:
+        return f"the model {model.name!r} has its weights removed, so it cannot {role}"
+    if model.kind == LanguageModel.Kind.NGRAM:
+        return (
+            f"the model {model.name!r} is an n-gram model; only a causal transformer can "
+            f"{'be ' if purpose == 'base' else ''}{role}"
+        )
+    if purpose == "base" and model.kind == LanguageModel.Kind.MASKED:
+        return (
+            f"the model {model.name!r} is a masked model; only a causal transformer can be "
+            "trained further"
+        )
+    return ""
+
+
+def _registered(raw: Any, field: str, errors: dict[str, str]) -> LanguageModel | None:
+    if raw in (None, ""):
+        return None
+    name = str(raw)
+    model = None if "\x00" in name else LanguageModel.objects.filter(name=name).first()
+    if model is None:
+        errors[field] = f"no registered model is named {name[:80]!r}"
+        return None
+    problem = model_to_train_problem(
+        model, purpose="base" if field == "base_model" else "tokenizer"
+    )
+    if problem:
+        errors[field] = problem
+        return None
+    return model
+
+
+def training_options(
+    kind: str, raw: dict[str, Any]
+) -> tuple[dict[str, Any], dict[str, str], dict[str, LanguageModel]]:
+    """The options of a request as stored (defaults filled in), what is wrong, by field,
+    and the registered models they name ("base_model", "tokenizer_model"). n-gram:
+    order, min_count. causal: preset (and layers, width, heads, context, vocab, arch to
+    change it), or base_model (continued pre-training: the shape and tokenizer are the
+    model's; context may shorten it); tokenizer (bpe, unigram, model) and
+    tokenizer_model; steps, batch_tokens, micro_batch, learning_rate, warmup_steps,
+    checkpoints, save_every, retention, keep_last, keep_states, seed."""
     errors: dict[str, str] = {}
+    named: dict[str, LanguageModel] = {}
     if kind == TrainingRun.Kind.NGRAM:
-        return {
-            "order": _integer(raw.get("order", 3), "order", 2, 6, errors),
-            "min_count": _integer(raw.get("min_count", 1), "min_count", 1, 1_000_000, errors),
-        }, errors
+        for field in ("base_model", "tokenizer", "tokenizer_model"):
+            if raw.get(field) not in (None, ""):
+                errors[field] = f"{field} is an option of causal runs; an n-gram model counts words"
+        return (
+            {
+                "order": _integer(raw.get("order", 3), "order", 2, 6, errors),
+                "min_count": _integer(raw.get("min_count", 1), "min_count", 1, 1_000_000, errors),
+            },
+            errors,
+            named,
+        )
     if kind != TrainingRun.Kind.CAUSAL:
-        return {}, {"kind": f"kind must be one of {', '.join(KINDS)}, not {str(kind)[:40]!r}"}
+        return (
+            {},
+            {"kind": f"kind must be one of {', '.join(KINDS)}, not {str(kind)[:40]!r}"},
+            named,
+        )
+    base = _registered(raw.get("base_model"), "base_model", errors)
+    tokenizer = str(raw.get("tokenizer") or ("model" if raw.get("tokenizer_model") else "bpe"))
+    tokenizer_model = _registered(raw.get("tokenizer_model"), "tokenizer_model", errors)
+    if base is not None:
+        named["base_model"] = base
+        if raw.get("tokenizer") not in (None, "", "model") or tokenizer_model is not None:
+            errors["tokenizer"] = (
+                "continued pre-training uses its base model's tokenizer: leave tokenizer "
+                "and tokenizer_model out"
+            )
+        tokenizer = "model"
+    elif tokenizer not in causal_options.TOKENIZERS:
+        errors["tokenizer"] = (
+            f"tokenizer must be one of {', '.join(causal_options.TOKENIZERS)}, not "
+            f"{tokenizer[:40]!r}"
+        )
+    elif tokenizer == "model" and tokenizer_model is None and "tokenizer_model" not in errors:
+        errors["tokenizer_model"] = "tokenizer 'model' needs tokenizer_model: a registered model"
+    elif tokenizer != "model" and tokenizer_model is not None:
+        errors["tokenizer_model"] = (
+            f"tokenizer_model goes with tokenizer 'model', not {tokenizer!r}"
+        )
+    if tokenizer_model is not None and "tokenizer" not in errors:
+        named["tokenizer_model"] = tokenizer_model
     preset = str(raw.get("preset", "tiny"))
     overrides: dict[str, Any] = {}
     for field in ("layers", "width", "heads", "context", "vocab"):
@@ -122,9 +204,28 @@ def training_options(kind: str, raw: dict[str, Any]) -> tuple[dict[str, Any], di
     if raw.get("arch") not in (None, ""):
         overrides["arch"] = str(raw["arch"])
     try:
-        shape = causal_options.shape_for(preset, **overrides)
+        if base is not None:
+            if set(overrides) - {"context"}:
+                shaped = ", ".join(sorted(set(overrides) - {"context"}))
+                errors["base_model"] = (
+                    f"the base model fixes the shape: leave {shaped} out (context may shorten it)"
+                )
+            shape = causal_options.base_shape(base.source, overrides.get("context"))
+            preset = ""
+        else:
+            shape = causal_options.shape_for(preset, **overrides)
+            if tokenizer_model is not None and "tokenizer" not in errors:
+                loaded = causal_options.model_tokenizer(tokenizer_model.source)
+                shape = replace(shape, vocab=len(loaded))
     except causal_options.CausalTrainingError as exc:
-        return {}, {"preset": str(exc)}
+        errors["base_model" if base is not None else "preset"] = str(exc)
+        return {}, errors, named
+    retention = str(raw.get("retention", "all"))
+    if retention not in causal_options.RETENTIONS:
+        errors["retention"] = (
+            f"retention must be one of {', '.join(causal_options.RETENTIONS)}, not "
+            f"{retention[:40]!r}"
+        )
     settings_ = causal_options.CausalOptions(
         shape=shape,
         steps=_integer(raw.get("steps", 1000), "steps", 1, MAX_STEPS, errors),
@@ -135,6 +236,12 @@ def training_options(kind: str, raw: dict[str, Any]) -> tuple[dict[str, Any], di
         checkpoints=_integer(raw.get("checkpoints", 8), "checkpoints", 1, 100, errors),
         keep_states=_integer(raw.get("keep_states", 0), "keep_states", 0, 100, errors),
         seed=_integer(raw.get("seed", 0), "seed", 0, 2**31 - 1, errors),
+        base_model=base.source if base is not None else "",
+        tokenizer=tokenizer,
+        tokenizer_source=tokenizer_model.source if tokenizer_model is not None else "",
+        save_every=_integer(raw.get("save_every", 0), "save_every", 0, MAX_STEPS, errors),
+        retention=retention,
+        keep_last=_integer(raw.get("keep_last", 0), "keep_last", 0, 10_000, errors),
     )
     if not errors:
         try:
@@ -142,10 +249,14 @@ def training_options(kind: str, raw: dict[str, Any]) -> tuple[dict[str, Any], di
         except causal_options.CausalTrainingError as exc:
             errors["options"] = str(exc)
     stored = asdict(settings_)
-    stored.pop("device")
-    stored.pop("stop_after_step")
+    for private in ("device", "stop_after_step", "base_model", "tokenizer_source"):
+        stored.pop(private)
     stored.update(preset=preset, tokens_per_step=settings_.tokens_per_step)
-    return stored, errors
+    if base is not None:
+        stored["base_model"] = base.name
+    if tokenizer_model is not None:
+        stored["tokenizer_model"] = tokenizer_model.name
+    return stored, errors, named
 
 
 def training_request(
@@ -159,12 +270,19 @@ def training_request(
     probing_tasks: list[ProbingTask] | None = None,
     tags: list[str] | None = None,
     threshold: float = 0.8,
+    validation_corpus: Corpus | None = None,
     user: AbstractBaseUser | AnonymousUser | None = None,
 ) -> TrainingRun:
     """Register the model to be trained and its run in one transaction, and send the run
     to the gpu queue once that commits. `tags`: the suites with any of these tags are
-    evaluated too. Raises TrainingRequestInvalid (nothing written)."""
-    stored, errors = training_options(kind, options or {})
+    evaluated too. `validation_corpus`: its text gives the validation loss, and every
+    line of `corpus` is trained on. Raises TrainingRequestInvalid (nothing written)."""
+    stored, errors, named = training_options(kind, options or {})
+    if validation_corpus is not None and validation_corpus.content_hash == corpus.content_hash:
+        errors["validation_corpus"] = (
+            f"the corpus {validation_corpus.name!r} holds the same text as the training "
+            "corpus; validate on other text, or leave it out to hold out a share of the lines"
+        )
     display = name.strip()
     slug = slugify(display)
     if not slug:
@@ -198,7 +316,7 @@ def training_request(
             display_name=display,
             source=str(source),
             kind=kind,
-            description=f"Trained on the corpus {corpus.name} ({TrainingRun.Kind(kind).label}).",
+            description=_description(corpus, kind, named.get("base_model")),
             registered_by=requester,
         )
         run = TrainingRun.objects.create(
@@ -211,6 +329,9 @@ def training_request(
             threshold=threshold,
             progress_total=stored.get("steps", 1),
             requested_by=requester,
+            validation_corpus=validation_corpus,
+            base_model=named.get("base_model"),
+            tokenizer_model=named.get("tokenizer_model"),
         )
         if suites:
             run.suites.set(suites)
@@ -222,8 +343,15 @@ def training_request(
     return run
 
 
+def _description(corpus: Corpus, kind: str, base: LanguageModel | None) -> str:
+    if base is not None:
+        return f"{base.display_name} trained further on the corpus {corpus.name}."
+    return f"Trained on the corpus {corpus.name} ({TrainingRun.Kind(kind).label})."
+
+
 def training_payload(run: TrainingRun) -> dict[str, Any]:
-    """Everything the GPU worker needs: where the corpus file is, its split, the options
+    """Everything the GPU worker needs: where the corpus file is, its split (or the
+    validation corpus's file), the options with the folders of the models they name,
     and the folder to write to (see evaluations.training.worker)."""
     corpus = run.corpus
     source = CorpusSource(
@@ -232,13 +360,30 @@ def training_payload(run: TrainingRun) -> dict[str, Any]:
         normalised=True,
         validation_lines=corpus.validation_lines,
     )
+    if run.validation_corpus is not None:
+        other = run.validation_corpus
+        source = replace(
+            source,
+            validation_lines=other.line_count,
+            validation_from=CorpusSource(
+                path=other.path,
+                split=corpus_validation_split(other),
+                normalised=True,
+                validation_lines=other.line_count,
+            ),
+        )
+    options = dict(run.options)
+    if run.base_model is not None:
+        options["base_source"] = run.base_model.source
+    if run.tokenizer_model is not None:
+        options["tokenizer_source"] = run.tokenizer_model.source
     return {
         "run": run.pk,
         "attempt": run.attempt,
         "kind": run.training_kind,
         "name": run.model.name,
         "corpus": source.as_payload(),
-        "options": run.options,
+        "options": options,
         "out_dir": run.out_dir,
     }
 
@@ -334,6 +479,36 @@ def _evaluate(run: TrainingRun, models: list[LanguageModel]) -> None:
             )
 
 
+def _record(point: dict[str, Any], model: LanguageModel) -> dict[str, Any]:
+    return {
+        "step": int(point["step"]),
+        "tokens": int(point["tokens"]),
+        "model": model.name,
+        "train_loss": point.get("train_loss"),
+        "validation_loss": point.get("validation_loss"),
+        "bytes": point.get("bytes"),
+        "scheduled": bool(point.get("scheduled", True)),
+    }
+
+
+def _weights_removed(checkpoints: list[dict[str, Any]], tokens: set[int]) -> None:
+    """Mark the checkpoints of `tokens` as removed by retention: on the run and on their
+    models, which keep their results but are never queued again."""
+    names = []
+    for record in checkpoints:
+        if record["tokens"] in tokens:
+            record["removed"] = True
+            names.append(record["model"])
+    LanguageModel.objects.filter(name__in=names, weights_removed_at__isnull=True).update(
+        weights_removed_at=timezone.now()
+    )
+
+
+def _folder_tokens(folders: list[Any]) -> set[int]:
+    suffixes = (str(f).removeprefix(causal_options.CHECKPOINT_PREFIX) for f in folders)
+    return {int(s) for s in suffixes if s.isdigit()}
+
+
 def training_checkpoint_store(
     *, run_id: int, attempt: int, point: dict[str, Any], entries: list[dict[str, Any]]
 ) -> bool:
@@ -345,16 +520,10 @@ def training_checkpoint_store(
         if run is None:
             return False
         model = _checkpoint_model(run, point)
-        record = {
-            "step": int(point["step"]),
-            "tokens": int(point["tokens"]),
-            "model": model.name,
-            "train_loss": point.get("train_loss"),
-            "validation_loss": point.get("validation_loss"),
-            "bytes": point.get("bytes"),
-        }
+        record = _record(point, model)
         checkpoints = [c for c in run.checkpoints if c["tokens"] != record["tokens"]]
         checkpoints = sorted([*checkpoints, record], key=lambda c: c["tokens"])
+        _weights_removed(checkpoints, _folder_tokens(point.get("removed") or []))
         now = timezone.now()
         TrainingRun.objects.filter(pk=run.pk, status=S.QUEUED).update(
             status=S.RUNNING, started_at=now
@@ -389,18 +558,16 @@ def training_results_store(*, run_id: int, attempt: int, results: dict[str, Any]
             return False
         models: list[LanguageModel] = []
         checkpoints = {c["tokens"]: c for c in run.checkpoints}
-        for point in results.get("checkpoints") or []:
+        points = results.get("checkpoints") or []
+        for point in points:
             if int(point["tokens"]) not in checkpoints:  # a report that never arrived
                 model = _checkpoint_model(run, point)
-                models.append(model)
-                checkpoints[int(point["tokens"])] = {
-                    "step": int(point["step"]),
-                    "tokens": int(point["tokens"]),
-                    "model": model.name,
-                    "train_loss": point.get("train_loss"),
-                    "validation_loss": point.get("validation_loss"),
-                    "bytes": point.get("bytes"),
-                }
+                if not point.get("removed"):
+                    models.append(model)
+                checkpoints[int(point["tokens"])] = _record(point, model)
+        removed = {int(p["tokens"]) for p in points if p.get("removed")}
+        records = [checkpoints[t] for t in sorted(checkpoints)]
+        _weights_removed(records, removed)
         summary = dict(results["summary"])
         steps = int(summary.get("steps_done") or run.progress_total or 1)
         runs.run_advance(
@@ -409,7 +576,7 @@ def training_results_store(*, run_id: int, attempt: int, results: dict[str, Any]
             attempt,
             S.DONE,
             summary=summary,
-            checkpoints=[checkpoints[t] for t in sorted(checkpoints)],
+            checkpoints=records,
             log=_merged_log(run.log, results.get("log") or []),
             progress_done=steps,
             progress_total=steps,

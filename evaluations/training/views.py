@@ -20,7 +20,9 @@ from evaluations.training.models import TrainingRun
 
 
 def _run(pk: int) -> TrainingRun:
-    run = TrainingRun.objects.select_related("model", "corpus", "requested_by").filter(pk=pk)
+    run = TrainingRun.objects.select_related(
+        "model", "corpus", "requested_by", "base_model", "tokenizer_model", "validation_corpus"
+    ).filter(pk=pk)
     found = run.first()
     if found is None:
         raise Http404(f"No training run {pk}.")
@@ -44,6 +46,7 @@ def training_request(request: HttpRequest) -> HttpResponse:
                 pair_sets=list(data["pair_sets"]),
                 probing_tasks=list(data["probing_tasks"]),
                 threshold=data["threshold"],
+                validation_corpus=data.get("validation_corpus"),
                 user=request.user,
             )
         except runs.BrokerUnavailable as down:
@@ -67,7 +70,8 @@ def training_run(request: HttpRequest, pk: int) -> HttpResponse:
             "run": run,
             "may_manage": run.may_manage(request.user),
             "checkpoints": selectors.checkpoint_rows(run),
-            "disk": sum(c.get("bytes") or 0 for c in run.checkpoints),
+            "disk": run.disk_bytes,
+            "removed": sum(1 for c in run.checkpoints if c.get("removed")),
             "curves": curves,
             "plot": {"loss": selectors.loss_curves(run), "learning": curves},
             "suites": curves["suites"],

@@ -90,6 +90,12 @@ def causal_options(raw: dict[str, Any], device: str) -> Any:
         seed=int(raw["seed"]),
         checkpoints=int(raw["checkpoints"]),
         keep_states=int(raw.get("keep_states", 0)),
+        base_model=str(raw.get("base_source", "")),
+        tokenizer=str(raw.get("tokenizer", "bpe")),
+        tokenizer_source=str(raw.get("tokenizer_source", "")),
+        save_every=int(raw.get("save_every", 0)),
+        retention=str(raw.get("retention", "all")),
+        keep_last=int(raw.get("keep_last", 0)),
         device=device,
     )
 
@@ -129,6 +135,8 @@ def _causal(
             "train_loss": point.train_loss,
             "validation_loss": point.validation_loss,
             "bytes": point.bytes,
+            "scheduled": point.scheduled,
+            "removed": point.removed,
         }
         _send(tasks.checkpoint, KIND, run_id, attempt, record, [*pending, evaluation])
         pending.clear()

@@ -3,13 +3,14 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from evaluations.training import causal, ngram
-from evaluations.training.data import corpus_file
+from evaluations.training.data import corpus_file, with_validation_file
 from suites.corpora.reading import CorpusError
 
 KINDS = ("ngram", "causal")
@@ -41,6 +42,11 @@ class Command(BaseCommand):
         parser.add_argument("--validation-fraction", type=float, default=0.01)
         parser.add_argument("--validation-max", type=int, default=10_000)
         parser.add_argument("--validation-seed", type=int, default=0)
+        parser.add_argument(
+            "--validation-file",
+            help="a second corpus file whose every line gives the validation loss; the "
+            "corpus is then trained on whole",
+        )
         self.add_causal_arguments(parser)
 
     def add_causal_arguments(self, parser: CommandParser) -> None:
@@ -57,7 +63,24 @@ class Command(BaseCommand):
         parser.add_argument("--width", type=int)
         parser.add_argument("--heads", type=int)
         parser.add_argument("--context", type=int)
-        parser.add_argument("--vocab", type=int, help="BPE vocabulary size")
+        parser.add_argument("--vocab", type=int, help="vocabulary size of a trained tokenizer")
+        parser.add_argument(
+            "--from-model",
+            metavar="DIR_OR_NAME",
+            help="continued pre-training: train this causal model further (a model folder, "
+            "or the name of a registered model), with its own tokenizer and shape",
+        )
+        parser.add_argument(
+            "--tokenizer",
+            choices=("bpe", "unigram"),
+            help="the tokenizer trained on the corpus: byte-level BPE (default) or Unigram",
+        )
+        parser.add_argument(
+            "--tokenizer-from",
+            metavar="DIR_OR_NAME",
+            help="use this model's tokenizer (a folder or a registered model's name) instead "
+            "of training one",
+        )
         parser.add_argument("--steps", type=int, default=100, help="optimizer steps (100)")
         parser.add_argument(
             "--batch-tokens",
@@ -78,6 +101,20 @@ class Command(BaseCommand):
             help="keep the optimizer/training state of the last N checkpoints only (0: all); "
             "every checkpoint keeps its weights",
         )
+        parser.add_argument(
+            "--save-every",
+            type=int,
+            default=0,
+            help="also save a checkpoint every N steps, to resume from (0: the schedule only)",
+        )
+        parser.add_argument(
+            "--retention",
+            choices=causal.RETENTIONS,
+            default="all",
+            help="checkpoint folders kept: all, those on the log-spaced schedule, or the "
+            "last --keep-last",
+        )
+        parser.add_argument("--keep-last", type=int, default=0, help="with --retention last")
         parser.add_argument("--seed", type=int, default=0)
         parser.add_argument("--device", default="cpu", help="cpu or cuda (bf16 autocast)")
         parser.add_argument("--stop-after-step", type=int, default=0, help=argparse.SUPPRESS)
@@ -98,7 +135,21 @@ class Command(BaseCommand):
             raise CommandError(f"{path}, {exc}") from None
         except ValueError as exc:
             raise CommandError(str(exc)) from None
+        if options["validation_file"]:
+            validation = Path(options["validation_file"])
+            if not validation.is_file():
+                raise CommandError(f"--validation-file {validation}: no such file")
+            try:
+                source = with_validation_file(source, validation)
+            except CorpusError as exc:
+                raise CommandError(f"--validation-file {validation}, {exc}") from None
         if options["kind"] == "ngram":
+            for flag in ("from_model", "tokenizer", "tokenizer_from"):
+                if options[flag]:
+                    raise CommandError(
+                        f"--{flag.replace('_', '-')} is an option of --kind causal; an n-gram "
+                        "model counts words"
+                    )
             self.train_ngram(source, out, options)
         else:
             self.train_causal(source, out, options)
@@ -127,21 +178,66 @@ class Command(BaseCommand):
             f"{out / ngram.ARPA_NAME}: order {summary.order}, {summary.sentences:,} "
             f"sentences, {summary.words:,} words, vocabulary {summary.vocabulary:,} "
             f"({summary.unknown_types:,} word types as <unk>), {counts}; "
-            f"{source.validation_lines:,} lines held out; "
+            f"{0 if source.validation_from else source.validation_lines:,} lines held out; "
             f"{time.perf_counter() - started:.1f} s"
         )
 
-    def train_causal(self, source: Any, out: Path, options: dict[str, Any]) -> None:
-        try:
-            shape = causal.shape_for(
-                options["preset"],
-                arch=options["arch"],
-                layers=options["layers"],
-                width=options["width"],
-                heads=options["heads"],
-                context=options["context"],
-                vocab=options["vocab"],
+    def model_source(self, given: str, flag: str, purpose: str) -> str:
+        """The folder of `given`: a model folder, or a registered model's source."""
+        path = Path(given)
+        if path.is_dir():
+            return str(path)
+        if path.is_file():
+            raise CommandError(
+                f"--{flag} {given}: a file, not a model folder (an n-gram model cannot be "
+                f"{'trained further' if purpose == 'base' else 'a tokenizer'})"
             )
+        from evaluations.models import LanguageModel
+        from evaluations.training.services import model_to_train_problem
+
+        model = LanguageModel.objects.filter(name=given).first()
+        if model is None:
+            raise CommandError(f"--{flag} {given}: no such folder, and no registered model")
+        problem = model_to_train_problem(model, purpose=purpose)
+        if problem:
+            raise CommandError(f"--{flag} {given}: {problem}")
+        return model.source
+
+    def train_causal(self, source: Any, out: Path, options: dict[str, Any]) -> None:
+        base = tokenizer_source = ""
+        if options["from_model"]:
+            if options["tokenizer"] or options["tokenizer_from"]:
+                raise CommandError(
+                    "--from-model trains with the model's own tokenizer: leave --tokenizer "
+                    "and --tokenizer-from out"
+                )
+            base = self.model_source(options["from_model"], "from-model", "base")
+        if options["tokenizer_from"]:
+            if options["tokenizer"]:
+                raise CommandError("give --tokenizer or --tokenizer-from, not both")
+            tokenizer_source = self.model_source(options["tokenizer_from"], "tokenizer-from", "")
+        tokenizer = "model" if base or tokenizer_source else options["tokenizer"] or "bpe"
+        try:
+            if base:
+                shaped = [k for k in ("arch", "layers", "width", "heads", "vocab") if options[k]]
+                if shaped:
+                    raise causal.CausalTrainingError(
+                        f"--from-model fixes the shape: leave out --{', --'.join(shaped)}"
+                    )
+                shape = causal.base_shape(base, options["context"])
+            else:
+                shape = causal.shape_for(
+                    options["preset"],
+                    arch=options["arch"],
+                    layers=options["layers"],
+                    width=options["width"],
+                    heads=options["heads"],
+                    context=options["context"],
+                    vocab=options["vocab"],
+                )
+                if tokenizer_source:
+                    loaded = causal.model_tokenizer(tokenizer_source)
+                    shape = replace(shape, vocab=len(loaded))
             settings = causal.CausalOptions(
                 shape=shape,
                 steps=options["steps"],
@@ -155,6 +251,12 @@ class Command(BaseCommand):
                 checkpoints=options["checkpoints"],
                 keep_states=options["keep_states"],
                 stop_after_step=options["stop_after_step"],
+                base_model=base,
+                tokenizer=tokenizer,
+                tokenizer_source=tokenizer_source,
+                save_every=options["save_every"],
+                retention=options["retention"],
+                keep_last=options["keep_last"],
             )
             settings.check()
         except causal.CausalTrainingError as exc:
@@ -168,9 +270,10 @@ class Command(BaseCommand):
 
         def checkpoint(point: causal.Checkpoint) -> None:
             shown = "n/a" if point.validation_loss is None else f"{point.validation_loss:.4f}"
+            removed = f"; removed {', '.join(point.removed)}" if point.removed else ""
             self.stdout.write(
                 f"{point.path}: step {point.step}, {point.tokens:,} tokens, train loss "
-                f"{point.train_loss:.4f}, validation loss {shown}"
+                f"{point.train_loss:.4f}, validation loss {shown}{removed}"
             )
 
         try:
