@@ -114,8 +114,11 @@ def model_to_train_problem(model: LanguageModel, *, purpose: str) -> str:
         return f"the model {model.name!r} has its weights removed, so it cannot {role}"
     if model.kind == LanguageModel.Kind.NGRAM:
         return (
-            f"the model {model.name!r} is an n-gram model; only a causal transformer can "
-            f"{'be ' if purpose == 'base' else ''}{role}"
+            f"the model {model.name!r} is an n-gram model; only a causal transformer can be "
+            "trained further"
+            if purpose == "base"
+            else f"the model {model.name!r} is an n-gram model; only a transformer can lend "
+            "its tokenizer"
         )
     if purpose == "base" and model.kind == LanguageModel.Kind.MASKED:
         return (
