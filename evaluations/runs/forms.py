@@ -13,10 +13,13 @@ from evaluations.runs import lifecycle as runs
 
 # What a model that cannot run on a form says beside its name there.
 IMPORTED_NOTE = "results imported, cannot run here"
+WEIGHTS_REMOVED_NOTE = "weights removed, cannot run"
 NGRAM_NOTE = "n-gram: no layers to probe"
 
 
 def imported_note(model: LanguageModel) -> str:
+    if model.weights_removed_at is not None:
+        return WEIGHTS_REMOVED_NOTE
     return IMPORTED_NOTE if model.is_imported else ""
 
 

@@ -70,13 +70,14 @@ class ModelNotRunnable(ApplicationError):
         )
 
 
-class WeightsRemoved(ApplicationError):
+class WeightsRemoved(ModelNotRunnable):
     """A training checkpoint whose folder was deleted: its results stay, nothing runs."""
 
     def __init__(self, names: Sequence[str]) -> None:
-        super().__init__(
+        ApplicationError.__init__(
+            self,
             f"{', '.join(names)}: weights removed (its training run's checkpoint retention "
-            "deleted the folder), so no worker can load it; its results are kept."
+            "deleted the folder), so no worker can load it; its results are kept.",
         )
 
 
