@@ -27,6 +27,8 @@ from evaluations.models import LanguageModel
 UNTAGGED = "untagged"
 SORT_OVERALL = "overall"
 SORT_MODEL = "model"
+# A training run's checkpoints as rows: by tokens seen (the default there).
+SORT_TOKENS = "tokens"
 GROUP_PREFIX = "group:"
 
 
@@ -75,6 +77,8 @@ class Row:
     ties: dict[int, int] = field(default_factory=dict)
     # The same cells laid out group by group, for templates that cannot index dicts.
     blocks: list[GroupCells] = field(default_factory=list)
+    # On a board of one training run's checkpoints: the tokens this one had seen.
+    tokens: int | None = None
 
     @property
     def tie_total(self) -> int:
@@ -104,6 +108,8 @@ class Leaderboard:
     # The suites every row has an accuracy for: the overall score and the group means are
     # computed over these only, so that every model is scored on the same set.
     compared: list[SuiteColumn] = field(default_factory=list)
+    # The training run whose checkpoints are the rows (None: every model).
+    training: Any = None
 
     @property
     def total(self) -> int:
@@ -151,10 +157,14 @@ def board(
     sort: str = "",
     direction: str = "",
     include_hidden: bool = False,
+    rows_of: Sequence[tuple[LanguageModel, int | None]] | None = None,
 ) -> Leaderboard:
     """The board of `leaderboard` for any kind of benchmark: `columns` are the
     benchmarks, `current` the done runs on their current content, `column` the runs'
-    field holding the benchmark id (minimal-pair sets pass theirs). Two queries."""
+    field holding the benchmark id (minimal-pair sets pass theirs). Two queries.
+
+    `rows_of`: (model, tokens) pairs, e.g. a training run's checkpoints: a row for each
+    of these models only, results or not, ordered by tokens unless `sort` says else."""
     all_groups = tag_groups(columns)
     tags = [g.tag for g in all_groups]
     if tag:
@@ -167,10 +177,16 @@ def board(
     groups = [Group(g.tag, [numbered[s.id] for s in g.suites]) for g in groups]
     suite_ids = set(numbered)
 
-    models = LanguageModel.objects.all()
-    if not include_hidden:
-        models = models.filter(is_hidden=False)
-    by_id = {m.pk: m for m in models}
+    tokens: dict[int, int | None] = {}
+    if rows_of is not None:
+        by_id = {m.pk: m for m, _t in rows_of if include_hidden or not m.is_hidden}
+        tokens = {m.pk: t for m, t in rows_of}
+        current = current.filter(model_id__in=list(by_id))
+    else:
+        models = LanguageModel.objects.all()
+        if not include_hidden:
+            models = models.filter(is_hidden=False)
+        by_id = {m.pk: m for m in models}
 
     # Hidden models are dropped below (by_id), which keeps this query free of a join.
     if tag:
@@ -192,6 +208,13 @@ def board(
         _row(by_id[model_id], model_cells, groups, suites, ties[model_id], compared_ids)
         for model_id, model_cells in cells.items()
     ]
+    if rows_of is not None:
+        rows += [
+            _row(by_id[i], {}, groups, suites, {}, compared_ids) for i in by_id if i not in cells
+        ]
+        for row in rows:
+            row.tokens = tokens.get(row.model.pk)
+        sort = sort or SORT_TOKENS
     sort, direction = _sort_rows(rows, sort, direction, {s.name: s.id for s in suites}, groups)
     return Leaderboard(
         groups=groups,
@@ -243,7 +266,8 @@ def _row(
         model=model,
         cells=cells,
         group_means={b.tag: b.mean for b in blocks},
-        overall=mean_of(cells[s.id][0] for s in suites if s.id in compared),
+        # A row without results (a checkpoint not evaluated yet) has no overall score.
+        overall=mean_of(cells[s.id][0] for s in suites if s.id in compared and s.id in cells),
         covered=sum(1 for a in accuracies if a is not None),
         ties=ties,
         blocks=blocks,
@@ -259,6 +283,11 @@ def _sort_rows(
 ) -> tuple[str, str]:
     """Sort in place; returns the sort and direction actually used."""
     group_tags = {g.tag for g in groups}
+    if sort == SORT_TOKENS and any(r.tokens is not None for r in rows):
+        direction = direction if direction in ("asc", "desc") else "asc"
+        rows.sort(key=lambda r: r.model.display_name.lower())
+        rows.sort(key=lambda r: r.tokens or 0, reverse=direction == "desc")
+        return sort, direction
     if sort == SORT_MODEL:
         direction = direction if direction in ("asc", "desc") else "asc"
         rows.sort(key=lambda r: r.model.display_name.lower(), reverse=direction == "desc")
@@ -296,7 +325,7 @@ def leaderboard_data(board: Leaderboard, *, noun: str = "suites") -> dict[str, A
     each group says how many of its suites that is, each row how many suites it has."""
     names = {s.id: s.name for s in board.suites}
     compared = board.compared_ids
-    return {
+    data: dict[str, Any] = {
         "tag": board.tag,
         "sort": board.sort,
         "direction": board.direction,
@@ -339,6 +368,11 @@ def leaderboard_data(board: Leaderboard, *, noun: str = "suites") -> dict[str, A
             for row in board.rows
         ],
     }
+    if board.training is not None:  # one training run's checkpoints: their tokens
+        data["training"] = board.training.pk
+        for row, shown in zip(board.rows, data["rows"], strict=True):
+            shown["tokens"] = row.tokens
+    return data
 
 
 def leaderboard_csv(board: Leaderboard, *, noun: str = "suites") -> str:
@@ -347,8 +381,10 @@ def leaderboard_csv(board: Leaderboard, *, noun: str = "suites") -> str:
     group mean, then each suite's accuracy."""
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
+    by_tokens = board.training is not None
     writer.writerow(
-        ["model", "display_name", "is_baseline", "overall", f"{noun}_scored", f"{noun}_total"]
+        ["model", "display_name", *(["tokens"] if by_tokens else [])]
+        + ["is_baseline", "overall", f"{noun}_scored", f"{noun}_total"]
         + ["ties", f"overall_{noun}"]
         + [f"{GROUP_PREFIX}{g.tag}" for g in board.groups]
         + [s.name for s in board.suites]
@@ -358,6 +394,7 @@ def leaderboard_csv(board: Leaderboard, *, noun: str = "suites") -> str:
             [
                 row.model.name,
                 row.model.display_name,
+                *([row.tokens if row.tokens is not None else ""] if by_tokens else []),
                 int(row.model.is_baseline),
                 csv_number(row.overall),
                 row.covered,

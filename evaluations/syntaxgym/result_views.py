@@ -33,8 +33,15 @@ from suites.models import Suite, Tag
 
 
 def _board(request: HttpRequest | Request) -> boards.Leaderboard:
-    """The leaderboard as the query string asks for it."""
-    return selectors.leaderboard(**board_query(request))
+    """The leaderboard as the query string asks for it; `training=<run id>`: that run's
+    checkpoints as the rows (404 for a run that is not there)."""
+    training = None
+    if asked := request.GET.get("training", "").strip():
+        try:
+            training = selectors.training_run_named(asked)
+        except LookupError as missing_run:
+            raise Http404(str(missing_run)) from None
+    return selectors.leaderboard(**board_query(request), training=training)
 
 
 def leaderboard_page(request: HttpRequest) -> HttpResponse:
@@ -255,6 +262,9 @@ LEADERBOARD_SCHEMA = inline_serializer(
     "Leaderboard",
     {
         "tag": serializers.CharField(),
+        "training": serializers.IntegerField(
+            required=False, help_text="With ?training=: the run whose checkpoints are the rows"
+        ),
         "sort": serializers.CharField(),
         "direction": serializers.ChoiceField(choices=["asc", "desc"]),
         "tags": serializers.ListField(child=serializers.CharField()),
@@ -283,6 +293,9 @@ LEADERBOARD_SCHEMA = inline_serializer(
                 "model": serializers.CharField(),
                 "display_name": serializers.CharField(),
                 "is_baseline": serializers.BooleanField(),
+                "tokens": serializers.IntegerField(
+                    required=False, allow_null=True, help_text="With ?training=: tokens seen"
+                ),
                 "overall": serializers.FloatField(allow_null=True),
                 "overall_suites": serializers.IntegerField(),
                 "covered": serializers.IntegerField(),
@@ -324,6 +337,12 @@ class LeaderboardAPI(APIView):
                 "sort", str, description="A suite name, 'group:<tag>', 'overall' or 'model'"
             ),
             OpenApiParameter("dir", str, enum=["asc", "desc"]),
+            OpenApiParameter(
+                "training",
+                int,
+                description="A training run's id: its checkpoints are the rows, by tokens "
+                "seen (sort 'tokens', the default then)",
+            ),
         ],
         responses=LEADERBOARD_SCHEMA,
     )

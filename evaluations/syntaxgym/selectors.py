@@ -48,8 +48,26 @@ def _suite_columns() -> list[SuiteColumn]:
     return data_columns(Suite.objects.all())
 
 
+def training_run_named(run_id: str) -> Any:
+    """The training run of a board's `training=<id>` filter, through the run kinds'
+    registry (no kind imports another); LookupError for anything else."""
+    from evaluations.runs import lifecycle as runs
+
+    if not run_id.isdigit() or len(run_id) > 18:
+        raise LookupError(f"no training run {run_id[:40]!r}")
+    run = runs.kind_named("training").run_model.objects.filter(pk=int(run_id)).first()
+    if run is None:
+        raise LookupError(f"no training run {run_id}")
+    return run
+
+
 def leaderboard(
-    *, tag: str = "", sort: str = "", direction: str = "", include_hidden: bool = False
+    *,
+    tag: str = "",
+    sort: str = "",
+    direction: str = "",
+    include_hidden: bool = False,
+    training: Any = None,
 ) -> Leaderboard:
     """Models x suites with each model's current accuracy.
 
@@ -60,12 +78,13 @@ def leaderboard(
     last in either direction. The overall score and the group means compare like with
     like: they are means over the suites every row has an accuracy for (`compared`), so
     a model with fewer suites is not ranked on a different set. Three queries in all.
+    `training` (a training run) makes its checkpoints the rows, by tokens seen.
     """
     # No ordering: the rows are grouped in Python, and sorting would read created_at.
     current = Evaluation.objects.filter(
         status=DONE, content_hash=F("suite__content_hash")
     ).order_by()
-    return board(
+    shown = board(
         _suite_columns(),
         current,
         "suite_id",
@@ -73,7 +92,10 @@ def leaderboard(
         sort=sort,
         direction=direction,
         include_hidden=include_hidden,
+        rows_of=training.checkpoint_models() if training is not None else None,
     )
+    shown.training = training
+    return shown
 
 
 # --- one model, one suite ----------------------------------------------------------------

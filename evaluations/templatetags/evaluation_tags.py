@@ -62,7 +62,7 @@ def _next_direction(board: boards.Leaderboard, key: str) -> str:
     """Clicking the sorted column flips it; a new column starts best first (A-Z for names)."""
     if board.sort == key:
         return "asc" if board.direction == "desc" else "desc"
-    return "asc" if key == boards.SORT_MODEL else "desc"
+    return "asc" if key in (boards.SORT_MODEL, boards.SORT_TOKENS) else "desc"
 
 
 @register.simple_tag(takes_context=True)
@@ -71,9 +71,23 @@ def sort_href(context: template.Context, key: str, prefix: str = "") -> str:
     of another kind of benchmark sorts with its own parameters (`prefix`sort, `prefix`dir)
     so that sorting it leaves the suites' board as it is."""
     board: boards.Leaderboard = context["board"]
-    params = [("tag", board.tag)] if board.tag else []
+    params = _filters(board)
     params += [(f"{prefix}sort", key), (f"{prefix}dir", _next_direction(board, key))]
     return "?" + urlencode(params)
+
+
+def _filters(board: boards.Leaderboard) -> list[tuple[str, Any]]:
+    params: list[tuple[str, Any]] = [("tag", board.tag)] if board.tag else []
+    if getattr(board, "training", None) is not None:
+        params.append(("training", board.training.pk))
+    return params
+
+
+@register.simple_tag(takes_context=True)
+def board_filters(context: template.Context) -> str:
+    """The board's filters (tag, training run) as a query string for its downloads."""
+    params = _filters(context["board"])
+    return "?" + urlencode(params) if params else ""
 
 
 @register.simple_tag(takes_context=True)

@@ -81,6 +81,15 @@ class TrainingRun(Run):
     def get_absolute_url(self) -> str:
         return reverse("evaluations:training_run", args=[self.pk])
 
+    def checkpoint_models(self) -> list[tuple[LanguageModel, int | None]]:
+        """(model, tokens seen) of each checkpoint, by tokens, for boards of this run; a run
+        without checkpoints (an n-gram model) gives its finished model."""
+        tokens = {c["model"]: int(c["tokens"]) for c in self.checkpoints}
+        if not tokens:
+            return [(self.model, None)]
+        found = LanguageModel.objects.filter(name__in=list(tokens))
+        return sorted(((m, tokens[m.name]) for m in found), key=lambda pair: pair[1])
+
     @property
     def disk_bytes(self) -> int:
         """What the checkpoint folders still on disk take."""

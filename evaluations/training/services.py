@@ -524,9 +524,11 @@ def training_checkpoint_store(
             return False
         model = _checkpoint_model(run, point)
         record = _record(point, model)
+        # The checkpoints whose removal it announces (kept, for reports that come late).
+        record["removes"] = sorted(_folder_tokens(point.get("removed") or []))
         checkpoints = [c for c in run.checkpoints if c["tokens"] != record["tokens"]]
         checkpoints = sorted([*checkpoints, record], key=lambda c: c["tokens"])
-        _weights_removed(checkpoints, _folder_tokens(point.get("removed") or []))
+        _weights_removed(checkpoints, {t for c in checkpoints for t in c.get("removes", [])})
         now = timezone.now()
         TrainingRun.objects.filter(pk=run.pk, status=S.QUEUED).update(
             status=S.RUNNING, started_at=now
