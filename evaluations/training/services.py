@@ -104,7 +104,7 @@ def _number(raw: Any, name: str, low: float, high: float, errors: dict[str, str]
 def model_to_train_problem(model: LanguageModel, *, purpose: str) -> str:
     """Why `model` cannot give a run its weights (purpose "base") or its tokenizer
     ("tokenizer"); "" when it can. The `train` command asks the same."""
-    role = "trained further" if purpose == "base" else "lend its tokenizer"
+    role = "be trained further" if purpose == "base" else "lend its tokenizer"
     if model.is_imported:
         return (
             f"the model {model.name!r} is registered only for imported results: it has no "
@@ -112,6 +112,11 @@ def model_to_train_problem(model: LanguageModel, *, purpose: str) -> str:
         )
     if model.weights_removed_at is not None:
         return f"the model {model.name!r} has its weights removed, so it cannot {role}"
+    if model.revision:
+        return (
+            f"the model {model.name!r} names the hub revision {model.revision!r}; training "
+            f"reads a model's files without a revision, so register its folder to {role}"
+        )
     if model.kind == LanguageModel.Kind.NGRAM:
         return (
             f"the model {model.name!r} is an n-gram model; only a causal transformer can be "
@@ -281,7 +286,11 @@ def training_request(
     evaluated too. `validation_corpus`: its text gives the validation loss, and every
     line of `corpus` is trained on. Raises TrainingRequestInvalid (nothing written)."""
     stored, errors, named = training_options(kind, options or {})
-    if validation_corpus is not None and validation_corpus.content_hash == corpus.content_hash:
+    if validation_corpus is not None and kind == TrainingRun.Kind.NGRAM:
+        errors["validation_corpus"] = (
+            "an n-gram run has no validation loss; a validation corpus is for causal runs"
+        )
+    elif validation_corpus is not None and validation_corpus.content_hash == corpus.content_hash:
         errors["validation_corpus"] = (
             f"the corpus {validation_corpus.name!r} holds the same text as the training "
             "corpus; validate on other text, or leave it out to hold out a share of the lines"

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 from django.core.management import CommandError, call_command
+from django.utils import timezone
 from safetensors.torch import load_file
 
 from evaluations.models import LanguageModel
@@ -116,7 +117,15 @@ def test_the_command_refuses_what_cannot_be_trained_further(corpus, base, tmp_pa
     LanguageModel.objects.create(
         name="old", display_name="Old", source="imported:old", kind="causal"
     )
+    LanguageModel.objects.create(
+        name="gone", display_name="Gone", source=str(base), kind="causal",
+        weights_removed_at=timezone.now(),
+    )  # fmt: skip
     cases = [
+        ("gone", "--from-model gone: the model 'gone' has its weights removed, so it cannot "
+         "be trained further"),
+        ("old", "--from-model old: the model 'old' is registered only for imported results: "
+         "it has no weights or tokenizer, so it cannot be trained further"),
         (str(arpa), f"--from-model {arpa}: a file, not a model folder"),
         (str(masked), "is a masked model; only a causal model can be trained further"),
         ("kn3", "--from-model kn3: the model 'kn3' is an n-gram model; only a causal "
@@ -147,6 +156,9 @@ def test_a_run_trains_a_registered_model_further(  # type: ignore[no-untyped-def
     corpus_import(source=corpus, name="book", owner=None)
     LanguageModel.objects.create(name="base", display_name="Base", source=str(base), kind="causal")
     LanguageModel.objects.create(name="kn3", display_name="KN3", source="/x.arpa", kind="ngram")
+    LanguageModel.objects.create(
+        name="pinned", display_name="Pinned", source="gpt2", revision="abc", kind="causal"
+    )
     headers = {"HTTP_X_CSRFTOKEN": alice_client.csrf_token()}
 
     def ask(name: str, options: dict, kind: str = "causal"):  # type: ignore[no-untyped-def]
@@ -159,6 +171,9 @@ def test_a_run_trains_a_registered_model_further(  # type: ignore[no-untyped-def
         ({"base_model": "kn3"}, "base_model", "the model 'kn3' is an n-gram model; only a "
          "causal transformer can be trained further"),
         ({"base_model": "nope"}, "base_model", "no registered model is named 'nope'"),
+        ({"base_model": "pinned"}, "base_model", "the model 'pinned' names the hub revision "
+         "'abc'; training reads a model's files without a revision, so register its folder "
+         "to be trained further"),
         ({"base_model": ["base"]}, "base_model", "no registered model is named \"['base']\""),
         ({"base_model": "base", "tokenizer": "unigram"}, "tokenizer", "continued "
          "pre-training uses its base model's tokenizer: leave tokenizer and tokenizer_model out"),

@@ -123,6 +123,13 @@ def test_a_run_validates_on_a_second_corpus(  # type: ignore[no-untyped-def]
             "path": "$.validation_corpus",
         }
     ]
+    body = {"corpus": "book", "name": "kn", "kind": "ngram", "validation_corpus": "held"}
+    response = alice_client.post(
+        "/api/training-runs/", json.dumps(body), content_type="application/json", **headers
+    )
+    assert response.json()["errors"][0]["message"] == (
+        "an n-gram run has no validation loss; a validation corpus is for causal runs"
+    )
     for hostile in ("nope", ["held"], 7, "a\x00b"):
         assert ask("x", hostile).status_code == 400, hostile
     assert not TrainingRun.objects.exists()
