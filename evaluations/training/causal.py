@@ -1,19 +1,24 @@
-"""Training a causal language model from scratch: a byte-level BPE tokenizer trained on
-the corpus with `tokenizers`, a GPT-2- or Llama-style model from transformers, AdamW with
-linear warm-up and cosine decay, bf16 autocast on a GPU (never on the CPU), gradient
-accumulation to a token batch size, documents packed into the context. No Django: the
-`train` command and the training worker both call `train_causal`.
+"""Training a causal language model, from scratch or further from a causal model's folder
+(continued pre-training: its weights and tokenizer): a byte-level BPE or Unigram
+tokenizer trained on the corpus with `tokenizers` (or a model's own), a GPT-2- or
+Llama-style model from transformers, AdamW with linear warm-up and cosine decay, bf16
+autocast on a GPU (never on the CPU), gradient accumulation to a token batch size,
+documents packed into the context. No Django: the `train` command and the training
+worker both call `train_causal`.
 
 Checkpoints fall on a log-spaced schedule of steps (so of tokens seen, as BabyLM does).
 Each is a `save_pretrained` folder `checkpoint-<tokens>/` (model and tokenizer) with
 `training_state.pt`: optimizer, scheduler, random states, step, data position and the
 loss log. Training that finds checkpoints in its folder resumes from the last one: the
-same seed and options then give the same model as training straight through. The
-finished model is saved in the folder itself, which `manage.py score --model` reads.
+same seed and options then give the same model as training straight through.
+`save_every` adds checkpoints off the schedule, and `retention` deletes the folders it
+does not keep (never the newest). The finished model is saved in the folder itself,
+which `manage.py score --model` reads.
 
-The data: every training line becomes `<|endoftext|>` + its tokens; the stream of all of
-them is cut into blocks of the context length, stored once in `data/` as uint32, and the
-blocks are read in a seeded permutation per epoch.
+The data: every training line becomes a separator (`<|endoftext|>`, or a model's own BOS
+or EOS) + its tokens; the stream of all of them is cut into blocks of the context
+length, stored once in `data/` as uint32, and the blocks are read in a seeded
+permutation per epoch.
 """
 
 from __future__ import annotations
