@@ -260,10 +260,17 @@ class ProbingRun(Run):
     content_hash = models.CharField(max_length=64)
     pooling = models.CharField(max_length=10, choices=Pooling.choices, default=Pooling.MEAN)
     probe = models.CharField(max_length=10, choices=Probe.choices, default=Probe.LOGREG)
+    # Probes trained per layer, each with its own seed (runs stored before seeds: one).
+    seeds = models.PositiveSmallIntegerField(default=1)
+    # Whether the online code (MDL) was computed at each layer.
+    mdl = models.BooleanField(default=False)
     best_layer = models.PositiveSmallIntegerField(null=True, blank=True)
     best_va = models.FloatField(null=True, blank=True)
     best_te = models.FloatField(null=True, blank=True)
-    # {"majority": {"label", "va_accuracy", "te_accuracy"}, "length": {...}, "chance"}
+    # te accuracy minus the control task's, at the best layer (None: no control, or older)
+    best_selectivity = models.FloatField(null=True, blank=True)
+    # {"majority": {"label", "va_accuracy", "te_accuracy"}, "length": {...},
+    #  "frequency": {...}, "chance", "applicable": {...}}
     baselines = models.JSONField(default=dict, blank=True)
     # te at the best layer: {"labels": [...], "matrix": [[...]]} (rows true, columns predicted)
     confusion = models.JSONField(default=dict, blank=True)
@@ -276,8 +283,8 @@ class ProbingRun(Run):
         ordering = ["-created_at"]
         constraints = [
             models.UniqueConstraint(
-                fields=["model", "task", "content_hash", "pooling", "probe"],
-                name="probing_run_unique_content",
+                fields=["model", "task", "content_hash", "pooling", "probe", "seeds", "mdl"],
+                name="probing_run_unique_options",
             ),
         ]
         indexes = [models.Index(fields=["status", "task", "model"], name="probing_run_board")]
@@ -310,6 +317,9 @@ class ProbingLayerResult(models.Model):
     va_accuracy = models.FloatField()
     te_accuracy = models.FloatField()
     hyperparameters = models.JSONField(default=dict, blank=True)
+    # Seeds' spread, the control task and selectivity, the online code: see
+    # evaluations.probing.run (empty for runs stored before them).
+    stats = models.JSONField(default=dict, blank=True)
 
     class Meta:
         ordering = ["run", "layer"]

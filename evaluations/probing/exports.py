@@ -9,33 +9,32 @@ import json
 from typing import Any
 
 from evaluations.models import ProbingRun
+from evaluations.probing.probes import seeds_of
 from evaluations.probing.selectors import ProbingBoard, layer_rows
 from evaluations.runs.selectors import public_model_info
 
 
 def run_document(run: ProbingRun) -> dict[str, Any]:
     """The run as `manage.py probe` writes it for one task (same keys, same numbers)."""
-    layers = [
-        {
-            "layer": row["layer"],
-            "va_accuracy": row["va_accuracy"],
-            "te_accuracy": row["te_accuracy"],
-            "hyperparameters": row["hyperparameters"],
-        }
-        for row in layer_rows(run)
-    ]
+    layers = layer_rows(run)
     best = next((row for row in layers if row["layer"] == run.best_layer), None)
+    diagnostics = dict(run.diagnostics or {})
+    control = diagnostics.pop("control", None)
     return {
         "task": run.task_info,
         "model": public_model_info(run),
         "pooling": run.pooling,
         "probe": run.probe,
+        "seeds": seeds_of(run.seeds),
+        "mdl": run.mdl,
         "baselines": run.baselines,
+        "control": control,
         "layers": layers,
         "best_layer": run.best_layer,
         "best": best,
+        "best_selectivity": run.best_selectivity,
         "confusion": run.confusion,
-        "diagnostics": run.diagnostics,
+        "diagnostics": diagnostics,
     }
 
 

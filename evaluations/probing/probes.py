@@ -55,6 +55,8 @@ class ProbeFit:
     te_accuracy: float
     hyperparameters: dict[str, float | int]
     te_predictions: np.ndarray  # class index per te instance
+    # log2 probability of each te instance's gold class (only when asked for: MDL)
+    te_log2_gold: np.ndarray | None = None
 
 
 def accuracy(predicted: np.ndarray, gold: np.ndarray) -> float:
@@ -86,16 +88,32 @@ def _tensors(split: Split, device: str) -> tuple[torch.Tensor, ...]:
     )
 
 
+def _log2_gold(logits: torch.Tensor, gold: np.ndarray) -> np.ndarray:
+    """log2 of the probability each row gives its gold class."""
+    log_p = torch.log_softmax(logits.double(), dim=1).cpu().numpy()
+    return log_p[np.arange(len(gold)), gold] / np.log(2.0)
+
+
 def fit_logreg(
     split: Split,
     *,
     grid: Sequence[float] = LOGREG_GRID,
     device: str = "cpu",
     max_iter: int = 100,
+    seed: int = SEED,
+    log_probs: bool = False,
 ) -> ProbeFit:
+    """The first seed (SEED) starts from zero weights; any other seed from small random
+    weights drawn with it. The loss is convex, so seeds differ only as far as L-BFGS
+    stops short of the optimum."""
     x_tr, y_tr, x_va, x_te = _tensors(split, device)
     width = x_tr.shape[1]
-    weight = torch.zeros((width, split.n_classes), device=device, requires_grad=True)
+    start = torch.zeros((width, split.n_classes))
+    if seed != SEED:
+        start = 0.01 * torch.randn(
+            (width, split.n_classes), generator=torch.Generator().manual_seed(seed)
+        )
+    weight = start.to(device).requires_grad_(True)
     bias = torch.zeros(split.n_classes, device=device, requires_grad=True)
     best: ProbeFit | None = None
     for l2 in sorted(grid, reverse=True):
@@ -123,8 +141,11 @@ def fit_logreg(
             va_accuracy = accuracy(va_pred, split.y_va)
             # Strictly better only: on a tie the stronger penalty (seen first) stays.
             if best is None or va_accuracy > best.va_accuracy:
-                te_pred = (x_te @ weight + bias).argmax(1).cpu().numpy()
+                te_logits = x_te @ weight + bias
+                te_pred = te_logits.argmax(1).cpu().numpy()
                 best = ProbeFit(va_accuracy, accuracy(te_pred, split.y_te), {"l2": l2}, te_pred)
+                if log_probs:
+                    best.te_log2_gold = _log2_gold(te_logits, split.y_te)
     assert best is not None, "the grid is empty"
     return best
 
@@ -147,6 +168,7 @@ def fit_mlp(
     device: str = "cpu",
     max_epochs: int = MLP_MAX_EPOCHS,
     seed: int = SEED,
+    log_probs: bool = False,
 ) -> ProbeFit:
     x_tr, y_tr, x_va, x_te = _tensors(split, device)
     best: ProbeFit | None = None
@@ -188,23 +210,94 @@ def fit_mlp(
             model.eval()
         if best is None or best_va > best.va_accuracy:
             with torch.no_grad():
-                te_pred = model(x_te).argmax(1).cpu().numpy()
+                te_logits = model(x_te)
+            te_pred = te_logits.argmax(1).cpu().numpy()
             best = ProbeFit(
                 best_va,
                 accuracy(te_pred, split.y_te),
                 {"weight_decay": decay, "hidden": MLP_HIDDEN},
                 te_pred,
             )
+            if log_probs:
+                best.te_log2_gold = _log2_gold(te_logits, split.y_te)
     assert best is not None, "the grid is empty"
     return best
 
 
-def fit_probe(split: Split, *, probe: str = "logreg", device: str = "cpu") -> ProbeFit:
+def fit_probe(
+    split: Split,
+    *,
+    probe: str = "logreg",
+    device: str = "cpu",
+    seed: int = SEED,
+    grid: Sequence[float] | None = None,
+    log_probs: bool = False,
+) -> ProbeFit:
     if probe == "logreg":
-        return fit_logreg(split, device=device)
+        return fit_logreg(
+            split, device=device, seed=seed, grid=grid or LOGREG_GRID, log_probs=log_probs
+        )
     if probe == "mlp":
-        return fit_mlp(split, device=device)
+        return fit_mlp(split, device=device, seed=seed, grid=grid or MLP_GRID, log_probs=log_probs)
     raise ValueError(f"probe must be one of {', '.join(PROBES)}, not '{probe}'")
+
+
+def seeds_of(k: int) -> list[int]:
+    """The seeds of k probes: SEED first (a one-seed run is the single probe of before)."""
+    return [SEED + i for i in range(k)]
+
+
+# Online code (Voita and Titov 2020): tr is sent in blocks that end at these shares of it.
+MDL_FRACTIONS = (0.001, 0.002, 0.004, 0.008, 0.016, 0.032, 0.0625, 0.125, 0.25, 0.5, 1.0)
+
+
+def mdl_blocks(n: int) -> list[int]:
+    """Where the blocks end: at least one instance in the first, none empty."""
+    return sorted({min(n, max(1, round(f * n))) for f in MDL_FRACTIONS})
+
+
+def online_codelength(
+    split: Split,
+    *,
+    probe: str = "logreg",
+    hyperparameter: float | None = None,
+    device: str = "cpu",
+    seed: int = SEED,
+) -> dict[str, float]:
+    """The description length of tr's labels given its vectors, in bits.
+
+    tr is shuffled with `seed`; the first block is sent with the uniform code
+    (log2 K bits each), then each next block is encoded with the probe trained on all
+    the blocks before it (hyperparameter fixed, the va partition used only for an MLP's
+    early stopping). Uniform: log2 K bits for every instance; compression = uniform / MDL.
+    """
+    n = len(split.y_tr)
+    order = np.random.default_rng(seed).permutation(n)
+    x, y = split.x_tr[order], split.y_tr[order]
+    uniform_per = float(np.log2(split.n_classes))
+    ends = mdl_blocks(n)
+    bits = ends[0] * uniform_per
+    grid = None if hyperparameter is None else (hyperparameter,)
+    for start, end in zip(ends, ends[1:], strict=False):
+        block = Split(
+            x_tr=x[:start],
+            y_tr=y[:start],
+            x_va=split.x_va,
+            y_va=split.y_va,
+            x_te=x[start:end],
+            y_te=y[start:end],
+            n_classes=split.n_classes,
+        )
+        fit = fit_probe(block, probe=probe, device=device, seed=seed, grid=grid, log_probs=True)
+        assert fit.te_log2_gold is not None
+        bits -= float(fit.te_log2_gold.sum())
+    uniform = n * uniform_per
+    return {
+        "bits": bits,
+        "uniform_bits": uniform,
+        "compression": uniform / bits if bits > 0 else None,
+        "blocks": len(ends),
+    }
 
 
 # Baselines need no vectors: they read the labels, and the sentences' lengths.

@@ -4,17 +4,27 @@ The document (a plain JSON-able dict) is what the `probe` command writes and wha
 stored run will keep:
 
     {"task": {...name, type, labels, counts...}, "model": {...}, "pooling", "probe",
-     "baselines": {"majority": {...}, "length": {...}, "chance"},
-     "layers": [{"layer", "va_accuracy", "te_accuracy", "hyperparameters"}, ...],
-     "best_layer", "best": {...that layer...},
-     "confusion": {"labels": [...], "matrix": [[...]]},   # te, at best_layer
+     "seeds": [seed, ...], "mdl": bool,
+     "baselines": {"majority": {...}, "length": {...}, "frequency": {...}, "chance",
+                   "applicable": {...this task type's row of controls.APPLICABLE...}},
+     "control": {"kind": "sentence" | "word type", "seed"} or None,
+     "layers": [{"layer", "va_accuracy", "te_accuracy", "hyperparameters",   # means
+                 "va_std", "te_std", "seed_va", "seed_te",
+                 "control": {"va_accuracy", "te_accuracy", "te_std"}, "selectivity",
+                 "mdl": {"bits", "uniform_bits", "compression", "blocks"}}, ...],
+     "best_layer", "best": {...that layer...}, "best_selectivity",
+     "confusion": {"labels": [...], "matrix": [[...]]},   # te, at best_layer, first seed
      "diagnostics": {...}}
+
+va and te accuracies of a layer are means over the seeds, the spread their sample
+standard deviation, and the best layer is chosen on the mean va accuracy.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -22,14 +32,21 @@ import numpy as np
 from evaluations.scoring.loading import LoadedModel, model_info
 from suites.formats.probing import PARTITIONS, ProbingInstance, sort_labels
 
+from . import controls
 from .extract import DEFAULT_MEMORY_LIMIT, Features, extract_features
 from .probes import (
     Split,
     confusion_matrix,
+    fit_logreg,
     fit_probe,
     length_baseline,
     majority_baseline,
+    online_codelength,
+    seeds_of,
 )
+
+DEFAULT_SEEDS = 3
+MAX_SEEDS = 10
 
 # progress(stage, done, total): stage is "vectors" (sentences) or "probes" (layers).
 StageProgress = Callable[[str, int, int], None]
@@ -56,7 +73,12 @@ def label_arrays(
     return labels, rows, classes
 
 
-def baselines(instances: Sequence[ProbingInstance]) -> dict[str, Any]:
+def baselines(
+    instances: Sequence[ProbingInstance],
+    *,
+    task_type: str = "custom",
+    frequency_source: controls.UnigramSource | None = None,
+) -> dict[str, Any]:
     labels, rows, y = label_arrays(instances)
     lengths = {name: [instances[i].n_words for i in rows[name]] for name in PARTITIONS}
     majority, va_major, te_major = majority_baseline(y["tr"], y["va"], y["te"])
@@ -66,7 +88,67 @@ def baselines(instances: Sequence[ProbingInstance]) -> dict[str, Any]:
     return {
         "majority": {"label": labels[majority], "va_accuracy": va_major, "te_accuracy": te_major},
         "length": {"va_accuracy": va_len, "te_accuracy": te_len},
+        "frequency": frequency_baseline(
+            instances, rows, y, len(labels), task_type=task_type, source=frequency_source
+        ),
         "chance": 1.0 / len(labels),
+        "applicable": {
+            "task_type": task_type,
+            **controls.APPLICABLE.get(task_type, controls.APPLICABLE["custom"]),
+        },
+    }
+
+
+def frequency_baseline(
+    instances: Sequence[ProbingInstance],
+    rows: dict[str, np.ndarray],
+    y: dict[str, np.ndarray],
+    n_classes: int,
+    *,
+    task_type: str,
+    source: controls.UnigramSource | None = None,
+) -> dict[str, Any]:
+    """va/te accuracy of logistic regression on one feature: the log10 probability of the
+    line's target form (field #3) in a model of a large corpus (the CMU trigram's
+    unigrams by default), never counted in the task itself. When it does not apply, or
+    cannot be computed, `va_accuracy`/`te_accuracy` are None and `reason` says why."""
+    row = controls.APPLICABLE.get(task_type, controls.APPLICABLE["custom"])
+    if not row["frequency"]:
+        return {"va_accuracy": None, "te_accuracy": None, "reason": f"not for {task_type}"}
+    forms = controls.target_forms(instances)
+    if forms is None:
+        return {
+            "va_accuracy": None,
+            "te_accuracy": None,
+            "reason": "the file has no target-form column (field #3)",
+        }
+    source = source or controls.cmu_unigrams()
+    if source is None:
+        return {
+            "va_accuracy": None,
+            "te_accuracy": None,
+            "reason": "the CMU model (pocketsphinx) is not installed",
+        }
+    values, fell_back = controls.frequency_features(forms, source)
+    column = values.astype(np.float32)[:, None]
+    split = Split(
+        x_tr=column[rows["tr"]],
+        y_tr=y["tr"],
+        x_va=column[rows["va"]],
+        y_va=y["va"],
+        x_te=column[rows["te"]],
+        y_te=y["te"],
+        n_classes=n_classes,
+    )
+    fit = fit_logreg(split)
+    return {
+        "va_accuracy": fit.va_accuracy,
+        "te_accuracy": fit.te_accuracy,
+        "source": source.name,
+        "forms": len(set(forms)),
+        "instances": len(forms),
+        "fell_back": fell_back,
+        "fallback": source.fallback,
     }
 
 
@@ -77,10 +159,14 @@ def probe_task(
     task: dict[str, Any] | None = None,
     pooling: str = "mean",
     probe: str = "logreg",
+    seeds: int = DEFAULT_SEEDS,
+    control: bool = True,
+    mdl: bool = False,
     device: str | None = None,
     token_budget: int | None = None,
     memory_limit_bytes: int = DEFAULT_MEMORY_LIMIT,
     progress: StageProgress | None = None,
+    frequency_source: controls.UnigramSource | None = None,
 ) -> dict[str, Any]:
     """Probe every layer of `lm` on a valid task's instances; the result document."""
     labels, rows, y = label_arrays(instances)
@@ -100,21 +186,29 @@ def probe_task(
         progress=vectors_progress,
     )
     extracted = time.perf_counter()
+    plan = LayerPlan.of(instances, rows, y, len(labels), task, probe, seeds, control, mdl, device)
     with features:
-        layers, predictions = _probe_layers(features, rows, y, len(labels), probe, device, progress)
+        layers, predictions = _probe_layers(features, plan, progress)
         notes = list(features.notes)
         on_disk = features.on_disk
-    # The best layer on va; a tie goes to the lower layer.
-    best = max(range(len(layers)), key=lambda k: (layers[k]["va_accuracy"], -k))
+    probed = time.perf_counter()
+    best = best_layer(layers)
+    task_type = (task or {}).get("type", "custom")
     return {
         "task": {**(task or {}), "labels": labels, "counts": _counts(labels, y)},
         "model": model_info(lm),
         "pooling": pooling,
         "probe": probe,
-        "baselines": baselines(instances),
+        "seeds": plan.seeds,
+        "mdl": mdl,
+        "baselines": baselines(instances, task_type=task_type, frequency_source=frequency_source),
+        "control": (
+            {"kind": plan.control_kind, "seed": controls.CONTROL_SEED} if control else None
+        ),
         "layers": layers,
         "best_layer": best,
         "best": layers[best],
+        "best_selectivity": layers[best].get("selectivity"),
         "confusion": {
             "labels": labels,
             "matrix": confusion_matrix(y["te"], predictions[best], len(labels)),
@@ -123,46 +217,143 @@ def probe_task(
             "sentences": len(instances),
             "vectors_on_disk": on_disk,
             "seconds_vectors": round(extracted - started, 3),
-            "seconds_probes": round(time.perf_counter() - extracted, 3),
+            "seconds_probes": round(probed - extracted, 3),
+            "seconds_task_probes": round(plan.seconds["task"], 3),
+            "seconds_control_probes": round(plan.seconds["control"], 3),
+            "seconds_mdl": round(plan.seconds["mdl"], 3),
             "notes": notes,
         },
     }
 
 
+def best_layer(layers: Sequence[dict[str, Any]]) -> int:
+    """The layer best on (mean) va accuracy; a tie goes to the lower layer."""
+    return max(range(len(layers)), key=lambda k: (layers[k]["va_accuracy"], -k))
+
+
+@dataclass
+class LayerPlan:
+    """What is trained at every layer: the task probe with each seed, the control probe
+    with each seed (when asked), the online code (when asked)."""
+
+    rows: dict[str, np.ndarray]
+    y: dict[str, np.ndarray]
+    y_control: dict[str, np.ndarray] | None
+    control_kind: str | None
+    n_classes: int
+    probe: str
+    seeds: list[int]
+    mdl: bool
+    device: str
+    seconds: dict[str, float] = field(
+        default_factory=lambda: {"task": 0.0, "control": 0.0, "mdl": 0.0}
+    )
+
+    @classmethod
+    def of(
+        cls,
+        instances: Sequence[ProbingInstance],
+        rows: dict[str, np.ndarray],
+        y: dict[str, np.ndarray],
+        n_classes: int,
+        task: dict[str, Any] | None,
+        probe: str,
+        seeds: int,
+        control: bool,
+        mdl: bool,
+        device: str,
+    ) -> LayerPlan:
+        if not 1 <= seeds <= MAX_SEEDS:
+            raise ValueError(f"seeds must be between 1 and {MAX_SEEDS}, not {seeds}")
+        kind: str | None = None
+        y_control = None
+        if control:
+            forms = controls.target_forms(instances)
+            kind = controls.control_kind((task or {}).get("type", "custom"), forms)
+            y_control = controls.control_labels(
+                instances, rows, y, n_classes, kind=kind, forms=forms
+            )
+        return cls(rows, y, y_control, kind, n_classes, probe, seeds_of(seeds), mdl, device)
+
+    def split(self, x: dict[str, np.ndarray], y: dict[str, np.ndarray]) -> Split:
+        return Split(
+            x_tr=x["tr"],
+            y_tr=y["tr"],
+            x_va=x["va"],
+            y_va=y["va"],
+            x_te=x["te"],
+            y_te=y["te"],
+            n_classes=self.n_classes,
+        )
+
+
+def _spread(values: Sequence[float]) -> float:
+    """Sample standard deviation (0 for one value)."""
+    return float(np.std(values, ddof=1)) if len(values) > 1 else 0.0
+
+
+def _probe_layer(x: dict[str, np.ndarray], plan: LayerPlan, k: int) -> tuple[dict, np.ndarray]:
+    """One layer's entry of the document, and the first seed's te predictions."""
+    clock = time.perf_counter()
+    fits = [
+        fit_probe(plan.split(x, plan.y), probe=plan.probe, device=plan.device, seed=seed)
+        for seed in plan.seeds
+    ]
+    plan.seconds["task"] += time.perf_counter() - clock
+    va = [fit.va_accuracy for fit in fits]
+    te = [fit.te_accuracy for fit in fits]
+    entry: dict[str, Any] = {
+        "layer": k,
+        "va_accuracy": float(np.mean(va)),
+        "te_accuracy": float(np.mean(te)),
+        "hyperparameters": fits[0].hyperparameters,
+        "va_std": _spread(va),
+        "te_std": _spread(te),
+        "seed_va": va,
+        "seed_te": te,
+    }
+    if plan.y_control is not None:
+        clock = time.perf_counter()
+        cfits = [
+            fit_probe(plan.split(x, plan.y_control), probe=plan.probe, device=plan.device, seed=s)
+            for s in plan.seeds
+        ]
+        plan.seconds["control"] += time.perf_counter() - clock
+        c_te = [fit.te_accuracy for fit in cfits]
+        control_te = float(np.mean(c_te))
+        entry["control"] = {
+            "va_accuracy": float(np.mean([fit.va_accuracy for fit in cfits])),
+            "te_accuracy": control_te,
+            "te_std": _spread(c_te),
+        }
+        entry["selectivity"] = entry["te_accuracy"] - control_te
+    if plan.mdl:
+        clock = time.perf_counter()
+        chosen = next(iter(fits[0].hyperparameters.values()))
+        entry["mdl"] = online_codelength(
+            plan.split(x, plan.y),
+            probe=plan.probe,
+            hyperparameter=float(chosen),
+            device=plan.device,
+            seed=plan.seeds[0],
+        )
+        plan.seconds["mdl"] += time.perf_counter() - clock
+    return entry, fits[0].te_predictions
+
+
 def _probe_layers(
-    features: Features,
-    rows: dict[str, np.ndarray],
-    y: dict[str, np.ndarray],
-    n_classes: int,
-    probe: str,
-    device: str,
-    progress: StageProgress | None,
+    features: Features, plan: LayerPlan, progress: StageProgress | None
 ) -> tuple[list[dict[str, Any]], list[np.ndarray]]:
-    """A probe per layer: each layer's entry of the document, and its te predictions."""
+    """Every layer's entry of the document, and each layer's te predictions."""
     layers: list[dict[str, Any]] = []
     predictions: list[np.ndarray] = []
     if progress is not None:
         progress("probes", 0, features.n_layers)
     for k in range(features.n_layers):
-        split = Split(
-            x_tr=features.layer(k, rows["tr"]),
-            y_tr=y["tr"],
-            x_va=features.layer(k, rows["va"]),
-            y_va=y["va"],
-            x_te=features.layer(k, rows["te"]),
-            y_te=y["te"],
-            n_classes=n_classes,
-        )
-        fit = fit_probe(split, probe=probe, device=device)
-        layers.append(
-            {
-                "layer": k,
-                "va_accuracy": fit.va_accuracy,
-                "te_accuracy": fit.te_accuracy,
-                "hyperparameters": fit.hyperparameters,
-            }
-        )
-        predictions.append(fit.te_predictions)
+        x = {name: features.layer(k, plan.rows[name]) for name in PARTITIONS}
+        entry, te_predictions = _probe_layer(x, plan, k)
+        layers.append(entry)
+        predictions.append(te_predictions)
         if progress is not None:
             progress("probes", k + 1, features.n_layers)
     return layers, predictions

@@ -47,11 +47,17 @@ def task_runs(task: ProbingTask, *, include_hidden: bool = False) -> list[Probin
 
 
 def layer_rows(run: ProbingRun) -> list[dict[str, Any]]:
-    return list(
-        run.layers.order_by("layer").values(
-            "layer", "va_accuracy", "te_accuracy", "hyperparameters"
-        )
+    """Each layer as the result document has it: the mean accuracies, hyperparameters,
+    and what a run stored beside them (seeds' spread, control, selectivity, MDL)."""
+    rows = run.layers.order_by("layer").values(
+        "layer", "va_accuracy", "te_accuracy", "hyperparameters", "stats"
     )
+    return [_flat(row) for row in rows]
+
+
+def _flat(row: dict[str, Any]) -> dict[str, Any]:
+    stats = row.pop("stats", None) or {}
+    return {**row, **stats}
 
 
 def curve(run: ProbingRun, rows: list[dict[str, Any]] | None = None) -> dict[str, Any]:
@@ -217,9 +223,9 @@ def model_curves(model: LanguageModel) -> list[dict[str, Any]]:
     for row in (
         ProbingLayerResult.objects.filter(run__in=runs)
         .order_by("run", "layer")
-        .values("run_id", "layer", "va_accuracy", "te_accuracy", "hyperparameters")
+        .values("run_id", "layer", "va_accuracy", "te_accuracy", "hyperparameters", "stats")
     ):
-        layers[row["run_id"]].append(row)
+        layers[row["run_id"]].append(_flat(row))
     return [
         {
             "run": run,

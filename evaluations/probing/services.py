@@ -15,6 +15,7 @@ from django.utils import timezone
 
 from evaluations.language_models.registry import learn_model_facts
 from evaluations.models import LanguageModel, ProbingLayerResult, ProbingRun
+from evaluations.probing.run import DEFAULT_SEEDS, MAX_SEEDS
 from evaluations.runs import lifecycle as runs
 from gym.errors import ApplicationError
 from suites.models import ProbingTask
@@ -52,10 +53,12 @@ class ProbingRequestInvalid(ApplicationError):
 
 
 def probing_request_problems(
-    models: list[LanguageModel], *, pooling: str, probe: str
+    models: list[LanguageModel], *, pooling: str, probe: str, seeds: int = DEFAULT_SEEDS
 ) -> dict[str, str]:
     """What is wrong with asking for these runs, by field ({} when nothing is)."""
     errors: dict[str, str] = {}
+    if not isinstance(seeds, int) or isinstance(seeds, bool) or not 1 <= seeds <= MAX_SEEDS:
+        errors["seeds"] = f"seeds must be a whole number from 1 to {MAX_SEEDS}, not {seeds!r}"
     if pooling not in POOLINGS:
         errors["pooling"] = f"pooling must be one of {', '.join(POOLINGS)}, not {pooling!r}"
     if probe not in PROBES:
@@ -100,22 +103,31 @@ def probing_run_request(
     task: ProbingTask,
     pooling: str = "mean",
     probe: str = "logreg",
+    seeds: int = DEFAULT_SEEDS,
+    mdl: bool = False,
     user: AbstractBaseUser | AnonymousUser | None = None,
 ) -> ProbingRequestOutcome:
-    """One run per (model, task content, pooling, probe): asking again returns the
-    existing one. New runs are sent to the GPU queue once their rows are committed.
+    """One run per (model, task content, pooling, probe, seeds, mdl): asking again
+    returns the existing one. New runs are sent to the GPU queue once their rows are committed.
 
     Raises ProbingRequestInvalid (nothing written) for an n-gram model, an unknown
     option, or last-token pooling of a masked model; BrokerUnavailable (rows committed)
     when the queue cannot be reached."""
     asked = list({m.pk: m for m in models}.values())
     runs.check_runnable(asked)
-    errors = probing_request_problems(asked, pooling=pooling, probe=probe)
+    errors = probing_request_problems(asked, pooling=pooling, probe=probe, seeds=seeds)
     if errors:
         raise ProbingRequestInvalid(errors)
     requester = user if user is not None and user.is_authenticated else None
     outcome = ProbingRequestOutcome(runs=[])
-    key = {"task": task, "content_hash": task.content_hash, "pooling": pooling, "probe": probe}
+    key = {
+        "task": task,
+        "content_hash": task.content_hash,
+        "pooling": pooling,
+        "probe": probe,
+        "seeds": seeds,
+        "mdl": bool(mdl),
+    }
     with transaction.atomic():
         # One global order (model id), so that overlapping requests never deadlock.
         for model in sorted(asked, key=lambda m: m.pk):
@@ -145,27 +157,34 @@ def probing_retry_check(run: ProbingRun) -> str:
 
 def probing_payload(run: ProbingRun) -> dict[str, Any]:
     """Everything the GPU worker needs (see evaluations.probing.worker): the instances
-    in file order as parallel lists, the model and the options."""
+    in file order as parallel lists, the model and the options. `form` (field #3, the
+    target form) travels only when every line has one."""
     task = run.task
     code = {label: k for k, label in enumerate(task.labels)}
     partitions: list[str] = []
     classes: list[int] = []
     sentences: list[str] = []
-    rows = task.instances.order_by("line").values_list("partition", "label", "sentence")
-    for partition, label, sentence in rows.iterator(chunk_size=5000):
+    forms: list[str] = []
+    rows = task.instances.order_by("line").values_list("partition", "label", "sentence", "extra")
+    for partition, label, sentence, extra in rows.iterator(chunk_size=5000):
         partitions.append(partition)
         classes.append(code[label])
         sentences.append(sentence)
+        first = extra[0] if isinstance(extra, list) and extra else ""
+        forms.append(first if isinstance(first, str) else "")
     return {
         "model": {"source": run.model.source, "revision": run.model.revision},
         "task": {"name": task.name, "type": task.task_type, "content_hash": run.content_hash},
         "pooling": run.pooling,
         "probe": run.probe,
+        "seeds": run.seeds,
+        "mdl": run.mdl,
         "memory_mb": settings.GYM_PROBING_MEMORY_MB,
         "labels": list(task.labels),
         "partition": partitions,
         "label": classes,
         "sentences": sentences,
+        "form": forms if forms and all(forms) else None,
     }
 
 
@@ -179,6 +198,10 @@ def _document_problem(results: dict[str, Any]) -> str:
     return ""
 
 
+# What a layer's entry of the document holds beyond its mean accuracies.
+LAYER_STATS = ("va_std", "te_std", "seed_va", "seed_te", "control", "selectivity", "mdl")
+
+
 def _layers_write(run: ProbingRun, layers: list[dict[str, Any]]) -> None:
     ProbingLayerResult.objects.filter(run=run).delete()
     ProbingLayerResult.objects.bulk_create(
@@ -188,6 +211,7 @@ def _layers_write(run: ProbingRun, layers: list[dict[str, Any]]) -> None:
             va_accuracy=row["va_accuracy"],
             te_accuracy=row["te_accuracy"],
             hyperparameters=row.get("hyperparameters") or {},
+            stats={key: row[key] for key in LAYER_STATS if key in row},
         )
         for row in layers
     )
@@ -219,10 +243,12 @@ def probing_results_store(*, run_id: int, attempt: int, results: dict[str, Any])
             best_layer=results["best_layer"],
             best_va=best["va_accuracy"],
             best_te=best["te_accuracy"],
+            best_selectivity=best.get("selectivity"),
             baselines=results.get("baselines") or {},
             confusion=results.get("confusion") or {},
             task_info=results.get("task") or {},
-            diagnostics=results.get("diagnostics") or {},
+            # How the control labels were drawn travels with the diagnostics.
+            diagnostics={**(results.get("diagnostics") or {}), "control": results.get("control")},
             model_info=info,
             progress_done=steps,
             progress_total=steps,

@@ -3,9 +3,11 @@ task's instances and the model's source, the result is `probe_task`'s document (
 the `probe` command writes), so a stored run and the command agree number for number.
 
 payload: {"model": {"source", "revision", "dtype"?}, "task": {"name", "type",
-          "content_hash"}, "pooling", "probe", "memory_mb",
+          "content_hash"}, "pooling", "probe", "seeds"?, "mdl"?, "memory_mb",
           "labels": [label, ...], "partition": ["tr" | "va" | "te", ...],
-          "label": [index into labels, ...], "sentences": [sentence, ...]}
+          "label": [index into labels, ...], "sentences": [sentence, ...],
+          "form"?: [field #3 of each line, ...] or None}
+(payloads from before seeds and MDL mean one seed, no MDL)
 (instances in file order, as parallel lists: a 120,000-line task travels as three
 lists, which the message's zlib compression shrinks well).
 
@@ -31,11 +33,20 @@ def payload_instances(payload: dict[str, Any]) -> list[ProbingInstance]:
     sentences = payload["sentences"]
     partitions = payload["partition"]
     classes = payload["label"]
-    if not len(sentences) == len(partitions) == len(classes):
+    forms = payload.get("form") or [None] * len(sentences)
+    if not len(sentences) == len(partitions) == len(classes) == len(forms):
         raise ScoringError("the probing payload's lists differ in length")
     return [
-        ProbingInstance(line=n, partition=part, label=labels[k], sentence=text)
-        for n, (part, k, text) in enumerate(zip(partitions, classes, sentences, strict=True), 1)
+        ProbingInstance(
+            line=n,
+            partition=part,
+            label=labels[k],
+            sentence=text,
+            extra=(form,) if form else (),
+        )
+        for n, (part, k, text, form) in enumerate(
+            zip(partitions, classes, sentences, forms, strict=True), 1
+        )
     ]
 
 
@@ -82,6 +93,8 @@ def run_probing(
         task=dict(payload["task"]),
         pooling=payload["pooling"],
         probe=payload["probe"],
+        seeds=int(payload.get("seeds") or 1),
+        mdl=bool(payload.get("mdl")),
         memory_limit_bytes=max(0, int(payload["memory_mb"])) * 1024**2,
         progress=report,
     )

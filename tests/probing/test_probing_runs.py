@@ -255,7 +255,7 @@ def test_api_request_list_detail_and_csv(task, gpt2, alice) -> None:  # type: ig
     document = json.loads(BrowserClient().get(f"/probing-runs/{run_id}/results.json").content)
     assert set(document) == {
         "task", "model", "pooling", "probe", "baselines", "layers", "best_layer", "best",
-        "confusion", "diagnostics",
+        "confusion", "diagnostics", "seeds", "mdl", "control", "best_selectivity",
     }  # fmt: skip
     assert document["best"] == document["layers"][document["best_layer"]]
     assert str(Path(gpt2.source).parent) not in json.dumps(document)  # no server folders

@@ -81,7 +81,19 @@ def test_a_run_on_a_real_worker_equals_the_probe_command(  # type: ignore[no-unt
         torch.set_num_threads(before)
     cli = json.loads((tmp_path / f"{TASK_FILE.stem}.json").read_text())
     stored = json.loads(client.get(f"/probing-runs/{run.pk}/results.json").content)
-    for key in ("layers", "best_layer", "best", "baselines", "confusion", "pooling", "probe"):
+    for key in (
+        "layers",
+        "best_layer",
+        "best",
+        "baselines",
+        "confusion",
+        "pooling",
+        "probe",
+        "seeds",
+        "mdl",
+        "control",
+        "best_selectivity",
+    ):
         assert stored[key] == cli[key], key
     assert stored["task"]["labels"] == cli["task"]["labels"]
     assert stored["task"]["counts"] == cli["task"]["counts"]

@@ -12,7 +12,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from evaluations.probing.extract import POOLINGS
 from evaluations.probing.probes import PROBES
-from evaluations.probing.run import probe_task
+from evaluations.probing.run import DEFAULT_SEEDS, MAX_SEEDS, probe_task
 from evaluations.scoring.loading import load_model
 from evaluations.scoring.schema import ScoringError
 from suites.formats.probing import (
@@ -34,8 +34,16 @@ SUMMARY_COLUMNS = (
     "te_accuracy",
     "majority_te_accuracy",
     "length_te_accuracy",
+    "frequency_te_accuracy",
+    "control_te_accuracy",
+    "selectivity",
+    "seeds",
     "chance",
 )
+
+
+def _four(value: float | None) -> str:
+    return "" if value is None else f"{value:.4f}"
 
 
 class Command(BaseCommand):
@@ -72,6 +80,21 @@ class Command(BaseCommand):
         parser.add_argument("--pooling", choices=POOLINGS, default="mean")
         parser.add_argument("--probe", choices=PROBES, default="logreg")
         parser.add_argument(
+            "--seeds",
+            type=int,
+            default=DEFAULT_SEEDS,
+            help=f"probes per layer, each with its own seed (1-{MAX_SEEDS}; "
+            f"default {DEFAULT_SEEDS}): mean and spread, best layer on the mean va",
+        )
+        parser.add_argument(
+            "--no-control",
+            action="store_true",
+            help="skip the control task (and so selectivity)",
+        )
+        parser.add_argument(
+            "--mdl", action="store_true", help="also the online code length (MDL) per layer"
+        )
+        parser.add_argument(
             "--token-budget",
             type=int,
             default=0,
@@ -86,6 +109,8 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
+        if not 1 <= options["seeds"] <= MAX_SEEDS:
+            raise CommandError(f"--seeds must be from 1 to {MAX_SEEDS}")
         tasks = self._read_tasks(options["task"], options["type"])
         out = Path(options["out"])
         out.mkdir(parents=True, exist_ok=True)
@@ -114,6 +139,9 @@ class Command(BaseCommand):
                     },
                     pooling=options["pooling"],
                     probe=options["probe"],
+                    seeds=options["seeds"],
+                    control=not options["no_control"],
+                    mdl=options["mdl"],
                     token_budget=options["token_budget"] or None,
                     memory_limit_bytes=max(0, options["memory_mb"]) * 1024**2,
                     progress=self._progress(path),
@@ -139,6 +167,10 @@ class Command(BaseCommand):
                     "te_accuracy": f"{best['te_accuracy']:.4f}",
                     "majority_te_accuracy": f"{base['majority']['te_accuracy']:.4f}",
                     "length_te_accuracy": f"{base['length']['te_accuracy']:.4f}",
+                    "frequency_te_accuracy": _four(base["frequency"]["te_accuracy"]),
+                    "control_te_accuracy": _four((best.get("control") or {}).get("te_accuracy")),
+                    "selectivity": _four(best.get("selectivity")),
+                    "seeds": len(document["seeds"]),
                     "chance": f"{base['chance']:.4f}",
                 }
             )
