@@ -19,6 +19,7 @@ from evaluations.models import LanguageModel, ProbingRun
 from evaluations.probing import exports as probing_exports
 from evaluations.probing import selectors as probing_selectors
 from evaluations.probing import services as probing_services
+from evaluations.probing.run import DEFAULT_SEEDS, MAX_SEEDS
 from evaluations.probing.views import probing_board_from, probing_run_csv
 from evaluations.runs import lifecycle as runs
 from evaluations.runs.api import BAD_FILTER, RUN_FILTER_PARAMETERS, run_filters_of
@@ -42,6 +43,8 @@ class ProbingRunSerializer(serializers.ModelSerializer):
             "outdated",
             "pooling",
             "probe",
+            "seeds",
+            "mdl",
             "status",
             "enqueued",
             "attempt",
@@ -52,6 +55,7 @@ class ProbingRunSerializer(serializers.ModelSerializer):
             "best_layer",
             "best_va",
             "best_te",
+            "best_selectivity",
             "baselines",
             "created_at",
             "started_at",
@@ -82,6 +86,8 @@ class ProbingRunRequestSerializer(serializers.Serializer):
     # The model's choices, so that the schema has one enum of each.
     pooling = serializers.ChoiceField(ProbingRun.Pooling.choices, default="mean")
     probe = serializers.ChoiceField(ProbingRun.Probe.choices, default="logreg")
+    seeds = serializers.IntegerField(min_value=1, max_value=MAX_SEEDS, default=DEFAULT_SEEDS)
+    mdl = serializers.BooleanField(default=False)
 
 
 class ProbingRunListCreate(generics.ListAPIView):
@@ -109,8 +115,8 @@ class ProbingRunListCreate(generics.ListAPIView):
     @extend_schema(
         request=ProbingRunRequestSerializer,
         responses={201: ProbingRunSerializer(many=True), 200: ProbingRunSerializer(many=True)},
-        description="One run per (model, task content, pooling, probe); asking again returns "
-        "the existing ones (200). 400 for an n-gram model (no hidden states) or last-token "
+        description="One run per (model, task content, pooling, probe, seeds, mdl); asking "
+        "again returns the existing ones (200). 400 for an n-gram model (no hidden states) or last-token "
         "pooling of a masked model; 503 when the task queue is unreachable.",
     )
     def post(self, request: Request) -> Response:

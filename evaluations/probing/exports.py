@@ -10,7 +10,7 @@ from typing import Any
 
 from evaluations.models import ProbingRun
 from evaluations.probing.probes import seeds_of
-from evaluations.probing.selectors import ProbingBoard, layer_rows
+from evaluations.probing.selectors import BOARD_BASELINES, ProbingBoard, layer_rows
 from evaluations.runs.selectors import public_model_info
 
 
@@ -50,6 +50,14 @@ RUN_CSV_HEADER = [
     "hyperparameters",
     "majority_te_accuracy",
     "length_te_accuracy",
+    "frequency_te_accuracy",
+    "seeds",
+    "va_sd",
+    "te_sd",
+    "control_te_accuracy",
+    "selectivity",
+    "mdl_bits",
+    "mdl_compression",
 ]
 
 
@@ -63,6 +71,7 @@ def run_csv(run: ProbingRun) -> str:
     base = run.baselines or {}
     majority = (base.get("majority") or {}).get("te_accuracy")
     length = (base.get("length") or {}).get("te_accuracy")
+    frequency = (base.get("frequency") or {}).get("te_accuracy")
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(RUN_CSV_HEADER)
@@ -80,6 +89,14 @@ def run_csv(run: ProbingRun) -> str:
                 json.dumps(row["hyperparameters"], sort_keys=True),
                 _number(majority),
                 _number(length),
+                _number(frequency),
+                run.seeds,
+                _number(row.get("va_std")),
+                _number(row.get("te_std")),
+                _number((row.get("control") or {}).get("te_accuracy")),
+                _number(row.get("selectivity")),
+                _number((row.get("mdl") or {}).get("bits")),
+                _number((row.get("mdl") or {}).get("compression")),
             ]
         )
     return out.getvalue()
@@ -92,7 +109,7 @@ def board_data(board: ProbingBoard) -> dict[str, Any]:
         "metric": "te accuracy at the layer chosen on va",
         "tasks": [{"name": t.name, "type": t.task_type} for t in board.tasks],
         "baselines": {
-            t.name: board.baselines.get(t.pk, {"majority": None, "length": None})
+            t.name: board.baselines.get(t.pk, {"majority": None, "length": None, "frequency": None})
             for t in board.tasks
         },
         "rows": [
@@ -109,6 +126,7 @@ def board_data(board: ProbingBoard) -> dict[str, Any]:
                             "te_accuracy": c.te,
                             "va_accuracy": c.va,
                             "layer": c.layer,
+                            "selectivity": c.selectivity,
                             "run": c.run_id,
                         }
                     )
@@ -121,22 +139,26 @@ def board_data(board: ProbingBoard) -> dict[str, Any]:
 
 
 def board_csv(board: ProbingBoard) -> str:
-    """One row per model, then the two baseline rows; for each task its te accuracy and
-    the layer chosen on va."""
+    """One row per model, then the baseline rows; for each task its te accuracy, the
+    layer chosen on va and the selectivity there (empty without a control task)."""
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     header = ["model", "pooling", "probe"]
     for task in board.tasks:
-        header += [task.name, f"{task.name}:layer"]
+        header += [task.name, f"{task.name}:layer", f"{task.name}:selectivity"]
     writer.writerow(header)
     for row in board.rows:
         line = [row.model.name, board.pooling, board.probe]
         for cell in board.cells_of(row):
-            line += ["", ""] if cell is None else [_number(cell.te), cell.layer]
+            line += (
+                ["", "", ""]
+                if cell is None
+                else [_number(cell.te), cell.layer, _number(cell.selectivity)]
+            )
         writer.writerow(line)
-    for name in ("majority", "length"):
+    for name in BOARD_BASELINES:
         line = [f"baseline:{name}", "", ""]
         for value in board.baseline_cells(name):
-            line += [_number(value), ""]
+            line += [_number(value), "", ""]
         writer.writerow(line)
     return out.getvalue()

@@ -5,6 +5,7 @@ from __future__ import annotations
 from django import forms
 
 from evaluations.models import ProbingRun
+from evaluations.probing.run import DEFAULT_SEEDS, MAX_SEEDS
 from evaluations.runs.forms import RunModelsField, probing_note
 from suites.models import ProbingTask
 
@@ -27,3 +28,22 @@ class ProbingRunRequestForm(forms.Form):
         initial=ProbingRun.Probe.LOGREG,
         help_text="Trained per layer; hyperparameters chosen on va, accuracy reported on te.",
     )
+    seeds = forms.IntegerField(
+        required=False,
+        min_value=1,
+        max_value=MAX_SEEDS,
+        initial=DEFAULT_SEEDS,
+        help_text="Probes per layer, each with its own seed: the page shows their mean and "
+        "spread, and the layer is chosen on the mean va accuracy.",
+    )
+    mdl = forms.BooleanField(
+        required=False,
+        label="MDL (online code)",
+        help_text="Also the description length of tr's labels at each layer (Voita and "
+        "Titov 2020): about ten more probes per layer.",
+    )
+
+    def clean_seeds(self) -> int:
+        """Left empty: the default number of seeds."""
+        seeds = self.cleaned_data.get("seeds")
+        return DEFAULT_SEEDS if seeds is None else seeds

@@ -9,6 +9,7 @@ from typing import Any
 from django.db.models import F, QuerySet
 
 from evaluations.models import LanguageModel, ProbingLayerResult, ProbingRun
+from evaluations.probing.controls import applicable_table
 from suites.models import ProbingTask
 
 DONE = ProbingRun.Status.DONE
@@ -70,9 +71,14 @@ def curve(run: ProbingRun, rows: list[dict[str, Any]] | None = None) -> dict[str
         "layers": [row["layer"] for row in rows],
         "va": [row["va_accuracy"] for row in rows],
         "te": [row["te_accuracy"] for row in rows],
+        # The seeds' spread (None for a run stored before seeds): the band around te.
+        "te_std": [row.get("te_std") for row in rows],
+        "seeds": run.seeds,
+        "control_te": [(row.get("control") or {}).get("te_accuracy") for row in rows],
         "best_layer": run.best_layer,
         "majority": (baselines.get("majority") or {}).get("te_accuracy"),
         "length": (baselines.get("length") or {}).get("te_accuracy"),
+        "frequency": (baselines.get("frequency") or {}).get("te_accuracy"),
         "chance": baselines.get("chance"),
     }
 
@@ -110,9 +116,17 @@ def result_page(run: ProbingRun, *, control_id: int | None = None) -> dict[str, 
     plot = curve(run, rows)
     plot["control"] = curve(control) if control is not None else None
     best = next((row for row in rows if row["layer"] == run.best_layer), None)
+    baselines = run.baselines or {}
     return {
         "rows": rows,
         "best": best,
+        "frequency": baselines.get("frequency"),
+        "applicable": applicable_table(),
+        "task_type": run.task.task_type,
+        "control_info": (run.diagnostics or {}).get("control"),
+        "has_control": any("control" in row for row in rows),
+        "has_spread": run.seeds > 1 and any("te_std" in row for row in rows),
+        "has_mdl": any("mdl" in row for row in rows),
         "plot": plot,
         "controls": controls,
         "control": control,
@@ -123,6 +137,8 @@ def result_page(run: ProbingRun, *, control_id: int | None = None) -> dict[str, 
 
 # --- the probing leaderboard ---------------------------------------------------------------
 
+BOARD_BASELINES = ("majority", "length", "frequency")
+
 
 @dataclass
 class Cell:
@@ -130,6 +146,7 @@ class Cell:
     te: float
     va: float
     layer: int
+    selectivity: float | None = None  # None: a run without a control task
 
 
 @dataclass
@@ -149,7 +166,7 @@ class ProbingBoard:
     probe: str
     tasks: list[ProbingTask]
     rows: list[BoardRow]
-    # task id -> {"majority": te accuracy, "length": te accuracy or None}
+    # task id -> {"majority": te accuracy, "length" and "frequency": te accuracy or None}
     baselines: dict[int, dict[str, float | None]]
 
     def cells_of(self, row: BoardRow) -> list[Cell | None]:
@@ -160,7 +177,7 @@ class ProbingBoard:
 
     @property
     def baseline_rows(self) -> list[tuple[str, list[float | None]]]:
-        return [(name, self.baseline_cells(name)) for name in ("majority", "length")]
+        return [(name, self.baseline_cells(name)) for name in BOARD_BASELINES]
 
 
 def majority_from_counts(task: ProbingTask) -> float | None:
@@ -187,20 +204,33 @@ def probing_board(
             status=DONE, pooling=pooling, probe=probe, content_hash=F("task__content_hash")
         )
         .select_related("model")
-        .only("pk", "model", "task_id", "best_te", "best_va", "best_layer", "baselines")
+        .only(
+            "pk",
+            "model",
+            "task_id",
+            "best_te",
+            "best_va",
+            "best_layer",
+            "best_selectivity",
+            "baselines",
+        )
     )
     if not include_hidden:
         runs = runs.filter(model__is_hidden=False)
     rows: dict[int, BoardRow] = {}
     baselines: dict[int, dict[str, float | None]] = {
-        task.pk: {"majority": majority_from_counts(task), "length": None} for task in tasks
+        task.pk: {"majority": majority_from_counts(task), "length": None, "frequency": None}
+        for task in tasks
     }
     for run in runs:
         row = rows.setdefault(run.model_id, BoardRow(model=run.model))
-        row.cells[run.task_id] = Cell(run.pk, run.best_te, run.best_va, run.best_layer)
-        length = (run.baselines.get("length") or {}).get("te_accuracy")
-        if length is not None:
-            baselines[run.task_id]["length"] = length
+        row.cells[run.task_id] = Cell(
+            run.pk, run.best_te, run.best_va, run.best_layer, run.best_selectivity
+        )
+        for name in ("length", "frequency"):
+            value = (run.baselines.get(name) or {}).get("te_accuracy")
+            if value is not None:
+                baselines[run.task_id][name] = value
     ordered = sorted(
         rows.values(),
         key=lambda r: (-len(r.cells), -(r.mean or 0.0), r.model.display_name.lower()),

@@ -50,6 +50,8 @@ def probing_request(request: HttpRequest) -> HttpResponse:
             task=data["task"],
             pooling=data["pooling"],
             probe=data["probe"],
+            seeds=data["seeds"],
+            mdl=data["mdl"],
             user=request.user,
         )
         return requested(

@@ -15,6 +15,42 @@ from suites.models import ProbingTask
 register = template.Library()
 
 
+DASH = "\u2014"  # what a number an older run never stored shows as
+
+
+@register.filter
+def measure(value: float | None, digits: int = 2) -> str:
+    """An accuracy, spread or selectivity with `digits` decimals; a dash when missing."""
+    if value is None or isinstance(value, bool):
+        return DASH
+    try:
+        return f"{float(value):.{int(digits)}f}"
+    except (TypeError, ValueError):
+        return DASH
+
+
+@register.filter
+def signed(value: float | None) -> str:
+    """A difference with its sign (selectivity); a dash when missing."""
+    if value is None:
+        return DASH
+    try:
+        return f"{float(value):+.2f}".replace("-", "\u2212")
+    except (TypeError, ValueError):
+        return DASH
+
+
+@register.filter
+def bits(value: float | None) -> str:
+    """A code length in whole bits; a dash when missing."""
+    if value is None:
+        return DASH
+    try:
+        return f"{float(value):,.0f}"
+    except (TypeError, ValueError):
+        return DASH
+
+
 @register.filter
 def shade(share: float | None) -> str:
     """A blue background for a share between 0 and 1, light enough for dark text."""

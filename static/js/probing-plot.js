@@ -1,6 +1,7 @@
 // Probe accuracy by layer: te solid, va dashed, the layer chosen on va ringed, the
-// majority and length baselines as horizontal lines, and optionally another run's curve
-// (a control model) in grey. Every canvas with data-probing-plot="<json_script id>" gets
+// seeds' spread as a band around te (mean +- one sd), the control task's te accuracy
+// dotted, the majority, length and frequency baselines as horizontal lines, and
+// optionally another run's curve (a control model) in grey. Every canvas with data-probing-plot="<json_script id>" gets
 // one chart; data-compact="1" draws the small multiples of a model's page.
 (function () {
   "use strict";
@@ -10,6 +11,10 @@
   const MAJORITY = "#6b7280";
   const LENGTH = "#D55E00";
   const CONTROL = "#9aa5b1";
+  const FREQUENCY = "#009E73";
+  const CONTROL_TASK = "#CC79A7";
+  const BAND = "rgba(0, 114, 178, 0.18)";
+  const BAND_LABEL = "te ± sd (seeds)";
 
   function flat(value, n) {
     return Array.from({ length: n }, function () { return value; });
@@ -33,6 +38,22 @@
       }),
       line("va", plot.va, VA, { borderDash: [6, 4], pointRadius: compact ? 0 : 2 }),
     ];
+    const std = plot.te_std || [];
+    if (plot.seeds > 1 && std.some(function (v) { return v !== null && v !== undefined; })) {
+      // Two invisible edges; the lower one fills up to the upper one.
+      const edge = function (sign) {
+        return plot.te.map(function (v, i) { return std[i] === null || std[i] === undefined ? null : v + sign * std[i]; });
+      };
+      sets.push(line(BAND_LABEL, edge(1), BAND, { borderWidth: 0, pointRadius: 0, fill: false }));
+      sets.push(line(BAND_LABEL, edge(-1), BAND, { borderWidth: 0, pointRadius: 0, fill: "-1", backgroundColor: BAND }));
+    }
+    const control = plot.control_te || [];
+    if (control.some(function (v) { return v !== null && v !== undefined; })) {
+      sets.push(line("control task (te)", control, CONTROL_TASK, { borderDash: [1, 3], pointRadius: compact ? 0 : 2 }));
+    }
+    if (plot.frequency !== null && plot.frequency !== undefined) {
+      sets.push(line("frequency baseline", flat(plot.frequency, n), FREQUENCY, { borderDash: [2, 3], pointRadius: 0, borderWidth: 1.5 }));
+    }
     if (plot.majority !== null) {
       sets.push(line("majority baseline", flat(plot.majority, n), MAJORITY, { borderDash: [2, 3], pointRadius: 0, borderWidth: 1.5 }));
     }
@@ -65,7 +86,11 @@
           y: { title: { display: !compact, text: "accuracy" }, suggestedMin: 0, suggestedMax: 1 },
         },
         plugins: {
-          legend: { display: !compact, position: "top" },
+          // The band's two edges share one legend entry.
+          legend: {
+            display: !compact, position: "top",
+            labels: { filter: function (item, data) { return !(item.text === BAND_LABEL && data.datasets[item.datasetIndex + 1] && data.datasets[item.datasetIndex + 1].label === BAND_LABEL); } },
+          },
           tooltip: {
             callbacks: {
               title: function (items) {
@@ -73,7 +98,8 @@
                 return "layer " + layer + (Number(layer) === plot.best_layer ? " (chosen on va)" : "");
               },
               label: function (ctx) {
-                return ctx.raw === null ? ctx.dataset.label + ": —" : ctx.dataset.label + ": " + ctx.raw.toFixed(3);
+                if (ctx.dataset.label === BAND_LABEL) return null;
+                return ctx.raw === null || ctx.raw === undefined ? ctx.dataset.label + ": —" : ctx.dataset.label + ": " + ctx.raw.toFixed(3);
               },
             },
           },

@@ -302,6 +302,10 @@ def test_hostile_and_missing_addresses_are_4xx(task, gpt2, alice) -> None:  # ty
     assert ProbingRun.objects.count() == 1
 
 
+def by_model_selectivity(rows: list[list[str]], model: str) -> float:
+    return float(next(row for row in rows if row[0] == model)[5])
+
+
 def test_control_overlay_leaderboard_and_model_page(task, gpt2, tiny_bert, anon_client) -> None:  # type: ignore[no-untyped-def]  # noqa: F811
     control = model_registry.model_register(source=str(tiny_bert), name="control-model")
     empty = anon_client.get("/models/control-model/").content.decode()
@@ -331,6 +335,7 @@ def test_control_overlay_leaderboard_and_model_page(task, gpt2, tiny_bert, anon_
         "te_accuracy": run.best_te,
         "va_accuracy": run.best_va,
         "layer": run.best_layer,
+        "selectivity": run.best_selectivity,
         "run": run.pk,
     }
     assert data["baselines"]["toy number"]["majority"] == pytest.approx(1 / 3)
@@ -339,7 +344,10 @@ def test_control_overlay_leaderboard_and_model_page(task, gpt2, tiny_bert, anon_
     rows = list(
         csv.reader(io.StringIO(anon_client.get("/leaderboard/probing.csv").content.decode()))
     )
-    assert rows[0] == ["model", "pooling", "probe", "toy number", "toy number:layer"]
+    assert rows[0] == [
+        "model", "pooling", "probe", "toy number", "toy number:layer", "toy number:selectivity"
+    ]  # fmt: skip
+    assert by_model_selectivity(rows, "tiny-gpt2") == run.best_selectivity
     by_model = {row[0]: row for row in rows[1:]}
     assert float(by_model["tiny-gpt2"][3]) == run.best_te
     assert by_model["tiny-gpt2"][4] == str(run.best_layer)
