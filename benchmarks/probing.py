@@ -11,6 +11,9 @@ init; the same saved folder). It prints:
   the speed-up;
 - the whole task through `probe_task`: extraction time for all sentences, probe training
   time for all 13 layers, the chosen layer and its accuracies;
+- what the control task, the seeds and MDL cost: the same vectors probed at every layer
+  with one seed and no control, with the control, with 3 seeds, with both (a run's
+  default), and with MDL too; seconds and the factor over the single probe;
 - peak memory (resident set of this process; on a GPU also the device's peak);
 - the import of the task as a file into the database (`probing_task_import`; a
   throw-away SQLite database unless DATABASE_URL is set).
@@ -65,12 +68,14 @@ def synthetic_task(n_train: int, n_valid: int, n_test: int, seed: int = 0) -> li
         for _ in range(size):
             line += 1
             label = rng.choice(("PAST", "PRES"))
-            words = [rng.choice(_SUBJECTS), rng.choice(_VERBS[label]), rng.choice(_OBJECTS)]
+            verb = rng.choice(_VERBS[label])
+            words = [rng.choice(_SUBJECTS), verb, rng.choice(_OBJECTS)]
             for _extra in range(rng.randint(0, 3)):
                 words.append(rng.choice(_ADVERBS if rng.random() < 0.5 else _TAILS))
             sentence = " ".join(words) + " ."
             sentence = sentence[0].upper() + sentence[1:]
-            out.append(ProbingInstance(line, partition, label, sentence))
+            # The verb is field #3, as in SentEval's full release: a frequency baseline.
+            out.append(ProbingInstance(line, partition, label, sentence, extra=(verb,)))
     return out
 
 
@@ -158,6 +163,48 @@ def measure_payload(task: Any) -> dict[str, Any]:
     }
 
 
+CONTROL_SETTINGS = {
+    "one_seed": {"seeds": 1, "control": False, "mdl": False},
+    "one_seed_control": {"seeds": 1, "control": True, "mdl": False},
+    "three_seeds": {"seeds": 3, "control": False, "mdl": False},
+    "three_seeds_control": {"seeds": 3, "control": True, "mdl": False},
+    "three_seeds_control_mdl": {"seeds": 3, "control": True, "mdl": True},
+}
+
+
+def measure_controls(lm: Any, instances: list[Any], args: argparse.Namespace) -> dict[str, Any]:
+    """Seconds to probe every layer of vectors extracted once, for each setting, and the
+    factor over one seed without control (the probe as it was before)."""
+    from evaluations.probing.extract import extract_features
+    from evaluations.probing.run import LayerPlan, label_arrays, probe_layers
+
+    labels, rows, y = label_arrays(instances)
+    task = {"name": "synthetic_tense", "type": "past_present"}
+    features = extract_features(
+        lm,
+        [item.sentence for item in instances],
+        token_budget=args.token_budget,
+        memory_limit_bytes=args.memory_mb * 1024**2,
+    )
+    seconds: dict[str, float] = {}
+    with features:
+        for name, setting in CONTROL_SETTINGS.items():
+            plan = LayerPlan.of(
+                instances, rows, y, len(labels), task, args.probe, device=args.device, **setting
+            )
+            started = time.perf_counter()
+            probe_layers(features, plan, None)
+            seconds[name] = round(time.perf_counter() - started, 3)
+    base = max(seconds["one_seed"], 1e-9)
+    return {
+        "probe": args.probe,
+        "layers": features.n_layers,
+        "seconds": seconds,
+        "factor_over_one_seed": {name: round(value / base, 2) for name, value in seconds.items()},
+        "extra_seconds_default_run": round(seconds["three_seeds_control"] - seconds["one_seed"], 3),
+    }
+
+
 def peak_rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
 
@@ -184,6 +231,9 @@ def main() -> None:
     parser.add_argument("--memory-mb", type=int, default=2048)
     parser.add_argument("--skip-full", action="store_true", help="only the extraction comparison")
     parser.add_argument("--skip-import", action="store_true", help="do not time the import")
+    parser.add_argument(
+        "--skip-controls", action="store_true", help="do not time controls, seeds and MDL"
+    )
     parser.add_argument(
         "--threads", type=int, default=0, help="torch CPU threads (default: torch's own)"
     )
@@ -259,7 +309,7 @@ def main() -> None:
         doc = probe_task(
             lm,
             instances,
-            task={"name": "synthetic_tense"},
+            task={"name": "synthetic_tense", "type": "past_present"},
             probe=args.probe,
             token_budget=args.token_budget,
             memory_limit_bytes=args.memory_mb * 1024**2,
@@ -280,11 +330,18 @@ def main() -> None:
             "best_te_accuracy": round(doc["best"]["te_accuracy"], 4),
             "majority_te_accuracy": round(doc["baselines"]["majority"]["te_accuracy"], 4),
             "length_te_accuracy": round(doc["baselines"]["length"]["te_accuracy"], 4),
+            "frequency_te_accuracy": doc["baselines"]["frequency"]["te_accuracy"],
+            "seeds": len(doc["seeds"]),
+            "best_selectivity": doc["best_selectivity"],
             "peak_rss_mib_before": round(rss_before, 1),
             "peak_rss_mib": round(peak_rss_mib(), 1),
         }
         if args.device.startswith("cuda"):
             figures["full"]["peak_gpu_mib"] = round(torch.cuda.max_memory_allocated() / 2**20, 1)
+    # 3. The control task, the seeds and MDL: the same vectors, probed every way.
+    if not args.skip_controls:
+        figures["controls"] = measure_controls(lm, instances, args)
+        print(json.dumps({"controls": figures["controls"]}, indent=2), flush=True)
     figures["load_average_end"] = os.getloadavg()
     print(json.dumps(figures, indent=2))
     if args.json:

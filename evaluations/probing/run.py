@@ -188,7 +188,7 @@ def probe_task(
     extracted = time.perf_counter()
     plan = LayerPlan.of(instances, rows, y, len(labels), task, probe, seeds, control, mdl, device)
     with features:
-        layers, predictions = _probe_layers(features, plan, progress)
+        layers, predictions = probe_layers(features, plan, progress)
         notes = list(features.notes)
         on_disk = features.on_disk
     probed = time.perf_counter()
@@ -341,7 +341,7 @@ def _probe_layer(x: dict[str, np.ndarray], plan: LayerPlan, k: int) -> tuple[dic
     return entry, fits[0].te_predictions
 
 
-def _probe_layers(
+def probe_layers(
     features: Features, plan: LayerPlan, progress: StageProgress | None
 ) -> tuple[list[dict[str, Any]], list[np.ndarray]]:
     """Every layer's entry of the document, and each layer's te predictions."""
