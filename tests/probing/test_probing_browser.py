@@ -69,6 +69,15 @@ def test_run_page_leaderboard_model_page_and_task_form(  # type: ignore[no-untyp
     assert lines[:2] == [f"te ({gpt2.display_name})", "va"]
     assert "majority baseline" in lines and "length baseline" in lines
     assert f"te ({LONG})" in lines
+    # Three seeds: the band's two edges; the control task's curve; no frequency baseline
+    # (top_constituents has none).
+    assert lines.count("te ± sd (seeds)") == 2 and "control task (te)" in lines
+    assert "frequency baseline" not in lines
+    legend = page.locator("canvas[data-probing-plot]").first.evaluate(
+        "c => window.Chart.getChart(c).legend.legendItems.map(i => i.text)"
+    )
+    assert legend.count("te ± sd (seeds)") == 1
+    assert "selectivity at layer" in page.locator(".summary").inner_text()
     cells = page.locator("table.confusion tbody tr").count()
     assert cells == len(task.labels)
     assert page.evaluate("document.documentElement.scrollWidth") <= page.viewport_size["width"]
@@ -76,9 +85,10 @@ def test_run_page_leaderboard_model_page_and_task_form(  # type: ignore[no-untyp
 
     page.goto("/leaderboard/#probing")
     section = page.locator("#probing")
-    assert section.locator("tbody tr").count() == 2 + 2  # two models, two baseline rows
+    # two models; majority, length and frequency baseline rows
+    assert section.locator("tbody tr").count() == 2 + 3
     row = section.locator("tbody tr", has_text=gpt2.display_name).inner_text()
-    assert f"L{run.best_layer}" in row
+    assert f"L{run.best_layer}" in row and "sel " in row
     assert page.evaluate("document.documentElement.scrollWidth") <= page.viewport_size["width"]
     section.screenshot(path=artifact("probing-leaderboard.png"))
 
