@@ -151,3 +151,41 @@ def test_custom_type_and_a_missing_model(tmp_path: Path) -> None:
             "--out",
             str(tmp_path / "o"),
         )
+
+
+def test_probe_seeds_control_and_mdl_options(
+    tiny_gpt2: Path,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    out = tmp_path / "results"
+    call_command(
+        "probe",
+        "--model",
+        str(tiny_gpt2),
+        "--task",
+        str(sample("past_present")),
+        "--out",
+        str(out),
+        "--seeds",
+        "2",
+        "--mdl",
+        stderr=StringIO(),
+    )
+    doc = json.loads((out / "past_present.json").read_text())
+    assert doc["seeds"] == [1234, 1235] and doc["mdl"] is True
+    # The public file has no field #3: a sentence control, and no frequency baseline.
+    assert doc["control"] == {"kind": "sentence", "seed": 4321}
+    assert doc["baselines"]["frequency"]["te_accuracy"] is None
+    best = doc["layers"][doc["best_layer"]]
+    assert doc["best_selectivity"] == best["selectivity"]
+    assert best["mdl"]["uniform_bits"] == 228.0  # 228 tr sentences, two labels
+    with (out / "summary.csv").open() as handle:
+        row = next(csv.DictReader(handle))
+    assert row["seeds"] == "2" and row["frequency_te_accuracy"] == ""
+    assert float(row["selectivity"]) == pytest.approx(best["selectivity"], abs=5e-5)
+
+    with pytest.raises(CommandError, match="--seeds must be from 1 to 10"):
+        call_command(
+            "probe", "--model", str(tiny_gpt2), "--task", str(sample("past_present")),
+            "--out", str(out), "--seeds", "0", stderr=StringIO(),
+        )  # fmt: skip
