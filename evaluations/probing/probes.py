@@ -11,7 +11,13 @@ every model and layer.
   Adam, mini-batches, early stopping on `va` (3 rounds without gain; a round is one
   pass over tr, or several when tr is small), weight decay chosen from a grid.
 
-Seeds are fixed: on a CPU the same inputs give the same numbers, run after run.
+Seeds are fixed: on a CPU the same inputs give the same numbers, run after run. A run
+trains k probes per layer with the seeds `seeds_of(k)` (the first is SEED, the single
+probe of before): for logreg the seed sets the starting weights, for the MLP also the
+dropout masks and batch order.
+
+`online_codelength` is the online code of Voita and Titov (2020): the bits that tr's
+labels cost when each block is encoded by a probe trained on the blocks before it.
 """
 
 from __future__ import annotations

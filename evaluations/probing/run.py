@@ -292,7 +292,9 @@ def _spread(values: Sequence[float]) -> float:
     return float(np.std(values, ddof=1)) if len(values) > 1 else 0.0
 
 
-def _probe_layer(x: dict[str, np.ndarray], plan: LayerPlan, k: int) -> tuple[dict, np.ndarray]:
+def _probe_layer(
+    x: dict[str, np.ndarray], plan: LayerPlan, k: int
+) -> tuple[dict[str, Any], np.ndarray]:
     """One layer's entry of the document, and the first seed's te predictions."""
     clock = time.perf_counter()
     fits = [
@@ -329,11 +331,11 @@ def _probe_layer(x: dict[str, np.ndarray], plan: LayerPlan, k: int) -> tuple[dic
         entry["selectivity"] = entry["te_accuracy"] - control_te
     if plan.mdl:
         clock = time.perf_counter()
-        chosen = next(iter(fits[0].hyperparameters.values()))
+        chosen = fits[0].hyperparameters.get("l2", fits[0].hyperparameters.get("weight_decay"))
         entry["mdl"] = online_codelength(
             plan.split(x, plan.y),
             probe=plan.probe,
-            hyperparameter=float(chosen),
+            hyperparameter=None if chosen is None else float(chosen),
             device=plan.device,
             seed=plan.seeds[0],
         )
