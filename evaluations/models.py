@@ -328,6 +328,26 @@ class ProbingLayerResult(models.Model):
         ]
 
 
+class ProbingAnnotation(models.Model):
+    """One person's answer for one te sentence of a probing task, given without seeing
+    its label: human accuracy, the reference SentEval's README asks for on tasks such as
+    odd_man_out. A replaced task's instances go, and their answers with them."""
+
+    instance = models.ForeignKey(
+        "suites.ProbingInstance", on_delete=models.CASCADE, related_name="annotations"
+    )
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="probing_annotations"
+    )
+    label = models.CharField(max_length=200)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["instance", "user"], name="probing_annotation_once"),
+        ]
+
+
 class PairEvaluation(Run):
     """One model on one minimal-pair set's content (identified by its content hash):
     scored by a worker, or imported from an NLPScholar predictions TSV. Token surprisals

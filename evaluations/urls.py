@@ -72,6 +72,7 @@ urlpatterns = [
     path("probing-runs/<int:pk>/cancel/", probing_views.probing_cancel, name="probing_cancel"),
     path("probing-runs/<int:pk>/results.json", probing_views.probing_run_json, name="probing_json"),
     path("probing-runs/<int:pk>/layers.csv", probing_views.probing_run_csv, name="probing_csv"),
+    path("probing/<str:name>/annotate/", probing_views.probing_annotate, name="probing_annotate"),
     path(
         "leaderboard/probing.csv",
         probing_views.probing_leaderboard_csv,

@@ -3,14 +3,15 @@ confusion matrix, a task's runs, the probing leaderboard and a model's curves.""
 
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass, field
 from typing import Any
 
 from django.db.models import F, QuerySet
 
-from evaluations.models import LanguageModel, ProbingLayerResult, ProbingRun
+from evaluations.models import LanguageModel, ProbingAnnotation, ProbingLayerResult, ProbingRun
 from evaluations.probing.controls import applicable_table
-from suites.models import ProbingTask
+from suites.models import ProbingInstance, ProbingTask
 
 DONE = ProbingRun.Status.DONE
 DEFAULT_POOLING = ProbingRun.Pooling.MEAN
@@ -131,6 +132,7 @@ def result_page(run: ProbingRun, *, control_id: int | None = None) -> dict[str, 
         "controls": controls,
         "control": control,
         "confusion": confusion_table(run),
+        "human": human_accuracy(run.task),
         "n_labels": len((run.confusion or {}).get("labels") or []),
     }
 
@@ -265,3 +267,77 @@ def model_curves(model: LanguageModel) -> list[dict[str, Any]]:
         }
         for run in runs
     ]
+
+
+# --- people's answers: human accuracy ------------------------------------------------------
+
+ANNOTATION_SAMPLE = 200  # te sentences a person is asked about (SentEval's README: 200)
+
+
+def annotation_sample(task: ProbingTask) -> list[int]:
+    """The te instances people are asked about, in the order they are asked: up to
+    ANNOTATION_SAMPLE drawn at random, with the task's content hash as the seed, so that
+    everyone gets the same sentences in the same order."""
+    ids = list(task.instances.filter(partition="te").order_by("line").values_list("pk", flat=True))
+    rng = random.Random(task.content_hash)
+    return rng.sample(ids, min(len(ids), ANNOTATION_SAMPLE))
+
+
+@dataclass
+class AnnotationState:
+    """Where one person stands on one task: the sample, their answers, the next one."""
+
+    sample: list[int]
+    answers: dict[int, str]  # instance id -> the label they gave
+    next: ProbingInstance | None
+    correct: int = 0
+
+    @property
+    def total(self) -> int:
+        return len(self.sample)
+
+    @property
+    def answered(self) -> int:
+        return len(self.answers)
+
+    @property
+    def accuracy(self) -> float | None:
+        return self.correct / self.answered if self.answered else None
+
+
+def annotation_state(task: ProbingTask, user: Any) -> AnnotationState:
+    sample = annotation_sample(task)
+    given = ProbingAnnotation.objects.filter(user=user, instance_id__in=sample)
+    answers: dict[int, str] = {}
+    correct = 0
+    for instance_id, label, gold in given.values_list("instance_id", "label", "instance__label"):
+        answers[instance_id] = label
+        correct += label == gold
+    pending = next((pk for pk in sample if pk not in answers), None)
+    upcoming = None if pending is None else ProbingInstance.objects.get(pk=pending)
+    return AnnotationState(sample, answers, upcoming, correct)
+
+
+def human_accuracy(task: ProbingTask) -> dict[str, Any] | None:
+    """Share of people's answers that match the label, over the task's te sample (None
+    before anyone has answered)."""
+    rows = ProbingAnnotation.objects.filter(instance__task=task, instance__partition="te")
+    answers = correct = 0
+    people: set[int] = set()
+    sentences: set[int] = set()
+    for user_id, instance_id, label, gold in rows.values_list(
+        "user_id", "instance_id", "label", "instance__label"
+    ):
+        answers += 1
+        correct += label == gold
+        people.add(user_id)
+        sentences.add(instance_id)
+    if not answers:
+        return None
+    return {
+        "accuracy": correct / answers,
+        "answers": answers,
+        "correct": correct,
+        "people": len(people),
+        "sentences": len(sentences),
+    }

@@ -14,8 +14,9 @@ from django.db import transaction
 from django.utils import timezone
 
 from evaluations.language_models.registry import learn_model_facts
-from evaluations.models import LanguageModel, ProbingLayerResult, ProbingRun
+from evaluations.models import LanguageModel, ProbingAnnotation, ProbingLayerResult, ProbingRun
 from evaluations.probing.run import DEFAULT_SEEDS, MAX_SEEDS
+from evaluations.probing.selectors import annotation_sample
 from evaluations.runs import lifecycle as runs
 from gym.errors import ApplicationError
 from suites.models import ProbingTask
@@ -256,3 +257,23 @@ def probing_results_store(*, run_id: int, attempt: int, results: dict[str, Any])
         )
         learn_model_facts(run.model, info)
     return True
+
+
+class AnnotationInvalid(ApplicationError):
+    """An answer that cannot be kept: a label the task lacks, or a sentence not asked."""
+
+
+def probing_annotation_save(
+    *, task: ProbingTask, instance_id: int, label: str, user: AbstractBaseUser
+) -> ProbingAnnotation:
+    """Keep one person's answer for one te sentence of the task's sample; answering again
+    replaces the answer."""
+    if label not in task.labels:
+        raise AnnotationInvalid(f"choose one of the task's labels ({', '.join(task.labels)})")
+    if instance_id not in annotation_sample(task):
+        raise AnnotationInvalid("that sentence is not one of the task's sentences to label")
+    with transaction.atomic():
+        answer, _created = ProbingAnnotation.objects.update_or_create(
+            instance_id=instance_id, user=user, defaults={"label": label}
+        )
+    return answer

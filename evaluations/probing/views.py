@@ -8,9 +8,9 @@ from typing import Any
 
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404, render
+from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.text import slugify
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_http_methods, require_POST
 
 from evaluations.models import ProbingRun
 from evaluations.probing import exports as probing_exports
@@ -25,6 +25,7 @@ from evaluations.runs.views import (
     run_retry_redirect,
 )
 from gym.downloads import attachment
+from suites.models import ProbingTask
 
 
 def _run(pk: int) -> ProbingRun:
@@ -130,3 +131,36 @@ def probing_leaderboard_csv(request: HttpRequest) -> HttpResponse:
     board = probing_board_from(request)
     name = f"probing-leaderboard-{board.pooling}-{board.probe}.csv"
     return attachment(probing_exports.board_csv(board), "text/csv; charset=utf-8", name)
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def probing_annotate(request: HttpRequest, name: str) -> HttpResponse:
+    """One te sentence at a time, its label hidden; the answer is kept and the next one
+    shown. A bad answer is a 400 with the page and the reason."""
+    task = get_object_or_404(ProbingTask, name=name)
+    error = ""
+    if request.method == "POST":
+        raw = request.POST.get("instance", "").strip()
+        try:
+            if not (raw.isascii() and raw.isdigit() and int(raw) <= MAX_ID):
+                raise probing_services.AnnotationInvalid("choose a sentence from this page")
+            probing_services.probing_annotation_save(
+                task=task,
+                instance_id=int(raw),
+                label=request.POST.get("label", ""),
+                user=request.user,
+            )
+            return redirect("evaluations:probing_annotate", name=task.name)
+        except probing_services.AnnotationInvalid as exc:
+            error = str(exc)
+    state = probing_selectors.annotation_state(task, request.user)
+    context = {
+        "task": task,
+        "state": state,
+        "error": error,
+        "human": probing_selectors.human_accuracy(task) if state.next is None else None,
+    }
+    return render(
+        request, "evaluations/probing_annotate.html", context, status=400 if error else 200
+    )
