@@ -272,6 +272,21 @@ def model_curves(model: LanguageModel) -> list[dict[str, Any]]:
 # --- people's answers: human accuracy ------------------------------------------------------
 
 ANNOTATION_SAMPLE = 200  # te sentences a person is asked about (SentEval's README: 200)
+# What SentEval's labels mean, for people who label sentences (its data README).
+LABEL_HINTS: dict[str, dict[str, str]] = {
+    "bigram_shift": {"O": "original", "I": "two neighbouring words swapped"},
+    "coordination_inversion": {"O": "original", "I": "the two clauses swapped"},
+    "odd_man_out": {"O": "original", "C": "one noun or verb replaced"},
+    "past_present": {"PAST": "main verb in the past", "PRES": "main verb in the present"},
+    "subj_number": {"NN": "singular subject", "NNS": "plural subject"},
+    "obj_number": {"NN": "singular object", "NNS": "plural object"},
+}
+
+
+def label_choices(task: ProbingTask) -> list[tuple[str, str]]:
+    """The task's labels, each with what it means where SentEval says."""
+    hints = LABEL_HINTS.get(task.task_type, {})
+    return [(label, hints.get(label, "")) for label in task.labels]
 
 
 def annotation_sample(task: ProbingTask) -> list[int]:

@@ -158,6 +158,7 @@ def probing_annotate(request: HttpRequest, name: str) -> HttpResponse:
     context = {
         "task": task,
         "state": state,
+        "choices": probing_selectors.label_choices(task),
         "error": error,
         "human": probing_selectors.human_accuracy(task) if state.next is None else None,
     }

@@ -116,3 +116,19 @@ def test_empty_leaderboard_section_and_model_without_runs(page) -> None:  # type
     page.goto("/leaderboard/")
     assert "There are no probing tasks yet" in page.locator("#probing").inner_text()
     page.locator("#probing").screenshot(path=artifact("probing-leaderboard-empty.png"))
+
+
+def test_annotation_page_asks_one_sentence_at_a_time(page, alice) -> None:  # type: ignore[no-untyped-def]
+    source = SHARED_DATA / "senteval-probing" / "odd_man_out.txt"
+    if not source.exists():
+        pytest.skip(f"shared sample {source} is absent")
+    task = probing_task_import(source=source, name="odd_man_out", owner=alice)
+    login(page, "alice", "alice-pass-1234", next_url=f"/probing/{task.name}/annotate/")
+    assert "0 of 191 answered" in page.locator("main").inner_text()
+    first = page.locator(".annotate-sentence").inner_text()
+    page.get_by_label("C (one noun or verb replaced)").check()
+    page.get_by_role("button", name="Save and next").click()
+    page.wait_for_function("() => document.body.innerText.includes('1 of 191 answered')")
+    assert page.locator(".annotate-sentence").inner_text() != first
+    assert page.evaluate("document.documentElement.scrollWidth") <= page.viewport_size["width"]
+    page.screenshot(path=artifact("probing-annotate.png"), full_page=True)
