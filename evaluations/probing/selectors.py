@@ -206,6 +206,8 @@ def probing_board(
             status=DONE, pooling=pooling, probe=probe, content_hash=F("task__content_hash")
         )
         .select_related("model")
+        # Runs of one model and task with other seeds or MDL: the latest finished wins.
+        .order_by("finished_at", "pk")
         .only(
             "pk",
             "model",
@@ -215,6 +217,7 @@ def probing_board(
             "best_layer",
             "best_selectivity",
             "baselines",
+            "finished_at",
         )
     )
     if not include_hidden:

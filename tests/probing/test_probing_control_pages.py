@@ -204,3 +204,24 @@ def test_the_request_form_refuses_bad_seeds(task, gpt2, alice_client, seeds: str
     alice_client.post_form("/probing-runs/new/", data)
     alice_client.post_form("/probing-runs/new/", {**data, "mdl": "on"})
     assert sorted(ProbingRun.objects.values_list("seeds", "mdl")) == [(3, False), (3, True)]
+
+
+def test_the_leaderboard_shows_the_latest_of_runs_with_other_seeds(task, gpt2, anon_client) -> None:  # type: ignore[no-untyped-def]
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    now = timezone.now()
+    common = {
+        "model": gpt2, "task": task, "content_hash": task.content_hash, "status": "done",
+        "best_layer": 0, "best_va": 0.5, "baselines": {}, "confusion": {},
+    }  # fmt: skip
+    newer = ProbingRun.objects.create(
+        **common, seeds=3, best_te=0.8, best_selectivity=0.3, finished_at=now
+    )
+    ProbingRun.objects.create(**common, seeds=1, best_te=0.6, finished_at=now - timedelta(days=1))
+    data = anon_client.get("/api/leaderboard/probing/").json()
+    cell = data["rows"][0]["cells"][task.name]
+    assert cell["run"] == newer.pk and cell["selectivity"] == 0.3
+    page = anon_client.get(f"/probing/{task.name}/").content.decode()
+    assert "mean · logreg · 3 seeds" in page and "mean · logreg · 1 seed<" in page
