@@ -11,7 +11,6 @@ import numpy as np
 import pytest
 import torch
 
-from evaluations.probing import probe_task
 from evaluations.probing.controls import (
     APPLICABLE,
     SENTENCE,
@@ -22,7 +21,7 @@ from evaluations.probing.controls import (
     target_forms,
 )
 from evaluations.probing.probes import Split, mdl_blocks, online_codelength
-from evaluations.probing.run import baselines, label_arrays
+from evaluations.probing.run import baselines, label_arrays, probe_task
 from evaluations.scoring.loading import LoadedModel, load_model
 from suites.formats.probing import (
     TASK_TYPES,
