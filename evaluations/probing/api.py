@@ -19,7 +19,7 @@ from evaluations.models import LanguageModel, ProbingRun
 from evaluations.probing import exports as probing_exports
 from evaluations.probing import selectors as probing_selectors
 from evaluations.probing import services as probing_services
-from evaluations.probing.run import DEFAULT_SEEDS, MAX_SEEDS
+from evaluations.probing.controls import DEFAULT_SEEDS, MAX_SEEDS
 from evaluations.probing.views import probing_board_from, probing_run_csv
 from evaluations.runs import lifecycle as runs
 from evaluations.runs.api import BAD_FILTER, RUN_FILTER_PARAMETERS, run_filters_of

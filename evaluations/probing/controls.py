@@ -19,6 +19,13 @@ import numpy as np
 
 from suites.formats.probing import PARTITIONS, ProbingInstance
 
+# How many probes a layer gets by default, and at most (each with its own seed); here,
+# not in `run`, so that the site reads them without loading torch.
+DEFAULT_SEEDS = 3
+MAX_SEEDS = 10
+# The first probe's seed; the others count up from it.
+SEED = 1234
+
 CONTROL_SEED = 4321
 # Word-type controls: a form's control label is a function of the form itself.
 WORD_TYPE = "word type"
@@ -168,3 +175,8 @@ def control_labels(
         name: np.asarray([label_of[keys[i]] for i in rows[name]], dtype=np.int64)
         for name in PARTITIONS
     }
+
+
+def seeds_of(k: int) -> list[int]:
+    """The seeds of k probes: SEED first (a one-seed run is the single probe of before)."""
+    return [SEED + i for i in range(k)]

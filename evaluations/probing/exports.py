@@ -9,7 +9,7 @@ import json
 from typing import Any
 
 from evaluations.models import ProbingRun
-from evaluations.probing.probes import seeds_of
+from evaluations.probing.controls import seeds_of
 from evaluations.probing.selectors import BOARD_BASELINES, ProbingBoard, layer_rows
 from evaluations.runs.selectors import public_model_info
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from django import forms
 
 from evaluations.models import ProbingRun
-from evaluations.probing.run import DEFAULT_SEEDS, MAX_SEEDS
+from evaluations.probing.controls import DEFAULT_SEEDS, MAX_SEEDS
 from evaluations.runs.forms import RunModelsField, probing_note
 from suites.models import ProbingTask
 

@@ -29,6 +29,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from evaluations.probing.controls import SEED
+
 PROBES = ("logreg", "mlp")
 LOGREG_GRID = (1e-1, 1e-2, 1e-3, 1e-4)
 MLP_GRID = (1e-2, 1e-3, 1e-4)
@@ -39,7 +41,6 @@ MLP_MAX_EPOCHS = 30
 MLP_PATIENCE = 3
 # Steps between two looks at va: a small training set still gets real training per round.
 MLP_MIN_STEPS = 100
-SEED = 1234
 
 
 @dataclass
@@ -246,11 +247,6 @@ def fit_probe(
     if probe == "mlp":
         return fit_mlp(split, device=device, seed=seed, grid=grid or MLP_GRID, log_probs=log_probs)
     raise ValueError(f"probe must be one of {', '.join(PROBES)}, not '{probe}'")
-
-
-def seeds_of(k: int) -> list[int]:
-    """The seeds of k probes: SEED first (a one-seed run is the single probe of before)."""
-    return [SEED + i for i in range(k)]
 
 
 # Online code (Voita and Titov 2020): tr is sent in blocks that end at these shares of it.

@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from evaluations.probing.controls import DEFAULT_SEEDS, MAX_SEEDS
 from evaluations.scoring.loading import LoadedModel, model_info
 from suites.formats.probing import PARTITIONS, ProbingInstance, sort_labels
 
@@ -42,11 +43,7 @@ from .probes import (
     length_baseline,
     majority_baseline,
     online_codelength,
-    seeds_of,
 )
-
-DEFAULT_SEEDS = 3
-MAX_SEEDS = 10
 
 # progress(stage, done, total): stage is "vectors" (sentences) or "probes" (layers).
 StageProgress = Callable[[str, int, int], None]
@@ -273,7 +270,9 @@ class LayerPlan:
             y_control = controls.control_labels(
                 instances, rows, y, n_classes, kind=kind, forms=forms
             )
-        return cls(rows, y, y_control, kind, n_classes, probe, seeds_of(seeds), mdl, device)
+        return cls(
+            rows, y, y_control, kind, n_classes, probe, controls.seeds_of(seeds), mdl, device
+        )
 
     def split(self, x: dict[str, np.ndarray], y: dict[str, np.ndarray]) -> Split:
         return Split(

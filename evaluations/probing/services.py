@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from evaluations.language_models.registry import learn_model_facts
 from evaluations.models import LanguageModel, ProbingAnnotation, ProbingLayerResult, ProbingRun
-from evaluations.probing.run import DEFAULT_SEEDS, MAX_SEEDS
+from evaluations.probing.controls import DEFAULT_SEEDS, MAX_SEEDS
 from evaluations.probing.selectors import annotation_sample
 from evaluations.runs import lifecycle as runs
 from gym.errors import ApplicationError
