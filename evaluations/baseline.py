@@ -14,6 +14,7 @@ import importlib.util
 import json
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 BASELINE_NAME = "random-baseline"
 BASELINE_DISPLAY = "Random baseline (untrained GPT-2-style, 2 layers)"
@@ -117,7 +118,7 @@ def random_gpt2(
     fast.save_pretrained(target)
     torch.manual_seed(seed)
     eot = tokenizer.token_to_id(bos)
-    shape: dict[str, float] = {}
+    shape: dict[str, Any] = {}
     if initializer_range is not None:
         shape["initializer_range"] = initializer_range
     config = GPT2Config(

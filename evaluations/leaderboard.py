@@ -311,10 +311,10 @@ def _sort_rows(
     direction = direction if direction in ("asc", "desc") else "desc"
     # Ties (and rows without a value) in name order, whatever the direction.
     rows.sort(key=lambda r: r.model.display_name.lower())
-    present = [r for r in rows if key(r) is not None]
+    present = [(value, r) for r in rows if (value := key(r)) is not None]
     missing = [r for r in rows if key(r) is None]
-    present.sort(key=lambda r: key(r), reverse=direction == "desc")  # type: ignore[arg-type,return-value]
-    rows[:] = present + missing
+    present.sort(key=lambda pair: pair[0], reverse=direction == "desc")
+    rows[:] = [r for _value, r in present] + missing
     return sort, direction
 
 

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Self
 
 from django.conf import settings
 from django.db import models
@@ -125,6 +125,15 @@ class Run(models.Model):
     # The name of the subclass's foreign key to its benchmark (a GymData: suite,
     # minimal-pair set or probing task); each subclass has a `content_hash` of it too.
     benchmark_field: ClassVar[str]
+    # What every subclass declares, typed here (no value: Django sees no field) for the
+    # code that handles runs of any kind.
+    objects: ClassVar[models.Manager[Self]]
+    model: LanguageModel
+    content_hash: str
+
+    if TYPE_CHECKING:
+
+        def get_absolute_url(self) -> str: ...
 
     @property
     def benchmark(self) -> Any:

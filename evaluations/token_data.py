@@ -24,10 +24,15 @@ WORD_KEYS = ("text", "surp", "word", "wordpos", "punct")
 
 
 class ScoredToken(Protocol):
-    text: str
-    start: int
-    end: int
-    surprisal: float | None
+    # Read-only: the scoring engine's tokens and named tuples alike.
+    @property
+    def text(self) -> str: ...
+    @property
+    def start(self) -> int: ...
+    @property
+    def end(self) -> int: ...
+    @property
+    def surprisal(self) -> float | None: ...
 
 
 class StoredToken(NamedTuple):
@@ -72,7 +77,7 @@ def pack_word_tokens(
     punct: Sequence[bool],
 ) -> dict[str, list[Any]]:
     """Tokens that come with their own words (imported predictions), as parallel arrays."""
-    packed = {
+    packed: dict[str, list[Any]] = {
         "text": [str(value) for value in text],
         "surp": [_bits(value) for value in surp],
         "word": [str(value) for value in word],

@@ -14,7 +14,9 @@ from django.conf import settings
 from django.contrib.admin.forms import AdminAuthenticationForm
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.forms import AuthenticationForm
+from django.contrib.auth.models import AnonymousUser, User
 from django.core.cache import cache
+from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest
 from rest_framework import exceptions
 from rest_framework.authtoken.serializers import AuthTokenSerializer
@@ -24,6 +26,14 @@ from rest_framework.settings import api_settings
 # An address may try several accounts (a lab behind one NAT): it gets this many times
 # the per-account allowance.
 ADDRESS_FACTOR = 5
+
+
+def signed_in(user: User | AnonymousUser) -> User:
+    """The user of a request that only signed-in users reach (behind `login_required` or
+    `IsAuthenticated`), typed as the user who owns what the request makes."""
+    if not isinstance(user, User):
+        raise PermissionDenied
+    return user
 
 
 def _keys(username: str, address: str) -> list[tuple[str, int]]:
@@ -67,7 +77,7 @@ def _wait_message(seconds: int) -> str:
     )
 
 
-class _LimitedLogin:
+class _LimitedLogin(AuthenticationForm):
     """Mixed into Django's log-in forms (site and admin)."""
 
     request: HttpRequest | None
@@ -80,7 +90,7 @@ class _LimitedLogin:
         if wait:
             raise forms.ValidationError(_wait_message(wait), code="too_many_attempts")
         try:
-            return super().clean()  # type: ignore[misc]
+            return super().clean()
         except forms.ValidationError:
             if username:
                 login_failure_record(username=username, address=address)
@@ -118,4 +128,5 @@ class ObtainTokenView(ObtainAuthToken):
 
     serializer_class = LimitedAuthTokenSerializer
     # DRF's token view names its own parsers; the site's JSON parser refuses hostile JSON.
-    parser_classes = api_settings.DEFAULT_PARSER_CLASSES
+    # The stubs type the setting as dotted paths; api_settings imports them as classes.
+    parser_classes = api_settings.DEFAULT_PARSER_CLASSES  # type: ignore[assignment]

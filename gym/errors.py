@@ -14,7 +14,7 @@ through: `api_exception_handler` turns it into this body.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
@@ -22,6 +22,7 @@ from django.views.defaults import page_not_found
 from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.utils import OpenApiParameter
 from rest_framework import exceptions, serializers
+from rest_framework.pagination import BasePagination
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
@@ -113,8 +114,10 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response |
         return None
     fallback = getattr(exc, "default_code", "error")
     response.data = error_body(*_flatten(getattr(exc, "detail", str(exc)), "$", fallback))
-    if isinstance(exc, exceptions.Throttled) and exc.wait is not None:
-        response.data["errors"][0]["retry_after_seconds"] = int(exc.wait + 0.999)
+    # Throttled sets `wait` in __init__; the stubs leave the attribute out.
+    wait = exc.wait if isinstance(exc, exceptions.Throttled) else None  # type: ignore[attr-defined]
+    if wait is not None:
+        response.data["errors"][0]["retry_after_seconds"] = int(wait + 0.999)
     return response
 
 
@@ -135,7 +138,9 @@ class ErrorEntrySerializer(serializers.Serializer):
 
 
 class ErrorSerializer(serializers.Serializer):
-    errors = ErrorEntrySerializer(many=True)
+    # A declared field: the serializer's metaclass takes it out of the class, so it does
+    # not hide Serializer.errors as the stubs think.
+    errors = ErrorEntrySerializer(many=True)  # type: ignore[assignment]
 
 
 _ERROR_CODES = {
@@ -156,10 +161,12 @@ class ErrorAwareAutoSchema(AutoSchema):
     """Documents the one error body on every operation, for the codes it can answer, and
     pages only what DRF pages: a GET list (a list view's POST answers a plain list)."""
 
-    def _get_paginator(self):  # type: ignore[no-untyped-def]
+    def _get_paginator(self) -> BasePagination | None:
         return super()._get_paginator() if self.method == "GET" else None
 
-    def _get_response_bodies(self, direction: str = "response") -> dict[str, Any]:  # type: ignore[override]
+    def _get_response_bodies(
+        self, direction: Literal["request", "response"] = "response"
+    ) -> dict[str, Any]:
         responses = super()._get_response_bodies(direction)
         codes = ["400", "404", "429"]
         if self.method in _WRITES:

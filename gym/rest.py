@@ -5,7 +5,8 @@ change them without restarting anything)."""
 from __future__ import annotations
 
 import json
-from typing import Any
+from collections.abc import Mapping
+from typing import IO, Any
 
 from django.conf import settings
 from rest_framework.exceptions import ParseError
@@ -18,7 +19,12 @@ class SafeJSONParser(JSONParser):
     enough to exhaust the stack, and text that cannot be stored (a lone surrogate such
     as "\\udc00", or NUL)."""
 
-    def parse(self, stream, media_type=None, parser_context=None) -> Any:  # type: ignore[no-untyped-def]
+    def parse(
+        self,
+        stream: IO[Any],
+        media_type: str | None = None,
+        parser_context: Mapping[str, Any] | None = None,
+    ) -> Any:
         try:
             data = super().parse(stream, media_type, parser_context)
         except RecursionError:
@@ -43,7 +49,7 @@ class _SettingsRate:
 
     scope: str
 
-    def get_rate(self) -> str | None:  # type: ignore[override]
+    def get_rate(self) -> str | None:
         return settings.GYM_THROTTLE_RATES.get(self.scope)
 
 

@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from django.core.exceptions import ObjectDoesNotExist
 from django.db.models import Model, Q, QuerySet
 from django.http import Http404
 
@@ -97,5 +98,5 @@ def gym_data_or_404(model: type[M], name: str, *, noun: str) -> M:
     404 that says what was not found."""
     try:
         return model._default_manager.select_related("owner").get(name=name)
-    except model.DoesNotExist:  # type: ignore[attr-defined]
+    except ObjectDoesNotExist:  # model.DoesNotExist, the only one .get() raises here
         raise Http404(f"No {noun} named {name!r}.") from None

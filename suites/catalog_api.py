@@ -4,10 +4,10 @@ and the one upload convention (its reading, its fields, its schema)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import PurePosixPath
-from typing import Any
+from typing import IO, Any
 
 from django.conf import settings
 from django.urls import reverse
@@ -18,7 +18,7 @@ from rest_framework.parsers import BaseParser, MultiPartParser
 from rest_framework.request import Request
 
 from gym.errors import UploadTooLarge
-from suites.models import GymData
+from suites.models import GymData, Tag
 
 
 class GymDataSerializer(serializers.ModelSerializer):
@@ -31,7 +31,9 @@ class GymDataSerializer(serializers.ModelSerializer):
     owner = serializers.CharField(
         source="owner.username", default=None, allow_null=True, read_only=True
     )
-    tags = serializers.SlugRelatedField(many=True, read_only=True, slug_field="name")
+    tags: serializers.SlugRelatedField[Tag] = serializers.SlugRelatedField(
+        many=True, read_only=True, slug_field="name"
+    )
     url = serializers.SerializerMethodField()
 
     def get_url(self, obj: GymData) -> str:
@@ -67,7 +69,13 @@ class RawBodyParser(BaseParser):
 
     media_type = "*/*"
 
-    def parse(self, stream, media_type=None, parser_context=None) -> bytes:  # type: ignore[no-untyped-def]
+    # request.data is whatever the parser returns, here bytes; the stubs allow only mappings.
+    def parse(  # type: ignore[override]
+        self,
+        stream: IO[Any] | None,
+        media_type: str | None = None,
+        parser_context: Mapping[str, Any] | None = None,
+    ) -> bytes:
         return stream.read() if stream is not None else b""
 
 

@@ -10,7 +10,7 @@ import unicodedata
 from collections.abc import Collection, Iterable, Sequence
 from typing import Any
 
-from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.contrib.auth.models import AnonymousUser, User
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.db import models
 from django.utils.text import slugify
@@ -39,12 +39,12 @@ class PermissionDenied(DjangoPermissionDenied):
     """The user may not do this; pages and the API answer 403 with the message."""
 
 
-def can_change(user: AbstractBaseUser | AnonymousUser | None, suite: GymData) -> bool:
+def can_change(user: User | AnonymousUser | None, suite: GymData) -> bool:
     """Owners change their suites (and minimal-pair sets, probing tasks); staff change
     any (and the site's own examples)."""
     if user is None or not user.is_authenticated:
         return False
-    owner_id = suite.owner_id  # type: ignore[attr-defined]
+    owner_id = suite.owner_id
     return bool(user.is_staff) or (owner_id is not None and owner_id == user.pk)
 
 
@@ -115,7 +115,7 @@ def free_name(model: type[GymData], wanted: str) -> str:
     return f"{stem} ({n})"
 
 
-def tags_set(*, target: models.Model, raw: Iterable[str]) -> None:
+def tags_set(*, target: GymData, raw: Iterable[str]) -> None:
     """Tag a suite, a minimal-pair set or a probing task with `raw` as slugs (creating
     the tags that are new), inside the caller's transaction."""
     slugs = tag_slugs(raw)
@@ -124,4 +124,4 @@ def tags_set(*, target: models.Model, raw: Iterable[str]) -> None:
     if missing:
         Tag.objects.bulk_create(missing, ignore_conflicts=True)
         existing = {t.name: t for t in Tag.objects.filter(name__in=slugs)}
-    target.tags.set([existing[s] for s in slugs])  # type: ignore[attr-defined]
+    target.tags.set([existing[s] for s in slugs])

@@ -74,8 +74,10 @@ class SuiteUploadForm(forms.Form):
     def clean_tags(self) -> list[str]:
         return clean_tag_list(self.cleaned_data.get("tags", ""))
 
-    def clean(self) -> dict:
-        cleaned = super().clean()
+    def clean(self) -> dict[str, Any]:
+        # Form.clean() returns cleaned_data; the stubs allow None.
+        super().clean()
+        cleaned = self.cleaned_data
         upload = cleaned.get("file")
         text = cleaned.get("text") or ""
         if upload and text.strip():

@@ -1,10 +1,16 @@
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from django.conf import settings
 from django.db import models
 from django.urls import reverse
 
 from suites.formats.schema import prediction_metric
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
+    from django.db.models.fields.related_descriptors import ManyRelatedManager
 
 
 class Tag(models.Model):
@@ -27,7 +33,7 @@ def default_metric() -> str:
     return "sum"
 
 
-def owner_field(related_name: str) -> models.ForeignKey:
+def owner_field(related_name: str) -> models.ForeignKey[User | None, User | None]:
     """The owner of a suite, minimal-pair set or probing task. None: one shipped with the
     site (the examples); only staff may change those."""
     return models.ForeignKey(
@@ -50,6 +56,11 @@ class GymData(models.Model):
     with its own reverse name (user.suites, tag.pair_sets…) and `url_name`, its page."""
 
     url_name = ""
+    # Declared by each kind (owner_field, tags_field), typed here (no value: Django sees
+    # no field) for the code that handles any kind.
+    owner_id: int | None
+    if TYPE_CHECKING:
+        tags: ManyRelatedManager[Tag, Any]
 
     name = models.CharField(max_length=200, unique=True)
     description = models.TextField(blank=True)

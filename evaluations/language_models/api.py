@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.db.models import QuerySet
 from drf_spectacular.utils import extend_schema
 from rest_framework import generics, serializers, status
 from rest_framework.permissions import IsAuthenticatedOrReadOnly
@@ -12,6 +13,7 @@ from rest_framework.response import Response
 
 from evaluations.language_models import registry as model_registry
 from evaluations.models import LanguageModel
+from gym.accounts import signed_in
 
 
 class LanguageModelSerializer(serializers.ModelSerializer):
@@ -62,7 +64,7 @@ class ModelListCreate(generics.ListAPIView):
     serializer_class = LanguageModelSerializer
     permission_classes = [IsAuthenticatedOrReadOnly]
 
-    def get_queryset(self):  # type: ignore[no-untyped-def]
+    def get_queryset(self) -> QuerySet[LanguageModel]:
         models = LanguageModel.objects.select_related("registered_by")
         user = self.request.user
         return models if user.is_staff else models.filter(is_hidden=False)
@@ -76,7 +78,7 @@ class ModelListCreate(generics.ListAPIView):
             for k, v in data.validated_data.items()
             if k in {"name", "display_name", "source", "revision", "description", "reference_url"}
         }
-        model = model_registry.model_register(user=request.user, **fields)
+        model = model_registry.model_register(user=signed_in(request.user), **fields)
         return Response(LanguageModelSerializer(model).data, status=status.HTTP_201_CREATED)
 
 
@@ -84,6 +86,6 @@ class ModelDetail(generics.RetrieveAPIView):
     serializer_class = LanguageModelSerializer
     lookup_field = "name"
 
-    def get_queryset(self):  # type: ignore[no-untyped-def]
+    def get_queryset(self) -> QuerySet[LanguageModel]:
         models = LanguageModel.objects.all()
         return models if self.request.user.is_staff else models.filter(is_hidden=False)

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
 from django.utils.text import slugify
 
@@ -69,7 +69,7 @@ def model_register(
     revision: str = "",
     description: str = "",
     reference_url: str = "",
-    user: AbstractBaseUser | None = None,
+    user: User | None = None,
     is_baseline: bool = False,
     extra_model_dirs: Sequence[Path] = (),
 ) -> LanguageModel:
@@ -103,7 +103,7 @@ def model_register(
         raise ModelRegistrationError(errors)
     # The web process reads a local config only where that is safe and small, and never
     # calls the hub; the worker learns the kind of any other model when it first loads it.
-    kind = LanguageModel.Kind.UNKNOWN
+    kind: str = LanguageModel.Kind.UNKNOWN
     if checked is not None and model_sources.config_is_readable(checked):
         kind, _note = detect_kind(source, revision)
     try:

@@ -11,6 +11,7 @@ from django.views.decorators.http import require_POST
 from evaluations.language_models import registry as model_registry
 from evaluations.language_models.forms import ModelRegisterForm
 from evaluations.models import LanguageModel
+from gym.accounts import signed_in
 
 
 def model_list(request: HttpRequest) -> HttpResponse:
@@ -25,7 +26,7 @@ def model_register(request: HttpRequest) -> HttpResponse:
     form = ModelRegisterForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         try:
-            model = model_registry.model_register(user=request.user, **form.cleaned_data)
+            model = model_registry.model_register(user=signed_in(request.user), **form.cleaned_data)
         except model_registry.ModelRegistrationError as invalid:
             for field, message in invalid.errors.items():
                 form.add_error(field if field in form.fields else None, message)

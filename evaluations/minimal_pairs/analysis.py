@@ -25,6 +25,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from operator import itemgetter
+from typing import Any
 
 import numpy as np
 
@@ -84,10 +85,12 @@ class Table:
     """Rows in `columns` order; `index` is the row label pandas would write first."""
 
     columns: list[str]
-    rows: list[list[object]]
+    # A row's cells are of their columns' types (str, int, float, bool): typed per
+    # column by the reader, not here.
+    rows: list[list[Any]]
     index: list[int]
 
-    def as_dicts(self) -> list[dict[str, object]]:
+    def as_dicts(self) -> list[dict[str, Any]]:
         return [dict(zip(self.columns, row, strict=True)) for row in self.rows]
 
 
@@ -265,7 +268,7 @@ def _by_word(
 ) -> Table:
     others = [c for c in pair_set.columns if c != "sentid" and c not in conditions]
     columns = ["model", *conditions, "sentid", "wordpos_mod", "prob", "surp", *others, "word"]
-    rows: list[list[object]] = []
+    rows: list[list[Any]] = []
     sentences = pair_set.sentences
     starts = words.first_token.tolist()
     counts = words.n_tokens.tolist()
@@ -363,13 +366,12 @@ def _pair_conditions(
         code = int(pairs.sent_pair[i])
         if code < 0:
             continue
-        if pair_cond[code] is None:
+        seen = pair_cond[code]
+        if seen is None:
             pair_cond[code] = cond_of_sentence[i]
-        elif pair_cond[code] != cond_of_sentence[i]:
+        elif seen != cond_of_sentence[i]:
             column = next(
-                c
-                for c, a, b in zip(conditions, pair_cond[code], cond_of_sentence[i], strict=True)
-                if a != b
+                c for c, a, b in zip(conditions, seen, cond_of_sentence[i], strict=True) if a != b
             )
             raise AnalysisError(
                 f"pair {sentence.pairid!r} mixes values of the condition column {column!r} "
@@ -498,7 +500,7 @@ def _by_pair_table(
     diff = expected - unexpected
     acc = expected > unexpected if options.pred_measure == "prob" else expected < unexpected
     tie = expected == unexpected
-    rows: list[list[object]] = []
+    rows: list[list[Any]] = []
     index: list[int] = []
     out_cond: list[tuple[str, ...]] = []
     out_model: list[int] = []
@@ -538,7 +540,7 @@ def _by_cond(
     for row, (m, cond) in enumerate(zip(pair_model, pair_cond, strict=True)):
         groups.setdefault((m, cond), []).append(row)
     e_at = by_pair.columns.index("expected")
-    rows: list[list[object]] = []
+    rows: list[list[Any]] = []
     for (m, cond), members in sorted(groups.items()):
         expected = np.array([by_pair.rows[r][e_at] for r in members], dtype=np.float64)
         unexpected = np.array([by_pair.rows[r][e_at + 1] for r in members], dtype=np.float64)

@@ -7,10 +7,12 @@ evaluations. Thin views over evaluations.minimal_pairs.services and pair_results
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import asdict
 from typing import Any
 
 from django.conf import settings
+from django.db.models import QuerySet
 from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404
 from django.urls import reverse
@@ -216,7 +218,7 @@ class PairEvaluationListCreate(generics.ListAPIView):
     def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         return super().get(request, *args, **kwargs)
 
-    def get_queryset(self):  # type: ignore[no-untyped-def]
+    def get_queryset(self) -> QuerySet[PairEvaluation]:
         runs = PairEvaluation.objects.select_related("model", "pair_set").order_by("-created_at")
         params = self.request.query_params
         for param, lookup in (("set", "pair_set__name"), ("origin", "origin")):
@@ -244,9 +246,9 @@ class PairEvaluationListCreate(generics.ListAPIView):
             pair_sets=body.validated_data["sets"],
         )
         context = {"created_ids": {run.pk for run in outcome.created}}
-        body = RequestedPairEvaluationSerializer(outcome.evaluations, many=True, context=context)
+        answer = RequestedPairEvaluationSerializer(outcome.evaluations, many=True, context=context)
         code = status.HTTP_201_CREATED if outcome.created else status.HTTP_200_OK
-        return Response(body.data, status=code)
+        return Response(answer.data, status=code)
 
 
 def _evaluation(pk: int) -> PairEvaluation:
@@ -293,7 +295,12 @@ class TSVRenderer(BaseRenderer):
     format = "tsv"
     charset = "utf-8"
 
-    def render(self, data, accepted_media_type=None, renderer_context=None) -> bytes:  # type: ignore[no-untyped-def]
+    def render(
+        self,
+        data: Any,
+        accepted_media_type: str | None = None,
+        renderer_context: Mapping[str, Any] | None = None,
+    ) -> bytes:
         return data.encode("utf-8") if isinstance(data, str) else b""
 
 

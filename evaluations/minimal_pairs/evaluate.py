@@ -17,6 +17,7 @@ from suites.formats.minimal_pairs import MinimalPairSet, split_words, word_of_to
 
 if TYPE_CHECKING:
     from evaluations.scoring import LoadedModel
+    from evaluations.scoring.ngram import NgramModel
     from evaluations.scoring.schema import SentenceScore
 
 
@@ -51,7 +52,7 @@ def score_pair_sentences(
 
 
 def evaluate_minimal_pairs(
-    model: LoadedModel,
+    model: LoadedModel | NgramModel,
     pair_set: MinimalPairSet,
     *,
     model_name: str,

@@ -238,8 +238,8 @@ def _sentence_words(
     rois = {s.sentid: set(s.roi) if s.roi is not None else set() for s in sentences}
     found: dict[str, list[WordCell]] = {s.sentid: [] for s in sentences}
     for row in analysis.by_word.as_dicts():
-        sentid, position = str(row["sentid"]), int(row["wordpos_mod"])  # type: ignore[call-overload]
-        value = float(row[column])  # type: ignore[arg-type]
+        sentid, position = str(row["sentid"]), int(row["wordpos_mod"])
+        value = float(row[column])
         found[sentid].append(
             WordCell(
                 text=str(row["word"]),

@@ -204,5 +204,5 @@ def accuracy_and_ties(analysis: Analysis) -> tuple[float | None, int]:
     table = analysis.by_cond
     if table is None or not table.rows:
         return None, 0
-    row = dict(zip(table.columns, table.rows[0], strict=True))
+    row: dict[str, Any] = dict(zip(table.columns, table.rows[0], strict=True))
     return float(row["acc"]), int(row["ties"])

@@ -10,7 +10,8 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.contrib.auth.models import AnonymousUser
+from django.contrib.auth.models import User as AuthUser
 from django.core.exceptions import PermissionDenied
 from django.db import IntegrityError, transaction
 from django.utils import timezone
@@ -43,7 +44,7 @@ PAIR_RUNS = runs.RunKind(
 runs.register(PAIR_RUNS)
 
 S = PairEvaluation.Status
-User = AbstractBaseUser | AnonymousUser | None
+User = AuthUser | AnonymousUser | None
 BULK_BATCH = 2000
 
 

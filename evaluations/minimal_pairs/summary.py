@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -139,25 +140,23 @@ def _array(values: Iterable[object], dtype: type, count: int) -> np.ndarray:
     return np.fromiter(values, dtype=dtype, count=count)
 
 
-def _groups(
-    rows: Sequence[Mapping[str, object]], conditions: tuple[str, ...]
-) -> list[ConditionGroup]:
+def _groups(rows: Sequence[Mapping[str, Any]], conditions: tuple[str, ...]) -> list[ConditionGroup]:
     groups = []
     for number, row in enumerate(rows, start=1):
-        pairs = int(row["pairs"])  # type: ignore[call-overload]
-        acc = float(row["acc"])  # type: ignore[arg-type]
+        pairs = int(row["pairs"])
+        acc = float(row["acc"])
         low, high = wilson_interval(round(acc * pairs), pairs) or (0.0, 0.0)
         groups.append(
             ConditionGroup(
                 number=number,
                 values=tuple(str(row[c]) for c in conditions),
                 acc=acc,
-                diff=float(row["diff"]),  # type: ignore[arg-type]
-                expected=float(row["expected"]),  # type: ignore[arg-type]
-                unexpected=float(row["unexpected"]),  # type: ignore[arg-type]
-                macrodiff=float(row["macrodiff"]),  # type: ignore[arg-type]
+                diff=float(row["diff"]),
+                expected=float(row["expected"]),
+                unexpected=float(row["unexpected"]),
+                macrodiff=float(row["macrodiff"]),
                 pairs=pairs,
-                ties=int(row["ties"]),  # type: ignore[call-overload]
+                ties=int(row["ties"]),
                 low=low,
                 high=high,
             )

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.db.models import QuerySet
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
@@ -71,7 +72,8 @@ class ProbingRunDetailSerializer(ProbingRunSerializer):
         fields = [*ProbingRunSerializer.Meta.fields, "layers", "confusion", "diagnostics"]
 
     def get_layers(self, run: ProbingRun) -> list[dict[str, Any]]:
-        return probing_selectors.layer_rows(run)
+        # The return type is the schema's: an array of objects.
+        return [dict(row) for row in probing_selectors.layer_rows(run)]
 
 
 class ProbingRunRequestSerializer(serializers.Serializer):
@@ -106,7 +108,7 @@ class ProbingRunListCreate(generics.ListAPIView):
     def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         return super().get(request, *args, **kwargs)
 
-    def get_queryset(self):  # type: ignore[no-untyped-def]
+    def get_queryset(self) -> QuerySet[ProbingRun]:
         listed = probing_selectors.run_list(
             task=self.request.query_params.get("task", "").strip(), include_hidden=True
         )

@@ -148,7 +148,7 @@ def board_csv(board: ProbingBoard) -> str:
         header += [task.name, f"{task.name}:layer", f"{task.name}:selectivity"]
     writer.writerow(header)
     for row in board.rows:
-        line = [row.model.name, board.pooling, board.probe]
+        line: list[object] = [row.model.name, board.pooling, board.probe]
         for cell in board.cells_of(row):
             line += (
                 ["", "", ""]

@@ -62,7 +62,7 @@ def _flat(row: dict[str, Any]) -> dict[str, Any]:
     return {**row, **stats}
 
 
-def curve(run: ProbingRun, rows: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+def curve(run: ProbingRun, rows: list[Mapping[str, Any]] | None = None) -> dict[str, Any]:
     """What the layer plot draws for one run: va and te by layer, the baselines, the
     layer chosen on va."""
     rows = layer_rows(run) if rows is None else rows
@@ -158,7 +158,7 @@ class BoardRow:
 
     @property
     def mean(self) -> float | None:
-        values = [cell.te for cell in self.cells.values()]
+        values = [cell.te for cell in self.cells.values() if cell.te is not None]
         return sum(values) / len(values) if values else None
 
 
@@ -254,7 +254,7 @@ def model_curves(model: LanguageModel) -> list[dict[str, Any]]:
         .defer(*LARGE_FIELDS)
         .order_by("task__name", "pooling", "probe")
     )
-    layers: dict[int, list[dict[str, Any]]] = {run.pk: [] for run in runs}
+    layers: dict[int, list[Mapping[str, Any]]] = {run.pk: [] for run in runs}
     for row in (
         ProbingLayerResult.objects.filter(run__in=runs)
         .order_by("run", "layer")

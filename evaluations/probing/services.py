@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.conf import settings
-from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.contrib.auth.models import AnonymousUser, User
 from django.db import transaction
 from django.utils import timezone
 
@@ -106,7 +106,7 @@ def probing_run_request(
     probe: str = "logreg",
     seeds: int = DEFAULT_SEEDS,
     mdl: bool = False,
-    user: AbstractBaseUser | AnonymousUser | None = None,
+    user: User | AnonymousUser | None = None,
 ) -> ProbingRequestOutcome:
     """One run per (model, task content, pooling, probe, seeds, mdl): asking again
     returns the existing one. New runs are sent to the GPU queue once their rows are committed.
@@ -223,8 +223,9 @@ def probing_results_store(*, run_id: int, attempt: int, results: dict[str, Any])
     written) when the run is finished or the attempt is stale, so a re-delivery
     changes nothing."""
     with transaction.atomic():
-        run = ProbingRun.objects.select_for_update().select_related("model").filter(pk=run_id)
-        run = run.first()
+        run = (
+            ProbingRun.objects.select_for_update().select_related("model").filter(pk=run_id).first()
+        )
         if run is None or run.attempt != attempt or run.status not in runs.ALLOWED_FROM[S.DONE]:
             return False
         problem = _document_problem(results)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.db.models import QuerySet
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import exceptions, generics, serializers
 from rest_framework.request import Request
@@ -73,7 +74,7 @@ class RunList(generics.ListAPIView):
 
     serializer_class = RunSerializer
 
-    def get_queryset(self):  # type: ignore[no-untyped-def]
+    def get_queryset(self) -> QuerySet[Any]:
         user = self.request.user
         staff = bool(user.is_staff)
         filters = run_selectors.run_filters(self.request.query_params, include_hidden=staff)

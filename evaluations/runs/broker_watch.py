@@ -80,7 +80,7 @@ def parse_label(text: object) -> list[tuple[str, int, int, int | None]]:
 def gym_holds(state: Any, **_kwargs: Any) -> dict[str, Any]:
     """What this worker holds: the labels of its active, reserved and scheduled tasks,
     how many are active and reserved, and the queues it consumes."""
-    from celery.worker import state as worker_state
+    import celery.worker.state as worker_state
 
     active = list(worker_state.active_requests)
     reserved = [r for r in worker_state.reserved_requests if r not in worker_state.active_requests]
@@ -236,7 +236,8 @@ def count_delivery(kind: str, targets: Iterable[tuple[int, int, int]], *, try_nu
     """Count this delivery of a work message (targets: run, attempt, part) and return
     the most deliveries any of them has had. 0 when the broker cannot count."""
     try:
-        with current_app.pool.acquire(block=True, timeout=5) as connection:
+        # app.pool is kombu's connection pool; celery-types leaves out its acquire().
+        with current_app.pool.acquire(block=True, timeout=5) as connection:  # type: ignore[attr-defined]
             client = _redis_client(connection)
             if client is None:
                 return 0
@@ -293,7 +294,8 @@ def worker_status() -> dict[str, Any] | None:
     """The last sweep's look at the workers, for pages: None when unknown (no sweep has
     looked yet, or the broker cannot say)."""
     try:
-        with current_app.pool.acquire(block=True, timeout=1) as connection:
+        # As in count_delivery.
+        with current_app.pool.acquire(block=True, timeout=1) as connection:  # type: ignore[attr-defined]
             client = _redis_client(connection)
             raw = client.get(STATUS_KEY) if client is not None else None
     except Exception:  # noqa: BLE001 - a page never fails for this

@@ -29,14 +29,25 @@ def probing_note(model: LanguageModel) -> str:
     return imported_note(model)
 
 
-class RunModelOptions:
+class RunModelOptions(forms.widgets.ChoiceWidget):
     """Options of a model choice whose models may be unable to run: each such option is
     disabled and says why (the field's `note`)."""
 
-    def create_option(self, name, value, label, selected, index, subindex=None, attrs=None):  # type: ignore[no-untyped-def]
-        option = super().create_option(name, value, label, selected, index, subindex, attrs)  # type: ignore[misc]
+    note: Callable[[LanguageModel], str]
+
+    def create_option(
+        self,
+        name: str,
+        value: Any,
+        label: int | str,
+        selected: bool,
+        index: int,
+        subindex: int | None = None,
+        attrs: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        option = super().create_option(name, value, label, selected, index, subindex, attrs)
         model = getattr(value, "instance", None)
-        note = self.note(model) if model is not None else ""  # type: ignore[attr-defined]
+        note = self.note(model) if model is not None else ""
         if note:
             option["label"] = f"{label} ({note})"
             option["attrs"]["disabled"] = True
@@ -66,7 +77,7 @@ class RunModelsField(forms.ModelMultipleChoiceField):
         **kwargs: Any,
     ) -> None:
         select = widget(attrs=widget_attrs)
-        select.note = note  # type: ignore[attr-defined]
+        select.note = note
         super().__init__(
             queryset=LanguageModel.objects.filter(is_hidden=False),
             to_field_name="name",

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from functools import cached_property
-from typing import Any
+from typing import Any, TypeVar
 
 from django.apps import apps
 from django.conf import settings
@@ -33,6 +33,7 @@ from gym.errors import ApplicationError
 log = logging.getLogger(__name__)
 
 S = Run.Status
+R = TypeVar("R", bound=Run)
 # From which states each state may be entered: the status machine never goes backwards
 # (a retry, which starts a new attempt, is the one way back).
 ALLOWED_FROM: dict[str, tuple[str, ...]] = {
@@ -92,7 +93,7 @@ def check_runnable(models: Sequence[Any]) -> None:
         raise WeightsRemoved(removed)
 
 
-def run_get_or_create(model: type[Run], key: dict[str, Any], **defaults: Any) -> tuple[Run, bool]:
+def run_get_or_create(model: type[R], key: dict[str, Any], **defaults: Any) -> tuple[R, bool]:
     """The run with `key` (its unique fields), created with `defaults` when there is none:
     asking twice, or two requests at once, give one run. Call inside a transaction."""
     run = model.objects.filter(**key).first()
@@ -448,7 +449,7 @@ def _check_may_manage(run: Run, user: Any, action: str) -> None:
         )
 
 
-def run_retry(*, run: Run, user: Any) -> Run:
+def run_retry(*, run: R, user: Any) -> R:
     """Send a failed or cancelled run again as a new attempt (a late result of the old
     attempt is then ignored); send a run that never reached the broker. Anything else is
     a RunConflict: nothing happens silently, nor does a retry that the kind says

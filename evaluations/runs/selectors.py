@@ -5,14 +5,14 @@ a bounded number of queries whatever the page holds. Kinds come from the registr
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from django.db.models import CharField, QuerySet, Value
 from django.urls import reverse
 
-from evaluations.models import LanguageModel, Run
+from evaluations.models import Evaluation, LanguageModel, PairEvaluation, ProbingRun, Run
 from evaluations.runs import lifecycle as runs
 from gym.errors import ApplicationError
 
@@ -153,7 +153,7 @@ class RunRow:
         return reverse(self.kind.api_detail, args=[self.run.pk]) if self.kind.api_detail else ""
 
 
-def run_rows(keys: Sequence[tuple[str, int, Any]]) -> list[RunRow]:
+def run_rows(keys: Iterable[tuple[str, int, Any]]) -> list[RunRow]:
     """The runs of `keys` (a page of `run_keys`), in that order, with their model,
     benchmark and requester: one query per kind on the page."""
     ids: dict[str, list[int]] = {}
@@ -161,11 +161,12 @@ def run_rows(keys: Sequence[tuple[str, int, Any]]) -> list[RunRow]:
         ids.setdefault(kind, []).append(pk)
     found: dict[tuple[str, int], Any] = {}
     for name, pks in ids.items():
-        kind = runs.KINDS[name]
-        field = kind.run_model.benchmark_field
+        run_kind = runs.KINDS[name]
+        field = run_kind.run_model.benchmark_field
         fetched = (
-            kind.run_model.objects.filter(pk__in=pks)
-            .select_related("model", field, "requested_by")
+            run_kind.run_model.objects.filter(pk__in=pks)
+            # The plugin checks the lookup on the abstract Run; every kind has a model.
+            .select_related("model", field, "requested_by")  # type: ignore[misc]
             .only(*ROW_FIELDS, f"{field}__name", f"{field}__content_hash")
         )
         for run in fetched:
@@ -177,7 +178,7 @@ def run_rows(keys: Sequence[tuple[str, int, Any]]) -> list[RunRow]:
     ]
 
 
-def public_model_info(run: Run) -> dict[str, Any]:
+def public_model_info(run: Evaluation | PairEvaluation | ProbingRun) -> dict[str, Any]:
     """What the worker recorded about the model, with its source as pages show it (no
     server folders)."""
     info = dict(run.model_info or {})

@@ -88,7 +88,8 @@ def import_work_functions(**_kwargs: Any) -> None:
     (torch, the engine) when its pool process starts, not inside the first run: the
     import takes seconds that would count against that run's time limit, and a limit
     that strikes inside it leaves the module half-imported for every later run."""
-    consumed = current_app.amqp.queues.consume_from
+    # celery-types leaves out the queues that app.amqp holds.
+    consumed = current_app.amqp.queues.consume_from  # type: ignore[attr-defined]
     if consumed and GPU_QUEUE not in consumed:
         return
     # The kinds registered themselves when the app was ready (evaluations.apps).
@@ -171,7 +172,7 @@ def _hand_over_label(task: Any, args: tuple[Any, ...]) -> tuple[int, ...]:
 def _report_parts(kind: str, entries: list[dict[str, int]], restart: bool) -> None:
     """Best effort, as _report_progress: each entry a part with its done and size."""
     try:
-        progress_parts.apply_async(args=[kind, entries, restart], queue=DEFAULT_QUEUE, retry=False)
+        progress_parts.apply_async(args=(kind, entries, restart), queue=DEFAULT_QUEUE, retry=False)
     except Exception as exc:  # noqa: BLE001 - whatever the broker says, the runs go on
         log.warning("progress of %s runs not reported: %s", kind, exc)
 
@@ -182,7 +183,7 @@ def _report_progress(
     """Best effort: a broker hiccup costs a progress update, never the run."""
     try:
         progress.apply_async(
-            args=[kind, run_id, attempt, done, total, restart],
+            args=(kind, run_id, attempt, done, total, restart),
             queue=DEFAULT_QUEUE,
             retry=False,
         )

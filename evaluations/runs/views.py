@@ -100,6 +100,7 @@ def request_form_page(
             try:
                 return ask(form.cleaned_data)
             except invalid as refused:
+                # Each class in `invalid` carries `errors` (field -> message).
                 for name, message in refused.errors.items():  # type: ignore[attr-defined]
                     form.add_error(name if name in form.fields else None, message)
             except runs.BrokerUnavailable as down:

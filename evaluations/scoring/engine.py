@@ -193,6 +193,8 @@ def _run_model(
         )
         return values, diagnostics
     views = [item.masked_view for item in encoded if item.masked_view is not None]
+    # Loading refuses a masked model without a mask token.
+    assert model.mask_token_id is not None
     rows, diagnostics = masked.plan_rows(views, model.mask_token_id, model.context_length)
     values = masked.score_rows(model, rows, n_tokens, token_budget=budget, batch_done=texts_done)
     return values, diagnostics

@@ -14,6 +14,8 @@ import torch
 from torch import nn
 
 if TYPE_CHECKING:
+    from transformers import PreTrainedModel
+
     from .loading import LoadedModel
 
 LN2 = math.log(2.0)
@@ -95,6 +97,7 @@ def head_logits(lm: LoadedModel, rows: torch.Tensor, chunk: int) -> torch.Tensor
     one buffer per thread is reused instead.
     """
     head = lm.head
+    assert head is not None, "called only for a model whose head runs apart"
     if not (isinstance(head, nn.Linear) and head.weight.dtype == torch.float32):
         return head(rows)
     scratch = lm.scratch
@@ -127,7 +130,7 @@ def log_norm_(logits: torch.Tensor) -> torch.Tensor:
 
 
 def verify_split_head(
-    model: nn.Module, head: nn.Module, inputs: dict[str, torch.Tensor], *, half: bool
+    model: PreTrainedModel, head: nn.Module, inputs: dict[str, torch.Tensor], *, half: bool
 ) -> bool:
     """Does base model + head reproduce the model's own logits on a probe?
 

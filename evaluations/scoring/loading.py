@@ -15,7 +15,7 @@ import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
@@ -24,6 +24,9 @@ from . import kinds
 from .forward import find_split_head, verify_split_head
 from .ngram import NgramModel, load_ngram
 from .schema import ModelLoadError, ScoringError
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
 
 DTYPES: dict[str, torch.dtype] = {
     "float32": torch.float32,
@@ -61,7 +64,7 @@ class LoadedModel:
     source: str
     revision: str | None
     kind: str  # "causal" or "masked" (n-gram models load as ngram.NgramModel)
-    model: nn.Module
+    model: PreTrainedModel
     tokenizer: Any
     device: str
     dtype: str
@@ -246,7 +249,8 @@ def _load(
     tokenizer = _read_tokenizer(source, options, local_dir)
     lap("config_and_tokenizer")
     model = _read_weights(source, kind, dtype, options, local_dir)
-    model.to(device)
+    # transformers types the wrapper of `.to`, not the method it wraps.
+    model.to(device)  # type: ignore[arg-type]
     model.eval()
 
     notes: list[str] = []
@@ -325,7 +329,7 @@ def _read_tokenizer(source: str, options: dict[str, Any], local_dir: bool) -> An
 
 def _read_weights(
     source: str, kind: str, dtype: str, options: dict[str, Any], local_dir: bool
-) -> nn.Module:
+) -> PreTrainedModel:
     from transformers import AutoModelForCausalLM, AutoModelForMaskedLM
 
     auto_class = AutoModelForCausalLM if kind == "causal" else AutoModelForMaskedLM
@@ -496,7 +500,7 @@ def _bos(tokenizer: Any, config: Any) -> tuple[int | None, str | None]:
     return bos_id, tokenizer.convert_ids_to_tokens(bos_id)
 
 
-def probe_inputs(lm: LoadedModel) -> dict[str, torch.Tensor]:
+def probe_inputs(lm: LoadedModel) -> dict[str, Any]:
     """A short real sentence in the model's own tokens, as forward keyword arguments."""
     if lm.kind == "masked":
         ids = lm.tokenizer(PROBE_TEXT, add_special_tokens=True)["input_ids"]
@@ -505,12 +509,12 @@ def probe_inputs(lm: LoadedModel) -> dict[str, torch.Tensor]:
         if lm.bos_token_id is not None:
             ids = [lm.bos_token_id, *ids]
     ids = ids[: lm.context_length] or [lm.pad_token_id]
-    inputs: dict[str, torch.Tensor] = {
+    inputs: dict[str, Any] = {
         "input_ids": torch.tensor([ids], device=lm.device),
         "attention_mask": torch.ones(1, len(ids), dtype=torch.long, device=lm.device),
     }
     if lm.kind == "causal":
-        inputs["use_cache"] = False  # type: ignore[assignment]
+        inputs["use_cache"] = False
     return inputs
 
 

@@ -252,17 +252,17 @@ def read_arpa(lines: Iterable[str], source: str = "<text>") -> ArpaModel:
         raise _arpa_error(source, number, "the file ends before \\end\\ (truncated?)")
     if not declared or 1 not in declared:
         raise ModelLoadError(f"ARPA file '{source}' declares no 1-grams")
-    for order, count in sorted(declared.items()):
-        if seen.get(order, 0) != count:
+    for order, number_declared in sorted(declared.items()):
+        if seen.get(order, 0) != number_declared:
             raise ModelLoadError(
-                f"ARPA file '{source}' declares {count} {order}-grams but has {seen.get(order, 0)}"
+                f"ARPA file '{source}' declares {number_declared} {order}-grams but has {seen.get(order, 0)}"
             )
     return ArpaModel(max(declared), probs, backoffs)
 
 
 def _arpa_lines(path: Path, gzipped: bool) -> Iterator[str]:
     opener = gzip.open if gzipped else open
-    with opener(path, "rt", encoding="utf-8", errors="strict") as handle:  # type: ignore[operator]
+    with opener(path, "rt", encoding="utf-8", errors="strict") as handle:
         yield from handle
 
 

@@ -82,7 +82,7 @@ def run_scoring_groups(
     # `progress` is called after each batch; the caller throttles it (see tasks).
     scores = scoring.score_sentences(model, everything, progress=progress, straddling=rule)
     info = scoring.model_info(model)
-    results = []
+    results: list[dict[str, Any]] = []
     for part in by_group(scores, groups):
         results.append(
             {

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.db.models import QuerySet
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import generics, serializers, status
@@ -154,7 +155,7 @@ class EvaluationListCreate(generics.ListAPIView):
     serializer_class = EvaluationSerializer
     permission_classes = [IsAuthenticatedOrReadOnly]
 
-    def get_queryset(self):  # type: ignore[no-untyped-def]
+    def get_queryset(self) -> QuerySet[Evaluation]:
         evaluations = Evaluation.objects.select_related("model", "suite").order_by("-created_at")
         params = self.request.query_params
         if params.get("suite"):

@@ -335,7 +335,8 @@ def _current_accuracies(model_ids: set[int]) -> dict[int, dict[str, float]]:
         .order_by()
         .values_list("model_id", "suite__name", "accuracy")
     ):
-        if model_id in model_ids:
+        # value is never None here (the filter); the check tells the type checker so.
+        if model_id in model_ids and value is not None:
             accuracy.setdefault(model_id, {})[suite_name] = value
     return accuracy
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import csv
 import io
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from evaluations.leaderboard import csv_number
@@ -207,7 +207,9 @@ def long_parquet(evaluations: list[ExportedEvaluation], *, batch_rows: int = 50_
         batch: list[LongRow] = []
 
         def flush() -> None:
-            columns = list(zip(*batch, strict=True)) if batch else [[] for _ in LONG_COLUMNS]
+            columns: list[Sequence[Any]] = (
+                list(zip(*batch, strict=True)) if batch else [[] for _ in LONG_COLUMNS]
+            )
             writer.write_table(
                 pa.Table.from_arrays(
                     [pa.array(c, type=f.type) for c, f in zip(columns, schema, strict=True)],

@@ -16,7 +16,16 @@ class SuitePickerSelect(forms.SelectMultiple):
     """A plain multi-select (what works without JavaScript) whose options carry each
     suite's tags, so that static/js/suite-picker.js can filter by name or tag."""
 
-    def create_option(self, name, value, label, selected, index, subindex=None, attrs=None):  # type: ignore[no-untyped-def]
+    def create_option(
+        self,
+        name: str,
+        value: Any,
+        label: int | str,
+        selected: bool,
+        index: int,
+        subindex: int | None = None,
+        attrs: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
         option = super().create_option(name, value, label, selected, index, subindex, attrs)
         suite = getattr(value, "instance", None)
         if suite is not None:
@@ -55,8 +64,10 @@ class EvaluationRequestForm(forms.Form):
             data.setlist("models", data.getlist("model"))
         super().__init__(data, **kwargs)
 
-    def clean(self) -> dict:
-        cleaned = super().clean()
+    def clean(self) -> dict[str, Any]:
+        # Form.clean() returns cleaned_data; the stubs allow None.
+        super().clean()
+        cleaned = self.cleaned_data
         suites = suites_with_tag(cleaned.get("suites") or [], cleaned.get("tag"))
         if not suites and not self.errors:
             raise forms.ValidationError("Choose at least one suite or a tag that has suites.")

@@ -94,11 +94,10 @@ def score_items(suite: dict[str, Any], scored: list[dict[str, Any]]) -> SuiteOut
         chance = 1.0
         for node, tally in zip(parsed, prediction_outcomes, strict=True):
             try:
-                outcome: bool | None = predictions.evaluate(node, lookup)
+                holds = predictions.evaluate(node, lookup)
                 ties = predictions.tied_comparisons(node, lookup)
-                chance *= (
-                    predictions.truth_with_random_ties(node, lookup) if ties else float(outcome)
-                )
+                chance *= predictions.truth_with_random_ties(node, lookup) if ties else float(holds)
+                outcome: bool | None = holds
             except (predictions.MissingValueError, ZeroDivisionError):
                 outcome, ties = None, 0
             outcomes.append(outcome)

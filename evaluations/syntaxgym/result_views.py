@@ -5,6 +5,7 @@ selector and renders."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from django.http import (
     Http404,
@@ -12,6 +13,7 @@ from django.http import (
     HttpResponse,
     HttpResponseRedirect,
 )
+from django.http.response import HttpResponseBase
 from django.shortcuts import get_object_or_404, render
 from django.utils.text import slugify
 from drf_spectacular.types import OpenApiTypes
@@ -188,7 +190,7 @@ def results_csv_view(request: HttpRequest, pk: int) -> HttpResponse:
 EXPORT_FORMATS = ("csv", "parquet")
 
 
-def _export(request: HttpRequest | Request, fmt: str) -> HttpResponse:
+def _export(request: HttpRequest | Request, fmt: str) -> HttpResponseBase:
     """The long-format export of the selection the query string names: `model`, `suite`
     and `tag` ("untagged" too) narrow it, together if several are given; none is the
     whole leaderboard. Unknown names are a 404 that says which one."""
@@ -223,7 +225,7 @@ def _export(request: HttpRequest | Request, fmt: str) -> HttpResponse:
     )
 
 
-def export_view(request: HttpRequest, fmt: str) -> HttpResponse:
+def export_view(request: HttpRequest, fmt: str) -> HttpResponseBase:
     if fmt not in EXPORT_FORMATS:
         raise Http404("Exports are .csv or .parquet.")
     return _export(request, fmt)
@@ -248,7 +250,7 @@ class ResultsExportAPI(APIView):
             (200, "application/vnd.apache.parquet"): OpenApiTypes.BINARY,
         },
     )
-    def get(self, request: Request) -> HttpResponse:
+    def get(self, request: Request) -> HttpResponseBase:
         fmt = request.GET.get("as", "csv").strip() or "csv"
         if fmt not in EXPORT_FORMATS:
             raise ValidationError(
@@ -350,7 +352,7 @@ class LeaderboardAPI(APIView):
         return Response(boards.leaderboard_data(_board(request)))
 
 
-def _floats(**kwargs: object) -> serializers.ListField:
+def _floats(**kwargs: Any) -> serializers.ListField:
     return serializers.ListField(child=serializers.FloatField(allow_null=True), **kwargs)
 
 

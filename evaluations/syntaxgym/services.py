@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.conf import settings
-from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.contrib.auth.models import AnonymousUser, User
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
@@ -55,7 +55,7 @@ def evaluation_request(
     *,
     model: LanguageModel,
     suites: Iterable[Suite],
-    user: AbstractBaseUser | AnonymousUser | None = None,
+    user: User | AnonymousUser | None = None,
 ) -> RequestOutcome:
     """One model on some suites: see `evaluations_request`."""
     return evaluations_request(models=[model], suites=suites, user=user)
@@ -65,7 +65,7 @@ def evaluations_request(
     *,
     models: Iterable[LanguageModel],
     suites: Iterable[Suite],
-    user: AbstractBaseUser | AnonymousUser | None = None,
+    user: User | AnonymousUser | None = None,
 ) -> RequestOutcome:
     """Every model on every suite, in one transaction: one evaluation per (model, suite,
     content hash); asking again returns the existing one. `evaluations` lists them
@@ -86,7 +86,7 @@ def evaluations_rerun_outdated(
     *,
     model: LanguageModel | None = None,
     suite: Suite | None = None,
-    user: AbstractBaseUser | AnonymousUser | None = None,
+    user: User | AnonymousUser | None = None,
 ) -> RequestOutcome:
     """Queue, on the suites' current content, every (model, suite) whose done results
     are for an earlier content and that has no run on the current content yet (see
@@ -99,7 +99,7 @@ def evaluations_rerun_outdated(
 def _pairs_request(
     pairs: Sequence[tuple[LanguageModel, Suite]],
     *,
-    user: AbstractBaseUser | AnonymousUser | None,
+    user: User | AnonymousUser | None,
 ) -> RequestOutcome:
     """The evaluation of each (model, suite) on the suite's current content, created
     where missing, in one transaction. New ones are sent to the GPU queue after their rows
@@ -135,7 +135,7 @@ def _evaluation_get_or_create(
     *,
     model: LanguageModel,
     suite: Suite,
-    requester: AbstractBaseUser | None,
+    requester: User | None,
     snapshots: dict[int, dict[str, Any]],
 ) -> tuple[Evaluation, bool]:
     """The evaluation of `model` on the suite's current content, created when missing
@@ -171,16 +171,12 @@ def scoring_payload(evaluation: Evaluation) -> dict[str, Any]:
     }
 
 
-def evaluation_retry(
-    *, evaluation: Evaluation, user: AbstractBaseUser | AnonymousUser | None
-) -> Evaluation:
+def evaluation_retry(*, evaluation: Evaluation, user: User | AnonymousUser | None) -> Evaluation:
     """Send a failed or cancelled evaluation again (see `runs.run_retry`)."""
     return runs.run_retry(run=evaluation, user=user)
 
 
-def evaluation_cancel(
-    *, evaluation: Evaluation, user: AbstractBaseUser | AnonymousUser | None
-) -> Evaluation:
+def evaluation_cancel(*, evaluation: Evaluation, user: User | AnonymousUser | None) -> Evaluation:
     return runs.run_cancel(run=evaluation, user=user)
 
 

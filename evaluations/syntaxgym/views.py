@@ -52,7 +52,8 @@ def evaluation_rerun_outdated(request: HttpRequest) -> HttpResponse:
         suite = get_object_or_404(Suite, name=request.POST["suite"])
     if request.POST.get("model"):
         model = get_object_or_404(LanguageModel, name=request.POST["model"])
-    if suite is None and model is None:
+    back = suite or model
+    if back is None:
         return render(
             request, "400.html", {"message": "Say which suite or model to re-run."}, status=400
         )
@@ -60,10 +61,10 @@ def evaluation_rerun_outdated(request: HttpRequest) -> HttpResponse:
         outcome = services.evaluations_rerun_outdated(model=model, suite=suite, user=request.user)
     except services.BrokerUnavailable as down:
         messages.error(request, str(down))
-        return redirect(suite or model)
+        return redirect(back)
     if not outcome.evaluations:
         messages.info(request, "Nothing is outdated: every result is for the current content.")
-        return redirect(suite or model)
+        return redirect(back)
     return _request_answer(request, outcome)
 
 

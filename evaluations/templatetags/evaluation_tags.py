@@ -135,8 +135,8 @@ def board_cells(
     key = f"board_links:{result}:{queue}"
     links = context.render_context.get(key)
     if links is None:
-        parts = reverse(result, args=[987654321]).partition("987654321")
-        links = (parts[0], parts[2], reverse(queue))
+        head, _number, tail = reverse(result, args=[987654321]).partition("987654321")
+        links = (head, tail, reverse(queue))
         context.render_context[key] = links
     result_head, result_tail, queue = links
     model = row.model

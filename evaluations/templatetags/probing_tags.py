@@ -52,10 +52,10 @@ def bits(value: float | None) -> str:
 
 
 @register.filter
-def shade(share: float | None) -> str:
+def shade(share: Any) -> str:
     """A blue background for a share between 0 and 1, light enough for dark text."""
     try:
-        value = min(1.0, max(0.0, float(share)))  # type: ignore[arg-type]
+        value = min(1.0, max(0.0, float(share)))
     except (TypeError, ValueError):
         return ""
     return f"hsl(210 75% {97 - 37 * value:.0f}%)"

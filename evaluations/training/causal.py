@@ -212,7 +212,7 @@ def build_model(shape: ModelShape, tokenizer: Any) -> Any:
             eos_token_id=eot,
         )
         return GPT2LMHeadModel(config)
-    config = LlamaConfig(
+    llama = LlamaConfig(
         vocab_size=vocab,
         hidden_size=shape.width,
         intermediate_size=int(8 * shape.width / 3 + 63) // 64 * 64,
@@ -224,12 +224,13 @@ def build_model(shape: ModelShape, tokenizer: Any) -> Any:
         eos_token_id=eot,
         tie_word_embeddings=True,
     )
-    return LlamaForCausalLM(config)
+    return LlamaForCausalLM(llama)
 
 
 def _optimizer(model: Any, options: CausalOptions) -> torch.optim.Optimizer:
     """AdamW; no weight decay on biases, norms and embeddings of positions."""
-    decay, plain = [], []
+    decay: list[torch.nn.Parameter] = []
+    plain: list[torch.nn.Parameter] = []
     for name, parameter in model.named_parameters():
         if not parameter.requires_grad:
             continue
@@ -444,7 +445,8 @@ def train_causal(
         model = _base_model(options.base_model, tokenizer)
     else:
         model = build_model(options.shape, tokenizer)
-    model.to(device)
+    # transformers types the wrapper of `.to`, not the method it wraps.
+    model.to(device)  # type: ignore[arg-type]
     model.train()
     optimizer = _optimizer(model, options)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: lr_factor(s, options))

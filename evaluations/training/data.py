@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from suites.corpora import reading
 
@@ -54,10 +55,10 @@ class CorpusSource:
         }
 
     @classmethod
-    def from_payload(cls, data: dict[str, object]) -> CorpusSource:
+    def from_payload(cls, data: dict[str, Any]) -> CorpusSource:
         return cls(
             path=Path(str(data["path"])),
-            split=reading.Split(seed=int(data["seed"]), threshold=int(data["threshold"])),  # type: ignore[call-overload]
+            split=reading.Split(seed=int(data["seed"]), threshold=int(data["threshold"])),
             normalised=bool(data["normalised"]),
             validation_lines=int(data.get("validation_lines", 0)),  # type: ignore[call-overload]
             validation_from=cls.from_payload(data["validation_from"])  # type: ignore[arg-type]

@@ -90,12 +90,12 @@ def learning_curves(run: TrainingRun, *, threshold: float | None = None) -> dict
     rows += [_curve(run, by_suite[s.name], s.name, "suite", threshold) for s in suites]
     pair_sets = list(run.pair_sets.order_by("name"))
     by_set: dict[str, dict[str, Any]] = {s.name: {} for s in pair_sets}
-    for evaluation in (
+    for pair_evaluation in (
         PairEvaluation.objects.filter(model__name__in=names, pair_set__in=pair_sets)
         .select_related("model", "pair_set")
         .only("pk", "status", "accuracy", "model__name", "pair_set__name", "content_hash")
     ):
-        by_set[evaluation.pair_set.name][evaluation.model.name] = evaluation
+        by_set[pair_evaluation.pair_set.name][pair_evaluation.model.name] = pair_evaluation
     rows += [_curve(run, by_set[s.name], s.name, "pairs", threshold) for s in pair_sets]
     tasks = list(run.probing_tasks.order_by("name"))
     by_task: dict[str, dict[str, Any]] = {t.name: {} for t in tasks}

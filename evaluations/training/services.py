@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
-from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.contrib.auth.models import AnonymousUser, User
 from django.core.cache import cache
 from django.db import transaction
 from django.utils import timezone
@@ -279,7 +279,7 @@ def training_request(
     tags: list[str] | None = None,
     threshold: float = 0.8,
     validation_corpus: Corpus | None = None,
-    user: AbstractBaseUser | AnonymousUser | None = None,
+    user: User | AnonymousUser | None = None,
 ) -> TrainingRun:
     """Register the model to be trained and its run in one transaction, and send the run
     to the gpu queue once that commits. `tags`: the suites with any of these tags are
@@ -485,9 +485,9 @@ def _evaluate(run: TrainingRun, models: list[LanguageModel]) -> None:
         ("pairs", run.pair_sets.all()),
         ("probing", run.probing_tasks.all()),
     ):
-        if benchmarks := list(benchmarks):
+        if listed := list(benchmarks):
             runs.kind_named(kind).request_runs(
-                models=models, benchmarks=benchmarks, user=run.requested_by
+                models=models, benchmarks=listed, user=run.requested_by
             )
 
 
@@ -605,6 +605,6 @@ def training_results_store(*, run_id: int, attempt: int, results: dict[str, Any]
 
 def training_cancel(*, run: TrainingRun, user: Any) -> TrainingRun:
     """Cancel as every run is cancelled, and tell the worker to stop at its next step."""
-    run = runs.run_cancel(run=run, user=user)  # type: ignore[assignment]
+    run = runs.run_cancel(run=run, user=user)
     _ask_to_stop(run)
     return run

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any, TypeVar
+
 from django.conf import settings
+from django.db.models import QuerySet
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
 from rest_framework import generics, serializers, status
@@ -12,6 +16,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from gym.accounts import signed_in
 from suites.catalog import ListQuery
 from suites.catalog_api import GymDataSerializer, list_parameters
 from suites.catalog_services import tag_slugs
@@ -73,7 +78,10 @@ def _errors(errors: list[SuiteError], code: int = status.HTTP_400_BAD_REQUEST) -
     return Response({"errors": [{"code": "invalid", **e.as_dict()} for e in errors]}, status=code)
 
 
-def _number(raw: object, kind: type, field: str) -> tuple[object, list[SuiteError]]:
+N = TypeVar("N")
+
+
+def _number(raw: object, kind: Callable[[str], N], field: str) -> tuple[N | None, list[SuiteError]]:
     try:
         return kind(str(raw)), []
     except (TypeError, ValueError):
@@ -87,12 +95,12 @@ class CorpusListCreate(generics.ListAPIView):
     permission_classes = [IsAuthenticatedOrReadOnly]
     parser_classes = [MultiPartParser, FormParser]
 
-    def get_queryset(self):  # type: ignore[no-untyped-def]
+    def get_queryset(self) -> QuerySet[Corpus]:
         query = ListQuery.from_api(self.request.query_params)
         return corpus_list(q=query.q, tag=query.tag, sort=query.sort)
 
     @extend_schema(parameters=list_parameters(noun="corpora", sorts=CORPUS_SORTS))
-    def get(self, request: Request, *args, **kwargs) -> Response:  # type: ignore[no-untyped-def]
+    def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         return super().get(request, *args, **kwargs)
 
     @extend_schema(
@@ -139,18 +147,19 @@ class CorpusListCreate(generics.ListAPIView):
         seed, most = _number(data.get("validation_seed", 0), int, "validation_seed")
         if errors or more or most:
             return _errors(errors + more + most)
+        assert fraction is not None and maximum is not None and seed is not None
         name = str(data.get("name", "")).strip() or corpus_name_from_file(upload.name)
         try:
             corpus = corpus_import(
                 source=upload,
                 name=name,
-                owner=request.user,
+                owner=signed_in(request.user),
                 file_name=upload.name,
                 description=str(data.get("description", "")),
                 tags=tag_slugs(str(data.get("tags", "")).split(",")),
-                validation_fraction=fraction,  # type: ignore[arg-type]
-                validation_max=maximum,  # type: ignore[arg-type]
-                validation_seed=seed,  # type: ignore[arg-type]
+                validation_fraction=fraction,
+                validation_max=maximum,
+                validation_seed=seed,
             )
         except CorpusInvalid as invalid:
             return _errors(invalid.errors)

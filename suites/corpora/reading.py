@@ -146,22 +146,26 @@ def _decoded(raw: bytes, number: int) -> str:
     return text
 
 
-def _binary_lines(handle: BinaryIO, gzipped: bool) -> Iterator[bytes]:
-    stream: IO[bytes] = gzip.GzipFile(fileobj=handle, mode="rb") if gzipped else handle
+def _binary_lines(handle: IO[bytes], gzipped: bool) -> Iterator[bytes]:
+    stream: gzip.GzipFile | IO[bytes] = (
+        gzip.GzipFile(fileobj=handle, mode="rb") if gzipped else handle
+    )
     try:
-        yield from io.BufferedReader(stream, buffer_size=1 << 20)  # type: ignore[arg-type]
+        # BufferedReader reads through read/readinto, which gzip, open files and Django's
+        # uploaded files have; typeshed asks for a full raw stream.
+        yield from io.BufferedReader(stream, buffer_size=1 << 20)  # type: ignore[type-var]
     except (OSError, EOFError, zlib.error) as exc:
         raise CorpusError("file", f"the gzip stream is damaged or truncated ({exc})") from None
 
 
-def _is_gzip(handle: BinaryIO) -> bool:
+def _is_gzip(handle: IO[bytes]) -> bool:
     head = handle.read(2)
     handle.seek(0)
     return head == b"\x1f\x8b"
 
 
 def iter_corpus(
-    handle: BinaryIO,
+    handle: IO[bytes],
     *,
     name: str = "",
     limit: int | None = None,
@@ -222,7 +226,7 @@ def iter_corpus(
 
 
 def read_corpus(
-    handle: BinaryIO,
+    handle: IO[bytes],
     out: BinaryIO,
     *,
     name: str = "",

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from django.conf import settings
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
 from django.db.models import QuerySet
 
@@ -51,7 +51,7 @@ def corpus_import(
     *,
     source: Path | Any,
     name: str,
-    owner: AbstractBaseUser | None,
+    owner: User | None,
     description: str = "",
     tags: Iterable[str] = (),
     file_name: str = "",

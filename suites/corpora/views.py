@@ -11,6 +11,7 @@ from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 
+from gym.accounts import signed_in
 from suites.catalog import COMMON_SORT_LABELS, ListQuery, gym_data_or_404, list_context
 from suites.corpora.models import Corpus
 from suites.corpora.services import CorpusInvalid, corpus_histogram, corpus_import, corpus_list
@@ -98,7 +99,7 @@ def corpus_upload(request: HttpRequest) -> HttpResponse:
             corpus = corpus_import(
                 source=upload,
                 name=name,
-                owner=request.user,
+                owner=signed_in(request.user),
                 file_name=upload.name,
                 description=form.cleaned_data["description"],
                 tags=form.cleaned_data["tags"],

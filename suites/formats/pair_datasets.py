@@ -130,10 +130,10 @@ def read_pair_dataset(
     suffix = PurePosixPath(filename).suffix.lower()
     if isinstance(data, bytes) and data.startswith(PARQUET_MAGIC):
         if shape in (NLPSCHOLAR, CLAMS, ZORRO):
-            records = ", ".join(s.name for s in RECORD_SHAPES)
+            shapes = ", ".join(s.name for s in RECORD_SHAPES)
             _error(
                 f"the file is Parquet, but the format {shape} is text; choose a format "
-                f"whose records hold two sentences: {records}"
+                f"whose records hold two sentences: {shapes}"
             )
         rows = _parquet_records(data)
         return _from_records(rows, shape, PARQUET, filename, drop_incomplete_pairs, "row")

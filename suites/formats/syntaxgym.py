@@ -487,9 +487,11 @@ class _SuiteReader:
         """Canonical formula texts and the texts as uploaded."""
         formulas: list[str] = []
         originals: list[str] = []
+        path: list[str | int]
         for i, raw in enumerate(self.data.get("predictions", [])):
             if isinstance(raw, str):
-                text, path = raw, ["predictions", i]
+                text = raw
+                path = ["predictions", i]
                 originals.append(raw)
             elif "relation" in raw:
                 original = json.dumps(raw, ensure_ascii=False)
@@ -508,7 +510,8 @@ class _SuiteReader:
                     continue
                 path = ["predictions", i]
             else:
-                text, path = raw["formula"], ["predictions", i, "formula"]
+                text = raw["formula"]
+                path = ["predictions", i, "formula"]
                 originals.append(text)
             try:
                 node = predictions.parse(text)

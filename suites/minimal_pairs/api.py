@@ -3,6 +3,9 @@ suites.minimal_pairs.sets (the same import service and reads as the pages)."""
 
 from __future__ import annotations
 
+from typing import Any
+
+from django.db.models import QuerySet
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
@@ -107,12 +110,12 @@ class PairSetListCreate(generics.ListAPIView):
     permission_classes = [IsAuthenticatedOrReadOnly]
     parser_classes = UPLOAD_PARSERS
 
-    def get_queryset(self):  # type: ignore[no-untyped-def]
+    def get_queryset(self) -> QuerySet[MinimalPairSet]:
         query = ListQuery.from_api(self.request.query_params)
         return pair_sets.pair_set_list(q=query.q, tag=query.tag, sort=query.sort)
 
     @extend_schema(parameters=list_parameters(noun="sets", sorts=pair_sets.SORTS))
-    def get(self, request: Request, *args, **kwargs) -> Response:  # type: ignore[no-untyped-def]
+    def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         return super().get(request, *args, **kwargs)
 
     @upload_schema(

@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db import IntegrityError, connection, transaction
+from django.db import IntegrityError, connection, models, transaction
 from django.db.models import QuerySet
 
 from suites.catalog import COMMON_SORTS, catalog_filter
@@ -231,7 +231,11 @@ def _insert_sentences(pair_set: MinimalPairSet, parsed: mp.MinimalPairSet) -> No
     meta = PairSetSentence._meta
     names = ["pair_set", "position", "sentid", "pairid", "pair_index", "comparison",
              "sentence", "roi", "conditions"]  # fmt: skip
-    fields = [meta.get_field(name) for name in names]
+    fields: list[models.Field[Any, Any]] = []
+    for name in names:
+        field = meta.get_field(name)
+        assert isinstance(field, models.Field)  # the table's own columns, no reverse relation
+        fields.append(field)
     roi_field, conditions_field = fields[7], fields[8]
     quote = connection.ops.quote_name
     sql = (

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+from django.db.models import QuerySet
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import generics, serializers, status
@@ -10,6 +13,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from gym.accounts import signed_in
 from suites.catalog import ListQuery
 from suites.catalog_api import (
     UPLOAD_PARSERS,
@@ -21,7 +25,7 @@ from suites.catalog_api import (
 )
 from suites.formats.probing import TASK_TYPES, guess_task_type
 from suites.formats.report import SuiteError
-from suites.models import ProbingTask
+from suites.models import GymData, ProbingTask
 from suites.probing.services import (
     TASK_SORTS,
     probing_task_import,
@@ -47,7 +51,7 @@ class ProbingTaskSerializer(GymDataSerializer):
             "created_at",
         ]
 
-    def get_url(self, task: ProbingTask) -> str:
+    def get_url(self, task: GymData) -> str:
         # The task's page (kept from before there was a detail endpoint).
         return task.get_absolute_url()
 
@@ -94,7 +98,7 @@ class ProbingTaskListCreate(generics.ListAPIView):
     permission_classes = [IsAuthenticatedOrReadOnly]
     parser_classes = UPLOAD_PARSERS
 
-    def get_queryset(self):  # type: ignore[no-untyped-def]
+    def get_queryset(self) -> QuerySet[ProbingTask]:
         query = ListQuery.from_api(self.request.query_params)
         task_type = self.request.query_params.get("type", "").strip()
         return probing_task_list(q=query.q, tag=query.tag, task_type=task_type, sort=query.sort)
@@ -105,7 +109,7 @@ class ProbingTaskListCreate(generics.ListAPIView):
             OpenApiParameter("type", str, enum=list(TASK_TYPES), description="Only this type"),
         ]
     )
-    def get(self, request: Request, *args, **kwargs) -> Response:  # type: ignore[no-untyped-def]
+    def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         return super().get(request, *args, **kwargs)
 
     @upload_schema(
@@ -125,7 +129,7 @@ class ProbingTaskListCreate(generics.ListAPIView):
         task = probing_task_import(
             source=upload.data,
             name=name,
-            owner=request.user,
+            owner=signed_in(request.user),
             task_type=task_type,
             description=upload.fields.get("description", ""),
             tags=upload.tags or (),

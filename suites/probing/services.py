@@ -8,7 +8,7 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.db import IntegrityError, connection, transaction
 from django.db.models import QuerySet
 
@@ -65,7 +65,7 @@ def probing_task_import(
     *,
     source: LineSource,
     name: str,
-    owner: AbstractBaseUser | None,
+    owner: User | None,
     task_type: str | None = None,
     description: str = "",
     tags: Iterable[str] = (),

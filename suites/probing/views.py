@@ -9,6 +9,7 @@ from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 
+from gym.accounts import signed_in
 from suites.catalog import COMMON_SORT_LABELS, ListQuery, gym_data_or_404, list_context
 from suites.formats.probing import PARTITION_NAMES, PARTITIONS, TASK_TYPES, guess_task_type
 from suites.forms import ProbingUploadForm
@@ -80,7 +81,7 @@ def probing_upload(request: HttpRequest) -> HttpResponse:
             task = probing_task_import(
                 source=upload,
                 name=name,
-                owner=request.user,
+                owner=signed_in(request.user),
                 task_type=form.cleaned_data["task_type"] or guess_task_type(upload.name),
                 description=form.cleaned_data["description"],
                 tags=form.cleaned_data["tags"],

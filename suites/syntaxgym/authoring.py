@@ -25,6 +25,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from gym.accounts import signed_in
 from gym.errors import error_body
 from gym.rest import AnonThrottle, AnonValidateThrottle, UserThrottle
 from suites import catalog_services, formats
@@ -110,7 +111,7 @@ def suite_copy(request: HttpRequest, name: str) -> HttpResponse:
     """Copy any suite into the user's own suites and open the copy in the grid."""
     original = _suite_or_404(name)
     try:
-        report = services.suite_copy(suite=original, owner=request.user)
+        report = services.suite_copy(suite=original, owner=signed_in(request.user))
     except services.SuiteInvalid as invalid:
         for error in invalid.errors[:5]:
             messages.error(request, f"Could not copy: {error.path}: {error.message}")
@@ -133,10 +134,16 @@ def _bad_request(message: str) -> Response:
     return Response(error_body({"code": "invalid", "message": message}), status=400)
 
 
+def _raw_body(request: Request) -> bytes:
+    """The body as RawJSONParser hands it over; DRF gives an empty dict for no body."""
+    data = request.data
+    return data if isinstance(data, bytes) else b""
+
+
 def _json_body(request: Request) -> object:
     """The request's body as JSON, or None when it is not JSON (the caller says what to send)."""
     try:
-        return json.loads(request.data or b"null")
+        return json.loads(_raw_body(request) or b"null")
     except (ValueError, UnicodeDecodeError, RecursionError):
         return None
 
@@ -198,11 +205,12 @@ class ValidateSuite(APIView):
             sent = _json_body(request)
             if not isinstance(sent, dict) or not isinstance(sent.get("csv"), str):
                 return _bad_request('send {"csv": "<the CSV text>", "meta": {"name": ...}}')
-            meta = sent.get("meta") if isinstance(sent.get("meta"), dict) else {}
+            meta = sent.get("meta")
+            meta = meta if isinstance(meta, dict) else {}
             preds = sent.get("predictions") if isinstance(sent.get("predictions"), list) else None
             result = formats.parse_suite_csv(sent["csv"], meta=meta, predictions=preds)
         else:
-            result = formats.parse_suite_text(request.data or b"")
+            result = formats.parse_suite_text(_raw_body(request))
             raw = _json_body(request)
         errors = [*result.errors, *_name_errors(result, raw, replace)]
         body: dict[str, Any] = {

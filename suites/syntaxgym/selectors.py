@@ -29,7 +29,7 @@ def suites_with_tag(suites: Iterable[Suite], tag: Tag | None) -> list[Suite]:
     chosen = list(suites)
     if tag is not None:
         # Archived suites take no new evaluations.
-        listed = tag.suites.filter(archived_at__isnull=True).order_by("name")
+        listed = Suite.objects.filter(tags=tag, archived_at__isnull=True).order_by("name")
         chosen += [s for s in listed if s not in chosen]
     return chosen
 
@@ -43,7 +43,7 @@ def tag_counts() -> QuerySet[Tag]:
 def suite_results_count(suite: Suite) -> tuple[int, int]:
     """(evaluations of the suite, of those requested by people other than its owner).
     Through the reverse relation, so that suites/ needs nothing from evaluations/."""
-    evaluations = suite.evaluations.all()  # type: ignore[attr-defined]
+    evaluations = suite.evaluations.all()
     others = evaluations.exclude(requested_by_id=suite.owner_id) if suite.owner_id else evaluations
     return evaluations.count(), others.count()
 

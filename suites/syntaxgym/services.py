@@ -7,7 +7,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.contrib.auth.models import AnonymousUser, User
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
@@ -83,7 +83,7 @@ def suite_name_check(*, name: str, replace: Suite | None = None) -> list[SuiteEr
 def suite_import(
     *,
     source: str | bytes | dict[str, Any] | formats.FormatResult,
-    owner: AbstractBaseUser | None,
+    owner: User | None,
     replace: Suite | None = None,
     name: str | None = None,
     rename_if_taken: bool = False,
@@ -130,7 +130,7 @@ def _save(
     data: dict[str, Any],
     *,
     asked: str,
-    owner: AbstractBaseUser | None,
+    owner: User | None,
     replace: Suite | None,
     result: formats.FormatResult,
     rename_if_taken: bool,
@@ -213,7 +213,7 @@ def _merged_tags(own: Any, extra: Iterable[str]) -> tuple[list[str] | None, list
 def _write(
     data: dict[str, Any],
     *,
-    owner: AbstractBaseUser | None,
+    owner: User | None,
     replace: Suite | None,
     result: formats.FormatResult,
 ) -> Suite:
@@ -282,7 +282,7 @@ def _write(
 def suite_update_meta(
     *,
     suite: Suite,
-    user: AbstractBaseUser | AnonymousUser | None,
+    user: User | AnonymousUser | None,
     description: str,
     reference: str,
     author: str,
@@ -305,7 +305,7 @@ def suite_update_meta(
 def suite_replace(
     *,
     suite: Suite,
-    user: AbstractBaseUser | AnonymousUser | None,
+    user: User | AnonymousUser | None,
     source: str | bytes | dict[str, Any] | formats.FormatResult,
 ) -> ImportReport:
     """Swap a suite's content for a new upload, keeping its identity (owner, evaluations)."""
@@ -321,7 +321,7 @@ def copy_name(name: str, attempt: int) -> str:
     return base + suffix
 
 
-def suite_copy(*, suite: Suite, owner: AbstractBaseUser) -> ImportReport:
+def suite_copy(*, suite: Suite, owner: User) -> ImportReport:
     """Copy any suite into `owner`'s suites under the first free name of
     '<name> (copy)', '<name> (copy 2)', …
 
@@ -347,7 +347,7 @@ def suite_copy(*, suite: Suite, owner: AbstractBaseUser) -> ImportReport:
     raise NoFreeName("Could not find a free name for the copy; rename some copies first.")
 
 
-def suite_delete(*, suite: Suite, user: AbstractBaseUser | AnonymousUser | None) -> str:
+def suite_delete(*, suite: Suite, user: User | AnonymousUser | None) -> str:
     """Delete a suite, or archive it when it has results: results are their requesters'
     data, so they stay (with the suite they refer to), and only the lists forget it.
     Returns "deleted" or "archived"."""
@@ -355,7 +355,7 @@ def suite_delete(*, suite: Suite, user: AbstractBaseUser | AnonymousUser | None)
         raise PermissionDenied("only the suite's owner (or staff) may delete it")
     with transaction.atomic():
         locked = Suite.objects.select_for_update().get(pk=suite.pk)
-        if locked.evaluations.exists():  # type: ignore[attr-defined]
+        if locked.evaluations.exists():
             if locked.archived_at is None:
                 locked.archived_at = timezone.now()
                 locked.save(update_fields=["archived_at"])

@@ -12,6 +12,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseForbidden
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_http_methods
 
+from gym.accounts import signed_in
 from gym.downloads import attachment
 from suites import catalog_services, formats
 from suites.catalog import COMMON_SORT_LABELS, ListQuery, gym_data_or_404, list_context
@@ -97,7 +98,7 @@ def suite_upload(request: HttpRequest) -> HttpResponse:
         None,
         lambda form: services.suite_import(
             source=form.source(),
-            owner=request.user,
+            owner=signed_in(request.user),
             rename_if_taken=form.cleaned_data["rename"],
             extra_tags=form.cleaned_data["tags"],
         ),

@@ -134,7 +134,7 @@ class Command(BaseCommand):
             extra_model_dirs=[trigram.parent],
         )
 
-    def _register(self, *, extra_model_dirs: Sequence[Path] = (), **fields: str) -> None:
+    def _register(self, *, extra_model_dirs: Sequence[Path] = (), **fields: Any) -> None:
         # Stored resolved, as model_register stores it.
         fields["source"] = str(Path(fields["source"]).resolve())
         name = fields["name"]

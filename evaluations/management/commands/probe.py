@@ -4,6 +4,7 @@ import csv
 import json
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -123,6 +124,12 @@ class Command(BaseCommand):
             )
         except ScoringError as exc:
             raise CommandError(str(exc)) from exc
+        if not isinstance(lm, LoadedModel):
+            # As the probing worker refuses one (evaluations.probing.worker).
+            raise CommandError(
+                "an n-gram model has no hidden states to probe; choose a causal or masked "
+                "transformers model"
+            )
 
         rows: list[dict[str, Any]] = []
         for path, task_type, loaded in tasks:
@@ -221,7 +228,7 @@ class Command(BaseCommand):
             raise CommandError("\n".join(problems))
         return tasks
 
-    def _progress(self, path: Path):  # type: ignore[no-untyped-def]
+    def _progress(self, path: Path) -> Callable[[str, int, int], None]:
         def report(stage: str, done: int, total: int) -> None:
             if sys.stderr.isatty():
                 unit = "sentences" if stage == "vectors" else "layers"
