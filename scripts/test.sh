@@ -17,7 +17,7 @@ fi
 
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
-# Types of gym/, suites/ and evaluations/ (pyproject.toml); the cache in .mypy_cache
+# Types of gym/, suites/, evaluations/ and tests/ (pyproject.toml); the cache in .mypy_cache
 # brings a warm run from minutes down to seconds.
 .venv/bin/mypy
 exec .venv/bin/python -m pytest "$@"

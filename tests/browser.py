@@ -20,7 +20,7 @@ from urllib.parse import quote, unquote, urlsplit
 import pytest
 
 if TYPE_CHECKING:
-    from playwright.sync_api import Browser, BrowserContext, Page
+    from playwright.sync_api import Browser, BrowserContext, Page, ViewportSize
 
 # Playwright's sync API runs an event loop in the test thread, and Django refuses ORM calls
 # from a thread with a running loop. The tests' own ORM calls are plain synchronous code
@@ -29,7 +29,7 @@ os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
 
 REPO = Path(__file__).resolve().parents[1]
 ARTIFACTS = REPO / "artifacts"
-VIEWPORT = {"width": 1400, "height": 900}
+VIEWPORT: ViewportSize = {"width": 1400, "height": 900}
 CHROMIUM_ARGS = [
     "--headless=new",
     "--no-sandbox",

@@ -62,12 +62,13 @@ def broker(url: str) -> Iterator[None]:
 def _switch(url: str, options: dict) -> None:
     from kombu import pools
 
-    # Drop every connection and producer pool made for the old broker.
-    pools.reset()
-    celery_app._pool = None
+    # Drop every connection and producer pool made for the old broker: private state that
+    # celery-types leaves out.
+    pools.reset()  # type: ignore[attr-defined]
+    celery_app._pool = None  # type: ignore[attr-defined]
     celery_app.conf.broker_url = url
     celery_app.conf.broker_transport_options = options
-    celery_app.amqp._producer_pool = None
+    celery_app.amqp._producer_pool = None  # type: ignore[attr-defined]
 
 
 def database_url() -> str:

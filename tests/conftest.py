@@ -5,13 +5,19 @@ in shared/."""
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver
+
+if TYPE_CHECKING:
+    # Not at import: the scoring engine imports torch, which most tests never need.
+    from evaluations.scoring import LoadedModel
+    from evaluations.scoring.ngram import NgramModel
 
 # Browser fixtures, registered once for every module: the session's one Playwright and
 # chromium must not be started again by a second module.
@@ -21,6 +27,44 @@ from tests.celery_harness import pace, redis_broker, workers  # noqa: F401
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = Path(os.environ.get("GYM_SHARED_DATA", REPO.parent / "shared" / "data"))
 EXAMPLES = REPO / "examples"
+
+
+def search(pattern: str, text: str, flags: int = 0) -> re.Match[str]:
+    """re.search for a test: nothing found fails the test there."""
+    match = re.search(pattern, text, flags)
+    assert match is not None, f"{pattern!r} not found"
+    return match
+
+
+def known(value: float | None) -> float:
+    """A value the test expects to be there (None fails the test there)."""
+    assert value is not None
+    return value
+
+
+def known_int(value: int | None) -> int:
+    """As `known`, for a whole number."""
+    assert value is not None
+    return value
+
+
+def neural_model(source: str, **options: Any) -> LoadedModel:
+    """load_model for a transformers model (an n-gram model fails the test)."""
+    from evaluations.scoring import LoadedModel, load_model
+
+    model = load_model(source, **options)
+    assert isinstance(model, LoadedModel), source
+    return model
+
+
+def ngram_model(source: str, **options: Any) -> NgramModel:
+    """load_model for an n-gram model (a transformers model fails the test)."""
+    from evaluations.scoring import load_model
+    from evaluations.scoring.ngram import NgramModel
+
+    model = load_model(source, **options)
+    assert isinstance(model, NgramModel), source
+    return model
 
 
 def shared_files(*parts: str) -> list[Path]:
@@ -48,34 +92,34 @@ class BrowserClient(Client):
             self.get("/accounts/login/")
         return self.cookies["csrftoken"].value
 
-    def send_json(self, method: str, path: str, body: str | bytes):  # type: ignore[no-untyped-def]
+    def send_json(self, method: str, path: str, body: str | bytes):
         """A JSON request with the CSRF header, as the pages' scripts send it."""
         send = getattr(self, method.lower())
         return send(path, body, content_type="application/json", HTTP_X_CSRFTOKEN=self.csrf_token())
 
-    def post_form(self, path: str, data: dict[str, Any] | None = None, **kwargs: Any):  # type: ignore[no-untyped-def]
+    def post_form(self, path: str, data: dict[str, Any] | None = None, **kwargs: Any):
         payload = dict(data or {})
         payload["csrfmiddlewaretoken"] = self.csrf_token()
         return self.post(path, payload, **kwargs)
 
 
 @pytest.fixture
-def alice(django_user_model):  # type: ignore[no-untyped-def]
+def alice(django_user_model):
     return django_user_model.objects.create_user("alice", password="alice-pass-1234")
 
 
 @pytest.fixture
-def bob(django_user_model):  # type: ignore[no-untyped-def]
+def bob(django_user_model):
     return django_user_model.objects.create_user("bob", password="bob-pass-1234")
 
 
 @pytest.fixture
-def charlie(django_user_model):  # type: ignore[no-untyped-def]
+def charlie(django_user_model):
     return django_user_model.objects.create_user("charlie", password="charlie-pass-1234")
 
 
 @pytest.fixture
-def dana(django_user_model):  # type: ignore[no-untyped-def]
+def dana(django_user_model):
     return django_user_model.objects.create_user("dana", password="dana-pass-1234", is_staff=True)
 
 
@@ -84,14 +128,14 @@ def anon_client() -> BrowserClient:
     return BrowserClient()
 
 
-def signed_in_client(user) -> BrowserClient:  # type: ignore[no-untyped-def]
+def signed_in_client(user) -> BrowserClient:
     """A browser-like client (CSRF enforced) signed in as `user` (a session)."""
     client = BrowserClient()
     client.force_login(user)
     return client
 
 
-def token_client(user) -> BrowserClient:  # type: ignore[no-untyped-def]
+def token_client(user) -> BrowserClient:
     """An API client that sends `user`'s token (`Authorization: Token <key>`), as a
     script would; no session, so no CSRF either."""
     from rest_framework.authtoken.models import Token
@@ -101,22 +145,22 @@ def token_client(user) -> BrowserClient:  # type: ignore[no-untyped-def]
 
 
 @pytest.fixture
-def alice_client(alice) -> BrowserClient:  # type: ignore[no-untyped-def]
+def alice_client(alice) -> BrowserClient:
     return signed_in_client(alice)
 
 
 @pytest.fixture
-def bob_client(bob) -> BrowserClient:  # type: ignore[no-untyped-def]
+def bob_client(bob) -> BrowserClient:
     return signed_in_client(bob)
 
 
 @pytest.fixture
-def charlie_client(charlie) -> BrowserClient:  # type: ignore[no-untyped-def]
+def charlie_client(charlie) -> BrowserClient:
     return signed_in_client(charlie)
 
 
 @pytest.fixture
-def dana_client(dana) -> BrowserClient:  # type: ignore[no-untyped-def]
+def dana_client(dana) -> BrowserClient:
     return signed_in_client(dana)
 
 
@@ -169,7 +213,7 @@ def small_suite(name: str = "tiny agreement", **meta: Any) -> dict[str, Any]:
 
 
 @pytest.fixture(autouse=True, scope="session")
-def _private_broker():  # type: ignore[no-untyped-def]
+def _private_broker():
     """Tests that queue work without a worker publish into kombu's in-memory broker,
     never into the developer's embedded broker. Yields a function that counts the
     messages waiting in a queue."""
@@ -181,14 +225,15 @@ def _private_broker():  # type: ignore[no-untyped-def]
 
     def waiting(queue: str) -> int:
         with celery_app.connection_for_write() as connection:
-            return connection.default_channel._size(queue)
+            # The channel's private queue size; celery-types leaves out default_channel.
+            return connection.default_channel._size(queue)  # type: ignore[attr-defined]
 
     yield waiting
     _switch(*before)
 
 
 @pytest.fixture(autouse=True)
-def _fresh_counters():  # type: ignore[no-untyped-def]
+def _fresh_counters():
     """Throttle and failed-log-in counters live in the cache: each test starts at zero,
     so that no test is throttled because of the requests of the tests before it."""
     from django.core.cache import cache
@@ -198,7 +243,7 @@ def _fresh_counters():  # type: ignore[no-untyped-def]
 
 
 @pytest.fixture(autouse=True)
-def _temporary_model_dirs(settings, tmp_path_factory):  # type: ignore[no-untyped-def]
+def _temporary_model_dirs(settings, tmp_path_factory):
     """Tests build tiny models in temporary folders: those count as model folders
     (GYM_MODEL_DIRS), as var/models does on a real site."""
     settings.GYM_MODEL_DIRS = [*settings.GYM_MODEL_DIRS, tmp_path_factory.getbasetemp()]

@@ -19,6 +19,7 @@ from django.core.signals import request_finished, request_started
 from django.db import close_old_connections, connection
 from hypothesis import HealthCheck, settings
 from schemathesis.checks import not_a_server_error
+from schemathesis.core.result import Ok
 from schemathesis.specs.openapi.checks import (
     content_type_conformance,
     response_schema_conformance,
@@ -50,7 +51,7 @@ schema = schemathesis.openapi.from_wsgi("/api/schema/?format=json", WSGIHandler(
 
 
 @pytest.fixture(autouse=True)
-def _inside_the_test_transaction(settings):  # type: ignore[no-untyped-def]
+def _inside_the_test_transaction(settings):
     """Django closes the database connection after each request it serves over WSGI;
     here that would end the test's transaction (and let later writes escape it), so the
     closing is held off as Django's own test client does."""
@@ -64,7 +65,7 @@ def _inside_the_test_transaction(settings):  # type: ignore[no-untyped-def]
 
 
 @pytest.fixture(params=["anonymous", "token"])
-def auth(request, alice) -> dict[str, str]:  # type: ignore[no-untyped-def]
+def auth(request, alice) -> dict[str, str]:
     """The headers of an anonymous client, or of alice's token client."""
     if request.param == "anonymous":
         return {}
@@ -79,7 +80,7 @@ def auth(request, alice) -> dict[str, str]:  # type: ignore[no-untyped-def]
     deadline=None,
     suppress_health_check=list(HealthCheck),
 )
-def test_every_answer_matches_the_schema(case, auth) -> None:  # type: ignore[no-untyped-def]
+def test_every_answer_matches_the_schema(case, auth) -> None:
     response = case.call(headers=auth)
     # The request ran in the test's transaction, on the test database.
     assert connection.in_atomic_block
@@ -89,7 +90,7 @@ def test_every_answer_matches_the_schema(case, auth) -> None:  # type: ignore[no
 # -- what it found, each as a plain test ---------------------------------------------
 
 
-def test_an_api_address_no_route_matches_answers_the_api_404(anon_client) -> None:  # type: ignore[no-untyped-def]
+def test_an_api_address_no_route_matches_answers_the_api_404(anon_client) -> None:
     # An id that is not a number matches no route: the API's error body, not a page.
     for path in ("/api/evaluations/abc/", "/api/models/%C2%96/", "/api/no-such-thing/"):
         response = anon_client.get(path)
@@ -101,7 +102,7 @@ def test_an_api_address_no_route_matches_answers_the_api_404(anon_client) -> Non
     assert page.status_code == 404 and page["Content-Type"].startswith("text/html")
 
 
-def test_mine_without_a_user_is_a_documented_401(anon_client) -> None:  # type: ignore[no-untyped-def]
+def test_mine_without_a_user_is_a_documented_401(anon_client) -> None:
     raw = json.loads(anon_client.get("/api/schema/?format=json").content)
     for path in (
         "/api/runs/",
@@ -116,7 +117,7 @@ def test_mine_without_a_user_is_a_documented_401(anon_client) -> None:  # type: 
     assert "401" not in raw["paths"]["/api/suites/"]["get"]["responses"]
 
 
-def test_the_parquet_export_is_documented(anon_client) -> None:  # type: ignore[no-untyped-def]
+def test_the_parquet_export_is_documented(anon_client) -> None:
     raw = json.loads(anon_client.get("/api/schema/?format=json").content)
     documented = raw["paths"]["/api/results/export/"]["get"]["responses"]["200"]["content"]
     response = anon_client.get("/api/results/export/", {"as": "parquet"})
@@ -128,7 +129,7 @@ def test_the_parquet_export_is_documented(anon_client) -> None:  # type: ignore[
 
 
 @pytest.fixture
-def site(alice, settings, tmp_path) -> dict[str, str]:  # type: ignore[no-untyped-def]
+def site(alice, settings, tmp_path) -> dict[str, str]:
     """A suite, a minimal-pair set and a probing task of one name, a model, and a done
     evaluation and a done pair run of one id (a queued probing run too), so that every
     read reaches a real row."""
@@ -162,6 +163,7 @@ def _reads() -> list[tuple[str, dict[str, str]]]:
     """(path, path parameters to fill) for every GET of the schema, the pair tables each."""
     reads = []
     for result in schema.get_all_operations():
+        assert isinstance(result, Ok), result
         operation = result.ok()
         if operation.method.upper() != "GET":
             continue
@@ -175,7 +177,7 @@ NOT_200 = {"/api/probing-runs/{id}/layers.csv": 404}  # the probing run is not d
 
 
 @pytest.mark.parametrize(("path", "extra"), _reads(), ids=lambda v: v if isinstance(v, str) else "")
-def test_every_read_of_real_rows_matches_the_schema(site, auth, path: str, extra: dict) -> None:  # type: ignore[no-untyped-def]
+def test_every_read_of_real_rows_matches_the_schema(site, auth, path: str, extra: dict) -> None:
     operation = schema[path]["GET"]
     names = {"name": site["model"] if path.startswith("/api/models/") else site["name"]}
     wanted = {"id": site["id"], "item_number": "1", **names, **extra}
@@ -186,7 +188,7 @@ def test_every_read_of_real_rows_matches_the_schema(site, auth, path: str, extra
     case.validate_response(response, checks=CHECKS)
 
 
-def test_who_owns_registered_or_requested_may_be_nobody(anon_client) -> None:  # type: ignore[no-untyped-def]
+def test_who_owns_registered_or_requested_may_be_nobody(anon_client) -> None:
     # The site's examples, models registered by a command and runs asked for by one
     # have no user: the schema says null may come.
     raw = json.loads(anon_client.get("/api/schema/?format=json").content)

@@ -13,7 +13,7 @@ from tests.conftest import BrowserClient, small_suite, token_client
 pytestmark = pytest.mark.django_db
 
 
-def _shape(response) -> list[dict]:  # type: ignore[no-untyped-def]
+def _shape(response) -> list[dict]:
     """The one error body: {"errors": [{"code", "message", "path"?}]}, nothing else."""
     body = response.json()
     assert set(body) == {"errors"}, body
@@ -28,7 +28,7 @@ def _shape(response) -> list[dict]:  # type: ignore[no-untyped-def]
     return body["errors"]
 
 
-def test_every_kind_of_error_has_one_shape(alice, bob) -> None:  # type: ignore[no-untyped-def]
+def test_every_kind_of_error_has_one_shape(alice, bob) -> None:
     services.suite_import(source=small_suite("alices"), owner=alice)
     anon = BrowserClient()
     # A serializer's field errors (formerly {field: [msg]}).
@@ -61,7 +61,7 @@ def test_every_kind_of_error_has_one_shape(alice, bob) -> None:  # type: ignore[
     _shape(register)
 
 
-def test_a_services_permission_denied_is_a_403_without_catching(alice, bob) -> None:  # type: ignore[no-untyped-def]
+def test_a_services_permission_denied_is_a_403_without_catching(alice, bob) -> None:
     services.suite_import(source=small_suite("mine"), owner=alice)
     response = token_client(bob).delete("/api/suites/mine/")
     assert response.status_code == 403
@@ -73,7 +73,7 @@ def test_a_services_permission_denied_is_a_403_without_catching(alice, bob) -> N
     assert replaced.status_code == 403 and "owner" in _shape(replaced)[0]["message"]
 
 
-def test_the_schema_documents_the_error_shape(anon_client) -> None:  # type: ignore[no-untyped-def]
+def test_the_schema_documents_the_error_shape(anon_client) -> None:
     schema = json.loads(anon_client.get("/api/schema/?format=json").content)
     assert set(schema["components"]["schemas"]["Error"]["properties"]) == {"errors"}
     post = schema["paths"]["/api/suites/"]["post"]["responses"]
@@ -84,7 +84,7 @@ def test_the_schema_documents_the_error_shape(anon_client) -> None:  # type: ign
     assert get["404"]["content"]["application/json"]["schema"]["$ref"].endswith("/Error")
 
 
-def test_throttles_answer_429_in_the_error_shape(settings, alice) -> None:  # type: ignore[no-untyped-def]
+def test_throttles_answer_429_in_the_error_shape(settings, alice) -> None:
     settings.GYM_THROTTLE_RATES = {
         "anon": "3/minute",
         "user": "5/minute",
@@ -102,7 +102,7 @@ def test_throttles_answer_429_in_the_error_shape(settings, alice) -> None:  # ty
     assert [user.get("/api/tags/").status_code for _ in range(6)] == [200] * 5 + [429]
 
 
-def test_anonymous_validation_has_a_smaller_allowance(settings) -> None:  # type: ignore[no-untyped-def]
+def test_anonymous_validation_has_a_smaller_allowance(settings) -> None:
     settings.GYM_THROTTLE_RATES = {"anon": "100/minute", "user": None, "anon_validate": "2/minute"}
     anon = BrowserClient()
     body = json.dumps(small_suite("v"))
@@ -114,7 +114,7 @@ def test_anonymous_validation_has_a_smaller_allowance(settings) -> None:  # type
     assert anon.get("/api/tags/").status_code == 200
 
 
-def test_failed_logins_are_limited_on_the_page(settings, alice) -> None:  # type: ignore[no-untyped-def]
+def test_failed_logins_are_limited_on_the_page(settings, alice) -> None:
     settings.GYM_LOGIN_MAX_FAILURES = 3
     client = BrowserClient()
     for _ in range(3):
@@ -131,7 +131,7 @@ def test_failed_logins_are_limited_on_the_page(settings, alice) -> None:  # type
     assert "_auth_user_id" not in client.session
 
 
-def test_failed_logins_are_limited_on_the_token_endpoint(settings, alice) -> None:  # type: ignore[no-untyped-def]
+def test_failed_logins_are_limited_on_the_token_endpoint(settings, alice) -> None:
     settings.GYM_LOGIN_MAX_FAILURES = 2
     client = BrowserClient()
     for _ in range(2):

@@ -22,7 +22,7 @@ ODD_NAME = "what? #1 100%"
 
 
 @pytest.fixture
-def schema(anon_client) -> dict[str, Any]:  # type: ignore[no-untyped-def]
+def schema(anon_client) -> dict[str, Any]:
     response = anon_client.get("/api/schema/?format=json")
     assert response.status_code == 200
     return json.loads(response.content)
@@ -41,7 +41,7 @@ def _component(schema: dict[str, Any], ref: str) -> dict[str, Any]:
     return schema["components"]["schemas"][ref.rsplit("/", 1)[-1]]
 
 
-def test_list_filters_are_documented(schema) -> None:  # type: ignore[no-untyped-def]
+def test_list_filters_are_documented(schema) -> None:
     for path in ("/api/suites/", "/api/minimal-pairs/", "/api/probing-tasks/"):
         params = _query_params(schema, path)
         assert {"q", "search", "tag", "ordering", "page"} <= set(params), path
@@ -58,7 +58,7 @@ def test_list_filters_are_documented(schema) -> None:  # type: ignore[no-untyped
     assert {"tag", "sort", "dir"} <= set(_query_params(schema, "/api/leaderboard/"))
 
 
-def test_writes_document_their_bodies_and_parameters(schema) -> None:  # type: ignore[no-untyped-def]
+def test_writes_document_their_bodies_and_parameters(schema) -> None:
     body = schema["paths"]["/api/evaluations/"]["post"]["requestBody"]["content"]
     request = _component(schema, body["application/json"]["schema"]["$ref"])
     assert {"model", "models", "suites", "tag"} <= set(request["properties"])
@@ -74,7 +74,7 @@ def test_writes_document_their_bodies_and_parameters(schema) -> None:  # type: i
     assert set(rerun_body["properties"]) == {"suite", "model"}
 
 
-def test_answers_have_their_real_shapes(schema) -> None:  # type: ignore[no-untyped-def]
+def test_answers_have_their_real_shapes(schema) -> None:
     # A request answers a plain list of runs (not a page), each saying if it is new.
     for path in ("/api/evaluations/", "/api/evaluations/rerun-outdated/"):
         answer = _answer(schema, path, "post", "201")
@@ -108,7 +108,7 @@ def _urls(data: Any) -> list[str]:
     return []
 
 
-def test_every_url_in_answers_works_for_an_odd_suite_name(anon_client, alice) -> None:  # type: ignore[no-untyped-def]
+def test_every_url_in_answers_works_for_an_odd_suite_name(anon_client, alice) -> None:
     suite = suite_services.suite_import(source=suite_data(ODD_NAME), owner=alice).suite
     model = LanguageModel.objects.create(name="lm", display_name="LM", source="org/lm")
     evaluation = store_done(model, suite)
@@ -127,7 +127,7 @@ def test_every_url_in_answers_works_for_an_odd_suite_name(anon_client, alice) ->
     assert board["rows"][0]["scores"][ODD_NAME]["evaluation"] == evaluation.pk
 
 
-def test_writes_without_credentials_get_401_with_a_token_challenge(db) -> None:  # type: ignore[no-untyped-def]
+def test_writes_without_credentials_get_401_with_a_token_challenge(db) -> None:
     client = BrowserClient()
     for path, body in [
         ("/api/evaluations/", {"models": ["x"], "suites": ["y"]}),

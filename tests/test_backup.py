@@ -48,7 +48,7 @@ POSTGRES = connection.vendor == "postgresql"
 
 
 @pytest.fixture
-def site(settings, tmp_path, alice) -> dict[str, Any]:  # type: ignore[no-untyped-def]
+def site(settings, tmp_path, alice) -> dict[str, Any]:
     """A site in its own var folder with two suites, a pair set, a probing task, a corpus,
     three models (a hub id, a local folder, a trained model), a done run of every kind
     with its results, and a result file on its way to the database."""
@@ -249,7 +249,7 @@ def empty_database() -> Iterator[str | None]:
             cursor.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
-def test_restore_into_an_empty_site_finds_everything(site, tmp_path, empty_database) -> None:  # type: ignore[no-untyped-def]
+def test_restore_into_an_empty_site_finds_everything(site, tmp_path, empty_database) -> None:
     backup = tmp_path / "backup"
     call_command("gym_backup", str(backup))
     manifest = json.loads((backup / "manifest.json").read_text())
@@ -350,7 +350,7 @@ def test_restore_into_an_empty_site_finds_everything(site, tmp_path, empty_datab
     assert inspect(env) == found
 
 
-def test_damaged_backup_is_refused_before_anything_changes(site, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_damaged_backup_is_refused_before_anything_changes(site, tmp_path) -> None:
     backup = tmp_path / "backup"
     call_command("gym_backup", str(backup))
     corpus_copy = backup / "files" / "corpora" / site["corpus"].file_name
@@ -379,7 +379,7 @@ def test_damaged_backup_is_refused_before_anything_changes(site, tmp_path) -> No
         call_command("gym_restore", str(backup))
 
 
-def test_a_site_with_data_is_refused(site, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_a_site_with_data_is_refused(site, tmp_path) -> None:
     backup = tmp_path / "backup"
     call_command("gym_backup", str(backup))
     with pytest.raises(CommandError) as refused:
@@ -392,7 +392,7 @@ def test_a_site_with_data_is_refused(site, tmp_path) -> None:  # type: ignore[no
     assert Suite.objects.count() == 2
 
 
-def test_backup_folder_must_be_empty_unless_forced(site, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_backup_folder_must_be_empty_unless_forced(site, tmp_path) -> None:
     backup = tmp_path / "backup"
     backup.mkdir()
     (backup / "notes.txt").write_text("mine")
@@ -420,7 +420,7 @@ def test_backup_folder_must_be_empty_unless_forced(site, tmp_path) -> None:  # t
     assert (other / "files" / "keep.txt").read_text() == "kept"
 
 
-def test_restore_refuses_a_folder_that_is_no_backup(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_restore_refuses_a_folder_that_is_no_backup(tmp_path) -> None:
     with pytest.raises(CommandError, match="no such folder"):
         call_command("gym_restore", str(tmp_path / "nowhere"))
     with pytest.raises(CommandError, match="holds no manifest.json: not a Gym backup"):
@@ -443,7 +443,7 @@ def test_restore_refuses_a_folder_that_is_no_backup(tmp_path) -> None:  # type: 
 
 
 @pytest.mark.skipif(POSTGRES, reason="SQLite's online backup API")
-def test_sqlite_backup_while_another_process_writes(site, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_sqlite_backup_while_another_process_writes(site, tmp_path) -> None:
     """The copy is consistent although another connection commits all the while."""
     database = connection.settings_dict["NAME"]
     stop = threading.Event()
@@ -476,7 +476,7 @@ def test_sqlite_backup_while_another_process_writes(site, tmp_path) -> None:  # 
 
 
 @pytest.mark.skipif(POSTGRES, reason="one engine is enough to show the schema moving forward")
-def test_backup_of_an_older_schema_is_migrated_forward(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_backup_of_an_older_schema_is_migrated_forward(tmp_path) -> None:
     old = site_env(tmp_path / "old", None)
     assert manage(old, "migrate", "-v0").returncode == 0
     # The site as it was before training runs came (their migration undone).
@@ -513,7 +513,7 @@ def test_backup_of_an_older_schema_is_migrated_forward(tmp_path) -> None:  # typ
     assert database.execute("SELECT COUNT(*) FROM evaluations_trainingrun").fetchone() == (0,)
 
 
-def test_backups_kept_in_the_var_folder_are_not_backed_up_again(site) -> None:  # type: ignore[no-untyped-def]
+def test_backups_kept_in_the_var_folder_are_not_backed_up_again(site) -> None:
     first, second = site["var"] / "backups" / "one", site["var"] / "backups" / "two"
     call_command("gym_backup", str(first))
     call_command("gym_backup", str(second))

@@ -332,7 +332,7 @@ def test_the_readme_keeps_the_two_commands_and_points_to_the_docs() -> None:
 @pytest.mark.browser
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize("width", [1280, 720])
-def test_the_docs_in_a_browser(page, width: int) -> None:  # type: ignore[no-untyped-def]
+def test_the_docs_in_a_browser(page, width: int) -> None:
     from playwright.sync_api import expect
 
     from tests.browser import artifact

@@ -63,7 +63,7 @@ def _fill(route: str, values: dict[str, str]) -> str:
 
 
 @pytest.fixture
-def world(alice):  # type: ignore[no-untyped-def]
+def world(alice):
     """A suite, a model and an evaluation, so that every path argument can be real."""
     suite = services.suite_import(source=small_suite("real suite"), owner=alice).suite
     model = evaluation_services.LanguageModel.objects.create(
@@ -79,7 +79,7 @@ def world(alice):  # type: ignore[no-untyped-def]
     return {"name": suite.name, "pk": str(evaluation.pk), "tag": "real", "item_number": "1"}
 
 
-def _pair_world(alice, model, *, name: str, pk: int) -> None:  # type: ignore[no-untyped-def]
+def _pair_world(alice, model, *, name: str, pk: int) -> None:
     """A minimal-pair set of the same name and a done run with the same id, so that the
     pair routes (tables, import) reach their views with real objects too."""
     data = "sentid\tpairid\tcomparison\tsentence\n1\t1\texpected\ta b\n2\t1\tunexpected\tb a\n"
@@ -90,7 +90,7 @@ def _pair_world(alice, model, *, name: str, pk: int) -> None:  # type: ignore[no
     # Each sentence is two one-letter words: tokens (0, 1) and (1, 3), 1 and 2 bits.
     tokens = [
         token_data.pack_tokens([TokenScore(a, 0, 1, 0, 1.0), TokenScore(" " + b, 1, 3, 0, 2.0)])
-        for a, b in ("ab", "ba")
+        for a, b in (("a", "b"), ("b", "a"))
     ]
     PairSentenceTokens.objects.bulk_create(
         PairSentenceTokens(evaluation=run, position=i, sentid=str(i + 1), tokens=t)
@@ -99,7 +99,7 @@ def _pair_world(alice, model, *, name: str, pk: int) -> None:  # type: ignore[no
 
 
 @pytest.fixture(autouse=True)
-def _no_throttle(settings):  # type: ignore[no-untyped-def]
+def _no_throttle(settings):
     # This file sends hundreds of requests on purpose; throttling has its own tests.
     settings.GYM_THROTTLE_RATES = {"anon": None, "user": None, "anon_validate": None}
 
@@ -117,7 +117,7 @@ def _problems(client: Client, method: str, path: str, **kwargs: object) -> list[
     return []
 
 
-def _clients(alice) -> list[Client]:  # type: ignore[no-untyped-def]
+def _clients(alice) -> list[Client]:
     # Without CSRF checks, so that bodies reach the views instead of the CSRF guard.
     signed_in = Client()
     signed_in.force_login(alice)
@@ -133,7 +133,7 @@ def test_every_route_is_covered() -> None:
 
 
 @pytest.mark.parametrize("case", sorted(QUERIES))
-def test_hostile_query_strings(case: str, world, alice) -> None:  # type: ignore[no-untyped-def]
+def test_hostile_query_strings(case: str, world, alice) -> None:
     problems = []
     for client in _clients(alice):
         for route in public_routes():
@@ -143,7 +143,7 @@ def test_hostile_query_strings(case: str, world, alice) -> None:  # type: ignore
 
 
 @pytest.mark.parametrize("argument", ["name", "pk", "item_number"])
-def test_hostile_path_arguments(argument: str, world, alice) -> None:  # type: ignore[no-untyped-def]
+def test_hostile_path_arguments(argument: str, world, alice) -> None:
     problems = []
     for client in _clients(alice):
         for route in public_routes():
@@ -159,7 +159,7 @@ def test_hostile_path_arguments(argument: str, world, alice) -> None:  # type: i
 
 
 @pytest.mark.parametrize("case", sorted(BAD_BODIES))
-def test_hostile_bodies(case: str, world, alice) -> None:  # type: ignore[no-untyped-def]
+def test_hostile_bodies(case: str, world, alice) -> None:
     body, content_type = BAD_BODIES[case]
     problems = []
     for client in _clients(alice):
@@ -172,7 +172,7 @@ def test_hostile_bodies(case: str, world, alice) -> None:  # type: ignore[no-unt
     assert problems == []
 
 
-def test_named_cases_answer_4xx_with_a_message(anon_client, world) -> None:  # type: ignore[no-untyped-def]
+def test_named_cases_answer_4xx_with_a_message(anon_client, world) -> None:
     deep = anon_client.post("/api/validate/suite/", DEEP_JSON, content_type="application/json")
     assert deep.status_code == 200 and deep.json()["ok"] is False
     assert "nested too deeply" in deep.json()["errors"][0]["message"]
@@ -194,7 +194,7 @@ def test_named_cases_answer_4xx_with_a_message(anon_client, world) -> None:  # t
     assert "NUL character" in api_search.json()["errors"][0]["message"]
 
 
-def test_surrogate_upload_is_refused_with_its_location(alice, alice_client) -> None:  # type: ignore[no-untyped-def]
+def test_surrogate_upload_is_refused_with_its_location(alice, alice_client) -> None:
     response = alice_client.post_form("/upload/", {"text": SURROGATE_JSON})
     assert response.status_code == 400
     assert "lone surrogate" in response.content.decode()

@@ -24,14 +24,14 @@ LONG_TAG = "t" * 64
 SCORED_NAME = "Scored" + "y" * 180 + " end"
 
 
-def _overflow(page) -> int:  # type: ignore[no-untyped-def]
+def _overflow(page) -> int:
     """How many pixels the page is wider than its window (0 when it fits)."""
     return page.evaluate(
         "() => document.documentElement.scrollWidth - document.documentElement.clientWidth"
     )
 
 
-def test_long_names_and_tags_do_not_widen_pages(page, alice) -> None:  # type: ignore[no-untyped-def]
+def test_long_names_and_tags_do_not_widen_pages(page, alice) -> None:
     suite = services.suite_import(source=small_suite(LONG_NAME), owner=alice).suite
     tag = Tag.objects.create(name=LONG_TAG)
     suite.tags.add(tag)
@@ -69,7 +69,7 @@ def test_long_names_and_tags_do_not_widen_pages(page, alice) -> None:  # type: i
     page.screenshot(path=artifact("layout-editor-long-name.png"), full_page=True)
 
 
-def test_the_probing_length_plot_keeps_its_height(page, alice) -> None:  # type: ignore[no-untyped-def]
+def test_the_probing_length_plot_keeps_its_height(page, alice) -> None:
     """Chart.js with maintainAspectRatio off sizes a chart to its parent: a parent without
     a fixed height let the plot grow to thousands of pixels."""
     from suites.probing.services import probing_task_import
@@ -106,7 +106,7 @@ NUMERIC_LINES = """scope => [...document.querySelectorAll(scope)].filter(
     })"""
 
 
-def test_numeric_column_headers_do_not_break_inside_a_word(page, alice) -> None:  # type: ignore[no-untyped-def]
+def test_numeric_column_headers_do_not_break_inside_a_word(page, alice) -> None:
     """Cells may break anywhere so a long name fits, but that let the suite list squeeze
     its Items/Conditions/Regions columns until the headers read "Ite ms", "Conditi ons",
     and the pair leaderboard's group means read "0.7 5"."""
@@ -143,7 +143,7 @@ SPLIT_WORDS = """scope => {
 }"""
 
 
-def test_result_table_headers_do_not_break_inside_a_word(page) -> None:  # type: ignore[no-untyped-def]
+def test_result_table_headers_do_not_break_inside_a_word(page) -> None:
     """The result page's item table squeezed its headers to "Ite m", "Subordinat e",
     "All prediction s" although the window had room for whole words."""
     long_region = [(word, 1.0) for word in "who wore a white lab jacket near the door".split()]

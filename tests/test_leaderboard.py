@@ -8,6 +8,7 @@ from __future__ import annotations
 import csv
 import io
 import re
+from typing import Any
 
 import pytest
 from django.db import connection
@@ -20,7 +21,7 @@ from evaluations.templatetags.evaluation_tags import heat
 from suites.models import Suite
 from suites.syntaxgym import selectors as suite_selectors
 from suites.syntaxgym import services as suite_services
-from tests.conftest import small_suite
+from tests.conftest import search, small_suite
 
 pytestmark = pytest.mark.django_db
 
@@ -74,7 +75,7 @@ def board_data() -> dict[str, object]:
     return {"a1": a1, "a2": a2, "both": both, "plain": plain, "m1": m1, "m2": m2, **e}
 
 
-def test_cells_group_means_and_overall(board_data) -> None:  # type: ignore[no-untyped-def]
+def test_cells_group_means_and_overall(board_data) -> None:
     d = board_data
     board = selectors.leaderboard()
     assert [g.tag for g in board.groups] == ["agreement", "garden-path", "untagged"]
@@ -108,7 +109,7 @@ def test_cells_group_means_and_overall(board_data) -> None:  # type: ignore[no-u
     )
 
 
-def test_page_shows_heatmap_links_and_coverage(anon_client, board_data) -> None:  # type: ignore[no-untyped-def]
+def test_page_shows_heatmap_links_and_coverage(anon_client, board_data) -> None:
     d = board_data
     page = anon_client.get("/leaderboard/").content.decode()
     # The number is printed in the cell, over its heat colour, and links to the result.
@@ -135,15 +136,15 @@ def test_heat_colours_are_light_and_distinct() -> None:
     assert heat(0) != heat(0.5) != heat(1)
     assert heat(2) == heat(1) and heat(-1) == heat(0)
     for value in (0, 0.25, 0.5, 0.75, 1):
-        lightness = float(re.search(r"(\d+)%\)$", heat(value)).group(1))
+        lightness = float(search(r"(\d+)%\)$", heat(value)).group(1))
         assert lightness >= 80, "dark text must stay readable on every cell"
 
 
-def order(**sorting: str) -> list[str]:
+def order(**sorting: Any) -> list[str]:
     return [r.model.name for r in selectors.leaderboard(**sorting).rows]
 
 
-def test_sort_by_column_and_overall(anon_client, board_data) -> None:  # type: ignore[no-untyped-def]
+def test_sort_by_column_and_overall(anon_client, board_data) -> None:
     one_two, two_one = ["model-one", "model-two"], ["model-two", "model-one"]
     assert order(sort="agr one", direction="asc") == one_two
     assert order(sort="agr one", direction="desc") == two_one
@@ -166,7 +167,7 @@ def test_sort_by_column_and_overall(anon_client, board_data) -> None:  # type: i
     assert header.group(1) == "?sort=agr+one&amp;dir=desc"
 
 
-def test_tag_filter(anon_client, board_data) -> None:  # type: ignore[no-untyped-def]
+def test_tag_filter(anon_client, board_data) -> None:
     board = selectors.leaderboard(tag="garden-path")
     assert [g.tag for g in board.groups] == ["garden-path"]
     assert [r.model.name for r in board.rows] == ["model-one"]
@@ -181,7 +182,7 @@ def test_tag_filter(anon_client, board_data) -> None:  # type: ignore[no-untyped
     assert "No suite is tagged" in missing
 
 
-def test_hidden_models_only_for_staff_and_baseline_badge(  # type: ignore[no-untyped-def]
+def test_hidden_models_only_for_staff_and_baseline_badge(
     anon_client, dana_client, board_data
 ) -> None:
     secret = make_model("secret-model", is_hidden=True)
@@ -198,9 +199,7 @@ def test_hidden_models_only_for_staff_and_baseline_badge(  # type: ignore[no-unt
     assert "Secret Model" in staff_page and ">hidden</span>" in staff_page
 
 
-def test_outdated_results_left_out_but_labelled(  # type: ignore[no-untyped-def]
-    anon_client, board_data
-) -> None:
+def test_outdated_results_left_out_but_labelled(anon_client, board_data) -> None:
     d = board_data
     changed = small_suite("agr one", tags=["agreement"])
     changed["items"][0]["conditions"][1]["regions"][1]["content"] = "were"
@@ -228,7 +227,7 @@ def test_outdated_results_left_out_but_labelled(  # type: ignore[no-untyped-def]
     assert selectors.leaderboard().rows[0].cells[d["a1"].id] == (0.0, fresh.id)
 
 
-def test_model_page_scores_by_tag_and_suite(anon_client, board_data) -> None:  # type: ignore[no-untyped-def]
+def test_model_page_scores_by_tag_and_suite(anon_client, board_data) -> None:
     d = board_data
     scores = selectors.model_scores(d["m2"])
     by_tag = {t.tag: (t.mean, t.covered, t.total) for t in scores.tags}
@@ -282,7 +281,7 @@ def _fill(models: int, suites: int, prefix: str) -> None:
             done(model, suite, ((m + i) % 5) / 4)
 
 
-def _count(path: str, client) -> tuple[int, int]:  # type: ignore[no-untyped-def]
+def _count(path: str, client) -> tuple[int, int]:
     with CaptureQueriesContext(connection) as selector_queries:
         selectors.leaderboard()
     with CaptureQueriesContext(connection) as page_queries:
@@ -290,7 +289,7 @@ def _count(path: str, client) -> tuple[int, int]:  # type: ignore[no-untyped-def
     return len(selector_queries), len(page_queries)
 
 
-def test_query_count_does_not_grow(anon_client, django_assert_max_num_queries) -> None:  # type: ignore[no-untyped-def]
+def test_query_count_does_not_grow(anon_client, django_assert_max_num_queries) -> None:
     _fill(2, 3, prefix="a")
     small = _count("/leaderboard/", anon_client), _count("/api/leaderboard/", anon_client)
     _fill(4, 6, prefix="b")
@@ -302,7 +301,7 @@ def test_query_count_does_not_grow(anon_client, django_assert_max_num_queries) -
     assert len(board.rows) == 6 and board.total == 9
 
 
-def test_csv_and_api_shape(anon_client, board_data) -> None:  # type: ignore[no-untyped-def]
+def test_csv_and_api_shape(anon_client, board_data) -> None:
     d = board_data
     response = anon_client.get("/leaderboard.csv")
     assert response["Content-Type"].startswith("text/csv")
@@ -398,7 +397,7 @@ def overall(board: boards.Leaderboard) -> list[tuple[str, float | None, int]]:
     return [(r.model.name, r.overall, r.covered) for r in board.rows]
 
 
-def test_overall_compares_like_with_like(unequal_coverage) -> None:  # type: ignore[no-untyped-def]
+def test_overall_compares_like_with_like(unequal_coverage) -> None:
     board = selectors.leaderboard()
     assert [s.name for s in board.compared] == ["s1", "s3"]
     assert overall(board) == [
@@ -424,7 +423,7 @@ def test_overall_compares_like_with_like(unequal_coverage) -> None:  # type: ign
     assert overall(z) == [("model-b", 0.5, 1), ("model-a", 0.4, 1)]
 
 
-def test_no_suite_in_common_means_no_overall_score(unequal_coverage) -> None:  # type: ignore[no-untyped-def]
+def test_no_suite_in_common_means_no_overall_score(unequal_coverage) -> None:
     only_s4 = make_model("model-d")
     done(only_s4, unequal_coverage["s4"], 1.0)
     board = selectors.leaderboard()
@@ -433,7 +432,7 @@ def test_no_suite_in_common_means_no_overall_score(unequal_coverage) -> None:  #
     assert [r.covered for r in board.rows] == [5, 4, 2, 1]
 
 
-def test_page_says_what_the_overall_score_is_over(anon_client, unequal_coverage) -> None:  # type: ignore[no-untyped-def]
+def test_page_says_what_the_overall_score_is_over(anon_client, unequal_coverage) -> None:
     page = anon_client.get("/leaderboard/").content.decode()
     assert "over <strong>2 of 5 suites</strong>" in page
     assert page.index("Model B") < page.index("Model A") < page.index("Model C")
@@ -442,7 +441,7 @@ def test_page_says_what_the_overall_score_is_over(anon_client, unequal_coverage)
     assert ">5/5</span>" in page and ">4/5</span>" in page and ">2/5</span>" in page
     assert "· mean over 1 of 2</span>" in page
     # The legend names every numbered column in full, the compared ones in bold.
-    legend = re.search(r'<section class="lb-names".*?</section>', page, re.S).group(0)
+    legend = search(r'<section class="lb-names".*?</section>', page, re.S).group(0)
     assert re.findall(r'<li value="(\d)"( class="lb-in")?><a href="/suites/(s\d)/">', legend) == [
         ("1", ' class="lb-in"', "s1"),
         ("2", "", "s2"),
@@ -458,7 +457,7 @@ def test_page_says_what_the_overall_score_is_over(anon_client, unequal_coverage)
     assert "<strong>No overall score:</strong>" in none
 
 
-def test_csv_and_api_carry_the_compared_suites(anon_client, unequal_coverage) -> None:  # type: ignore[no-untyped-def]
+def test_csv_and_api_carry_the_compared_suites(anon_client, unequal_coverage) -> None:
     rows = list(csv.DictReader(io.StringIO(anon_client.get("/leaderboard.csv").content.decode())))
     assert [(r["model"], r["overall"], r["suites_scored"], r["overall_suites"]) for r in rows] == [
         ("model-b", repr((0.9 + 0.7) / 2), "4", "2"),

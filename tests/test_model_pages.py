@@ -15,7 +15,7 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture(scope="module")
-def tiny_gpt2(tmp_path_factory):  # type: ignore[no-untyped-def]
+def tiny_gpt2(tmp_path_factory):
     from tests.tiny_models import make_gpt2
 
     return make_gpt2(tmp_path_factory.mktemp("tiny-gpt2"))
@@ -32,7 +32,11 @@ def test_register_detects_kind_and_refuses_duplicates(alice_client, tiny_gpt2) -
     )
     assert response.status_code == 302
     model = LanguageModel.objects.get(name="tiny")
-    assert model.kind == "causal" and model.registered_by.username == "alice"
+    assert (
+        model.kind == "causal"
+        and model.registered_by is not None
+        and model.registered_by.username == "alice"
+    )
     response = alice_client.post_form(
         "/models/register/", {"source": str(tiny_gpt2), "name": "tiny"}
     )
@@ -74,6 +78,7 @@ def test_request_page_by_tag_and_evaluation_pages(
     listing = anon_client.get(response["Location"]).content.decode()
     assert "a1" in listing and "a2" in listing and "Queued" in listing
     evaluation = Evaluation.objects.first()
+    assert evaluation is not None
     detail = anon_client.get(f"/evaluations/{evaluation.pk}/").content.decode()
     assert "0 / 4" in detail and "progress.js" in detail
     api = anon_client.get(f"/api/evaluations/{evaluation.pk}/").json()

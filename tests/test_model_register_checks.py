@@ -20,7 +20,7 @@ GPT2_CONFIG = {"model_type": "gpt2", "architectures": ["GPT2LMHeadModel"]}
 
 
 @pytest.fixture
-def model_dir(settings, tmp_path: Path) -> Path:  # type: ignore[no-untyped-def]
+def model_dir(settings, tmp_path: Path) -> Path:
     folder = tmp_path / "models"
     folder.mkdir()
     settings.GYM_MODEL_DIRS = [folder]
@@ -28,14 +28,14 @@ def model_dir(settings, tmp_path: Path) -> Path:  # type: ignore[no-untyped-def]
 
 
 @pytest.fixture
-def no_hub(monkeypatch) -> list[str]:  # type: ignore[no-untyped-def]
+def no_hub(monkeypatch) -> list[str]:
     """Counts every attempt to read a config from the hub (there must be none)."""
     import transformers
 
     calls: list[str] = []
     original = transformers.AutoConfig.from_pretrained
 
-    def counted(source, *args, **kwargs):  # type: ignore[no-untyped-def]
+    def counted(source, *args, **kwargs):
         if not kwargs.get("local_files_only") and not Path(str(source)).exists():
             calls.append(str(source))
         return original(source, *args, **kwargs)
@@ -54,12 +54,12 @@ def _folder(root: Path, name: str, *files: str, config: dict | None = None) -> P
     return folder
 
 
-def _register(client, source: str, name: str = "m") -> tuple[int, str]:  # type: ignore[no-untyped-def]
+def _register(client, source: str, name: str = "m") -> tuple[int, str]:
     response = client.post_form("/models/register/", {"source": source, "name": name})
     return response.status_code, response.content.decode()
 
 
-def test_a_local_folder_needs_a_config_and_tokenizer_files(alice_client, model_dir, no_hub) -> None:  # type: ignore[no-untyped-def]
+def test_a_local_folder_needs_a_config_and_tokenizer_files(alice_client, model_dir, no_hub) -> None:
     status, page = _register(alice_client, str(model_dir / "absent"))
     assert status == 400 and "nothing named absent in the model folder" in page
     no_config = _folder(model_dir, "no-config", "tokenizer.json")
@@ -77,7 +77,7 @@ def test_a_local_folder_needs_a_config_and_tokenizer_files(alice_client, model_d
     assert LanguageModel.objects.count() == 1 and no_hub == []
 
 
-def test_a_file_must_be_an_ngram_model_of_a_known_kind(alice_client, model_dir) -> None:  # type: ignore[no-untyped-def]
+def test_a_file_must_be_an_ngram_model_of_a_known_kind(alice_client, model_dir) -> None:
     arpa = model_dir / "tiny.arpa"
     arpa.write_text(TINY_ARPA, encoding="utf-8")
     assert _register(alice_client, str(arpa), name="tri")[0] == 302
@@ -88,7 +88,7 @@ def test_a_file_must_be_an_ngram_model_of_a_known_kind(alice_client, model_dir) 
     assert status == 400 and "is a file but not an n-gram model Gym can read" in page
 
 
-def test_hub_ids_are_checked_by_shape_and_never_fetched(alice_client, model_dir, no_hub) -> None:  # type: ignore[no-untyped-def]
+def test_hub_ids_are_checked_by_shape_and_never_fetched(alice_client, model_dir, no_hub) -> None:
     for bad in ("bad id", "org/-name", "a--b", "x" * 97):
         status, page = _register(alice_client, bad)
         assert status == 400 and "is not a hub id" in page, bad
@@ -98,7 +98,7 @@ def test_hub_ids_are_checked_by_shape_and_never_fetched(alice_client, model_dir,
     assert model.kind == "unknown" and no_hub == []
 
 
-def test_the_api_applies_the_same_checks(alice, model_dir, no_hub) -> None:  # type: ignore[no-untyped-def]
+def test_the_api_applies_the_same_checks(alice, model_dir, no_hub) -> None:
     client = token_client(alice)
     no_tokenizer = _folder(model_dir, "no-tokenizer", config=GPT2_CONFIG)
     refused = client.post(
@@ -116,7 +116,7 @@ def test_the_api_applies_the_same_checks(alice, model_dir, no_hub) -> None:  # t
     assert no_hub == []
 
 
-def test_a_name_too_long_for_the_file_system_is_refused_not_a_500(alice, model_dir, no_hub) -> None:  # type: ignore[no-untyped-def]
+def test_a_name_too_long_for_the_file_system_is_refused_not_a_500(alice, model_dir, no_hub) -> None:
     # Found by the schema test: checking such a name as a path raised ENAMETOOLONG.
     client = token_client(alice)
     for source, message in (

@@ -21,14 +21,14 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture(scope="module")
-def gpt2_folder(tmp_path_factory) -> Path:  # type: ignore[no-untyped-def]
+def gpt2_folder(tmp_path_factory) -> Path:
     from tests.tiny_models import make_gpt2
 
     return make_gpt2(tmp_path_factory.mktemp("source-gpt2"))
 
 
 @pytest.fixture
-def model_dir(settings, tmp_path: Path) -> Path:  # type: ignore[no-untyped-def]
+def model_dir(settings, tmp_path: Path) -> Path:
     """The site's only model folder in this test (temporary folders elsewhere are not)."""
     folder = tmp_path / "models"
     folder.mkdir()
@@ -131,7 +131,7 @@ def test_hub_ids_of_the_wrong_shape_are_refused(hub_id: str, model_dir: Path) ->
         model_sources.model_source_check(hub_id, model_dirs=[model_dir], cwd=model_dir)
 
 
-def test_the_register_page_tells_nothing_about_server_paths(alice_client, model_dir) -> None:  # type: ignore[no-untyped-def]
+def test_the_register_page_tells_nothing_about_server_paths(alice_client, model_dir) -> None:
     pages = []
     for source in ("/etc/passwd", "/etc/no-such-file"):
         response = alice_client.post_form("/models/register/", {"source": source, "name": "m"})
@@ -154,7 +154,7 @@ def test_failure_reasons_shown_to_others_hold_no_paths() -> None:
     assert public.count("<path on the server>") == 3
 
 
-def test_a_failed_run_stores_the_public_reason(alice, model_dir: Path) -> None:  # type: ignore[no-untyped-def]
+def test_a_failed_run_stores_the_public_reason(alice, model_dir: Path) -> None:
     from evaluations.models import Evaluation
     from suites.syntaxgym import selectors
     from suites.syntaxgym import services as suite_services
@@ -176,7 +176,7 @@ def test_a_failed_run_stores_the_public_reason(alice, model_dir: Path) -> None: 
     assert evaluation.error == "cannot open <path on the server>"
 
 
-def test_the_worker_keeps_a_bounded_number_of_models(tmp_path_factory) -> None:  # type: ignore[no-untyped-def]
+def test_the_worker_keeps_a_bounded_number_of_models(tmp_path_factory) -> None:
     from evaluations.scoring import loading
     from tests.tiny_models import make_gpt2
 
@@ -210,7 +210,7 @@ def test_a_trusted_caller_may_allow_another_folder(
     assert model.source == str((shipped / "tiny").resolve())
 
 
-def test_pages_and_the_api_show_local_sources_without_server_folders(  # type: ignore[no-untyped-def]
+def test_pages_and_the_api_show_local_sources_without_server_folders(
     model_dir: Path, tmp_path: Path, gpt2_folder: Path, anon_client, dana_client
 ) -> None:
     shutil.copytree(gpt2_folder, model_dir / "tiny")

@@ -50,7 +50,7 @@ def _processes(session: int, marker: str) -> list[int]:
     return found
 
 
-def _until(what: str, check, timeout: float = 600):  # type: ignore[no-untyped-def]
+def _until(what: str, check, timeout: float = 600):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = check()
@@ -60,7 +60,7 @@ def _until(what: str, check, timeout: float = 600):  # type: ignore[no-untyped-d
     raise AssertionError(f"gave up waiting for {what}")
 
 
-def test_a_crashed_worker_is_restarted_and_the_site_keeps_serving(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_a_crashed_worker_is_restarted_and_the_site_keeps_serving(tmp_path) -> None:
     port = _free_port()
     env = {
         key: value

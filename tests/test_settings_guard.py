@@ -112,7 +112,7 @@ urlpatterns = [path("boom/", _boom), *site_urlpatterns]
 
 
 @pytest.mark.django_db
-def test_unknown_address_gets_the_friendly_404_without_the_url_list(anon_client) -> None:  # type: ignore[no-untyped-def]
+def test_unknown_address_gets_the_friendly_404_without_the_url_list(anon_client) -> None:
     response = anon_client.get("/no/such/page/")
     assert response.status_code == 404
     text = response.content.decode()
@@ -125,7 +125,7 @@ def test_unknown_address_gets_the_friendly_404_without_the_url_list(anon_client)
 
 
 @pytest.mark.django_db
-def test_server_error_gets_the_friendly_500_without_details(settings) -> None:  # type: ignore[no-untyped-def]
+def test_server_error_gets_the_friendly_500_without_details(settings) -> None:
     from django.test import Client
 
     settings.ROOT_URLCONF = __name__
@@ -138,7 +138,7 @@ def test_server_error_gets_the_friendly_500_without_details(settings) -> None:  
 
 
 @pytest.mark.django_db
-def test_static_files_are_served_with_debug_off(anon_client) -> None:  # type: ignore[no-untyped-def]
+def test_static_files_are_served_with_debug_off(anon_client) -> None:
     from django.conf import settings
 
     assert settings.DEBUG is False

@@ -84,7 +84,7 @@ def send(
     raw_type: str,
     method: str = "post",
     **fields: str,
-):  # type: ignore[no-untyped-def]
+):
     """An upload of `data` in one of the two forms."""
     send = getattr(client, method)
     if form == "multipart":
@@ -95,7 +95,7 @@ def send(
     return send(f"{url}?{query}", data, content_type=raw_type)
 
 
-def upload(client: BrowserClient, kind: str, form: str, data: bytes | None = None, **fields: str):  # type: ignore[no-untyped-def]
+def upload(client: BrowserClient, kind: str, form: str, data: bytes | None = None, **fields: str):
     k = KINDS[kind]
     return send(
         client,
@@ -110,7 +110,7 @@ def upload(client: BrowserClient, kind: str, form: str, data: bytes | None = Non
 
 @pytest.mark.parametrize("form", FORMS)
 @pytest.mark.parametrize("kind", KINDS)
-def test_either_form_uploads_with_its_fields(alice, kind: str, form: str) -> None:  # type: ignore[no-untyped-def]
+def test_either_form_uploads_with_its_fields(alice, kind: str, form: str) -> None:
     response = upload(token_client(alice), kind, form, tags="Conv Tag,other")
     assert response.status_code == 201, response.content
     answer = response.json()
@@ -123,7 +123,7 @@ def test_either_form_uploads_with_its_fields(alice, kind: str, form: str) -> Non
 
 @pytest.mark.parametrize("form", FORMS)
 @pytest.mark.parametrize("kind", KINDS)
-def test_a_taken_name_fails_or_is_renamed_on_request(alice, kind: str, form: str) -> None:  # type: ignore[no-untyped-def]
+def test_a_taken_name_fails_or_is_renamed_on_request(alice, kind: str, form: str) -> None:
     client = token_client(alice)
     assert upload(client, kind, form).status_code == 201
     clash = upload(client, kind, form)
@@ -138,7 +138,7 @@ def test_a_taken_name_fails_or_is_renamed_on_request(alice, kind: str, form: str
 
 @pytest.mark.parametrize("form", FORMS)
 @pytest.mark.parametrize("kind", KINDS)
-def test_an_unknown_on_conflict_is_refused(alice, kind: str, form: str) -> None:  # type: ignore[no-untyped-def]
+def test_an_unknown_on_conflict_is_refused(alice, kind: str, form: str) -> None:
     response = upload(token_client(alice), kind, form, on_conflict="overwrite")
     assert response.status_code == 400
     assert response.json() == {
@@ -155,7 +155,7 @@ def test_an_unknown_on_conflict_is_refused(alice, kind: str, form: str) -> None:
 
 @pytest.mark.parametrize("form", FORMS)
 @pytest.mark.parametrize("kind", KINDS)
-def test_an_invalid_file_gets_located_errors_and_saves_nothing(alice, kind: str, form: str) -> None:  # type: ignore[no-untyped-def]
+def test_an_invalid_file_gets_located_errors_and_saves_nothing(alice, kind: str, form: str) -> None:
     response = upload(token_client(alice), kind, form, data=KINDS[kind].bad)
     assert response.status_code == 400
     errors = response.json()["errors"]
@@ -165,7 +165,7 @@ def test_an_invalid_file_gets_located_errors_and_saves_nothing(alice, kind: str,
 
 @pytest.mark.parametrize("form", FORMS)
 @pytest.mark.parametrize("kind", KINDS)
-def test_a_file_over_the_limit_is_413(alice, settings, kind: str, form: str) -> None:  # type: ignore[no-untyped-def]
+def test_a_file_over_the_limit_is_413(alice, settings, kind: str, form: str) -> None:
     settings.GYM_MAX_UPLOAD_BYTES = 10
     response = upload(token_client(alice), kind, form)
     assert response.status_code == 413
@@ -185,7 +185,7 @@ def test_anonymous_uploads_are_401(kind: str, form: str) -> None:
 
 
 @pytest.mark.parametrize("kind", KINDS)
-def test_a_multipart_body_without_file_says_how_to_send_it(alice, kind: str) -> None:  # type: ignore[no-untyped-def]
+def test_a_multipart_body_without_file_says_how_to_send_it(alice, kind: str) -> None:
     response = token_client(alice).post(KINDS[kind].url, {"name": "x"})
     assert response.status_code == 400
     assert response.json() == {
@@ -193,7 +193,7 @@ def test_a_multipart_body_without_file_says_how_to_send_it(alice, kind: str) -> 
     }
 
 
-def test_curl_f_file_uploads_a_pair_set_named_after_the_file(alice) -> None:  # type: ignore[no-untyped-def]
+def test_curl_f_file_uploads_a_pair_set_named_after_the_file(alice) -> None:
     # curl -F file=@minimal_pairs.tsv /api/minimal-pairs/ (issue 21): the multipart
     # envelope is not read as TSV.
     client = token_client(alice)
@@ -204,7 +204,7 @@ def test_curl_f_file_uploads_a_pair_set_named_after_the_file(alice) -> None:  # 
     assert (response.json()["name"], response.json()["pair_count"]) == ("minimal_pairs", 1)
 
 
-def test_raw_bodies_need_a_name_when_there_is_no_filename(alice) -> None:  # type: ignore[no-untyped-def]
+def test_raw_bodies_need_a_name_when_there_is_no_filename(alice) -> None:
     client = token_client(alice)
     response = client.post("/api/minimal-pairs/", PAIRS, content_type="text/plain")
     assert response.status_code == 400
@@ -235,13 +235,13 @@ def test_raw_bodies_need_a_name_when_there_is_no_filename(alice) -> None:  # typ
 
 
 @pytest.fixture
-def conv(alice) -> MinimalPairSet:  # type: ignore[no-untyped-def]
+def conv(alice) -> MinimalPairSet:
     return pair_sets.minimal_pair_set_import(
         data=PAIRS, name="conv", owner=alice, tags=["kept"]
     ).pair_set
 
 
-def replace(client: BrowserClient, form: str, data: bytes = OTHER_PAIRS, **fields: str):  # type: ignore[no-untyped-def]
+def replace(client: BrowserClient, form: str, data: bytes = OTHER_PAIRS, **fields: str):
     return send(
         client,
         "/api/minimal-pairs/conv/",
@@ -255,7 +255,7 @@ def replace(client: BrowserClient, form: str, data: bytes = OTHER_PAIRS, **field
 
 
 @pytest.mark.parametrize("form", FORMS)
-def test_replace_in_either_form_keeps_what_is_not_given(alice, conv, form: str) -> None:  # type: ignore[no-untyped-def]
+def test_replace_in_either_form_keeps_what_is_not_given(alice, conv, form: str) -> None:
     response = replace(token_client(alice), form)
     assert response.status_code == 200, response.content
     answer = response.json()
@@ -267,7 +267,7 @@ def test_replace_in_either_form_keeps_what_is_not_given(alice, conv, form: str) 
 
 
 @pytest.mark.parametrize("form", FORMS)
-def test_replace_renames_to_a_free_name_on_request(alice, conv, form: str) -> None:  # type: ignore[no-untyped-def]
+def test_replace_renames_to_a_free_name_on_request(alice, conv, form: str) -> None:
     pair_sets.minimal_pair_set_import(data=PAIRS, name="taken", owner=alice)
     client = token_client(alice)
     clash = replace(client, form, name="taken")
@@ -278,7 +278,7 @@ def test_replace_renames_to_a_free_name_on_request(alice, conv, form: str) -> No
 
 
 @pytest.mark.parametrize("form", FORMS)
-def test_replace_refusals(alice, bob, conv, settings, form: str) -> None:  # type: ignore[no-untyped-def]
+def test_replace_refusals(alice, bob, conv, settings, form: str) -> None:
     assert replace(BrowserClient(), form).status_code == 401
     assert replace(token_client(bob), form).status_code == 403
     bad = replace(token_client(alice), form, on_conflict="overwrite")
@@ -293,7 +293,7 @@ def test_replace_refusals(alice, bob, conv, settings, form: str) -> None:  # typ
 # -- the schema says it once ------------------------------------------------------------
 
 
-def test_the_schema_describes_every_upload_the_same_way(anon_client) -> None:  # type: ignore[no-untyped-def]
+def test_the_schema_describes_every_upload_the_same_way(anon_client) -> None:
     schema = json.loads(anon_client.get("/api/schema/?format=json").content)
     operations = {
         ("/api/suites/", "post"): "UploadForm",

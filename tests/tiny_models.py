@@ -15,6 +15,7 @@ from __future__ import annotations
 import random
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -25,7 +26,7 @@ CONTEXT = 64  # small on purpose: a 70-token sentence exercises the sliding wind
 # random model is nearly uniform and would hide masking or position mistakes.
 INIT_RANGE = 0.3
 # The size of the Llama- and BERT-style models (config keys both understand).
-SMALL_TRANSFORMER = {
+SMALL_TRANSFORMER: dict[str, Any] = {
     "hidden_size": 48,
     "intermediate_size": 96,
     "num_hidden_layers": 2,

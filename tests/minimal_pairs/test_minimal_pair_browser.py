@@ -17,7 +17,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 LONG_NAME = "subject-verb agreement across prepositional phrases and relative clauses (long)"
 
 
-def test_chart_renders_and_condition_filter_works(page) -> None:  # type: ignore[no-untyped-def]
+def test_chart_renders_and_condition_filter_works(page) -> None:
     model = LanguageModel.objects.create(
         name="tiny-lm", display_name="Tiny causal LM with a rather long display name", source="t"
     )
@@ -57,7 +57,7 @@ def test_chart_renders_and_condition_filter_works(page) -> None:  # type: ignore
     page.screenshot(path=artifact("pair-model-page.png"), full_page=True)
 
 
-def test_a_running_run_shows_progress_then_an_empty_tab(page) -> None:  # type: ignore[no-untyped-def]
+def test_a_running_run_shows_progress_then_an_empty_tab(page) -> None:
     model = LanguageModel.objects.create(name="tiny-lm", display_name="Tiny LM", source="t")
     running = store_run(model, make_set("running set"), status=PairEvaluation.Status.RUNNING)
     page.goto(f"/pairs/evaluations/{running.pk}/")

@@ -37,6 +37,7 @@ from evaluations.token_data import pack_tokens
 from suites.formats import minimal_pairs as mp
 from suites.minimal_pairs import sets as pair_sets
 from suites.models import MinimalPairSet, PairSetVersion
+from tests.conftest import search
 
 pytestmark = pytest.mark.django_db
 
@@ -125,7 +126,8 @@ def store_run(
         for i, s in enumerate(data.sentences)
     )
     analysis = pair_results.analyze_evaluation(run, pair_results.DEFAULT_OPTIONS)
-    by_pair = analysis.by_pair.as_dicts()  # type: ignore[union-attr]
+    assert analysis.by_pair is not None
+    by_pair = analysis.by_pair.as_dicts()
     run.accuracy = sum(bool(r["acc"]) for r in by_pair) / len(by_pair)
     run.ties = sum(bool(r["tie"]) for r in by_pair)
     run.save(update_fields=["accuracy", "ties"])
@@ -144,7 +146,7 @@ def model() -> LanguageModel:
 
 
 @pytest.fixture
-def run(alice, model) -> PairEvaluation:  # type: ignore[no-untyped-def]
+def run(alice, model) -> PairEvaluation:
     return store_run(model, make_set("agreement pairs", owner=alice, tags=["agreement"]))
 
 
@@ -165,7 +167,7 @@ def card(page: str, name: str) -> str:
 # --- the result page -------------------------------------------------------------------------
 
 
-def test_result_page_cards_tables_and_failing_pairs_first(anon_client, run) -> None:  # type: ignore[no-untyped-def]
+def test_result_page_cards_tables_and_failing_pairs_first(anon_client, run) -> None:
     assert run.accuracy == pytest.approx(2 / 3)
     response = anon_client.get(url(run))
     assert response.status_code == 200
@@ -177,7 +179,9 @@ def test_result_page_cards_tables_and_failing_pairs_first(anon_client, run) -> N
         "0",
         "current",
     )
-    low, high = plots.wilson_interval(2, 3)  # type: ignore[misc]
+    interval = plots.wilson_interval(2, 3)
+    assert interval is not None
+    low, high = interval
     assert f"95% Wilson interval {low:.2f}–{high:.2f}" in page
     # Grouped by the set's first condition column by default: A 2/2, B 0/1.
     result = response.context["result"]
@@ -192,10 +196,10 @@ def test_result_page_cards_tables_and_failing_pairs_first(anon_client, run) -> N
     assert pair_order(page) == ["3", "1", "2"]  # the failing pair first
 
 
-def test_words_show_values_and_roi_under_the_options(anon_client, run) -> None:  # type: ignore[no-untyped-def]
+def test_words_show_values_and_roi_under_the_options(anon_client, run) -> None:
     page = anon_client.get(url(run)).content.decode()
     # Sentence 1 (pair 1, expected), punctuation folded into "runs.": mean of 2 and 1.
-    sentence = re.search(r'data-sentid="1">(.*?)</div>', page, re.S).group(1)  # type: ignore[union-attr]
+    sentence = search(r'data-sentid="1">(.*?)</div>', page, re.S).group(1)
     words = re.findall(
         r'<span class="pw( roi)?"[^>]*>(?:<mark>|<span class="pw-text">)([^<]*)<', sentence
     )
@@ -203,7 +207,7 @@ def test_words_show_values_and_roi_under_the_options(anon_client, run) -> None: 
     assert [(w, bool(r)) for r, w in words] == [("The", False), ("dog", False), ("runs.", True)]
     assert values == ["5.00", "8.00", "1.50"]
     separate = anon_client.get(url(run, "?punctuation=separate")).content.decode()
-    sentence = re.search(r'data-sentid="1">(.*?)</div>', separate, re.S).group(1)  # type: ignore[union-attr]
+    sentence = search(r'data-sentid="1">(.*?)</div>', separate, re.S).group(1)
     assert re.findall(r'<span class="pw-value">([^<]*)<', sentence) == [
         "5.00",
         "8.00",
@@ -212,7 +216,7 @@ def test_words_show_values_and_roi_under_the_options(anon_client, run) -> None: 
     ]
 
 
-def test_options_in_the_query_string_change_the_numbers(anon_client, run) -> None:  # type: ignore[no-untyped-def]
+def test_options_in_the_query_string_change_the_numbers(anon_client, run) -> None:
     separate = anon_client.get(url(run, "?punctuation=separate&conditions="))
     assert separate.status_code == 200
     page = separate.content.decode()
@@ -247,13 +251,13 @@ def test_options_in_the_query_string_change_the_numbers(anon_client, run) -> Non
         ("?show=everything", "show=&#x27;everything&#x27;"),
     ],
 )
-def test_bad_options_are_a_400_page_that_says_why(anon_client, run, query, message) -> None:  # type: ignore[no-untyped-def]
+def test_bad_options_are_a_400_page_that_says_why(anon_client, run, query, message) -> None:
     response = anon_client.get(url(run, query))
     assert response.status_code == 400
     assert message in response.content.decode()
 
 
-def test_condition_filter_tabs_and_paging(anon_client, model) -> None:  # type: ignore[no-untyped-def]
+def test_condition_filter_tabs_and_paging(anon_client, model) -> None:
     big = store_run(model, make_set("many pairs", copies=40))  # 120 pairs: 80 A, 40 B
     first = anon_client.get(url(big)).context["result"]
     assert (first.page.paginator.count, first.page.paginator.num_pages, len(first.rows)) == (
@@ -273,7 +277,7 @@ def test_condition_filter_tabs_and_paging(anon_client, model) -> None:  # type: 
     assert len(last.rows) == 20 and [r.pairid for r in last.rows][-1] == "119"
 
 
-def test_query_count_does_not_grow_with_the_set(anon_client, model) -> None:  # type: ignore[no-untyped-def]
+def test_query_count_does_not_grow_with_the_set(anon_client, model) -> None:
     small = store_run(model, make_set("small"))
     big = store_run(model, make_set("big", copies=60))
 
@@ -291,7 +295,7 @@ def test_query_count_does_not_grow_with_the_set(anon_client, model) -> None:  # 
     assert count(big, "?page=4&cond=2") == warm[1]
 
 
-def test_a_retry_is_analysed_afresh(anon_client, run) -> None:  # type: ignore[no-untyped-def]
+def test_a_retry_is_analysed_afresh(anon_client, run) -> None:
     assert card(anon_client.get(url(run)).content.decode(), "accuracy") == "0.67"
     # A later attempt stored other tokens (pair 3 now passes).
     tokens = PairSentenceTokens.objects.get(evaluation=run, sentid="5")
@@ -301,7 +305,7 @@ def test_a_retry_is_analysed_afresh(anon_client, run) -> None:  # type: ignore[n
     assert card(anon_client.get(url(run)).content.decode(), "accuracy") == "1.00"
 
 
-def test_a_running_run_shows_its_progress(anon_client, model) -> None:  # type: ignore[no-untyped-def]
+def test_a_running_run_shows_its_progress(anon_client, model) -> None:
     running = store_run(model, make_set("in progress"), status=PairEvaluation.Status.RUNNING)
     response = anon_client.get(url(running))
     assert response.status_code == 200
@@ -315,7 +319,7 @@ def test_a_running_run_shows_its_progress(anon_client, model) -> None:  # type: 
     assert table.status_code == 409
 
 
-def test_outdated_and_hidden_runs_stay_readable_and_say_so(anon_client, run) -> None:  # type: ignore[no-untyped-def]
+def test_outdated_and_hidden_runs_stay_readable_and_say_so(anon_client, run) -> None:
     pair_sets.minimal_pair_set_replace(
         pair_set=run.pair_set, user=run.pair_set.owner, data=small_tsv(2)
     )
@@ -339,7 +343,7 @@ def tsv_rows(response: Any) -> list[list[str]]:
     return list(csv.reader(io.StringIO(response.content.decode()), delimiter="\t"))
 
 
-def test_the_four_tables_download_under_the_page_options(anon_client, run) -> None:  # type: ignore[no-untyped-def]
+def test_the_four_tables_download_under_the_page_options(anon_client, run) -> None:
     links = downloads(anon_client.get(url(run)).content.decode())
     assert {t: name for t, (_, name) in links.items()} == {
         "tokens": "agreement-pairs__tiny-lm_predictions.tsv",
@@ -367,7 +371,7 @@ def test_the_four_tables_download_under_the_page_options(anon_client, run) -> No
 
 
 @pytest.fixture
-def board(alice, model) -> dict[str, Any]:  # type: ignore[no-untyped-def]
+def board(alice, model) -> dict[str, Any]:
     """Two sets tagged agreement (one also npi), one untagged; two visible models and a
     hidden one; an outdated run that must not count. Tiny LM has all three sets, Other LM
     agr-one and plain, so the overall score compares both on agr-one and plain."""
@@ -395,7 +399,7 @@ def board(alice, model) -> dict[str, Any]:  # type: ignore[no-untyped-def]
     return {"sets": sets, "runs": runs}
 
 
-def test_leaderboard_section_json_and_csv(anon_client, dana_client, board) -> None:  # type: ignore[no-untyped-def]
+def test_leaderboard_section_json_and_csv(anon_client, dana_client, board) -> None:
     data = anon_client.get("/api/leaderboard/minimal-pairs/").json()
     assert [g["tag"] for g in data["groups"]] == ["agreement", "npi", "untagged"]
     assert [s["name"] for s in data["sets"]] == ["agr-npi", "agr-one", "plain"]
@@ -433,7 +437,7 @@ def test_leaderboard_section_json_and_csv(anon_client, dana_client, board) -> No
     assert table[0]["agr-npi"] == ""
 
 
-def test_leaderboard_page_shows_both_sections(anon_client, board) -> None:  # type: ignore[no-untyped-def]
+def test_leaderboard_page_shows_both_sections(anon_client, board) -> None:
     page = anon_client.get("/leaderboard/").content.decode()
     section = page[page.index('id="minimal-pairs"') :]
     run = board["runs"][("tiny-lm", "agr-one")]
@@ -464,7 +468,7 @@ def test_leaderboard_section_empty_states(anon_client) -> None:
     assert "No minimal-pair results yet" in anon_client.get("/leaderboard/").content.decode()
 
 
-def test_model_and_set_pages_list_pair_results(anon_client, dana_client, board) -> None:  # type: ignore[no-untyped-def]
+def test_model_and_set_pages_list_pair_results(anon_client, dana_client, board) -> None:
     page = anon_client.get("/models/other/").content.decode()
     section = page[page.index('id="h-model-pairs"') :]
     # Current results best first (agr-one 0.67, plain 0.25), then the outdated one.
@@ -491,7 +495,7 @@ def test_wilson_interval_matches_published_values() -> None:
     assert plots.wilson_interval(0, 0) is None
 
 
-def test_default_grouping_that_does_not_fit_groups_nothing(anon_client, model) -> None:  # type: ignore[no-untyped-def]
+def test_default_grouping_that_does_not_fit_groups_nothing(anon_client, model) -> None:
     # The first condition column, "verb", differs within each pair; "cond" does not.
     tsv = "sentid\tpairid\tcomparison\tsentence\tROI\tverb\tcond\n" + "".join(
         f"{i + 1}\t{pair}\t{label}\t{sentence}\t2\t{sentence.split()[2]}\t{cond}\n"
@@ -513,7 +517,7 @@ def test_default_grouping_that_does_not_fit_groups_nothing(anon_client, model) -
     assert not any("pairsentencetokens" in q["sql"] for q in again.captured_queries)
 
 
-def test_the_store_warms_a_shared_cache_for_the_first_view(  # type: ignore[no-untyped-def]
+def test_the_store_warms_a_shared_cache_for_the_first_view(
     settings, anon_client, model, django_capture_on_commit_callbacks
 ) -> None:
     from evaluations.minimal_pairs import services as pair_services

@@ -146,7 +146,7 @@ def test_api_upload_list_detail_export_and_hostile_input(anon_client, alice) -> 
 
 def test_set_page_pages_over_pairs_with_a_constant_number_of_queries(
     anon_client, alice, django_assert_max_num_queries
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     def make(n: int) -> str:
         lines = ["sentid\tpairid\tcomparison\tsentence"]
         for k in range(n):

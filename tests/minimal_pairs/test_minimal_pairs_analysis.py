@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import io
+from typing import Any
 
 import pytest
 
@@ -89,8 +90,8 @@ def _pairs(roi: str = "", extra: str = "") -> mp.MinimalPairSet:
     )
 
 
-def _pair_row(options: AnalysisOptions, **kwargs: object) -> dict[str, object]:
-    result = analyze_minimal_pairs(_tokens(), _pairs(**kwargs), options)  # type: ignore[arg-type]
+def _pair_row(options: AnalysisOptions, **kwargs: Any) -> dict[str, Any]:
+    result = analyze_minimal_pairs(_tokens(), _pairs(**kwargs), options)
     assert result.by_pair is not None
     return result.by_pair.as_dicts()[0]
 

@@ -15,6 +15,7 @@ from evaluations.minimal_pairs.evaluate import evaluate_minimal_pairs
 from evaluations.minimal_pairs.tokens import parse_predictions_tsv, predictions_to_tsv
 from evaluations.scoring import load_model, score_sentences
 from suites.formats import minimal_pairs as mp
+from tests.conftest import neural_model
 from tests.tiny_models import tiny_bert, tiny_gpt2  # noqa: F401
 
 LN2 = math.log(2.0)
@@ -66,7 +67,7 @@ def test_causal_table_has_nlpscholar_columns_and_bos_conditioned_first_tokens(
 
 
 def test_masked_lm_masks_the_set_words_not_the_tokenizers(tiny_bert: Path) -> None:  # noqa: F811
-    model = load_model(str(tiny_bert))
+    model = neural_model(str(tiny_bert))
     pair_set = mp.parse_minimal_pairs(
         "sentid\tpairid\tcomparison\tsentence\n1\t1\texpected\tdidn't sleep.\n"
         "2\t1\tunexpected\tdid sleep.\n"
@@ -79,16 +80,16 @@ def test_masked_lm_masks_the_set_words_not_the_tokenizers(tiny_bert: Path) -> No
     tokenizer_words = encoding.word_ids()
     assert len({tokenizer_words[p] for p in range(1, 4)}) > 1
     ours = mp.word_of_tokens(mp.split_words(text), encoding["offset_mapping"][1:-1], text)
-    ours = [None, *ours, None]
+    owners: list[int | None] = [None, *ours, None]
     expected = []
     for position in range(1, len(ids) - 1):
         copy = list(ids)
         for other in range(position, len(ids) - 1):
-            if other == position or ours[other] == ours[position]:
+            if other == position or owners[other] == owners[position]:
                 copy[other] = model.mask_token_id
         with torch.inference_mode():
             logits = model.model(torch.tensor([copy])).logits[0, position].double()
         expected.append(-float(logits.log_softmax(-1)[ids[position]]) / LN2)
     rows = [i for i, sid in enumerate(table.sentid) if sid == "1"]
     assert [table.surp[i] for i in rows] == pytest.approx(expected, abs=1e-4)
-    assert [int(table.wordpos[i]) for i in rows] == ours[1:-1]
+    assert [int(table.wordpos[i]) for i in rows] == owners[1:-1]

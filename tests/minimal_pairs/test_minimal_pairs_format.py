@@ -5,6 +5,7 @@ unchanged, and model-independent words. Pure Python: no database."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
@@ -14,9 +15,9 @@ from tests.conftest import SHARED_DATA
 NLPSCHOLAR = SHARED_DATA / "nlpscholar"
 
 
-def _errors(text: str | bytes, **kwargs: object) -> list[mp.PairSetError]:
+def _errors(text: str | bytes, **kwargs: Any) -> list[mp.PairSetError]:
     with pytest.raises(mp.MinimalPairFormatError) as caught:
-        mp.parse_minimal_pairs(text, **kwargs)  # type: ignore[arg-type]
+        mp.parse_minimal_pairs(text, **kwargs)
     return caught.value.errors
 
 

@@ -74,7 +74,7 @@ def worker_results(pair_set: MinimalPairSet) -> dict:
 
 
 @pytest.fixture
-def pair_set(alice) -> MinimalPairSet:  # type: ignore[no-untyped-def]
+def pair_set(alice) -> MinimalPairSet:
     return pair_sets.minimal_pair_set_import(data=DATA, name="small", owner=alice).pair_set
 
 
@@ -83,14 +83,14 @@ def model() -> LanguageModel:
     return LanguageModel.objects.create(name="tiny", display_name="Tiny", source="tiny/model")
 
 
-def post_json(client, path: str, body: object):  # type: ignore[no-untyped-def]
+def post_json(client, path: str, body: object):
     return client.post(path, json.dumps(body), content_type="application/json")
 
 
 # ---------------------------------------------------------------- request and store
 
 
-def test_one_run_per_model_set_and_content(alice, pair_set, model) -> None:  # type: ignore[no-untyped-def]
+def test_one_run_per_model_set_and_content(alice, pair_set, model) -> None:
     other = LanguageModel.objects.create(name="other", display_name="Other", source="other/m")
     outcome = pair_services.pair_evaluation_request(
         user=alice, models=[model, other, model], pair_sets=[pair_set]
@@ -107,7 +107,7 @@ def test_one_run_per_model_set_and_content(alice, pair_set, model) -> None:  # t
     assert PairEvaluation.objects.count() == 2
 
 
-def test_store_writes_once_and_derives_the_default_accuracy(alice, pair_set, model) -> None:  # type: ignore[no-untyped-def]
+def test_store_writes_once_and_derives_the_default_accuracy(alice, pair_set, model) -> None:
     (run,) = pair_services.pair_evaluation_request(
         user=alice, models=[model], pair_sets=[pair_set]
     ).evaluations
@@ -128,7 +128,7 @@ def test_store_writes_once_and_derives_the_default_accuracy(alice, pair_set, mod
     assert stored["surp"][2] == 3.0 and PairSentenceTokens.objects.count() == 4
 
 
-def test_results_that_do_not_fit_fail_the_run_with_a_reason(alice, pair_set, model) -> None:  # type: ignore[no-untyped-def]
+def test_results_that_do_not_fit_fail_the_run_with_a_reason(alice, pair_set, model) -> None:
     (run,) = pair_services.pair_evaluation_request(
         user=alice, models=[model], pair_sets=[pair_set]
     ).evaluations
@@ -140,7 +140,7 @@ def test_results_that_do_not_fit_fail_the_run_with_a_reason(alice, pair_set, mod
     assert not PairSentenceTokens.objects.exists()
 
 
-def test_changed_content_keeps_old_results_marked_outdated(alice, pair_set, model) -> None:  # type: ignore[no-untyped-def]
+def test_changed_content_keeps_old_results_marked_outdated(alice, pair_set, model) -> None:
     (run,) = pair_services.pair_evaluation_request(
         user=alice, models=[model], pair_sets=[pair_set]
     ).evaluations
@@ -225,7 +225,7 @@ def test_a_model_registered_for_imported_results_is_never_queued(alice, pair_set
     assert not PairEvaluation.objects.exists() and not Evaluation.objects.exists()
 
 
-def test_the_sweep_sends_unsent_pair_runs_and_fails_stale_ones(alice, pair_set, model) -> None:  # type: ignore[no-untyped-def]
+def test_the_sweep_sends_unsent_pair_runs_and_fails_stale_ones(alice, pair_set, model) -> None:
     with broker("redis://127.0.0.1:1/0"), pytest.raises(runs.BrokerUnavailable):
         pair_services.pair_evaluation_request(user=alice, models=[model], pair_sets=[pair_set])
     long_ago = timezone.now() - timedelta(days=1)
@@ -242,7 +242,7 @@ def test_the_sweep_sends_unsent_pair_runs_and_fails_stale_ones(alice, pair_set, 
 
 def test_api_asks_for_runs_and_answers_their_status(
     alice, bob, pair_set, model, anon_client
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     body = {"models": ["tiny"], "sets": ["small"]}
     assert post_json(anon_client, "/api/pairs/evaluations/", body).status_code == 401
     client = token_client(bob)
@@ -269,7 +269,7 @@ def test_api_asks_for_runs_and_answers_their_status(
     assert [r["id"] for r in listed["results"]] == [row["id"]]
 
 
-def test_api_answers_503_when_the_queue_is_down(alice, pair_set, model) -> None:  # type: ignore[no-untyped-def]
+def test_api_answers_503_when_the_queue_is_down(alice, pair_set, model) -> None:
     client = token_client(alice)
     with broker("redis://127.0.0.1:1/0"):
         down = post_json(client, "/api/pairs/evaluations/", {"models": ["tiny"], "sets": ["small"]})
@@ -279,7 +279,7 @@ def test_api_answers_503_when_the_queue_is_down(alice, pair_set, model) -> None:
 
 def test_cancel_and_retry_only_for_owner_requester_or_staff(
     alice, bob, charlie, dana, pair_set, model
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     (run,) = pair_services.pair_evaluation_request(
         user=bob, models=[model], pair_sets=[pair_set]
     ).evaluations
@@ -299,7 +299,7 @@ def test_cancel_and_retry_only_for_owner_requester_or_staff(
     assert token_client(dana).post(retry).status_code == 409
 
 
-def done_run(alice, pair_set, model) -> PairEvaluation:  # type: ignore[no-untyped-def]
+def done_run(alice, pair_set, model) -> PairEvaluation:
     (run,) = pair_services.pair_evaluation_request(
         user=alice, models=[model], pair_sets=[pair_set]
     ).evaluations
@@ -307,7 +307,7 @@ def done_run(alice, pair_set, model) -> PairEvaluation:  # type: ignore[no-untyp
     return run
 
 
-def test_the_four_tables_with_options_as_json_and_tsv(alice, pair_set, model, anon_client) -> None:  # type: ignore[no-untyped-def]
+def test_the_four_tables_with_options_as_json_and_tsv(alice, pair_set, model, anon_client) -> None:
     run = done_run(alice, pair_set, model)
     base = f"/api/pairs/evaluations/{run.pk}"
     tokens = anon_client.get(f"{base}/tokens/").json()
@@ -352,7 +352,7 @@ def nlpscholar_files() -> tuple[bytes, bytes]:
     return "".join(data_lines).encode(), "".join(pred_lines).encode()
 
 
-def test_imported_predictions_give_nlpscholars_own_results(alice, anon_client) -> None:  # type: ignore[no-untyped-def]
+def test_imported_predictions_give_nlpscholars_own_results(alice, anon_client) -> None:
     data, predictions = nlpscholar_files()
     pair_sets.minimal_pair_set_import(data=data, name="nlpscholar", owner=alice)
     response = token_client(alice).post(
@@ -404,7 +404,7 @@ def flat_predictions() -> str:
     )
 
 
-def test_bad_predictions_are_located_and_save_nothing(alice, bob, pair_set, model) -> None:  # type: ignore[no-untyped-def]
+def test_bad_predictions_are_located_and_save_nothing(alice, bob, pair_set, model) -> None:
     good = flat_predictions()
     url = "/api/minimal-pairs/small/predictions/?model=tiny"
     client = token_client(alice)
@@ -433,7 +433,7 @@ def test_bad_predictions_are_located_and_save_nothing(alice, bob, pair_set, mode
     assert PairEvaluation.objects.get().ties == 2
 
 
-def test_import_command(alice, pair_set, model, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_import_command(alice, pair_set, model, tmp_path) -> None:
     data, predictions = nlpscholar_files()
     pair_sets.minimal_pair_set_import(data=data, name="nlpscholar", owner=None)
     path = tmp_path / "pred.tsv"
@@ -460,7 +460,7 @@ def test_import_command(alice, pair_set, model, tmp_path) -> None:  # type: igno
 
 def test_set_page_offers_evaluation_and_import_to_signed_in_users(
     alice, bob, pair_set, model, anon_client
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     page = anon_client.get("/minimal-pairs/small/").content.decode()
     assert "Log in</a> to evaluate" in page and "Queue evaluation" not in page
     bob_client = signed_in_client(bob)
@@ -488,7 +488,7 @@ def test_set_page_offers_evaluation_and_import_to_signed_in_users(
     assert PairEvaluation.objects.get().attempt == 2
 
 
-def test_import_page(alice, pair_set, model) -> None:  # type: ignore[no-untyped-def]
+def test_import_page(alice, pair_set, model) -> None:
     client = signed_in_client(alice)
     page = client.get("/minimal-pairs/small/").content.decode()
     assert "Import NLPScholar predictions" in page
@@ -521,7 +521,7 @@ def test_import_page(alice, pair_set, model) -> None:  # type: ignore[no-untyped
 
 def test_a_missing_leaderboard_cell_links_to_the_prefilled_request_form(
     alice, pair_set, model, anon_client
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     done_run(alice, pair_set, model)
     other_set = pair_sets.minimal_pair_set_import(data=DATA, name="small-2", owner=alice).pair_set
     other = LanguageModel.objects.create(name="other", display_name="Other", source="other/m")
@@ -537,7 +537,7 @@ def test_a_missing_leaderboard_cell_links_to_the_prefilled_request_form(
 
 def test_bootstrap_queues_the_baselines_on_the_example_sets_once(
     settings, tmp_path, pair_set
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     from evaluations import baseline
 
     settings.VAR_DIR = tmp_path

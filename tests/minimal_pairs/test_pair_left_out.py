@@ -16,7 +16,7 @@ from django.core.management.base import CommandError
 
 from evaluations.models import PairEvaluation, PairSentenceTokens
 from suites.minimal_pairs import sets as pair_sets
-from tests.conftest import SHARED_DATA, signed_in_client, token_client
+from tests.conftest import SHARED_DATA, search, signed_in_client, token_client
 
 pytestmark = pytest.mark.django_db
 
@@ -40,7 +40,7 @@ URL = "/api/minimal-pairs/bad/predictions/?model=gpt2&register=1"
 
 
 @pytest.fixture
-def left_out(alice):  # type: ignore[no-untyped-def]
+def left_out(alice):
     return pair_sets.minimal_pair_set_import(
         data=DATA, name="bad", owner=alice, drop_incomplete_pairs=True
     ).pair_set
@@ -50,22 +50,22 @@ def _text(html: str) -> str:
     return " ".join(unescape(re.sub(r"<[^>]+>", "", html)).split())
 
 
-def test_the_set_page_says_what_the_upload_left_out(left_out, anon_client) -> None:  # type: ignore[no-untyped-def]
+def test_the_set_page_says_what_the_upload_left_out(left_out, anon_client) -> None:
     assert left_out.import_warnings == [SET_WARNING]
     assert anon_client.get("/api/minimal-pairs/bad/").json()["import_warnings"] == [SET_WARNING]
     page = anon_client.get("/minimal-pairs/bad/").content.decode()
-    line = re.search(r'<p class="muted">(.*?) ·', page, re.S).group(1)
+    line = search(r'<p class="muted">(.*?) ·', page, re.S).group(1)
     assert _text(line) == f"6 pairs, 12 sentences (on upload, {SET_WARNING})"
     assert page.count("data-import-warning") == 1
 
 
-def test_a_set_without_left_outs_says_nothing(alice, anon_client) -> None:  # type: ignore[no-untyped-def]
+def test_a_set_without_left_outs_says_nothing(alice, anon_client) -> None:
     complete = (NLPSCHOLAR / "data" / "minimal_pairs.tsv").read_bytes()
     pair_sets.minimal_pair_set_import(data=complete, name="good", owner=alice)
     assert "data-import-warning" not in anon_client.get("/minimal-pairs/good/").content.decode()
 
 
-def test_the_api_refuses_rows_of_other_sentences_and_names_the_choice(left_out, alice) -> None:  # type: ignore[no-untyped-def]
+def test_the_api_refuses_rows_of_other_sentences_and_names_the_choice(left_out, alice) -> None:
     client = token_client(alice)
     response = client.post(URL, PREDICTIONS, content_type="text/tab-separated-values")
     assert response.status_code == 400
@@ -85,7 +85,7 @@ def test_the_api_refuses_rows_of_other_sentences_and_names_the_choice(left_out, 
     assert maybe.status_code == 400 and not PairEvaluation.objects.exists()
 
 
-def test_the_api_leaves_them_out_on_request_with_a_warning(left_out, alice, anon_client) -> None:  # type: ignore[no-untyped-def]
+def test_the_api_leaves_them_out_on_request_with_a_warning(left_out, alice, anon_client) -> None:
     client = token_client(alice)
     response = client.post(
         URL + "&drop_unknown_rows=1", PREDICTIONS, content_type="text/tab-separated-values"
@@ -105,12 +105,12 @@ def test_the_api_leaves_them_out_on_request_with_a_warning(left_out, alice, anon
     assert [unescape(w) for w in shown] == [f"Import: {ROWS_WARNING}."]
 
 
-def test_the_import_page_offers_the_same_choice(left_out, alice) -> None:  # type: ignore[no-untyped-def]
+def test_the_import_page_offers_the_same_choice(left_out, alice) -> None:
     client = signed_in_client(alice)
     form = client.get("/minimal-pairs/bad/import-predictions/").content.decode()
     assert "Leave out rows whose sentid is not in the set" in form
 
-    def upload(**extra: str):  # type: ignore[no-untyped-def]
+    def upload(**extra: str):
         data = io.BytesIO(PREDICTIONS)
         data.name = "pred.tsv"
         fields = {"file": data, "model": "gpt2", "register": "on", **extra}
@@ -132,7 +132,7 @@ def test_the_import_page_offers_the_same_choice(left_out, alice) -> None:  # typ
     assert page.count(f"Import: {ROWS_WARNING}.") == 2
 
 
-def test_the_command_takes_the_same_choice(left_out, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_the_command_takes_the_same_choice(left_out, tmp_path) -> None:
     path = tmp_path / "pred.tsv"
     path.write_bytes(PREDICTIONS)
     err = io.StringIO()

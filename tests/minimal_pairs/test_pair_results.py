@@ -38,7 +38,7 @@ SCORED = [
 ]
 
 
-def stored_evaluation(alice, packed_of, origin: str = "worker") -> PairEvaluation:  # type: ignore[no-untyped-def]
+def stored_evaluation(alice, packed_of, origin: str = "worker") -> PairEvaluation:
     pair_set = pair_sets.minimal_pair_set_import(data=DATA, name="small", owner=alice).pair_set
     model = LanguageModel.objects.create(name="tiny", display_name="tiny", source="tiny-src")
     evaluation = PairEvaluation.objects.create(
@@ -56,7 +56,7 @@ def stored_evaluation(alice, packed_of, origin: str = "worker") -> PairEvaluatio
     return evaluation
 
 
-def scored(toks):  # type: ignore[no-untyped-def]
+def scored(toks):
     return token_data.pack_tokens(Tok(*t) for t in toks)
 
 
@@ -75,6 +75,7 @@ def test_token_table_gives_gym_words_and_bits(alice) -> None:
 def test_analysis_of_a_stored_evaluation_under_options(alice) -> None:
     evaluation = stored_evaluation(alice, scored)
     analysis = pair_results.analyze_evaluation(evaluation, pair_results.DEFAULT_OPTIONS)
+    assert analysis.by_pair is not None
     pairs = analysis.by_pair.as_dicts()
     # Pair 1: ROI word 2 ("are" 3 bits vs "is" 5 bits). Pair 2: whole sentence, the mean
     # of word means: (2 + 1 + 2) / 3 against (1 + 1 + 2) / 3.
@@ -85,7 +86,9 @@ def test_analysis_of_a_stored_evaluation_under_options(alice) -> None:
     options = pair_results.analysis_options(
         {"word_summary": "sum", "conditions": "cond", "pred_measure": "prob"}
     )
-    by_cond = pair_results.analyze_evaluation(evaluation, options).by_cond.as_dicts()
+    by_cond_table = pair_results.analyze_evaluation(evaluation, options).by_cond
+    assert by_cond_table is not None
+    by_cond = by_cond_table.as_dicts()
     assert [(r["cond"], r["acc"]) for r in by_cond] == [("agr", 1.0), ("npi", 0.0)]
     # A word's prob is its tokens' mean prob (as the analysis does for both summaries):
     # barks = (2**-1 + 2**-3) / 2 in sentence 3.
@@ -93,7 +96,7 @@ def test_analysis_of_a_stored_evaluation_under_options(alice) -> None:
 
 
 def test_imported_tokens_keep_their_own_words(alice) -> None:
-    def as_imported(toks):  # type: ignore[no-untyped-def]
+    def as_imported(toks):
         return token_data.pack_word_tokens(
             [t[0] for t in toks],
             [t[3] for t in toks],
@@ -125,4 +128,7 @@ def test_bad_options_are_located_400_errors(alice) -> None:
         pair_results.analyze_evaluation(
             evaluation, pair_results.analysis_options({"conditions": "nope"})
         )
-    assert not math.isnan(pair_results.analyze_evaluation(evaluation).by_cond.rows[0][1])
+    table = pair_results.analyze_evaluation(evaluation).by_cond
+    assert table is not None
+    accuracy = table.rows[0][1]
+    assert isinstance(accuracy, float) and not math.isnan(accuracy)

@@ -28,7 +28,7 @@ PREDICTIONS = "token\tsentid\tword\twordpos\tmodel\ttokenizer\tpunctuation\tprob
 )
 
 
-def test_queue_from_the_set_page_and_import_predictions(page, alice, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_queue_from_the_set_page_and_import_predictions(page, alice, tmp_path) -> None:
     pair_sets.minimal_pair_set_import(data=DATA, name="keys", owner=alice)
     LanguageModel.objects.create(name="tiny", display_name="Tiny LM", source="tiny/lm")
     login(page, "alice", "alice-pass-1234", next_url="/minimal-pairs/keys/")

@@ -5,6 +5,8 @@ current results only."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
@@ -42,13 +44,19 @@ PAGE = "/minimal-pairs/agreement%20pairs/replace/"
 API = "/api/minimal-pairs/agreement%20pairs/?filename=new.tsv"
 
 
+def _pair_rows(run: PairEvaluation) -> list[dict[str, Any]]:
+    table = pair_results.analyze_evaluation(run).by_pair
+    assert table is not None
+    return table.as_dicts()
+
+
 @pytest.fixture
 def model() -> LanguageModel:
     return LanguageModel.objects.create(name="tiny-lm", display_name="Tiny LM", source="hub/tiny")
 
 
 @pytest.fixture
-def pair_set(alice) -> MinimalPairSet:  # type: ignore[no-untyped-def]
+def pair_set(alice) -> MinimalPairSet:
     return make_set("agreement pairs", owner=alice, tags=["agreement"])
 
 
@@ -62,9 +70,9 @@ def replace_form(text: str, **fields: str) -> dict:
 
 def test_owner_replaces_on_the_page_and_the_old_run_stays_readable(
     alice_client, anon_client, pair_set, model
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     old_run = store_run(model, pair_set)
-    before = pair_results.analyze_evaluation(old_run).by_pair.as_dicts()
+    before = _pair_rows(old_run)
     old_hash = pair_set.content_hash
     assert "Replace content" in alice_client.get(pair_set.get_absolute_url()).content.decode()
     assert "Replace content" not in anon_client.get(pair_set.get_absolute_url()).content.decode()
@@ -82,7 +90,7 @@ def test_owner_replaces_on_the_page_and_the_old_run_stays_readable(
     # The old run: outdated, analysed on its own six sentences with its own numbers.
     old_run.refresh_from_db()
     assert old_run.outdated and old_run.content_hash == old_hash
-    assert pair_results.analyze_evaluation(old_run).by_pair.as_dicts() == before
+    assert _pair_rows(old_run) == before
     assert pair_results.token_table(old_run).word[:3] == ["The", "dog", "runs"]
     page = anon_client.get(url(old_run)).content.decode()
     assert card(page, "outdated") == "outdated" and 'data-pairid="3"' in page
@@ -105,7 +113,7 @@ def test_owner_replaces_on_the_page_and_the_old_run_stays_readable(
     assert row["scores"]["agreement pairs"]["evaluation"] == current.pk
 
 
-def test_same_content_says_nothing_changed(alice_client, pair_set, model) -> None:  # type: ignore[no-untyped-def]
+def test_same_content_says_nothing_changed(alice_client, pair_set, model) -> None:
     run = store_run(model, pair_set)
     text = pair_sets.pair_set_export(pair_set)
     response = alice_client.post_form(PAGE, replace_form(text), follow=True)
@@ -114,7 +122,7 @@ def test_same_content_says_nothing_changed(alice_client, pair_set, model) -> Non
     assert not run.outdated and not PairSetVersion.objects.exists()
 
 
-def test_bad_file_changes_nothing(alice_client, pair_set, model) -> None:  # type: ignore[no-untyped-def]
+def test_bad_file_changes_nothing(alice_client, pair_set, model) -> None:
     run = store_run(model, pair_set)
     before = list(pair_set.sentences.values_list("sentid", "sentence"))
     bad = NEW.replace("unexpected\tCats", "unsure\tCats")
@@ -130,7 +138,7 @@ def test_bad_file_changes_nothing(alice_client, pair_set, model) -> None:  # typ
     assert not PairSetVersion.objects.exists()
 
 
-def test_only_owner_or_staff_replace(bob, bob_client, dana, anon_client, pair_set) -> None:  # type: ignore[no-untyped-def]
+def test_only_owner_or_staff_replace(bob, bob_client, dana, anon_client, pair_set) -> None:
     old_hash = pair_set.content_hash
     assert anon_client.get(PAGE).status_code == 302
     assert bob_client.get(PAGE).status_code == 403
@@ -146,7 +154,7 @@ def test_only_owner_or_staff_replace(bob, bob_client, dana, anon_client, pair_se
     assert put.status_code == 200 and put.json()["changed"] is True
 
 
-def test_api_replace_keeps_what_is_not_given(alice, pair_set, model) -> None:  # type: ignore[no-untyped-def]
+def test_api_replace_keeps_what_is_not_given(alice, pair_set, model) -> None:
     run = store_run(model, pair_set)
     client = token_client(alice)
     bad = client.put(API, NEW.replace("\t1\tC\n", "\t9\tC\n", 1), content_type="text/plain")
@@ -175,4 +183,4 @@ def test_api_replace_keeps_what_is_not_given(alice, pair_set, model) -> None:  #
     back = client.put(API, mp.to_tsv_text(text), content_type="text/plain").json()
     assert back["content_hash"] == run.content_hash
     run.refresh_from_db()
-    assert not run.outdated and pair_results.analyze_evaluation(run).by_pair.rows
+    assert not run.outdated and _pair_rows(run)

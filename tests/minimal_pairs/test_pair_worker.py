@@ -54,7 +54,7 @@ def _cli_tables(source: Path, tmp_path: Path) -> tuple[bytes, str]:
     return pred.read_bytes(), results.read_text()
 
 
-def test_runs_on_a_real_worker_equal_the_command_line(  # type: ignore[no-untyped-def]
+def test_runs_on_a_real_worker_equal_the_command_line(
     redis_broker,
     workers,
     tiny_gpt2,  # noqa: F811

@@ -16,7 +16,7 @@ from evaluations.probing.run import probe_task
 from evaluations.scoring.loading import LoadedModel, load_model
 from evaluations.scoring.schema import ScoringError
 from suites.formats.probing import ProbingInstance, load_probing_file, read_probing
-from tests.conftest import SHARED_DATA
+from tests.conftest import SHARED_DATA, neural_model
 from tests.tiny_models import tiny_bert, tiny_gpt2, tiny_llama  # noqa: F401
 
 SAMPLES = SHARED_DATA / "senteval-probing"
@@ -61,17 +61,17 @@ def sample(task: str) -> Path:
 
 @pytest.fixture(scope="module")
 def gpt2(tiny_gpt2: Path) -> LoadedModel:  # noqa: F811
-    return load_model(str(tiny_gpt2), device="cpu")
+    return neural_model(str(tiny_gpt2), device="cpu")
 
 
 @pytest.fixture(scope="module")
 def bert(tiny_bert: Path) -> LoadedModel:  # noqa: F811
-    return load_model(str(tiny_bert), device="cpu")
+    return neural_model(str(tiny_bert), device="cpu")
 
 
 @pytest.fixture(scope="module")
 def llama(tiny_llama: Path) -> LoadedModel:  # noqa: F811
-    return load_model(str(tiny_llama), device="cpu")
+    return neural_model(str(tiny_llama), device="cpu")
 
 
 def by_hand(lm: LoadedModel, text: str, pooling: str = "mean") -> np.ndarray:

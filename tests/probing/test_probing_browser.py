@@ -20,7 +20,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 LONG = "A control model with random weights and a display name long enough to wrap twice"
 
 
-def _probe(model, task) -> ProbingRun:  # type: ignore[no-untyped-def]
+def _probe(model, task) -> ProbingRun:
     run = probing_services.probing_run_request(models=[model], task=task).runs[0]
     before = torch.get_num_threads()
     torch.set_num_threads(1)
@@ -33,13 +33,13 @@ def _probe(model, task) -> ProbingRun:  # type: ignore[no-untyped-def]
     return run
 
 
-def _chart_lines(page, selector: str) -> list[str]:  # type: ignore[no-untyped-def]
+def _chart_lines(page, selector: str) -> list[str]:
     return page.locator(selector).first.evaluate(
         "c => window.Chart.getChart(c).data.datasets.map(d => d.label)"
     )
 
 
-def test_run_page_leaderboard_model_page_and_task_form(  # type: ignore[no-untyped-def]
+def test_run_page_leaderboard_model_page_and_task_form(
     page,
     alice,
     tiny_gpt2,  # noqa: F811
@@ -112,7 +112,7 @@ def test_run_page_leaderboard_model_page_and_task_form(  # type: ignore[no-untyp
     assert "vectors: 0 of" in page.locator("[data-progress-text]").inner_text()
 
 
-def test_empty_leaderboard_section_and_model_without_runs(page) -> None:  # type: ignore[no-untyped-def]
+def test_empty_leaderboard_section_and_model_without_runs(page) -> None:
     page.goto("/leaderboard/")
     assert "There are no probing tasks yet" in page.locator("#probing").inner_text()
     page.locator("#probing").screenshot(path=artifact("probing-leaderboard-empty.png"))

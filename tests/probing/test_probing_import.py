@@ -23,7 +23,7 @@ def sample(task: str) -> Path:
     return path
 
 
-def test_import_a_real_sample(alice) -> None:  # type: ignore[no-untyped-def]
+def test_import_a_real_sample(alice) -> None:
     path = sample("tree_depth")
     task = probing_task_import(
         source=path, name="tree_depth", owner=alice, tags=["Syntax", "senteval"]
@@ -34,13 +34,14 @@ def test_import_a_real_sample(alice) -> None:  # type: ignore[no-untyped-def]
     assert sum(task.counts["tr"].values()) == 245
     assert sorted(tag.name for tag in task.tags.all()) == ["senteval", "syntax"]
     first = task.instances.order_by("line").first()
+    assert first is not None
     line = path.read_text(encoding="utf-8").splitlines()[0].split("\t")
     assert (first.line, first.partition, first.label, first.sentence) == (1, *line)
     assert first.n_words == len(line[2].split())
     assert len(task.content_hash) == 64
 
 
-def test_errors_leave_nothing_behind(alice) -> None:  # type: ignore[no-untyped-def]
+def test_errors_leave_nothing_behind(alice) -> None:
     # Many good lines first (several insert batches), the fatal problem only at the end.
     good = "".join(f"tr\tPAST\tline {n} .\n" for n in range(12_000))
     text = good + "va\tPAST\tfine .\nte\tPRES\tnever seen in tr .\n"
@@ -53,7 +54,7 @@ def test_errors_leave_nothing_behind(alice) -> None:  # type: ignore[no-untyped-
     assert ProbingTask.objects.count() == 0 and ProbingInstance.objects.count() == 0
 
 
-def test_names_types_and_duplicates(alice) -> None:  # type: ignore[no-untyped-def]
+def test_names_types_and_duplicates(alice) -> None:
     text = "tr\tA\ta .\nva\tA\tb .\nte\tA\tc .\n"
     task = probing_task_import(source=text, name="mine", owner=alice)
     assert task.task_type == "custom"
@@ -97,7 +98,7 @@ def test_the_example_task_loads_as_the_run_command_does() -> None:
     assert set(task.counts) == {"tr", "va", "te"}
 
 
-def test_awkward_text_survives_the_bulk_insert(alice) -> None:  # type: ignore[no-untyped-def]
+def test_awkward_text_survives_the_bulk_insert(alice) -> None:
     sentences = ['say " hi " \\N .', "back \\ slash , ´ é ñ 東京 .", "null \x01 byte-free ."]
     text = "".join(
         f"{partition}\tA\tx{n}\\y\t{sentence}\n"

@@ -24,7 +24,7 @@ def sample(task: str) -> Path:
     return path
 
 
-def test_list_search_tag_and_type(anon_client, alice) -> None:  # type: ignore[no-untyped-def]
+def test_list_search_tag_and_type(anon_client, alice) -> None:
     probing_task_import(source=sample("past_present"), name="past_present", owner=alice)
     probing_task_import(
         source=SMALL, name="mine", owner=alice, description="a needle", tags=["toy"]
@@ -40,7 +40,7 @@ def test_list_search_tag_and_type(anon_client, alice) -> None:  # type: ignore[n
     assert anon_client.get("/probing/?sort=bogus&page=999").status_code == 200
 
 
-def test_task_page_counts_plot_data_and_examples(anon_client, alice) -> None:  # type: ignore[no-untyped-def]
+def test_task_page_counts_plot_data_and_examples(anon_client, alice) -> None:
     task = probing_task_import(
         source=sample("sentence_length"), name="sentence_length", owner=alice
     )
@@ -65,7 +65,7 @@ def test_task_page_counts_plot_data_and_examples(anon_client, alice) -> None:  #
     assert anon_client.get("/probing/no-such-task/").status_code == 404
 
 
-def test_upload_page(alice_client, anon_client) -> None:  # type: ignore[no-untyped-def]
+def test_upload_page(alice_client, anon_client) -> None:
     assert anon_client.get("/probing/upload/").status_code == 302  # log in first
     assert alice_client.get("/probing/upload/").status_code == 200
     bad = SimpleUploadedFile("past_present.txt", b"tr\tPAST\ta .\nva\tPRES\tb .\n")
@@ -80,13 +80,13 @@ def test_upload_page(alice_client, anon_client) -> None:  # type: ignore[no-unty
     )
     assert response.status_code == 302 and response["Location"] == "/probing/toy/"
     task = ProbingTask.objects.get(name="toy")
-    assert task.task_type == "custom" and task.owner.username == "alice"
+    assert task.task_type == "custom" and task.owner is not None and task.owner.username == "alice"
     assert sorted(t.name for t in task.tags.all()) == ["senteval", "toy"]
     example = task.instances.get(line=1)
     assert example.sentence == 'say " hi " .'
 
 
-def test_api_list_detail_and_upload(anon_client, alice) -> None:  # type: ignore[no-untyped-def]
+def test_api_list_detail_and_upload(anon_client, alice) -> None:
     probing_task_import(source=sample("tree_depth"), name="tree_depth", owner=alice)
     body = anon_client.get("/api/probing-tasks/").json()
     assert body["count"] == 1 and body["results"][0]["task_type"] == "tree_depth"
@@ -105,7 +105,7 @@ def test_api_list_detail_and_upload(anon_client, alice) -> None:  # type: ignore
     assert created.json()["instance_count"] == 699
 
 
-def test_api_hostile_input_gets_4xx(alice, settings) -> None:  # type: ignore[no-untyped-def]
+def test_api_hostile_input_gets_4xx(alice, settings) -> None:
     client = token_client(alice)
     assert client.post("/api/probing-tasks/", {}).status_code == 400
     response = client.post(

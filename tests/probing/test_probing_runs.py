@@ -51,7 +51,7 @@ def one_thread() -> object:
 
 
 @pytest.fixture
-def task(alice) -> ProbingTask:  # type: ignore[no-untyped-def]
+def task(alice) -> ProbingTask:
     return probing_task_import(source=SMALL, name="toy number", owner=alice)
 
 
@@ -73,7 +73,7 @@ def _done(run: ProbingRun) -> ProbingRun:
     return run
 
 
-def test_request_once_payload_in_file_order_and_store_exactly_once(  # type: ignore[no-untyped-def]
+def test_request_once_payload_in_file_order_and_store_exactly_once(
     task, gpt2, alice, django_capture_on_commit_callbacks
 ) -> None:
     with django_capture_on_commit_callbacks(execute=True):
@@ -107,7 +107,7 @@ def test_request_once_payload_in_file_order_and_store_exactly_once(  # type: ign
     assert run.model_info["kind"] == "causal"
 
 
-def test_store_refuses_a_document_without_layers(task, gpt2) -> None:  # type: ignore[no-untyped-def]
+def test_store_refuses_a_document_without_layers(task, gpt2) -> None:
     run = probing_services.probing_run_request(models=[gpt2], task=task).runs[0]
     assert not probing_services.probing_results_store(
         run_id=run.pk, attempt=1, results={"layers": [], "best_layer": 0}
@@ -117,7 +117,7 @@ def test_store_refuses_a_document_without_layers(task, gpt2) -> None:  # type: i
     assert not ProbingLayerResult.objects.filter(run=run).exists()
 
 
-def test_ngram_and_last_pooling_of_a_masked_model_are_refused(task, tiny_bert, alice) -> None:  # type: ignore[no-untyped-def]  # noqa: F811
+def test_ngram_and_last_pooling_of_a_masked_model_are_refused(task, tiny_bert, alice) -> None:  # noqa: F811
     ngram = LanguageModel.objects.create(
         name="trigram", display_name="Trigram", source="/tmp/x.arpa", kind="ngram"
     )
@@ -141,14 +141,14 @@ def test_ngram_and_last_pooling_of_a_masked_model_are_refused(task, tiny_bert, a
     assert not ProbingRun.objects.exists()
 
 
-def test_masked_model_probes_with_mean_pooling(task, tiny_bert) -> None:  # type: ignore[no-untyped-def]  # noqa: F811
+def test_masked_model_probes_with_mean_pooling(task, tiny_bert) -> None:  # noqa: F811
     bert = model_registry.model_register(source=str(tiny_bert), name="tiny-bert")
     run = _done(probing_services.probing_run_request(models=[bert], task=task).runs[0])
     assert run.status == "done" and run.layers.count() == 3
     assert run.model_info["kind"] == "masked"
 
 
-def test_request_from_the_task_page_and_the_run_page(task, gpt2, alice_client, anon_client) -> None:  # type: ignore[no-untyped-def]
+def test_request_from_the_task_page_and_the_run_page(task, gpt2, alice_client, anon_client) -> None:
     page = alice_client.get(f"/probing/{task.name}/").content.decode()
     assert "Probe models on this task" in page and "No model has been probed" in page
     assert (
@@ -161,6 +161,7 @@ def test_request_from_the_task_page_and_the_run_page(task, gpt2, alice_client, a
     )
     run = ProbingRun.objects.get()
     assert response.status_code == 302 and response["Location"] == f"/probing-runs/{run.pk}/"
+    assert run.requested_by is not None
     assert (run.pooling, run.probe, run.requested_by.username) == ("last", "logreg", "alice")
     waiting = alice_client.get(f"/probing-runs/{run.pk}/").content.decode()
     assert "vectors: 0 of 10 sentences" in waiting and "Cancel" in waiting
@@ -179,7 +180,7 @@ def test_request_from_the_task_page_and_the_run_page(task, gpt2, alice_client, a
     assert f"/probing-runs/{run.pk}/" in task_page
 
 
-def test_request_form_errors_are_400_and_change_nothing(task, gpt2, alice_client) -> None:  # type: ignore[no-untyped-def]
+def test_request_form_errors_are_400_and_change_nothing(task, gpt2, alice_client) -> None:
     LanguageModel.objects.create(name="tri", display_name="Tri", source="/tmp/t.arpa", kind="ngram")
     cases = [
         {"task": task.name, "models": ["tri"], "pooling": "mean", "probe": "logreg"},
@@ -197,7 +198,7 @@ def test_request_form_errors_are_400_and_change_nothing(task, gpt2, alice_client
     assert not ProbingRun.objects.exists()
 
 
-def test_anonymous_cannot_ask_and_others_cannot_cancel_or_retry(  # type: ignore[no-untyped-def]
+def test_anonymous_cannot_ask_and_others_cannot_cancel_or_retry(
     task, gpt2, alice, bob, dana, anon_client
 ) -> None:
     response = anon_client.post_form(
@@ -226,7 +227,7 @@ def test_anonymous_cannot_ask_and_others_cannot_cancel_or_retry(  # type: ignore
     assert refused.status_code == 409 and "done" in refused.json()["errors"][0]["message"]
 
 
-def test_api_request_list_detail_and_csv(task, gpt2, alice) -> None:  # type: ignore[no-untyped-def]
+def test_api_request_list_detail_and_csv(task, gpt2, alice) -> None:
     client = token_client(alice)
     body = {"task": task.name, "models": ["tiny-gpt2"], "pooling": "mean", "probe": "logreg"}
     created = client.post("/api/probing-runs/", json.dumps(body), content_type="application/json")
@@ -261,7 +262,7 @@ def test_api_request_list_detail_and_csv(task, gpt2, alice) -> None:  # type: ig
     assert str(Path(gpt2.source).parent) not in json.dumps(document)  # no server folders
 
 
-def test_hostile_and_missing_addresses_are_4xx(task, gpt2, alice) -> None:  # type: ignore[no-untyped-def]
+def test_hostile_and_missing_addresses_are_4xx(task, gpt2, alice) -> None:
     client = token_client(alice)
     run = probing_services.probing_run_request(models=[gpt2], task=task).runs[0]
     # Not done yet: no results to download.
@@ -358,7 +359,7 @@ def test_control_overlay_leaderboard_and_model_page(task, gpt2, tiny_bert, anon_
     assert f'id="probing-curve-{run.pk}"' in model_page
 
 
-def test_sweep_and_fail_move_probing_runs_like_suites(task, gpt2, settings) -> None:  # type: ignore[no-untyped-def]
+def test_sweep_and_fail_move_probing_runs_like_suites(task, gpt2, settings) -> None:
     run = probing_services.probing_run_request(models=[gpt2], task=task).runs[0]
     kind = runs.kind_of(run)
     assert kind is probing_services.PROBING_RUNS
@@ -376,7 +377,7 @@ def test_sweep_and_fail_move_probing_runs_like_suites(task, gpt2, settings) -> N
     assert not probing_services.probing_results_store(run_id=run.pk, attempt=1, results=_work(run))
 
 
-def test_bootstrap_probes_the_random_baseline_on_the_example_tasks_once(  # type: ignore[no-untyped-def]
+def test_bootstrap_probes_the_random_baseline_on_the_example_tasks_once(
     settings, tmp_path, alice
 ) -> None:
     from django.core.management import call_command
@@ -398,7 +399,7 @@ def test_bootstrap_probes_the_random_baseline_on_the_example_tasks_once(  # type
     assert "0 example probing tasks queued, 1 already asked for" in again.getvalue()
 
 
-def test_the_run_page_cancels_and_retries_with_a_message(  # type: ignore[no-untyped-def]
+def test_the_run_page_cancels_and_retries_with_a_message(
     task, gpt2, alice, alice_client, bob_client
 ) -> None:
     run = probing_services.probing_run_request(models=[gpt2], task=task, user=alice).runs[0]

@@ -34,7 +34,7 @@ def _wait(pk: int, timeout: float = 300) -> ProbingRun:
     raise AssertionError(f"probing run not finished after {timeout}s: {run.status}")
 
 
-def test_a_run_on_a_real_worker_equals_the_probe_command(  # type: ignore[no-untyped-def]
+def test_a_run_on_a_real_worker_equals_the_probe_command(
     redis_broker,
     workers,
     tiny_gpt2,  # noqa: F811
@@ -100,7 +100,7 @@ def test_a_run_on_a_real_worker_equals_the_probe_command(  # type: ignore[no-unt
     assert stored["task"]["content_hash"] == cli["task"]["content_hash"] == task.content_hash
 
 
-def test_progress_is_reported_mid_run_and_a_cancelled_run_stores_nothing(  # type: ignore[no-untyped-def]
+def test_progress_is_reported_mid_run_and_a_cancelled_run_stores_nothing(
     redis_broker,
     workers,
     tiny_gpt2,  # noqa: F811

@@ -8,8 +8,10 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import pytest
 from django.db import connection
@@ -34,7 +36,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
 
 @pytest.fixture(scope="module")
-def tiny_gpt2(tmp_path_factory) -> Path:  # type: ignore[no-untyped-def]
+def tiny_gpt2(tmp_path_factory) -> Path:
     from tests.tiny_models import make_gpt2
 
     return make_gpt2(tmp_path_factory.mktemp("tiny-gpt2"))
@@ -42,7 +44,7 @@ def tiny_gpt2(tmp_path_factory) -> Path:  # type: ignore[no-untyped-def]
 
 def test_eight_simultaneous_requests_give_no_5xx_and_every_run_completes(
     redis_broker, workers, tiny_gpt2, alice
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     """Each request asks for two suites, each suite is asked for twice at once: the
     requests race to create the same rows while the workers store results."""
     suites = [
@@ -84,7 +86,7 @@ class DatabaseLock:
         settings = connection.settings_dict
         self.sqlite = settings["ENGINE"].endswith("sqlite3")
         self.name = settings["NAME"]
-        self.held: object = None
+        self.held: Any = None
 
     def worker_env(self) -> dict[str, str]:
         """Make the storing worker give up waiting after about a second, so that the
@@ -94,6 +96,7 @@ class DatabaseLock:
         return {"DATABASE_URL": database_url() + "?options=-c%20lock_timeout%3D1000"}
 
     def acquire(self) -> None:
+        held: Any
         if self.sqlite:
             held = sqlite3.connect(self.name, isolation_level=None, timeout=30)
             held.execute("BEGIN IMMEDIATE")
@@ -106,14 +109,14 @@ class DatabaseLock:
 
     def release(self) -> None:
         if self.held is not None:
-            self.held.rollback()  # type: ignore[attr-defined]
-            self.held.close()  # type: ignore[attr-defined]
+            self.held.rollback()
+            self.held.close()
             self.held = None
 
 
 def test_a_database_failure_while_storing_is_retried_and_the_run_completes(
     redis_broker, workers, tiny_gpt2, alice, pace
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     suite = _big_suite(400)
     model = model_registry.model_register(source=str(tiny_gpt2), name="tiny")
     lock = DatabaseLock()
@@ -138,7 +141,7 @@ def test_a_database_failure_while_storing_is_retried_and_the_run_completes(
 
 def test_broker_connections_dropped_mid_run_the_run_still_completes(
     redis_broker, workers, tiny_gpt2, alice, pace
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     import redis
 
     suite = _big_suite(400)
@@ -172,14 +175,14 @@ def test_broker_connections_dropped_mid_run_the_run_still_completes(
 FLAKY_FAILURES: list[str] = []
 
 
-def flaky_scoring(payload: dict, progress: object = None) -> dict:
+def flaky_scoring(payload: dict, progress: Callable[[int, int], None] | None = None) -> dict:
     if len(FLAKY_FAILURES) < 2:
         FLAKY_FAILURES.append("out of memory")
         raise tasks.TransientScoringError("CUDA out of memory (a busy GPU)")
-    return worker.run_scoring(payload, progress=progress)  # type: ignore[arg-type]
+    return worker.run_scoring(payload, progress=progress)
 
 
-def test_transient_scoring_errors_are_retried_with_back_off(tiny_gpt2, alice) -> None:  # type: ignore[no-untyped-def]
+def test_transient_scoring_errors_are_retried_with_back_off(tiny_gpt2, alice) -> None:
     from gym.celery import app as celery_app
 
     suite = suite_services.suite_import(source=small_suite("flaky"), owner=alice).suite

@@ -36,7 +36,7 @@ HIDDEN_ERROR = "Select a valid choice. secret is not one of the available choice
 
 
 @pytest.fixture
-def world(alice) -> dict[str, str]:  # type: ignore[no-untyped-def]
+def world(alice) -> dict[str, str]:
     suite = suite_services.suite_import(source=small_suite("agreement"), owner=alice).suite
     pair_set = pair_sets.minimal_pair_set_import(data=PAIRS, name="pairs", owner=alice).pair_set
     task = probing_task_import(source=PROBING, name="number", owner=alice)
@@ -81,7 +81,7 @@ def _no_runs() -> bool:
     )
 
 
-def test_forms_list_unrunnable_models_disabled_with_the_reason(world, alice_client) -> None:  # type: ignore[no-untyped-def]
+def test_forms_list_unrunnable_models_disabled_with_the_reason(world, alice_client) -> None:
     pages = {
         "suite evaluations": "/evaluations/new/",
         "minimal pairs": "/pairs/evaluations/new/",
@@ -117,7 +117,7 @@ def test_forms_list_unrunnable_models_disabled_with_the_reason(world, alice_clie
         ("probing", "secret", HIDDEN_ERROR),
     ],
 )
-def test_a_crafted_choice_is_a_field_error_with_the_choice_kept(  # type: ignore[no-untyped-def]
+def test_a_crafted_choice_is_a_field_error_with_the_choice_kept(
     world, alice_client, form: str, model: str, error: str
 ) -> None:
     address, rest = _forms(world)[form]
@@ -138,7 +138,7 @@ def test_a_crafted_choice_is_a_field_error_with_the_choice_kept(  # type: ignore
     assert _no_runs()
 
 
-def test_embedded_forms_post_to_the_same_refusal(world, alice_client) -> None:  # type: ignore[no-untyped-def]
+def test_embedded_forms_post_to_the_same_refusal(world, alice_client) -> None:
     # The set page's and the task page's forms post these fields to the full forms.
     pair = alice_client.post_form(
         "/pairs/evaluations/new/", {"pair_sets": world["pair_set"], "models": "big-lm"}
@@ -157,14 +157,14 @@ def test_embedded_forms_post_to_the_same_refusal(world, alice_client) -> None:  
     assert _no_runs()
 
 
-def test_a_prefilled_link_to_an_imported_model_shows_it_disabled(world, alice_client) -> None:  # type: ignore[no-untyped-def]
+def test_a_prefilled_link_to_an_imported_model_shows_it_disabled(world, alice_client) -> None:
     for address in ("/evaluations/new/", "/pairs/evaluations/new/", "/probing-runs/new/"):
         response = alice_client.get(address, {"model": "big-lm"})
         assert response.status_code == 200
         assert "disabled" in _option(response.content.decode(), "big-lm")
 
 
-def test_rerun_outdated_and_model_page_leave_imported_models_out(world, alice_client) -> None:  # type: ignore[no-untyped-def]
+def test_rerun_outdated_and_model_page_leave_imported_models_out(world, alice_client) -> None:
     page = alice_client.get("/models/big-lm/").content.decode()
     assert "Results imported, cannot run here" in page
     assert "/evaluations/new/?model=big-lm" not in page
@@ -173,7 +173,7 @@ def test_rerun_outdated_and_model_page_leave_imported_models_out(world, alice_cl
     assert _no_runs()
 
 
-def test_the_leaderboard_offers_no_queue_link_for_an_imported_model(world, alice) -> None:  # type: ignore[no-untyped-def]
+def test_the_leaderboard_offers_no_queue_link_for_an_imported_model(world, alice) -> None:
     scored = pair_sets.minimal_pair_set_import(data=PAIRS, name="scored", owner=alice).pair_set
     for model in LanguageModel.objects.filter(name__in=["big-lm", "gpt"]):
         PairEvaluation.objects.create(

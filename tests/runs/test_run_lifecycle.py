@@ -5,6 +5,7 @@ run waits for the broker."""
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from django.utils import timezone
@@ -20,14 +21,14 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def evaluation(alice, bob) -> Evaluation:  # type: ignore[no-untyped-def]
+def evaluation(alice, bob) -> Evaluation:
     """Alice's suite; bob asked for the run. Not sent to the broker (no commit here)."""
     suite = suite_services.suite_import(source=small_suite("owned by alice"), owner=alice).suite
     model = LanguageModel.objects.create(name="m", display_name="M", source="/models/m")
     return services.evaluation_request(model=model, suites=[suite], user=bob).evaluations[0]
 
 
-def _api_post(client, path: str):  # type: ignore[no-untyped-def]
+def _api_post(client, path: str):
     return client.post(
         path, "{}", content_type="application/json", HTTP_X_CSRFTOKEN=client.csrf_token()
     )
@@ -35,7 +36,7 @@ def _api_post(client, path: str):  # type: ignore[no-untyped-def]
 
 def test_only_owner_requester_or_staff_may_cancel_or_retry(
     evaluation, charlie_client, alice_client, bob_client, dana_client
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     services.evaluation_fail(evaluation_id=evaluation.pk, attempt=1, reason="GPU fell over")
     # Somebody else: refused, on the API and on the page, and nothing changes.
     assert _api_post(charlie_client, f"/api/evaluations/{evaluation.pk}/retry/").status_code == 403
@@ -60,7 +61,7 @@ def test_only_owner_requester_or_staff_may_cancel_or_retry(
 
 def test_retry_and_cancel_answer_a_conflict_when_there_is_nothing_to_do(
     evaluation, bob_client
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     pk = evaluation.pk
     Evaluation.objects.filter(pk=pk).update(enqueued=True)
     queued = _api_post(bob_client, f"/api/evaluations/{pk}/retry/")
@@ -82,10 +83,10 @@ def test_retry_and_cancel_answer_a_conflict_when_there_is_nothing_to_do(
     assert (evaluation.status, evaluation.attempt) == ("done", 1)
 
 
-def test_a_cancelled_run_refuses_its_results_until_retried(evaluation, bob) -> None:  # type: ignore[no-untyped-def]
+def test_a_cancelled_run_refuses_its_results_until_retried(evaluation, bob) -> None:
     services.progress_record(evaluation_id=evaluation.pk, attempt=1, done=2, total=4)
     services.evaluation_cancel(evaluation=evaluation, user=bob)
-    results = {"sentences": [{"regions": [], "sentence": {}}] * 4}
+    results: dict[str, Any] = {"sentences": [{"regions": [], "sentence": {}}] * 4}
     assert services.results_store(evaluation_id=evaluation.pk, attempt=1, results=results) is False
     services.progress_record(evaluation_id=evaluation.pk, attempt=1, done=3, total=4)
     evaluation.refresh_from_db()
@@ -95,7 +96,7 @@ def test_a_cancelled_run_refuses_its_results_until_retried(evaluation, bob) -> N
     assert (evaluation.status, evaluation.attempt, evaluation.error) == ("queued", 2, "")
 
 
-def test_the_page_says_when_a_run_waits_for_the_broker(evaluation, bob_client) -> None:  # type: ignore[no-untyped-def]
+def test_the_page_says_when_a_run_waits_for_the_broker(evaluation, bob_client) -> None:
     waiting = "waiting for the task queue"
     page = bob_client.get(f"/evaluations/{evaluation.pk}/").content.decode()
     assert evaluation.enqueued is False
@@ -111,7 +112,7 @@ def test_the_page_says_when_a_run_waits_for_the_broker(evaluation, bob_client) -
 @pytest.mark.django_db(transaction=True)
 def test_the_sweep_sends_what_never_reached_the_broker_and_fails_stale_runs(
     alice, bob, settings
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     suites = [
         suite_services.suite_import(source=small_suite(f"sweep {n}"), owner=alice).suite
         for n in range(3)
@@ -164,7 +165,7 @@ def test_every_kind_is_registered_with_importable_parts() -> None:
         runs.kind_named("no such kind")
 
 
-def test_the_sweep_prunes_result_files_nobody_stored(tmp_path, settings) -> None:  # type: ignore[no-untyped-def]
+def test_the_sweep_prunes_result_files_nobody_stored(tmp_path, settings) -> None:
     import os
     import time
 
@@ -181,7 +182,7 @@ def test_the_sweep_prunes_result_files_nobody_stored(tmp_path, settings) -> None
 
 
 @pytest.mark.django_db(transaction=True)
-def test_work_is_published_only_when_the_rows_are_committed(alice, _private_broker) -> None:  # type: ignore[no-untyped-def]
+def test_work_is_published_only_when_the_rows_are_committed(alice, _private_broker) -> None:
     from django.db import transaction
 
     def published() -> int:

@@ -26,7 +26,7 @@ from tests.syntaxgym.test_evaluation_worker import _big_suite, _import, _wait
 
 
 @pytest.fixture(scope="module")
-def tiny_gpt2(tmp_path_factory) -> Path:  # type: ignore[no-untyped-def]
+def tiny_gpt2(tmp_path_factory) -> Path:
     from tests.tiny_models import make_gpt2
 
     return make_gpt2(tmp_path_factory.mktemp("tiny-gpt2"))
@@ -79,14 +79,14 @@ def test_a_task_is_closed_when_the_next_part_would_pass_the_budget() -> None:
 
 
 @pytest.fixture
-def split(tiny_gpt2, alice, django_capture_on_commit_callbacks):  # type: ignore[no-untyped-def]
+def split(tiny_gpt2, alice, django_capture_on_commit_callbacks):
     """Alice's 4-sentence suite, its run planned as two parts of two sentences, and each
     part's results as a worker returns them."""
     suite = suite_services.suite_import(source=small_suite("in parts"), owner=alice).suite
     model = model_registry.model_register(source=str(tiny_gpt2), name="tiny")
     with django_capture_on_commit_callbacks(execute=True):
-        evaluation = services.evaluation_request(model=model, suites=[suite], user=alice)
-    evaluation = evaluation.evaluations[0]
+        outcome = services.evaluation_request(model=model, suites=[suite], user=alice)
+    evaluation = outcome.evaluations[0]
     payload = services.scoring_payload(evaluation)
     sentences = payload.pop("sentences")
     parts = worker.run_scoring_groups({**payload, "groups": [sentences[:2], sentences[2:]]})
@@ -100,7 +100,7 @@ def _store_part(evaluation: Evaluation, part: int, results: dict, attempt: int =
 
 
 @pytest.mark.django_db
-def test_parts_are_stored_once_and_the_last_one_stores_the_run(split) -> None:  # type: ignore[no-untyped-def]
+def test_parts_are_stored_once_and_the_last_one_stores_the_run(split) -> None:
     evaluation, parts, whole = split
     assert _store_part(evaluation, 1, parts[1]) is True
     evaluation.refresh_from_db()
@@ -132,7 +132,7 @@ def test_parts_are_stored_once_and_the_last_one_stores_the_run(split) -> None:  
 
 
 @pytest.mark.django_db
-def test_a_part_of_an_older_attempt_or_of_a_cancelled_run_is_refused(split, alice) -> None:  # type: ignore[no-untyped-def]
+def test_a_part_of_an_older_attempt_or_of_a_cancelled_run_is_refused(split, alice) -> None:
     evaluation, parts, _ = split
     assert _store_part(evaluation, 0, parts[0]) is True
     services.evaluation_cancel(evaluation=evaluation, user=alice)
@@ -154,7 +154,7 @@ def test_a_part_of_an_older_attempt_or_of_a_cancelled_run_is_refused(split, alic
 @pytest.mark.django_db
 def test_a_redelivered_part_whose_file_is_gone_does_not_fail_the_run(
     split, settings, tmp_path
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     evaluation, parts, _ = split
     settings.GYM_RUN_RESULTS_DIR = str(tmp_path)
     packed = tasks.results_pack("suite", evaluation.pk, 1, parts[0])
@@ -172,12 +172,12 @@ def test_a_redelivered_part_whose_file_is_gone_does_not_fail_the_run(
 
 
 @pytest.mark.django_db
-def test_progress_of_a_split_run_is_the_sum_of_its_parts(split) -> None:  # type: ignore[no-untyped-def]
+def test_progress_of_a_split_run_is_the_sum_of_its_parts(split) -> None:
     evaluation, _, _ = split
 
     def report(part: int, done: int, restart: bool = False) -> None:
         entry = {"run": evaluation.pk, "attempt": 1, "part": part, "parts": 2}
-        tasks.progress_parts.apply(args=["suite", [{**entry, "done": done, "size": 2}], restart])
+        tasks.progress_parts.apply(args=("suite", [{**entry, "done": done, "size": 2}], restart))
         evaluation.refresh_from_db()
 
     report(0, 0, restart=True)
@@ -223,7 +223,7 @@ def _sweeping(every: float = 1.0) -> Iterator[None]:
 @real_workers[1]
 def test_a_request_over_several_small_suites_is_one_task_and_each_suite_stored_alone(
     redis_broker, workers, tiny_gpt2, alice
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     names = ["number_src", "npi_orc_any", "subordination"]
     suites = _import(names)
     model = model_registry.model_register(source=str(tiny_gpt2), name="tiny")
@@ -244,7 +244,7 @@ def test_a_request_over_several_small_suites_is_one_task_and_each_suite_stored_a
 @real_workers[1]
 def test_a_large_suite_split_across_tasks_stores_what_one_task_stores(
     redis_broker, workers, tiny_gpt2, alice, settings, tmp_path
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     suite = _big_suite(60)  # 240 sentences, about 2,900 estimated tokens
     twin = tmp_path / "tiny-twin"
     shutil.copytree(tiny_gpt2, twin)  # the same model under another name
@@ -278,7 +278,7 @@ def test_a_large_suite_split_across_tasks_stores_what_one_task_stores(
 @real_workers[1]
 def test_cancel_and_retry_of_one_suite_of_a_pack(
     redis_broker, workers, tiny_gpt2, alice, pace
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     suites = [_big_suite(n) for n in (120, 121, 122)]
     model = model_registry.model_register(source=str(tiny_gpt2), name="tiny")
     env = {"GYM_RUN_HOLD_DIR": str(pace.folder), "GYM_PROGRESS_EVERY_SECONDS": "0"}
@@ -315,7 +315,7 @@ def test_cancel_and_retry_of_one_suite_of_a_pack(
 @real_workers[1]
 def test_a_split_suite_whose_worker_dies_mid_part_is_completed_once(
     redis_broker, workers, tiny_gpt2, alice, pace, settings
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     suite = _big_suite(400)  # 1,600 sentences, about 20,000 estimated tokens
     model = model_registry.model_register(source=str(tiny_gpt2), name="tiny")
     settings.GYM_PACK_TOKEN_BUDGET = 12_000  # two parts, two tasks

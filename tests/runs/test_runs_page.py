@@ -32,7 +32,7 @@ LONG = "a-very-long-model-name-" * 4
 
 
 @pytest.fixture
-def world(alice, bob) -> dict:  # type: ignore[no-untyped-def]
+def world(alice, bob) -> dict:
     suite = suite_services.suite_import(source=small_suite("agreement"), owner=alice).suite
     pair_set = pair_sets.minimal_pair_set_import(data=PAIRS, name="pairs", owner=alice).pair_set
     task = probing_task_import(source=PROBING, name="number", owner=alice)
@@ -43,7 +43,7 @@ def world(alice, bob) -> dict:  # type: ignore[no-untyped-def]
     )
     now = timezone.now()
 
-    def made(run, minutes_ago: int):  # type: ignore[no-untyped-def]
+    def made(run, minutes_ago: int):
         # created_at is set on insert: move it to the time the test wants.
         type(run).objects.filter(pk=run.pk).update(created_at=now - timedelta(minutes=minutes_ago))
         return run
@@ -101,13 +101,13 @@ def _rows(page: str) -> list[str]:
     return re.findall(r"<tr[ >].*?</tr>", body, flags=re.S)
 
 
-def test_every_page_links_the_runs_page_in_its_header(anon_client, db) -> None:  # type: ignore[no-untyped-def]
+def test_every_page_links_the_runs_page_in_its_header(anon_client, db) -> None:
     page = anon_client.get("/").content.decode()
     header = page.split("</header>", 1)[0]
     assert '<a href="/runs/">Runs</a>' in header
 
 
-def test_empty_state_says_what_to_do(anon_client, alice_client, db) -> None:  # type: ignore[no-untyped-def]
+def test_empty_state_says_what_to_do(anon_client, alice_client, db) -> None:
     anon = anon_client.get("/runs/")
     assert anon.status_code == 200
     text = anon.content.decode()
@@ -121,7 +121,7 @@ def test_empty_state_says_what_to_do(anon_client, alice_client, db) -> None:  # 
     assert "No run matches these filters." in narrowed
 
 
-def test_lists_every_kind_newest_first_with_links(world, anon_client) -> None:  # type: ignore[no-untyped-def]
+def test_lists_every_kind_newest_first_with_links(world, anon_client) -> None:
     response = anon_client.get("/runs/")
     assert response.status_code == 200
     page = response.content.decode()
@@ -144,7 +144,7 @@ def test_lists_every_kind_newest_first_with_links(world, anon_client) -> None:  
     assert 'href="/suites/agreement/"' in suite and "4 / 4" in suite
 
 
-def test_staff_see_runs_of_hidden_models(world, django_user_model) -> None:  # type: ignore[no-untyped-def]
+def test_staff_see_runs_of_hidden_models(world, django_user_model) -> None:
     staff = django_user_model.objects.create_user("sam", password="pw", is_staff=True)
     client = signed_in_client(staff)
     assert len(_rows(client.get("/runs/").content.decode())) == 4
@@ -165,7 +165,7 @@ def test_staff_see_runs_of_hidden_models(world, django_user_model) -> None:  # t
         ({"mine": "0"}, ["probing", "pairs", "suite"]),
     ],
 )
-def test_filters(world, alice_client, query, expected) -> None:  # type: ignore[no-untyped-def]
+def test_filters(world, alice_client, query, expected) -> None:
     page = alice_client.get("/runs/", query)
     assert page.status_code == 200
     rows = _rows(page.content.decode())
@@ -195,7 +195,7 @@ def test_filters(world, alice_client, query, expected) -> None:  # type: ignore[
         ({"mine": "maybe"}, "mine must be 1 or 0 (true or false), not &#x27;maybe&#x27;"),
     ],
 )
-def test_bad_filter_values_are_400_with_a_message(world, alice_client, query, message) -> None:  # type: ignore[no-untyped-def]
+def test_bad_filter_values_are_400_with_a_message(world, alice_client, query, message) -> None:
     page = alice_client.get("/runs/", query)
     assert page.status_code == 400
     assert message in page.content.decode()
@@ -206,7 +206,7 @@ def test_bad_filter_values_are_400_with_a_message(world, alice_client, query, me
     assert error["message"] == message.replace("&#x27;", "'")
 
 
-def test_mine_asks_an_anonymous_visitor_to_sign_in(world, anon_client) -> None:  # type: ignore[no-untyped-def]
+def test_mine_asks_an_anonymous_visitor_to_sign_in(world, anon_client) -> None:
     page = anon_client.get("/runs/", {"mine": "1"})
     assert page.status_code == 302
     assert page["Location"] == "/accounts/login/?next=/runs/%3Fmine%3D1"
@@ -214,7 +214,7 @@ def test_mine_asks_an_anonymous_visitor_to_sign_in(world, anon_client) -> None: 
     assert anon_client.get("/api/probing-runs/", {"mine": "1"}).status_code == 401
 
 
-def test_old_list_addresses_lead_to_the_runs_page(world, anon_client) -> None:  # type: ignore[no-untyped-def]
+def test_old_list_addresses_lead_to_the_runs_page(world, anon_client) -> None:
     for address, target in [
         ("/evaluations/", "/runs/?kind=suite"),
         ("/evaluations/?status=done", "/runs/?status=done&kind=suite"),
@@ -232,7 +232,7 @@ def test_old_list_addresses_lead_to_the_runs_page(world, anon_client) -> None:  
     assert listed.status_code == 200 and "queued by this request" in listed.content.decode()
 
 
-def test_each_kinds_api_list_takes_the_same_filters(world, alice_client) -> None:  # type: ignore[no-untyped-def]
+def test_each_kinds_api_list_takes_the_same_filters(world, alice_client) -> None:
     for address, run in [
         ("/api/evaluations/", "suite"),
         ("/api/pairs/evaluations/", "pairs"),
@@ -253,7 +253,7 @@ def test_each_kinds_api_list_takes_the_same_filters(world, alice_client) -> None
         assert alice_client.get(address, {"kind": "other"}).status_code == 200
 
 
-def test_pages_and_query_count_are_bounded(world, alice, alice_client) -> None:  # type: ignore[no-untyped-def]
+def test_pages_and_query_count_are_bounded(world, alice, alice_client) -> None:
     suite, pair_set, task = world["suite_obj"], world["pair_set"], world["task"]
     for n in range(40):
         model = LanguageModel.objects.create(

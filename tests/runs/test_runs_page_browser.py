@@ -25,13 +25,13 @@ LONG_SUITE = "Subject-verb agreement across an object relative clause " * 3 + "e
 LONG_MODEL = "EleutherAI/pythia-1.4b-deduped-" + "checkpoint-" * 8 + "143000"
 
 
-def _overflow(page) -> int:  # type: ignore[no-untyped-def]
+def _overflow(page) -> int:
     return page.evaluate(
         "() => document.documentElement.scrollWidth - document.documentElement.clientWidth"
     )
 
 
-def test_runs_page_with_long_names_and_filters(page, alice, bob) -> None:  # type: ignore[no-untyped-def]
+def test_runs_page_with_long_names_and_filters(page, alice, bob) -> None:
     page.set_viewport_size({"width": 1280, "height": 900})
     page.goto("/runs/")
     assert page.locator(".empty").inner_text().startswith("No runs yet.")

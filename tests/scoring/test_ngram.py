@@ -32,7 +32,7 @@ from suites import formats
 from suites.formats import predictions
 from suites.syntaxgym import selectors as suite_selectors
 from suites.syntaxgym import services as suite_services
-from tests.conftest import EXAMPLES, SHARED_DATA, token_client
+from tests.conftest import EXAMPLES, SHARED_DATA, ngram_model, token_client
 
 L = math.log2(10.0)  # bits per unit of -log10 probability
 
@@ -79,7 +79,7 @@ def _bits(model: Any, text: str) -> list[tuple[str, float, bool]]:
 
 
 def test_arpa_values_equal_hand_computed_back_off(tiny_arpa: Path) -> None:
-    model = load_model(str(tiny_arpa))
+    model = ngram_model(str(tiny_arpa))
     assert model.kind == "ngram" and model.order == 3
     got = _bits(model, "The cat sat.")
     # the|<s>: bigram -0.2; cat|<s> the: the trigram -0.1; sat|the cat: no trigram and
@@ -231,7 +231,7 @@ def test_sphinx_binary_agrees_with_the_arpa_reader(tiny_arpa: Path, tmp_path: Pa
     source.write(str(binary), pocketsphinx.NGramModel.str_to_type("bin"))
     assert kinds.ngram_format(binary) == kinds.SPHINX_TRIE
 
-    arpa, sphinx = load_model(str(tiny_arpa)), load_model(str(binary))
+    arpa, sphinx = load_model(str(tiny_arpa)), ngram_model(str(binary))
     assert model_info(sphinx)["vocab_size"] == 6 and sphinx.order == 3
     for text in ["The cat sat.", "the mat sat", "cat the .", "The dog sat."]:
         a, s = _bits(arpa, text), _bits(sphinx, text)
@@ -401,7 +401,7 @@ def _ngram_suite(name: str = "ngram ties") -> dict[str, Any]:
 @pytest.mark.django_db
 def test_store_counts_ties_and_unknown_words_and_pages_show_them(
     tiny_arpa: Path, anon_client
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     suite = suite_services.suite_import(source=_ngram_suite(), owner=None).suite
     model = model_registry.model_register(source=str(tiny_arpa), name="tiny-arpa")
     assert model.kind == "ngram"
@@ -458,7 +458,7 @@ def test_score_command_with_an_arpa_file(tiny_arpa: Path, tmp_path: Path) -> Non
 
 
 @pytest.mark.django_db
-def test_register_an_arpa_file_by_path_page_and_api(tiny_arpa: Path, alice, alice_client) -> None:  # type: ignore[no-untyped-def]
+def test_register_an_arpa_file_by_path_page_and_api(tiny_arpa: Path, alice, alice_client) -> None:
 
     response = alice_client.post_form(
         "/models/register/", {"source": str(tiny_arpa), "name": "tiny-page"}
@@ -497,7 +497,7 @@ def test_kind_detection_is_one_rule(tiny_arpa: Path, tmp_path: Path) -> None:
 
 @pytest.mark.django_db
 @needs_trigram
-def test_bootstrap_registers_both_baselines_on_a_fresh_database(settings, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_bootstrap_registers_both_baselines_on_a_fresh_database(settings, tmp_path: Path) -> None:
     settings.VAR_DIR = tmp_path
     out = io.StringIO()
     call_command("gym_bootstrap", stdout=out)
@@ -506,7 +506,7 @@ def test_bootstrap_registers_both_baselines_on_a_fresh_database(settings, tmp_pa
     trigram = models[baseline.NGRAM_BASELINE_NAME]
     assert trigram.display_name == "CMU US English trigram (n-gram baseline)"
     assert trigram.kind == "ngram" and trigram.is_baseline
-    assert trigram.source == str(CMU_TRIGRAM.resolve())  # stored resolved
+    assert CMU_TRIGRAM is not None and trigram.source == str(CMU_TRIGRAM.resolve())
     assert models[baseline.BASELINE_NAME].kind == "causal"
     assert models[baseline.BASELINE_NAME].is_baseline
     # Running it again changes nothing.
@@ -517,7 +517,7 @@ def test_bootstrap_registers_both_baselines_on_a_fresh_database(settings, tmp_pa
 
 @pytest.mark.django_db
 @needs_trigram
-def test_bootstrap_queues_both_baselines_on_the_example_suites_once(  # type: ignore[no-untyped-def]
+def test_bootstrap_queues_both_baselines_on_the_example_suites_once(
     settings, tmp_path: Path, alice
 ) -> None:
     settings.VAR_DIR = tmp_path

@@ -22,7 +22,7 @@ CMU_TRIGRAM = baseline.cmu_trigram_path()
 
 
 @pytest.fixture
-def worker(tmp_path):  # type: ignore[no-untyped-def]
+def worker(tmp_path):
     url = redis_or_skip()
     with broker(url):
         started = Worker(tmp_path, "celery,gpu")
@@ -33,7 +33,8 @@ def worker(tmp_path):  # type: ignore[no-untyped-def]
 
 
 @pytest.mark.skipif(CMU_TRIGRAM is None, reason="pocketsphinx is not installed")
-def test_trigram_evaluation_through_a_real_worker(worker, alice, anon_client) -> None:  # type: ignore[no-untyped-def]
+def test_trigram_evaluation_through_a_real_worker(worker, alice, anon_client) -> None:
+    assert CMU_TRIGRAM is not None
     path = SHARED_DATA / "syntaxgym-2020" / "nextflow" / "mvrr.json"
     if not path.is_file():
         pytest.skip("shared data not found")

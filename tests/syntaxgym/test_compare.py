@@ -18,6 +18,7 @@ from evaluations.models import Evaluation, LanguageModel
 from evaluations.syntaxgym import comparisons
 from suites.models import Suite
 from suites.syntaxgym import services as suite_services
+from tests.conftest import search
 from tests.syntaxgym.test_results_pages import TOKENS, store_done, suite_data
 
 pytestmark = pytest.mark.django_db
@@ -58,7 +59,7 @@ def url(suite: Suite, models: str, **extra: str) -> str:
     return f"/suites/{suite.name.replace(' ', '%20')}/compare/?{query}"
 
 
-def test_disagreements_first_with_counts_and_values(suite, three) -> None:  # type: ignore[no-untyped-def]
+def test_disagreements_first_with_counts_and_values(suite, three) -> None:
     result = comparisons.compare(suite, ["model-a", "model-b"])
     assert [(m.letter, m.model.name, m.evaluation_id) for m in result.models] == [
         ("A", "model-a", three["a"].pk),
@@ -91,7 +92,7 @@ def test_disagreements_first_with_counts_and_values(suite, three) -> None:  # ty
     assert result.regions == [(1, "Subject"), (2, "Verb"), (3, "End")]
 
 
-def test_three_models_counts_by_who_passes(suite, three) -> None:  # type: ignore[no-untyped-def]
+def test_three_models_counts_by_who_passes(suite, three) -> None:
     result = comparisons.compare(suite, ["model-a", "model-b", "model-c"])
     # Item 1: A and B pass, C fails; item 2: only B passes; item 3: all fail alike.
     assert [(i.item_number, i.passed) for i in result.items] == [
@@ -110,7 +111,7 @@ def test_three_models_counts_by_who_passes(suite, three) -> None:  # type: ignor
     assert result.disagreements == 2
 
 
-def test_page_shows_models_counts_and_items(anon_client, suite, three) -> None:  # type: ignore[no-untyped-def]
+def test_page_shows_models_counts_and_items(anon_client, suite, three) -> None:
     response = anon_client.get(url(suite, "model-a,model-b"))
     assert response.status_code == 200
     page = response.content.decode()
@@ -138,9 +139,7 @@ def test_page_shows_models_counts_and_items(anon_client, suite, three) -> None: 
     assert re.search(r'value="model-c">', page)
 
 
-def test_models_without_results_are_named_with_the_reason(  # type: ignore[no-untyped-def]
-    anon_client, suite, three
-) -> None:
+def test_models_without_results_are_named_with_the_reason(anon_client, suite, three) -> None:
     model("model-d")  # registered, never run on the suite
     outdated = model("model-e")
     Evaluation.objects.create(
@@ -165,7 +164,7 @@ def test_models_without_results_are_named_with_the_reason(  # type: ignore[no-un
     assert "Pick two or more models" in page
 
 
-def test_one_model_or_none_with_results(anon_client, suite) -> None:  # type: ignore[no-untyped-def]
+def test_one_model_or_none_with_results(anon_client, suite) -> None:
     page = anon_client.get(url(suite, "")).content.decode()
     assert "No model has a result for this suite" in page
     only = store_done(model("model-a"), suite)
@@ -175,7 +174,7 @@ def test_one_model_or_none_with_results(anon_client, suite) -> None:  # type: ig
     assert anon_client.get("/suites/no%20such/compare/?models=a,b").status_code == 404
 
 
-def test_a_forms_repeated_models_become_one_parameter(anon_client, suite, three) -> None:  # type: ignore[no-untyped-def]
+def test_a_forms_repeated_models_become_one_parameter(anon_client, suite, three) -> None:
     response = anon_client.get(
         "/suites/three%20items/compare/?models=model-a&models=model-b&page=2"
     )
@@ -183,7 +182,7 @@ def test_a_forms_repeated_models_become_one_parameter(anon_client, suite, three)
     assert response["Location"] == "/suites/three%20items/compare/?models=model-a,model-b"
 
 
-def test_at_most_six_models_and_twenty_names(suite) -> None:  # type: ignore[no-untyped-def]
+def test_at_most_six_models_and_twenty_names(suite) -> None:
     for n in range(7):
         store_done(model(f"m{n}", display_name=f"M{n}"), suite)
     names = [f"m{n}" for n in range(7)] + [f"x{n}" for n in range(20)]
@@ -206,7 +205,7 @@ def _tokens(items: int, base: dict[int, Any]) -> dict[int, Any]:
     return {n: base[(n - 1) % 3 + 1] for n in range(1, items + 1)}
 
 
-def test_paged_with_a_fixed_number_of_queries(anon_client) -> None:  # type: ignore[no-untyped-def]
+def test_paged_with_a_fixed_number_of_queries(anon_client) -> None:
     a, b = model("model-a"), model("model-b")
     counts = []
     for items, name in ((3, "small"), (80, "large")):
@@ -219,6 +218,7 @@ def test_paged_with_a_fixed_number_of_queries(anon_client) -> None:  # type: ign
     assert counts[0] == counts[1]
     large = Suite.objects.get(name="large")
     first = comparisons.compare(large, ["model-a", "model-b"])
+    assert first.page is not None
     assert first.page.paginator.num_pages == 4 and len(first.items) == comparisons.ITEMS_PER_PAGE
     # The 27 items like item 2 (2, 5, ... 80) disagree: all on page 1, then the rest.
     assert [i.item_number for i in first.items] == list(range(2, 78, 3))[:25]
@@ -239,12 +239,12 @@ def test_paged_with_a_fixed_number_of_queries(anon_client) -> None:  # type: ign
         ("models=" + "x," * 500, 200),
     ],
 )
-def test_hostile_queries_are_answered(anon_client, suite, three, query: str, status: int) -> None:  # type: ignore[no-untyped-def]
+def test_hostile_queries_are_answered(anon_client, suite, three, query: str, status: int) -> None:
     response = anon_client.get(f"/suites/three%20items/compare/?{query}")
     assert response.status_code == status
 
 
-def test_suite_and_result_pages_link_to_the_comparison(anon_client, suite, three) -> None:  # type: ignore[no-untyped-def]
+def test_suite_and_result_pages_link_to_the_comparison(anon_client, suite, three) -> None:
     page = anon_client.get("/suites/three%20items/").content.decode()
     assert 'action="/suites/three%20items/compare/"' in page
     boxes = re.findall(
@@ -295,11 +295,11 @@ def accuracies() -> dict[str, LanguageModel]:
     return made
 
 
-def test_scatter_points_over_shared_suites(accuracies) -> None:  # type: ignore[no-untyped-def]
+def test_scatter_points_over_shared_suites(accuracies) -> None:
     scatter = comparisons.model_scatter(accuracies["x"], "", include_hidden=False)
     # The other model sharing the most suites is the default; hidden ones only for staff.
     assert [(m.name, n) for m, n in scatter.choices] == [("model-y", 2), ("model-z", 1)]
-    assert scatter.other.name == "model-y"
+    assert scatter.other is not None and scatter.other.name == "model-y"
     assert scatter.points == [
         {"suite": "s1", "x": 0.5, "y": 0.75, "url": "/suites/s1/compare/?models=model-x%2Cmodel-y"},
         {"suite": "s2", "x": 1.0, "y": 0.5, "url": "/suites/s2/compare/?models=model-x%2Cmodel-y"},
@@ -307,14 +307,15 @@ def test_scatter_points_over_shared_suites(accuracies) -> None:  # type: ignore[
     z = comparisons.model_scatter(accuracies["x"], "model-z", include_hidden=False)
     assert [(p["suite"], p["x"], p["y"]) for p in z.points] == [("s3", 0.25, 1.0)]
     staff = comparisons.model_scatter(accuracies["x"], "", include_hidden=True)
-    assert staff.other.name == "model-h"
+    assert staff.other is not None and staff.other.name == "model-h"
     unknown = comparisons.model_scatter(accuracies["x"], "model-h", include_hidden=False)
+    assert unknown.other is not None
     assert unknown.other.name == "model-y" and "'model-h' has no current results" in unknown.problem
 
 
-def test_model_page_shows_the_scatter(anon_client, accuracies) -> None:  # type: ignore[no-untyped-def]
+def test_model_page_shows_the_scatter(anon_client, accuracies) -> None:
     page = anon_client.get("/models/model-x/?vs=model-z").content.decode()
-    data = re.search(r'<script id="scatter-data" type="application/json">(.*?)</script>', page)
+    data = search(r'<script id="scatter-data" type="application/json">(.*?)</script>', page)
     assert json.loads(data.group(1)) == [
         {"suite": "s3", "x": 0.25, "y": 1.0, "url": "/suites/s3/compare/?models=model-x%2Cmodel-z"}
     ]
@@ -328,7 +329,7 @@ def test_model_page_shows_the_scatter(anon_client, accuracies) -> None:  # type:
     assert "data-scatter-empty" in empty and "model-scatter" not in empty
 
 
-def test_scatter_reads_two_queries_whatever_the_size(accuracies, django_assert_num_queries) -> None:  # type: ignore[no-untyped-def]
+def test_scatter_reads_two_queries_whatever_the_size(accuracies, django_assert_num_queries) -> None:
     with django_assert_num_queries(2):
         small = comparisons.model_scatter(accuracies["x"], "", include_hidden=False)
     for n in range(5):
@@ -348,7 +349,7 @@ def test_scatter_reads_two_queries_whatever_the_size(accuracies, django_assert_n
     assert [(p["suite"], p["y"]) for p in large.points] == [("s1", 0.5), ("s2", 0.5), ("s3", 0.5)]
 
 
-def test_a_suite_without_predictions_compares_values_only(anon_client) -> None:  # type: ignore[no-untyped-def]
+def test_a_suite_without_predictions_compares_values_only(anon_client) -> None:
     data = suite_data("no predictions")
     data["predictions"] = []
     suite = suite_services.suite_import(source=data, owner=None).suite

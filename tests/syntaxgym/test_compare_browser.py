@@ -24,7 +24,7 @@ LONG_SUITE = "Subject-verb agreement across a prepositional phrase " + "x" * 120
 LONG_MODEL = "A model with a very long display name " + "y" * 100
 
 
-def _overflow(page) -> int:  # type: ignore[no-untyped-def]
+def _overflow(page) -> int:
     return page.evaluate(
         "() => document.documentElement.scrollWidth - document.documentElement.clientWidth"
     )
@@ -38,7 +38,7 @@ def _suite(name: str) -> Suite:
     return suite_services.suite_import(source=suite_data(name), owner=None).suite
 
 
-def test_compare_from_the_suite_page(page) -> None:  # type: ignore[no-untyped-def]
+def test_compare_from_the_suite_page(page) -> None:
     suite = _suite(LONG_SUITE)
     store_done(_model("model-a", LONG_MODEL), suite)
     store_done(_model("model-b", "Model B"), suite, TOKENS_B)
@@ -80,7 +80,7 @@ def test_compare_from_the_suite_page(page) -> None:  # type: ignore[no-untyped-d
     page.screenshot(path=artifact("compare-narrow.png"), full_page=True)
 
 
-def test_compare_empty_states(page) -> None:  # type: ignore[no-untyped-def]
+def test_compare_empty_states(page) -> None:
     suite = _suite("lonely suite")
     page.goto("/suites/lonely%20suite/compare/?models=model-a,model-b")
     assert "No model has a result" in page.locator("[data-empty]").inner_text()
@@ -115,7 +115,7 @@ def _model_once(name: str) -> LanguageModel:
     return found or _model(name, name.replace("-", " ").title())
 
 
-def test_scatter_on_the_model_page(page) -> None:  # type: ignore[no-untyped-def]
+def test_scatter_on_the_model_page(page) -> None:
     _scatter_data()
     page.goto("/models/model-x/")
     page.wait_for_function("() => document.querySelector('#model-scatter').dataset.ready === '3'")
@@ -172,7 +172,7 @@ def test_scatter_on_the_model_page(page) -> None:  # type: ignore[no-untyped-def
     page.screenshot(path=artifact("model-scatter-empty.png"), full_page=True)
 
 
-def test_leaderboard_long_names_and_like_for_like(page) -> None:  # type: ignore[no-untyped-def]
+def test_leaderboard_long_names_and_like_for_like(page) -> None:
     long_suite = _suite(LONG_SUITE)
     short = _suite("short suite")
     a = _model("model-a", LONG_MODEL)
@@ -198,7 +198,7 @@ def test_leaderboard_long_names_and_like_for_like(page) -> None:  # type: ignore
     page.screenshot(path=artifact("leaderboard-narrow.png"), full_page=True)
 
 
-def test_region_plot_markers_offsets_and_gaps(page) -> None:  # type: ignore[no-untyped-def]
+def test_region_plot_markers_offsets_and_gaps(page) -> None:
     suite = _suite("plot suite")
     # No value for the matching subject of any item (no BOS): that point is not drawn.
     tokens = copy.deepcopy(TOKENS)

@@ -93,6 +93,7 @@ def test_name_clash_uses_the_importers_message(alice_client, bob) -> None:
 
 def test_csv_import_and_csv_export(alice_client) -> None:
     canonical = formats.parse_suite_data(small_suite("as csv")).suite
+    assert canonical is not None
     csv_text = formats.to_csv_text(canonical)
     body = validate(alice_client, {"csv": csv_text, "meta": {"name": "as csv"}}, "?as=csv")
     assert body["ok"] is True

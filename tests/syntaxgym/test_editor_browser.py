@@ -8,9 +8,10 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
-from playwright.sync_api import Locator, Page, expect
+from playwright.sync_api import FilePayload, Locator, Page, expect
 
 from suites.models import Suite
 from suites.syntaxgym import services
@@ -39,7 +40,7 @@ def _item(number: int, grammatical: list[str], ungrammatical: list[str]) -> dict
     }
 
 
-EXPECTED = {
+EXPECTED: dict[str, Any] = {
     "meta": {
         "name": NAME,
         "metric": "sum",
@@ -219,11 +220,11 @@ def test_import_restructure_undo_and_export_without_leaving_the_page(page: Page,
     page.get_by_role("button", name="Import…").click()
     page.get_by_label("File (.json or .csv)").set_input_files(
         files=[
-            {
-                "name": "suite.json",
-                "mimeType": "application/json",
-                "buffer": json.dumps(small_suite("imported")).encode(),
-            }
+            FilePayload(
+                name="suite.json",
+                mimeType="application/json",
+                buffer=json.dumps(small_suite("imported")).encode(),
+            )
         ]
     )
     page.get_by_role("button", name="Import", exact=True).click()
@@ -269,7 +270,7 @@ def test_import_restructure_undo_and_export_without_leaving_the_page(page: Page,
     # A CSV brings items and regions; the page keeps its details and predictions.
     page.get_by_role("button", name="Import…").click()
     page.get_by_label("File (.json or .csv)").set_input_files(
-        files=[{"name": "suite.csv", "mimeType": "text/csv", "buffer": csv_text.encode()}]
+        files=[FilePayload(name="suite.csv", mimeType="text/csv", buffer=csv_text.encode())]
     )
     page.get_by_role("button", name="Import", exact=True).click()
     expect(page.locator(".ed-grid .tabulator-row")).to_have_count(5)

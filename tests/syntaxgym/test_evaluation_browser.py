@@ -22,13 +22,13 @@ POLL_WAIT_MS = 8_000
 
 
 @pytest.fixture(scope="module")
-def tiny_gpt2(tmp_path_factory) -> Path:  # type: ignore[no-untyped-def]
+def tiny_gpt2(tmp_path_factory) -> Path:
     from tests.tiny_models import make_gpt2
 
     return make_gpt2(tmp_path_factory.mktemp("tiny-gpt2"))
 
 
-def test_progress_status_and_results_link_update_live(page, tiny_gpt2, alice) -> None:  # type: ignore[no-untyped-def]
+def test_progress_status_and_results_link_update_live(page, tiny_gpt2, alice) -> None:
     from playwright.sync_api import expect
 
     suite = suite_services.suite_import(source=small_suite("live page"), owner=alice).suite
@@ -59,7 +59,7 @@ def test_progress_status_and_results_link_update_live(page, tiny_gpt2, alice) ->
     expect(page.get_by_role("heading", name="Accuracy per prediction")).to_be_visible()
 
 
-def test_a_failed_run_shows_its_reason_and_a_retry_button(page, alice) -> None:  # type: ignore[no-untyped-def]
+def test_a_failed_run_shows_its_reason_and_a_retry_button(page, alice) -> None:
     from playwright.sync_api import expect
 
     from evaluations.models import LanguageModel

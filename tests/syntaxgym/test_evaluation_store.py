@@ -22,14 +22,14 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture(scope="module")
-def tiny_gpt2(tmp_path_factory) -> Path:  # type: ignore[no-untyped-def]
+def tiny_gpt2(tmp_path_factory) -> Path:
     from tests.tiny_models import make_gpt2
 
     return make_gpt2(tmp_path_factory.mktemp("tiny-gpt2"))
 
 
 @pytest.fixture
-def setup(tiny_gpt2, alice, django_capture_on_commit_callbacks):  # type: ignore[no-untyped-def]
+def setup(tiny_gpt2, alice, django_capture_on_commit_callbacks):
     suite = suite_services.suite_import(source=small_suite("store me"), owner=alice).suite
     model = model_registry.model_register(source=str(tiny_gpt2), name="tiny")
     # The work is published when the request's transaction commits.
@@ -43,7 +43,7 @@ def setup(tiny_gpt2, alice, django_capture_on_commit_callbacks):  # type: ignore
     return suite, model, evaluation, results
 
 
-def test_request_twice_gives_one_evaluation(setup, alice) -> None:  # type: ignore[no-untyped-def]
+def test_request_twice_gives_one_evaluation(setup, alice) -> None:
     suite, model, evaluation, _ = setup
     assert evaluation.enqueued and evaluation.status == "queued"
     outcome = services.evaluation_request(model=model, suites=[suite, suite], user=alice)
@@ -51,7 +51,7 @@ def test_request_twice_gives_one_evaluation(setup, alice) -> None:  # type: igno
     assert Evaluation.objects.count() == 1
 
 
-def test_store_twice_writes_one_set(setup) -> None:  # type: ignore[no-untyped-def]
+def test_store_twice_writes_one_set(setup) -> None:
     _, _, evaluation, results = setup
     packed = {"inline": results}
     assert tasks.store.apply(args=["suite", evaluation.pk, 1, packed]).get() is True
@@ -69,7 +69,7 @@ def test_store_twice_writes_one_set(setup) -> None:  # type: ignore[no-untyped-d
     assert row.values["mismatch"]["sum"][1] == pytest.approx(verb[0])
 
 
-def test_status_never_goes_backwards(setup) -> None:  # type: ignore[no-untyped-def]
+def test_status_never_goes_backwards(setup) -> None:
     _, _, evaluation, results = setup
     services.progress_record(evaluation_id=evaluation.pk, attempt=1, done=1, total=4)
     services.progress_record(evaluation_id=evaluation.pk, attempt=1, done=3, total=4)
@@ -85,7 +85,7 @@ def test_status_never_goes_backwards(setup) -> None:  # type: ignore[no-untyped-
     assert (evaluation.status, evaluation.progress_done, evaluation.error) == ("done", 4, "")
 
 
-def test_a_redelivered_run_starts_its_progress_again(setup) -> None:  # type: ignore[no-untyped-def]
+def test_a_redelivered_run_starts_its_progress_again(setup) -> None:
     _, _, evaluation, results = setup
     services.progress_record(evaluation_id=evaluation.pk, attempt=1, done=0, total=4, restart=True)
     services.progress_record(evaluation_id=evaluation.pk, attempt=1, done=3, total=4)
@@ -104,7 +104,7 @@ def test_a_redelivered_run_starts_its_progress_again(setup) -> None:  # type: ig
     assert (evaluation.status, evaluation.progress_done) == ("done", 4)
 
 
-def test_stale_attempt_is_ignored_after_retry(setup, alice) -> None:  # type: ignore[no-untyped-def]
+def test_stale_attempt_is_ignored_after_retry(setup, alice) -> None:
     _, _, evaluation, results = setup
     services.evaluation_fail(evaluation_id=evaluation.pk, attempt=1, reason="GPU fell over")
     evaluation.refresh_from_db()
@@ -115,7 +115,7 @@ def test_stale_attempt_is_ignored_after_retry(setup, alice) -> None:  # type: ig
     assert services.results_store(evaluation_id=evaluation.pk, attempt=2, results=results) is True
 
 
-def test_changed_suite_gets_a_new_evaluation_and_old_is_outdated(setup, alice) -> None:  # type: ignore[no-untyped-def]
+def test_changed_suite_gets_a_new_evaluation_and_old_is_outdated(setup, alice) -> None:
     suite, model, evaluation, results = setup
     services.results_store(evaluation_id=evaluation.pk, attempt=1, results=results)
     changed = small_suite("store me")
@@ -132,7 +132,7 @@ def test_changed_suite_gets_a_new_evaluation_and_old_is_outdated(setup, alice) -
 
 
 @pytest.mark.django_db(transaction=True)
-def test_broker_down_is_a_clear_503_and_nothing_is_lost(tiny_gpt2, alice, alice_client) -> None:  # type: ignore[no-untyped-def]
+def test_broker_down_is_a_clear_503_and_nothing_is_lost(tiny_gpt2, alice, alice_client) -> None:
     suite = suite_services.suite_import(source=small_suite("queued"), owner=alice).suite
     model_registry.model_register(source=str(tiny_gpt2), name="tiny")
     with broker("redis://127.0.0.1:1/0"):
@@ -156,7 +156,7 @@ def test_broker_down_is_a_clear_503_and_nothing_is_lost(tiny_gpt2, alice, alice_
     assert Evaluation.objects.get().enqueued is True
 
 
-def test_run_scoring_output_shape(setup) -> None:  # type: ignore[no-untyped-def]
+def test_run_scoring_output_shape(setup) -> None:
     _, _, evaluation, results = setup
     assert len(results["sentences"]) == 4
     first = results["sentences"][0]
@@ -168,7 +168,7 @@ def test_run_scoring_output_shape(setup) -> None:  # type: ignore[no-untyped-def
     json.dumps(results)  # travels through the broker as JSON
 
 
-def test_a_run_killed_by_the_hard_time_limit_is_marked_failed(setup) -> None:  # type: ignore[no-untyped-def]
+def test_a_run_killed_by_the_hard_time_limit_is_marked_failed(setup) -> None:
     """The worker's main process calls on_failure when the hard limit kills the pool
     process (the soft limit is the usual way out; this is for code that ignores it)."""
     from celery.exceptions import TimeLimitExceeded
@@ -187,7 +187,7 @@ def test_a_run_killed_by_the_hard_time_limit_is_marked_failed(setup) -> None:  #
     assert "longer than this site's limit of 7200 s" in evaluation.error
 
 
-def test_a_lost_worker_is_not_a_failure_but_any_other_final_exception_is(setup) -> None:  # type: ignore[no-untyped-def]
+def test_a_lost_worker_is_not_a_failure_but_any_other_final_exception_is(setup) -> None:
     """A lost worker's message goes back to the queue for another worker, so the run
     stays as it is; every other exception that escapes the task fails the run with it."""
     from billiard.exceptions import WorkerLostError
@@ -209,7 +209,7 @@ def test_a_lost_worker_is_not_a_failure_but_any_other_final_exception_is(setup) 
     assert "RuntimeError: disk full" in evaluation.error
 
 
-def test_a_store_that_gives_up_fails_the_run_with_the_reason(setup) -> None:  # type: ignore[no-untyped-def]
+def test_a_store_that_gives_up_fails_the_run_with_the_reason(setup) -> None:
     """After its retries, storing calls on_failure, which fails the run instead of
     leaving it running forever."""
     from django.db import OperationalError

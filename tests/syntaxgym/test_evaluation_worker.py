@@ -27,7 +27,7 @@ SUITES = ["number_src", "npi_orc_any", "subordination"]
 
 
 @pytest.fixture(scope="module")
-def tiny_gpt2(tmp_path_factory) -> Path:  # type: ignore[no-untyped-def]
+def tiny_gpt2(tmp_path_factory) -> Path:
     from tests.tiny_models import make_gpt2
 
     return make_gpt2(tmp_path_factory.mktemp("tiny-gpt2"))
@@ -55,7 +55,7 @@ def _import(names: list[str]) -> list[Suite]:
     ]
 
 
-def test_end_to_end_through_a_real_worker(redis_broker, workers, tiny_gpt2, alice) -> None:  # type: ignore[no-untyped-def]
+def test_end_to_end_through_a_real_worker(redis_broker, workers, tiny_gpt2, alice) -> None:
     suites = _import(SUITES)
     model = model_registry.model_register(
         source=str(tiny_gpt2), name="tiny", display_name="Tiny GPT-2"
@@ -143,7 +143,7 @@ def _big_suite(items: int) -> Suite:
 
 def test_worker_killed_mid_run_is_completed_once_by_a_restarted_worker(
     redis_broker, workers, tiny_gpt2, alice, pace, settings
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     suite = _big_suite(400)
     model = model_registry.model_register(source=str(tiny_gpt2), name="tiny")
     # As deployed: storing and progress on one worker, scoring on a GPU worker, so that
@@ -186,7 +186,7 @@ def test_worker_killed_mid_run_is_completed_once_by_a_restarted_worker(
 
 def test_a_run_over_the_time_limit_fails_with_its_reason(
     redis_broker, workers, tiny_gpt2, alice, pace, settings
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     suite = _big_suite(400)
     model = model_registry.model_register(source=str(tiny_gpt2), name="tiny")
     # A hard limit of 2 s puts the soft limit at 1 s; the run is held mid-way (if it gets
@@ -207,7 +207,7 @@ def test_a_run_over_the_time_limit_fails_with_its_reason(
 def test_redis_down_at_request_time_gives_a_clear_message_then_works(
     workers,
     tiny_gpt2,
-    alice,  # type: ignore[no-untyped-def]
+    alice,
 ) -> None:
     url = redis_or_skip()
     suite = _import(["number_src"])[0]
@@ -234,7 +234,7 @@ def test_missing_model_fails_permanently_with_reason_and_can_be_retried(
     workers,
     tiny_gpt2,
     alice,
-    alice_client,  # type: ignore[no-untyped-def]
+    alice_client,
 ) -> None:
     suite = _import(["number_src"])[0]
     missing = LanguageModel.objects.create(

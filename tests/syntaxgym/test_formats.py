@@ -68,6 +68,12 @@ def _load(path: Path) -> FormatResult:
     return formats.load_suite_file(path)
 
 
+def _suite(path: Path) -> dict[str, Any]:
+    result = _load(path)
+    assert result.suite is not None, result.errors
+    return result.suite
+
+
 def _expected_format(path: Path) -> str:
     name = path.name
     if path.parent.name == "master":
@@ -154,6 +160,7 @@ def test_real_file_imports_with_expected_format_and_notes(path: Path) -> None:
 def test_real_file_round_trips(path: Path) -> None:
     result = _load(path)
     assert result.ok, result.errors
+    assert result.suite is not None
     text = formats.to_json_text(result.suite)
     again = formats.parse_suite_text(text)
     assert again.ok, again.errors
@@ -161,6 +168,7 @@ def test_real_file_round_trips(path: Path) -> None:
     assert again.source_format in (formats.CURRENT, formats.NO_PREDICTIONS)
     # The only note left after a round trip: a suite without predictions still has none.
     assert all(NO_PREDICTIONS_NOTE in w for w in again.warnings), again.warnings
+    assert again.suite is not None
     assert formats.to_json_text(again.suite) == text
     assert again.original_predictions == [p["formula"] for p in result.suite["predictions"]]
     assert formats.content_hash(again.suite) == formats.content_hash(result.suite)
@@ -179,13 +187,13 @@ def test_real_file_round_trips(path: Path) -> None:
 def test_2020_branch_counts(branch: Path) -> None:
     files = sorted(branch.glob("*.json"))
     assert len(files) == 34
-    assert sum(len(_load(p).suite["items"]) for p in files) == 842
+    assert sum(len(_suite(p)["items"]) for p in files) == 842
 
 
 @pytest.mark.skipif(not MASTER.is_dir() or not NEXTFLOW.is_dir(), reason=NO_DATA)
 def test_master_and_nextflow_give_the_same_canonical_suites() -> None:
     for old in sorted(MASTER.glob("*.json")):
-        master, nextflow = _load(old).suite, _load(NEXTFLOW / old.name).suite
+        master, nextflow = _suite(old), _suite(NEXTFLOW / old.name)
         # The branches differ only in brackets and whitespace, both gone once canonical.
         assert master["items"] == nextflow["items"], old.name
         assert master["predictions"] == nextflow["predictions"], old.name
@@ -203,7 +211,7 @@ def test_number_suite_conditions_are_looked_up_by_name() -> None:
         for i, item in enumerate(raw["items"])
         if [c["condition_name"] for c in item["conditions"]] != first
     )
-    suite = _load(path).suite
+    suite = _suite(path)
     item = suite["items"][shuffled]
     assert [c["condition_name"] for c in item["conditions"]] == first
     for condition in raw["items"][shuffled]["conditions"]:
@@ -674,6 +682,7 @@ def test_string_predictions() -> None:
     result = formats.parse_suite_data(data)
     assert result.ok, result.errors
     assert result.source_format == formats.STRING_PREDICTIONS
+    assert result.suite is not None
     assert result.suite["predictions"] == [
         {"type": "formula", "formula": "(2;%mismatch%) > (2;%match%)"},
         {"type": "formula", "formula": "(1;%match%) = (1;%mismatch%)"},
@@ -685,6 +694,7 @@ def test_bracket_formulas_keep_their_original_text() -> None:
     formula = "[(2;%mismatch%) - (2;%match%)] - [(1;%mismatch%) - (1;%match%)] > 0"
     result = formats.parse_suite_data(varied(_set(["predictions", 0, "formula"], formula)))
     assert result.source_format == formats.BRACKET_FORMULAS
+    assert result.suite is not None
     assert result.suite["predictions"][0]["formula"] == (
         "(2;%mismatch%) - (2;%match%) - ((1;%mismatch%) - (1;%match%)) > 0"
     )
@@ -698,6 +708,7 @@ def test_bracket_formulas_keep_their_original_text() -> None:
 def test_no_predictions_key_and_empty_predictions() -> None:
     absent = formats.parse_suite_data(varied(lambda d: d.pop("predictions")))
     assert absent.ok and absent.source_format == formats.NO_PREDICTIONS
+    assert absent.suite is not None
     assert absent.suite["predictions"] == [] and absent.original_predictions == []
     assert absent.warnings == [
         'the suite has no "predictions" key, so no predictions: it can be scored, but no item '
@@ -715,12 +726,14 @@ def test_no_predictions_key_and_empty_predictions() -> None:
 def test_metric_is_kept_as_given(metric: object) -> None:
     result = formats.parse_suite_data(varied(_set(["meta", "metric"], metric)))
     assert result.ok, result.errors
+    assert result.suite is not None
     assert result.suite["meta"]["metric"] == metric
     assert result.warnings == []
 
 
 def test_missing_metric_means_sum() -> None:
     result = formats.parse_suite_data(varied(lambda d: d["meta"].pop("metric")))
+    assert result.suite is not None
     assert result.suite["meta"]["metric"] == "sum"
     assert result.warnings == ['meta has no "metric"; using "sum", SyntaxGym\'s default']
 
@@ -744,6 +757,7 @@ def test_metric_changes_the_content_hash_and_meta_text_does_not() -> None:
 def test_tags_become_sorted_unique_slugs() -> None:
     data = varied(_set(["meta", "tags"], ["Filler Gap", "agreement", "agreement", "!!"]))
     result = formats.parse_suite_data(data)
+    assert result.suite is not None
     assert result.suite["meta"]["tags"] == ["agreement", "filler-gap"]
     assert result.warnings == [
         "tag 'Filler Gap' is stored as 'filler-gap' (tags are lower-case slugs)",
@@ -764,6 +778,7 @@ def test_extra_meta_keys_are_kept_and_exported_after_the_known_ones() -> None:
     }
     result = formats.parse_suite_data(data)
     assert result.ok and result.warnings == []
+    assert result.suite is not None
     meta = result.suite["meta"]
     # An empty comment says nothing; the site does not store or write one back either.
     assert "comment" not in meta
@@ -842,6 +857,7 @@ def test_float_item_numbers_that_are_whole_become_integers() -> None:
 
 def test_meta_name_is_stripped_with_a_note() -> None:
     result = formats.parse_suite_data(varied(_set(["meta", "name"], " agreement ")))
+    assert result.suite is not None
     assert result.suite["meta"]["name"] == "agreement"
     assert result.warnings == [
         "meta.name ' agreement ' had leading/trailing spaces; it is now 'agreement'"
@@ -1026,7 +1042,7 @@ def test_bad_csv_gets_an_error_at_its_row(text: str, path: str, words: str) -> N
 # -- random suites -----------------------------------------------------------------------------
 
 # Any Unicode a database can store: no NUL (refused with a located error), no surrogates.
-STORABLE = st.characters(exclude_characters="\x00", exclude_categories=("Cs",))
+STORABLE = st.characters(exclude_characters="\x00", exclude_categories=["Cs"])
 CONDITION = st.text(alphabet=string.ascii_letters + string.digits + "_-.", min_size=1, max_size=8)
 SLUG = st.from_regex(r"[a-z0-9]{1,6}(-[a-z0-9]{1,6}){0,2}", fullmatch=True)
 KNOWN_META = {"name", "metric", "description", "reference", "author", "comment", "tags", "model"}

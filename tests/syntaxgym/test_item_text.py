@@ -131,7 +131,7 @@ def region_texts(html: str, condition: str) -> list[str]:
     return texts
 
 
-def _page(client, evaluation: Evaluation) -> str:  # type: ignore[no-untyped-def]
+def _page(client, evaluation: Evaluation) -> str:
     response = client.get(f"/evaluations/{evaluation.pk}/items/1/")
     assert response.status_code == 200
     return response.content.decode()
@@ -141,7 +141,7 @@ CMU_TRIGRAM = baseline.cmu_trigram_path()
 
 
 @pytest.mark.skipif(CMU_TRIGRAM is None, reason="pocketsphinx is not installed")
-def test_word_level_tokens_of_the_trigram_read_as_written(client) -> None:  # type: ignore[no-untyped-def]
+def test_word_level_tokens_of_the_trigram_read_as_written(client) -> None:
     evaluation = scored_by("trigram", "ngram", str(CMU_TRIGRAM))
     html = _page(client, evaluation)
     # The trigram drops the comma: its region shows its content, with no token.
@@ -152,19 +152,19 @@ def test_word_level_tokens_of_the_trigram_read_as_written(client) -> None:  # ty
     assert re.search(r'<span class="tok"[^>]*>As</span>', html)
 
 
-def test_byte_level_bpe_reads_as_written(client, tiny_gpt2: Path) -> None:  # type: ignore[no-untyped-def]  # noqa: F811
+def test_byte_level_bpe_reads_as_written(client, tiny_gpt2: Path) -> None:  # noqa: F811
     html = _page(client, scored_by("gpt2", "causal", str(tiny_gpt2)))
     assert region_texts(html, "comma") == REGIONS
     assert "Ġ" not in html
 
 
-def test_sentencepiece_reads_as_written(client, tiny_llama: Path) -> None:  # type: ignore[no-untyped-def]  # noqa: F811
+def test_sentencepiece_reads_as_written(client, tiny_llama: Path) -> None:  # noqa: F811
     html = _page(client, scored_by("llama", "causal", str(tiny_llama)))
     assert region_texts(html, "comma") == REGIONS
     assert "▁" not in html.split('class="token-details"')[0]
 
 
-def test_wordpiece_reads_as_written(client, tiny_bert: Path) -> None:  # type: ignore[no-untyped-def]  # noqa: F811
+def test_wordpiece_reads_as_written(client, tiny_bert: Path) -> None:  # noqa: F811
     html = _page(client, scored_by("bert", "masked", str(tiny_bert)))
     # A lower-casing tokenizer: the page still shows the sentence's capital letters.
     assert region_texts(html, "comma") == REGIONS
@@ -217,7 +217,7 @@ def _packed(texts: list[str], offsets: list[tuple[int, int]], shift: int = 0) ->
 
 
 @pytest.mark.parametrize("style", sorted(STYLES))
-def test_every_tokenizer_style_reads_as_written(client, style: str) -> None:  # type: ignore[no-untyped-def]
+def test_every_tokenizer_style_reads_as_written(client, style: str) -> None:
     texts, offsets = STYLES[style]
     sentence = " ".join(REGIONS)
     assert len(sentence) == 58
@@ -237,7 +237,7 @@ def test_every_tokenizer_style_reads_as_written(client, style: str) -> None:  # 
     assert region_texts(html, "nocomma") == [*REGIONS[:2], "(empty)", *REGIONS[3:]]
 
 
-def test_a_piece_across_regions_is_shown_once_with_its_region(client) -> None:  # type: ignore[no-untyped-def]
+def test_a_piece_across_regions_is_shown_once_with_its_region(client) -> None:
     """A SentencePiece model trained without splitting at spaces: "the▁soup" covers two
     words of one region, "boiled▁over" the last word of region 5 and the first of region
     6. The piece shows in the region of its first character, and only there."""
@@ -260,7 +260,7 @@ def test_a_piece_across_regions_is_shown_once_with_its_region(client) -> None:  
     ]
 
 
-def test_bytes_of_one_character_show_it_once(client) -> None:  # type: ignore[no-untyped-def]
+def test_bytes_of_one_character_show_it_once(client) -> None:
     """Byte-level BPE splits a character it has no token for into byte tokens that share
     its offsets: the page shows the character once, not once per byte."""
     regions = ["Zoë", "sang", "."]

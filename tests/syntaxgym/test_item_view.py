@@ -24,6 +24,7 @@ from suites import formats
 from suites.formats import predictions
 from suites.syntaxgym import selectors as suite_selectors
 from suites.syntaxgym import services as suite_services
+from tests.conftest import known, known_int, search
 from tests.runs.test_run_packing import received
 
 pytestmark = pytest.mark.django_db
@@ -132,8 +133,9 @@ def evaluation() -> Evaluation:
     return store(suite_data())
 
 
-def test_store_keeps_each_conditions_packed_tokens(evaluation) -> None:  # type: ignore[no-untyped-def]
+def test_store_keeps_each_conditions_packed_tokens(evaluation) -> None:
     row = ItemResult.objects.get(evaluation=evaluation, item_number=1)
+    assert row.tokens is not None
     assert set(row.tokens) == {"match", "mismatch"}
     assert row.tokens["mismatch"] == {
         "text": ["The", "Ġdog", "Ġare", "Ġhere", "."],
@@ -142,7 +144,7 @@ def test_store_keeps_each_conditions_packed_tokens(evaluation) -> None:  # type:
         "surp": [2.0, 3.0, 7.0, 4.0, 0.5],
     }
     missing = ItemResult.objects.get(evaluation=evaluation, item_number=3)
-    assert missing.tokens["mismatch"]["surp"][2] is None
+    assert missing.tokens is not None and missing.tokens["mismatch"]["surp"][2] is None
 
 
 def test_store_refuses_tokens_that_are_not_packed_tokens() -> None:
@@ -170,7 +172,7 @@ def _text(html: str) -> str:
     return " ".join(unescape(re.sub(r"<[^>]+>", "", html)).split())
 
 
-def test_item_page_shows_regions_values_outcomes_and_tokens(client, evaluation) -> None:  # type: ignore[no-untyped-def]
+def test_item_page_shows_regions_values_outcomes_and_tokens(client, evaluation) -> None:
     response = client.get(f"/evaluations/{evaluation.pk}/items/2/")
     assert response.status_code == 200
     html = response.content.decode()
@@ -202,16 +204,16 @@ def test_item_page_shows_regions_values_outcomes_and_tokens(client, evaluation) 
 
 def test_missing_values_show_as_missing_and_the_prediction_as_not_evaluable(
     client, evaluation
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     html = client.get(f"/evaluations/{evaluation.pk}/items/3/").content.decode()
     mismatch = html.split('data-condition="mismatch"')[1]
-    verb = re.search(r'data-region="2">(.*?)</div>', mismatch, re.S).group(1)
+    verb = search(r'data-region="2">(.*?)</div>', mismatch, re.S).group(1)
     assert _text(verb) == "2 Verb are — missing its token 'are' has no surprisal"
-    first = _text(re.search(r'<tr data-prediction="0">(.*?)</tr>', html, re.S).group(1))
+    first = _text(search(r'<tr data-prediction="0">(.*?)</tr>', html, re.S).group(1))
     assert "– n/a" in first and first.endswith("missing > 1.00")
 
 
-def test_previous_next_and_next_failing_links(client, evaluation) -> None:  # type: ignore[no-untyped-def]
+def test_previous_next_and_next_failing_links(client, evaluation) -> None:
     html = client.get(f"/evaluations/{evaluation.pk}/items/1/").content.decode()
     base = f"/evaluations/{evaluation.pk}/items"
     assert f'rel="next" href="{base}/2/"' in html and 'rel="prev"' not in html
@@ -220,7 +222,7 @@ def test_previous_next_and_next_failing_links(client, evaluation) -> None:  # ty
     assert f'rel="prev" href="{base}/2/"' in last and 'rel="next"' not in last
 
 
-def test_result_page_links_every_item_and_failing_items_say_why(client, evaluation) -> None:  # type: ignore[no-untyped-def]
+def test_result_page_links_every_item_and_failing_items_say_why(client, evaluation) -> None:
     html = client.get(f"/evaluations/{evaluation.pk}/results/?items=failed").content.decode()
     base = f"/evaluations/{evaluation.pk}/items"
     assert re.findall(r'<a class="why small" href="([^"]+)" data-why>', html) == [f"{base}/2/"]
@@ -229,7 +231,7 @@ def test_result_page_links_every_item_and_failing_items_say_why(client, evaluati
         assert f'href="{base}/{n}/" title="Item {n}: regions, tokens and outcomes"' in everything
 
 
-def test_an_evaluation_stored_without_tokens_still_shows_its_items(client) -> None:  # type: ignore[no-untyped-def]
+def test_an_evaluation_stored_without_tokens_still_shows_its_items(client) -> None:
     old = store(suite_data("stored before tokens"), tokens=False)
     assert ItemResult.objects.filter(evaluation=old, tokens__isnull=True).count() == 3
     response = client.get(f"/evaluations/{old.pk}/items/1/")
@@ -243,7 +245,7 @@ def test_an_evaluation_stored_without_tokens_still_shows_its_items(client) -> No
     assert [c["tokens"] for c in data["conditions"]] == [None, None]
 
 
-def test_item_api_gives_token_arrays_per_condition(client, evaluation) -> None:  # type: ignore[no-untyped-def]
+def test_item_api_gives_token_arrays_per_condition(client, evaluation) -> None:
     data = client.get(f"/api/evaluations/{evaluation.pk}/items/1/").json()
     assert data["item_number"] == 1 and data["units"] == "bits" and data["passed"] is True
     assert [p["outcome"] for p in data["predictions"]] == [True, True]
@@ -280,7 +282,7 @@ def test_item_api_gives_token_arrays_per_condition(client, evaluation) -> None: 
         ("%00", 400),  # the request guard refuses a NUL anywhere in the address
     ],
 )
-def test_items_an_evaluation_does_not_have_are_not_found(client, evaluation, item, status) -> None:  # type: ignore[no-untyped-def]
+def test_items_an_evaluation_does_not_have_are_not_found(client, evaluation, item, status) -> None:
     for prefix in ("", "/api"):
         response = client.get(f"{prefix}/evaluations/{evaluation.pk}/items/{item}/")
         assert response.status_code == status, (prefix, item, response.status_code)
@@ -288,14 +290,14 @@ def test_items_an_evaluation_does_not_have_are_not_found(client, evaluation, ite
     assert api.status_code == 404 and api.json()["errors"][0]["message"]
 
 
-def test_items_of_an_unfinished_or_unknown_evaluation_are_not_found(client, evaluation) -> None:  # type: ignore[no-untyped-def]
+def test_items_of_an_unfinished_or_unknown_evaluation_are_not_found(client, evaluation) -> None:
     Evaluation.objects.filter(pk=evaluation.pk).update(status="failed")
     assert client.get(f"/evaluations/{evaluation.pk}/items/1/").status_code == 404
     assert client.get(f"/api/evaluations/{evaluation.pk}/items/1/").status_code == 404
     assert client.get("/evaluations/99999999999999999999/items/1/").status_code == 404
 
 
-def test_negative_item_numbers_have_pages(client) -> None:  # type: ignore[no-untyped-def]
+def test_negative_item_numbers_have_pages(client) -> None:
     data = suite_data("negative items")
     data["items"][0]["item_number"] = -7
     negative = store(data, words={-7: WORDS[1], 2: WORDS[2], 3: WORDS[3]})
@@ -305,7 +307,11 @@ def test_negative_item_numbers_have_pages(client) -> None:  # type: ignore[no-un
 
 
 def test_comparison_sides_give_each_comparisons_two_values() -> None:
-    values = {(2, "a"): 5.0, (2, "b"): 3.0, (1, "a"): None}
+    values: dict[tuple[int | None, str], float | None] = {
+        (2, "a"): 5.0,
+        (2, "b"): 3.0,
+        (1, "a"): None,
+    }
     node = predictions.parse("(2;%a%) > (2;%b%) & (1;%a%) + 1 < (2;%b%) / 0 + 1")
     sides = predictions.comparison_sides(node, lambda r, c: values[(r, c)])
     assert [(s.left_text, s.op, s.right_text, s.left, s.right) for s in sides] == [
@@ -318,7 +324,7 @@ def test_comparison_sides_give_each_comparisons_two_values() -> None:
 
 
 @pytest.fixture(scope="module")
-def tiny_gpt2(tmp_path_factory) -> Path:  # type: ignore[no-untyped-def]
+def tiny_gpt2(tmp_path_factory) -> Path:
     from tests.tiny_models import make_gpt2
 
     return make_gpt2(tmp_path_factory.mktemp("tiny-gpt2"))
@@ -326,16 +332,18 @@ def tiny_gpt2(tmp_path_factory) -> Path:  # type: ignore[no-untyped-def]
 
 def _region_sums_from_tokens(text: str, spans: list[tuple[int, int]], packed: dict) -> list:
     tokens = unpack_tokens(packed)
-    owners, _ = align_tokens(text, spans, [(t.start, t.end) for t in tokens])
+    offsets = [(known_int(t.start), known_int(t.end)) for t in tokens]
+    owners, _ = align_tokens(text, spans, offsets)
     sums = [0.0] * len(spans)
     for token, owner in zip(tokens, owners, strict=True):
-        sums[owner] += token.surprisal
+        assert owner is not None
+        sums[owner] += known(token.surprisal)
     return sums
 
 
 @pytest.mark.integration
 @pytest.mark.django_db(transaction=True)
-def test_a_real_worker_stores_tokens_that_add_up_to_the_region_sums(  # type: ignore[no-untyped-def]
+def test_a_real_worker_stores_tokens_that_add_up_to_the_region_sums(
     redis_broker, workers, tiny_gpt2, settings
 ) -> None:
     data = suite_data("scored by a real worker")
@@ -359,7 +367,9 @@ def test_a_real_worker_stores_tokens_that_add_up_to_the_region_sums(  # type: ig
     checked = 0
     for item_number, condition, regions in formats.sentences(evaluation.snapshot):
         text, spans = build_sentence(regions)
-        packed = rows[item_number].tokens[condition]
+        kept = rows[item_number].tokens
+        assert kept is not None
+        packed = kept[condition]
         for token in unpack_tokens(packed):
             # Offsets slice the sentence to the token's characters (Ġ is the space).
             assert text[token.start : token.end] == token.text.replace("Ġ", " ")
@@ -370,10 +380,12 @@ def test_a_real_worker_stores_tokens_that_add_up_to_the_region_sums(  # type: ig
         assert sums == pytest.approx(stored, abs=1e-3)
         checked += 1
     assert checked == 6
-    assert len(json.dumps(rows[2].tokens["mismatch"]["text"])) > 40  # the long word's pieces
+    long_word = rows[2].tokens
+    assert long_word is not None
+    assert len(json.dumps(long_word["mismatch"]["text"])) > 40  # the long word's pieces
 
 
-def test_the_item_is_found_even_where_its_row_position_is_not_its_place_in_the_suite(  # type: ignore[no-untyped-def]
+def test_the_item_is_found_even_where_its_row_position_is_not_its_place_in_the_suite(
     client, evaluation
 ) -> None:
     """The page reads one item of the snapshot by the row's position; a row whose
@@ -384,7 +396,7 @@ def test_the_item_is_found_even_where_its_row_position_is_not_its_place_in_the_s
     assert _text(boxes[0]) == "1 Subject The dog 5.00"
 
 
-def test_a_split_straddling_rule_is_explained_next_to_the_tokens(client, evaluation) -> None:  # type: ignore[no-untyped-def]
+def test_a_split_straddling_rule_is_explained_next_to_the_tokens(client, evaluation) -> None:
     assert (
         "data-split-rule"
         not in client.get(f"/evaluations/{evaluation.pk}/items/1/").content.decode()

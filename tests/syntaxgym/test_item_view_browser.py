@@ -22,11 +22,13 @@ CONDITIONS = ["match", "mismatch", "match_pp", "mismatch_pp", "mismatch_with_a_l
 
 def _words(item: int) -> dict[str, list[list[tuple[str, float | None]]]]:
     """Five conditions; item 2's mismatch verb is less surprising than its match verb."""
-    words = {}
+    words: dict[str, list[list[tuple[str, float | None]]]] = {}
     for index, condition in enumerate(CONDITIONS):
         verb = "are" if "mismatch" in condition else "is"
         verb_bits = 4.0 + index if item != 2 else 9.0 - index
-        end = [(w, 1.0 + (len(w) * 7 + index) % 11) for w in LONG_END.split()]
+        end: list[tuple[str, float | None]] = [
+            (w, 1.0 + (len(w) * 7 + index) % 11) for w in LONG_END.split()
+        ]
         words[condition] = [
             [("The", 2.5), ("senator", 11.25)],
             [(verb, verb_bits)],
@@ -35,7 +37,7 @@ def _words(item: int) -> dict[str, list[list[tuple[str, float | None]]]]:
     return words
 
 
-def test_a_failing_item_opens_from_the_items_table(page) -> None:  # type: ignore[no-untyped-def]
+def test_a_failing_item_opens_from_the_items_table(page) -> None:
     words = {n: _words(n) for n in (1, 2, 3)}
     evaluation = store(suite_data("many conditions", words), words=words)
     page.goto(f"/evaluations/{evaluation.pk}/results/")
@@ -72,7 +74,7 @@ def test_a_failing_item_opens_from_the_items_table(page) -> None:  # type: ignor
     page.wait_for_url(re.compile(r"/items/3/$"))
 
 
-def test_long_names_and_words_do_not_widen_the_item_page(page) -> None:  # type: ignore[no-untyped-def]
+def test_long_names_and_words_do_not_widen_the_item_page(page) -> None:
     long_condition = "mismatch_" + "x" * 150
     long_word = "Supercalifragilistic" * 8
     words = {}

@@ -125,7 +125,7 @@ def test_a_region_swallowed_by_a_piece_names_the_piece_and_its_regions() -> None
 
 
 @needs_trigram
-def test_the_trigram_says_why_the_comma_has_no_value(client) -> None:  # type: ignore[no-untyped-def]
+def test_the_trigram_says_why_the_comma_has_no_value(client) -> None:
     """The example NP-Z suite scored by the real trigram: every comma region is missing,
     because the trigram has no comma; the item page, the API and the result page say so."""
     call_command("import_suites", str(EXAMPLES / "garden_path_npz.json"), stdout=io.StringIO())
@@ -165,7 +165,7 @@ def test_the_trigram_says_why_the_comma_has_no_value(client) -> None:  # type: i
     assert f'title="missing: {UNCOVERED_COMMA.replace(chr(39), "&#x27;")}"' in page
 
 
-def test_a_swallowed_region_is_counted_apart(client) -> None:  # type: ignore[no-untyped-def]
+def test_a_swallowed_region_is_counted_apart(client) -> None:
     texts = ["▁As", "▁the", "▁chef", "▁stirred▁,", "▁the", "▁soup", "▁boiled", "▁over", "▁onto",
              "▁the", "▁stove", "."]  # fmt: skip
     offsets = [(0, 2), (3, 6), (7, 11), (12, 21), (22, 25), (26, 30), (31, 37), (38, 42),
@@ -191,11 +191,11 @@ def test_a_swallowed_region_is_counted_apart(client) -> None:  # type: ignore[no
     ]
 
 
-def test_results_stored_before_tokens_were_kept_say_the_reason_is_unknown(client) -> None:  # type: ignore[no-untyped-def]
+def test_results_stored_before_tokens_were_kept_say_the_reason_is_unknown(client) -> None:
     evaluation = _evaluation("before tokens", "causal")
     sentences: list[dict[str, Any]] = []
     for _n, _condition, regions in formats.sentences(evaluation.snapshot):
-        values = [
+        values: list[dict[str, float | None]] = [
             {"sum": None, "mean": None} if r == "," else {"sum": 1.0, "mean": 1.0} for r in regions
         ]
         sentences.append({"regions": values, "sentence": {"sum": 5.0, "mean": 1.0}})
@@ -209,7 +209,7 @@ def test_results_stored_before_tokens_were_kept_say_the_reason_is_unknown(client
     assert _reasons_list(page) == ["1 region: reason unknown: scored before Gym kept tokens"]
 
 
-def test_a_result_page_without_missing_values_says_nothing_about_them(client) -> None:  # type: ignore[no-untyped-def]
+def test_a_result_page_without_missing_values_says_nothing_about_them(client) -> None:
     texts = ["▁As", "▁the", "▁chef", "▁stirred", "▁,", "▁the", "▁soup", "▁boiled", "▁over",
              "▁onto", "▁the", "▁stove", "."]  # fmt: skip
     offsets = [(0, 2), (3, 6), (7, 11), (12, 19), (20, 21), (22, 25), (26, 30), (31, 37),

@@ -73,7 +73,7 @@ def test_the_editor_and_the_upload_page_link_to_it(alice_client) -> None:
 
 @pytest.mark.browser
 @pytest.mark.django_db(transaction=True)
-def test_the_page_in_a_browser(page) -> None:  # type: ignore[no-untyped-def]
+def test_the_page_in_a_browser(page) -> None:
     from playwright.sync_api import expect
 
     from tests.browser import artifact

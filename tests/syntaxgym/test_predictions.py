@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from decimal import Decimal
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 import pytest
@@ -58,15 +59,15 @@ A = Ref(1, "a")
 B = Ref(1, "b")
 
 
-def values(**by_condition: float | None) -> Callable[[int | None, str], float]:
+def values(**by_condition: float | None) -> Callable[[int | None, str], float | None]:
     """A value lookup where region 1 of condition c is by_condition[c]; the whole
     sentence (region None) of c is 100 + that value, to tell the two apart."""
 
-    def lookup(region: int | None, condition: str) -> float:
+    def lookup(region: int | None, condition: str) -> float | None:
         value = by_condition[condition]
         if region is None and value is not None:
             return 100 + value
-        return value  # type: ignore[return-value]
+        return value
 
     return lookup
 
@@ -162,27 +163,55 @@ def test_condition_names_allow_letters_digits_underscore_dash_dot() -> None:
             "(1;%a%) > 0 | (1;%b%) > 0 & (1;%a%) < 0",
             Logic(
                 "|",
-                Compare(">", A, Num(0)),
-                Logic("&", Compare(">", B, Num(0)), Compare("<", A, Num(0))),
+                Compare(">", A, Num(Decimal(0))),
+                Logic("&", Compare(">", B, Num(Decimal(0))), Compare("<", A, Num(Decimal(0)))),
             ),
         ),
         # ~ binds tighter than &.
         (
             "~(1;%a%) > 0 & (1;%b%) > 0",
-            Logic("&", Not(Compare(">", A, Num(0))), Compare(">", B, Num(0))),
+            Logic("&", Not(Compare(">", A, Num(Decimal(0)))), Compare(">", B, Num(Decimal(0)))),
         ),
         # Unary minus binds tighter than *, and * tighter than +.
         (
             "-(1;%a%) * 2 + 1 > 0",
-            Compare(">", Arith("+", Arith("*", Neg(A), Num(2)), Num(1)), Num(0)),
+            Compare(
+                ">",
+                Arith("+", Arith("*", Neg(A), Num(Decimal(2))), Num(Decimal(1))),
+                Num(Decimal(0)),
+            ),
         ),
         # Left grouping.
-        ("1 - 2 - 3 = 0", Compare("=", Arith("-", Arith("-", Num(1), Num(2)), Num(3)), Num(0))),
-        ("8 / 4 / 2 = 0", Compare("=", Arith("/", Arith("/", Num(8), Num(4)), Num(2)), Num(0))),
+        (
+            "1 - 2 - 3 = 0",
+            Compare(
+                "=",
+                Arith("-", Arith("-", Num(Decimal(1)), Num(Decimal(2))), Num(Decimal(3))),
+                Num(Decimal(0)),
+            ),
+        ),
+        (
+            "8 / 4 / 2 = 0",
+            Compare(
+                "=",
+                Arith("/", Arith("/", Num(Decimal(8)), Num(Decimal(4))), Num(Decimal(2))),
+                Num(Decimal(0)),
+            ),
+        ),
         # Brackets group like parentheses and nest.
-        ("[[1 + 2] * 3] = 9", Compare("=", Arith("*", Arith("+", Num(1), Num(2)), Num(3)), Num(9))),
+        (
+            "[[1 + 2] * 3] = 9",
+            Compare(
+                "=",
+                Arith("*", Arith("+", Num(Decimal(1)), Num(Decimal(2))), Num(Decimal(3))),
+                Num(Decimal(9)),
+            ),
+        ),
         ("abs(1;%a%) > abs((1;%b%))", Compare(">", Abs(A), Abs(B))),
-        ("1 - -2 > .5", Compare(">", Arith("-", Num(1), Neg(Num(2))), Num(Decimal("0.5")))),
+        (
+            "1 - -2 > .5",
+            Compare(">", Arith("-", Num(Decimal(1)), Neg(Num(Decimal(2)))), Num(Decimal("0.5"))),
+        ),
     ],
 )
 def test_precedence(text: str, tree: Node) -> None:
@@ -458,7 +487,7 @@ def test_limits_fail_fast(text: str, col: int | None) -> None:
 
 def test_limits_allow_what_they_promise() -> None:
     nested = "(" * MAX_NESTING + "(1;%a%)" + ")" * MAX_NESTING + " > 0"
-    assert parse(nested) == Compare(">", A, Num(0))
+    assert parse(nested) == Compare(">", A, Num(Decimal(0)))
     assert parse("(1;%a%) > " + "9" * 30 + "." + "9" * 30)
     chain = "(1;%a%) > 0" + " & (1;%a%) > 0" * (MAX_DEPTH - 3)
     assert evaluate(parse(chain), values(a=1.0)) is True
@@ -474,7 +503,8 @@ def test_deepest_formula_fits_in_a_few_hundred_frames() -> None:
     # Callers (Django views, Celery tasks) may already be deep in the stack; the parser
     # must fit in a few hundred frames on top of them, not rely on the whole limit.
     text = "(" * MAX_NESTING + "-(1;%a%)" + ")" * MAX_NESTING + " > 0"
-    depth, frame = 0, sys._getframe()
+    depth = 0
+    frame: FrameType | None = sys._getframe()
     while frame is not None:
         depth, frame = depth + 1, frame.f_back
     old_limit = sys.getrecursionlimit()
@@ -663,7 +693,7 @@ def test_numbers_in_every_form_python_eval_accepted(literal: str, value: str) ->
     formula = f"(1;%a%) > {literal}"
     assert predictions.canonical(formula) == f"(1;%a%) > {value}"
     node = predictions.parse(formula)
-    assert node.right == Num(Decimal(value))
+    assert isinstance(node, Compare) and node.right == Num(Decimal(value))
     # The value is Python's own (float) reading of the literal, exactly where it is exact.
     expected = (
         float(literal.replace("_", ""))

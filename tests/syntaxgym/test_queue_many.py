@@ -35,7 +35,7 @@ def _pairs() -> set[tuple[str, str]]:
     return set(Evaluation.objects.values_list("model__name", "suite__name"))
 
 
-def test_the_form_queues_several_models_on_suites_and_a_tag(alice, alice_client) -> None:  # type: ignore[no-untyped-def]
+def test_the_form_queues_several_models_on_suites_and_a_tag(alice, alice_client) -> None:
     for name in ("lm-a", "lm-b", "lm-c"):
         _model(name)
     _suite("s1", alice, ["agree"])
@@ -62,7 +62,7 @@ def test_the_form_queues_several_models_on_suites_and_a_tag(alice, alice_client)
     assert answer.count("already there") == 6
 
 
-def test_the_form_keeps_the_single_model_field_and_explains_errors(alice, alice_client) -> None:  # type: ignore[no-untyped-def]
+def test_the_form_keeps_the_single_model_field_and_explains_errors(alice, alice_client) -> None:
     _model("lm-a")
     _suite("s1", alice)
     page = alice_client.get("/evaluations/new/?model=lm-a&suite=s1").content.decode()
@@ -85,11 +85,11 @@ def test_the_form_keeps_the_single_model_field_and_explains_errors(alice, alice_
     assert Evaluation.objects.count() == 1
 
 
-def _api(client, path: str, body: dict) -> Any:  # type: ignore[no-untyped-def]
+def _api(client, path: str, body: dict) -> Any:
     return client.send_json("POST", path, json.dumps(body))
 
 
-def test_the_api_queues_several_models_and_marks_what_was_there(alice, alice_client) -> None:  # type: ignore[no-untyped-def]
+def test_the_api_queues_several_models_and_marks_what_was_there(alice, alice_client) -> None:
     _model("lm-a")
     _model("lm-b")
     _model("lm-hidden", is_hidden=True)
@@ -152,7 +152,7 @@ def _current_pairs() -> set[tuple[str, str]]:
     }
 
 
-def test_rerun_outdated_of_a_suite_queues_exactly_the_outdated_models(alice, bob_client) -> None:  # type: ignore[no-untyped-def]
+def test_rerun_outdated_of_a_suite_queues_exactly_the_outdated_models(alice, bob_client) -> None:
     suites = _outdated_site(alice)
     before = _current_pairs()
     page = bob_client.get("/suites/s1/").content.decode()
@@ -161,7 +161,10 @@ def test_rerun_outdated_of_a_suite_queues_exactly_the_outdated_models(alice, bob
     assert response.status_code == 302
     assert _current_pairs() - before == {("lm-a", "s1"), ("lm-b", "s1")}
     new = Evaluation.objects.filter(suite=suites["s1"], content_hash=suites["s1"].content_hash)
-    assert all(e.requested_by.username == "bob" for e in new.exclude(model__name="lm-c"))
+    assert all(
+        e.requested_by is not None and e.requested_by.username == "bob"
+        for e in new.exclude(model__name="lm-c")
+    )
     assert "Re-run" not in bob_client.get("/suites/s1/").content.decode()
     # Nothing is queued twice: asking again finds nothing outdated.
     count = Evaluation.objects.count()
@@ -169,7 +172,7 @@ def test_rerun_outdated_of_a_suite_queues_exactly_the_outdated_models(alice, bob
     assert again["Location"] == "/suites/s1/" and Evaluation.objects.count() == count
 
 
-def test_rerun_outdated_of_a_model_queues_its_outdated_suites(alice, bob_client) -> None:  # type: ignore[no-untyped-def]
+def test_rerun_outdated_of_a_model_queues_its_outdated_suites(alice, bob_client) -> None:
     _outdated_site(alice)
     before = _current_pairs()
     assert "Re-run 2 outdated" in bob_client.get("/models/lm-a/").content.decode()
@@ -179,7 +182,7 @@ def test_rerun_outdated_of_a_model_queues_its_outdated_suites(alice, bob_client)
     assert "<strong>2</strong> queued by this request" in answer
 
 
-def test_rerun_outdated_through_the_api(alice, bob) -> None:  # type: ignore[no-untyped-def]
+def test_rerun_outdated_through_the_api(alice, bob) -> None:
     _outdated_site(alice)
     anonymous = BrowserClient()
     assert (
@@ -212,7 +215,7 @@ def test_rerun_outdated_through_the_api(alice, bob) -> None:  # type: ignore[no-
         )
 
 
-def test_rerun_outdated_needs_a_signed_in_user(alice, anon_client) -> None:  # type: ignore[no-untyped-def]
+def test_rerun_outdated_needs_a_signed_in_user(alice, anon_client) -> None:
     _outdated_site(alice)
     assert "Re-run" not in anon_client.get("/suites/s1/").content.decode()
     response = anon_client.post_form("/evaluations/rerun-outdated/", {"suite": "s1"})

@@ -18,7 +18,7 @@ from tests.conftest import small_suite
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
-def test_one_click_saves_a_clashing_upload_under_the_free_name(page, alice, bob) -> None:  # type: ignore[no-untyped-def]
+def test_one_click_saves_a_clashing_upload_under_the_free_name(page, alice, bob) -> None:
     suite_services.suite_import(source=small_suite("agreement"), owner=alice)
     login(page, "bob", "bob-pass-1234", next_url="/upload/")
     page.get_by_label("…or paste the JSON").fill(json.dumps(small_suite("agreement")))
@@ -39,7 +39,7 @@ def test_one_click_saves_a_clashing_upload_under_the_free_name(page, alice, bob)
     ]
 
 
-def test_rerun_outdated_from_the_suite_page(page, alice) -> None:  # type: ignore[no-untyped-def]
+def test_rerun_outdated_from_the_suite_page(page, alice) -> None:
     suite = suite_services.suite_import(source=small_suite("s1"), owner=alice).suite
     models = [
         LanguageModel.objects.create(name=n, display_name=n.upper(), source=f"org/{n}")

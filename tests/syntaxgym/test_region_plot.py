@@ -65,7 +65,10 @@ def test_without_empty_regions_keeps_other_values() -> None:
             {"condition_name": "b", "regions": [{"content": "x"}, {"content": "y"}]},
         ]
     }
-    values = {"a": {"sum": [1.0, 0.0], "mean": [1.0, None]}, "b": {"sum": [1.0, 0.0]}}
+    values: dict[str, dict[str, list[float | None]]] = {
+        "a": {"sum": [1.0, 0.0], "mean": [1.0, None]},
+        "b": {"sum": [1.0, 0.0]},
+    }
     assert plots.without_empty_regions(values, item) == {
         "a": {"sum": [1.0, None], "mean": [1.0, None]},
         "b": {"sum": [1.0, 0.0]},

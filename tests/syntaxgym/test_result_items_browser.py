@@ -14,7 +14,7 @@ from tests.syntaxgym.test_results_pages import store_done, suite_data
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
-def test_items_table_shows_sentences_values_and_counts(page) -> None:  # type: ignore[no-untyped-def]
+def test_items_table_shows_sentences_values_and_counts(page) -> None:
     suite = suite_services.suite_import(source=suite_data(), owner=None).suite
     model = LanguageModel.objects.create(name="tiny-lm", display_name="Tiny LM", source="hub/t")
     evaluation = store_done(model, suite)

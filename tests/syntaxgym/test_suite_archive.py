@@ -16,7 +16,7 @@ from tests.conftest import BrowserClient, small_suite, token_client
 pytestmark = pytest.mark.django_db
 
 
-def _evaluate(suite: Suite, user) -> Evaluation:  # type: ignore[no-untyped-def]
+def _evaluate(suite: Suite, user) -> Evaluation:
     model, _ = LanguageModel.objects.get_or_create(name="m", display_name="M", source="m")
     return Evaluation.objects.create(
         model=model,
@@ -29,7 +29,7 @@ def _evaluate(suite: Suite, user) -> Evaluation:  # type: ignore[no-untyped-def]
     )
 
 
-def test_a_suite_without_results_is_deleted(alice_client, alice) -> None:  # type: ignore[no-untyped-def]
+def test_a_suite_without_results_is_deleted(alice_client, alice) -> None:
     services.suite_import(source=small_suite("lonely", tags=["t"]), owner=alice)
     confirm = alice_client.get("/suites/lonely/delete/").content.decode()
     assert "for good" in confirm and "archived" not in confirm
@@ -38,7 +38,7 @@ def test_a_suite_without_results_is_deleted(alice_client, alice) -> None:  # typ
     assert not Suite.objects.filter(name="lonely").exists()
 
 
-def test_a_suite_with_others_results_is_archived_not_deleted(alice_client, alice, bob) -> None:  # type: ignore[no-untyped-def]
+def test_a_suite_with_others_results_is_archived_not_deleted(alice_client, alice, bob) -> None:
     suite = services.suite_import(source=small_suite("studied", tags=["agr"]), owner=alice).suite
     evaluation = _evaluate(suite, bob)
     confirm = alice_client.get("/suites/studied/delete/").content.decode()
@@ -65,7 +65,7 @@ def test_a_suite_with_others_results_is_archived_not_deleted(alice_client, alice
     assert services.suite_delete(suite=suite, user=alice) == "archived"
 
 
-def test_the_api_archives_and_refuses_new_evaluations(alice, bob) -> None:  # type: ignore[no-untyped-def]
+def test_the_api_archives_and_refuses_new_evaluations(alice, bob) -> None:
     suite = services.suite_import(source=small_suite("api-archived"), owner=alice).suite
     _evaluate(suite, alice)
     client = token_client(alice)

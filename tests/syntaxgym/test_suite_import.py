@@ -17,7 +17,7 @@ from tests.conftest import EXAMPLES, shared_files, small_suite
 pytestmark = pytest.mark.django_db
 
 
-def _ids(paths):  # type: ignore[no-untyped-def]
+def _ids(paths):
     return [f"{p.parent.name}/{p.name}" for p in paths]
 
 
@@ -25,7 +25,7 @@ SHARED = shared_files()
 
 
 @pytest.mark.parametrize("path", SHARED, ids=_ids(SHARED))
-def test_every_shared_file_imports_and_round_trips(path) -> None:  # type: ignore[no-untyped-def]
+def test_every_shared_file_imports_and_round_trips(path) -> None:
     parsed = formats.load_suite_file(path)
     assert parsed.ok, parsed.errors
     report = services.suite_import(source=parsed, owner=None)
@@ -83,7 +83,8 @@ def test_name_collision_is_an_error_never_an_overwrite(alice, bob) -> None:
     assert "already exists" in error.message and "alice" not in error.message  # owners stay private
     suite = Suite.objects.get(name="shared name")
     assert suite.owner == alice
-    assert suite.items.first().conditions[0]["regions"][0] == "The dog"
+    item = suite.items.first()
+    assert item is not None and item.conditions[0]["regions"][0] == "The dog"
 
 
 @pytest.mark.parametrize(

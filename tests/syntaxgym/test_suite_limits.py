@@ -25,7 +25,7 @@ pytestmark = pytest.mark.django_db
         ("\u2028", "U+2028 (line separator)"),
     ],
 )
-def test_names_refuse_invisible_characters(char: str, label: str, alice) -> None:  # type: ignore[no-untyped-def]
+def test_names_refuse_invisible_characters(char: str, label: str, alice) -> None:
     with pytest.raises(services.SuiteInvalid) as refused:
         services.suite_import(source=small_suite(f"harm{char}less"), owner=alice)
     (error,) = refused.value.errors
@@ -33,7 +33,7 @@ def test_names_refuse_invisible_characters(char: str, label: str, alice) -> None
     assert label in error.message and "position 5" in error.message
 
 
-def test_a_name_clash_does_not_tell_the_owner(alice, bob, bob_client) -> None:  # type: ignore[no-untyped-def]
+def test_a_name_clash_does_not_tell_the_owner(alice, bob, bob_client) -> None:
     services.suite_import(source=small_suite("taken"), owner=alice)
     response = bob_client.post_form("/upload/", {"text": json.dumps(small_suite("taken"))})
     assert response.status_code == 400
@@ -41,7 +41,7 @@ def test_a_name_clash_does_not_tell_the_owner(alice, bob, bob_client) -> None:  
     assert "already exists" in page and "alice" not in page
 
 
-def test_an_all_empty_condition_is_refused_where_it_is(alice_client, anon_client) -> None:  # type: ignore[no-untyped-def]
+def test_an_all_empty_condition_is_refused_where_it_is(alice_client, anon_client) -> None:
     suite = small_suite("hollow")
     for region in suite["items"][1]["conditions"][0]["regions"]:
         region["content"] = "  "
@@ -61,7 +61,7 @@ def test_an_all_empty_condition_is_refused_where_it_is(alice_client, anon_client
     assert services.suite_import(source=suite, owner=None).suite.name == "hollow"
 
 
-def test_long_fields_are_refused_with_the_limit(alice, alice_client) -> None:  # type: ignore[no-untyped-def]
+def test_long_fields_are_refused_with_the_limit(alice, alice_client) -> None:
     suite = small_suite("long", description="d" * 10_001, tags=["t" * 41, "ok"])
     suite["region_meta"]["2"] = "r" * 201
     with pytest.raises(services.SuiteInvalid) as refused:
@@ -84,7 +84,7 @@ def test_long_fields_are_refused_with_the_limit(alice, alice_client) -> None:  #
     assert "at most 10000 characters" in response.content.decode()
 
 
-def test_api_lists_leave_out_descriptions(anon_client, alice) -> None:  # type: ignore[no-untyped-def]
+def test_api_lists_leave_out_descriptions(anon_client, alice) -> None:
     for i in range(3):
         services.suite_import(source=small_suite(f"big {i}", description="d" * 10_000), owner=alice)
     listing = anon_client.get("/api/suites/")

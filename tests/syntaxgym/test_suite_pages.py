@@ -16,7 +16,7 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def alices_suite(alice) -> Suite:  # type: ignore[no-untyped-def]
+def alices_suite(alice) -> Suite:
     data = small_suite(
         "alice's agreement", description="Agreement with an attractor", tags=["agreement"]
     )
@@ -113,7 +113,7 @@ def test_upload_file_and_text(alice_client) -> None:
     assert response.status_code == 302
     suite = Suite.objects.get(name="from file")
     assert response["Location"] == suite.get_absolute_url()
-    assert suite.owner.username == "alice"
+    assert suite.owner is not None and suite.owner.username == "alice"
     response = alice_client.post_form(
         "/upload/", {"text": json.dumps(small_suite("from text"))}, follow=True
     )
@@ -143,7 +143,8 @@ def test_upload_shows_normalisation_notes(alice_client) -> None:
     response = alice_client.post_form("/upload/", {"text": json.dumps(data)}, follow=True)
     page = response.content.decode()
     assert "msg-warning" in page
-    assert Suite.objects.get(name="spacey").items.first().conditions[0]["regions"][1] == "is"
+    item = Suite.objects.get(name="spacey").items.first()
+    assert item is not None and item.conditions[0]["regions"][1] == "is"
 
 
 def test_upload_over_the_limit_is_413(alice_client, settings) -> None:
@@ -156,7 +157,7 @@ def test_upload_over_the_limit_is_413(alice_client, settings) -> None:
 @pytest.mark.parametrize("action", ["edit", "replace", "delete"])
 def test_only_owner_or_staff_may_change(
     action, anon_client, bob_client, charlie_client, dana_client, alices_suite
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     url = f"/suites/{alices_suite.name}/{action}/"
     response = anon_client.get(url)
     assert response.status_code == 302 and "/accounts/login/" in response["Location"]
@@ -239,7 +240,7 @@ def test_long_names_render(anon_client, alice) -> None:
     assert anon_client.get("/").status_code == 200
 
 
-def test_suites_path_leads_to_the_list_with_its_query(anon_client) -> None:  # type: ignore[no-untyped-def]
+def test_suites_path_leads_to_the_list_with_its_query(anon_client) -> None:
     response = anon_client.get("/suites/?q=agreement")
     assert response.status_code == 302
     assert response["Location"] == "/?q=agreement"

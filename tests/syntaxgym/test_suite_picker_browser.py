@@ -13,7 +13,7 @@ from tests.conftest import small_suite
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
-def test_the_picker_filters_by_name_and_tag_and_posts_the_chips(page, alice) -> None:  # type: ignore[no-untyped-def]
+def test_the_picker_filters_by_name_and_tag_and_posts_the_chips(page, alice) -> None:
     for name, tags in [
         ("agreement across a prepositional phrase", ["agreement"]),
         ("agreement in a relative clause", ["agreement"]),
@@ -60,7 +60,7 @@ def test_the_picker_filters_by_name_and_tag_and_posts_the_chips(page, alice) -> 
     assert got == {(m, s) for m in ("lm-a", "lm-b") for s in suites}
 
 
-def test_without_javascript_the_plain_multi_select_works(browser, live_server, alice) -> None:  # type: ignore[no-untyped-def]
+def test_without_javascript_the_plain_multi_select_works(browser, live_server, alice) -> None:
     suite_services.suite_import(source=small_suite("s1"), owner=alice)
     suite_services.suite_import(source=small_suite("s2"), owner=alice)
     LanguageModel.objects.create(name="lm-a", display_name="LM-A", source="org/lm-a")

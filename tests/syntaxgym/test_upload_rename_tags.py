@@ -26,7 +26,7 @@ def _tags(name: str) -> list[str]:
     return sorted(Suite.objects.get(name=name).tags.values_list("name", flat=True))
 
 
-def test_a_clash_offers_the_free_name_and_one_click_saves_it(alice, bob_client) -> None:  # type: ignore[no-untyped-def]
+def test_a_clash_offers_the_free_name_and_one_click_saves_it(alice, bob_client) -> None:
     services.suite_import(source=small_suite("agreement"), owner=alice)
     text = json.dumps(small_suite("agreement"))
     refused = bob_client.post_form("/upload/", {"text": text, "tags": "mine"})
@@ -52,7 +52,7 @@ def test_a_clash_offers_the_free_name_and_one_click_saves_it(alice, bob_client) 
     assert _names() == ["agreement", "agreement (2)", "agreement (3)"]
 
 
-def test_a_clashing_file_comes_back_as_text_for_the_retry(alice, bob_client) -> None:  # type: ignore[no-untyped-def]
+def test_a_clashing_file_comes_back_as_text_for_the_retry(alice, bob_client) -> None:
     services.suite_import(source=small_suite("agreement"), owner=alice)
     upload = SimpleUploadedFile("a.json", json.dumps(small_suite("agreement")).encode())
     page = bob_client.post_form("/upload/", {"file": upload}).content.decode()
@@ -61,7 +61,7 @@ def test_a_clashing_file_comes_back_as_text_for_the_retry(alice, bob_client) -> 
     assert textarea is not None and "&quot;agreement&quot;" in textarea.group(1)
 
 
-def test_tags_on_the_upload_page_are_checked_like_everywhere(alice_client) -> None:  # type: ignore[no-untyped-def]
+def test_tags_on_the_upload_page_are_checked_like_everywhere(alice_client) -> None:
     text = json.dumps(small_suite("tagged", tags=["from-file"]))
     long = bob = "x" * 41
     refused = alice_client.post_form("/upload/", {"text": text, "tags": f"ok, {long}"})
@@ -78,19 +78,19 @@ def test_tags_on_the_upload_page_are_checked_like_everywhere(alice_client) -> No
     assert _tags("tagged") == ["agreement", "from-file", "npi-licensing"]
 
 
-def test_the_replace_page_has_neither_rename_nor_tags(alice, alice_client) -> None:  # type: ignore[no-untyped-def]
+def test_the_replace_page_has_neither_rename_nor_tags(alice, alice_client) -> None:
     services.suite_import(source=small_suite("mine"), owner=alice)
     page = alice_client.get("/suites/mine/replace/").content.decode()
     assert 'name="rename"' not in page and 'name="tags"' not in page
     assert 'name="rename"' in alice_client.get("/upload/").content.decode()
 
 
-def test_the_api_renames_on_request_and_takes_tags(alice, bob) -> None:  # type: ignore[no-untyped-def]
+def test_the_api_renames_on_request_and_takes_tags(alice, bob) -> None:
     services.suite_import(source=small_suite("agreement"), owner=alice)
     client = token_client(bob)
     body = json.dumps(small_suite("agreement"))
 
-    def post(query: str):  # type: ignore[no-untyped-def]
+    def post(query: str):
         return client.post(f"/api/suites/{query}", body, content_type="application/json")
 
     clash = post("")
@@ -115,7 +115,7 @@ def test_the_api_renames_on_request_and_takes_tags(alice, bob) -> None:  # type:
     assert fresh.status_code == 201 and fresh.json()["renamed_from"] is None
 
 
-def test_the_free_name_fits_the_name_limit(alice) -> None:  # type: ignore[no-untyped-def]
+def test_the_free_name_fits_the_name_limit(alice) -> None:
     long = "n" * catalog_services.NAME_MAX_LENGTH
     services.suite_import(source=small_suite(long), owner=alice)
     report = services.suite_import(source=small_suite(long), owner=alice, rename_if_taken=True)

@@ -21,7 +21,7 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture(autouse=True)
-def corpus_dir(settings, tmp_path):  # type: ignore[no-untyped-def]
+def corpus_dir(settings, tmp_path):
     settings.GYM_CORPUS_DIR = tmp_path / "corpora"
     return settings.GYM_CORPUS_DIR
 
@@ -34,7 +34,7 @@ def write(path: Path, data: bytes, *, gz: bool = False) -> Path:
 TSV = b"sentid\ttext\tcondition\n1\tThe dog barks .\ta\n2\t  \tb\n3\tThe cats  sleep\tc\n"
 
 
-def test_gzipped_tsv_by_command(tmp_path, alice, corpus_dir) -> None:  # type: ignore[no-untyped-def]
+def test_gzipped_tsv_by_command(tmp_path, alice, corpus_dir) -> None:
     path = write(tmp_path / "toy.train.tsv.gz", TSV, gz=True)
     out = io.StringIO()
     call_command("import_corpus", str(path), "--owner", "alice", "--tag", "Toy", stdout=out)
@@ -58,7 +58,7 @@ def test_gzipped_tsv_by_command(tmp_path, alice, corpus_dir) -> None:  # type: i
     assert [p.name for p in corpus_dir.iterdir()] == [corpus.path.name]
 
 
-def test_plain_text_same_text_same_file(tmp_path, corpus_dir) -> None:  # type: ignore[no-untyped-def]
+def test_plain_text_same_text_same_file(tmp_path, corpus_dir) -> None:
     first = corpus_import(
         source=write(tmp_path / "a.txt", b"The dog barks .\r\nThe cats  sleep\n"),
         name="plain",
@@ -93,7 +93,7 @@ def test_plain_text_same_text_same_file(tmp_path, corpus_dir) -> None:  # type: 
         (b"\n  \n", "c.txt", "file", "no text"),
     ],
 )
-def test_errors_name_the_line_and_keep_nothing(  # type: ignore[no-untyped-def]
+def test_errors_name_the_line_and_keep_nothing(
     tmp_path, corpus_dir, data, name, where, message
 ) -> None:
     path = write(tmp_path / f"{name}.gz", data, gz=True)
@@ -106,7 +106,7 @@ def test_errors_name_the_line_and_keep_nothing(  # type: ignore[no-untyped-def]
     assert list(corpus_dir.iterdir()) == []
 
 
-def test_limit_is_on_uncompressed_bytes(tmp_path, corpus_dir, settings) -> None:  # type: ignore[no-untyped-def]
+def test_limit_is_on_uncompressed_bytes(tmp_path, corpus_dir, settings) -> None:
     settings.GYM_MAX_CORPUS_BYTES = 1000
     path = write(tmp_path / "big.txt.gz", b"word " * 100 + b"\n" + b"a\n" * 600, gz=True)
     assert path.stat().st_size < 1000
@@ -117,7 +117,7 @@ def test_limit_is_on_uncompressed_bytes(tmp_path, corpus_dir, settings) -> None:
     assert list(corpus_dir.iterdir()) == []
 
 
-def test_name_taken_keeps_nothing(tmp_path, corpus_dir) -> None:  # type: ignore[no-untyped-def]
+def test_name_taken_keeps_nothing(tmp_path, corpus_dir) -> None:
     corpus_import(source=write(tmp_path / "a.txt", b"one\n"), name="c", owner=None)
     with pytest.raises(CorpusInvalid) as caught:
         corpus_import(source=write(tmp_path / "b.txt", b"two\n"), name="c", owner=None)
@@ -125,7 +125,7 @@ def test_name_taken_keeps_nothing(tmp_path, corpus_dir) -> None:  # type: ignore
     assert len(list(corpus_dir.iterdir())) == 1
 
 
-def test_validation_split_is_stable_and_capped(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_validation_split_is_stable_and_capped(tmp_path) -> None:
     lines = "".join(f"line {n}\n" for n in range(1, 5001)).encode()
     corpus = corpus_import(source=write(tmp_path / "c.txt", lines), name="c", owner=None)
     assert corpus.validation_lines == 50  # 1% of 5,000
@@ -148,7 +148,7 @@ def test_validation_split_is_stable_and_capped(tmp_path) -> None:  # type: ignor
     assert set(other.lines(reading.open_normalised(capped.path), validation=True)) != set(held)
 
 
-def test_histogram_buckets(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_histogram_buckets(tmp_path) -> None:
     text = "a\n" + "a b\n" * 3 + ("w " * 20 + "\n") + ("w " * 300 + "\n")
     corpus = corpus_import(source=write(tmp_path / "c.txt", text.encode()), name="c", owner=None)
     histogram = corpus_histogram(corpus)
@@ -165,7 +165,7 @@ def test_histogram_buckets(tmp_path) -> None:  # type: ignore[no-untyped-def]
     }
 
 
-def test_upload_page_and_corpus_page(alice_client, anon_client, corpus_dir) -> None:  # type: ignore[no-untyped-def]
+def test_upload_page_and_corpus_page(alice_client, anon_client, corpus_dir) -> None:
     upload = SimpleUploadedFile("kids.txt.gz", gzip.compress(b"look at the doggy\nwhere is it\n"))
     response = alice_client.post_form(
         "/corpora/upload/",
@@ -197,7 +197,7 @@ def test_upload_page_and_corpus_page(alice_client, anon_client, corpus_dir) -> N
     assert anon_client.get("/corpora/nothing/").status_code == 404
 
 
-def test_api(alice_client, anon_client) -> None:  # type: ignore[no-untyped-def]
+def test_api(alice_client, anon_client) -> None:
     token_free = {"HTTP_X_CSRFTOKEN": alice_client.csrf_token()}
     body = {"file": SimpleUploadedFile("c.tsv", b"text\nhello world\n"), "tags": "a,b"}
     response = alice_client.post("/api/corpora/", body, **token_free)
@@ -226,7 +226,7 @@ def test_api(alice_client, anon_client) -> None:  # type: ignore[no-untyped-def]
     assert json.loads(anon_client.get("/api/corpora/?ordering=words").content)["count"] == 1
 
 
-def test_command_reports_the_line(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_command_reports_the_line(tmp_path) -> None:
     path = write(tmp_path / "c.tsv", b"id\n1\n")
     err = io.StringIO()
     with pytest.raises(CommandError):

@@ -11,7 +11,7 @@ from tests.conftest import SHARED_DATA
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
-def test_corpus_page_draws_the_histogram(page, settings, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_corpus_page_draws_the_histogram(page, settings, tmp_path) -> None:
     settings.GYM_CORPUS_DIR = tmp_path / "corpora"
     source = SHARED_DATA / "senteval-probing" / "tree_depth.txt"
     if not source.exists():

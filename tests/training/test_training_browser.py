@@ -17,7 +17,7 @@ from tests.conftest import EXAMPLES, SHARED_DATA
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
-def test_run_page_draws_loss_and_learning_curves(page, settings, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_run_page_draws_loss_and_learning_curves(page, settings, tmp_path) -> None:
     settings.GYM_CORPUS_DIR = tmp_path / "corpora"
     settings.GYM_TRAINING_DIR = tmp_path / "trained"
     source = SHARED_DATA / "senteval-probing" / "tree_depth.txt"
@@ -61,7 +61,7 @@ def test_run_page_draws_loss_and_learning_curves(page, settings, tmp_path) -> No
     page.screenshot(path=artifact("training-run.png"), full_page=True)
 
 
-def test_request_page_trains_from_the_corpus_page(page, alice, settings, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_request_page_trains_from_the_corpus_page(page, alice, settings, tmp_path) -> None:
     from tests.browser import login
 
     settings.GYM_CORPUS_DIR = tmp_path / "corpora"

@@ -19,7 +19,7 @@ from tests.conftest import EXAMPLES, SHARED_DATA
 
 
 @pytest.fixture(autouse=True)
-def _one_thread():  # type: ignore[no-untyped-def]
+def _one_thread():
     # Tiny matrices: a second thread only adds contention on a shared machine.
     before = torch.get_num_threads()
     torch.set_num_threads(1)
@@ -28,7 +28,7 @@ def _one_thread():  # type: ignore[no-untyped-def]
 
 
 @pytest.fixture(scope="module")
-def corpus(tmp_path_factory) -> Path:  # type: ignore[no-untyped-def]
+def corpus(tmp_path_factory) -> Path:
     lines: list[str] = []
     for name in ("tree_depth", "past_present"):
         source = SHARED_DATA / "senteval-probing" / f"{name}.txt"
@@ -75,7 +75,7 @@ def test_schedules() -> None:
     assert (options.accumulation, options.tokens_per_step) == (4, 1024)
 
 
-def test_same_seed_same_loss_and_resume_equals_straight(corpus, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_same_seed_same_loss_and_resume_equals_straight(corpus, tmp_path) -> None:
     straight = tmp_path / "straight"
     printed = train(corpus, straight)
     assert f"{straight}/checkpoint-256: step 1, 256 tokens" in printed
@@ -109,7 +109,7 @@ def test_same_seed_same_loss_and_resume_equals_straight(corpus, tmp_path) -> Non
         assert torch.allclose(final[name], tensor, atol=1e-6), name
 
 
-def test_folders_score_as_they_are(corpus, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_folders_score_as_they_are(corpus, tmp_path) -> None:
     out = tmp_path / "llama"
     train(corpus, out, "--preset", "tiny-llama", "--steps", "2", "--checkpoints", "2")
     assert json.loads((out / "config.json").read_text())["architectures"] == ["LlamaForCausalLM"]
@@ -123,7 +123,7 @@ def test_folders_score_as_they_are(corpus, tmp_path) -> None:  # type: ignore[no
         assert 0.0 <= document["results"]["accuracy"] <= 1.0
 
 
-def test_bad_options(corpus, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_bad_options(corpus, tmp_path) -> None:
     with pytest.raises(
         CommandError, match=r"the width \(64\) must be a multiple of the heads \(3\)"
     ):
@@ -136,7 +136,7 @@ def test_bad_options(corpus, tmp_path) -> None:  # type: ignore[no-untyped-def]
         train(small, tmp_path / "y", "--vocab", "300")
 
 
-def test_keep_states_keeps_the_last_training_state_and_every_model(corpus, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_keep_states_keeps_the_last_training_state_and_every_model(corpus, tmp_path) -> None:
     out = tmp_path / "kept"
     train(corpus, out, "--keep-states", "1")
     folders = sorted(out.glob("checkpoint-*"), key=lambda f: int(f.name.split("-")[1]))

@@ -23,7 +23,7 @@ from tests.conftest import SHARED_DATA
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
 
-def test_killed_training_worker_resumes_from_its_last_checkpoint(  # type: ignore[no-untyped-def]
+def test_killed_training_worker_resumes_from_its_last_checkpoint(
     redis_broker, workers, alice, pace, settings, tmp_path
 ) -> None:
     settings.GYM_CORPUS_DIR = tmp_path / "corpora"
@@ -112,7 +112,7 @@ def test_killed_training_worker_resumes_from_its_last_checkpoint(  # type: ignor
     )
 
 
-def test_cancel_stops_the_worker_at_its_next_step(  # type: ignore[no-untyped-def]
+def test_cancel_stops_the_worker_at_its_next_step(
     redis_broker, workers, alice, pace, settings, tmp_path
 ) -> None:
     settings.GYM_CORPUS_DIR = tmp_path / "corpora"

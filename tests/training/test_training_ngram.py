@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from django.core.management import CommandError, call_command
@@ -23,8 +24,8 @@ def bookcorpus(lines: int) -> list[str]:
     return [row.split("\t")[2] for row in source.read_text().splitlines()[:lines]]
 
 
-def trained(tmp_path: Path, lines: list[str], **options: object) -> tuple[ArpaModel, str]:
-    ngram.train_ngram(lines, tmp_path, **options)  # type: ignore[arg-type]
+def trained(tmp_path: Path, lines: list[str], **options: Any) -> tuple[ArpaModel, str]:
+    ngram.train_ngram(lines, tmp_path, **options)
     text = (tmp_path / ngram.ARPA_NAME).read_text(encoding="utf-8")
     return read_arpa(text.splitlines()), text
 
@@ -33,7 +34,7 @@ def p(model: ArpaModel, word: str, *history: str) -> float:
     return 10 ** model.log10_prob(word, tuple(history))
 
 
-def test_bigram_equals_the_hand_computation(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_bigram_equals_the_hand_computation(tmp_path) -> None:
     # Sentences: <s> a b </s> twice, <s> b </s> once.
     model, _text = trained(tmp_path, ["a b", "A b.", "b"], order=2)
     # Bigrams (the top order: adjusted = raw): <s> a 2, a b 2, b </s> 3, <s> b 1.
@@ -65,7 +66,7 @@ def test_bigram_equals_the_hand_computation(tmp_path) -> None:  # type: ignore[n
 
 
 @pytest.mark.parametrize("order", [3, 4])
-def test_every_history_sums_to_one(tmp_path, order) -> None:  # type: ignore[no-untyped-def]
+def test_every_history_sums_to_one(tmp_path, order) -> None:
     model, _text = trained(tmp_path, bookcorpus(60), order=order, min_count=2)
     vocabulary = [key[0] for key in model.probs if len(key) == 1 and key[0] != "<s>"]
     histories = [key for key in model.probs if len(key) < order] + [(), ("never-seen",)]
@@ -75,7 +76,7 @@ def test_every_history_sums_to_one(tmp_path, order) -> None:  # type: ignore[no-
         assert total == pytest.approx(1.0, abs=2e-6), history
 
 
-def test_chunked_counting_equals_counting_at_once(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_chunked_counting_equals_counting_at_once(tmp_path, monkeypatch) -> None:
     lines = bookcorpus(200)
     _model, whole = trained(tmp_path / "whole", lines, order=5)
     monkeypatch.setattr(ngram, "CHUNK_TOKENS", 97)
@@ -84,7 +85,7 @@ def test_chunked_counting_equals_counting_at_once(tmp_path, monkeypatch) -> None
     assert chunked == whole
 
 
-def test_vocabulary_cutoff(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_vocabulary_cutoff(tmp_path) -> None:
     model, _text = trained(
         tmp_path, ["the dog runs", "the cat runs", "the emu"], order=2, min_count=2
     )
@@ -101,7 +102,7 @@ def test_vocabulary_cutoff(tmp_path) -> None:  # type: ignore[no-untyped-def]
     assert ("the", "<unk>") in model.probs
 
 
-def test_bad_options(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_bad_options(tmp_path) -> None:
     with pytest.raises(ngram.NgramTrainingError, match="the order must be from 2 to 6; got 7"):
         ngram.train_ngram(["a"], tmp_path, order=7)
     with pytest.raises(ngram.NgramTrainingError, match="cutoff must be 1 or more; got 0"):
@@ -111,7 +112,7 @@ def test_bad_options(tmp_path) -> None:  # type: ignore[no-untyped-def]
     assert list(tmp_path.iterdir()) == []
 
 
-def test_train_command_then_score(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_train_command_then_score(tmp_path) -> None:
     corpus = tmp_path / "corpus.tsv"
     corpus.write_text("id\ttext\n" + "".join(f"{n}\t{s}\n" for n, s in enumerate(bookcorpus(400))))
     out = tmp_path / "model"

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -26,7 +27,7 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture(autouse=True)
-def folders(settings, tmp_path):  # type: ignore[no-untyped-def]
+def folders(settings, tmp_path):
     settings.GYM_CORPUS_DIR = tmp_path / "corpora"
     settings.GYM_TRAINING_DIR = tmp_path / "trained"
     before = torch.get_num_threads()
@@ -36,7 +37,7 @@ def folders(settings, tmp_path):  # type: ignore[no-untyped-def]
 
 
 @pytest.fixture
-def corpus(tmp_path):  # type: ignore[no-untyped-def]
+def corpus(tmp_path):
     source = SHARED_DATA / "senteval-probing" / "tree_depth.txt"
     if not source.exists():
         pytest.skip(f"shared sample {source} is absent")
@@ -46,7 +47,7 @@ def corpus(tmp_path):  # type: ignore[no-untyped-def]
 
 
 @pytest.fixture
-def suite():  # type: ignore[no-untyped-def]
+def suite():
     return suite_import(source=(EXAMPLES / "agreement_local.json").read_text(), owner=None).suite
 
 
@@ -60,7 +61,7 @@ def test_age_of_acquisition() -> None:
     assert selectors.age_of_acquisition(points(0.9, None), 0.8) is None
 
 
-def test_causal_run_in_process(  # type: ignore[no-untyped-def]
+def test_causal_run_in_process(
     corpus, suite, alice, _private_broker, django_capture_on_commit_callbacks
 ) -> None:
     pair_set = minimal_pair_set_import(
@@ -171,7 +172,7 @@ def test_causal_run_in_process(  # type: ignore[no-untyped-def]
     ]
 
 
-def test_ngram_run_in_process(corpus, alice) -> None:  # type: ignore[no-untyped-def]
+def test_ngram_run_in_process(corpus, alice) -> None:
     run = services.training_request(
         corpus=corpus, name="book-3gram", kind="ngram", options={"order": 3}, user=alice
     )
@@ -183,8 +184,8 @@ def test_ngram_run_in_process(corpus, alice) -> None:  # type: ignore[no-untyped
     assert run.status == "done" and Path(run.model.source).is_file()
 
 
-def test_request_errors_change_nothing(corpus, alice) -> None:  # type: ignore[no-untyped-def]
-    cases = [
+def test_request_errors_change_nothing(corpus, alice) -> None:
+    cases: list[tuple[str, dict[str, Any], dict[str, str]]] = [
         ("ngram", {"order": 7}, {"order": "order must be from 2 to 6; got 7"}),
         ("ngram", {"order": "x"}, {"order": "order must be a whole number, not 'x'"}),
         ("causal", {"steps": 0}, {"steps": "steps must be from 1 to 10,000,000; got 0"}),
@@ -229,7 +230,7 @@ def test_request_errors_change_nothing(corpus, alice) -> None:  # type: ignore[n
     assert not TrainingRun.objects.exists() and not LanguageModel.objects.exists()
 
 
-def test_pages_and_api(corpus, suite, alice_client, anon_client, _private_broker) -> None:  # type: ignore[no-untyped-def]
+def test_pages_and_api(corpus, suite, alice_client, anon_client, _private_broker) -> None:
     page = alice_client.get(f"/training/new/?corpus={corpus.name}")
     assert page.status_code == 200
     response = alice_client.post_form(
@@ -262,6 +263,7 @@ def test_pages_and_api(corpus, suite, alice_client, anon_client, _private_broker
     )
     assert response.status_code == 400
     assert response.json()["errors"][0]["path"] == "$.order"
+    hostile: object
     for hostile in (
         {"corpus": "nope", "name": "x", "kind": "ngram"},
         {"corpus": "book", "name": "x", "kind": "ngram", "options": "zz"},
@@ -298,7 +300,7 @@ def test_pages_and_api(corpus, suite, alice_client, anon_client, _private_broker
     assert cache.get(services.stop_key(run.pk)) == 1
 
 
-def test_a_name_with_a_nul_names_nothing(corpus, alice) -> None:  # type: ignore[no-untyped-def]
+def test_a_name_with_a_nul_names_nothing(corpus, alice) -> None:
     """PostgreSQL cannot compare a string with a NUL: refused before any query (a JSON
     body is refused by its parser already; a form is not)."""
     from tests.conftest import token_client

@@ -21,7 +21,7 @@ from tests.conftest import EXAMPLES, SHARED_DATA, BrowserClient
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
 
-def _wait(check, what: str, timeout: float = 300):  # type: ignore[no-untyped-def]
+def _wait(check, what: str, timeout: float = 300):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         found = check()
@@ -31,7 +31,7 @@ def _wait(check, what: str, timeout: float = 300):  # type: ignore[no-untyped-de
     raise AssertionError(f"{what} not reached after {timeout} s")
 
 
-def test_training_with_two_checkpoints_on_real_workers(  # type: ignore[no-untyped-def]
+def test_training_with_two_checkpoints_on_real_workers(
     redis_broker, workers, alice, settings, tmp_path
 ) -> None:
     settings.GYM_CORPUS_DIR = tmp_path / "corpora"
