@@ -265,7 +265,7 @@ def online_codelength(
     hyperparameter: float | None = None,
     device: str = "cpu",
     seed: int = SEED,
-) -> dict[str, float]:
+) -> dict[str, float | None]:
     """The description length of tr's labels given its vectors, in bits.
 
     tr is shuffled with `seed`; the first block is sent with the uniform code

@@ -4,6 +4,7 @@ confusion matrix, a task's runs, the probing leaderboard and a model's curves.""
 from __future__ import annotations
 
 import random
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -57,25 +58,26 @@ def layer_rows(run: ProbingRun) -> list[dict[str, Any]]:
     return [_flat(row) for row in rows]
 
 
-def _flat(row: dict[str, Any]) -> dict[str, Any]:
-    stats = row.pop("stats", None) or {}
-    return {**row, **stats}
+def _flat(row: Mapping[str, Any]) -> dict[str, Any]:
+    flat = dict(row)
+    stats = flat.pop("stats", None) or {}
+    return {**flat, **stats}
 
 
-def curve(run: ProbingRun, rows: list[Mapping[str, Any]] | None = None) -> dict[str, Any]:
+def curve(run: ProbingRun, rows: Sequence[Mapping[str, Any]] | None = None) -> dict[str, Any]:
     """What the layer plot draws for one run: va and te by layer, the baselines, the
     layer chosen on va."""
-    rows = layer_rows(run) if rows is None else rows
+    table = layer_rows(run) if rows is None else rows
     baselines = run.baselines or {}
     return {
         "label": run.model.display_name,
-        "layers": [row["layer"] for row in rows],
-        "va": [row["va_accuracy"] for row in rows],
-        "te": [row["te_accuracy"] for row in rows],
+        "layers": [row["layer"] for row in table],
+        "va": [row["va_accuracy"] for row in table],
+        "te": [row["te_accuracy"] for row in table],
         # The seeds' spread (None for a run stored before seeds): the band around te.
-        "te_std": [row.get("te_std") for row in rows],
+        "te_std": [row.get("te_std") for row in table],
         "seeds": run.seeds,
-        "control_te": [(row.get("control") or {}).get("te_accuracy") for row in rows],
+        "control_te": [(row.get("control") or {}).get("te_accuracy") for row in table],
         "best_layer": run.best_layer,
         "majority": (baselines.get("majority") or {}).get("te_accuracy"),
         "length": (baselines.get("length") or {}).get("te_accuracy"),
@@ -145,9 +147,9 @@ BOARD_BASELINES = ("majority", "length", "frequency")
 @dataclass
 class Cell:
     run_id: int
-    te: float
-    va: float
-    layer: int
+    te: float | None
+    va: float | None
+    layer: int | None
     selectivity: float | None = None  # None: a run without a control task
 
 

@@ -265,7 +265,7 @@ class AnnotationInvalid(ApplicationError):
 
 
 def probing_annotation_save(
-    *, task: ProbingTask, instance_id: int, label: str, user: AbstractBaseUser
+    *, task: ProbingTask, instance_id: int, label: str, user: User
 ) -> ProbingAnnotation:
     """Keep one person's answer for one te sentence of the task's sample; answering again
     replaces the answer."""

@@ -24,6 +24,7 @@ from evaluations.runs.views import (
     run_cancel_redirect,
     run_retry_redirect,
 )
+from gym.accounts import signed_in
 from gym.downloads import attachment
 from suites.models import ProbingTask
 
@@ -149,7 +150,7 @@ def probing_annotate(request: HttpRequest, name: str) -> HttpResponse:
                 task=task,
                 instance_id=int(raw),
                 label=request.POST.get("label", ""),
-                user=request.user,
+                user=signed_in(request.user),
             )
             return redirect("evaluations:probing_annotate", name=task.name)
         except probing_services.AnnotationInvalid as exc:

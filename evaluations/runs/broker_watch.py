@@ -259,7 +259,8 @@ def cancel_mark(kind: str, run: int, attempt: int) -> bool:
     (see `cancelled_among`). Best effort: False when the broker cannot be told; the run
     is cancelled all the same, and its results are refused when they come."""
     try:
-        with current_app.pool.acquire(block=True, timeout=5) as connection:
+        # celery-types gives the app's connection pool a producer pool's type.
+        with current_app.pool.acquire(block=True, timeout=5) as connection:  # type: ignore[attr-defined]
             client = _redis_client(connection)
             if client is None:
                 return False
@@ -278,7 +279,7 @@ def cancelled_among(kind: str, targets: Iterable[tuple[int, int]]) -> set[tuple[
     if not wanted:
         return set()
     try:
-        with current_app.pool.acquire(block=True, timeout=5) as connection:
+        with current_app.pool.acquire(block=True, timeout=5) as connection:  # type: ignore[attr-defined]
             client = _redis_client(connection)
             if client is None:
                 return set()

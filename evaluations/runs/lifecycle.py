@@ -490,7 +490,7 @@ def _not_retryable(run: Run) -> str:
     return "This run is queued and already sent to a worker; it starts when one is free."
 
 
-def run_cancel(*, run: Run, user: Any) -> Run:
+def run_cancel(*, run: R, user: Any) -> R:
     """Stop a queued or running run. The workers are told through the broker
     (`broker_watch.cancel_mark`): one that is computing it stops after its current batch
     (within GYM_CANCEL_CHECK_EVERY_SECONDS), and a message still queued is dropped when

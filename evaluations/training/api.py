@@ -32,9 +32,15 @@ class TrainingRunSerializer(serializers.ModelSerializer):
     )
     # The bytes the checkpoint folders still on disk take (retention removes some).
     disk_bytes = serializers.IntegerField(read_only=True)
-    suites = serializers.SlugRelatedField(many=True, read_only=True, slug_field="name")
-    pair_sets = serializers.SlugRelatedField(many=True, read_only=True, slug_field="name")
-    probing_tasks = serializers.SlugRelatedField(many=True, read_only=True, slug_field="name")
+    suites: serializers.SlugRelatedField[Suite] = serializers.SlugRelatedField(
+        many=True, read_only=True, slug_field="name"
+    )
+    pair_sets: serializers.SlugRelatedField[MinimalPairSet] = serializers.SlugRelatedField(
+        many=True, read_only=True, slug_field="name"
+    )
+    probing_tasks: serializers.SlugRelatedField[ProbingTask] = serializers.SlugRelatedField(
+        many=True, read_only=True, slug_field="name"
+    )
     url = serializers.CharField(source="get_absolute_url", read_only=True)
     progress_text = serializers.CharField(read_only=True)
     # Trained on content the corpus no longer has (as every kind's runs say of theirs).

@@ -342,7 +342,9 @@ def _base_model(source: str, tokenizer: Any) -> Any:
         )
     except (OSError, ValueError) as exc:
         raise CausalTrainingError(f"cannot load the model {source!r}: {exc}") from None
-    if model.get_input_embeddings().num_embeddings < len(tokenizer):
+    embeddings = model.get_input_embeddings()
+    assert isinstance(embeddings, torch.nn.Embedding)
+    if embeddings.num_embeddings < len(tokenizer):
         model.resize_token_embeddings(len(tokenizer))
     return model
 
@@ -525,7 +527,7 @@ def train_causal(
             torch.save(state, folder / f"{STATE_NAME}.part")
             os.replace(folder / f"{STATE_NAME}.part", folder / STATE_NAME)
             _prune_states(out_dir, options.keep_states)
-            record["bytes"] = folder_bytes(folder)
+            size = record["bytes"] = folder_bytes(folder)
             removed = retain_checkpoints(out_dir, summary.checkpoints, options)
             if on_checkpoint is not None:
                 on_checkpoint(
@@ -535,7 +537,7 @@ def train_causal(
                         folder,
                         total,
                         valid_loss,
-                        record["bytes"],
+                        size,
                         step in schedule,
                         removed,
                     )

@@ -60,8 +60,8 @@ class CorpusSource:
             path=Path(str(data["path"])),
             split=reading.Split(seed=int(data["seed"]), threshold=int(data["threshold"])),
             normalised=bool(data["normalised"]),
-            validation_lines=int(data.get("validation_lines", 0)),  # type: ignore[call-overload]
-            validation_from=cls.from_payload(data["validation_from"])  # type: ignore[arg-type]
+            validation_lines=int(data.get("validation_lines", 0)),
+            validation_from=cls.from_payload(data["validation_from"])
             if data.get("validation_from")
             else None,
         )

@@ -88,7 +88,7 @@ class TrainingRun(Run):
         if not tokens:
             return [(self.model, None)]
         found = LanguageModel.objects.filter(name__in=list(tokens))
-        return sorted(((m, tokens[m.name]) for m in found), key=lambda pair: pair[1])
+        return sorted(((m, tokens[m.name]) for m in found), key=lambda pair: pair[1] or 0)
 
     @property
     def disk_bytes(self) -> int:

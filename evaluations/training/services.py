@@ -605,6 +605,6 @@ def training_results_store(*, run_id: int, attempt: int, results: dict[str, Any]
 
 def training_cancel(*, run: TrainingRun, user: Any) -> TrainingRun:
     """Cancel as every run is cancelled, and tell the worker to stop at its next step."""
-    run = runs.run_cancel(run=run, user=user)
-    _ask_to_stop(run)
-    return run
+    cancelled = runs.run_cancel(run=run, user=user)
+    _ask_to_stop(cancelled)
+    return cancelled

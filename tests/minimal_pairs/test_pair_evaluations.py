@@ -167,7 +167,7 @@ def test_changed_content_keeps_old_results_marked_outdated(alice, pair_set, mode
 
 def test_retrying_an_outdated_failed_run_scores_the_content_it_was_asked_on(
     alice, pair_set, model
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     (run,) = pair_services.pair_evaluation_request(
         user=alice, models=[model], pair_sets=[pair_set]
     ).evaluations
@@ -194,7 +194,7 @@ def test_retrying_an_outdated_failed_run_scores_the_content_it_was_asked_on(
 
 def test_retrying_an_outdated_run_whose_content_is_gone_says_why_and_changes_nothing(
     alice, pair_set, model, alice_client
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     (run,) = pair_services.pair_evaluation_request(
         user=alice, models=[model], pair_sets=[pair_set]
     ).evaluations
@@ -210,7 +210,7 @@ def test_retrying_an_outdated_run_whose_content_is_gone_says_why_and_changes_not
     assert (run.status, run.attempt, run.error) == ("failed", 1, "GPU fell over")
 
 
-def test_a_model_registered_for_imported_results_is_never_queued(alice, pair_set) -> None:  # type: ignore[no-untyped-def]
+def test_a_model_registered_for_imported_results_is_never_queued(alice, pair_set) -> None:
     imported = pair_services.imported_model_register(name="Big LM", user=alice)
     assert (imported.name, imported.source, imported.is_imported) == (
         "big-lm",

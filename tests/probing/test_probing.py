@@ -13,7 +13,7 @@ import torch
 from evaluations.probing.extract import encode, extract_features, plan_batches
 from evaluations.probing.probes import Split, fit_logreg, fit_mlp, length_baseline
 from evaluations.probing.run import probe_task
-from evaluations.scoring.loading import LoadedModel, load_model
+from evaluations.scoring.loading import LoadedModel
 from evaluations.scoring.schema import ScoringError
 from suites.formats.probing import ProbingInstance, load_probing_file, read_probing
 from tests.conftest import SHARED_DATA, neural_model
@@ -273,7 +273,7 @@ def test_causal_and_masked_models_probe_a_real_sample(
     assert stages[-1] == ("probes", n_layers, n_layers)
 
 
-def strip_timing(doc: dict) -> dict:  # type: ignore[type-arg]
+def strip_timing(doc: dict) -> dict:
     timing = {key: 0 for key in doc["diagnostics"] if key.startswith("seconds_")}
     return {**doc, "diagnostics": {**doc["diagnostics"], **timing}}
 

@@ -27,11 +27,11 @@ SMALL = "".join(
 
 
 @pytest.fixture
-def task(alice) -> ProbingTask:  # type: ignore[no-untyped-def]
+def task(alice) -> ProbingTask:
     return probing_task_import(source=SMALL, name="toy odd", owner=alice, task_type="custom")
 
 
-def _answer(client, task: ProbingTask, instance: int | str, label: str):  # type: ignore[no-untyped-def]
+def _answer(client, task: ProbingTask, instance: int | str, label: str):
     return client.post_form(
         f"/probing/{task.name}/annotate/", {"instance": str(instance), "label": label}
     )
@@ -41,7 +41,7 @@ def _gold(task: ProbingTask) -> dict[int, str]:
     return dict(task.instances.values_list("pk", "label"))
 
 
-def test_everyone_labels_the_same_te_sentences_and_accuracy_is_counted(  # type: ignore[no-untyped-def]
+def test_everyone_labels_the_same_te_sentences_and_accuracy_is_counted(
     task, alice, bob, anon_client
 ) -> None:
     sample = probing_selectors.annotation_sample(task)
@@ -85,7 +85,7 @@ def test_everyone_labels_the_same_te_sentences_and_accuracy_is_counted(  # type:
     assert "/probing/toy%20odd/annotate/" in task_page
 
 
-def test_hostile_answers_are_400_and_keep_nothing(task, alice, anon_client) -> None:  # type: ignore[no-untyped-def]
+def test_hostile_answers_are_400_and_keep_nothing(task, alice, anon_client) -> None:
     client = signed_in_client(alice)
     te = probing_selectors.annotation_sample(task)[0]
     tr = task.instances.filter(partition="tr").first().pk
@@ -113,7 +113,7 @@ def test_hostile_answers_are_400_and_keep_nothing(task, alice, anon_client) -> N
     assert response.status_code == 302 and "/accounts/login/" in response["Location"]
 
 
-def test_a_senteval_sample_asks_about_at_most_200_te_sentences(alice) -> None:  # type: ignore[no-untyped-def]
+def test_a_senteval_sample_asks_about_at_most_200_te_sentences(alice) -> None:
     source = SHARED_DATA / "senteval-probing" / "odd_man_out.txt"
     if not source.exists():
         pytest.skip(f"shared sample {source} is absent")

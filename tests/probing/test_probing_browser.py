@@ -118,7 +118,7 @@ def test_empty_leaderboard_section_and_model_without_runs(page) -> None:
     page.locator("#probing").screenshot(path=artifact("probing-leaderboard-empty.png"))
 
 
-def test_annotation_page_asks_one_sentence_at_a_time(page, alice) -> None:  # type: ignore[no-untyped-def]
+def test_annotation_page_asks_one_sentence_at_a_time(page, alice) -> None:
     source = SHARED_DATA / "senteval-probing" / "odd_man_out.txt"
     if not source.exists():
         pytest.skip(f"shared sample {source} is absent")

@@ -51,7 +51,7 @@ def one_thread() -> object:
 
 
 @pytest.fixture
-def task(alice) -> ProbingTask:  # type: ignore[no-untyped-def]
+def task(alice) -> ProbingTask:
     return probing_task_import(
         source=WITH_FORMS, name="toy subjects", owner=alice, task_type="subj_number"
     )
@@ -71,7 +71,7 @@ def _done(run: ProbingRun) -> ProbingRun:
     return run
 
 
-def test_a_run_with_seeds_control_frequency_and_mdl(task, gpt2, anon_client) -> None:  # type: ignore[no-untyped-def]
+def test_a_run_with_seeds_control_frequency_and_mdl(task, gpt2, anon_client) -> None:
     if cmu_unigrams() is None:
         pytest.skip("pocketsphinx's CMU model is not installed")
     run = probing_services.probing_run_request(models=[gpt2], task=task, seeds=2, mdl=True).runs[0]
@@ -123,7 +123,7 @@ def test_a_run_with_seeds_control_frequency_and_mdl(task, gpt2, anon_client) -> 
     assert rows[0]["seeds"] == "2"
 
 
-def test_a_run_stored_before_seeds_and_controls_shows_dashes(task, gpt2, anon_client) -> None:  # type: ignore[no-untyped-def]
+def test_a_run_stored_before_seeds_and_controls_shows_dashes(task, gpt2, anon_client) -> None:
     run = ProbingRun.objects.create(
         model=gpt2,
         task=task,
@@ -186,7 +186,7 @@ def test_a_run_stored_before_seeds_and_controls_shows_dashes(task, gpt2, anon_cl
         {"mdl": {"on": True}},
     ],
 )
-def test_hostile_options_are_refused_with_400(task, gpt2, alice, body) -> None:  # type: ignore[no-untyped-def]
+def test_hostile_options_are_refused_with_400(task, gpt2, alice, body) -> None:
     client = token_client(alice)
     sent = {"task": task.name, "models": [gpt2.name], **body}
     response = client.post("/api/probing-runs/", json.dumps(sent), content_type="application/json")
@@ -195,7 +195,7 @@ def test_hostile_options_are_refused_with_400(task, gpt2, alice, body) -> None: 
 
 
 @pytest.mark.parametrize("seeds", ["0", "abc", "99999999999999999999", "-1", "2.5", "\x00"])
-def test_the_request_form_refuses_bad_seeds(task, gpt2, alice_client, seeds: str) -> None:  # type: ignore[no-untyped-def]
+def test_the_request_form_refuses_bad_seeds(task, gpt2, alice_client, seeds: str) -> None:
     data = {"task": task.name, "models": [gpt2.name], "pooling": "mean", "probe": "logreg"}
     response = alice_client.post_form("/probing-runs/new/", {**data, "seeds": seeds})
     assert response.status_code == 400
@@ -206,7 +206,7 @@ def test_the_request_form_refuses_bad_seeds(task, gpt2, alice_client, seeds: str
     assert sorted(ProbingRun.objects.values_list("seeds", "mdl")) == [(3, False), (3, True)]
 
 
-def test_the_leaderboard_shows_the_latest_of_runs_with_other_seeds(task, gpt2, anon_client) -> None:  # type: ignore[no-untyped-def]
+def test_the_leaderboard_shows_the_latest_of_runs_with_other_seeds(task, gpt2, anon_client) -> None:
     from datetime import timedelta
 
     from django.utils import timezone

@@ -53,7 +53,7 @@ def sample(task: str) -> Path:
 
 
 @pytest.fixture(scope="module")
-def cmu():  # type: ignore[no-untyped-def]
+def cmu():
     source = cmu_unigrams()
     if source is None:
         pytest.skip("pocketsphinx's CMU model is not installed")
@@ -62,7 +62,9 @@ def cmu():  # type: ignore[no-untyped-def]
 
 @pytest.fixture(scope="module")
 def gpt2(tiny_gpt2: Path) -> LoadedModel:  # noqa: F811
-    return load_model(str(tiny_gpt2), device="cpu")
+    model = load_model(str(tiny_gpt2), device="cpu")
+    assert isinstance(model, LoadedModel)
+    return model
 
 
 def with_forms(task: str, forms: list[str]) -> list[ProbingInstance]:
@@ -79,7 +81,7 @@ def with_forms(task: str, forms: list[str]) -> list[ProbingInstance]:
     return instances
 
 
-def test_frequency_features_are_the_cmu_unigrams_of_field_3(cmu) -> None:  # type: ignore[no-untyped-def]
+def test_frequency_features_are_the_cmu_unigrams_of_field_3(cmu) -> None:
     # The first six lines of subj_number, with their subject nouns read off by hand.
     forms = ["hunter", "Chills", "witnesses", "crows", "hues", "prickle"]
     instances = with_forms("subj_number", forms)
@@ -98,7 +100,7 @@ def test_frequency_features_are_the_cmu_unigrams_of_field_3(cmu) -> None:  # typ
     assert values[5] == pytest.approx(-32 * math.log10(2), rel=1e-12) == cmu.fallback
 
 
-def test_frequency_baseline_learns_a_frequency_split(cmu, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_frequency_baseline_learns_a_frequency_split(cmu, tmp_path: Path) -> None:
     frequent = ["time", "man", "way", "day", "thing"]  # log10 p above -3.3
     rare = ["zebras", "hues", "crows", "marmosets", "ocelots"]  # below -5.8 or unknown
     lines = []
@@ -208,7 +210,9 @@ def test_mdl_of_a_probe_that_learns_nothing_is_the_uniform_code() -> None:
     split = Split(flat, y, flat[:50], y[:50], flat[:50], y[:50], 2)
     code = online_codelength(split, hyperparameter=0.01)
     assert code["uniform_bits"] == 1000.0
-    assert code["bits"] / code["uniform_bits"] == pytest.approx(1.0, abs=0.03)
+    bits, uniform = code["bits"], code["uniform_bits"]
+    assert bits is not None and uniform is not None
+    assert bits / uniform == pytest.approx(1.0, abs=0.03)
     assert code["blocks"] == len(mdl_blocks(n)) == 11
     # The same labels written into the vectors: a few bits buy the rest.
     signal = flat.copy()
@@ -216,7 +220,8 @@ def test_mdl_of_a_probe_that_learns_nothing_is_the_uniform_code() -> None:
     learnt = online_codelength(
         Split(signal, y, signal[:50], y[:50], signal[:50], y[:50], 2), hyperparameter=0.01
     )
-    assert learnt["compression"] > 5.0
+    compression = learnt["compression"]
+    assert compression is not None and compression > 5.0
 
 
 def test_mdl_blocks_for_a_small_training_set() -> None:

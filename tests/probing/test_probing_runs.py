@@ -307,7 +307,7 @@ def by_model_selectivity(rows: list[list[str]], model: str) -> float:
     return float(next(row for row in rows if row[0] == model)[5])
 
 
-def test_control_overlay_leaderboard_and_model_page(task, gpt2, tiny_bert, anon_client) -> None:  # type: ignore[no-untyped-def]  # noqa: F811
+def test_control_overlay_leaderboard_and_model_page(task, gpt2, tiny_bert, anon_client) -> None:  # noqa: F811
     control = model_registry.model_register(source=str(tiny_bert), name="control-model")
     empty = anon_client.get("/models/control-model/").content.decode()
     assert "has not been probed on any task yet" in empty
@@ -424,7 +424,7 @@ def test_the_run_page_cancels_and_retries_with_a_message(
     assert "cancel it first" in refused.decode() and "Sent again." not in refused.decode()
 
 
-def test_an_outdated_run_is_not_retried_on_other_instances(task, gpt2, alice) -> None:  # type: ignore[no-untyped-def]
+def test_an_outdated_run_is_not_retried_on_other_instances(task, gpt2, alice) -> None:
     """A task keeps only its current instances: a retry of a run on earlier content
     would probe other sentences under the run's content, so it is refused with the
     reason, and nothing changes."""

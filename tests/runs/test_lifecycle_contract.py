@@ -138,7 +138,7 @@ class Asked:
 
 
 @pytest.fixture(params=sorted(CASES))
-def asked(request, alice, settings, tmp_path) -> Asked:  # type: ignore[no-untyped-def]
+def asked(request, alice, settings, tmp_path) -> Asked:
     settings.GYM_CORPUS_DIR = tmp_path / "corpora"
     settings.GYM_TRAINING_DIR = tmp_path / "trained"
     kind = runs.kind_named(request.param)
@@ -225,7 +225,7 @@ def test_cancel_refuses_the_attempt_s_late_results(asked: Asked, state: str) -> 
 
 def test_only_the_owner_the_requester_or_staff_may_manage_a_run(
     asked: Asked, charlie_client, dana_client
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     stranger = token_client(User.objects.get(username="charlie"))
     assert asked.post("cancel", stranger).status_code == 403
     assert asked.refreshed().status == "queued"

@@ -22,7 +22,7 @@ from django.contrib.auth.models import User
 from django.urls import reverse
 
 from evaluations.language_models import registry as model_registry
-from evaluations.models import ItemResult, LanguageModel, PairSentenceTokens, Run
+from evaluations.models import ItemResult, LanguageModel, PairSentenceTokens
 from evaluations.runs import lifecycle as runs
 from suites.corpora.services import corpus_import
 from suites.minimal_pairs.sets import minimal_pair_set_import
@@ -53,7 +53,7 @@ class WorkerCase:
 
     request_path: str
     body: Callable[[Path, str], dict[str, Any]]
-    stored: Callable[[Run], Any]
+    stored: Callable[[Any], Any]
 
 
 def _suite_body(_: Path, model: str) -> dict[str, Any]:
@@ -137,7 +137,7 @@ def _until(what: str, check: Callable[[], Any], timeout: float = 300) -> Any:
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_a_run_whose_pool_process_is_killed_mid_way_is_done_exactly_once(  # type: ignore[no-untyped-def]
+def test_a_run_whose_pool_process_is_killed_mid_way_is_done_exactly_once(
     name,
     redis_broker,
     workers,
@@ -165,7 +165,9 @@ def test_a_run_whose_pool_process_is_killed_mid_way_is_done_exactly_once(  # typ
     client = token_client(User.objects.create_user("owner"))
     answer = client.post(case.request_path, json.dumps(body), content_type="application/json")
     assert answer.status_code == 201, answer.content
-    run = kind.run_model.objects.get(model__name="tiny" if name != "training" else "held-lm")
+    run: Any = kind.run_model.objects.get(  # type: ignore[misc]  # every kind's run has a model
+        model__name="tiny" if name != "training" else "held-lm"
+    )
     first = pace.wait_held(run, timeout=300)
 
     os.kill(_pool_of(scoring), signal.SIGKILL)
@@ -184,7 +186,7 @@ def test_a_run_whose_pool_process_is_killed_mid_way_is_done_exactly_once(  # typ
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_cancel_while_running_stops_the_worker_which_then_takes_the_next_run(  # type: ignore[no-untyped-def]
+def test_cancel_while_running_stops_the_worker_which_then_takes_the_next_run(
     name,
     redis_broker,
     workers,
@@ -213,7 +215,9 @@ def test_cancel_while_running_stops_the_worker_which_then_takes_the_next_run(  #
     client = token_client(User.objects.create_user("owner"))
     answer = client.post(case.request_path, json.dumps(body), content_type="application/json")
     assert answer.status_code == 201, answer.content
-    run = kind.run_model.objects.get(model__name="tiny" if name != "training" else "held-lm")
+    run: Any = kind.run_model.objects.get(  # type: ignore[misc]  # every kind's run has a model
+        model__name="tiny" if name != "training" else "held-lm"
+    )
     pace.wait_held(run, timeout=300)
     api = reverse(kind.api_detail, args=[run.pk])
     assert client.post(f"{api}cancel/", "{}", content_type="application/json").status_code == 200

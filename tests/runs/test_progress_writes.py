@@ -25,7 +25,7 @@ PROGRESS_COLUMNS = {"status", "started_at", "progress_done", "progress_total"}
 
 
 @pytest.fixture
-def evaluation(alice) -> Evaluation:  # type: ignore[no-untyped-def]
+def evaluation(alice) -> Evaluation:
     suite = suite_services.suite_import(source=small_suite("progress rows"), owner=alice).suite
     model = LanguageModel.objects.create(name="m", display_name="M", source="/models/m")
     return services.evaluation_request(model=model, suites=[suite], user=alice).evaluations[0]
@@ -52,17 +52,17 @@ def _report(
 ) -> list[str]:
     with CaptureQueriesContext(connection) as captured:
         if parts == 1:
-            tasks.progress.apply(args=["suite", evaluation.pk, 1, done, 4, restart])
+            tasks.progress.apply(args=("suite", evaluation.pk, 1, done, 4, restart))
         else:
             entry = {"run": evaluation.pk, "attempt": 1, "part": 0, "parts": parts}
             tasks.progress_parts.apply(
-                args=["suite", [{**entry, "done": done, "size": 2}], restart]
+                args=("suite", [{**entry, "done": done, "size": 2}], restart)
             )
     assert not any("snapshot" in q["sql"] for q in captured.captured_queries)
     return _run_writes(captured.captured_queries)
 
 
-def test_progress_writes_only_the_progress_columns(evaluation) -> None:  # type: ignore[no-untyped-def]
+def test_progress_writes_only_the_progress_columns(evaluation) -> None:
     assert Evaluation.objects.values_list("snapshot", flat=True).get(pk=evaluation.pk)
     writes = [
         *_report(evaluation, 0, restart=True),
@@ -78,7 +78,7 @@ def test_progress_writes_only_the_progress_columns(evaluation) -> None:  # type:
     assert (evaluation.status, evaluation.progress_done) == ("running", 3)
 
 
-def test_progress_of_a_split_run_writes_only_the_progress_columns(evaluation) -> None:  # type: ignore[no-untyped-def]
+def test_progress_of_a_split_run_writes_only_the_progress_columns(evaluation) -> None:
     writes = [*_report(evaluation, 0, restart=True, parts=2), *_report(evaluation, 1, parts=2)]
     assert len(writes) >= 2, writes
     for sql in writes:

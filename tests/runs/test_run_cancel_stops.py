@@ -25,13 +25,13 @@ DROPPED = "before its work started: dropped"
 
 
 @pytest.fixture(scope="module")
-def tiny_gpt2(tmp_path_factory):  # type: ignore[no-untyped-def]
+def tiny_gpt2(tmp_path_factory):
     from tests.tiny_models import make_gpt2
 
     return make_gpt2(tmp_path_factory.mktemp("tiny-gpt2"))
 
 
-def _env(pace) -> dict[str, str]:  # type: ignore[no-untyped-def]
+def _env(pace) -> dict[str, str]:
     return {
         "GYM_RUN_HOLD_DIR": str(pace.folder),
         "GYM_PROGRESS_EVERY_SECONDS": "0",
@@ -47,7 +47,7 @@ def _env(pace) -> dict[str, str]:  # type: ignore[no-untyped-def]
 )
 def test_cancel_stops_the_worker_and_it_takes_the_next_run(
     redis_broker, workers, tiny_gpt2, alice, pace, settings, budget, task, sizes
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     settings.GYM_PACK_TOKEN_BUDGET = budget
     suites = [_big_suite(n) for n in sizes]
     model = model_registry.model_register(source=str(tiny_gpt2), name="tiny")
@@ -80,7 +80,7 @@ def test_cancel_stops_the_worker_and_it_takes_the_next_run(
 
 def test_a_cancelled_run_still_queued_is_dropped_when_a_worker_takes_it(
     redis_broker, workers, tiny_gpt2, alice, pace, settings
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     settings.GYM_PACK_TOKEN_BUDGET = 0  # one task per run: the second waits in the queue
     first_suite, second_suite = _big_suite(300), _big_suite(301)
     model = model_registry.model_register(source=str(tiny_gpt2), name="tiny")

@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -23,7 +24,7 @@ from tests.conftest import SHARED_DATA
 
 
 @pytest.fixture(autouse=True)
-def _one_thread():  # type: ignore[no-untyped-def]
+def _one_thread():
     before = torch.get_num_threads()
     torch.set_num_threads(1)
     yield
@@ -31,7 +32,7 @@ def _one_thread():  # type: ignore[no-untyped-def]
 
 
 @pytest.fixture(scope="module")
-def corpus(tmp_path_factory) -> Path:  # type: ignore[no-untyped-def]
+def corpus(tmp_path_factory) -> Path:
     source = SHARED_DATA / "senteval-probing" / "tree_depth.txt"
     if not source.exists():
         pytest.skip(f"shared sample {source} is absent")
@@ -50,7 +51,7 @@ def train(corpus: Path, out: Path, *extra: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def base(corpus, tmp_path_factory) -> Path:  # type: ignore[no-untyped-def]
+def base(corpus, tmp_path_factory) -> Path:
     """A tiny model trained from scratch: the model the tests train further."""
     out = tmp_path_factory.mktemp("base") / "base"
     before = torch.get_num_threads()
@@ -64,7 +65,7 @@ def weights(folder: Path) -> dict[str, torch.Tensor]:
     return load_file(str(folder / "model.safetensors"))
 
 
-def test_training_further_starts_from_the_weights_and_tokenizer(corpus, base, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_training_further_starts_from_the_weights_and_tokenizer(corpus, base, tmp_path) -> None:
     out = tmp_path / "further"
     # A learning rate too small to move the weights: the result is the base model.
     printed = train(corpus, out, "--from-model", str(base), "--lr", "1e-9")
@@ -89,7 +90,7 @@ def test_training_further_starts_from_the_weights_and_tokenizer(corpus, base, tm
     assert info["log"][0]["loss"] < fresh["log"][0]["loss"]
 
 
-def test_training_further_resumes_as_straight_through(corpus, base, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_training_further_resumes_as_straight_through(corpus, base, tmp_path) -> None:
     straight, resumed = tmp_path / "straight", tmp_path / "resumed"
     train(corpus, straight, "--from-model", str(base), "--steps", "3")
     assert "stopped early: 1 steps" in train(
@@ -104,7 +105,7 @@ def test_training_further_resumes_as_straight_through(corpus, base, tmp_path) ->
 
 
 @pytest.mark.django_db
-def test_the_command_refuses_what_cannot_be_trained_further(corpus, base, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_the_command_refuses_what_cannot_be_trained_further(corpus, base, tmp_path) -> None:
     arpa = tmp_path / "model.arpa"
     arpa.write_text("\\data\\\nngram 1=1\n\n\\1-grams:\n-1.0\t<unk>\n\n\\end\\\n")
     masked = tmp_path / "masked"
@@ -148,7 +149,7 @@ def test_the_command_refuses_what_cannot_be_trained_further(corpus, base, tmp_pa
 
 
 @pytest.mark.django_db
-def test_a_run_trains_a_registered_model_further(  # type: ignore[no-untyped-def]
+def test_a_run_trains_a_registered_model_further(
     corpus, base, settings, tmp_path, alice, alice_client, _private_broker
 ) -> None:
     settings.GYM_CORPUS_DIR = tmp_path / "corpora"
@@ -161,13 +162,13 @@ def test_a_run_trains_a_registered_model_further(  # type: ignore[no-untyped-def
     )
     headers = {"HTTP_X_CSRFTOKEN": alice_client.csrf_token()}
 
-    def ask(name: str, options: dict, kind: str = "causal"):  # type: ignore[no-untyped-def]
+    def ask(name: str, options: dict, kind: str = "causal"):
         body = {"corpus": "book", "name": name, "kind": kind, "options": options}
         return alice_client.post(
             "/api/training-runs/", json.dumps(body), content_type="application/json", **headers
         )
 
-    refused = [
+    refused: list[tuple[dict[str, Any], str, str]] = [
         ({"base_model": "kn3"}, "base_model", "the model 'kn3' is an n-gram model; only a "
          "causal transformer can be trained further"),
         ({"base_model": "nope"}, "base_model", "no registered model is named 'nope'"),
@@ -196,6 +197,7 @@ def test_a_run_trains_a_registered_model_further(  # type: ignore[no-untyped-def
     assert response.status_code == 201, response.content
     assert response.json()["base_model"] == "base"
     run = TrainingRun.objects.get()
+    assert run.base_model is not None
     assert run.base_model.name == "base" and run.options["base_model"] == "base"
     assert run.options["tokenizer"] == "model" and run.options["preset"] == ""
     assert run.model.description == "Base trained further on the corpus book."
@@ -219,4 +221,5 @@ def test_a_run_trains_a_registered_model_further(  # type: ignore[no-untyped-def
         },
     )  # fmt: skip
     assert response.status_code == 302
-    assert TrainingRun.objects.get(model__name="from-page").base_model.name == "base"
+    from_page = TrainingRun.objects.get(model__name="from-page").base_model
+    assert from_page is not None and from_page.name == "base"

@@ -16,7 +16,7 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def run(settings, tmp_path, alice):  # type: ignore[no-untyped-def]
+def run(settings, tmp_path, alice):
     settings.GYM_CORPUS_DIR = tmp_path / "corpora"
     settings.GYM_TRAINING_DIR = tmp_path / "trained"
     text = tmp_path / "book.txt"
@@ -36,7 +36,7 @@ def run(settings, tmp_path, alice):  # type: ignore[no-untyped-def]
     return made
 
 
-def test_a_training_run_s_checkpoints_as_rows(run, anon_client) -> None:  # type: ignore[no-untyped-def]
+def test_a_training_run_s_checkpoints_as_rows(run, anon_client) -> None:
     suite = suite_import(source=(EXAMPLES / "agreement_local.json").read_text(), owner=None).suite
     other = LanguageModel.objects.create(name="gpt2", display_name="GPT-2", source="gpt2")
     for name, accuracy in (("book-gpt-512", 0.25), ("book-gpt-4096", 0.75), ("gpt2", 0.9)):
@@ -92,7 +92,7 @@ def test_a_training_run_s_checkpoints_as_rows(run, anon_client) -> None:  # type
     assert f'href="/leaderboard/?training={run.pk}">Checkpoints on the leaderboard</a>' in page
 
 
-def test_a_bad_training_filter_is_a_404(run, anon_client) -> None:  # type: ignore[no-untyped-def]
+def test_a_bad_training_filter_is_a_404(run, anon_client) -> None:
     for value in (str(run.pk + 1), "abc", "-1", "1.5", "9" * 40, "%00", "1 OR 1=1"):
         for url in ("/leaderboard/", "/api/leaderboard/", "/leaderboard.csv"):
             response = anon_client.get(url, {"training": value})

@@ -25,7 +25,7 @@ from tests.conftest import EXAMPLES, SHARED_DATA
 
 
 @pytest.fixture(autouse=True)
-def _one_thread():  # type: ignore[no-untyped-def]
+def _one_thread():
     before = torch.get_num_threads()
     torch.set_num_threads(1)
     yield
@@ -33,7 +33,7 @@ def _one_thread():  # type: ignore[no-untyped-def]
 
 
 @pytest.fixture(scope="module")
-def corpus(tmp_path_factory) -> Path:  # type: ignore[no-untyped-def]
+def corpus(tmp_path_factory) -> Path:
     source = SHARED_DATA / "senteval-probing" / "tree_depth.txt"
     if not source.exists():
         pytest.skip(f"shared sample {source} is absent")
@@ -55,7 +55,7 @@ def folders(out: Path) -> list[int]:
     return sorted(int(f.name.removeprefix("checkpoint-")) for f in out.glob("checkpoint-*"))
 
 
-def test_retention_on_the_command_line(corpus, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_retention_on_the_command_line(corpus, tmp_path) -> None:
     # The schedule is steps 1, 2, 4, 8; save_every 3 adds steps 3 and 6 (256 tokens a step).
     everything = train(corpus, tmp_path / "all")
     assert folders(tmp_path / "all") == [256, 512, 768, 1024, 1536, 2048]
@@ -93,7 +93,7 @@ def test_retention_on_the_command_line(corpus, tmp_path) -> None:  # type: ignor
 
 
 @pytest.mark.django_db
-def test_removed_checkpoints_keep_their_models_and_are_never_queued(  # type: ignore[no-untyped-def]
+def test_removed_checkpoints_keep_their_models_and_are_never_queued(
     corpus, settings, tmp_path, alice, alice_client, anon_client, _private_broker, monkeypatch
 ) -> None:
     settings.GYM_CORPUS_DIR = tmp_path / "corpora"
@@ -124,7 +124,7 @@ def test_removed_checkpoints_keep_their_models_and_are_never_queued(  # type: ig
     assert (run.options["retention"], run.options["keep_last"]) == ("last", 1)
     reports: list[dict] = []
 
-    def record(task, *args, best_effort=False):  # type: ignore[no-untyped-def]
+    def record(task, *args, best_effort=False):
         if task is tasks.checkpoint:  # what the worker sends the default queue
             reports.append(args[3])
 
@@ -145,9 +145,9 @@ def test_removed_checkpoints_keep_their_models_and_are_never_queued(  # type: ig
     assert LanguageModel.objects.get(name="kept-1024").weights_removed_at is None
     # Its evaluation queued before the removal is kept; nothing new is queued on it.
     assert Evaluation.objects.filter(model=removed, suite=suite).count() == 1
-    with pytest.raises(runs.WeightsRemoved) as caught:
+    with pytest.raises(runs.WeightsRemoved) as removed_caught:
         runs.kind_named("suite").request_runs(models=[removed], benchmarks=[suite], user=alice)
-    assert str(caught.value) == (
+    assert str(removed_caught.value) == (
         "kept-256: weights removed (its training run's checkpoint retention deleted the "
         "folder), so no worker can load it; its results are kept."
     )
@@ -178,7 +178,7 @@ def test_removed_checkpoints_keep_their_models_and_are_never_queued(  # type: ig
 
 
 @pytest.mark.django_db
-def test_a_report_lost_on_the_way_registers_the_removed_checkpoint_once(  # type: ignore[no-untyped-def]
+def test_a_report_lost_on_the_way_registers_the_removed_checkpoint_once(
     corpus, settings, tmp_path, alice, _private_broker
 ) -> None:
     """The results alone (no checkpoint report arrived) register every checkpoint, the

@@ -20,7 +20,7 @@ from tests.conftest import EXAMPLES, SHARED_DATA
 
 
 @pytest.fixture(autouse=True)
-def _one_thread():  # type: ignore[no-untyped-def]
+def _one_thread():
     before = torch.get_num_threads()
     torch.set_num_threads(1)
     yield
@@ -36,7 +36,7 @@ def lines() -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def corpus(lines, tmp_path_factory) -> Path:  # type: ignore[no-untyped-def]
+def corpus(lines, tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("corpus") / "book.txt"
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return path
@@ -55,7 +55,7 @@ def model_type(folder: Path) -> str:
     return json.loads((folder / "tokenizer.json").read_text())["model"]["type"]
 
 
-def test_unigram_and_bpe_tokenizers(lines) -> None:  # type: ignore[no-untyped-def]
+def test_unigram_and_bpe_tokenizers(lines) -> None:
     unigram = causal.train_tokenizer(lines, 512, "unigram")
     assert json.loads(unigram.backend_tokenizer.to_str())["model"]["type"] == "Unigram"
     assert len(unigram) == 512
@@ -74,7 +74,7 @@ def test_unigram_and_bpe_tokenizers(lines) -> None:  # type: ignore[no-untyped-d
     assert bpe.unk_token_id is None and len(bpe("ж")["input_ids"]) == 2
 
 
-def test_the_command_trains_with_each_tokenizer(corpus, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_the_command_trains_with_each_tokenizer(corpus, tmp_path) -> None:
     unigram = tmp_path / "unigram"
     train(corpus, unigram, "--tokenizer", "unigram")
     assert model_type(unigram) == "Unigram"
@@ -106,7 +106,7 @@ def test_the_command_trains_with_each_tokenizer(corpus, tmp_path) -> None:  # ty
 
 
 @pytest.mark.django_db
-def test_runs_choose_their_tokenizer(  # type: ignore[no-untyped-def]
+def test_runs_choose_their_tokenizer(
     corpus, settings, tmp_path, alice_client, _private_broker
 ) -> None:
     settings.GYM_CORPUS_DIR = tmp_path / "corpora"
@@ -120,7 +120,7 @@ def test_runs_choose_their_tokenizer(  # type: ignore[no-untyped-def]
     LanguageModel.objects.create(name="kn3", display_name="KN3", source="/x.arpa", kind="ngram")
     headers = {"HTTP_X_CSRFTOKEN": alice_client.csrf_token()}
 
-    def ask(name: str, options: dict):  # type: ignore[no-untyped-def]
+    def ask(name: str, options: dict):
         body = {"corpus": "book", "name": name, "kind": "causal", "options": options}
         return alice_client.post(
             "/api/training-runs/", json.dumps(body), content_type="application/json", **headers
@@ -148,6 +148,7 @@ def test_runs_choose_their_tokenizer(  # type: ignore[no-untyped-def]
     response = ask("lent", {"tokenizer_model": "lender", "steps": 2})
     assert response.status_code == 201, response.content
     run = TrainingRun.objects.get(model__name="lent")
+    assert run.tokenizer_model is not None
     assert run.tokenizer_model.name == "lender" and run.options["tokenizer"] == "model"
     assert run.options["shape"]["vocab"] == 400  # the lent tokenizer's size
     assert services.training_payload(run)["options"]["tokenizer_source"] == str(lender)

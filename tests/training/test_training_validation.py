@@ -22,7 +22,7 @@ from tests.conftest import SHARED_DATA
 
 
 @pytest.fixture(autouse=True)
-def _one_thread():  # type: ignore[no-untyped-def]
+def _one_thread():
     before = torch.get_num_threads()
     torch.set_num_threads(1)
     yield
@@ -30,7 +30,7 @@ def _one_thread():  # type: ignore[no-untyped-def]
 
 
 @pytest.fixture(scope="module")
-def files(tmp_path_factory) -> tuple[Path, Path]:  # type: ignore[no-untyped-def]
+def files(tmp_path_factory) -> tuple[Path, Path]:
     """The training text and, from another probing sample, forty validation lines."""
     folder = tmp_path_factory.mktemp("corpora")
     texts = []
@@ -51,7 +51,7 @@ def tokens(folder: Path, lines: list[str]) -> int:
     return sum(1 + len(tokenizer(line, add_special_tokens=False)["input_ids"]) for line in lines)
 
 
-def test_a_second_file_is_the_validation_text(files) -> None:  # type: ignore[no-untyped-def]
+def test_a_second_file_is_the_validation_text(files) -> None:
     train, valid = files
     held = corpus_file(train)
     assert held.validation_lines == 7 and len(list(held.training())) == 703
@@ -64,7 +64,7 @@ def test_a_second_file_is_the_validation_text(files) -> None:  # type: ignore[no
     assert list(again.validation()) == list(source.validation()) and again == source
 
 
-def test_the_command_validates_on_the_file(files, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_the_command_validates_on_the_file(files, tmp_path) -> None:
     train, valid = files
     out = tmp_path / "m"
     call_command(
@@ -94,7 +94,7 @@ def test_the_command_validates_on_the_file(files, tmp_path) -> None:  # type: ig
 
 
 @pytest.mark.django_db
-def test_a_run_validates_on_a_second_corpus(  # type: ignore[no-untyped-def]
+def test_a_run_validates_on_a_second_corpus(
     files, settings, tmp_path, alice_client, _private_broker
 ) -> None:
     settings.GYM_CORPUS_DIR = tmp_path / "corpora"
@@ -104,7 +104,7 @@ def test_a_run_validates_on_a_second_corpus(  # type: ignore[no-untyped-def]
     other = corpus_import(source=valid, name="held", owner=None)
     headers = {"HTTP_X_CSRFTOKEN": alice_client.csrf_token()}
 
-    def ask(name: str, validation: object):  # type: ignore[no-untyped-def]
+    def ask(name: str, validation: object):
         body = {
             "corpus": "book", "name": name, "kind": "causal", "validation_corpus": validation,
             "options": {"steps": 1, "checkpoints": 1, "micro_batch": 4},

@@ -14,7 +14,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from evaluations.probing.extract import POOLINGS
 from evaluations.probing.probes import PROBES
 from evaluations.probing.run import DEFAULT_SEEDS, MAX_SEEDS, probe_task
-from evaluations.scoring.loading import load_model
+from evaluations.scoring.loading import LoadedModel, load_model
 from evaluations.scoring.schema import ScoringError
 from suites.formats.probing import (
     TASK_TYPES,
