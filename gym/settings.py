@@ -358,7 +358,15 @@ if GYM_PACK_TOKEN_BUDGET < 0:
 GYM_SWEEP_EVERY_SECONDS = envint("GYM_SWEEP_EVERY_SECONDS", 60)
 GYM_SWEEP_RESEND_AFTER = envint("GYM_SWEEP_RESEND_AFTER", 30)
 CELERY_BEAT_SCHEDULE = {
-    "sweep runs": {"task": "runs.sweep", "schedule": GYM_SWEEP_EVERY_SECONDS},
+    # A sweep not taken within its period is dropped: the next one does its work. Without
+    # it, sweeps that take longer than their period (each waits for the workers' answers)
+    # pile up on the default queue, and the progress and results behind them wait longer
+    # and longer (minutes after an hour, with a two-second period).
+    "sweep runs": {
+        "task": "runs.sweep",
+        "schedule": GYM_SWEEP_EVERY_SECONDS,
+        "options": {"expires": GYM_SWEEP_EVERY_SECONDS},
+    },
 }
 # Test hook, unset in production: while a file named "hold" is in this folder, a worker
 # pauses after each progress report, so that tests pace runs instead of racing them.

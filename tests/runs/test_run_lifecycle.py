@@ -14,7 +14,7 @@ from evaluations.models import Evaluation, LanguageModel
 from evaluations.runs import lifecycle as runs
 from evaluations.syntaxgym import services
 from suites.syntaxgym import services as suite_services
-from tests.celery_harness import broker
+from tests.celery_harness import broker, wait_for_log
 from tests.conftest import small_suite
 
 pytestmark = pytest.mark.django_db
@@ -155,6 +155,8 @@ def test_the_sweep_is_scheduled() -> None:
 
     entry = celery_app.conf.beat_schedule["sweep runs"]
     assert entry["task"] == tasks.sweep.name == "runs.sweep"
+    # Dropped when not taken within its period, so that slow sweeps never pile up.
+    assert entry["options"] == {"expires": entry["schedule"]}
 
 
 def test_every_kind_is_registered_with_importable_parts() -> None:
@@ -213,3 +215,25 @@ def test_a_run_over_the_time_limit_is_told_in_its_own_kind_s_words() -> None:
     pairs = failure_reason(ValueError("bad input"), kind="pairs")
     assert pairs == "Scoring failed: ValueError: bad input"
     assert failure_reason(ValueError("x"), kind="probing") == "Probing failed: ValueError: x"
+
+
+@pytest.mark.integration
+@pytest.mark.django_db(transaction=True)
+def test_sweeps_not_taken_within_their_period_are_dropped(redis_broker, workers) -> None:
+    """A storing worker that was busy (here: not yet started) finds a backlog of sweeps:
+    the ones past their period are dropped, not run one after another in front of the
+    progress and results queued behind them."""
+    import time
+
+    from evaluations.runs import tasks
+
+    for _ in range(5):
+        tasks.sweep.apply_async(expires=1)
+    time.sleep(2)
+    tasks.sweep.apply_async(expires=600)
+    storing = workers("celery")
+    wait_for_log(storing, "succeeded", timeout=120)
+    time.sleep(1)
+    log = storing.log.read_text()
+    assert log.count(" succeeded in ") == 1, log[-3000:]
+    assert log.count("expired") + log.count("Discarding revoked task") >= 5, log[-3000:]
