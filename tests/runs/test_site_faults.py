@@ -42,7 +42,9 @@ def _free_port() -> int:
         return probe.getsockname()[1]
 
 
-def _until(what: str, check: Any, timeout: float = 240, site: Site | None = None) -> Any:
+# Generous: on a loaded two-core machine a restarted worker takes minutes to import torch,
+# load its model and reach its first batch. A wedge still fails the test, only later.
+def _until(what: str, check: Any, timeout: float = 600, site: Site | None = None) -> Any:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = check()
