@@ -11,8 +11,8 @@ import statistics
 from collections.abc import Sequence
 from typing import Any
 
-# z for a two-sided 95% interval under a normal approximation.
-Z95 = 1.96
+from evaluations.statistics import Z95, wilson_interval
+
 # Chart.js point styles, one per condition (cycled), so that no condition relies on
 # colour alone.
 MARKERS = ("circle", "triangle", "rect", "rectRot", "crossRot", "star", "rectRounded", "cross")
@@ -107,19 +107,6 @@ def plot_data(
 def _value_at(item: dict[str, Any], condition: str, metric: str, index: int) -> Any:
     values = (item.get(condition) or {}).get(metric) or []
     return values[index] if index < len(values) else None
-
-
-def wilson_interval(successes: int, n: int) -> tuple[float, float] | None:
-    """The 95% Wilson score interval of a proportion (successes of n). Unlike the normal
-    approximation it stays inside [0, 1] and does not collapse to zero width at 0 or n
-    successes, which small conditions of a minimal-pair set often reach."""
-    if n <= 0:
-        return None
-    share = successes / n
-    z2 = Z95 * Z95
-    centre = (share + z2 / (2 * n)) / (1 + z2 / n)
-    half = Z95 * math.sqrt(share * (1 - share) / n + z2 / (4 * n * n)) / (1 + z2 / n)
-    return max(0.0, centre - half), min(1.0, centre + half)
 
 
 def accuracy_bars(groups: Sequence[tuple[str, int, int]]) -> dict[str, Any]:

@@ -15,7 +15,8 @@ from typing import Any
 import numpy as np
 
 from evaluations.minimal_pairs.analysis import Analysis, AnalysisOptions
-from evaluations.plots import accuracy_bars, wilson_interval
+from evaluations.plots import accuracy_bars
+from evaluations.statistics import wilson_interval
 from suites.formats.minimal_pairs import PAIRID
 
 # Which pairs the by_pair table lists.

@@ -30,7 +30,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from evaluations import plots
+from evaluations import statistics
 from evaluations.minimal_pairs import results as pair_results
 from evaluations.models import LanguageModel, PairEvaluation, PairSentenceTokens
 from evaluations.token_data import pack_tokens
@@ -179,7 +179,7 @@ def test_result_page_cards_tables_and_failing_pairs_first(anon_client, run) -> N
         "0",
         "current",
     )
-    interval = plots.wilson_interval(2, 3)
+    interval = statistics.wilson_interval(2, 3)
     assert interval is not None
     low, high = interval
     assert f"95% Wilson interval {low:.2f}–{high:.2f}" in page
@@ -484,15 +484,6 @@ def test_model_and_set_pages_list_pair_results(anon_client, dana_client, board) 
     empty = LanguageModel.objects.create(name="new", display_name="New LM", source="hub/n")
     assert "data-no-pair-results" in anon_client.get(empty.get_absolute_url()).content.decode()
     cache.clear()
-
-
-def test_wilson_interval_matches_published_values() -> None:
-    # Wilson score intervals (z = 1.96) worked by hand: centre (p + z²/2n) / (1 + z²/n),
-    # half-width z·√(p(1-p)/n + z²/4n²) / (1 + z²/n).
-    assert plots.wilson_interval(0, 10) == pytest.approx((0.0, 0.2775), abs=1e-4)
-    assert plots.wilson_interval(5, 10) == pytest.approx((0.2366, 0.7634), abs=1e-4)
-    assert plots.wilson_interval(2, 2) == pytest.approx((0.3424, 1.0), abs=1e-4)
-    assert plots.wilson_interval(0, 0) is None
 
 
 def test_default_grouping_that_does_not_fit_groups_nothing(anon_client, model) -> None:

@@ -1,0 +1,111 @@
+"""The statistics the result pages, the comparison page and the leaderboard show: a 95%
+interval for an accuracy, an exact paired test for two models on the same items, and a
+correction for testing many suites at once. Exact and pure Python (no scipy, no Django):
+the counts involved are at most a suite's items, small enough for exact binomial sums.
+See docs/evaluation.md, "How sure the numbers are"."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+
+# z for a two-sided 95% interval under a normal approximation.
+Z95 = 1.96
+# The level below which a (corrected) p-value counts as significant.
+ALPHA = 0.05
+
+
+def wilson_interval(successes: int, n: int) -> tuple[float, float] | None:
+    """The 95% Wilson score interval of a proportion (successes of n). Unlike the normal
+    approximation it stays inside [0, 1] and does not collapse to zero width at 0 or n
+    successes, which small suites and small conditions of a minimal-pair set often reach."""
+    if n <= 0:
+        return None
+    share = successes / n
+    z2 = Z95 * Z95
+    centre = (share + z2 / (2 * n)) / (1 + z2 / n)
+    half = Z95 * math.sqrt(share * (1 - share) / n + z2 / (4 * n * n)) / (1 + z2 / n)
+    # At 0 or n successes one end is exactly the share; rounding must not leave it out.
+    low = 0.0 if successes <= 0 else max(0.0, centre - half)
+    high = 1.0 if successes >= n else min(1.0, centre + half)
+    return low, high
+
+
+def mcnemar_exact(b: int, c: int) -> float:
+    """The two-sided exact McNemar p-value of two models on the same items: `b` items
+    only the first passes, `c` only the second. Items both pass or both fail say nothing
+    about which is better, so under "equally good" each of the b + c disagreements is a
+    fair coin, and p is twice the binomial tail of the rarer side (at most 1). Summed in
+    exact integers, so no rounding builds up however many items disagree."""
+    if b < 0 or c < 0:
+        raise ValueError("counts cannot be negative")
+    n = b + c
+    if n == 0:
+        return 1.0
+    tail = sum(math.comb(n, i) for i in range(min(b, c) + 1))
+    return float(min(Fraction(1), Fraction(2 * tail, 2**n)))
+
+
+def holm(pvalues: Sequence[float]) -> list[float]:
+    """Holm's step-down adjustment of several p-values, in the order given: the k-th
+    smallest of m is multiplied by m - k + 1, each adjusted value is at least the one
+    before it in sorted order, and none exceeds 1. Rejecting where the adjusted value is
+    below alpha keeps the chance of any false "significant" at most alpha, with no
+    assumption about how the tests depend on one another."""
+    m = len(pvalues)
+    adjusted = [0.0] * m
+    running = 0.0
+    for rank, index in enumerate(sorted(range(m), key=lambda i: pvalues[i])):
+        running = max(running, min(1.0, (m - rank) * pvalues[index]))
+        adjusted[index] = running
+    return adjusted
+
+
+@dataclass(frozen=True)
+class PairedTest:
+    """Two models on the same items: how many each passes that the other fails, and the
+    exact McNemar p-value. Items either model cannot be judged on are left out."""
+
+    only_first: int
+    only_second: int
+    both_pass: int
+    both_fail: int
+
+    @property
+    def items(self) -> int:
+        """The items both models could be judged on."""
+        return self.only_first + self.only_second + self.both_pass + self.both_fail
+
+    @property
+    def p_value(self) -> float:
+        return mcnemar_exact(self.only_first, self.only_second)
+
+    @property
+    def significant(self) -> bool:
+        return self.p_value < ALPHA
+
+
+def paired_test(pairs: Iterable[tuple[bool | None, bool | None]]) -> PairedTest:
+    """The paired test of per-item outcomes (first model's, second model's); an item
+    that either model has no outcome for (None: not evaluable) does not count."""
+    counts = {(True, False): 0, (False, True): 0, (True, True): 0, (False, False): 0}
+    for first, second in pairs:
+        if first is None or second is None:
+            continue
+        counts[(bool(first), bool(second))] += 1
+    return PairedTest(
+        only_first=counts[(True, False)],
+        only_second=counts[(False, True)],
+        both_pass=counts[(True, True)],
+        both_fail=counts[(False, False)],
+    )
+
+
+def paired_by_item(
+    first: Mapping[int, bool | None], second: Mapping[int, bool | None]
+) -> PairedTest:
+    """The paired test of two evaluations given as item number -> passed, over the items
+    both have."""
+    return paired_test((first[n], second[n]) for n in first.keys() & second.keys())
