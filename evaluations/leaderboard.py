@@ -22,6 +22,7 @@ from django.http import HttpRequest
 from rest_framework.request import Request
 
 from evaluations.models import LanguageModel
+from evaluations.statistics import ALPHA, holm, paired_by_item
 
 # The group of benchmarks that carry no tag at all.
 UNTAGGED = "untagged"
@@ -62,6 +63,22 @@ class GroupCells:
     cells: list[Cell]
 
 
+@dataclass(frozen=True)
+class VersusAbove:
+    """A row tested against the row above it (in the board's order): McNemar's exact test
+    on each suite both have a current accuracy for, Holm-adjusted across those suites."""
+
+    # Suites tested (0: none in common, so nothing can be said).
+    suites: int
+    # The smallest Holm-adjusted p-value (None without suites).
+    smallest_p: float | None
+
+    @property
+    def significant(self) -> bool:
+        """Some suite tells the two apart (adjusted p below ALPHA)."""
+        return self.smallest_p is not None and self.smallest_p < ALPHA
+
+
 @dataclass
 class Row:
     model: LanguageModel
@@ -79,6 +96,10 @@ class Row:
     blocks: list[GroupCells] = field(default_factory=list)
     # On a board of one training run's checkpoints: the tokens this one had seen.
     tokens: int | None = None
+    # With the intervals shown: suite id -> the accuracy's 95% Wilson interval.
+    intervals: dict[int, tuple[float, float]] = field(default_factory=dict)
+    # With significance marked: this row against the one above (None for the first row).
+    versus_above: VersusAbove | None = None
 
     @property
     def tie_total(self) -> int:
@@ -110,6 +131,10 @@ class Leaderboard:
     compared: list[SuiteColumn] = field(default_factory=list)
     # The training run whose checkpoints are the rows (None: every model).
     training: Any = None
+    # The page's toggles: each cell's 95% interval, and rows that the one above them does
+    # not differ from significantly (see `mark_versus_above`).
+    intervals_shown: bool = False
+    significance_shown: bool = False
 
     @property
     def total(self) -> int:
@@ -316,6 +341,26 @@ def _sort_rows(
     present.sort(key=lambda pair: pair[0], reverse=direction == "desc")
     rows[:] = [r for _value, r in present] + missing
     return sort, direction
+
+
+def mark_versus_above(board: Leaderboard, passed: dict[int, dict[int, bool | None]]) -> None:
+    """Test every row against the row above it, in the board's order: per suite of the
+    board that both have a current accuracy for, McNemar's exact test over the items of
+    their two evaluations (`passed`: evaluation id -> item number -> passed), the p-values
+    Holm-adjusted across those suites. Pure: the caller reads `passed` in one query."""
+    for upper, lower in zip(board.rows, board.rows[1:], strict=False):
+        pvalues = [
+            paired_by_item(
+                passed.get(upper.cells[s.id][1], {}), passed.get(lower.cells[s.id][1], {})
+            ).p_value
+            for s in board.suites
+            if upper.cells.get(s.id, (None, 0))[0] is not None
+            and lower.cells.get(s.id, (None, 0))[0] is not None
+        ]
+        adjusted = holm(pvalues)
+        lower.versus_above = VersusAbove(
+            suites=len(adjusted), smallest_p=min(adjusted) if adjusted else None
+        )
 
 
 def leaderboard_data(board: Leaderboard, *, noun: str = "suites") -> dict[str, Any]:

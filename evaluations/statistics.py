@@ -10,6 +10,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import Any
 
 # z for a two-sided 95% interval under a normal approximation.
 Z95 = 1.96
@@ -31,6 +32,21 @@ def wilson_interval(successes: int, n: int) -> tuple[float, float] | None:
     low = 0.0 if successes <= 0 else max(0.0, centre - half)
     high = 1.0 if successes >= n else min(1.0, centre + half)
     return low, high
+
+
+def accuracy_counts(passed: Iterable[bool | None]) -> dict[str, Any]:
+    """A suite's accuracy as counts with its 95% Wilson interval, from each item's outcome
+    (None: not evaluable, left out as the accuracy leaves it out), laid out as the results
+    JSON has it: `items_passed`, `items_evaluated` and `accuracy_interval` ([low, high],
+    null without an evaluable item)."""
+    outcomes = [p for p in passed if p is not None]
+    passing = sum(1 for p in outcomes if p)
+    interval = wilson_interval(passing, len(outcomes))
+    return {
+        "items_passed": passing,
+        "items_evaluated": len(outcomes),
+        "accuracy_interval": list(interval) if interval else None,
+    }
 
 
 def mcnemar_exact(b: int, c: int) -> float:

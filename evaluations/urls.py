@@ -104,6 +104,11 @@ api_urlpatterns = [
     ),
     path("leaderboard/", result_views.LeaderboardAPI.as_view(), name="api-leaderboard"),
     path(
+        "suites/<str:name>/compare/",
+        result_views.SuiteComparisonAPI.as_view(),
+        name="api-suite-compare",
+    ),
+    path(
         "leaderboard/minimal-pairs/",
         pair_result_views.PairLeaderboardAPI.as_view(),
         name="api-pair-leaderboard",

@@ -15,7 +15,8 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from evaluations import leaderboard as boards
-from evaluations.models import Evaluation, LanguageModel
+from evaluations import statistics
+from evaluations.models import Evaluation, ItemResult, LanguageModel
 from evaluations.syntaxgym import selectors
 from evaluations.templatetags.evaluation_tags import heat
 from suites.models import Suite
@@ -470,3 +471,97 @@ def test_csv_and_api_carry_the_compared_suites(anon_client, unequal_coverage) ->
         ("model-b", 0.5, 1),
         ("model-a", 0.4, 1),
     ]
+
+
+def done_items(model: LanguageModel, suite: Suite, passed: list[bool | None]) -> Evaluation:
+    """A done evaluation whose items pass as `passed` says (item numbers from 1); its
+    accuracy is the share of the evaluable ones that pass."""
+    evaluable = [p for p in passed if p is not None]
+    evaluation = done(model, suite, sum(evaluable) / len(evaluable) if evaluable else None)
+    ItemResult.objects.bulk_create(
+        ItemResult(
+            evaluation=evaluation,
+            item_number=n,
+            position=n,
+            values={},
+            outcomes=[outcome],
+            passed=outcome,
+        )
+        for n, outcome in enumerate(passed, start=1)
+    )
+    return evaluation
+
+
+@pytest.fixture
+def ranked() -> dict[str, LanguageModel]:
+    """Two suites of 20 items. strong passes every item; middle passes items 1-10 of the
+    first and all but item 20 of the second; close is middle but for item 10 of the first."""
+    first, second = make_suite("first", noun="ant"), make_suite("second", noun="bee")
+    models = {name: make_model(name) for name in ("strong", "middle", "close")}
+    done_items(models["strong"], first, [True] * 20)
+    done_items(models["strong"], second, [True] * 20)
+    done_items(models["middle"], first, [True] * 10 + [False] * 10)
+    done_items(models["middle"], second, [True] * 19 + [False])
+    done_items(models["close"], first, [True] * 9 + [False] * 11)
+    # An item without an outcome does not count in the test or the interval.
+    done_items(models["close"], second, [True] * 18 + [None, False])
+    return models
+
+
+def test_adjacent_rows_tested_and_holm_adjusted(ranked) -> None:  # type: ignore[no-untyped-def]
+    board = selectors.leaderboard(significance=True)
+    assert [r.model.name for r in board.rows] == ["strong", "middle", "close"]
+    strong, middle, close = board.rows
+    assert strong.versus_above is None
+    # strong vs middle: first b = 10, c = 0, p = 2/2^10 = 0.001953125; second b = 1, c = 0,
+    # p = 1. Holm: 2 · 0.001953125 = 0.00390625, then max(0.0039, 1 · 1) = 1.
+    assert middle.versus_above == boards.VersusAbove(suites=2, smallest_p=0.00390625)
+    assert middle.versus_above.significant
+    # middle vs close: first b = 1 (item 10), c = 0, p = 1; second: item 19 has no outcome
+    # for close, item 20 both fail, so no disagreement, p = 1. Holm leaves [1, 1].
+    assert close.versus_above == boards.VersusAbove(suites=2, smallest_p=1.0)
+    assert not close.versus_above.significant
+    # Off by default: nothing tested.
+    assert all(r.versus_above is None for r in selectors.leaderboard().rows)
+
+
+def test_significance_and_intervals_toggles_on_the_page(anon_client, ranked) -> None:  # type: ignore[no-untyped-def]
+    page = anon_client.get("/leaderboard/").content.decode()
+    assert "data-versus-above" not in page and 'class="lb-ci"' not in page
+    page = anon_client.get("/leaderboard/?significance=1&intervals=1").content.decode()
+    marks = re.findall(r'<a href="/models/(\w+)/">[^<]*</a>[^\n]*?data-versus-above', page)
+    assert marks == ["close"]
+    # 20 of 20 by hand: centre (1 + 0.09604) / 1.19208 = 0.91944, half 1.96 · √(3.8416 /
+    # 1600) / 1.19208 = 0.08056: 0.84–1.00. 10 of 20: 0.5 ± 1.96 · √(0.0125 + 0.0024) /
+    # 1.19208 = 0.5 ± 0.2007: 0.30–0.70. close's second: 18 of 19 evaluable.
+    assert '<span class="lb-ci">0.84–1.00</span>' in page
+    assert '<span class="lb-ci">0.30–0.70</span>' in page
+    board = selectors.leaderboard(intervals=True)
+    second = next(s.id for s in board.suites if s.name == "second")
+    close = next(r for r in board.rows if r.model.name == "close")
+    assert close.intervals[second] == pytest.approx(statistics.wilson_interval(18, 19), abs=1e-12)
+    # The sort links keep the toggles; the downloads do not need them.
+    assert "significance=1" in re.search(r'href="(\?[^"]*sort=model[^"]*)"', page)[1]  # type: ignore[index]
+    assert 'href="/leaderboard.csv" download' in page
+    # Sorted by name, the marks follow the new order: middle is now below close.
+    by_name = anon_client.get("/leaderboard/?significance=1&sort=model").content.decode()
+    assert re.findall(r'<a href="/models/(\w+)/">[^<]*</a>[^\n]*?data-versus-above', by_name) == [
+        "middle"
+    ]
+    # Any other value is off, never an error.
+    for query in ("significance=yes&intervals=2", "significance=&intervals=1%27"):
+        response = anon_client.get(f"/leaderboard/?{query}")
+        assert response.status_code == 200 and "data-versus-above" not in response.content.decode()
+
+
+def test_toggles_read_a_fixed_number_of_queries(anon_client) -> None:  # type: ignore[no-untyped-def]
+    path = "/leaderboard/?significance=1&intervals=1"
+    _fill(2, 3, prefix="a")
+    small = _count(path, anon_client)
+    _fill(4, 6, prefix="b")
+    large = _count(path, anon_client)
+    assert small == large
+    with CaptureQueriesContext(connection) as toggled:
+        selectors.leaderboard(intervals=True, significance=True)
+    # Three for the board, one for the intervals' counts, one for the items' outcomes.
+    assert len(toggled) == 5

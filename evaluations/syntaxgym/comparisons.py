@@ -19,6 +19,7 @@ from django.urls import reverse
 from django.utils.http import urlencode
 
 from evaluations.models import Evaluation, ItemResult, LanguageModel, PredictionResult
+from evaluations.statistics import PairedTest, paired_test
 from evaluations.syntaxgym.selectors import DONE, RegionCell, item_conditions
 from suites.formats import region_names
 from suites.models import Suite
@@ -72,6 +73,8 @@ class Comparison:
     disagreements: int
     page: Page | None
     items: list[ItemComparison]
+    # Two models compared: McNemar's exact test over the items both can be judged on.
+    paired: PairedTest | None = None
 
     @property
     def ready(self) -> bool:
@@ -106,29 +109,41 @@ def current_results(suite: Suite, *, include_hidden: bool) -> list[tuple[Languag
     return [(e.model, e.pk) for e in evaluations.order_by("model__display_name")]
 
 
-def compare(suite: Suite, names: Sequence[str], *, page: str | int | None = None) -> Comparison:
+def compare(
+    suite: Suite,
+    names: Sequence[str],
+    *,
+    page: str | int | None = None,
+    with_items: bool = True,
+) -> Comparison:
     """The named models on the suite, item by item: items on which the models' prediction
     outcomes differ first, then the rest, each in suite order; one page of them with
-    region values. A name without a current result is left out with the reason."""
+    region values (none without `with_items`: the counts and the paired test only). A
+    name without a current result is left out with the reason."""
     models, left_out = _compared_models(suite, names)
     evaluation_ids = [m.evaluation_id for m in models]
     outcomes = _outcomes(evaluation_ids) if len(models) >= 2 else {}
     order = sorted(outcomes, key=lambda n: (not outcomes[n].disagree, outcomes[n].position))
-    paged = Paginator(order, ITEMS_PER_PAGE).get_page(page) if order else None
+    paged = Paginator(order, ITEMS_PER_PAGE).get_page(page) if order and with_items else None
     items = [outcomes[n].item for n in paged.object_list] if paged else []
-    snapshot, metric = _snapshot(evaluation_ids[0]) if models else ({}, "sum")
+    # Without items, neither the suite as evaluated nor its metric is read.
+    snapshot, metric = _snapshot(evaluation_ids[0]) if models and with_items else ({}, "sum")
     _fill_conditions(items, evaluation_ids, snapshot, metric)
+    predictions = _formulas(evaluation_ids[0]) if models else []
     return Comparison(
         suite=suite,
         models=models,
         left_out=left_out,
         metric=metric,
-        predictions=_formulas(evaluation_ids[0]) if models else [],
+        predictions=predictions,
         regions=_regions(snapshot),
         counts=_counts([o.item.passed for o in outcomes.values()], models),
         disagreements=sum(1 for o in outcomes.values() if o.disagree),
         page=paged,
         items=items,
+        paired=paired_test((o.item.passed[0], o.item.passed[1]) for o in outcomes.values())
+        if len(models) == 2 and predictions
+        else None,
     )
 
 

@@ -14,6 +14,7 @@ from evaluations.leaderboard import csv_number
 from evaluations.models import Evaluation
 from evaluations.runs.selectors import public_model_info
 from evaluations.scoring import METRICS
+from evaluations.statistics import accuracy_counts
 from evaluations.syntaxgym import outcomes
 from evaluations.syntaxgym.selectors import ExportedEvaluation, export_item_rows
 
@@ -42,6 +43,7 @@ def results_document(evaluation: Evaluation) -> dict[str, Any]:
         "units": "bits",
         "metric": evaluation.metric,
         "accuracy": evaluation.accuracy,
+        **accuracy_counts(p for _n, _v, _o, p in rows),
         "ties": evaluation.ties,
         "accuracy_random_ties": evaluation.accuracy_random_ties,
         "predictions": [

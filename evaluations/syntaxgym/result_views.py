@@ -34,20 +34,26 @@ from suites.catalog import gym_data_or_404
 from suites.models import Suite, Tag
 
 
-def _board(request: HttpRequest | Request) -> boards.Leaderboard:
+def _board(request: HttpRequest | Request, *, toggles: bool = False) -> boards.Leaderboard:
     """The leaderboard as the query string asks for it; `training=<run id>`: that run's
-    checkpoints as the rows (404 for a run that is not there)."""
+    checkpoints as the rows (404 for a run that is not there). With `toggles`, the page's
+    `intervals=1` and `significance=1` too (any other value is off)."""
     training = None
     if asked := request.GET.get("training", "").strip():
         try:
             training = selectors.training_run_named(asked)
         except LookupError as missing_run:
             raise Http404(str(missing_run)) from None
-    return selectors.leaderboard(**board_query(request), training=training)
+    return selectors.leaderboard(
+        **board_query(request),
+        training=training,
+        intervals=toggles and request.GET.get("intervals", "") == "1",
+        significance=toggles and request.GET.get("significance", "") == "1",
+    )
 
 
 def leaderboard_page(request: HttpRequest) -> HttpResponse:
-    board = _board(request)
+    board = _board(request, toggles=True)
     return render(request, "evaluations/leaderboard.html", {"board": board})
 
 
@@ -352,6 +358,119 @@ class LeaderboardAPI(APIView):
         return Response(boards.leaderboard_data(_board(request)))
 
 
+PAIRED_TEST_SCHEMA = inline_serializer(
+    "PairedTest",
+    {
+        "method": serializers.CharField(),
+        "items": serializers.IntegerField(help_text="Items both models can be judged on"),
+        "only_first": serializers.IntegerField(help_text="Items A passes and B fails"),
+        "only_second": serializers.IntegerField(help_text="Items B passes and A fails"),
+        "both_pass": serializers.IntegerField(),
+        "both_fail": serializers.IntegerField(),
+        "p_value": serializers.FloatField(),
+        "significant": serializers.BooleanField(help_text="p_value < 0.05"),
+    },
+    allow_null=True,
+    help_text="Exactly two models compared on a suite with predictions: McNemar's exact "
+    "two-sided test over the items (null otherwise)",
+)
+
+COMPARISON_SCHEMA = inline_serializer(
+    "SuiteComparison",
+    {
+        "suite": serializers.CharField(),
+        "models": inline_serializer(
+            "ComparedModel",
+            {
+                "letter": serializers.CharField(),
+                "model": serializers.CharField(),
+                "display_name": serializers.CharField(),
+                "evaluation": serializers.IntegerField(),
+                "accuracy": serializers.FloatField(allow_null=True),
+            },
+            many=True,
+        ),
+        "left_out": inline_serializer(
+            "ComparisonLeftOut",
+            {"name": serializers.CharField(), "reason": serializers.CharField()},
+            many=True,
+        ),
+        "counts": inline_serializer(
+            "ComparisonCount",
+            {"label": serializers.CharField(), "items": serializers.IntegerField()},
+            many=True,
+        ),
+        "disagreements": serializers.IntegerField(
+            help_text="Items on which some prediction's outcome differs"
+        ),
+        "paired_test": PAIRED_TEST_SCHEMA,
+    },
+)
+
+
+def comparison_data(comparison: comparisons.Comparison) -> dict[str, object]:
+    test = comparison.paired
+    return {
+        "suite": comparison.suite.name,
+        "models": [
+            {
+                "letter": m.letter,
+                "model": m.model.name,
+                "display_name": m.model.display_name,
+                "evaluation": m.evaluation_id,
+                "accuracy": m.accuracy,
+            }
+            for m in comparison.models
+        ],
+        "left_out": [{"name": name, "reason": reason} for name, reason in comparison.left_out],
+        "counts": [{"label": label, "items": count} for label, count in comparison.counts],
+        "disagreements": comparison.disagreements,
+        "paired_test": None
+        if test is None
+        else {
+            "method": "McNemar, exact, two-sided",
+            "items": test.items,
+            "only_first": test.only_first,
+            "only_second": test.only_second,
+            "both_pass": test.both_pass,
+            "both_fail": test.both_fail,
+            "p_value": test.p_value,
+            "significant": test.significant,
+        },
+    }
+
+
+class SuiteComparisonAPI(APIView):
+    """Models side by side on one suite (current results only, as on the comparison
+    page): the items by which models pass them and, for exactly two models, McNemar's
+    exact test of their difference over the items. Read only; no item values."""
+
+    permission_classes = [AllowAny]
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter(
+                "models",
+                str,
+                required=True,
+                description="Model names, comma-separated (2 to 6 are compared)",
+            )
+        ],
+        responses={200: COMPARISON_SCHEMA, 404: None},
+    )
+    def get(self, request: Request, name: str) -> Response:
+        names = comparisons.parse_model_names(request.GET.getlist("models"))
+        if not names:
+            raise ValidationError({"models": ["name the models to compare: models=a,b"]})
+        if any("\x00" in n for n in names):
+            # PostgreSQL refuses NUL in a query; no name holds one.
+            raise ValidationError({"models": ["names contain no NUL character"]})
+        if "\x00" in name:
+            raise Http404("Names contain no NUL character.")
+        suite = gym_data_or_404(Suite, name, noun="suite")
+        return Response(comparison_data(comparisons.compare(suite, names, with_items=False)))
+
+
 def _floats(**kwargs: Any) -> serializers.ListField:
     return serializers.ListField(child=serializers.FloatField(allow_null=True), **kwargs)
 
@@ -480,6 +599,21 @@ RESULTS_SCHEMA = inline_serializer(
                 "units": serializers.CharField(),
                 "metric": serializers.CharField(),
                 "accuracy": serializers.FloatField(allow_null=True),
+                "items_passed": serializers.IntegerField(
+                    help_text="Items on which every prediction holds"
+                ),
+                "items_evaluated": serializers.IntegerField(
+                    help_text="Items every prediction could be judged on: the accuracy is "
+                    "items_passed / items_evaluated"
+                ),
+                "accuracy_interval": serializers.ListField(
+                    child=serializers.FloatField(),
+                    min_length=2,
+                    max_length=2,
+                    allow_null=True,
+                    help_text="The accuracy's 95% Wilson score interval [low, high]; null "
+                    "without an evaluable item",
+                ),
                 "ties": serializers.IntegerField(),
                 "accuracy_random_ties": serializers.FloatField(allow_null=True),
                 "predictions": inline_serializer(

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from django.db.models import Exists, F, OuterRef
+from django.db.models import Count, Exists, F, OuterRef, Q, QuerySet
 
 from evaluations.leaderboard import (
     UNTAGGED,
@@ -23,6 +23,7 @@ from evaluations.leaderboard import (
     SuiteColumn,
     board,
     data_columns,
+    mark_versus_above,
     mean_of,
     tag_groups,
 )
@@ -34,6 +35,7 @@ from evaluations.models import (
     PredictionResult,
 )
 from evaluations.plots import plot_data, without_empty_regions
+from evaluations.statistics import wilson_interval
 from evaluations.syntaxgym.missing import MissingReason, MissingSummary, sentence_reasons
 from suites.formats import condition_names, region_names
 from suites.models import Suite
@@ -68,6 +70,8 @@ def leaderboard(
     direction: str = "",
     include_hidden: bool = False,
     training: Any = None,
+    intervals: bool = False,
+    significance: bool = False,
 ) -> Leaderboard:
     """Models x suites with each model's current accuracy.
 
@@ -79,6 +83,8 @@ def leaderboard(
     like: they are means over the suites every row has an accuracy for (`compared`), so
     a model with fewer suites is not ranked on a different set. Three queries in all.
     `training` (a training run) makes its checkpoints the rows, by tokens seen.
+    `intervals` adds each cell's 95% Wilson interval, `significance` tests each row
+    against the one above it (`mark_versus_above`): one more query each.
     """
     # No ordering: the rows are grouped in Python, and sorting would read created_at.
     current = Evaluation.objects.filter(
@@ -95,7 +101,40 @@ def leaderboard(
         rows_of=training.checkpoint_models() if training is not None else None,
     )
     shown.training = training
+    if intervals:
+        shown.intervals_shown = True
+        counts = item_counts(current)
+        for row in shown.rows:
+            for suite_id, (accuracy, evaluation_id) in row.cells.items():
+                interval = wilson_interval(*counts.get(evaluation_id, (0, 0)))
+                if accuracy is not None and interval is not None:
+                    row.intervals[suite_id] = interval
+    if significance:
+        shown.significance_shown = True
+        mark_versus_above(shown, _passed_by_item(current, shown))
     return shown
+
+
+def _passed_by_item(
+    current: QuerySet[Evaluation], shown: Leaderboard
+) -> dict[int, dict[int, bool | None]]:
+    """evaluation id -> item number -> passed, of the board's cells with an accuracy (the
+    items a missing value leaves without an outcome are not read). One query."""
+    wanted = {
+        evaluation_id
+        for row in shown.rows
+        for accuracy, evaluation_id in row.cells.values()
+        if accuracy is not None
+    }
+    models = [row.model.pk for row in shown.rows]
+    passed: dict[int, dict[int, bool | None]] = defaultdict(dict)
+    rows = ItemResult.objects.filter(
+        evaluation__in=current.filter(model_id__in=models).values("id"), passed__isnull=False
+    ).values_list("evaluation_id", "item_number", "passed")
+    for evaluation_id, number, outcome in rows.order_by():
+        if evaluation_id in wanted:
+            passed[evaluation_id][number] = outcome
+    return passed
 
 
 # --- one model, one suite ----------------------------------------------------------------
@@ -114,10 +153,34 @@ class SuiteScore:
     created_at: datetime
     finished_at: datetime | None
     tags: tuple[str, ...] = ()
+    # The items the accuracy is over: those passing, and those every prediction could be
+    # judged on (0 and 0 until done).
+    items_passed: int = 0
+    items_evaluated: int = 0
 
     @property
     def done(self) -> bool:
         return self.status == DONE
+
+    @property
+    def interval(self) -> tuple[float, float] | None:
+        """The accuracy's 95% Wilson interval (None without an accuracy)."""
+        if self.accuracy is None:
+            return None
+        return wilson_interval(self.items_passed, self.items_evaluated)
+
+
+def item_counts(evaluations: QuerySet[Evaluation]) -> dict[int, tuple[int, int]]:
+    """evaluation id -> (items passing, items evaluable) of the given evaluations: what
+    an accuracy is the share of, for its interval. One query, grouped in the database."""
+    rows = (
+        ItemResult.objects.filter(evaluation__in=evaluations.values("id"))
+        .order_by()
+        .values("evaluation_id")
+        .annotate(passing=Count("id", filter=Q(passed=True)), evaluable=Count("passed"))
+        .values_list("evaluation_id", "passing", "evaluable")
+    )
+    return {pk: (passing, evaluable) for pk, passing, evaluable in rows}
 
 
 @dataclass
@@ -143,7 +206,8 @@ def model_scores(model: LanguageModel) -> ModelScores:
     """The model's evaluations suite by suite, its mean per tag and its overall score.
 
     Per-tag means and the overall score use current results only, as the leaderboard does;
-    done results of earlier suite content are listed, marked outdated. Two queries.
+    done results of earlier suite content are listed, marked outdated. Three queries
+    (the third counts the items behind each accuracy, for its interval).
     """
     columns = _suite_columns()
     by_id = {s.id: s for s in columns}
@@ -161,6 +225,7 @@ def model_scores(model: LanguageModel) -> ModelScores:
             "finished_at",
         )
     )
+    counts = item_counts(Evaluation.objects.filter(model=model, status=DONE))
     scores: list[SuiteScore] = []
     current: dict[int, float | None] = {}
     for pk, suite_id, status, accuracy, content_hash, suite_hash, created, finished in rows:
@@ -181,6 +246,8 @@ def model_scores(model: LanguageModel) -> ModelScores:
                 created_at=created,
                 finished_at=finished,
                 tags=by_id[suite_id].tags,
+                items_passed=counts.get(pk, (0, 0))[0],
+                items_evaluated=counts.get(pk, (0, 0))[1],
             )
         )
     scores.sort(key=lambda s: (s.suite_name, s.outdated))
@@ -322,6 +389,13 @@ class ResultPage:
     words: int | None = None
     # Missing region values counted by reason.
     missing: MissingSummary = field(default_factory=MissingSummary)
+
+    @property
+    def interval(self) -> tuple[float, float] | None:
+        """The accuracy's 95% Wilson interval over the evaluable items (None without)."""
+        if self.accuracy is None:
+            return None
+        return wilson_interval(self.items_passed, self.items_evaluated)
 
     @property
     def items_failed(self) -> int:

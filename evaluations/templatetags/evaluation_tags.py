@@ -3,6 +3,7 @@ results by model."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from django import template
@@ -76,17 +77,21 @@ def sort_href(context: template.Context, key: str, prefix: str = "") -> str:
     return "?" + urlencode(params)
 
 
-def _filters(board: boards.Leaderboard) -> list[tuple[str, Any]]:
+def _filters(board: boards.Leaderboard, *, toggles: bool = True) -> list[tuple[str, Any]]:
     params: list[tuple[str, Any]] = [("tag", board.tag)] if board.tag else []
     if getattr(board, "training", None) is not None:
         params.append(("training", board.training.pk))
+    if toggles and board.intervals_shown:
+        params.append(("intervals", 1))
+    if toggles and board.significance_shown:
+        params.append(("significance", 1))
     return params
 
 
 @register.simple_tag(takes_context=True)
 def board_filters(context: template.Context) -> str:
     """The board's filters (tag, training run) as a query string for its downloads."""
-    params = _filters(context["board"])
+    params = _filters(context["board"], toggles=False)
     return "?" + urlencode(params) if params else ""
 
 
@@ -103,6 +108,26 @@ def aria_sort(context: template.Context, key: str) -> str:
 def score(value: float | None) -> str:
     """An accuracy as the tables print it: two decimals, "n/a" for none."""
     return "n/a" if value is None else f"{float(value):.2f}"
+
+
+@register.filter
+def interval(bounds: Sequence[float] | None) -> str:
+    """A 95% interval as the pages print it, two decimals like the scores: "0.49–0.94";
+    empty for none."""
+    if not bounds:
+        return ""
+    low, high = bounds
+    return f"{float(low):.2f}–{float(high):.2f}"
+
+
+@register.filter
+def p_value(value: float | None) -> str:
+    """A p-value to three significant digits, "< 0.001" below that, "1" for exactly 1."""
+    if value is None:
+        return ""
+    if value < 0.001:
+        return "< 0.001"
+    return "1" if value >= 1 else f"{value:.3g}"
 
 
 _OUTCOMES = {
@@ -152,10 +177,12 @@ def board_cells(
             suite = escape(cell.suite.name)
             if cell.evaluation_id is not None:
                 note, mark = _ties_note(row.ties.get(cell.suite.id, 0))
+                bounds = row.intervals.get(cell.suite.id)
+                shown = f'<span class="lb-ci">{interval(bounds)}</span>' if bounds else ""
                 parts.append(
                     f'<td class="num lb-cell" style="background:{heat(cell.accuracy)}">'
                     f'<a href="{result_head}{cell.evaluation_id}{result_tail}" '
-                    f'title="{who} on {suite}{note}">{score(cell.accuracy)}{mark}</a></td>'
+                    f'title="{who} on {suite}{note}">{score(cell.accuracy)}{mark}{shown}</a></td>'
                 )
             elif model.is_imported:
                 parts.append(_missing_cell("", who, suite))

@@ -363,3 +363,68 @@ def test_a_suite_without_predictions_compares_values_only(anon_client) -> None:
     text = page.content.decode()
     assert "data-no-predictions" in text and "Items by outcome" not in text
     assert "The models agree" not in text
+
+
+def test_two_models_get_mcnemars_exact_test(anon_client, suite, three) -> None:  # type: ignore[no-untyped-def]
+    # A and B disagree on item 2 only (B passes): b = 0, c = 1, p = 2 · 1/2 = 1.
+    result = comparisons.compare(suite, ["model-a", "model-b"])
+    test = result.paired
+    assert test is not None
+    assert (test.only_first, test.only_second, test.both_pass, test.both_fail) == (0, 1, 1, 1)
+    assert test.p_value == 1.0 and not test.significant
+    # Three models: no single paired test.
+    assert comparisons.compare(suite, ["model-a", "model-b", "model-c"]).paired is None
+
+
+def test_paired_test_on_the_page_and_in_the_api(anon_client) -> None:  # type: ignore[no-untyped-def]
+    # 12 items: A passes 1, 11 and 12; B passes 2 to 12. So b = 1 (item 1), c = 9 (items
+    # 2 to 10), and by hand p = 2 · (C(10,0) + C(10,1)) / 2^10 = 22/1024 = 0.021484375.
+    suite = _big_suite(12, "twelve")
+    passing, failing = TOKENS[1], TOKENS[2]
+    store_done(
+        model("model-a"), suite, {n: passing if n in (1, 11, 12) else failing for n in range(1, 13)}
+    )
+    store_done(model("model-b"), suite, {n: failing if n == 1 else passing for n in range(1, 13)})
+    page = anon_client.get(url(suite, "model-a,model-b")).content.decode()
+    assert "<strong data-only-first>1</strong>" in page
+    assert "<strong data-only-second>9</strong>" in page
+    assert "<strong data-p-value>p = 0.0215</strong>" in page and "the models differ" in page
+
+    response = anon_client.get("/api/suites/twelve/compare/?models=model-a,model-b")
+    assert response.status_code == 200
+    body = response.json()
+    assert [m["model"] for m in body["models"]] == ["model-a", "model-b"]
+    assert body["paired_test"] == {
+        "method": "McNemar, exact, two-sided",
+        "items": 12,
+        "only_first": 1,
+        "only_second": 9,
+        "both_pass": 2,
+        "both_fail": 0,
+        "p_value": 0.021484375,
+        "significant": True,
+    }
+    assert {c["label"]: c["items"] for c in body["counts"]}["only B passes"] == 9
+    # Names in the other order swap the counts, not the p-value.
+    swapped = anon_client.get("/api/suites/twelve/compare/?models=model-b,model-a").json()
+    assert (swapped["paired_test"]["only_first"], swapped["paired_test"]["only_second"]) == (9, 1)
+    assert swapped["paired_test"]["p_value"] == 0.021484375
+
+
+@pytest.mark.parametrize(
+    ("query", "status"),
+    [
+        ("", 400),
+        ("models=", 400),
+        ("models=%00", 400),
+        ("models=model-a", 200),
+        ("models=nobody,model-a", 200),
+        ("models=" + "x," * 500, 200),
+    ],
+)
+def test_comparison_api_answers_bad_queries(anon_client, suite, three, query, status) -> None:  # type: ignore[no-untyped-def]
+    response = anon_client.get(f"/api/suites/three%20items/compare/?{query}")
+    assert response.status_code == status
+    if status == 200:
+        assert response.json()["paired_test"] is None
+    assert anon_client.get("/api/suites/nothing/compare/?models=a,b").status_code == 404

@@ -163,7 +163,43 @@ def test_result_page_numbers(anon_client, evaluation) -> None:
         assert href in page
 
 
-def test_plot_data_is_mean_and_95_interval_per_condition_and_region(
+def test_accuracy_has_a_wilson_interval_on_its_evaluable_items(  # type: ignore[no-untyped-def]
+    anon_client, evaluation
+) -> None:
+    # 1 of 3 items passes. By hand (z = 1.96, z² = 3.8416, n = 3, p = 1/3): centre
+    # (1/3 + 0.64027) / 2.28053 = 0.42692, half 1.96·√(0.07407 + 0.10671) / 2.28053
+    # = 0.36543: (0.0615, 0.7923).
+    expected = (0.0615, 0.7923)
+    page = anon_client.get(f"/evaluations/{evaluation.pk}/results/").content.decode()
+    assert "<span data-accuracy-interval>95% interval 0.06–0.79</span>" in page
+    results = anon_client.get(f"/api/evaluations/{evaluation.pk}/results/").json()["results"]
+    assert (results["items_passed"], results["items_evaluated"]) == (1, 3)
+    assert results["accuracy_interval"] == pytest.approx(expected, abs=1e-4)
+    download = json.loads(anon_client.get(f"/evaluations/{evaluation.pk}/results.json").content)
+    assert download["results"]["accuracy_interval"] == results["accuracy_interval"]
+    # The model page lists it beside the accuracy, with the counts it is over.
+    model_page = anon_client.get("/models/tiny-lm/").content.decode()
+    assert re.search(r"data-interval>0\.06–0\.79 <span[^>]*>\(1/3\)", model_page)
+    scores = selectors.model_scores(evaluation.model)
+    assert scores.suites[0].interval == pytest.approx(expected, abs=1e-4)
+
+
+def test_not_evaluable_items_are_left_out_of_the_interval(anon_client) -> None:  # type: ignore[no-untyped-def]
+    # Item 3 cannot be judged when its verb has no value: 1 of the 2 others passes.
+    tokens = {**TOKENS, 3: {"match": [[4], [None], [2]], "mismatch": [[4], [2], [5]]}}
+    suite = suite_services.suite_import(source=suite_data("two count"), owner=None).suite
+    model = LanguageModel.objects.create(name="tiny-na", display_name="Tiny NA", source="hub/na")
+    evaluation = store_done(model, suite, tokens)
+    assert evaluation.accuracy == 0.5
+    results = exports.results_document(evaluation)["results"]
+    assert (results["items_passed"], results["items_evaluated"]) == (1, 2)
+    # 1 of 2: centre (0.5 + 0.9604) / 2.9208 = 0.5, half 1.96·√(0.125 + 0.2401) / 2.9208
+    # = 0.40545: (0.0945, 0.9055).
+    assert results["accuracy_interval"] == pytest.approx((0.0945, 0.9055), abs=1e-4)
+    assert selectors.result_page(evaluation).interval == pytest.approx((0.0945, 0.9055), abs=1e-4)
+
+
+def test_plot_data_is_mean_and_95_interval_per_condition_and_region(  # type: ignore[no-untyped-def]
     anon_client, evaluation
 ) -> None:
     plot = selectors.result_page(evaluation).plot
@@ -359,6 +395,9 @@ def test_suite_without_predictions_says_so(anon_client) -> None:
     page = anon_client.get(f"/evaluations/{evaluation.pk}/results/").content.decode()
     assert "0 of 0" not in page and "Passing" not in page
     assert "no accuracy: this suite has no predictions (3 items scored)" in page
+    assert "data-accuracy-interval" not in page
+    results = exports.results_document(evaluation)["results"]
+    assert results["accuracy_interval"] is None and results["items_evaluated"] == 0
     assert "data-no-predictions" in page
     assert len(re.findall(r'<span class="region-text">', page)) == 3 * 2 * 3
 

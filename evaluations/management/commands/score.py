@@ -12,6 +12,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from evaluations.scoring import worker
+from evaluations.statistics import accuracy_counts
 from evaluations.syntaxgym import outcomes
 from suites import formats
 
@@ -158,6 +159,8 @@ class Command(BaseCommand):
             "units": "bits",
             "metric": outcome.metric,
             "accuracy": outcome.accuracy,
+            # The counts the accuracy is the share of, and its 95% Wilson interval.
+            **accuracy_counts(item.passed for item in outcome.items),
             # Strict comparisons with exactly equal sides (each failed), and the expected
             # accuracy had every tie been broken by a fair coin.
             "ties": outcome.ties,
