@@ -94,6 +94,12 @@ def test_answers_have_their_real_shapes(schema) -> None:
     results = _component(schema, document["$ref"])["properties"]["results"]
     summary = _component(schema, results["$ref"])
     assert {"accuracy", "predictions", "items", "diagnostics"} <= set(summary["properties"])
+    assert {"items_passed", "items_evaluated", "accuracy_interval"} <= set(summary["properties"])
+    # Two models compared on a suite, with McNemar's test.
+    compare = "/api/suites/{name}/compare/"
+    assert "models" in _query_params(schema, compare)
+    comparison = _component(schema, _answer(schema, compare, "get", "200")["$ref"])
+    assert {"models", "counts", "paired_test"} <= set(comparison["properties"])
     # Every error answers in the one documented shape.
     assert _answer(schema, "/api/evaluations/", "post", "400")["$ref"].endswith("/Error")
 

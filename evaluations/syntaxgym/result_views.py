@@ -452,22 +452,24 @@ class SuiteComparisonAPI(APIView):
             OpenApiParameter(
                 "models",
                 str,
-                required=True,
-                description="Model names, comma-separated (2 to 6 are compared)",
+                description="Model names, comma-separated (2 to 6 are compared); without "
+                "it, every model with a current result on the suite",
             )
         ],
-        responses={200: COMPARISON_SCHEMA, 404: None},
+        responses={200: COMPARISON_SCHEMA, 400: None, 404: None},
     )
     def get(self, request: Request, name: str) -> Response:
         names = comparisons.parse_model_names(request.GET.getlist("models"))
-        if not names:
-            raise ValidationError({"models": ["name the models to compare: models=a,b"]})
         if any("\x00" in n for n in names):
             # PostgreSQL refuses NUL in a query; no name holds one.
             raise ValidationError({"models": ["names contain no NUL character"]})
         if "\x00" in name:
             raise Http404("Names contain no NUL character.")
         suite = gym_data_or_404(Suite, name, noun="suite")
+        if not names:
+            # Every model with a current result, by name (the first six are compared).
+            staff = bool(request.user.is_staff)
+            names = [m.name for m, _pk in comparisons.current_results(suite, include_hidden=staff)]
         return Response(comparison_data(comparisons.compare(suite, names, with_items=False)))
 
 
