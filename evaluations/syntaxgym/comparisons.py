@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from django.core.paginator import Page, Paginator
@@ -19,8 +19,8 @@ from django.urls import reverse
 from django.utils.http import urlencode
 
 from evaluations.models import Evaluation, ItemResult, LanguageModel, PredictionResult
-from evaluations.statistics import PairedTest, paired_test
-from evaluations.syntaxgym.selectors import DONE, RegionCell, item_conditions
+from evaluations.statistics import PairedTest, paired_test, wilson_interval
+from evaluations.syntaxgym.selectors import DONE, RegionCell, item_conditions, item_counts
 from suites.formats import region_names
 from suites.models import Suite
 
@@ -38,6 +38,8 @@ class ComparedModel:
     model: LanguageModel
     evaluation_id: int
     accuracy: float | None
+    # The accuracy's 95% Wilson interval over the evaluation's evaluable items.
+    interval: tuple[float, float] | None = None
 
 
 @dataclass
@@ -174,7 +176,15 @@ def _compared_models(
         else:
             pk, accuracy = results[name]
             models.append(ComparedModel(LETTERS[len(models)], found[name], pk, accuracy))
-    return models, left_out
+    if not models:
+        return models, left_out
+    counts = item_counts(Evaluation.objects.filter(pk__in=[m.evaluation_id for m in models]))
+    return [
+        replace(m, interval=wilson_interval(*counts.get(m.evaluation_id, (0, 0))))
+        if m.accuracy is not None
+        else m
+        for m in models
+    ], left_out
 
 
 @dataclass

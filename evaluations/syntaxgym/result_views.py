@@ -387,6 +387,13 @@ COMPARISON_SCHEMA = inline_serializer(
                 "display_name": serializers.CharField(),
                 "evaluation": serializers.IntegerField(),
                 "accuracy": serializers.FloatField(allow_null=True),
+                "accuracy_interval": serializers.ListField(
+                    child=serializers.FloatField(),
+                    min_length=2,
+                    max_length=2,
+                    allow_null=True,
+                    help_text="95% Wilson interval [low, high] over the evaluable items",
+                ),
             },
             many=True,
         ),
@@ -419,6 +426,7 @@ def comparison_data(comparison: comparisons.Comparison) -> dict[str, object]:
                 "display_name": m.model.display_name,
                 "evaluation": m.evaluation_id,
                 "accuracy": m.accuracy,
+                "accuracy_interval": list(m.interval) if m.interval else None,
             }
             for m in comparison.models
         ],

@@ -14,6 +14,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from evaluations import statistics
 from evaluations.models import Evaluation, LanguageModel
 from evaluations.syntaxgym import comparisons
 from suites.models import Suite
@@ -386,6 +387,10 @@ def test_paired_test_on_the_page_and_in_the_api(anon_client) -> None:  # type: i
     )
     store_done(model("model-b"), suite, {n: failing if n == 1 else passing for n in range(1, 13)})
     page = anon_client.get(url(suite, "model-a,model-b")).content.decode()
+    # Each model's accuracy with its interval. A, 3 of 12 by hand: centre (0.25 + 0.16007)
+    # / 1.32013 = 0.31063, half 1.96 · √(0.015625 + 0.006669) / 1.32013 = 0.22169, so
+    # 0.09–0.53; B, 11 of 12, likewise 0.65–0.99.
+    assert re.findall(r"data-interval>([^<]*)<", page) == ["0.09–0.53", "0.65–0.99"]
     assert "<strong data-only-first>1</strong>" in page
     assert "<strong data-only-second>9</strong>" in page
     assert "<strong data-p-value>p = 0.0215</strong>" in page and "the models differ" in page
@@ -394,6 +399,9 @@ def test_paired_test_on_the_page_and_in_the_api(anon_client) -> None:  # type: i
     assert response.status_code == 200
     body = response.json()
     assert [m["model"] for m in body["models"]] == ["model-a", "model-b"]
+    assert body["models"][0]["accuracy_interval"] == pytest.approx(
+        statistics.wilson_interval(3, 12), abs=1e-12
+    )
     assert body["paired_test"] == {
         "method": "McNemar, exact, two-sided",
         "items": 12,
