@@ -273,7 +273,9 @@ def model_scores(model: LanguageModel) -> ModelScores:
 def suite_results(suite: Suite, *, include_hidden: bool = False) -> list[SuiteScore]:
     """The suite's evaluations by model: current content first (done ones by accuracy,
     best first, then those still running or failed), then done results of earlier
-    content, marked outdated. One query."""
+    content, marked outdated. Two queries (the second counts the items behind each
+    accuracy, for its interval)."""
+    counts = item_counts(Evaluation.objects.filter(suite=suite, status=DONE))
     evaluations = Evaluation.objects.filter(suite=suite).select_related("model")
     if not include_hidden:
         evaluations = evaluations.filter(model__is_hidden=False)
@@ -292,6 +294,8 @@ def suite_results(suite: Suite, *, include_hidden: bool = False) -> list[SuiteSc
                 outdated=outdated,
                 created_at=e.created_at,
                 finished_at=e.finished_at,
+                items_passed=counts.get(e.pk, (0, 0))[0],
+                items_evaluated=counts.get(e.pk, (0, 0))[1],
             )
         )
 

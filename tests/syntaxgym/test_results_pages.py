@@ -182,6 +182,9 @@ def test_accuracy_has_a_wilson_interval_on_its_evaluable_items(  # type: ignore[
     assert re.search(r"data-interval>0\.06–0\.79 <span[^>]*>\(1/3\)", model_page)
     scores = selectors.model_scores(evaluation.model)
     assert scores.suites[0].interval == pytest.approx(expected, abs=1e-4)
+    # And the suite page under its accuracy.
+    suite_page = anon_client.get("/suites/three%20items/").content.decode()
+    assert re.search(r"0\.33<span [^>]*data-interval[^>]*>0\.06–0\.79</span>", suite_page)
 
 
 def test_not_evaluable_items_are_left_out_of_the_interval(anon_client) -> None:  # type: ignore[no-untyped-def]
