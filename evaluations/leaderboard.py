@@ -413,6 +413,23 @@ def leaderboard_data(board: Leaderboard, *, noun: str = "suites") -> dict[str, A
             for row in board.rows
         ],
     }
+    if board.intervals_shown:  # ?intervals=1: each score's 95% Wilson interval
+        for row, shown in zip(board.rows, data["rows"], strict=True):
+            for suite_id, (_accuracy, _e) in row.cells.items():
+                bounds = row.intervals.get(suite_id)
+                shown["scores"][names[suite_id]]["interval"] = list(bounds) if bounds else None
+    if board.significance_shown:  # ?significance=1: each row against the one above
+        for row, shown in zip(board.rows, data["rows"], strict=True):
+            versus = row.versus_above
+            shown["versus_above"] = (
+                None
+                if versus is None
+                else {
+                    "suites": versus.suites,
+                    "smallest_p": versus.smallest_p,
+                    "significant": versus.significant,
+                }
+            )
     if board.training is not None:  # one training run's checkpoints: their tokens
         data["training"] = board.training.pk
         for row, shown in zip(board.rows, data["rows"], strict=True):

@@ -565,3 +565,25 @@ def test_toggles_read_a_fixed_number_of_queries(anon_client) -> None:  # type: i
         selectors.leaderboard(intervals=True, significance=True)
     # Three for the board, one for the intervals' counts, one for the items' outcomes.
     assert len(toggled) == 5
+
+
+def test_api_gives_intervals_and_tests_when_asked(anon_client, ranked) -> None:  # type: ignore[no-untyped-def]
+    plain = anon_client.get("/api/leaderboard/").json()
+    assert (
+        "versus_above" not in plain["rows"][0]
+        and "interval" not in plain["rows"][0]["scores"]["first"]
+    )
+    body = anon_client.get("/api/leaderboard/?intervals=1&significance=1").json()
+    rows = {r["model"]: r for r in body["rows"]}
+    assert [r["model"] for r in body["rows"]] == ["strong", "middle", "close"]
+    assert rows["strong"]["versus_above"] is None
+    assert rows["middle"]["versus_above"] == {
+        "suites": 2,
+        "smallest_p": 0.00390625,
+        "significant": True,
+    }
+    assert rows["close"]["versus_above"] == {"suites": 2, "smallest_p": 1.0, "significant": False}
+    # 10 of 20 (see above): 0.5 ± 0.2007.
+    assert rows["middle"]["scores"]["first"]["interval"] == pytest.approx(
+        (0.2993, 0.7007), abs=1e-4
+    )

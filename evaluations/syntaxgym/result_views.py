@@ -319,9 +319,37 @@ LEADERBOARD_SCHEMA = inline_serializer(
                             "accuracy": serializers.FloatField(allow_null=True),
                             "evaluation": serializers.IntegerField(),
                             "ties": serializers.IntegerField(),
+                            "interval": serializers.ListField(
+                                child=serializers.FloatField(),
+                                min_length=2,
+                                max_length=2,
+                                allow_null=True,
+                                required=False,
+                                help_text="With ?intervals=1: the accuracy's 95% Wilson "
+                                "interval [low, high] over the suite's evaluable items",
+                            ),
                         },
                     ),
                     help_text="By suite name",
+                ),
+                "versus_above": inline_serializer(
+                    "LeaderboardVersusAbove",
+                    {
+                        "suites": serializers.IntegerField(
+                            help_text="Suites both rows have an accuracy for (tested)"
+                        ),
+                        "smallest_p": serializers.FloatField(
+                            allow_null=True,
+                            help_text="The smallest Holm-adjusted McNemar p over them",
+                        ),
+                        "significant": serializers.BooleanField(
+                            help_text="Some adjusted p is below 0.05"
+                        ),
+                    },
+                    allow_null=True,
+                    required=False,
+                    help_text="With ?significance=1: this row against the row above it "
+                    "(null for the first row)",
                 ),
             },
             many=True,
@@ -351,11 +379,24 @@ class LeaderboardAPI(APIView):
                 description="A training run's id: its checkpoints are the rows, by tokens "
                 "seen (sort 'tokens', the default then)",
             ),
+            OpenApiParameter(
+                "intervals",
+                str,
+                enum=["1"],
+                description="1: each score's 95% Wilson interval (`interval`)",
+            ),
+            OpenApiParameter(
+                "significance",
+                str,
+                enum=["1"],
+                description="1: each row tested against the row above it (`versus_above`): "
+                "McNemar's exact test per shared suite, Holm-adjusted",
+            ),
         ],
         responses=LEADERBOARD_SCHEMA,
     )
     def get(self, request: Request) -> Response:
-        return Response(boards.leaderboard_data(_board(request)))
+        return Response(boards.leaderboard_data(_board(request, toggles=True)))
 
 
 PAIRED_TEST_SCHEMA = inline_serializer(
