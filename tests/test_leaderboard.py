@@ -8,6 +8,7 @@ from __future__ import annotations
 import csv
 import io
 import re
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -473,7 +474,7 @@ def test_csv_and_api_carry_the_compared_suites(anon_client, unequal_coverage) ->
     ]
 
 
-def done_items(model: LanguageModel, suite: Suite, passed: list[bool | None]) -> Evaluation:
+def done_items(model: LanguageModel, suite: Suite, passed: Sequence[bool | None]) -> Evaluation:
     """A done evaluation whose items pass as `passed` says (item numbers from 1); its
     accuracy is the share of the evaluable ones that pass."""
     evaluable = [p for p in passed if p is not None]
@@ -508,7 +509,7 @@ def ranked() -> dict[str, LanguageModel]:
     return models
 
 
-def test_adjacent_rows_tested_and_holm_adjusted(ranked) -> None:  # type: ignore[no-untyped-def]
+def test_adjacent_rows_tested_and_holm_adjusted(ranked) -> None:
     board = selectors.leaderboard(significance=True)
     assert [r.model.name for r in board.rows] == ["strong", "middle", "close"]
     strong, middle, close = board.rows
@@ -525,7 +526,7 @@ def test_adjacent_rows_tested_and_holm_adjusted(ranked) -> None:  # type: ignore
     assert all(r.versus_above is None for r in selectors.leaderboard().rows)
 
 
-def test_significance_and_intervals_toggles_on_the_page(anon_client, ranked) -> None:  # type: ignore[no-untyped-def]
+def test_significance_and_intervals_toggles_on_the_page(anon_client, ranked) -> None:
     page = anon_client.get("/leaderboard/").content.decode()
     assert "data-versus-above" not in page and 'class="lb-ci"' not in page
     page = anon_client.get("/leaderboard/?significance=1&intervals=1").content.decode()
@@ -554,7 +555,7 @@ def test_significance_and_intervals_toggles_on_the_page(anon_client, ranked) -> 
         assert response.status_code == 200 and "data-versus-above" not in response.content.decode()
 
 
-def test_toggles_read_a_fixed_number_of_queries(anon_client) -> None:  # type: ignore[no-untyped-def]
+def test_toggles_read_a_fixed_number_of_queries(anon_client) -> None:
     path = "/leaderboard/?significance=1&intervals=1"
     _fill(2, 3, prefix="a")
     small = _count(path, anon_client)
@@ -567,7 +568,7 @@ def test_toggles_read_a_fixed_number_of_queries(anon_client) -> None:  # type: i
     assert len(toggled) == 5
 
 
-def test_api_gives_intervals_and_tests_when_asked(anon_client, ranked) -> None:  # type: ignore[no-untyped-def]
+def test_api_gives_intervals_and_tests_when_asked(anon_client, ranked) -> None:
     plain = anon_client.get("/api/leaderboard/").json()
     assert (
         "versus_above" not in plain["rows"][0]

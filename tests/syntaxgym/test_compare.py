@@ -366,7 +366,7 @@ def test_a_suite_without_predictions_compares_values_only(anon_client) -> None:
     assert "The models agree" not in text
 
 
-def test_two_models_get_mcnemars_exact_test(anon_client, suite, three) -> None:  # type: ignore[no-untyped-def]
+def test_two_models_get_mcnemars_exact_test(anon_client, suite, three) -> None:
     # A and B disagree on item 2 only (B passes): b = 0, c = 1, p = 2 · 1/2 = 1.
     result = comparisons.compare(suite, ["model-a", "model-b"])
     test = result.paired
@@ -377,7 +377,7 @@ def test_two_models_get_mcnemars_exact_test(anon_client, suite, three) -> None: 
     assert comparisons.compare(suite, ["model-a", "model-b", "model-c"]).paired is None
 
 
-def test_paired_test_on_the_page_and_in_the_api(anon_client) -> None:  # type: ignore[no-untyped-def]
+def test_paired_test_on_the_page_and_in_the_api(anon_client) -> None:
     # 12 items: A passes 1, 11 and 12; B passes 2 to 12. So b = 1 (item 1), c = 9 (items
     # 2 to 10), and by hand p = 2 · (C(10,0) + C(10,1)) / 2^10 = 22/1024 = 0.021484375.
     suite = _big_suite(12, "twelve")
@@ -428,7 +428,7 @@ def test_paired_test_on_the_page_and_in_the_api(anon_client) -> None:  # type: i
         ("models=" + "x," * 500, 200),
     ],
 )
-def test_comparison_api_answers_bad_queries(anon_client, suite, three, query, status) -> None:  # type: ignore[no-untyped-def]
+def test_comparison_api_answers_bad_queries(anon_client, suite, three, query, status) -> None:
     response = anon_client.get(f"/api/suites/three%20items/compare/?{query}")
     assert response.status_code == status
     if status == 200:
@@ -436,7 +436,7 @@ def test_comparison_api_answers_bad_queries(anon_client, suite, three, query, st
     assert anon_client.get("/api/suites/nothing/compare/?models=a,b").status_code == 404
 
 
-def test_comparison_api_without_models_compares_every_current_result(  # type: ignore[no-untyped-def]
+def test_comparison_api_without_models_compares_every_current_result(
     anon_client, suite, three
 ) -> None:
     for query in ("", "?models=", "?models=,"):

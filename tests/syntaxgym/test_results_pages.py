@@ -163,9 +163,7 @@ def test_result_page_numbers(anon_client, evaluation) -> None:
         assert href in page
 
 
-def test_accuracy_has_a_wilson_interval_on_its_evaluable_items(  # type: ignore[no-untyped-def]
-    anon_client, evaluation
-) -> None:
+def test_accuracy_has_a_wilson_interval_on_its_evaluable_items(anon_client, evaluation) -> None:
     # 1 of 3 items passes. By hand (z = 1.96, z² = 3.8416, n = 3, p = 1/3): centre
     # (1/3 + 0.64027) / 2.28053 = 0.42692, half 1.96·√(0.07407 + 0.10671) / 2.28053
     # = 0.36543: (0.0615, 0.7923).
@@ -187,9 +185,12 @@ def test_accuracy_has_a_wilson_interval_on_its_evaluable_items(  # type: ignore[
     assert re.search(r"0\.33<span [^>]*data-interval[^>]*>0\.06–0\.79</span>", suite_page)
 
 
-def test_not_evaluable_items_are_left_out_of_the_interval(anon_client) -> None:  # type: ignore[no-untyped-def]
+def test_not_evaluable_items_are_left_out_of_the_interval(anon_client) -> None:
     # Item 3 cannot be judged when its verb has no value: 1 of the 2 others passes.
-    tokens = {**TOKENS, 3: {"match": [[4], [None], [2]], "mismatch": [[4], [2], [5]]}}
+    tokens: dict[int, dict[str, Any]] = {
+        **TOKENS,
+        3: {"match": [[4], [None], [2]], "mismatch": [[4], [2], [5]]},
+    }
     suite = suite_services.suite_import(source=suite_data("two count"), owner=None).suite
     model = LanguageModel.objects.create(name="tiny-na", display_name="Tiny NA", source="hub/na")
     evaluation = store_done(model, suite, tokens)
@@ -202,7 +203,7 @@ def test_not_evaluable_items_are_left_out_of_the_interval(anon_client) -> None: 
     assert selectors.result_page(evaluation).interval == pytest.approx((0.0945, 0.9055), abs=1e-4)
 
 
-def test_plot_data_is_mean_and_95_interval_per_condition_and_region(  # type: ignore[no-untyped-def]
+def test_plot_data_is_mean_and_95_interval_per_condition_and_region(
     anon_client, evaluation
 ) -> None:
     plot = selectors.result_page(evaluation).plot
