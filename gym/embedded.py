@@ -387,15 +387,32 @@ PREPARE: list[list[str]] = [
 ]
 
 
+def score_workers(host: str) -> list[tuple[str, str]]:
+    """(service name, worker hostname) of each scoring worker: GYM_SCORE_WORKERS of them
+    (default 1), each with a hostname of its own, so that the sweep and the supervisor
+    tell them apart (`gym-score@host`, then `gym-score2@host`, ...)."""
+    value = os.environ.get("GYM_SCORE_WORKERS", "") or "1"
+    try:
+        count = int(value)
+    except ValueError:
+        count = 0
+    if count < 1:
+        raise SystemExit(f"run: GYM_SCORE_WORKERS={value!r} is not a whole number above 0")
+    return [
+        ("score" if i == 1 else f"score{i}", f"gym-score{'' if i == 1 else i}@{host}")
+        for i in range(1, count + 1)
+    ]
+
+
 def site_services(var_dir: Path, port: str) -> list[Service]:
     py = sys.executable
     celery = [py, "-m", "celery", "-A", "gym"]
     host = os.uname().nodename
-    store_name, score_name = f"gym-store@{host}", f"gym-score@{host}"
+    store_name = f"gym-store@{host}"
     return [
-        # Two workers, as deployed: one stores results and progress (queue celery), one
-        # scores (queue gpu; on the CPU here). One worker for both would hold progress
-        # back until the scoring ends.
+        # Two kinds of worker, as deployed: one stores results and progress (queue celery),
+        # the others score (queue gpu; on the CPU here). One worker for both would hold
+        # progress back until the scoring ends.
         Service(
             "store",
             [*celery, "worker", "--loglevel", "INFO", "--concurrency", "1", "--queues"]
@@ -408,12 +425,15 @@ def site_services(var_dir: Path, port: str) -> list[Service]:
             [*celery, "beat", "--loglevel", "INFO", "--schedule"]
             + [str(var_dir / "celerybeat-schedule")],
         ),
-        Service(
-            "score",
-            [*celery, "worker", "--loglevel", "INFO", "--concurrency", "1", "--queues", "gpu"]
-            + ["--hostname", score_name, "--without-gossip", "--without-mingle"],
-            watch=Watch(score_name, "gpu"),
-        ),
+        *[
+            Service(
+                name,
+                [*celery, "worker", "--loglevel", "INFO", "--concurrency", "1", "--queues", "gpu"]
+                + ["--hostname", hostname, "--without-gossip", "--without-mingle"],
+                watch=Watch(hostname, "gpu"),
+            )
+            for name, hostname in score_workers(host)
+        ],
         # A real server, as production has it (WhiteNoise serves the static files): a few
         # threads in two processes, each started again by gunicorn if it dies.
         Service(
