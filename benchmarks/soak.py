@@ -443,6 +443,8 @@ def classify(record: Record) -> Counter[str]:
             counts["503 while the broker was down"] += 1
         elif status == 599 and record.within("web", at, took):
             counts["no answer while the web server restarted"] += 1
+        elif record.within("database", at, took):
+            counts["server error while the database restarted"] += 1
         else:
             counts["server error"] += 1
     return counts
@@ -850,9 +852,12 @@ class Faults:
     def database_restart(self) -> tuple[str, bool | None]:
         if self.database is None:
             return "skipped: SQLite has no server", None
+        window = Window("database", time.monotonic())
+        self.record.windows.append(window)
         ended = self.database.terminate()
         time.sleep(1)
         ended += self.database.terminate()
+        window.end = time.monotonic()
         return (
             "pg_terminate_backend on every connection to the soak's database "
             f"{self.database.name} ({ended} ended; the server itself untouched)",
@@ -994,6 +999,21 @@ def compare_fresh(env: dict[str, str], sample: dict[str, Any], folder: Path) -> 
     return worst
 
 
+def web_errors(log: str) -> list[str]:
+    """The tracebacks of requests that failed, as Django logs them (first 40 lines)."""
+    found = []
+    lines = log.splitlines()
+    for i, line in enumerate(lines):
+        if line.startswith(("Internal Server Error", "Service Unavailable")):
+            block = [line]
+            for following in lines[i + 1 : i + 60]:
+                if following.startswith("[20") and len(block) > 2:
+                    break
+                block.append(following)
+            found.append("\n".join(block[:40]))
+    return found
+
+
 def compare_into(
     compared: list[tuple[int, str, float | None]],
     env: dict[str, str],
@@ -1080,6 +1100,11 @@ def summary(
         )
     if counts["server error"]:
         problems.append(f"{counts['server error']} server errors outside the faults' windows")
+    if counts["server error while the database restarted"]:
+        problems.append(
+            f"{counts['server error while the database restarted']} server errors while the "
+            "database restarted (only 503 while the broker is down is allowed)"
+        )
     for kind, by_status in state["statuses"].items():
         total = sum(by_status.values())
         shown = ", ".join(f"{s} {n}" for s, n in sorted(by_status.items()))
@@ -1284,9 +1309,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"problems      {len(problems)}")
         for problem in problems:
             print(f"  - {problem}")
-        errors = tail.split("Traceback")
-        if len(errors) > 1:
-            print("the site's last traceback:\nTraceback" + errors[-1][-2000:])
+        for error in web_errors(tail)[-3:]:
+            print("a server error in the site's log:\n" + error)
     else:
         print("problems      0")
     return 1 if args.fail_on_problems and problems else 0

@@ -1,12 +1,16 @@
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 
 from django.conf import settings
+from django.db import InterfaceError, OperationalError
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.template.loader import render_to_string
 
 from gym.errors import error_body, too_large_message
+
+logger = logging.getLogger(__name__)
 
 # Form fields and multipart boundaries around an uploaded file.
 _SLACK_BYTES = 64 * 1024
@@ -62,3 +66,36 @@ class HostileInputMiddleware:
             return JsonResponse(error_body({"code": "invalid", "message": message}), status=400)
         html = render_to_string("400.html", {"message": message}, request=request)
         return HttpResponse(html, status=400)
+
+
+DATABASE_UNAVAILABLE = (
+    "The database did not answer (it is restarting, or the connection was lost); "
+    "ask again in a moment."
+)
+
+
+class DatabaseUnavailableMiddleware:
+    """A request whose database connection is lost on the way (the server restarting, a
+    connection ended by an administrator, SQLite's lock held too long) answers 503 with
+    Retry-After, as a request answers while the task queue is down, instead of a 500:
+    asking again is the remedy. Its transaction was rolled back with the connection."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        return self.get_response(request)
+
+    def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
+        if not isinstance(exception, OperationalError | InterfaceError):
+            return None
+        logger.warning("database unavailable for %s: %s", request.path, exception)
+        if request.path.startswith("/api/"):
+            body = error_body({"code": "database_unavailable", "message": DATABASE_UNAVAILABLE})
+            response: HttpResponse = JsonResponse(body, status=503)
+        else:
+            # Rendered without a request context: reading the user needs the database.
+            html = render_to_string("503.html", {"message": DATABASE_UNAVAILABLE})
+            response = HttpResponse(html, status=503)
+        response["Retry-After"] = "5"
+        return response
