@@ -82,6 +82,8 @@ PASSWORD = "soak-pass-1234"
 # A 503 or no answer this long after a fault's window closes still belongs to it (a
 # client's request started before the service came back).
 GRACE = 15.0
+# A client asks for no more runs while this many of its own are queued or running.
+MAX_OPEN_RUNS = 4
 
 
 def free_port() -> int:
@@ -480,6 +482,8 @@ class Client(threading.Thread):
         self.pair_sets: list[str] = []
         self.tasks: list[str] = []
         self.runs: list[tuple[str, int]] = []
+        # The last status seen of each of this client's runs.
+        self.status: dict[tuple[str, int], str] = {}
         self.serial = 0
 
     def request(
@@ -544,9 +548,24 @@ class Client(threading.Thread):
         rows = answer if isinstance(answer, list) else (answer or {}).get("results", [])
         for row in rows if isinstance(rows, list) else []:
             if isinstance(row, dict) and "id" in row:
-                self.runs.append((kind, row["id"]))
+                if (kind, row["id"]) not in self.status:
+                    self.runs.append((kind, row["id"]))
+                self.status[kind, row["id"]] = row.get("status", "queued")
                 with self.record.lock:
                     self.record.runs.append((kind, row["id"]))
+
+    def open_runs(self) -> list[tuple[str, int]]:
+        return [key for key, status in self.status.items() if status in ("queued", "running")]
+
+    def waiting(self) -> bool:
+        """Whether this user waits for results before asking for more (as a person
+        would): the load then stays within what the workers score, and the queues can
+        be quiet at the end."""
+        if len(self.open_runs()) < MAX_OPEN_RUNS:
+            return False
+        self.poll()
+        time.sleep(0.5)
+        return True
 
     def run(self) -> None:
         self.sign_in()
@@ -595,13 +614,16 @@ class Client(threading.Thread):
         if not self.runs:
             self.request("api: runs", "GET", "/api/runs/?mine=1")
             return
-        kind, pk = self.random.choice(self.runs)
+        waiting = self.open_runs()
+        kind, pk = self.random.choice(waiting if waiting else self.runs)
         path = {
             "suite": f"/api/evaluations/{pk}/",
             "pairs": f"/api/pairs/evaluations/{pk}/",
             "probing": f"/api/probing-runs/{pk}/",
         }[kind]
-        self.request("api: progress", "GET", path)
+        status, answer = self.request("api: progress", "GET", path)
+        if status == 200 and isinstance(answer, dict) and "status" in answer:
+            self.status[kind, pk] = answer["status"]
 
     def read_export(self) -> None:
         r = self.random
@@ -665,6 +687,8 @@ class Client(threading.Thread):
     # -- runs
 
     def ask_suite_runs(self) -> None:
+        if self.waiting():
+            return
         if not self.suites:
             return self.upload_suite()
         suites = self.random.sample(self.suites, min(2, len(self.suites)))
@@ -674,6 +698,8 @@ class Client(threading.Thread):
             self.remember_runs("suite", answer)
 
     def ask_pair_runs(self) -> None:
+        if self.waiting():
+            return
         if not self.pair_sets:
             return self.upload_pairs()
         body = {"models": [BASELINE, TRIGRAM], "sets": [self.random.choice(self.pair_sets)]}
@@ -682,6 +708,8 @@ class Client(threading.Thread):
             self.remember_runs("pairs", answer)
 
     def ask_probing_run(self) -> None:
+        if self.waiting():
+            return
         if not self.tasks:
             return self.upload_probing()
         body = {"task": self.random.choice(self.tasks), "models": [BASELINE]}
@@ -699,12 +727,18 @@ class Client(threading.Thread):
     def cancel(self) -> None:
         if self.runs:
             kind, pk = self.random.choice(self.runs[-8:])
-            self.request("api: cancel", "POST", self._run_path(kind, pk, "cancel"))
+            status, _ = self.request("api: cancel", "POST", self._run_path(kind, pk, "cancel"))
+            if status in (200, 202):
+                self.status[kind, pk] = "cancelled"
 
     def retry(self) -> None:
         if self.runs:
+            if self.waiting():
+                return
             kind, pk = self.random.choice(self.runs)
-            self.request("api: retry", "POST", self._run_path(kind, pk, "retry"))
+            status, _ = self.request("api: retry", "POST", self._run_path(kind, pk, "retry"))
+            if status in (200, 201, 202):
+                self.status[kind, pk] = "queued"
 
     def replace(self) -> None:
         """A suite's content replaced, most often one whose runs were just asked for."""
@@ -1267,7 +1301,7 @@ def main(argv: list[str] | None = None) -> int:
             stuck = open_runs(env)
             if stuck == 0 or time.monotonic() >= quiet_until:
                 break
-            time.sleep(5)
+            time.sleep(10)
         say(f"{stuck} runs still open; checking what is stored")
         state = stored_state(env, args.samples)
         # The fresh scores side by side: each is a process of its own that loads a model.
