@@ -957,9 +957,13 @@ from evaluations.models import (
     Run,
 )
 answer = {"statuses": {}, "no_reason": 0, "duplicates": {}, "item_mismatch": [], "samples": []}
+reasons = Counter()
 for kind, model in (("suite", Evaluation), ("pairs", PairEvaluation), ("probing", ProbingRun)):
     answer["statuses"][kind] = dict(Counter(model.objects.values_list("status", flat=True)))
     answer["no_reason"] += model.objects.filter(status="failed", error="").count()
+    for error in model.objects.filter(status="failed").values_list("error", flat=True):
+        reasons[error.splitlines()[0][:100] if error else ""] += 1
+answer["reasons"] = reasons.most_common(5)
 for name, model, keys in (
     ("item rows", ItemResult, ("evaluation", "item_number")),
     ("pair token rows", PairSentenceTokens, ("evaluation", "sentid")),
@@ -1153,6 +1157,8 @@ def summary(
     if stuck:
         problems.append(f"{stuck} runs neither done, failed nor cancelled")
     lines.append(f"failed, no reason  {state['no_reason']}   (target 0)")
+    for reason, n in state.get("reasons", []):
+        lines.append(f"  failed {n:4}: {reason or '(no reason)'}")
     if state["no_reason"]:
         problems.append(f"{state['no_reason']} failed runs without a reason")
     dupes = ", ".join(f"{k} {n}" for k, n in state["duplicates"].items())
