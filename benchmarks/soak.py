@@ -1210,6 +1210,8 @@ def main(argv: list[str] | None = None) -> int:
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, on_term)
+    # Even where the shell that started it ignores Ctrl-C (a background job).
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     env = {
         k: v
         for k, v in os.environ.items()
@@ -1323,6 +1325,9 @@ def main(argv: list[str] | None = None) -> int:
         interrupted = True
         say("interrupted: cleaning up")
     finally:
+        # A second Ctrl-C must not cut the cleaning short.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
         for client in clients:
             client.until = 0
         if site is not None:
