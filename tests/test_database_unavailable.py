@@ -17,7 +17,7 @@ pytestmark = pytest.mark.django_db
 LOST = OperationalError("terminating connection due to administrator command")
 
 
-def test_api_answers_503_in_the_one_error_shape(alice) -> None:  # type: ignore[no-untyped-def]
+def test_api_answers_503_in_the_one_error_shape(alice) -> None:
     with mock.patch("suites.syntaxgym.api.services.suite_import", side_effect=LOST):
         response = token_client(alice).post(
             "/api/suites/", json.dumps({"meta": {"name": "x"}}), content_type="application/json"
