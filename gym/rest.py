@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from typing import IO, Any
 
 from django.conf import settings
+from rest_framework import serializers
 from rest_framework.exceptions import ParseError
 from rest_framework.parsers import JSONParser
 from rest_framework.throttling import AnonRateThrottle, UserRateThrottle
@@ -66,3 +67,13 @@ class AnonValidateThrottle(_SettingsRate, AnonRateThrottle):
     a smaller allowance than for reading."""
 
     scope = "anon_validate"
+
+
+class NameField(serializers.SlugRelatedField):
+    """A row named by its name. A name with a NUL character names nothing (PostgreSQL
+    cannot even compare it): 'Invalid value.' before any query."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        if isinstance(data, str) and "\x00" in data:
+            self.fail("invalid")
+        return super().to_internal_value(data)

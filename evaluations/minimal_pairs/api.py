@@ -46,6 +46,7 @@ from evaluations.models import LanguageModel, PairEvaluation
 from evaluations.runs import lifecycle as runs
 from evaluations.runs.api import BAD_FILTER, RUN_FILTER_PARAMETERS, run_filters_of
 from gym.errors import ApplicationError
+from gym.rest import NameField
 from suites.formats.minimal_pairs import MinimalPairFormatError
 from suites.minimal_pairs import sets as pair_sets
 from suites.minimal_pairs.api import RawBodyParser
@@ -187,14 +188,12 @@ MAX_ASKED = 100
 
 class PairEvaluationRequestSerializer(serializers.Serializer):
     models = serializers.ListField(
-        child=serializers.SlugRelatedField(
-            slug_field="name", queryset=LanguageModel.objects.filter(is_hidden=False)
-        ),
+        child=NameField(slug_field="name", queryset=LanguageModel.objects.filter(is_hidden=False)),
         min_length=1,
         max_length=MAX_ASKED,
     )
     sets = serializers.ListField(
-        child=serializers.SlugRelatedField(slug_field="name", queryset=MinimalPairSet.objects),
+        child=NameField(slug_field="name", queryset=MinimalPairSet.objects),
         min_length=1,
         max_length=MAX_ASKED,
     )

@@ -24,6 +24,7 @@ from evaluations.probing.controls import DEFAULT_SEEDS, MAX_SEEDS
 from evaluations.probing.views import probing_board_from, probing_run_csv
 from evaluations.runs import lifecycle as runs
 from evaluations.runs.api import BAD_FILTER, RUN_FILTER_PARAMETERS, run_filters_of
+from gym.rest import NameField
 from suites.models import ProbingTask
 
 
@@ -77,11 +78,9 @@ class ProbingRunDetailSerializer(ProbingRunSerializer):
 
 
 class ProbingRunRequestSerializer(serializers.Serializer):
-    task = serializers.SlugRelatedField(slug_field="name", queryset=ProbingTask.objects.all())
+    task = NameField(slug_field="name", queryset=ProbingTask.objects.all())
     models = serializers.ListField(
-        child=serializers.SlugRelatedField(
-            slug_field="name", queryset=LanguageModel.objects.filter(is_hidden=False)
-        ),
+        child=NameField(slug_field="name", queryset=LanguageModel.objects.filter(is_hidden=False)),
         min_length=1,
         max_length=100,
     )

@@ -16,6 +16,7 @@ from rest_framework.views import APIView
 from evaluations.runs import lifecycle as runs
 from evaluations.training import selectors, services
 from evaluations.training.models import TrainingRun
+from gym.rest import NameField
 from suites.corpora.models import Corpus
 from suites.models import MinimalPairSet, ProbingTask, Suite
 
@@ -89,16 +90,6 @@ class TrainingRunDetailSerializer(TrainingRunSerializer):
 
     def get_learning_curves(self, run: TrainingRun) -> dict[str, Any]:
         return selectors.learning_curves(run)
-
-
-class NameField(serializers.SlugRelatedField):
-    """A row named by its name. A name with a NUL character names nothing (PostgreSQL
-    cannot even compare it): 'Invalid value.' before any query."""
-
-    def to_internal_value(self, data: Any) -> Any:
-        if isinstance(data, str) and "\x00" in data:
-            self.fail("invalid")
-        return super().to_internal_value(data)
 
 
 class TrainingRequestSerializer(serializers.Serializer):
