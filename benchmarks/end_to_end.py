@@ -25,8 +25,6 @@ import tempfile
 import time
 from pathlib import Path
 
-from evaluations.language_models import registry as model_registry
-
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 NEXTFLOW = (
@@ -136,6 +134,7 @@ def run_mode(
     through fresh workers; seconds from the request to the last stored result."""
     from django.conf import settings
 
+    from evaluations.language_models import registry as model_registry
     from evaluations.models import Evaluation
     from evaluations.syntaxgym import services
 

@@ -19,8 +19,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-from evaluations.language_models import registry as model_registry
-
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
@@ -98,6 +96,7 @@ def run(tmp: Path) -> None:
 
     env = embedded_site(tmp, "large")
     from evaluations import baseline
+    from evaluations.language_models import registry as model_registry
     from evaluations.models import Evaluation, ItemResult
     from evaluations.syntaxgym import services
     from suites.syntaxgym import services as suite_services

@@ -65,7 +65,7 @@ def _environment(var_dir: Path) -> dict[str, str]:
 _SETUP = """
 from django.contrib.auth.models import User
 from rest_framework.authtoken.models import Token
-from evaluations.syntaxgym import services
+from evaluations.language_models import registry as model_registry
 tokens = []
 for i in range({clients}):
     user = User.objects.create_user(f"load{{i}}", password="load-pass-1234")
