@@ -136,64 +136,20 @@ def _until(what: str, check: Callable[[], Any], timeout: float = 300) -> Any:
     raise AssertionError(f"gave up waiting for {what}")
 
 
-@pytest.mark.parametrize("name", sorted(CASES))
-def test_a_run_whose_pool_process_is_killed_mid_way_is_done_exactly_once(
-    name,
-    redis_broker,
-    workers,
-    tiny_gpt2,  # noqa: F811
-    settings,
-    tmp_path,
-) -> None:
-    settings.GYM_CORPUS_DIR = tmp_path / "corpora"
-    settings.GYM_TRAINING_DIR = tmp_path / "trained"
-    kind, case = runs.kind_named(name), CASES[name]
-    model_registry.model_register(source=str(tiny_gpt2), name="tiny")
-    body = case.body(tmp_path, "tiny")
-    pace = Pace(tmp_path / "pace")
-    env = {
-        "GYM_PROGRESS_EVERY_SECONDS": "0",
-        "GYM_RUN_HOLD_DIR": str(pace.folder),
-        "GYM_CORPUS_DIR": str(settings.GYM_CORPUS_DIR),
-        "GYM_TRAINING_DIR": str(settings.GYM_TRAINING_DIR),
-        "OMP_NUM_THREADS": "1",
-        "MKL_NUM_THREADS": "1",
-    }
-    workers("celery", **env)
-    scoring = workers("gpu", **env)
-    pace.hold()
-    client = token_client(User.objects.create_user("owner"))
-    answer = client.post(case.request_path, json.dumps(body), content_type="application/json")
-    assert answer.status_code == 201, answer.content
-    run: Any = kind.run_model.objects.get(  # type: ignore[misc]  # every kind's run has a model
-        model__name="tiny" if name != "training" else "held-lm"
-    )
-    first = pace.wait_held(run, timeout=300)
+@dataclass
+class Held:
+    """A run asked for through its kind's API, held mid-way on a real scoring worker."""
 
-    os.kill(_pool_of(scoring), signal.SIGKILL)
-    # Given back at once (the worker saw its pool process die) and started again.
-    pace.wait_held(run, after=first.started_at, timeout=300)
-    pace.release()
-    run = _until(
-        "the run to finish", lambda: (r := kind.run_model.objects.get(pk=run.pk)).finished and r
-    )
-    assert (run.status, run.attempt, run.error) == ("done", 1, ""), scoring.log.read_text()[-3000:]
-    expected = EXPECTED[name]
-    if name == "probing":
-        expected = json.loads((Path(tiny_gpt2) / "config.json").read_text())["n_layer"] + 1
-    assert case.stored(run) == expected
-    assert "WorkerLostError" in scoring.log.read_text()
+    kind: runs.RunKind
+    case: WorkerCase
+    run: Any
+    first: Any  # the run as it was when first held
+    scoring: Worker
+    client: Any
+    pace: Pace
 
 
-@pytest.mark.parametrize("name", sorted(CASES))
-def test_cancel_while_running_stops_the_worker_which_then_takes_the_next_run(
-    name,
-    redis_broker,
-    workers,
-    tiny_gpt2,  # noqa: F811
-    settings,
-    tmp_path,
-) -> None:
+def _held(name: str, workers: Any, tiny_gpt2: Path, settings: Any, tmp_path: Path) -> Held:  # noqa: F811
     settings.GYM_CORPUS_DIR = tmp_path / "corpora"
     settings.GYM_TRAINING_DIR = tmp_path / "trained"
     kind, case = runs.kind_named(name), CASES[name]
@@ -218,25 +174,69 @@ def test_cancel_while_running_stops_the_worker_which_then_takes_the_next_run(
     run: Any = kind.run_model.objects.get(  # type: ignore[misc]  # every kind's run has a model
         model__name="tiny" if name != "training" else "held-lm"
     )
-    pace.wait_held(run, timeout=300)
-    api = reverse(kind.api_detail, args=[run.pk])
-    assert client.post(f"{api}cancel/", "{}", content_type="application/json").status_code == 200
-    pace.release()
+    first = pace.wait_held(run, timeout=300)
+    return Held(kind, case, run, first, scoring, client, pace)
+
+
+def _finished(held: Held) -> Any:
+    kind, pk = held.kind, held.run.pk
+    return _until(
+        "the run to finish", lambda: (r := kind.run_model.objects.get(pk=pk)).finished and r
+    )
+
+
+def _expected(name: str, model_dir: Path) -> Any:
+    """What one store of a done run of this kind wrote (the probing layers are the tiny
+    model's, with the embedding output)."""
+    if name == "probing":
+        return json.loads((model_dir / "config.json").read_text())["n_layer"] + 1
+    return EXPECTED[name]
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_a_run_whose_pool_process_is_killed_mid_way_is_done_exactly_once(
+    name,
+    redis_broker,
+    workers,
+    tiny_gpt2,  # noqa: F811
+    settings,
+    tmp_path,
+) -> None:
+    held = _held(name, workers, tiny_gpt2, settings, tmp_path)
+    os.kill(_pool_of(held.scoring), signal.SIGKILL)
+    # Given back at once (the worker saw its pool process die) and started again.
+    held.pace.wait_held(held.run, after=held.first.started_at, timeout=300)
+    held.pace.release()
+    run = _finished(held)
+    log = held.scoring.log.read_text()
+    assert (run.status, run.attempt, run.error) == ("done", 1, ""), log[-3000:]
+    assert held.case.stored(run) == _expected(name, tiny_gpt2)
+    assert "WorkerLostError" in log
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_cancel_while_running_stops_the_worker_which_then_takes_the_next_run(
+    name,
+    redis_broker,
+    workers,
+    tiny_gpt2,  # noqa: F811
+    settings,
+    tmp_path,
+) -> None:
+    held = _held(name, workers, tiny_gpt2, settings, tmp_path)
+    api = reverse(held.kind.api_detail, args=[held.run.pk])
+    post = held.client.post
+    assert post(f"{api}cancel/", "{}", content_type="application/json").status_code == 200
+    held.pace.release()
 
     # The worker stops at its next report instead of finishing the work: it is free for
     # the next message, which here is the same run asked for again (a new attempt).
-    retried = client.post(f"{api}retry/", "{}", content_type="application/json")
+    retried = post(f"{api}retry/", "{}", content_type="application/json")
     assert retried.status_code == 200, retried.content
-    run = _until(
-        "the retried run to finish",
-        lambda: (r := kind.run_model.objects.get(pk=run.pk)).finished and r,
-    )
-    assert (run.status, run.attempt) == ("done", 2), scoring.log.read_text()[-3000:]
-    log = scoring.log.read_text()
+    run = _finished(held)
+    log = held.scoring.log.read_text()
+    assert (run.status, run.attempt) == ("done", 2), log[-3000:]
     # Two deliveries: the cancelled one ended early (no results handed over), then the
     # retry's, whose results alone were stored.
     assert log.count(" succeeded in ") == 2, log[-3000:]
-    expected = EXPECTED[name]
-    if name == "probing":
-        expected = json.loads((Path(tiny_gpt2) / "config.json").read_text())["n_layer"] + 1
-    assert case.stored(run) == expected
+    assert held.case.stored(run) == _expected(name, tiny_gpt2)
