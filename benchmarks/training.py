@@ -9,10 +9,13 @@ second, with the code the `train` command and the training worker use.
 - causal: optimizer steps per second and tokens per second for the presets asked
   (tiny by default; small = GPT-2 small) on the device asked (CPU by default), after
   the tokenizer and the packed data are built (those are timed apart). On a GPU with
-  --peak-tflops, the model FLOPs utilisation (6 * parameters * tokens / s / peak).
+  --peak-tflops, the model FLOPs utilisation: (6 * parameters + 12 * layers * width *
+  context) FLOPs per token, times tokens per second, over the peak; --measure-peak also
+  times a bf16 matrix product, the ceiling the card reaches here.
 
     .venv/bin/python benchmarks/training.py [--words 10000000] [--presets tiny,small]
         [--steps 20] [--device cpu|cuda] [--peak-tflops 989] [--json OUT] [--smoke]
+        [--micro-batches 4,16] [--compile auto|on|off|off,on] [--measure-peak]
 """
 
 from __future__ import annotations
@@ -125,7 +128,14 @@ def _in_child(target: Any, *args: Any) -> dict[str, Any]:
 
 
 def causal_throughput(
-    corpus: Path, preset: str, steps: int, device: str, work: Path, peak_tflops: float
+    corpus: Path,
+    preset: str,
+    steps: int,
+    device: str,
+    work: Path,
+    peak_tflops: float,
+    micro_batch: int = 0,
+    compile_mode: str = "auto",
 ) -> dict[str, Any]:
     import torch
 
@@ -133,14 +143,20 @@ def causal_throughput(
     from evaluations.training.data import corpus_file
 
     source = corpus_file(corpus)
+    shape = causal.PRESETS[preset]
     options = causal.CausalOptions(
-        shape=causal.PRESETS[preset],
+        shape=shape,
         steps=steps,
-        micro_batch=8 if preset.startswith("tiny") else 4,
+        micro_batch=micro_batch or (8 if preset.startswith("tiny") else 4),
         checkpoints=1,
         device=device,
+        compile=compile_mode,
     )
+    # One folder per preset: its tokenizer and packed data (data/) are built by the first
+    # variant and kept for the next; everything else goes after each variant.
     out = work / f"causal-{preset}"
+    if device.startswith("cuda"):
+        torch.cuda.reset_peak_memory_stats()
     times: list[float] = []
     started = time.perf_counter()
     summary = causal.train_causal(
@@ -157,22 +173,53 @@ def causal_throughput(
     result = {
         "preset": preset,
         "device": device,
+        "micro_batch": options.micro_batch,
+        "compiled": options.compiles,
         "threads": torch.get_num_threads(),
         "parameters": summary.parameters,
         "tokens_per_step": options.tokens_per_step,
         "steps": steps,
         "steps_per_second": round((len(times) - 1) / measured, 2),
         "tokens_per_second": round(tokens / measured),
-        "setup_seconds": round(total - (times[-1] - times[0]) - (times[0] - started), 2),
+        "first_step_seconds": round(times[0] - started, 2),
+        "setup_seconds": round(total - measured, 2),
         "final_loss": summary.final_loss,
     }
     if device.startswith("cuda"):
         result["peak_gpu_mb"] = round(torch.cuda.max_memory_allocated() / 2**20)
+        result["gpu"] = torch.cuda.get_device_name()
+        # Model FLOPs per token: 6 per parameter (forward and backward of every weight,
+        # the output layer included) and the attention's 12 * layers * width * context
+        # (its two matrix products, forward and backward), as PaLM's appendix B counts.
+        per_token = 6 * summary.parameters + 12 * shape.layers * shape.width * shape.context
+        result["model_tflops"] = round(per_token * tokens / measured / 1e12, 1)
         if peak_tflops:
-            flops = 6 * summary.parameters * tokens / measured
-            result["mfu"] = round(flops / (peak_tflops * 1e12), 4)
-    shutil.rmtree(out, ignore_errors=True)
+            result["mfu"] = round(per_token * tokens / measured / (peak_tflops * 1e12), 4)
+    for child in out.iterdir():
+        if child.name != causal.DATA_DIR:
+            if child.is_dir():
+                shutil.rmtree(child)
+            else:
+                child.unlink()
     return result
+
+
+def matmul_tflops(device: str) -> float:
+    """The bf16 rate of an 8192^3 matrix product on this GPU (mean of ten after three
+    warm-ups): the ceiling the card reaches on this machine, beside its datasheet peak."""
+    import torch
+
+    n = 8192
+    a = torch.randn(n, n, device=device, dtype=torch.bfloat16)
+    b = torch.randn(n, n, device=device, dtype=torch.bfloat16)
+    for _ in range(3):
+        a @ b
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(10):
+        a @ b
+    torch.cuda.synchronize()
+    return round(2 * n**3 * 10 / (time.perf_counter() - start) / 1e12, 1)
 
 
 def main() -> None:
@@ -184,6 +231,20 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--peak-tflops", type=float, default=0.0)
+    parser.add_argument(
+        "--micro-batches", default="", help="sequences per forward pass, e.g. 4,16 (one run each)"
+    )
+    parser.add_argument(
+        "--compile", default="auto", help="torch.compile: auto, on or off, or several: off,on"
+    )
+    parser.add_argument(
+        "--variants",
+        default="",
+        help="micro-batch:compile pairs instead of every combination, e.g. 4:off,16:on",
+    )
+    parser.add_argument(
+        "--measure-peak", action="store_true", help="also time a bf16 matrix product (GPU)"
+    )
     parser.add_argument("--json", help="also write the figures here")
     parser.add_argument("--smoke", action="store_true", help="a small workload for CI")
     args = parser.parse_args()
@@ -219,17 +280,50 @@ def main() -> None:
                 f"  nltk.lm KneserNeyInterpolated order {order} on {result['words']:,} words: "
                 f"{result['words_per_second']:,} words/s (fit only), peak {result['peak_mb']:,} MB"
             )
+        measured_peak = 0.0
+        if args.measure_peak and args.device.startswith("cuda"):
+            measured_peak = figures["matmul_tflops"] = matmul_tflops(args.device)
+            print(f"bf16 8192^3 matrix product: {measured_peak} TFLOP/s")
+        batches = [int(b) for b in args.micro_batches.split(",") if b] or [0]
+        modes = [m for m in args.compile.split(",") if m]
+        variants = [(b, m) for b in batches for m in modes]
+        if args.variants:
+            pairs = [v.split(":") for v in args.variants.split(",") if v]
+            variants = [(int(b), m) for b, m in pairs]
         for preset in filter(None, args.presets.split(",")):
-            result = causal_throughput(
-                corpus, preset, args.steps, args.device, work, args.peak_tflops
-            )
-            figures["causal"].append(result)
-            extra = f", MFU {result['mfu']:.1%}" if "mfu" in result else ""
-            print(
-                f"causal {preset} on {args.device} ({result['threads']} threads): "
-                f"{result['tokens_per_second']:,} tokens/s, {result['steps_per_second']} "
-                f"steps/s, {result['parameters']:,} parameters{extra}"
-            )
+            for micro_batch, mode in variants:
+                result = causal_throughput(
+                    corpus,
+                    preset,
+                    args.steps,
+                    args.device,
+                    work,
+                    args.peak_tflops,
+                    micro_batch,
+                    mode,
+                )
+                figures["causal"].append(result)
+                if args.json:  # as it goes: a run stopped at a time limit keeps what it had
+                    Path(args.json).write_text(json.dumps(figures, indent=2) + "\n")
+                extra = ""
+                if "model_tflops" in result:
+                    extra = f", {result['model_tflops']} model TFLOP/s"
+                if "mfu" in result:
+                    extra += f", MFU {result['mfu']:.1%} of {args.peak_tflops:g}"
+                if measured_peak and "model_tflops" in result:
+                    extra += f" ({result['model_tflops'] / measured_peak:.1%} of measured)"
+                if "peak_gpu_mb" in result:
+                    extra += f", peak {result['peak_gpu_mb']:,} MB"
+                print(
+                    f"causal {preset} on {args.device} ({result['threads']} threads), "
+                    f"micro-batch {result['micro_batch']}, "
+                    f"{'compiled' if result['compiled'] else 'eager'}: "
+                    f"{result['tokens_per_second']:,} tokens/s, "
+                    f"{result['steps_per_second']} steps/s, "
+                    f"{result['parameters']:,} parameters{extra}; "
+                    f"first step {result['first_step_seconds']} s",
+                    flush=True,
+                )
     finally:
         shutil.rmtree(work, ignore_errors=True)
     if args.json:

@@ -3,7 +3,8 @@
 tokenizer trained on the corpus with `tokenizers` (or a model's own), a GPT-2- or
 Llama-style model from transformers, AdamW with linear warm-up and cosine decay, bf16
 autocast on a GPU (never on the CPU), gradient accumulation to a token batch size,
-documents packed into the context. No Django: the `train` command and the training
+documents packed into the context; on a GPU also torch.compile of the model (`compile`),
+fused AdamW and TF32 for what runs in float32. No Django: the `train` command and the training
 worker both call `train_causal`.
 
 Checkpoints fall on a log-spaced schedule of steps (so of tokens seen, as BabyLM does).
@@ -29,6 +30,7 @@ import os
 import random
 import shutil
 import time
+import warnings
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -40,6 +42,7 @@ import torch
 from evaluations.training.options import (  # noqa: F401 - the options are part of this API
     ARCHITECTURES,
     CHECKPOINT_PREFIX,
+    COMPILE_MODES,
     PRESETS,
     RETENTIONS,
     TOKENIZERS,
@@ -57,6 +60,11 @@ UNKNOWN = "<unk>"
 STATE_NAME = "training_state.pt"
 INFO_NAME = "training.json"
 DATA_DIR = "data"
+# The embedding and output layer have a multiple of this many rows (the tokenizer's tokens
+# and unused rows after them): a matrix product with an odd dimension, as GPT-2's 50,257
+# is, runs well below the card's rate. The loss reads the real tokens' logits only, and a
+# saved model has the real rows only, so no probability ever goes to an unused row.
+VOCAB_MULTIPLE = 64
 # Validation loss is the mean over at most this many blocks.
 MAX_EVAL_BLOCKS = 64
 
@@ -197,7 +205,7 @@ def build_model(shape: ModelShape, tokenizer: Any) -> Any:
     from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
 
     eot = separator_id(tokenizer)
-    vocab = len(tokenizer)
+    vocab = padded_vocab(len(tokenizer))
     if shape.arch == "gpt2":
         config = GPT2Config(
             vocab_size=vocab,
@@ -227,6 +235,30 @@ def build_model(shape: ModelShape, tokenizer: Any) -> Any:
     return LlamaForCausalLM(llama)
 
 
+def padded_vocab(tokens: int) -> int:
+    return -(-tokens // VOCAB_MULTIPLE) * VOCAB_MULTIPLE
+
+
+def _rows(model: Any) -> int:
+    """The rows of the model's input embedding."""
+    return int(model.get_input_embeddings().weight.shape[0])
+
+
+def _pad_vocab(model: Any, tokens: int) -> None:
+    """Give a loaded model (a checkpoint, a base model) the rows `build_model` gives."""
+    if _rows(model) != padded_vocab(tokens):
+        model.resize_token_embeddings(padded_vocab(tokens), mean_resizing=False)
+
+
+def lm_loss(model: Any, ids: torch.Tensor, tokens: int) -> torch.Tensor:
+    """Mean cross-entropy of each next token, over the first `tokens` logits (the
+    tokenizer's): the loss transformers computes with `labels=ids`, with the unused rows
+    of a padded output layer left out of the softmax."""
+    logits = model(input_ids=ids).logits
+    predicted = logits[:, :-1, :tokens].float()
+    return torch.nn.functional.cross_entropy(predicted.reshape(-1, tokens), ids[:, 1:].reshape(-1))
+
+
 def _optimizer(model: Any, options: CausalOptions) -> torch.optim.Optimizer:
     """AdamW; no weight decay on biases, norms and embeddings of positions."""
     decay: list[torch.nn.Parameter] = []
@@ -239,7 +271,11 @@ def _optimizer(model: Any, options: CausalOptions) -> torch.optim.Optimizer:
         {"params": decay, "weight_decay": options.weight_decay},
         {"params": plain, "weight_decay": 0.0},
     ]
-    return torch.optim.AdamW(groups, lr=options.learning_rate, betas=(0.9, 0.95), eps=1e-8)
+    # The fused kernel on a GPU: one launch for all parameters instead of a few per tensor.
+    fused = options.device != "cpu"
+    return torch.optim.AdamW(
+        groups, lr=options.learning_rate, betas=(0.9, 0.95), eps=1e-8, fused=fused or None
+    )
 
 
 # --- progress and results -----------------------------------------------------------------
@@ -360,7 +396,7 @@ def latest_checkpoint(out_dir: Path) -> Path | None:
 
 
 def _evaluate(
-    model: Any, blocks: np.ndarray, options: CausalOptions, autocast: Any
+    model: Any, blocks: np.ndarray, options: CausalOptions, autocast: Any, tokens: int
 ) -> float | None:
     if len(blocks) == 0:
         return None
@@ -372,16 +408,35 @@ def _evaluate(
             chunk = blocks[start : min(start + options.micro_batch, MAX_EVAL_BLOCKS)]
             ids = torch.from_numpy(chunk.astype(np.int64)).to(options.device)
             with autocast():
-                loss = model(input_ids=ids, labels=ids).loss
+                loss = lm_loss(model, ids, tokens)
             losses.append(float(loss.float()))
             weights.append(len(chunk))
     model.train()
     return float(np.average(losses, weights=weights))
 
 
-def _save_folder(model: Any, tokenizer: Any, folder: Path) -> None:
+def _save_folder(model: Any, tokenizer: Any, folder: Path, tokens: int) -> None:
+    """The model with its vocabulary's `tokens` rows only (see VOCAB_MULTIPLE), and the
+    tokenizer."""
     folder.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(folder)
+    rows = _rows(model)
+    if rows == tokens:
+        model.save_pretrained(folder)
+    else:
+        shared = {
+            layer.weight.data_ptr()
+            for layer in (model.get_input_embeddings(), model.get_output_embeddings())
+            if layer is not None
+        }
+        state = {
+            name: value[:tokens] if value.data_ptr() in shared else value
+            for name, value in model.state_dict().items()
+        }
+        model.config.vocab_size = tokens
+        try:
+            model.save_pretrained(folder, state_dict=state)
+        finally:
+            model.config.vocab_size = rows
     tokenizer.save_pretrained(folder)
 
 
@@ -441,12 +496,18 @@ def train_causal(
     random.seed(options.seed)
     np.random.seed(options.seed % 2**32)
     device = torch.device(options.device)
+    # `vocab_rows`: the rows of the model's own vocabulary (a loaded model's may be more than
+    # its tokenizer's entries); the model trains with them padded (see VOCAB_MULTIPLE).
     if resume is not None:
         model = AutoModelForCausalLM.from_pretrained(resume, dtype=torch.float32)
+        vocab_rows = _rows(model)
     elif options.base_model:
         model = _base_model(options.base_model, tokenizer)
+        vocab_rows = _rows(model)
     else:
         model = build_model(options.shape, tokenizer)
+        vocab_rows = len(tokenizer)
+    _pad_vocab(model, vocab_rows)
     # transformers types the wrapper of `.to`, not the method it wraps.
     model.to(device)  # type: ignore[arg-type]
     model.train()
@@ -464,13 +525,49 @@ def train_causal(
         summary.log = list(state["log"])
         summary.checkpoints = list(state["checkpoints"])
         summary.resumed_from_step = step
-    summary.parameters = sum(p.numel() for p in model.parameters())
+    # The unused rows of the embedding are not parameters of the model that is saved.
+    vocab_weights: dict[int, Any] = {
+        id(layer.weight): layer.weight
+        for layer in (model.get_input_embeddings(), model.get_output_embeddings())
+        if layer is not None
+    }
+    unused = sum((int(w.shape[0]) - vocab_rows) * int(w.shape[1]) for w in vocab_weights.values())
+    summary.parameters = sum(p.numel() for p in model.parameters()) - unused
     summary.vocabulary = len(tokenizer)
 
     use_bf16 = device.type == "cuda"
+    if use_bf16:
+        # What autocast leaves in float32 (the loss's softmax, norms) may use TF32.
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
 
     def autocast() -> Any:
         return torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=use_bf16)
+
+    # The compiled model trains; `model` itself is what is saved and evaluated (another
+    # batch shape would compile again). Every micro-batch has the same shape, so the
+    # forward and backward compile once per process.
+    compiled: list[Any] = []
+    if options.compiles:
+
+        def training_loss(ids: torch.Tensor) -> torch.Tensor:
+            return lm_loss(model, ids, vocab_rows)
+
+        compiled.append(torch.compile(training_loss))
+
+    def micro_loss(ids: torch.Tensor) -> torch.Tensor:
+        if compiled:
+            try:
+                with autocast():
+                    return compiled[0](ids)
+            except Exception as exc:  # noqa: BLE001 - any failure of the compiler
+                if options.compile == "on":
+                    raise CausalTrainingError(f"torch.compile failed: {exc}") from exc
+                # "auto": a machine whose compiler cannot build the kernels trains eagerly.
+                warnings.warn(f"torch.compile failed, training without it: {exc}", stacklevel=1)
+                compiled.clear()
+        with autocast():
+            return lm_loss(model, ids, vocab_rows)
 
     schedule = checkpoint_steps(options.steps, options.checkpoints)
     saves = set(schedule)
@@ -479,14 +576,15 @@ def train_causal(
     per_step = options.tokens_per_step
     loss_value = math.nan
     while step < options.steps:
-        total = 0.0
+        # The loss stays on the device until the step ends: one synchronisation a step.
+        summed = torch.zeros((), device=device)
         for _micro in range(options.accumulation):
             chunk = train_blocks[order.take(options.micro_batch)]
-            ids = torch.from_numpy(chunk.astype(np.int64)).to(device)
-            with autocast():
-                loss = model(input_ids=ids, labels=ids).loss / options.accumulation
+            ids = torch.from_numpy(chunk.astype(np.int64)).to(device, non_blocking=True)
+            loss = micro_loss(ids) / options.accumulation
             loss.backward()
-            total += float(loss.detach().float())
+            summed += loss.detach().float()
+        total = float(summed)
         if options.grad_clip > 0:
             torch.nn.utils.clip_grad_norm_(model.parameters(), options.grad_clip)
         lr = optimizer.param_groups[0]["lr"]
@@ -501,7 +599,7 @@ def train_causal(
             on_step({**entry, "steps": options.steps, "tokens_total": options.steps * per_step})
         if step in saves:
             tokens = step * per_step
-            valid_loss = _evaluate(model, valid_blocks, options, autocast)
+            valid_loss = _evaluate(model, valid_blocks, options, autocast, vocab_rows)
             summary.log.append({"step": step, "tokens": tokens, "validation_loss": valid_loss})
             folder = out_dir / f"{CHECKPOINT_PREFIX}{tokens}"
             record = {
@@ -513,7 +611,7 @@ def train_causal(
                 "scheduled": step in schedule,
             }
             summary.checkpoints.append(record)
-            _save_folder(model, tokenizer, folder)
+            _save_folder(model, tokenizer, folder, vocab_rows)
             state = {
                 "optimizer": optimizer.state_dict(),
                 "scheduler": scheduler.state_dict(),
@@ -555,7 +653,7 @@ def train_causal(
     summary.final_validation_loss = evaluations[-1]["validation_loss"] if evaluations else None
     summary.seconds = round(time.perf_counter() - started, 3)
     if not summary.stopped:
-        _save_folder(model, tokenizer, out_dir)
+        _save_folder(model, tokenizer, out_dir, vocab_rows)
     (out_dir / INFO_NAME).write_text(
         json.dumps({"kind": "causal", **asdict(summary)}, indent=2, default=str) + "\n",
         encoding="utf-8",

@@ -14,6 +14,9 @@ TOKENIZERS = ("bpe", "unigram", "model")
 # Which checkpoint folders stay: every one, those on the log-spaced schedule (the
 # `save_every` ones are resume points only), or the last `keep_last`.
 RETENTIONS = ("all", "schedule", "last")
+# torch.compile of the training forward and backward: "auto" compiles on a GPU only (on a
+# CPU the compilation costs more than a short run gains), "on" and "off" as they say.
+COMPILE_MODES = ("auto", "on", "off")
 
 
 class CausalTrainingError(ValueError):
@@ -70,6 +73,11 @@ class CausalOptions:
     save_every: int = 0
     retention: str = "all"
     keep_last: int = 0  # retention "last": the checkpoint folders kept
+    compile: str = "auto"  # one of COMPILE_MODES
+
+    @property
+    def compiles(self) -> bool:
+        return self.compile == "on" or (self.compile == "auto" and self.device != "cpu")
 
     @property
     def trains_tokenizer(self) -> bool:
@@ -98,6 +106,8 @@ class CausalOptions:
             problems.append(f"retention {self.retention!r} is not one of {', '.join(RETENTIONS)}")
         elif self.retention == "last" and self.keep_last < 1:
             problems.append(f"retention 'last' keeps 1 checkpoint or more; got {self.keep_last}")
+        if self.compile not in COMPILE_MODES:
+            problems.append(f"compile {self.compile!r} is not one of {', '.join(COMPILE_MODES)}")
         if self.save_every < 0:
             problems.append(f"save_every is 0 (none) or a number of steps; got {self.save_every}")
         if self.steps < 1:

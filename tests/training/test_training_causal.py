@@ -145,3 +145,45 @@ def test_keep_states_keeps_the_last_training_state_and_every_model(corpus, tmp_p
     assert all((f / "model.safetensors").is_file() for f in folders)
     with pytest.raises(CommandError, match="keep_states is 0 \\(all\\) or more; got -1"):
         train(corpus, tmp_path / "z", "--keep-states", "-1")
+
+
+def test_an_odd_vocabulary_trains_padded_and_is_saved_with_its_own_rows(corpus, tmp_path) -> None:
+    """300 tokens train in a 320-row output layer (a multiple of 64, for the matrix
+    products), but no probability goes to the 20 unused rows: the saved model has 300 rows,
+    and its own loss on the validation text is the validation loss training reported."""
+    from transformers import AutoModelForCausalLM
+
+    out = tmp_path / "odd"
+    train(corpus, out, "--vocab", "300", "--steps", "4", "--checkpoints", "3")
+    config = json.loads((out / "config.json").read_text())
+    assert config["vocab_size"] == 300
+    saved = weights(out)
+    assert saved["transformer.wte.weight"].shape == (300, 64)
+    assert "lm_head.weight" not in saved  # tied to the embedding, saved once
+    recorded = info(out)
+    model = AutoModelForCausalLM.from_pretrained(out)
+    assert recorded["parameters"] == sum(p.numel() for p in model.parameters())
+    assert causal.padded_vocab(300) == 320 and causal.padded_vocab(320) == 320
+
+    # The validation loss of the saved model, computed by transformers itself.
+    blocks = causal._blocks(out / causal.DATA_DIR / "validation.bin", 64)
+    assert len(blocks) > 0
+    losses, sizes = [], []
+    with torch.no_grad():
+        for start in range(0, min(len(blocks), causal.MAX_EVAL_BLOCKS), 4):
+            ids = torch.from_numpy(blocks[start : start + 4].astype("int64"))
+            losses.append(float(model(input_ids=ids, labels=ids).loss))
+            sizes.append(len(ids))
+    own = sum(loss * size for loss, size in zip(losses, sizes, strict=True)) / sum(sizes)
+    assert own == pytest.approx(recorded["final_validation_loss"], abs=1e-5)
+
+    # A stopped run resumes from the 300-row checkpoint to the same model.
+    resumed = tmp_path / "odd-resumed"
+    train(corpus, resumed, "--vocab", "300", "--steps", "4", "--checkpoints", "3",
+          "--stop-after-step", "2")  # fmt: skip
+    assert "resumed at step 2" in train(
+        corpus, resumed, "--vocab", "300", "--steps", "4", "--checkpoints", "3"
+    )
+    again = weights(resumed)
+    for name, tensor in saved.items():
+        assert torch.allclose(again[name], tensor, atol=1e-6), name

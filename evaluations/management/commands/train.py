@@ -117,6 +117,12 @@ class Command(BaseCommand):
         parser.add_argument("--keep-last", type=int, default=0, help="with --retention last")
         parser.add_argument("--seed", type=int, default=0)
         parser.add_argument("--device", default="cpu", help="cpu or cuda (bf16 autocast)")
+        parser.add_argument(
+            "--compile",
+            choices=causal.COMPILE_MODES,
+            default="auto",
+            help="torch.compile the model: auto compiles on a GPU only",
+        )
         parser.add_argument("--stop-after-step", type=int, default=0, help=argparse.SUPPRESS)
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -248,6 +254,7 @@ class Command(BaseCommand):
                 weight_decay=options["weight_decay"],
                 seed=options["seed"],
                 device=options["device"],
+                compile=options["compile"],
                 checkpoints=options["checkpoints"],
                 keep_states=options["keep_states"],
                 stop_after_step=options["stop_after_step"],
