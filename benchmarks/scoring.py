@@ -39,6 +39,13 @@ DEFAULT_MINICONS_PYTHON = REPO / ".venv-minicons" / "bin" / "python"
 LN2 = math.log(2.0)
 
 
+# The eight suites issue 26 measured the command on (`--suite-names issue`).
+ISSUE_SUITES = (
+    "number_src,npz_ambig,subordination,fgd_object,cleft,center_embed_mod,mvrr,reflexive_src_fem"
+)
+SUITE_NAMES: str | None = None  # set by --suite-names: comma-separated suite file stems
+
+
 def load_suites(folder: Path, limit: int | None) -> list[list[str]]:
     """Region lists of every condition of every item, suites in name order."""
     files = suite_files(folder, limit)
@@ -54,6 +61,13 @@ def load_suites(folder: Path, limit: int | None) -> list[list[str]]:
 
 
 def suite_files(folder: Path, limit: int | None) -> list[Path]:
+    """The suites named by --suite-names (in that order), else the first `limit`."""
+    if SUITE_NAMES:
+        names = [n.strip() for n in SUITE_NAMES.split(",") if n.strip()]
+        missing = [n for n in names if not (folder / f"{n}.json").is_file()]
+        if missing:
+            raise SystemExit(f"no such suites in {folder}: {', '.join(missing)}")
+        return [folder / f"{n}.json" for n in names]
     return sorted(folder.glob("*.json"))[:limit]
 
 
@@ -222,6 +236,33 @@ def startup(model_dir: Path, repeat: int) -> dict[str, Any]:
     return figures
 
 
+def time_breakdown(runs: list[dict[str, Any]], walls: list[float]) -> dict[str, float]:
+    """Medians of each step of `manage.py score --timings`: the interpreter, imports and
+    Django before the command ran; reading the suites; the model load's steps (config
+    and tokenizer, weights, the load-time checks or reading their cached answers);
+    scoring (forward passes and metrics); writing the results; and what the process
+    spent after that (exit) as the rest of the wall-clock time."""
+    rows: list[dict[str, float]] = []
+    for run, wall in zip(runs, walls, strict=False):
+        steps = run.get("load_steps", {})
+        row = {
+            "python, imports, django": run.get("before_handle") or 0.0,
+            "reading suites": run["read_suites"],
+            "config and tokenizer": steps.get("config_and_tokenizer", 0.0),
+            "weights": steps.get("weights", 0.0),
+            "checks": steps.get("head_check", 0.0)
+            + steps.get("tree_check", 0.0)
+            + steps.get("checks_cached", 0.0),
+            "scoring": run["scoring"],
+            "writing": run["writing"],
+        }
+        counted = sum(row.values())
+        row["other load steps"] = max(0.0, run["load_model"] - sum(steps.values()))
+        row["exit and the rest"] = max(0.0, wall - counted - row["other load steps"])
+        rows.append(row)
+    return {key: statistics.median(r[key] for r in rows) for key in rows[0]}
+
+
 def end_to_end(
     args: argparse.Namespace, model_dir: Path, files: list[Path], texts: list[str]
 ) -> dict[str, Any]:
@@ -239,17 +280,21 @@ def end_to_end(
     walls: dict[str, list[float]] = {"command": [], **{f"minicons_b{b}": [] for b in sizes}}
     inner: dict[str, list[float]] = {key: [] for key in walls}
     tokens = 0
+    breakdowns: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as out:
         command = [sys.executable, str(REPO / "manage.py"), "score", "--model", str(model_dir)]
         for path in files:
             command += ["--suite", str(path)]
-        command += ["--out", out]
+        command += ["--out", out, "--timings"]
         for _ in range(args.repeat):
             started = time.perf_counter()
             done = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
             walls["command"].append(time.perf_counter() - started)
             if done.returncode != 0:
                 raise SystemExit(f"manage.py score failed: {done.stderr[-2000:]}")
+            for line in done.stderr.splitlines():
+                if line.startswith("timings "):
+                    breakdowns.append(json.loads(line.removeprefix("timings ")))
             for size in sizes:
                 started = time.perf_counter()
                 result = run_minicons(python, model_dir, texts, size, args.device)
@@ -269,6 +314,17 @@ def end_to_end(
         f"median of {len(walls['command'])} ({tokens / command_s:.0f} tokens/s end to end; "
         f"runs {runs})"
     )
+    if breakdowns:
+        figures["command"]["where"] = where = time_breakdown(breakdowns, walls["command"])
+        starts = statistics.median(
+            (b.get("before_handle") or 0.0) + b["read_suites"] + b["load_model"] for b in breakdowns
+        )
+        figures["command"]["scoring_starts_s"] = starts
+        print(f"  scoring starts {starts:.2f} s after the process starts (median)")
+        print(
+            "  where the command's time went (median of the runs): "
+            + ", ".join(f"{step} {seconds:.2f} s" for step, seconds in where.items())
+        )
     best: float | None = None
     for size in sizes:
         key = f"minicons_b{size}"
@@ -298,6 +354,12 @@ def main() -> None:
     parser.add_argument("--smoke", action="store_true", help="tiny model, two suites")
     parser.add_argument("--suites-dir", type=Path, default=DEFAULT_SUITES)
     parser.add_argument("--suites", type=int, default=None, help="use only the first N suites")
+    parser.add_argument(
+        "--suite-names",
+        default=None,
+        help="comma-separated suite names (file stems) instead of the first N; "
+        "'issue' for the eight issue 26 measured",
+    )
     parser.add_argument("--model-dir", type=Path, default=None)
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--dtype", default="float32")
@@ -326,6 +388,8 @@ def main() -> None:
         minicons_worker(args)
         return
 
+    global SUITE_NAMES
+    SUITE_NAMES = ISSUE_SUITES if args.suite_names == "issue" else args.suite_names
     sys.path.insert(0, str(REPO))
     import torch
 

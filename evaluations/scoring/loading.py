@@ -54,7 +54,11 @@ _PADDING_OFFSET_POSITIONS = {
 }
 
 # Bump when a load-time check changes, so that no answer of an older check is reused.
-CHECKS_VERSION = 1
+# 2: answers are kept per architecture and config, not per model files, and the checks
+# run on one block of the model when its blocks are alike.
+CHECKS_VERSION = 2
+# Config fields that name a model rather than describe its architecture.
+_IDENTITY_FIELDS = frozenset({"_name_or_path", "_commit_hash", "transformers_version"})
 
 PROBE_TEXT = "The keys to the old cabinet are on the table, and nobody has moved them."
 
@@ -352,9 +356,13 @@ def _pad_id(tokenizer: Any, bos_id: int | None) -> int:
 def _run_checks(lm: LoadedModel, config: Any, local_dir: bool) -> None:
     """The load-time checks: may the output layer run apart, may prefix trees be packed.
 
-    Their answers depend on the model, not on the process, so they are kept in the check
-    cache (see `checks_cache_dir`) and a later process loading the same model skips the
-    probe passes.
+    Their answers depend on the architecture and its config (and the dtype, the kind of
+    device and the library versions), not on the weights or the process, so they are kept
+    in the check cache (see `checks_cache_dir`): a later process, or another model of the
+    same architecture and config (every checkpoint of a training run), skips the probe
+    passes. A model seen for the first time is checked on one of its blocks when its
+    blocks are alike (`_one_block`): what holds for one holds for each; a check that fails
+    there is run again on the whole model before the answer counts.
     """
     started = time.perf_counter()
     key = _checks_key(lm, config, local_dir)
@@ -367,13 +375,20 @@ def _run_checks(lm: LoadedModel, config: Any, local_dir: bool) -> None:
         lm.timings["checks_cached"] = time.perf_counter() - started
         return
     notes_before = len(lm.notes)
-    _choose_head(lm)
+    with _one_block(lm.model, config) as sliced:
+        _choose_head(lm)
+    if sliced and lm.head is None:
+        lm.notes.pop()  # "no separable head": said only once the whole model agrees
+        _choose_head(lm)
     lm.timings["head_check"] = time.perf_counter() - started
     if lm.kind == "causal":
         from .causal import check_tree_attention
 
         started = time.perf_counter()
-        lm.tree_attention, note = check_tree_attention(lm)
+        with _one_block(lm.model, config) as sliced:
+            lm.tree_attention, note = check_tree_attention(lm)
+        if sliced and not lm.tree_attention:
+            lm.tree_attention, note = check_tree_attention(lm)
         if note:
             lm.notes.append(note)
         lm.timings["tree_check"] = time.perf_counter() - started
@@ -385,6 +400,53 @@ def _run_checks(lm: LoadedModel, config: Any, local_dir: bool) -> None:
             "notes": lm.notes[notes_before:],
         },
     )
+
+
+def _blocks(model: nn.Module, config: Any) -> tuple[nn.Module, str, nn.ModuleList] | None:
+    """The model's list of transformer blocks (parent, attribute, list): a ModuleList of
+    as many modules of one class as the config has layers, or None."""
+    layers = None
+    for name in ("num_hidden_layers", "n_layer", "num_layers"):
+        value = getattr(config, name, None)
+        if isinstance(value, int) and value > 1:
+            layers = value
+            break
+    if layers is None:
+        return None
+    for parent in model.modules():
+        for attribute, child in parent.named_children():
+            if (
+                isinstance(child, nn.ModuleList)
+                and len(child) == layers
+                and len({type(block) for block in child}) == 1
+            ):
+                return parent, attribute, child
+    return None
+
+
+class _one_block:  # noqa: N801 - used as a context manager, like contextlib's
+    """Within the block, the model runs its first transformer block only (entered as
+    True), when its blocks are alike: one list of one class, no per-layer types in the
+    config (alternating sliding and global attention, say). Otherwise the whole model
+    (entered as False). The list is put back on leaving, whatever happened."""
+
+    def __init__(self, model: nn.Module, config: Any) -> None:
+        self.found = None
+        layer_types = getattr(config, "layer_types", None)
+        if not (isinstance(layer_types, list | tuple) and len(set(layer_types)) > 1):
+            self.found = _blocks(model, config)
+
+    def __enter__(self) -> bool:
+        if self.found is None:
+            return False
+        parent, attribute, blocks = self.found
+        setattr(parent, attribute, nn.ModuleList(list(blocks)[:1]))
+        return True
+
+    def __exit__(self, *exc: object) -> None:
+        if self.found is not None:
+            parent, attribute, blocks = self.found
+            setattr(parent, attribute, blocks)
 
 
 def checks_cache_dir() -> Path | None:
@@ -399,24 +461,16 @@ def checks_cache_dir() -> Path | None:
 
 
 def _checks_key(lm: LoadedModel, config: Any, local_dir: bool) -> str:
-    """Everything a check's answer depends on: the model's files (or hub commit) and
-    config, the dtype and kind of device, and the library versions."""
+    """Everything a check's answer depends on: the architecture (model class, kind and
+    config, less the fields that name the model), the dtype and kind of device, and the
+    library versions. Not the weights: a model folder rewritten with another config is
+    checked again, one with new weights of the same config is not."""
     import transformers
 
-    files: list[tuple[str, int, int]] = []
-    if local_dir:
-        folder = Path(lm.source).expanduser()
-        for path in sorted(folder.iterdir()):
-            if path.is_file():
-                stat = path.stat()
-                files.append((path.name, stat.st_size, stat.st_mtime_ns))
+    described = {k: v for k, v in config.to_dict().items() if k not in _IDENTITY_FIELDS}
     parts = {
         "checks": CHECKS_VERSION,
-        "source": lm.source,
-        "revision": lm.revision,
-        "commit": getattr(config, "_commit_hash", None),
-        "files": files,
-        "config": config.to_dict(),
+        "config": described,
         "model_class": type(lm.model).__name__,
         "kind": lm.kind,
         "dtype": lm.dtype,

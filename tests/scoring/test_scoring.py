@@ -9,15 +9,18 @@ import dataclasses
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
 from hypothesis import given
 from hypothesis import strategies as st
+from safetensors.torch import load_file, save_file
 
 from evaluations.scoring import (
     METRICS,
@@ -518,11 +521,76 @@ def test_load_time_checks_are_cached_per_model(
     clear_model_cache()
     with pytest.raises(AssertionError, match="ran again"):
         load_model(str(tiny_gpt2), dtype="bf16")
-    # A changed file is another model.
+    # Another model of the same architecture and config (a copy with other weights, as
+    # every checkpoint of a training run is) reads the answers too.
+    other = tmp_path / "other-weights"
+    shutil.copytree(tiny_gpt2, other)
+    state = load_file(str(other / "model.safetensors"))
+    save_file({k: v + 0.01 for k, v in state.items()}, str(other / "model.safetensors"))
     clear_model_cache()
-    (tiny_gpt2 / "config.json").touch()
+    assert "checks_cached" in neural_model(str(other)).timings
+    # Another config is another architecture: it is checked, not read.
+    config = json.loads((other / "config.json").read_text())
+    config["layer_norm_epsilon"] = 1e-6
+    (other / "config.json").write_text(json.dumps(config))
+    clear_model_cache()
     with pytest.raises(AssertionError, match="ran again"):
-        load_model(str(tiny_gpt2))
+        load_model(str(other))
+    clear_model_cache()
+
+
+def test_load_time_checks_run_on_one_block_and_leave_the_model_whole(
+    tiny_gpt2: Path,  # noqa: F811
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("GYM_SCORING_CACHE", str(tmp_path / "checks"))
+    clear_model_cache()
+    seen: list[int] = []
+    real_check = causal_module.check_tree_attention
+
+    def blocks_of(lm: Any) -> Any:
+        return lm.model.transformer.h
+
+    def counting(lm: Any) -> tuple[bool, str | None]:
+        seen.append(len(blocks_of(lm)))
+        return real_check(lm)
+
+    monkeypatch.setattr(causal_module, "check_tree_attention", counting)
+    lm = neural_model(str(tiny_gpt2))
+    blocks = blocks_of(lm)
+    assert seen == [1] and len(blocks) == 2  # checked on one block, then put back
+    assert lm.tree_attention and lm.head is not None
+    before = values(score_sentences(lm, SENTENCES))
+
+    # A block list that cannot be told from the config is checked whole.
+    config = lm.model.config
+    with loading_module._one_block(lm.model, config) as sliced:
+        assert sliced and len(blocks_of(lm)) == 1
+    assert blocks_of(lm) is blocks
+    config.layer_types = ["sliding_attention", "full_attention"]
+    try:
+        with loading_module._one_block(lm.model, config) as sliced:
+            assert not sliced and len(blocks_of(lm)) == 2
+    finally:
+        del config.layer_types
+    assert_close(values(score_sentences(lm, SENTENCES)), before)
+
+    # A check that fails on one block is run again on the whole model before it counts.
+    clear_model_cache()
+    monkeypatch.setenv("GYM_SCORING_CACHE", str(tmp_path / "checks-2"))
+    seen.clear()
+
+    def fails_on_one_block(lm: Any) -> tuple[bool, str | None]:
+        seen.append(len(blocks_of(lm)))
+        if len(blocks_of(lm)) == 1:
+            return False, "prefix sharing disabled: differs on one block"
+        return real_check(lm)
+
+    monkeypatch.setattr(causal_module, "check_tree_attention", fails_on_one_block)
+    again = neural_model(str(tiny_gpt2))
+    assert seen == [1, 2] and again.tree_attention
+    assert not any("differs on one block" in note for note in again.notes)
     clear_model_cache()
 
 

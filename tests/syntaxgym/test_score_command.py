@@ -88,3 +88,27 @@ def test_a_model_that_cannot_load_is_reported(tmp_path: Path) -> None:
         call_command(
             "score", "--model", str(tmp_path), "--suite", str(suite), "--out", str(tmp_path / "x")
         )
+
+
+def test_timings_say_where_the_time_went(tiny_gpt2: Path, tmp_path: Path) -> None:  # noqa: F811
+    import io
+
+    from evaluations.scoring import clear_model_cache
+
+    clear_model_cache()  # the model is loaded in this call, so its steps are timed
+    stderr = io.StringIO()
+    call_command(
+        "score", "--model", str(tiny_gpt2), "--suite", str(EXAMPLES), "--out",
+        str(tmp_path / "out"), "--timings", stderr=stderr,
+    )  # fmt: skip
+    lines = [line for line in stderr.getvalue().splitlines() if line.startswith("timings ")]
+    assert len(lines) == 1
+    timings = json.loads(lines[0].removeprefix("timings "))
+    for step in ("read_suites", "load_model", "scoring", "writing"):
+        assert timings[step] >= 0, step
+    # Seconds since the process started (read from /proc): more than what came after it.
+    assert timings["before_handle"] is None or timings["before_handle"] > 0
+    steps = timings["load_steps"]
+    assert {"config_and_tokenizer", "weights"} <= set(steps)
+    assert "tree_check" in steps or "checks_cached" in steps
+    assert sum(steps.values()) <= timings["load_model"] + 0.01  # each rounded to 1 ms

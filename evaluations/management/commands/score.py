@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -15,6 +16,19 @@ from evaluations.scoring import worker
 from evaluations.statistics import accuracy_counts
 from evaluations.syntaxgym import outcomes
 from suites import formats
+
+
+def process_age() -> float | None:
+    """Seconds since this process started (Linux), or None where that cannot be read."""
+    try:
+        ticks = os.sysconf("SC_CLK_TCK")
+        stat = Path("/proc/self/stat").read_text()
+        # Field 22 (start time in clock ticks since boot), counted after the command name.
+        start = int(stat.rsplit(")", 1)[1].split()[19]) / ticks
+        uptime = float(Path("/proc/uptime").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    return round(uptime - start, 3)
 
 
 class Command(BaseCommand):
@@ -56,8 +70,23 @@ class Command(BaseCommand):
         parser.add_argument(
             "--out", help="results file (one suite) or folder (several); default: standard output"
         )
+        parser.add_argument(
+            "--timings",
+            action="store_true",
+            help="also print where the time went (process start, reading the suites, "
+            "each step of the model load, scoring, writing), as one JSON line on stderr",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
+        clock = time.perf_counter()
+        timings: dict[str, Any] = {"before_handle": process_age()}
+
+        def lap(step: str) -> None:
+            nonlocal clock
+            now = time.perf_counter()
+            timings[step] = round(now - clock, 3)
+            clock = now
+
         paths = self._suite_files(options["suite"])
         suites = []
         for path in paths:
@@ -72,20 +101,29 @@ class Command(BaseCommand):
         if len(suites) > 1 and out is not None:
             out.mkdir(parents=True, exist_ok=True)
 
+        lap("read_suites")
         started = time.perf_counter()
+        model_spec = {
+            "source": options["model"],
+            "revision": options["revision"],
+            "dtype": options["dtype"],
+        }
         payload = {
-            "model": {
-                "source": options["model"],
-                "revision": options["revision"],
-                "dtype": options["dtype"],
-            },
+            "model": model_spec,
             "groups": [
                 [regions for _i, _c, regions in formats.sentences(suite)] for _p, suite in suites
             ],
             "straddling": options["straddling"] or settings.GYM_STRADDLING_TOKENS,
         }
         try:
+            # Loaded first (and kept in the process's cache) so its steps can be told apart.
+            model = worker.payload_model(model_spec)
+            lap("load_model")
+            timings["load_steps"] = {
+                k: round(v, 3) for k, v in getattr(model, "timings", {}).items()
+            }
             scored_suites = worker.run_scoring_groups(payload, progress=self._progress())
+            lap("scoring")
         except Exception as exc:  # noqa: BLE001 - reported to the user
             raise CommandError(f"{exc.__class__.__name__}: {exc}") from exc
         if sys.stderr.isatty():
@@ -115,6 +153,9 @@ class Command(BaseCommand):
         )
         if len(summary) > 1:
             self.stderr.write(self._summary(summary))
+        if options["timings"]:
+            lap("writing")
+            self.stderr.write("timings " + json.dumps(timings))
 
     def _summary(self, accuracies: list[tuple[float | None, float | None]]) -> str:
         """The mean suite accuracy (SyntaxGym's SG score) over suites with predictions."""
