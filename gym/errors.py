@@ -14,15 +14,12 @@ through: `api_exception_handler` turns it into this body.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.views.defaults import page_not_found
-from drf_spectacular.openapi import AutoSchema
-from drf_spectacular.utils import OpenApiParameter
 from rest_framework import exceptions, serializers
-from rest_framework.pagination import BasePagination
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
@@ -155,31 +152,3 @@ _ERROR_CODES = {
 _WRITES = {"POST", "PUT", "PATCH", "DELETE"}
 # Query parameters that only a signed-in user may give (a read answers 401 otherwise).
 SIGNED_IN_PARAMETERS = {"mine"}
-
-
-class ErrorAwareAutoSchema(AutoSchema):
-    """Documents the one error body on every operation, for the codes it can answer, and
-    pages only what DRF pages: a GET list (a list view's POST answers a plain list)."""
-
-    def _get_paginator(self) -> BasePagination | None:
-        return super()._get_paginator() if self.method == "GET" else None
-
-    def _get_response_bodies(
-        self, direction: Literal["request", "response"] = "response"
-    ) -> dict[str, Any]:
-        responses = super()._get_response_bodies(direction)
-        codes = ["400", "404", "429"]
-        if self.method in _WRITES:
-            codes += ["401", "403", "413"]
-        elif any(
-            isinstance(p, OpenApiParameter) and p.name in SIGNED_IN_PARAMETERS
-            for p in self.get_override_parameters()
-        ):
-            codes += ["401"]
-        codes += [c for c in ("503",) if c in responses]
-        for code in codes:
-            responses[code] = self._get_response_for_code(
-                ErrorSerializer, code, direction=direction
-            )
-            responses[code]["description"] = _ERROR_CODES[code]
-        return responses

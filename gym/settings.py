@@ -273,7 +273,7 @@ REST_FRAMEWORK = {
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticatedOrReadOnly"],
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
     "PAGE_SIZE": 50,
-    "DEFAULT_SCHEMA_CLASS": "gym.errors.ErrorAwareAutoSchema",
+    "DEFAULT_SCHEMA_CLASS": "gym.schema.ErrorAwareAutoSchema",
     "EXCEPTION_HANDLER": "gym.errors.api_exception_handler",
     "DEFAULT_PARSER_CLASSES": [
         "gym.rest.SafeJSONParser",
