@@ -1,13 +1,15 @@
 """The statistics the result pages, the comparison page and the leaderboard show: a 95%
-interval for an accuracy, an exact paired test for two models on the same items, and a
-correction for testing many suites at once. Exact and pure Python (no scipy, no Django):
+interval for an accuracy, an exact paired test for two models on the same items, a
+correction for testing many suites at once, and chance-corrected agreement between
+people who labelled the same sentences (Cohen's and Fleiss' kappa). Exact and pure Python (no scipy, no Django):
 the counts involved are at most a suite's items, small enough for exact binomial sums.
 See docs/evaluation.md, "How sure the numbers are"."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections import Counter
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
@@ -125,3 +127,52 @@ def paired_by_item(
     """The paired test of two evaluations given as item number -> passed, over the items
     both have."""
     return paired_test((first[n], second[n]) for n in first.keys() & second.keys())
+
+
+def cohen_kappa(first: Sequence[Hashable], second: Sequence[Hashable]) -> float | None:
+    """Cohen's kappa of two raters who labelled the same items (first[i] and second[i]
+    are their labels for item i): (p_o - p_e) / (1 - p_e), with p_o the share of items
+    they agree on and p_e the agreement expected by chance from each rater's own label
+    shares. 1 is perfect agreement, 0 no more than chance. None without items, or when
+    chance alone predicts perfect agreement (both gave one and the same label
+    throughout), where the ratio is 0 / 0."""
+    if len(first) != len(second):
+        raise ValueError("both raters must label the same items")
+    n = len(first)
+    if n == 0:
+        return None
+    observed = sum(1 for a, b in zip(first, second, strict=True) if a == b) / n
+    shares_first = Counter(first)
+    shares_second = Counter(second)
+    expected = sum(shares_first[label] * shares_second[label] for label in shares_first) / (
+        n * n
+    )
+    if expected >= 1.0:
+        return None
+    return (observed - expected) / (1.0 - expected)
+
+
+def fleiss_kappa(items: Sequence[Sequence[Hashable]]) -> float | None:
+    """Fleiss' kappa of m >= 2 raters who each labelled every item: items[i] holds the m
+    labels item i got. Per item, P_i is the share of the m(m-1) ordered pairs of raters
+    who agree; P is their mean, P_e the sum of each label's squared share of all the
+    labels given, and kappa = (P - P_e) / (1 - P_e). With two raters it is Scott's pi
+    (chance from the pooled label shares), not Cohen's kappa. None without items, or
+    when every label given is the same one (0 / 0)."""
+    if not items:
+        return None
+    m = len(items[0])
+    if m < 2 or any(len(labels) != m for labels in items):
+        raise ValueError("every item needs the same number (at least 2) of labels")
+    n = len(items)
+    totals: Counter[Hashable] = Counter()
+    agreement = 0.0
+    for labels in items:
+        counts = Counter(labels)
+        totals.update(counts)
+        agreement += (sum(c * c for c in counts.values()) - m) / (m * (m - 1))
+    observed = agreement / n
+    expected = sum((c / (n * m)) ** 2 for c in totals.values())
+    if expected >= 1.0:
+        return None
+    return (observed - expected) / (1.0 - expected)

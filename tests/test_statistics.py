@@ -9,6 +9,8 @@ import math
 import pytest
 
 from evaluations.statistics import (
+    cohen_kappa,
+    fleiss_kappa,
     holm,
     mcnemar_exact,
     paired_by_item,
@@ -95,3 +97,62 @@ def test_paired_counts_leave_out_items_without_an_outcome() -> None:
     assert (by_item.only_first, by_item.only_second, by_item.items) == (6, 0, 6)
     # 2 / 64.
     assert by_item.p_value == 0.03125 and by_item.significant
+
+
+def _pairs(counts: dict[tuple[str, str], int]) -> tuple[list[str], list[str]]:
+    first: list[str] = []
+    second: list[str] = []
+    for (a, b), k in counts.items():
+        first += [a] * k
+        second += [b] * k
+    return first, second
+
+
+def test_cohen_kappa_worked_by_hand() -> None:
+    # 50 items: both yes 20, yes/no 5, no/yes 10, both no 15. p_o = 35/50 = 0.7; the first
+    # says yes 25/50 = 0.5, the second 30/50 = 0.6, so p_e = 0.5 * 0.6 + 0.5 * 0.4 = 0.5
+    # and kappa = (0.7 - 0.5) / (1 - 0.5) = 0.4.
+    first, second = _pairs({("y", "y"): 20, ("y", "n"): 5, ("n", "y"): 10, ("n", "n"): 15})
+    assert cohen_kappa(first, second) == pytest.approx(0.4, abs=1e-12)
+    # Three labels: A A B C against A B B C. p_o = 3/4; shares A .5/.25, B .25/.5,
+    # C .25/.25: p_e = .125 + .125 + .0625 = .3125; kappa = .4375 / .6875 = 7/11.
+    assert cohen_kappa("AABC", "ABBC") == pytest.approx(7 / 11, abs=1e-12)
+    # Agreeing throughout is 1; opposite answers on a balanced pair is -1 (p_e = 1/2).
+    assert cohen_kappa("ABAB", "ABAB") == 1.0
+    assert cohen_kappa("AB", "BA") == -1.0
+    # Undefined: no items, or both give one and the same label (0 / 0).
+    assert cohen_kappa([], []) is None
+    assert cohen_kappa("AAA", "AAA") is None
+    # One constant rater and one who varies: p_e = 1/2, p_o = 1/2, kappa 0.
+    assert cohen_kappa("AAAA", "AABB") == 0.0
+    with pytest.raises(ValueError):
+        cohen_kappa("AB", "A")
+
+
+def test_fleiss_kappa_worked_by_hand() -> None:
+    # Three raters, four items: AAA, AAB, BBB, ABB. Per item, the share of the 6 ordered
+    # pairs that agree: 1, (2*1 + 0) / 6 = 1/3, 1, 1/3; P = 2/3. Labels: A 6 of 12, B 6 of
+    # 12, P_e = 1/4 + 1/4 = 1/2; kappa = (2/3 - 1/2) / (1/2) = 1/3.
+    assert fleiss_kappa(["AAA", "AAB", "BBB", "ABB"]) == pytest.approx(1 / 3, abs=1e-12)
+    # With two raters it is Scott's pi: the 50 items of the Cohen example, p_o = 0.7,
+    # pooled yes share (25 + 30) / 100 = 0.55, P_e = 0.55^2 + 0.45^2 = 0.505,
+    # pi = 0.195 / 0.495 = 13/33 (Cohen's 0.4 uses each rater's own shares).
+    first, second = _pairs({("y", "y"): 20, ("y", "n"): 5, ("n", "y"): 10, ("n", "n"): 15})
+    items = [pair for pair in zip(first, second, strict=True)]
+    assert fleiss_kappa(items) == pytest.approx(13 / 33, abs=1e-12)
+    # Fleiss' (1971) style example as Wikipedia works it: 10 items, 14 raters, 5
+    # categories; P = 0.378, P_e = 0.213, kappa = 0.210.
+    table = [
+        [0, 0, 0, 0, 14], [0, 2, 6, 4, 2], [0, 0, 3, 5, 6], [0, 3, 9, 2, 0], [2, 2, 8, 1, 1],
+        [7, 7, 0, 0, 0], [3, 2, 6, 3, 0], [2, 5, 3, 2, 2], [6, 5, 2, 1, 0], [0, 2, 2, 3, 7],
+    ]  # fmt: skip
+    rated = [[c for c, k in enumerate(row) for _ in range(k)] for row in table]
+    assert fleiss_kappa(rated) == pytest.approx(0.210, abs=5e-4)
+    assert fleiss_kappa(["AAA", "BBB"]) == 1.0
+    # Undefined: no items, or one label throughout; ragged or one-rater items are errors.
+    assert fleiss_kappa([]) is None
+    assert fleiss_kappa(["AAA", "AAA"]) is None
+    with pytest.raises(ValueError):
+        fleiss_kappa(["AAA", "AA"])
+    with pytest.raises(ValueError):
+        fleiss_kappa(["A", "B"])
