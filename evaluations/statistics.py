@@ -144,9 +144,7 @@ def cohen_kappa(first: Sequence[Hashable], second: Sequence[Hashable]) -> float 
     observed = sum(1 for a, b in zip(first, second, strict=True) if a == b) / n
     shares_first = Counter(first)
     shares_second = Counter(second)
-    expected = sum(shares_first[label] * shares_second[label] for label in shares_first) / (
-        n * n
-    )
+    expected = sum(shares_first[label] * shares_second[label] for label in shares_first) / (n * n)
     if expected >= 1.0:
         return None
     return (observed - expected) / (1.0 - expected)

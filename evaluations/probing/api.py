@@ -68,9 +68,14 @@ class ProbingRunSerializer(serializers.ModelSerializer):
 
 class ProbingRunDetailSerializer(ProbingRunSerializer):
     layers = serializers.SerializerMethodField()
+    human = serializers.SerializerMethodField()
 
     class Meta(ProbingRunSerializer.Meta):
-        fields = [*ProbingRunSerializer.Meta.fields, "layers", "confusion", "diagnostics"]
+        fields = [*ProbingRunSerializer.Meta.fields, "layers", "confusion", "diagnostics", "human"]
+
+    def get_human(self, run: ProbingRun) -> dict[str, Any] | None:
+        # The task's human baseline row now: people's accuracy, interval, agreement.
+        return probing_selectors.human_accuracy(run.task)
 
     def get_layers(self, run: ProbingRun) -> list[dict[str, Any]]:
         # The return type is the schema's: an array of objects.
@@ -166,7 +171,8 @@ class ProbingRunCancel(APIView):
 
 class ProbingLeaderboardAPI(APIView):
     """Models x probing tasks: te accuracy at the layer chosen on va (current task content,
-    one pooling and probe), with the majority and length baselines."""
+    one pooling and probe), with the majority, length and frequency baselines and the
+    human row (accuracy, 95% interval, each annotator, Cohen's or Fleiss' kappa)."""
 
     permission_classes = [AllowAny]
 

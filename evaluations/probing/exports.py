@@ -10,12 +10,13 @@ from typing import Any
 
 from evaluations.models import ProbingRun
 from evaluations.probing.controls import seeds_of
-from evaluations.probing.selectors import BOARD_BASELINES, ProbingBoard, layer_rows
+from evaluations.probing.selectors import BOARD_BASELINES, ProbingBoard, human_accuracy, layer_rows
 from evaluations.runs.selectors import public_model_info
 
 
 def run_document(run: ProbingRun) -> dict[str, Any]:
-    """The run as `manage.py probe` writes it for one task (same keys, same numbers)."""
+    """The run as `manage.py probe` writes it for one task (same keys, same numbers),
+    and the task's human baseline row as it stands (`human`; the command has none)."""
     layers = layer_rows(run)
     best = next((row for row in layers if row["layer"] == run.best_layer), None)
     diagnostics = dict(run.diagnostics or {})
@@ -35,6 +36,8 @@ def run_document(run: ProbingRun) -> dict[str, Any]:
         "best_selectivity": run.best_selectivity,
         "confusion": run.confusion,
         "diagnostics": diagnostics,
+        # People's answers on the task now (not stored with the run): see human_summary.
+        "human": human_accuracy(run.task),
     }
 
 
@@ -58,7 +61,32 @@ RUN_CSV_HEADER = [
     "selectivity",
     "mdl_bits",
     "mdl_compression",
+    "human_te_accuracy",
+    "human_interval_low",
+    "human_interval_high",
+    "human_people",
+    "human_kappa",
+    "human_kappa_method",
+    "human_kappa_sentences",
 ]
+
+
+def human_columns(human: dict[str, Any] | None) -> list[object]:
+    """The human row in seven CSV fields (empty before anyone finished): accuracy, its
+    interval, how many people, kappa, which kappa and over how many sentences."""
+    if not human:
+        return [""] * 7
+    low, high = human["interval"] or (None, None)
+    agreement = human["agreement"] or {}
+    return [
+        _number(human["accuracy"]),
+        _number(low),
+        _number(high),
+        human["people"],
+        _number(agreement.get("kappa")),
+        agreement.get("method", ""),
+        agreement.get("sentences", ""),
+    ]
 
 
 def _number(value: float | None) -> str:
@@ -72,6 +100,7 @@ def run_csv(run: ProbingRun) -> str:
     majority = (base.get("majority") or {}).get("te_accuracy")
     length = (base.get("length") or {}).get("te_accuracy")
     frequency = (base.get("frequency") or {}).get("te_accuracy")
+    human = human_columns(human_accuracy(run.task))
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(RUN_CSV_HEADER)
@@ -97,6 +126,7 @@ def run_csv(run: ProbingRun) -> str:
                 _number(row.get("selectivity")),
                 _number((row.get("mdl") or {}).get("bits")),
                 _number((row.get("mdl") or {}).get("compression")),
+                *human,
             ]
         )
     return out.getvalue()
@@ -112,6 +142,9 @@ def board_data(board: ProbingBoard) -> dict[str, Any]:
             t.name: board.baselines.get(t.pk, {"majority": None, "length": None, "frequency": None})
             for t in board.tasks
         },
+        # People's accuracy, its interval, each annotator and their agreement (None
+        # before anyone labelled every sentence of the task's te sample).
+        "human": {t.name: board.human.get(t.pk) for t in board.tasks},
         "rows": [
             {
                 "model": row.model.name,
@@ -138,9 +171,22 @@ def board_data(board: ProbingBoard) -> dict[str, Any]:
     }
 
 
+HUMAN_CSV_ROWS = (
+    "baseline:human",
+    "human:interval_low",
+    "human:interval_high",
+    "human:people",
+    "human:kappa",
+    "human:kappa_method",
+    "human:kappa_sentences",
+)
+
+
 def board_csv(board: ProbingBoard) -> str:
     """One row per model, then the baseline rows; for each task its te accuracy, the
-    layer chosen on va and the selectivity there (empty without a control task)."""
+    layer chosen on va and the selectivity there (empty without a control task). Last
+    the human rows: in each task's first column, people's accuracy (baseline:human), its
+    95% interval, how many people, and their kappa with its kind and sentence count."""
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     header = ["model", "pooling", "probe"]
@@ -160,5 +206,11 @@ def board_csv(board: ProbingBoard) -> str:
         line = [f"baseline:{name}", "", ""]
         for value in board.baseline_cells(name):
             line += [_number(value), "", ""]
+        writer.writerow(line)
+    columns = [human_columns(human) for human in board.human_cells]
+    for i, name in enumerate(HUMAN_CSV_ROWS):
+        line = [name, "", ""]
+        for values in columns:
+            line += [values[i], "", ""]
         writer.writerow(line)
     return out.getvalue()

@@ -4,7 +4,7 @@ confusion matrix, a task's runs, the probing leaderboard and a model's curves.""
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -12,6 +12,7 @@ from django.db.models import F, QuerySet
 
 from evaluations.models import LanguageModel, ProbingAnnotation, ProbingLayerResult, ProbingRun
 from evaluations.probing.controls import applicable_table
+from evaluations.statistics import cohen_kappa, fleiss_kappa, wilson_interval
 from suites.models import ProbingInstance, ProbingTask
 
 DONE = ProbingRun.Status.DONE
@@ -172,6 +173,8 @@ class ProbingBoard:
     rows: list[BoardRow]
     # task id -> {"majority": te accuracy, "length" and "frequency": te accuracy or None}
     baselines: dict[int, dict[str, float | None]]
+    # task id -> the human baseline row (human_summary), None before anyone finished
+    human: dict[int, dict[str, Any] | None] = field(default_factory=dict)
 
     def cells_of(self, row: BoardRow) -> list[Cell | None]:
         return [row.cells.get(task.pk) for task in self.tasks]
@@ -182,6 +185,10 @@ class ProbingBoard:
     @property
     def baseline_rows(self) -> list[tuple[str, list[float | None]]]:
         return [(name, self.baseline_cells(name)) for name in BOARD_BASELINES]
+
+    @property
+    def human_cells(self) -> list[dict[str, Any] | None]:
+        return [self.human.get(task.pk) for task in self.tasks]
 
 
 def majority_from_counts(task: ProbingTask) -> float | None:
@@ -242,7 +249,7 @@ def probing_board(
         rows.values(),
         key=lambda r: (-len(r.cells), -(r.mean or 0.0), r.model.display_name.lower()),
     )
-    return ProbingBoard(pooling, probe, tasks, ordered, baselines)
+    return ProbingBoard(pooling, probe, tasks, ordered, baselines, human_by_task(tasks))
 
 
 # --- a model's page --------------------------------------------------------------------------
@@ -338,26 +345,107 @@ def annotation_state(task: ProbingTask, user: Any) -> AnnotationState:
     return AnnotationState(sample, answers, upcoming, correct)
 
 
-def human_accuracy(task: ProbingTask) -> dict[str, Any] | None:
-    """Share of people's answers that match the label, over the task's te sample (None
-    before anyone has answered)."""
-    rows = ProbingAnnotation.objects.filter(instance__task=task, instance__partition="te")
-    answers = correct = 0
-    people: set[int] = set()
-    sentences: set[int] = set()
-    for user_id, instance_id, label, gold in rows.values_list(
-        "user_id", "instance_id", "label", "instance__label"
-    ):
-        answers += 1
-        correct += label == gold
-        people.add(user_id)
-        sentences.add(instance_id)
-    if not answers:
+def sample_size(task: ProbingTask) -> int:
+    """How many sentences annotation_sample asks about, from the task's counts."""
+    return min(sum((task.counts.get("te") or {}).values()), ANNOTATION_SAMPLE)
+
+
+Answer = tuple[int, str, int, str, str]  # user id, username, instance id, label, gold
+
+
+def human_summary(answers: Iterable[Answer], sample: int) -> dict[str, Any] | None:
+    """The human baseline row from people's answers on a task's te sample of `sample`
+    sentences. Only people who have answered every sentence of it count: a number that
+    moved with each answer of someone still labelling would show them whether they were
+    right, and agreement would show them others' labels. None before anyone finished.
+
+    accuracy: the share of the finished people's answers that match the label (the mean
+    of their accuracies; they answered the same sentences); interval: its 95% Wilson
+    interval over those answers pooled (it counts answers as independent, so it leaves
+    out how much people differ: the per-annotator rows show that). agreement: Cohen's
+    kappa for two people, Fleiss' for three or more, over the sentences all of them
+    answered; None with one person."""
+    people: dict[int, dict[str, Any]] = {}
+    for user_id, username, instance_id, label, gold in answers:
+        person = people.setdefault(user_id, {"user": username, "labels": {}, "gold": {}})
+        person["labels"][instance_id] = label
+        person["gold"][instance_id] = gold
+    finished = [p for p in people.values() if sample and len(p["labels"]) >= sample]
+    if not finished:
         return None
+    finished.sort(key=lambda p: p["user"].lower())
+    annotators = []
+    answered = correct = 0
+    for person in finished:
+        right = sum(1 for pk, label in person["labels"].items() if label == person["gold"][pk])
+        total = len(person["labels"])
+        answered += total
+        correct += right
+        annotators.append(
+            {
+                "user": person["user"],
+                "accuracy": right / total,
+                "interval": _interval(right, total),
+                "correct": right,
+                "answers": total,
+            }
+        )
     return {
-        "accuracy": correct / answers,
-        "answers": answers,
+        "accuracy": correct / answered,
+        "interval": _interval(correct, answered),
         "correct": correct,
-        "people": len(people),
-        "sentences": len(sentences),
+        "answers": answered,
+        "people": len(finished),
+        "labelling": len(people) - len(finished),
+        "sentences": sample,
+        "annotators": annotators,
+        "agreement": agreement([p["labels"] for p in finished]),
     }
+
+
+def _interval(successes: int, n: int) -> list[float] | None:
+    interval = wilson_interval(successes, n)
+    return list(interval) if interval else None
+
+
+def agreement(labels: Sequence[Mapping[int, str]]) -> dict[str, Any] | None:
+    """Chance-corrected agreement of people's labels (each: sentence id -> label) over
+    the sentences every one of them labelled: Cohen's kappa for two, Fleiss' for three
+    or more. None with fewer than two people or no sentence they all labelled; `kappa`
+    is None where chance alone explains every agreement (one label throughout)."""
+    if len(labels) < 2:
+        return None
+    shared = sorted(set.intersection(*(set(given) for given in labels)))
+    if not shared:
+        return None
+    if len(labels) == 2:
+        first, second = labels
+        kappa = cohen_kappa([first[pk] for pk in shared], [second[pk] for pk in shared])
+        method = "cohen"
+    else:
+        kappa = fleiss_kappa([[given[pk] for given in labels] for pk in shared])
+        method = "fleiss"
+    return {"kappa": kappa, "method": method, "annotators": len(labels), "sentences": len(shared)}
+
+
+def _answers(tasks: Sequence[ProbingTask]) -> QuerySet[ProbingAnnotation]:
+    return ProbingAnnotation.objects.filter(
+        instance__task__in=tasks, instance__partition="te"
+    ).order_by("user_id", "instance_id")
+
+
+ANSWER_FIELDS = ("user_id", "user__username", "instance_id", "label", "instance__label")
+
+
+def human_accuracy(task: ProbingTask) -> dict[str, Any] | None:
+    """The task's human baseline row (human_summary), or None before anyone finished."""
+    rows = _answers([task]).values_list(*ANSWER_FIELDS)
+    return human_summary(rows, sample_size(task))
+
+
+def human_by_task(tasks: Sequence[ProbingTask]) -> dict[int, dict[str, Any] | None]:
+    """The human baseline row of each task (task id -> row or None), in one query."""
+    by_task: dict[int, list[Answer]] = {task.pk: [] for task in tasks}
+    for task_id, *answer in _answers(tasks).values_list("instance__task_id", *ANSWER_FIELDS):
+        by_task[task_id].append(tuple(answer))
+    return {task.pk: human_summary(by_task[task.pk], sample_size(task)) for task in tasks}

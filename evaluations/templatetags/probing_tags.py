@@ -71,6 +71,28 @@ def above(accuracy: float | None, baselines: dict[str, Any] | None) -> float | N
     return float(accuracy) - max(known) if known else None
 
 
+KAPPA_NAMES = {"cohen": "Cohen's \u03ba", "fleiss": "Fleiss' \u03ba"}
+
+
+@register.filter
+def agreement_text(human: dict[str, Any] | None) -> str:
+    """The human row's inter-annotator agreement in words: "Cohen's κ 0.61 over 200
+    sentences (2 people)"; what is missing when there is none."""
+    if not human:
+        return ""
+    agreement = human.get("agreement")
+    if not agreement:
+        return "agreement: needs two people who finished"
+    name = KAPPA_NAMES.get(agreement["method"], "\u03ba")
+    kappa = agreement["kappa"]
+    value = "undefined (one label throughout)" if kappa is None else f"{float(kappa):.2f}"
+    n = agreement["sentences"]
+    return (
+        f"{name} {value} over {n} sentence{'' if n == 1 else 's'} "
+        f"({agreement['annotators']} people)"
+    )
+
+
 @register.filter
 def cells_of(board: probing_selectors.ProbingBoard, row: probing_selectors.BoardRow) -> list[Any]:
     return board.cells_of(row)
