@@ -45,6 +45,12 @@ def _answer(client, task: ProbingTask, instance: int | str, label: str):
     )
 
 
+def _wilson(successes: int, n: int) -> list[float]:
+    interval = wilson_interval(successes, n)
+    assert interval is not None
+    return list(interval)
+
+
 def _gold(task: ProbingTask) -> dict[int, str]:
     return dict(task.instances.values_list("pk", "label"))
 
@@ -83,9 +89,9 @@ def test_everyone_labels_the_same_te_sentences_and_accuracy_is_counted(
     assert human is not None
     assert (human["accuracy"], human["answers"], human["correct"]) == (2 / 3, 3, 2)
     assert (human["people"], human["labelling"], human["sentences"]) == (1, 1, 3)
-    assert human["interval"] == list(wilson_interval(2, 3))
+    assert human["interval"] == _wilson(2, 3)
     assert human["annotators"] == [
-        {"user": "alice", "accuracy": 2 / 3, "interval": list(wilson_interval(2, 3)),
+        {"user": "alice", "accuracy": 2 / 3, "interval": _wilson(2, 3),
          "correct": 2, "answers": 3},
     ]  # fmt: skip
     assert human["agreement"] is None
@@ -96,7 +102,7 @@ def test_everyone_labels_the_same_te_sentences_and_accuracy_is_counted(
         best_va=0.5, best_te=0.5, baselines={}, confusion={},
     )  # fmt: skip
     run_page = anon_client.get(f"/probing-runs/{run.pk}/").content.decode()
-    low, high = wilson_interval(2, 3)
+    low, high = _wilson(2, 3)
     assert (
         '0.67</span><span class="label">human accuracy on te: '
         f"<span data-interval>{low:.2f}–{high:.2f}</span> (95%), 3 answers by 1 person"
@@ -158,7 +164,7 @@ def test_agreement_is_cohens_kappa_for_two_and_fleiss_for_three(
     # P = 5/9; labels O 4 of 9, C 5 of 9: P_e = 41/81; Fleiss' kappa = (4/81) / (40/81).
     human = probing_selectors.human_accuracy(task)
     assert human is not None and human["labelling"] == 0 and human["people"] == 3
-    assert human["accuracy"] == 7 / 9 and human["interval"] == list(wilson_interval(7, 9))
+    assert human["accuracy"] == 7 / 9 and human["interval"] == _wilson(7, 9)
     assert [(a["user"], a["correct"]) for a in human["annotators"]] == [
         ("alice", 3), ("bob", 2), ("charlie", 2)
     ]  # fmt: skip
@@ -170,7 +176,7 @@ def test_agreement_is_cohens_kappa_for_two_and_fleiss_for_three(
     assert "Fleiss' κ 0.10 over 3 sentences (3 people)" in done
 
     run = _done_run(task)
-    low, high = wilson_interval(7, 9)
+    low, high = _wilson(7, 9)
     run_page = html.unescape(anon_client.get(f"/probing-runs/{run.pk}/").content.decode())
     assert f"{low:.2f}–{high:.2f}</span> (95%), 9 answers by 3 people" in run_page
     assert "Fleiss' κ 0.10 over 3 sentences (3 people)" in run_page
