@@ -132,3 +132,45 @@ def test_annotation_page_asks_one_sentence_at_a_time(page, alice) -> None:
     assert page.locator(".annotate-sentence").inner_text() != first
     assert page.evaluate("document.documentElement.scrollWidth") <= page.viewport_size["width"]
     page.screenshot(path=artifact("probing-annotate.png"), full_page=True)
+
+
+FIVE = "".join(
+    f"{part}\t{label}\t{sentence}\n"
+    for part, label, sentence in [
+        ("tr", "O", "the dog barks ."),
+        ("tr", "C", "the dog sings the table ."),
+        ("va", "O", "a cat sleeps ."),
+        ("te", "O", "the bird flies ."),
+        ("te", "C", "the bird eats a song ."),
+        ("te", "O", "the horse runs ."),
+        ("te", "C", "the horse reads the rain ."),
+        ("te", "O", "a fish swims ."),
+    ]
+)
+
+
+def test_five_sentences_labelled_by_keyboard_make_the_human_row(page, alice) -> None:
+    task = probing_task_import(source=FIVE, name="five to label", owner=alice, task_type="custom")
+    login(page, "alice", "alice-pass-1234", next_url=f"/probing/{task.name}/annotate/")
+    for done in range(5):
+        assert f"{done} of 5 answered" in page.locator("main").inner_text()
+        # The first label has the focus: Space picks it, Enter saves and moves on.
+        page.keyboard.press("Space")
+        page.keyboard.press("Enter")
+        page.wait_for_function(
+            f"() => document.body.innerText.includes('{done + 1} of 5 answered')"
+        )
+    main = page.locator("main").inner_text()
+    # Always the first label ("C": the labels are in sorted order): right on two of five.
+    assert task.labels[0] == "C"
+    assert "You have answered every sentence" in main and "0.40 (2 of 5)" in main
+    assert "Everyone who has finished" in main
+    assert "agreement: needs two people who finished" in main
+    assert page.locator('table[aria-label="Each annotator\'s accuracy"] tbody tr').count() == 2
+    page.screenshot(path=artifact("probing-annotate-done.png"), full_page=True)
+
+    page.goto("/leaderboard/#probing")
+    human = page.locator("tr.pb-human")
+    assert human.locator("th").inner_text() == "human"
+    assert "0.40" in human.inner_text() and "0.12–0.77" in human.inner_text()
+    page.locator("#probing").screenshot(path=artifact("probing-leaderboard-human.png"))
