@@ -85,8 +85,11 @@ def test_run_page_leaderboard_model_page_and_task_form(
 
     page.goto("/leaderboard/#probing")
     section = page.locator("#probing")
-    # two models; majority, length and frequency baseline rows
-    assert section.locator("tbody tr").count() == 2 + 3
+    # two models; majority, length and frequency baseline rows, and the human row
+    assert section.locator("tbody tr").count() == 2 + 3 + 1
+    assert "No one has labelled" in section.locator("tr.pb-human td span").last.get_attribute(
+        "title"
+    )
     row = section.locator("tbody tr", has_text=gpt2.display_name).inner_text()
     assert f"L{run.best_layer}" in row and "sel " in row
     assert page.evaluate("document.documentElement.scrollWidth") <= page.viewport_size["width"]
