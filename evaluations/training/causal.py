@@ -24,6 +24,7 @@ permutation per epoch.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -53,6 +54,7 @@ from evaluations.training.options import (  # noqa: F401 - the options are part 
     model_tokenizer,
     separator_id,
     shape_for,
+    usable_devices,
 )
 
 END_OF_TEXT = "<|endoftext|>"
@@ -440,6 +442,11 @@ def _save_folder(model: Any, tokenizer: Any, folder: Path, tokens: int) -> None:
     tokenizer.save_pretrained(folder)
 
 
+class TrainingProcessError(RuntimeError):
+    """One of the processes of a training on several devices failed; the message names it
+    and its error, a note holds its traceback."""
+
+
 def train_causal(
     lines: Callable[[], Iterator[str]],
     validation: Callable[[], Iterator[str]],
@@ -453,19 +460,56 @@ def train_causal(
     """Train (or resume) in `out_dir`. `lines` and `validation` give the training and
     validation lines afresh each time they are called. `on_step` hears of every step
     ({step, tokens, loss, lr, ...}); `on_checkpoint` of every checkpoint once it is on
-    disk; `should_stop` is asked after every step (a cancelled run stops there)."""
+    disk; `should_stop` is asked after every step (a cancelled run stops there). With
+    `options.devices` above 1 the training runs in that many processes (see
+    `_train_parallel`); the callbacks are still called in this one."""
     options.check()
-    if options.device.startswith("cuda") and not torch.cuda.is_available():
-        raise CausalTrainingError("device cuda, but no GPU is visible here")
-    started = time.perf_counter()
+    if options.device.startswith("cuda"):
+        if not torch.cuda.is_available():
+            raise CausalTrainingError("device cuda, but no GPU is visible here")
+        if options.devices > torch.cuda.device_count():
+            raise CausalTrainingError(
+                f"{options.devices} devices, but {torch.cuda.device_count()} GPUs are visible here"
+            )
+    started = time.time()
+    tokenizer = _prepare(lines, validation, out_dir, options)
+    if options.devices > 1:
+        return _train_parallel(
+            out_dir,
+            options,
+            tokenizer,
+            started,
+            on_step=on_step,
+            on_checkpoint=on_checkpoint,
+            should_stop=should_stop,
+        )
+    summary = _train(
+        out_dir,
+        options,
+        tokenizer,
+        started,
+        on_step=on_step,
+        on_checkpoint=on_checkpoint,
+        should_stop=should_stop,
+    )
+    assert summary is not None  # only a rank of several abandons a training
+    return summary
+
+
+def _prepare(
+    lines: Callable[[], Iterator[str]],
+    validation: Callable[[], Iterator[str]],
+    out_dir: Path,
+    options: CausalOptions,
+) -> Any:
+    """The tokenizer (the last checkpoint's, the one in `data/`, or a new one) and the
+    token files in `data/`, made once per folder."""
+    from transformers import AutoTokenizer
+
     out_dir.mkdir(parents=True, exist_ok=True)
     data_dir = out_dir / DATA_DIR
     data_dir.mkdir(exist_ok=True)
-    summary = CausalSummary(options={**asdict(options), "shape": asdict(options.shape)})
     resume = latest_checkpoint(out_dir)
-
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
     if resume is not None:
         tokenizer = AutoTokenizer.from_pretrained(resume)
     elif (data_dir / "tokenizer_config.json").is_file():
@@ -481,21 +525,62 @@ def train_causal(
         _token_file(tokenizer, lines(), train_file)
     if not valid_file.is_file():
         _token_file(tokenizer, validation(), valid_file)
+    if len(_blocks(train_file, options.shape.context)) == 0:
+        raise CausalTrainingError(
+            f"the training text is {train_file.stat().st_size // 4} tokens, less than one "
+            f"context of {options.shape.context}: give a larger corpus or a shorter context"
+        )
+    return tokenizer
+
+
+# What rank 0 decides after each step and every rank follows: go on, stop (after saving
+# what a stop saves), or leave at once without saving (the parent process is gone).
+GO_ON, STOP, ABANDON = 0, 1, 2
+
+
+@dataclass(frozen=True)
+class _Group:
+    """This process's place in a training on several devices."""
+
+    rank: int
+    size: int
+    parent: int  # the process id of the process that started the group
+
+
+def _train(
+    out_dir: Path,
+    options: CausalOptions,
+    tokenizer: Any,
+    started: float,
+    *,
+    on_step: Callable[[dict[str, Any]], None] | None = None,
+    on_checkpoint: Callable[[Checkpoint], None] | None = None,
+    should_stop: Callable[[], bool] | None = None,
+    group: _Group | None = None,
+) -> CausalSummary | None:
+    """The training loop, in one process or, with `group`, in one process of several
+    (torch.distributed's, already set up): there rank 0 alone evaluates, writes
+    checkpoints and the summary, hears `should_stop` and calls the callbacks, and its
+    decision to stop reaches every rank. Returns the summary (None on other ranks, and
+    on a rank that abandons the training)."""
+    from transformers import AutoModelForCausalLM
+
+    rank, size = (group.rank, group.size) if group else (0, 1)
+    lead = rank == 0
+    data_dir = out_dir / DATA_DIR
+    summary = CausalSummary(options={**asdict(options), "shape": asdict(options.shape)})
+    resume = latest_checkpoint(out_dir)
+    train_file, valid_file = data_dir / "train.bin", data_dir / "validation.bin"
     context = options.shape.context
     train_blocks = _blocks(train_file, context)
     valid_blocks = _blocks(valid_file, context)
     summary.training_tokens = int(train_file.stat().st_size // 4)
     summary.validation_tokens = int(valid_file.stat().st_size // 4)
-    if len(train_blocks) == 0:
-        raise CausalTrainingError(
-            f"the training text is {summary.training_tokens} tokens, less than one context "
-            f"of {context}: give a larger corpus or a shorter context"
-        )
 
     torch.manual_seed(options.seed)
     random.seed(options.seed)
     np.random.seed(options.seed % 2**32)
-    device = torch.device(options.device)
+    device = torch.device(f"cuda:{rank}" if group and options.device == "cuda" else options.device)
     # `vocab_rows`: the rows of the model's own vocabulary (a loaded model's may be more than
     # its tokenizer's entries); the model trains with them padded (see VOCAB_MULTIPLE).
     if resume is not None:
@@ -511,6 +596,15 @@ def train_causal(
     # transformers types the wrapper of `.to`, not the method it wraps.
     model.to(device)  # type: ignore[arg-type]
     model.train()
+    # What trains: the model, or its DistributedDataParallel wrapper, which averages the
+    # gradients of every rank in the backward pass of each rank's last micro-batch.
+    trained: Any = model
+    parallel: torch.nn.parallel.DistributedDataParallel | None = None
+    if group:
+        parallel = torch.nn.parallel.DistributedDataParallel(
+            model, device_ids=[device.index] if device.type == "cuda" else None
+        )
+        trained = parallel
     optimizer = _optimizer(model, options)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: lr_factor(s, options))
     order = BlockOrder(len(train_blocks), options.seed)
@@ -551,7 +645,7 @@ def train_causal(
     if options.compiles:
 
         def training_loss(ids: torch.Tensor) -> torch.Tensor:
-            return lm_loss(model, ids, vocab_rows)
+            return lm_loss(trained, ids, vocab_rows)
 
         compiled.append(torch.compile(training_loss))
 
@@ -567,23 +661,37 @@ def train_causal(
                 warnings.warn(f"torch.compile failed, training without it: {exc}", stacklevel=1)
                 compiled.clear()
         with autocast():
-            return lm_loss(model, ids, vocab_rows)
+            return lm_loss(trained, ids, vocab_rows)
 
     schedule = checkpoint_steps(options.steps, options.checkpoints)
     saves = set(schedule)
     if options.save_every:
         saves.update(range(options.save_every, options.steps, options.save_every))
     per_step = options.tokens_per_step
+    # Each rank takes every `size`-th of the step's micro-batches, from the one block order
+    # all ranks follow: the step sees the same blocks however many ranks share it.
+    share = options.accumulation // size
     loss_value = math.nan
     while step < options.steps:
+        blocks = order.take(options.accumulation * options.micro_batch)
+        mine = blocks.reshape(options.accumulation, options.micro_batch)[rank::size]
         # The loss stays on the device until the step ends: one synchronisation a step.
         summed = torch.zeros((), device=device)
-        for _micro in range(options.accumulation):
-            chunk = train_blocks[order.take(options.micro_batch)]
-            ids = torch.from_numpy(chunk.astype(np.int64)).to(device, non_blocking=True)
-            loss = micro_loss(ids) / options.accumulation
-            loss.backward()
+        for index, chosen in enumerate(mine):
+            ids = torch.from_numpy(train_blocks[chosen].astype(np.int64)).to(
+                device, non_blocking=True
+            )
+            # Gradients are averaged across ranks once a step, in the last backward pass.
+            waits = parallel is not None and index < share - 1
+            with parallel.no_sync() if parallel is not None and waits else contextlib.nullcontext():
+                loss = micro_loss(ids) / share
+                loss.backward()
             summed += loss.detach().float()
+        if group:
+            # Every micro-batch has the same number of tokens, so the mean of the ranks'
+            # means is the mean over the whole step's batch.
+            torch.distributed.all_reduce(summed)
+            summed /= size
         total = float(summed)
         if options.grad_clip > 0:
             torch.nn.utils.clip_grad_norm_(model.parameters(), options.grad_clip)
@@ -593,11 +701,12 @@ def train_causal(
         optimizer.zero_grad(set_to_none=True)
         step += 1
         loss_value = total
+        decision = GO_ON
         entry = {"step": step, "tokens": step * per_step, "loss": round(total, 6), "lr": lr}
         summary.log.append(entry)
         if on_step is not None:
             on_step({**entry, "steps": options.steps, "tokens_total": options.steps * per_step})
-        if step in saves:
+        if step in saves and lead:
             tokens = step * per_step
             valid_loss = _evaluate(model, valid_blocks, options, autocast, vocab_rows)
             summary.log.append({"step": step, "tokens": tokens, "validation_loss": valid_loss})
@@ -625,7 +734,7 @@ def train_causal(
             torch.save(state, folder / f"{STATE_NAME}.part")
             os.replace(folder / f"{STATE_NAME}.part", folder / STATE_NAME)
             _prune_states(out_dir, options.keep_states)
-            size = record["bytes"] = folder_bytes(folder)
+            size_on_disk = record["bytes"] = folder_bytes(folder)
             removed = retain_checkpoints(out_dir, summary.checkpoints, options)
             if on_checkpoint is not None:
                 on_checkpoint(
@@ -635,23 +744,38 @@ def train_causal(
                         folder,
                         total,
                         valid_loss,
-                        size,
+                        size_on_disk,
                         step in schedule,
                         removed,
                     )
                 )
-            if options.stop_after_step and step >= options.stop_after_step and step < options.steps:
-                summary.stopped = True
-                break
-        if should_stop is not None and should_stop():
+        if (
+            step in saves
+            and options.stop_after_step
+            and options.stop_after_step <= step < options.steps
+        ):
+            decision = STOP
+        elif should_stop is not None and should_stop():
+            decision = STOP
+        if group:
+            if lead and group.parent != os.getppid():
+                decision = ABANDON
+            flag = torch.tensor([decision], device=device)
+            torch.distributed.broadcast(flag, src=0)
+            decision = int(flag.item())
+        if decision == ABANDON:
+            return None
+        if decision == STOP:
             summary.stopped = True
             break
+    if not lead:
+        return None
     summary.steps_done = step
     summary.tokens_seen = step * per_step
     summary.final_loss = None if math.isnan(loss_value) else round(loss_value, 6)
     evaluations = [e for e in summary.log if "validation_loss" in e]
     summary.final_validation_loss = evaluations[-1]["validation_loss"] if evaluations else None
-    summary.seconds = round(time.perf_counter() - started, 3)
+    summary.seconds = round(time.time() - started, 3)
     if not summary.stopped:
         _save_folder(model, tokenizer, out_dir, vocab_rows)
     (out_dir / INFO_NAME).write_text(
@@ -659,6 +783,178 @@ def train_causal(
         encoding="utf-8",
     )
     return summary
+
+
+# --- several devices ----------------------------------------------------------------------
+
+# How long the process that started a training on several devices waits for a report
+# before it looks at its processes and at `should_stop` again.
+POLL_SECONDS = 0.2
+
+
+def _rank_main(
+    rank: int,
+    size: int,
+    out_dir: Path,
+    options: CausalOptions,
+    tokenizer: Any,
+    started: float,
+    rendezvous: str,
+    threads: int,
+    parent: int,
+    reports: Any,
+    stop: Any,
+) -> None:
+    """One process of a training on several devices (started by torch.multiprocessing):
+    rank 0 sends its steps, checkpoints and summary to the parent through `reports`,
+    and reads the parent's `stop` event after every step; an error is reported before
+    it ends the process."""
+    try:
+        if options.device == "cuda":
+            torch.cuda.set_device(rank)
+        else:
+            # The CPU's cores are shared by the ranks.
+            torch.set_num_threads(max(1, threads // size))
+        torch.distributed.init_process_group(
+            "nccl" if options.device == "cuda" else "gloo",
+            init_method=rendezvous,
+            rank=rank,
+            world_size=size,
+        )
+        try:
+            lead = rank == 0
+            summary = _train(
+                out_dir,
+                options,
+                tokenizer,
+                started,
+                on_step=(lambda entry: reports.put(("step", entry))) if lead else None,
+                on_checkpoint=(lambda point: reports.put(("checkpoint", point))) if lead else None,
+                should_stop=stop.is_set if lead else None,
+                group=_Group(rank, size, parent),
+            )
+            if lead:
+                reports.put(("summary", summary))
+        finally:
+            torch.distributed.destroy_process_group()
+    except BaseException as exc:
+        import traceback
+
+        known = isinstance(exc, CausalTrainingError)
+        reports.put(("error", rank, known, f"{type(exc).__name__}: {exc}", traceback.format_exc()))
+        raise
+
+
+def _train_parallel(
+    out_dir: Path,
+    options: CausalOptions,
+    tokenizer: Any,
+    started: float,
+    *,
+    on_step: Callable[[dict[str, Any]], None] | None,
+    on_checkpoint: Callable[[Checkpoint], None] | None,
+    should_stop: Callable[[], bool] | None,
+) -> CausalSummary:
+    """Train in `options.devices` processes (torch.multiprocessing, spawned), one a
+    device, joined by torch.distributed (NCCL on GPUs, gloo on the CPU) with the model in
+    DistributedDataParallel. This process calls the callbacks as rank 0 reports and asks
+    `should_stop`; a process that fails ends the others, and its error is raised here."""
+    import queue
+    import tempfile
+
+    import torch.multiprocessing as mp
+    from torch.multiprocessing.spawn import ProcessException
+
+    size = options.devices
+    spawn = mp.get_context("spawn")
+    reports = spawn.Queue()
+    stop = spawn.Event()
+    summary: CausalSummary | None = None
+    errors: list[tuple[int, bool, str, str]] = []
+
+    def relay() -> None:
+        nonlocal summary
+        while True:
+            try:
+                message = reports.get(timeout=POLL_SECONDS)
+            except queue.Empty:
+                return
+            kind = message[0]
+            if kind == "step" and on_step is not None:
+                on_step(message[1])
+            elif kind == "checkpoint" and on_checkpoint is not None:
+                on_checkpoint(message[1])
+            elif kind == "summary":
+                summary = message[1]
+            elif kind == "error":
+                errors.append(message[1:])
+
+    # A stop asked before the start ends the training after its first step, as in one process.
+    if should_stop is not None and should_stop():
+        stop.set()
+    with tempfile.TemporaryDirectory(prefix="gym-ddp-") as meeting:
+        processes = mp.start_processes(
+            _rank_main,
+            args=(
+                size,
+                out_dir,
+                options,
+                tokenizer,
+                started,
+                f"file://{meeting}/rendezvous",
+                torch.get_num_threads(),
+                os.getpid(),
+                reports,
+                stop,
+            ),
+            nprocs=size,
+            join=False,
+            start_method="spawn",
+        )
+        failure: Exception | None = None
+        try:
+            while True:
+                relay()
+                if should_stop is not None and not stop.is_set() and should_stop():
+                    stop.set()
+                try:
+                    if processes.join(timeout=0.0):
+                        break
+                except ProcessException as exc:
+                    failure = exc
+                    break
+            relay()
+        finally:
+            # A callback that raised, or an interrupt: the processes go with this one.
+            for process in processes.processes:
+                if process.is_alive():
+                    process.terminate()
+                process.join()
+    if failure is not None or summary is None:
+        raise _process_error(size, errors, failure)
+    return summary
+
+
+def _process_error(
+    size: int, errors: list[tuple[int, bool, str, str]], failure: Exception | None
+) -> Exception:
+    """The error to raise for a training on several devices that failed: the first
+    error a process reported (a CausalTrainingError as it is), else how it ended."""
+    if errors:
+        rank, known, message, trace = errors[0]
+        if known:
+            return CausalTrainingError(message.split(": ", 1)[1])
+        error = TrainingProcessError(f"training process {rank} of {size} failed: {message}")
+        error.add_note(trace)
+        return error
+    if isinstance(failure, torch.multiprocessing.ProcessExitedException):
+        how = (
+            f"signal {failure.signal_name}" if failure.signal_name else f"code {failure.exit_code}"
+        )
+        return TrainingProcessError(
+            f"training process {failure.error_index} of {size} ended with {how}"
+        )
+    return TrainingProcessError(f"the training processes ended without a result: {failure}")
 
 
 def remove_training_data(out_dir: Path) -> None:

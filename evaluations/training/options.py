@@ -74,6 +74,9 @@ class CausalOptions:
     retention: str = "all"
     keep_last: int = 0  # retention "last": the checkpoint folders kept
     compile: str = "auto"  # one of COMPILE_MODES
+    # Data parallelism: this many processes, one a device (GPUs cuda:0.. on "cuda", or
+    # CPU processes on "cpu"), each taking its share of every step's micro-batches.
+    devices: int = 1
 
     @property
     def compiles(self) -> bool:
@@ -122,6 +125,22 @@ class CausalOptions:
             problems.append(f"keep 1 checkpoint or more; got {self.checkpoints}")
         if self.device not in ("cpu", "cuda") and not self.device.startswith("cuda:"):
             problems.append(f"device {self.device!r}: give cpu or cuda")
+        if self.devices < 1:
+            problems.append(f"train on 1 device or more; got {self.devices}")
+        elif self.devices > 1:
+            if self.device.startswith("cuda:"):
+                problems.append(
+                    f"several devices train on cuda (cuda:0 to cuda:{self.devices - 1}) or "
+                    f"cpu, not on {self.device}"
+                )
+            if self.micro_batch >= 1 and self.accumulation % self.devices:
+                per_pass = self.micro_batch * s.context
+                problems.append(
+                    f"a step's {self.accumulation} micro-batches do not split evenly across "
+                    f"{self.devices} devices: give a batch of tokens that is a multiple of "
+                    f"{per_pass * self.devices} ({self.devices} x {self.micro_batch} sequences "
+                    f"x {s.context} tokens)"
+                )
         if problems:
             raise CausalTrainingError("; ".join(problems))
 
@@ -139,6 +158,12 @@ class CausalOptions:
         if self.warmup_steps >= 0:
             return min(self.warmup_steps, self.steps)
         return max(1, round(0.05 * self.steps))
+
+
+def usable_devices(accumulation: int, available: int) -> int:
+    """The most of `available` devices that a step's `accumulation` micro-batches split
+    evenly across: a training run then sees the same batches however many it gets."""
+    return max(d for d in range(1, max(1, available) + 1) if accumulation % d == 0)
 
 
 def shape_for(preset: str, **overrides: int | str | None) -> ModelShape:

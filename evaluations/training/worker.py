@@ -109,6 +109,12 @@ def _causal(
 
     run_id, attempt = int(payload["run"]), int(payload["attempt"])
     options = causal_options(payload["options"], "cuda" if torch.cuda.is_available() else "cpu")
+    if options.device == "cuda":
+        # Every visible GPU that the step's micro-batches split evenly across: a run
+        # trains on the same batches, to the same model, however many a worker has.
+        options.devices = causal.usable_devices(options.accumulation, torch.cuda.device_count())
+        if options.devices > 1:
+            log.info("run %s trains on %d GPUs", run_id, options.devices)
     pending: list[dict[str, Any]] = []
     last = {"report": time.monotonic(), "stop": False}
 

@@ -118,6 +118,12 @@ class Command(BaseCommand):
         parser.add_argument("--seed", type=int, default=0)
         parser.add_argument("--device", default="cpu", help="cpu or cuda (bf16 autocast)")
         parser.add_argument(
+            "--devices",
+            default="1",
+            help="data parallelism: train in N processes, one a device (cuda: GPUs 0..N-1; "
+            "cpu: N CPU processes), or 'all' with --device cuda: every visible GPU (1)",
+        )
+        parser.add_argument(
             "--compile",
             choices=causal.COMPILE_MODES,
             default="auto",
@@ -209,6 +215,20 @@ class Command(BaseCommand):
             raise CommandError(f"--{flag} {given}: {problem}")
         return model.source
 
+    def devices(self, given: str, device: str) -> int:
+        if given == "all":
+            if not device.startswith("cuda"):
+                raise causal.CausalTrainingError("--devices all counts GPUs: give --device cuda")
+            import torch
+
+            return max(1, torch.cuda.device_count())
+        try:
+            return int(given)
+        except ValueError:
+            raise causal.CausalTrainingError(
+                f"--devices {given}: give a number of devices or 'all'"
+            ) from None
+
     def train_causal(self, source: Any, out: Path, options: dict[str, Any]) -> None:
         base = tokenizer_source = ""
         if options["from_model"]:
@@ -254,6 +274,7 @@ class Command(BaseCommand):
                 weight_decay=options["weight_decay"],
                 seed=options["seed"],
                 device=options["device"],
+                devices=self.devices(options["devices"], options["device"]),
                 compile=options["compile"],
                 checkpoints=options["checkpoints"],
                 keep_states=options["keep_states"],
@@ -294,6 +315,8 @@ class Command(BaseCommand):
             )
         except causal.CausalTrainingError as exc:
             raise CommandError(str(exc)) from None
+        except causal.TrainingProcessError as exc:
+            raise CommandError(f"{exc}\n{''.join(getattr(exc, '__notes__', []))}") from None
         except CorpusError as exc:
             raise CommandError(f"{source.path}, {exc}") from None
         if sys.stderr.isatty():

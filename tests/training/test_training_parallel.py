@@ -1,0 +1,166 @@
+"""Causal training on several devices (DistributedDataParallel), tested on the CPU with
+gloo and two processes: the same steps, micro-batch and token batch give the same losses
+and model as one process, a stopped run resumes to the same model (in two processes or
+one), and a failing process is a clear error in the process that started them."""
+
+from __future__ import annotations
+
+import io
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+from django.core.management import CommandError, call_command
+from safetensors.torch import load_file
+
+from evaluations.training import causal
+from evaluations.training.data import corpus_file
+from tests.conftest import SHARED_DATA
+
+# 2 sequences of 64 tokens a pass, 512 tokens a step: 4 micro-batches, 2 on each rank.
+STEPS = ("--steps", "6", "--micro-batch", "2", "--batch-tokens", "512", "--checkpoints", "3")
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory) -> Path:
+    source = SHARED_DATA / "senteval-probing" / "past_present.txt"
+    if not source.exists():
+        pytest.skip(f"shared sample {source} is absent")
+    lines = [row.split("\t")[2] for row in source.read_text().splitlines()]
+    path = tmp_path_factory.mktemp("corpus") / "past_present.txt"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def train(corpus: Path, out: Path, *extra: str) -> str:
+    stdout = io.StringIO()
+    call_command(
+        "train", "--corpus", str(corpus), "--kind", "causal", "--preset", "tiny", *STEPS,
+        "--out", str(out), *extra, stdout=stdout,
+    )  # fmt: skip
+    return stdout.getvalue()
+
+
+def info(out: Path) -> dict:
+    return json.loads((out / causal.INFO_NAME).read_text())
+
+
+def losses(out: Path) -> list[float]:
+    return [e["loss"] for e in info(out)["log"] if "loss" in e]
+
+
+def assert_same_model(a: Path, b: Path) -> None:
+    first, second = load_file(str(a / "model.safetensors")), load_file(str(b / "model.safetensors"))
+    assert first.keys() == second.keys()
+    for name, tensor in first.items():
+        assert torch.allclose(second[name], tensor, atol=1e-5), name
+
+
+@pytest.fixture(scope="module")
+def one(corpus, tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("one") / "model"
+    train(corpus, out)
+    return out
+
+
+def test_two_processes_train_the_model_one_process_trains(corpus, one, tmp_path) -> None:
+    two = tmp_path / "two"
+    printed = train(corpus, two, "--devices", "2")
+    assert f"model in {two}: 6 steps, 3,072 tokens" in printed
+    assert info(two)["options"]["devices"] == 2
+    assert [c["tokens"] for c in info(two)["checkpoints"]] == [512, 1024, 3072]
+    # Each rank's loss is the mean over its two micro-batches; all micro-batches hold
+    # 2 x 64 tokens, so the mean of the ranks' losses is the loss of the step's batch.
+    assert losses(two) == pytest.approx(losses(one), rel=1e-4)
+    assert_same_model(one, two)
+
+    # That batch is the same 8 blocks in both: the first step's loss is the untrained
+    # model's loss on the first 8 blocks of the seeded order, all at once.
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(two / causal.DATA_DIR)
+    torch.manual_seed(0)
+    model = causal.build_model(causal.PRESETS["tiny"], tokenizer)
+    blocks = causal._blocks(two / causal.DATA_DIR / "train.bin", 64)
+    ids = torch.from_numpy(blocks[causal.BlockOrder(len(blocks), 0).take(8)].astype("int64"))
+    with torch.no_grad():
+        whole = float(causal.lm_loss(model, ids, len(tokenizer)))
+    assert losses(two)[0] == pytest.approx(whole, rel=1e-5)
+    assert losses(one)[0] == pytest.approx(whole, rel=1e-5)
+
+
+def test_a_stopped_run_resumes_to_the_same_model(corpus, one, tmp_path) -> None:
+    stopped = tmp_path / "stopped"
+    printed = train(corpus, stopped, "--devices", "2", "--stop-after-step", "2")
+    assert "stopped early: 2 steps" in printed
+    assert not (stopped / "model.safetensors").exists()
+    # Written once, by rank 0: a complete state in each checkpoint.
+    assert (
+        sorted(p.name for p in stopped.glob("checkpoint-*/" + causal.STATE_NAME))
+        == [causal.STATE_NAME] * 2
+    )
+    in_one = tmp_path / "resumed-in-one"
+    shutil.copytree(stopped, in_one)
+
+    assert "6 steps (resumed at step 2)" in train(corpus, stopped, "--devices", "2")
+    assert losses(stopped) == pytest.approx(losses(one), rel=1e-4)
+    assert_same_model(one, stopped)
+    # The same batches whatever the devices: two processes' checkpoint resumes in one.
+    assert "6 steps (resumed at step 2)" in train(corpus, in_one)
+    assert_same_model(one, in_one)
+
+    # A damaged training state fails in every process; the error names one and its cause.
+    state = stopped / "checkpoint-3072" / causal.STATE_NAME
+    state.write_bytes(b"not a torch file")
+    with pytest.raises(CommandError, match=r"training process [01] of 2 failed: \w*Error"):
+        train(corpus, stopped, "--devices", "2", "--steps", "8")
+
+
+def test_a_stop_request_stops_every_process(corpus, tmp_path) -> None:
+    """`should_stop` is asked in the process that started the training; a stop asked
+    before the start ends it after its first step, as in one process."""
+    source = corpus_file(corpus, fraction=0.01, maximum=10_000, seed=0)
+    heard: list[int] = []
+    points: list[int] = []
+    options = causal.CausalOptions(
+        shape=causal.PRESETS["tiny"], steps=6, micro_batch=2, batch_tokens=512, devices=2
+    )
+    summary = causal.train_causal(
+        source.training,
+        source.validation,
+        tmp_path / "out",
+        options,
+        on_step=lambda entry: heard.append(entry["step"]),
+        on_checkpoint=lambda point: points.append(point.step),
+        should_stop=lambda: True,
+    )
+    assert (summary.stopped, summary.steps_done, heard, points) == (True, 1, [1], [1])
+    assert (
+        summary.resumed_from_step == 0
+        and summary.parameters == info(tmp_path / "out")["parameters"]
+    )
+
+
+def test_devices_options(corpus, tmp_path) -> None:
+    assert [causal.usable_devices(a, n) for a, n in ((4, 3), (1, 8), (8, 8), (6, 4), (4, 0))] == [
+        2, 1, 8, 3, 1,
+    ]  # fmt: skip
+    with pytest.raises(CommandError, match=r"a step's 3 micro-batches do not split evenly "
+                       r"across 2 devices: give a batch of tokens that is a multiple of 256"):  # fmt: skip
+        train(corpus, tmp_path / "x", "--devices", "2", "--batch-tokens", "384")
+    with pytest.raises(CommandError, match="train on 1 device or more; got 0"):
+        train(corpus, tmp_path / "x", "--devices", "0")
+    with pytest.raises(CommandError, match="--devices all counts GPUs: give --device cuda"):
+        train(corpus, tmp_path / "x", "--devices", "all")
+    with pytest.raises(CommandError, match="several devices train on cuda .* not on cuda:1"):
+        train(corpus, tmp_path / "x", "--devices", "2", "--device", "cuda:1")
