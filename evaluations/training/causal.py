@@ -533,18 +533,12 @@ def _prepare(
     return tokenizer
 
 
-# What rank 0 decides after each step and every rank follows: go on, stop (after saving
-# what a stop saves), or leave at once without saving (the parent process is gone).
-GO_ON, STOP, ABANDON = 0, 1, 2
-
-
 @dataclass(frozen=True)
 class _Group:
     """This process's place in a training on several devices."""
 
     rank: int
     size: int
-    parent: int  # the process id of the process that started the group
 
 
 def _train(
@@ -561,8 +555,7 @@ def _train(
     """The training loop, in one process or, with `group`, in one process of several
     (torch.distributed's, already set up): there rank 0 alone evaluates, writes
     checkpoints and the summary, hears `should_stop` and calls the callbacks, and its
-    decision to stop reaches every rank. Returns the summary (None on other ranks, and
-    on a rank that abandons the training)."""
+    decision to stop reaches every rank. Returns the summary (None on other ranks)."""
     from transformers import AutoModelForCausalLM
 
     rank, size = (group.rank, group.size) if group else (0, 1)
@@ -701,7 +694,7 @@ def _train(
         optimizer.zero_grad(set_to_none=True)
         step += 1
         loss_value = total
-        decision = GO_ON
+        stop = False
         entry = {"step": step, "tokens": step * per_step, "loss": round(total, 6), "lr": lr}
         summary.log.append(entry)
         if on_step is not None:
@@ -754,18 +747,15 @@ def _train(
             and options.stop_after_step
             and options.stop_after_step <= step < options.steps
         ):
-            decision = STOP
+            stop = True
         elif should_stop is not None and should_stop():
-            decision = STOP
+            stop = True
         if group:
-            if lead and group.parent != os.getppid():
-                decision = ABANDON
-            flag = torch.tensor([decision], device=device)
+            # Rank 0's decision: every rank stops at the same step.
+            flag = torch.tensor([int(stop)], device=device)
             torch.distributed.broadcast(flag, src=0)
-            decision = int(flag.item())
-        if decision == ABANDON:
-            return None
-        if decision == STOP:
+            stop = bool(flag.item())
+        if stop:
             summary.stopped = True
             break
     if not lead:
@@ -808,7 +798,8 @@ def _rank_main(
     """One process of a training on several devices (started by torch.multiprocessing):
     rank 0 sends its steps, checkpoints and summary to the parent through `reports`,
     and reads the parent's `stop` event after every step; an error is reported before
-    it ends the process."""
+    it ends the process. torch's spawn has the kernel interrupt (SIGINT) each process
+    when the parent dies, so that a killed worker leaves no process holding a device."""
     try:
         if options.device == "cuda":
             torch.cuda.set_device(rank)
@@ -831,7 +822,7 @@ def _rank_main(
                 on_step=(lambda entry: reports.put(("step", entry))) if lead else None,
                 on_checkpoint=(lambda point: reports.put(("checkpoint", point))) if lead else None,
                 should_stop=stop.is_set if lead else None,
-                group=_Group(rank, size, parent),
+                group=_Group(rank, size),
             )
             if lead:
                 reports.put(("summary", summary))
@@ -840,6 +831,9 @@ def _rank_main(
     except BaseException as exc:
         import traceback
 
+        if os.getppid() != parent:
+            # Nobody reads the reports any more: leave without waiting to hand them over.
+            reports.cancel_join_thread()
         known = isinstance(exc, CausalTrainingError)
         reports.put(("error", rank, known, f"{type(exc).__name__}: {exc}", traceback.format_exc()))
         raise
@@ -892,7 +886,7 @@ def _train_parallel(
     # A stop asked before the start ends the training after its first step, as in one process.
     if should_stop is not None and should_stop():
         stop.set()
-    with tempfile.TemporaryDirectory(prefix="gym-ddp-") as meeting:
+    with tempfile.TemporaryDirectory(prefix="gym-ddp-") as meeting, _may_start_processes():
         processes = mp.start_processes(
             _rank_main,
             args=(
@@ -933,6 +927,32 @@ def _train_parallel(
     if failure is not None or summary is None:
         raise _process_error(size, errors, failure)
     return summary
+
+
+@contextlib.contextmanager
+def _may_start_processes() -> Iterator[None]:
+    """Let a process of a Celery prefork pool (billiard's, where the training worker
+    runs) start the training's processes. multiprocessing refuses a daemonic process
+    children, since it is ended without a chance to end them: here they end themselves
+    (rank 0 sees at every step whether the process that started them is gone, and all
+    of them leave). And billiard leaves its own authentication key in multiprocessing's
+    record of the process, which refuses to be sent to a spawned process: it is given
+    as multiprocessing's own while the processes start."""
+    import multiprocessing.process
+
+    config = multiprocessing.current_process()._config  # type: ignore[attr-defined]
+    before = dict(config)
+    config["daemon"] = False
+    # Not in typeshed: the bytes type that multiprocessing sends to a spawned process.
+    own = multiprocessing.process.AuthenticationString  # type: ignore[attr-defined]
+    key = config.get("authkey")
+    if key is not None and type(key) is not own:
+        config["authkey"] = own(bytes(key))
+    try:
+        yield
+    finally:
+        config.clear()
+        config.update(before)
 
 
 def _process_error(

@@ -8,7 +8,11 @@ from __future__ import annotations
 import io
 import json
 import shutil
+import subprocess
+import sys
+import time
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
 import torch
@@ -18,6 +22,8 @@ from safetensors.torch import load_file
 from evaluations.training import causal
 from evaluations.training.data import corpus_file
 from tests.conftest import SHARED_DATA
+
+ROOT = Path(__file__).resolve().parents[2]
 
 # 2 sequences of 64 tokens a pass, 512 tokens a step: 4 micro-batches, 2 on each rank.
 STEPS = ("--steps", "6", "--micro-batch", "2", "--batch-tokens", "512", "--checkpoints", "3")
@@ -126,10 +132,8 @@ def test_a_stopped_run_resumes_to_the_same_model(corpus, one, tmp_path) -> None:
         train(corpus, stopped, "--devices", "2", "--steps", "8")
 
 
-def test_a_stop_request_stops_every_process(corpus, tmp_path) -> None:
-    """`should_stop` is asked in the process that started the training; a stop asked
-    before the start ends it after its first step, as in one process."""
-    source = corpus_file(corpus, fraction=0.01, maximum=10_000, seed=0)
+def _train_asked_to_stop(corpus: str, out: str) -> tuple:
+    source = corpus_file(Path(corpus), fraction=0.01, maximum=10_000, seed=0)
     heard: list[int] = []
     points: list[int] = []
     options = causal.CausalOptions(
@@ -138,17 +142,30 @@ def test_a_stop_request_stops_every_process(corpus, tmp_path) -> None:
     summary = causal.train_causal(
         source.training,
         source.validation,
-        tmp_path / "out",
+        Path(out),
         options,
         on_step=lambda entry: heard.append(entry["step"]),
         on_checkpoint=lambda point: points.append(point.step),
         should_stop=lambda: True,
     )
-    assert (summary.stopped, summary.steps_done, heard, points) == (True, 1, [1], [1])
-    assert (
-        summary.resumed_from_step == 0
-        and summary.parameters == info(tmp_path / "out")["parameters"]
-    )
+    return summary.stopped, summary.steps_done, heard, points
+
+
+def test_a_stop_request_stops_every_process_of_a_celery_pool_process(corpus, tmp_path) -> None:
+    """The training worker runs in a process of Celery's prefork pool (billiard's), which
+    multiprocessing would not let start processes of its own: the training starts them
+    there. `should_stop` is asked in that process; a stop asked before the start ends the
+    training after its first step, as in one process."""
+    from billiard.pool import Pool
+
+    pool = cast(Any, Pool)(1)  # billiard is not typed: mypy sees no arguments, no methods
+    try:
+        result = pool.apply(_train_asked_to_stop, (str(corpus), str(tmp_path / "out")))
+    finally:
+        pool.terminate()
+        pool.join()
+    assert result == (True, 1, [1], [1])
+    assert info(tmp_path / "out")["steps_done"] == 1
 
 
 def test_devices_options(corpus, tmp_path) -> None:
@@ -164,3 +181,54 @@ def test_devices_options(corpus, tmp_path) -> None:
         train(corpus, tmp_path / "x", "--devices", "all")
     with pytest.raises(CommandError, match="several devices train on cuda .* not on cuda:1"):
         train(corpus, tmp_path / "x", "--devices", "2", "--device", "cuda:1")
+
+
+def test_the_processes_leave_when_the_process_that_started_them_is_killed(corpus, tmp_path) -> None:
+    """A worker killed mid-training (SIGKILL: no chance to end its children) must not
+    leave its training processes holding the devices: they are interrupted with it."""
+    out = tmp_path / "orphans"
+    command = [
+        sys.executable, "manage.py", "train", "--corpus", str(corpus), "--kind", "causal",
+        "--preset", "tiny", "--steps", "100000", "--micro-batch", "2", "--batch-tokens", "512",
+        "--checkpoints", "1", "--save-every", "1", "--devices", "2", "--out", str(out),
+    ]  # fmt: skip
+    parent = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL)
+    try:
+        # Training has begun once the first checkpoint is on disk.
+        first = out / "checkpoint-512" / causal.STATE_NAME
+        for _ in range(600):
+            if first.is_file() or parent.poll() is not None:
+                break
+            time.sleep(0.5)
+        assert first.is_file(), parent.poll()
+        ranks = [pid for pid in children(parent.pid) if b"spawn_main" in cmdline(pid)]
+        assert len(ranks) == 2
+    finally:
+        parent.kill()
+        parent.wait()
+    for _ in range(600):
+        if not any(alive(pid) for pid in ranks):
+            break
+        time.sleep(0.5)
+    assert not any(alive(pid) for pid in ranks)
+    # What they wrote before is a checkpoint to resume from.
+    assert causal.latest_checkpoint(out) is not None
+
+
+def children(pid: int) -> list[int]:
+    found: list[int] = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        found += [int(p) for p in (task / "children").read_text().split()]
+    return found
+
+
+def cmdline(pid: int) -> bytes:
+    return Path(f"/proc/{pid}/cmdline").read_bytes()
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return False
+    return state != "Z"
