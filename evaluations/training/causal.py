@@ -492,7 +492,7 @@ def train_causal(
         on_checkpoint=on_checkpoint,
         should_stop=should_stop,
     )
-    assert summary is not None  # only a rank of several abandons a training
+    assert summary is not None  # None comes from the ranks after 0 only
     return summary
 
 
@@ -675,7 +675,7 @@ def _train(
                 device, non_blocking=True
             )
             # Gradients are averaged across ranks once a step, in the last backward pass.
-            waits = parallel is not None and index < share - 1
+            waits = index < share - 1
             with parallel.no_sync() if parallel is not None and waits else contextlib.nullcontext():
                 loss = micro_loss(ids) / share
                 loss.backward()
