@@ -425,7 +425,7 @@ def leaderboard_data(board: Leaderboard, *, noun: str = "suites") -> dict[str, A
                 None
                 if versus is None
                 else {
-                    "suites": versus.suites,
+                    noun: versus.suites,
                     "smallest_p": versus.smallest_p,
                     "significant": versus.significant,
                 }
@@ -440,7 +440,11 @@ def leaderboard_data(board: Leaderboard, *, noun: str = "suites") -> dict[str, A
 def leaderboard_csv(board: Leaderboard, *, noun: str = "suites") -> str:
     """One line per model: overall, coverage, tied comparisons, how many suites the overall
     score is over (the same for every row: those every row has an accuracy for), each
-    group mean, then each suite's accuracy."""
+    group mean, then each suite's accuracy. With the intervals shown, each suite's 95%
+    interval follows (`low:<suite>`, `high:<suite>`, the suites in the same order); with
+    significance marked, the test against the row above (`versus_above_<noun>`: how many
+    were tested, `versus_above_p`: the smallest Holm-adjusted p, `versus_above_significant`:
+    1 or 0; all empty on the first row)."""
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     by_tokens = board.training is not None
@@ -450,6 +454,12 @@ def leaderboard_csv(board: Leaderboard, *, noun: str = "suites") -> str:
         + ["ties", f"overall_{noun}"]
         + [f"{GROUP_PREFIX}{g.tag}" for g in board.groups]
         + [s.name for s in board.suites]
+        + (_interval_header(board) if board.intervals_shown else [])
+        + (
+            [f"versus_above_{noun}", "versus_above_p", "versus_above_significant"]
+            if board.significance_shown
+            else []
+        )
     )
     for row in board.rows:
         writer.writerow(
@@ -466,8 +476,27 @@ def leaderboard_csv(board: Leaderboard, *, noun: str = "suites") -> str:
             ]
             + [csv_number(row.group_means.get(g.tag)) for g in board.groups]
             + [csv_number(row.cells.get(s.id, (None, 0))[0]) for s in board.suites]
+            + (_interval_cells(board, row) if board.intervals_shown else [])
+            + (_versus_cells(row.versus_above) if board.significance_shown else [])
         )
     return out.getvalue()
+
+
+def _interval_header(board: Leaderboard) -> list[str]:
+    return [f"low:{s.name}" for s in board.suites] + [f"high:{s.name}" for s in board.suites]
+
+
+def _interval_cells(board: Leaderboard, row: Row) -> list[str]:
+    bounds = [row.intervals.get(s.id) for s in board.suites]
+    return [csv_number(b[0] if b else None) for b in bounds] + [
+        csv_number(b[1] if b else None) for b in bounds
+    ]
+
+
+def _versus_cells(versus: VersusAbove | None) -> list[str | int]:
+    if versus is None:
+        return ["", "", ""]
+    return [versus.suites, csv_number(versus.smallest_p), int(versus.significant)]
 
 
 def board_query(request: HttpRequest | Request, prefix: str = "") -> dict[str, Any]:

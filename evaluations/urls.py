@@ -80,6 +80,11 @@ urlpatterns = [
     ),
     path("pairs/evaluations/<int:pk>/", pair_result_views.pair_result_view, name="pair_result"),
     path(
+        "minimal-pairs/<str:name>/compare/",
+        pair_result_views.pair_compare_page,
+        name="pair_compare",
+    ),
+    path(
         "leaderboard/minimal-pairs.csv",
         pair_result_views.pair_leaderboard_csv_view,
         name="pair_leaderboard_csv",
@@ -114,6 +119,11 @@ api_urlpatterns = [
         name="api-pair-leaderboard",
     ),
     path("results/export/", result_views.ResultsExportAPI.as_view(), name="api-results-export"),
+    path(
+        "minimal-pairs/<str:name>/compare/",
+        pair_result_views.PairSetComparisonAPI.as_view(),
+        name="api-pair-set-compare",
+    ),
     path(
         "minimal-pairs/<str:name>/analyze/",
         pair_api.PairSetAnalyze.as_view(),

@@ -541,9 +541,9 @@ def test_significance_and_intervals_toggles_on_the_page(anon_client, ranked) -> 
     second = next(s.id for s in board.suites if s.name == "second")
     close = next(r for r in board.rows if r.model.name == "close")
     assert close.intervals[second] == pytest.approx(statistics.wilson_interval(18, 19), abs=1e-12)
-    # The sort links keep the toggles; the downloads do not need them.
+    # The sort links keep the toggles, and so do the downloads (their columns follow them).
     assert "significance=1" in re.search(r'href="(\?[^"]*sort=model[^"]*)"', page)[1]  # type: ignore[index]
-    assert 'href="/leaderboard.csv" download' in page
+    assert 'href="/leaderboard.csv?intervals=1&amp;significance=1" download' in page
     # Sorted by name, the marks follow the new order: middle is now below close.
     by_name = anon_client.get("/leaderboard/?significance=1&sort=model").content.decode()
     assert re.findall(r'<a href="/models/(\w+)/">[^<]*</a>[^\n]*?data-versus-above', by_name) == [
@@ -588,3 +588,31 @@ def test_api_gives_intervals_and_tests_when_asked(anon_client, ranked) -> None:
     assert rows["middle"]["scores"]["first"]["interval"] == pytest.approx(
         (0.2993, 0.7007), abs=1e-4
     )
+
+
+def test_csv_carries_intervals_and_tests_when_asked(anon_client, ranked) -> None:
+    plain = anon_client.get("/leaderboard.csv").content.decode().splitlines()[0].split(",")
+    assert plain[-2:] == ["first", "second"]
+    text = anon_client.get("/leaderboard.csv?intervals=1&significance=1").content.decode()
+    header = text.splitlines()[0].split(",")
+    assert header[header.index("second") + 1 :] == [
+        "low:first",
+        "low:second",
+        "high:first",
+        "high:second",
+        "versus_above_suites",
+        "versus_above_p",
+        "versus_above_significant",
+    ]
+    rows = {r["model"]: r for r in csv.DictReader(io.StringIO(text))}
+    # 20 of 20 and 10 of 20 by hand (see the page's test): 0.8389–1 and 0.2993–0.7007.
+    assert float(rows["strong"]["low:first"]) == pytest.approx(0.83887, abs=1e-4)
+    assert rows["strong"]["high:first"] == "1.0"
+    assert float(rows["middle"]["low:first"]) == pytest.approx(0.29930, abs=1e-4)
+    assert float(rows["middle"]["high:first"]) == pytest.approx(0.70070, abs=1e-4)
+    assert [rows["strong"][k] for k in header[-3:]] == ["", "", ""]
+    assert [rows["middle"][k] for k in header[-3:]] == ["2", "0.00390625", "1"]
+    assert [rows["close"][k] for k in header[-3:]] == ["2", "1.0", "0"]
+    # One toggle at a time; any other value is off.
+    only = anon_client.get("/leaderboard.csv?significance=1&intervals=yes").content.decode()
+    assert "low:first" not in only and "versus_above_p" in only

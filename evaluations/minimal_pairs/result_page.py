@@ -365,3 +365,13 @@ def result_page(evaluation: PairEvaluation, query: Mapping[str, Any]) -> PairRes
         default_options=replace(options, conditions=())
         == replace(pair_results.DEFAULT_OPTIONS, conditions=()),
     )
+
+
+def pair_outcomes(evaluation: PairEvaluation) -> dict[int, bool]:
+    """Whether each pair passes (pair ordinal in the set -> acc; ties fail) under the
+    options of the stored accuracy and the leaderboard: what the paired test of two runs
+    reads. Read from the summary the result page opens with (cached, warmed by the store
+    task); a pair's outcome does not depend on the condition columns it is grouped by.
+    Raises PageQueryError where the run's sentences are no longer stored."""
+    _options, summary = _summary_for(evaluation, {})
+    return dict(zip(summary.pair_index.tolist(), summary.acc.tolist(), strict=True))

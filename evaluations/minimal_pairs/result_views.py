@@ -10,7 +10,8 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.utils.text import slugify
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from rest_framework import serializers
 from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -18,18 +19,25 @@ from rest_framework.views import APIView
 
 from evaluations import leaderboard as boards
 from evaluations.leaderboard import board_query
+from evaluations.minimal_pairs import comparisons as pair_comparisons
 from evaluations.minimal_pairs import result_page as pair_result_page
 from evaluations.minimal_pairs import results as pair_results
 from evaluations.minimal_pairs import selectors as pair_selectors
 from evaluations.models import PairEvaluation
 from gym.downloads import attachment
+from suites.catalog import gym_data_or_404
+from suites.models import MinimalPairSet
 
 
 def pair_board(request: HttpRequest | Request) -> boards.Leaderboard:
-    """The minimal-pair board as the query string asks for it: the tag shared with the
-    suites' board, the sort its own (pairs_sort, pairs_dir); staff also see hidden
-    models."""
-    return pair_selectors.pair_leaderboard(**board_query(request, pair_selectors.SORT_PREFIX))
+    """The minimal-pair board as the query string asks for it: the tag and the toggles
+    (`intervals=1`, `significance=1`; any other value is off) shared with the suites'
+    board, the sort its own (pairs_sort, pairs_dir); staff also see hidden models."""
+    return pair_selectors.pair_leaderboard(
+        **board_query(request, pair_selectors.SORT_PREFIX),
+        intervals=request.GET.get("intervals", "") == "1",
+        significance=request.GET.get("significance", "") == "1",
+    )
 
 
 def pair_leaderboard_csv_view(request: HttpRequest) -> HttpResponse:
@@ -55,6 +63,19 @@ class PairLeaderboardAPI(APIView):
                 description="A set name, 'group:<tag>', 'overall' or 'model'",
             ),
             OpenApiParameter("pairs_dir", str, enum=["asc", "desc"]),
+            OpenApiParameter(
+                "intervals",
+                str,
+                enum=["1"],
+                description="1: each score's 95% Wilson interval over the set's pairs (`interval`)",
+            ),
+            OpenApiParameter(
+                "significance",
+                str,
+                enum=["1"],
+                description="1: each row tested against the row above it (`versus_above`): "
+                "McNemar's exact test over the pairs of each shared set, Holm-adjusted",
+            ),
         ],
         responses=OpenApiTypes.OBJECT,
     )
@@ -117,3 +138,146 @@ def pair_result_view(request: HttpRequest, pk: int) -> HttpResponse:
         f"punctuation {defaults.punctuation}",
     )
     return render(request, "evaluations/pair_result.html", context)
+
+
+def _model_names(request: HttpRequest | Request) -> list[str]:
+    """`models=a,b` or a form's repeated `models`, in order, without duplicates or
+    blanks (a NUL, which PostgreSQL refuses, never gets here: the middleware answers
+    400 to it)."""
+    names: list[str] = []
+    for value in request.GET.getlist("models"):
+        for name in value.split(","):
+            name = name.strip()
+            if name and name not in names:
+                names.append(name)
+    return names
+
+
+def _pair_set(name: str) -> MinimalPairSet:
+    return gym_data_or_404(MinimalPairSet, name, noun="minimal-pair set")
+
+
+def pair_compare_page(request: HttpRequest, name: str) -> HttpResponse:
+    """Two models side by side on one minimal-pair set: `?models=a,b`."""
+    pair_set = _pair_set(name)
+    names = _model_names(request)
+    comparison = pair_comparisons.compare_pairs(pair_set, names)
+    choices = pair_comparisons.current_results(pair_set, include_hidden=bool(request.user.is_staff))
+    return render(
+        request,
+        "evaluations/pair_compare.html",
+        {"comparison": comparison, "pair_set": pair_set, "choices": choices, "asked": names},
+    )
+
+
+PAIR_COMPARISON_SCHEMA = inline_serializer(
+    "PairSetComparison",
+    {
+        "set": serializers.CharField(),
+        "models": inline_serializer(
+            "ComparedPairRun",
+            {
+                "letter": serializers.CharField(),
+                "model": serializers.CharField(),
+                "display_name": serializers.CharField(),
+                "evaluation": serializers.IntegerField(),
+                "accuracy": serializers.FloatField(allow_null=True),
+                "pairs": serializers.IntegerField(help_text="Pairs the run analysed"),
+                "pairs_passed": serializers.IntegerField(),
+                "accuracy_interval": serializers.ListField(
+                    child=serializers.FloatField(),
+                    min_length=2,
+                    max_length=2,
+                    allow_null=True,
+                    help_text="95% Wilson interval [low, high] over the pairs",
+                ),
+            },
+            many=True,
+        ),
+        "left_out": inline_serializer(
+            "PairComparisonLeftOut",
+            {"name": serializers.CharField(), "reason": serializers.CharField()},
+            many=True,
+        ),
+        "paired_test": inline_serializer(
+            "PairedPairTest",
+            {
+                "method": serializers.CharField(),
+                "pairs": serializers.IntegerField(help_text="Pairs both runs analysed"),
+                "only_first": serializers.IntegerField(help_text="Pairs A gets right, B not"),
+                "only_second": serializers.IntegerField(help_text="Pairs B gets right, A not"),
+                "both_pass": serializers.IntegerField(),
+                "both_fail": serializers.IntegerField(),
+                "p_value": serializers.FloatField(),
+                "significant": serializers.BooleanField(help_text="p_value < 0.05"),
+            },
+            allow_null=True,
+            help_text="Two models compared: McNemar's exact two-sided test over the pairs "
+            "(null otherwise)",
+        ),
+    },
+)
+
+
+def pair_comparison_data(comparison: pair_comparisons.PairComparison) -> dict[str, object]:
+    test = comparison.paired
+    return {
+        "set": comparison.pair_set.name,
+        "models": [
+            {
+                "letter": m.letter,
+                "model": m.model.name,
+                "display_name": m.model.display_name,
+                "evaluation": m.evaluation_id,
+                "accuracy": m.accuracy,
+                "pairs": m.pairs,
+                "pairs_passed": m.passed,
+                "accuracy_interval": list(m.interval) if m.interval else None,
+            }
+            for m in comparison.models
+        ],
+        "left_out": [{"name": name, "reason": reason} for name, reason in comparison.left_out],
+        "paired_test": None
+        if test is None
+        else {
+            "method": "McNemar, exact, two-sided",
+            "pairs": test.items,
+            "only_first": test.only_first,
+            "only_second": test.only_second,
+            "both_pass": test.both_pass,
+            "both_fail": test.both_fail,
+            "p_value": test.p_value,
+            "significant": test.significant,
+        },
+    }
+
+
+class PairSetComparisonAPI(APIView):
+    """Two models on one minimal-pair set (current results, the leaderboard's analysis
+    options): each one's accuracy with its 95% interval, and McNemar's exact test of
+    their difference over the pairs."""
+
+    permission_classes = [AllowAny]
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter(
+                "models",
+                str,
+                description="Model names, comma-separated (the first two with a current "
+                "result are compared); without it, the first two models with a current "
+                "result on the set, by name",
+            )
+        ],
+        responses={200: PAIR_COMPARISON_SCHEMA, 400: None, 404: None},
+    )
+    def get(self, request: Request, name: str) -> Response:
+        names = _model_names(request)
+        pair_set = _pair_set(name)
+        if not names:
+            staff = bool(request.user.is_staff)
+            names = [
+                m.name
+                for m, _pk in pair_comparisons.current_results(pair_set, include_hidden=staff)
+            ]
+        return Response(pair_comparison_data(pair_comparisons.compare_pairs(pair_set, names)))

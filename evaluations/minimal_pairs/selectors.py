@@ -11,7 +11,9 @@ from datetime import datetime
 from django.db.models import F
 
 from evaluations import leaderboard as boards
+from evaluations.minimal_pairs import result_page as pair_result_page
 from evaluations.models import LanguageModel, PairEvaluation
+from evaluations.statistics import wilson_interval
 from suites.models import MinimalPairSet
 
 DONE = PairEvaluation.Status.DONE
@@ -20,15 +22,27 @@ SORT_PREFIX = "pairs_"
 
 
 def pair_leaderboard(
-    *, tag: str = "", sort: str = "", direction: str = "", include_hidden: bool = False
+    *,
+    tag: str = "",
+    sort: str = "",
+    direction: str = "",
+    include_hidden: bool = False,
+    intervals: bool = False,
+    significance: bool = False,
 ) -> boards.Leaderboard:
     """Models x minimal-pair sets: each cell the pair accuracy (default analysis
     options) of the done run on the set's current content; runs on earlier content are
-    left out, as on the suites' board. Three queries."""
+    left out, as on the suites' board. Three queries.
+
+    `intervals` adds each cell's 95% Wilson interval over the set's pairs (one more
+    query). `significance` tests each row against the one above it, as the suites'
+    board does (McNemar per shared set, Holm-adjusted): it reads every shown run's
+    per-pair outcomes, from the cached analysis its result page opens with, or by
+    analysing the run where no page has yet."""
     current = PairEvaluation.objects.filter(
         status=DONE, content_hash=F("pair_set__content_hash")
     ).order_by()
-    return boards.board(
+    shown = boards.board(
         boards.data_columns(MinimalPairSet.objects.all()),
         current,
         "pair_set_id",
@@ -37,6 +51,39 @@ def pair_leaderboard(
         direction=direction,
         include_hidden=include_hidden,
     )
+    if intervals:
+        shown.intervals_shown = True
+        pairs = dict(MinimalPairSet.objects.values_list("id", "pair_count"))
+        for row in shown.rows:
+            for set_id, (accuracy, _run) in row.cells.items():
+                count = pairs.get(set_id, 0)
+                interval = wilson_interval(round((accuracy or 0.0) * count), count)
+                if accuracy is not None and interval is not None:
+                    row.intervals[set_id] = interval
+    if significance:
+        shown.significance_shown = True
+        boards.mark_versus_above(shown, _passed_by_pair(shown))
+    return shown
+
+
+def _passed_by_pair(shown: boards.Leaderboard) -> dict[int, dict[int, bool | None]]:
+    """run id -> pair ordinal -> passed, of the board's cells with an accuracy. A run
+    that cannot be analysed (its sentences no longer stored) has no outcomes, so the
+    test over its set finds no pair in common."""
+    wanted = [
+        run_id
+        for row in shown.rows
+        for accuracy, run_id in row.cells.values()
+        if accuracy is not None
+    ]
+    passed: dict[int, dict[int, bool | None]] = {}
+    runs = PairEvaluation.objects.filter(pk__in=wanted).select_related("model", "pair_set")
+    for run in runs.order_by():
+        try:
+            passed[run.pk] = dict(pair_result_page.pair_outcomes(run))
+        except pair_result_page.PageQueryError:
+            passed[run.pk] = {}
+    return passed
 
 
 @dataclass

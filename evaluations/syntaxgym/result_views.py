@@ -58,7 +58,7 @@ def leaderboard_page(request: HttpRequest) -> HttpResponse:
 
 
 def leaderboard_csv_view(request: HttpRequest) -> HttpResponse:
-    board = _board(request)
+    board = _board(request, toggles=True)
     name = f"leaderboard-{slugify(board.tag)}.csv" if board.tag else "leaderboard.csv"
     return attachment(boards.leaderboard_csv(board), "text/csv; charset=utf-8", name)
 

@@ -90,8 +90,9 @@ def _filters(board: boards.Leaderboard, *, toggles: bool = True) -> list[tuple[s
 
 @register.simple_tag(takes_context=True)
 def board_filters(context: template.Context) -> str:
-    """The board's filters (tag, training run) as a query string for its downloads."""
-    params = _filters(context["board"], toggles=False)
+    """The board's filters (tag, training run) and toggles (intervals, significance) as
+    a query string for its downloads, which carry the same columns."""
+    params = _filters(context["board"])
     return "?" + urlencode(params) if params else ""
 
 

@@ -1,0 +1,114 @@
+"""Two models on one minimal-pair set, pair by pair: each model's accuracy with its 95%
+interval, and McNemar's exact test over the pairs (how many pairs only one of them
+gets right, and the p-value). Current results only, as on the leaderboard: done runs of
+the set's current content, under the analysis options of the stored accuracy."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from evaluations.minimal_pairs import result_page
+from evaluations.models import LanguageModel, PairEvaluation
+from evaluations.statistics import PairedTest, paired_by_item, wilson_interval
+from suites.models import MinimalPairSet
+
+DONE = PairEvaluation.Status.DONE
+# Names read from one request at most (the rest are ignored, and the page says so).
+MAX_NAMES = 20
+LETTERS = "AB"
+
+
+@dataclass(frozen=True)
+class ComparedRun:
+    letter: str
+    model: LanguageModel
+    evaluation_id: int
+    accuracy: float | None
+    passed: int
+    pairs: int
+
+    @property
+    def interval(self) -> tuple[float, float] | None:
+        """The accuracy's 95% Wilson interval over the set's pairs."""
+        return wilson_interval(self.passed, self.pairs)
+
+
+@dataclass
+class PairComparison:
+    pair_set: MinimalPairSet
+    # The models compared (those with a current result), in the order asked for.
+    models: list[ComparedRun]
+    # Names asked for that are not compared, each with the reason.
+    left_out: list[tuple[str, str]]
+    # Two models compared: McNemar's exact test over the pairs both runs analysed.
+    paired: PairedTest | None = None
+
+    @property
+    def ready(self) -> bool:
+        return self.paired is not None
+
+
+def current_results(
+    pair_set: MinimalPairSet, *, include_hidden: bool
+) -> list[tuple[LanguageModel, int]]:
+    """(model, run id) of every model with a current done run on the set, by display
+    name: the comparison page's choices. One query."""
+    runs = PairEvaluation.objects.filter(
+        pair_set=pair_set, status=DONE, content_hash=pair_set.content_hash
+    ).select_related("model")
+    if not include_hidden:
+        runs = runs.filter(model__is_hidden=False)
+    return [(r.model, r.pk) for r in runs.order_by("model__display_name")]
+
+
+def compare_pairs(pair_set: MinimalPairSet, names: Sequence[str]) -> PairComparison:
+    """The first two of the named models that have a current run on the set, side by
+    side; a name without one (or past the second) is left out with the reason, a name
+    given twice counts once."""
+    names = list(dict.fromkeys(names))
+    extra = len(names) - MAX_NAMES
+    names = list(names)[:MAX_NAMES]
+    found = {m.name: m for m in LanguageModel.objects.filter(name__in=names)}
+    runs = {
+        run.model.name: run
+        for run in PairEvaluation.objects.filter(
+            pair_set=pair_set,
+            status=DONE,
+            content_hash=pair_set.content_hash,
+            model__name__in=names,
+        ).select_related("model", "pair_set")
+    }
+    left_out = [(f"{extra} more", f"only {MAX_NAMES} names are read")] if extra > 0 else []
+    chosen: list[PairEvaluation] = []
+    for name in names:
+        if name not in found:
+            left_out.append((name, "no model has this name"))
+        elif name not in runs:
+            left_out.append((name, "no current result on this set"))
+        elif len(chosen) == len(LETTERS):
+            left_out.append((name, "two models are compared at a time"))
+        else:
+            chosen.append(runs[name])
+    outcomes: list[dict[int, bool]] = []
+    compared: list[PairEvaluation] = []
+    for run in chosen:
+        try:
+            outcomes.append(result_page.pair_outcomes(run))
+        except result_page.PageQueryError as bad:
+            left_out.append((run.model.name, f"its run cannot be analysed: {bad}"))
+            continue
+        compared.append(run)
+    models = [
+        ComparedRun(
+            letter=letter,
+            model=run.model,
+            evaluation_id=run.pk,
+            accuracy=run.accuracy,
+            passed=sum(1 for acc in pairs.values() if acc),
+            pairs=len(pairs),
+        )
+        for letter, run, pairs in zip(LETTERS, compared, outcomes, strict=False)
+    ]
+    paired = paired_by_item(outcomes[0], outcomes[1]) if len(outcomes) == 2 else None
+    return PairComparison(pair_set=pair_set, models=models, left_out=left_out, paired=paired)
