@@ -160,6 +160,8 @@ def board_data(board: ProbingBoard) -> dict[str, Any]:
                             "va_accuracy": c.va,
                             "layer": c.layer,
                             "selectivity": c.selectivity,
+                            "seeds": c.seeds,
+                            "te_sd": c.te_sd,
                             "run": c.run_id,
                         }
                     )
@@ -183,34 +185,42 @@ HUMAN_CSV_ROWS = (
 
 
 def board_csv(board: ProbingBoard) -> str:
-    """One row per model, then the baseline rows; for each task its te accuracy, the
-    layer chosen on va and the selectivity there (empty without a control task). Last
-    the human rows: in each task's first column, people's accuracy (baseline:human), its
-    95% interval, how many people, and their kappa with its kind and sentence count."""
+    """One row per model, then the baseline rows; for each task its te accuracy (the
+    seeds' mean), the layer chosen on va, the selectivity there (empty without a control
+    task), the seeds and their te standard deviation (empty with one seed). Last the
+    human rows: in each task's first column, people's accuracy (baseline:human), its 95%
+    interval, how many people, and their kappa with its kind and sentence count."""
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     header = ["model", "pooling", "probe"]
     for task in board.tasks:
         header += [task.name, f"{task.name}:layer", f"{task.name}:selectivity"]
+        header += [f"{task.name}:seeds", f"{task.name}:te_sd"]
     writer.writerow(header)
     for row in board.rows:
         line: list[object] = [row.model.name, board.pooling, board.probe]
         for cell in board.cells_of(row):
             line += (
-                ["", "", ""]
+                ["", "", "", "", ""]
                 if cell is None
-                else [_number(cell.te), cell.layer, _number(cell.selectivity)]
+                else [
+                    _number(cell.te),
+                    cell.layer,
+                    _number(cell.selectivity),
+                    cell.seeds,
+                    _number(cell.te_sd),
+                ]
             )
         writer.writerow(line)
     for name in BOARD_BASELINES:
         line = [f"baseline:{name}", "", ""]
         for value in board.baseline_cells(name):
-            line += [_number(value), "", ""]
+            line += [_number(value), "", "", "", ""]
         writer.writerow(line)
     columns = [human_columns(human) for human in board.human_cells]
     for i, name in enumerate(HUMAN_CSV_ROWS):
         line = [name, "", ""]
         for values in columns:
-            line += [values[i], "", ""]
+            line += [values[i], "", "", "", ""]
         writer.writerow(line)
     return out.getvalue()

@@ -152,6 +152,10 @@ class Cell:
     va: float | None
     layer: int | None
     selectivity: float | None = None  # None: a run without a control task
+    # The seeds the probe was trained with, and the standard deviation of te accuracy
+    # across them at the chosen layer (None with one seed, or a run stored before seeds).
+    seeds: int = 1
+    te_sd: float | None = None
 
 
 @dataclass
@@ -227,6 +231,7 @@ def probing_board(
             "best_selectivity",
             "baselines",
             "finished_at",
+            "seeds",
         )
     )
     if not include_hidden:
@@ -239,17 +244,33 @@ def probing_board(
     for run in runs:
         row = rows.setdefault(run.model_id, BoardRow(model=run.model))
         row.cells[run.task_id] = Cell(
-            run.pk, run.best_te, run.best_va, run.best_layer, run.best_selectivity
+            run.pk, run.best_te, run.best_va, run.best_layer, run.best_selectivity, run.seeds
         )
         for name in ("length", "frequency"):
             value = (run.baselines.get(name) or {}).get("te_accuracy")
             if value is not None:
                 baselines[run.task_id][name] = value
+    _add_spread([c for row in rows.values() for c in row.cells.values() if c.seeds > 1])
     ordered = sorted(
         rows.values(),
         key=lambda r: (-len(r.cells), -(r.mean or 0.0), r.model.display_name.lower()),
     )
     return ProbingBoard(pooling, probe, tasks, ordered, baselines, human_by_task(tasks))
+
+
+def _add_spread(cells: list[Cell]) -> None:
+    """Each cell's te standard deviation across seeds at its run's chosen layer, as the
+    worker stored it (sample sd, n - 1). One query, for the runs with several seeds."""
+    if not cells:
+        return
+    spread = {
+        run_id: (stats or {}).get("te_std")
+        for run_id, stats in ProbingLayerResult.objects.filter(
+            run_id__in=[c.run_id for c in cells], layer=F("run__best_layer")
+        ).values_list("run_id", "stats")
+    }
+    for cell in cells:
+        cell.te_sd = spread.get(cell.run_id)
 
 
 # --- a model's page --------------------------------------------------------------------------

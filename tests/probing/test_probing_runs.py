@@ -338,6 +338,14 @@ def test_control_overlay_leaderboard_and_model_page(task, gpt2, tiny_bert, anon_
         "va_accuracy": run.best_va,
         "layer": run.best_layer,
         "selectivity": run.best_selectivity,
+        "seeds": run.seeds,
+        "te_sd": next(
+            (layer.stats or {}).get("te_std")
+            for layer in run.layers.all()
+            if layer.layer == run.best_layer
+        )
+        if run.seeds > 1
+        else None,
         "run": run.pk,
     }
     assert data["baselines"]["toy number"]["majority"] == pytest.approx(1 / 3)
@@ -347,7 +355,8 @@ def test_control_overlay_leaderboard_and_model_page(task, gpt2, tiny_bert, anon_
         csv.reader(io.StringIO(anon_client.get("/leaderboard/probing.csv").content.decode()))
     )
     assert rows[0] == [
-        "model", "pooling", "probe", "toy number", "toy number:layer", "toy number:selectivity"
+        "model", "pooling", "probe", "toy number", "toy number:layer", "toy number:selectivity",
+        "toy number:seeds", "toy number:te_sd",
     ]  # fmt: skip
     assert by_model_selectivity(rows, "tiny-gpt2") == run.best_selectivity
     by_model = {row[0]: row for row in rows[1:]}
