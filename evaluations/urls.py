@@ -118,6 +118,11 @@ api_urlpatterns = [
         pair_result_views.PairLeaderboardAPI.as_view(),
         name="api-pair-leaderboard",
     ),
+    path(
+        "leaderboard/minimal-pairs/compare/",
+        pair_result_views.PairComparisonAcrossSetsAPI.as_view(),
+        name="api-pair-compare-across-sets",
+    ),
     path("results/export/", result_views.ResultsExportAPI.as_view(), name="api-results-export"),
     path(
         "minimal-pairs/<str:name>/compare/",

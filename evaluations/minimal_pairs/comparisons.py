@@ -1,16 +1,20 @@
 """Two models on one minimal-pair set, pair by pair: each model's accuracy with its 95%
 interval, and McNemar's exact test over the pairs (how many pairs only one of them
-gets right, and the p-value). Current results only, as on the leaderboard: done runs of
-the set's current content, under the analysis options of the stored accuracy."""
+gets right, and the p-value); and two models on every set they share, the p-values
+Holm-adjusted across the sets. Current results only, as on the leaderboard: done runs
+of the set's current content, under the analysis options of the stored accuracy."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from django.db.models import F
+
+from evaluations import leaderboard as boards
 from evaluations.minimal_pairs import result_page
 from evaluations.models import LanguageModel, PairEvaluation
-from evaluations.statistics import PairedTest, paired_by_item, wilson_interval
+from evaluations.statistics import ALPHA, PairedTest, holm, paired_by_item, wilson_interval
 from suites.models import MinimalPairSet
 
 DONE = PairEvaluation.Status.DONE
@@ -112,3 +116,85 @@ def compare_pairs(pair_set: MinimalPairSet, names: Sequence[str]) -> PairCompari
     ]
     paired = paired_by_item(outcomes[0], outcomes[1]) if len(outcomes) == 2 else None
     return PairComparison(pair_set=pair_set, models=models, left_out=left_out, paired=paired)
+
+
+@dataclass(frozen=True)
+class SetTest:
+    """Two models' paired test on one set of several, with its Holm-adjusted p-value."""
+
+    set_name: str
+    evaluation_ids: tuple[int, int]
+    test: PairedTest
+    adjusted_p: float
+
+    @property
+    def significant(self) -> bool:
+        return self.adjusted_p < ALPHA
+
+
+@dataclass
+class AcrossSets:
+    """Two models on every set both have a current result for (within one tag group):
+    McNemar's test per set, the p-values Holm-adjusted across those sets."""
+
+    models: list[LanguageModel]
+    left_out: list[tuple[str, str]]
+    tag: str
+    sets: list[SetTest]
+
+
+def compare_across_sets(names: Sequence[str], *, tag: str = "") -> AcrossSets:
+    """The first two named models on every set (of the `tag` group, as the leaderboard
+    groups them; every set without one) both have a current result with an accuracy
+    for. A set where either run cannot be analysed is left out with the reason."""
+    names = list(dict.fromkeys(names))[:MAX_NAMES]
+    found = {m.name: m for m in LanguageModel.objects.filter(name__in=names)}
+    left_out: list[tuple[str, str]] = []
+    models: list[LanguageModel] = []
+    for name in names:
+        if name not in found:
+            left_out.append((name, "no model has this name"))
+        elif len(models) == len(LETTERS):
+            left_out.append((name, "two models are compared at a time"))
+        else:
+            models.append(found[name])
+    if len(models) < 2:
+        return AcrossSets(models=models, left_out=left_out, tag=tag, sets=[])
+    columns = boards.data_columns(MinimalPairSet.objects.all())
+    if tag:
+        groups = [g for g in boards.tag_groups(columns) if g.tag == tag]
+        columns = groups[0].suites if groups else []
+    wanted = {c.id: c.name for c in columns}
+    runs: dict[tuple[int, int], PairEvaluation] = {}
+    for run in PairEvaluation.objects.filter(
+        status=DONE,
+        content_hash=F("pair_set__content_hash"),
+        model__in=models,
+        accuracy__isnull=False,
+    ).select_related("model", "pair_set"):
+        if run.pair_set_id in wanted:
+            runs[(run.model_id, run.pair_set_id)] = run
+    tested: list[tuple[str, tuple[int, int], PairedTest]] = []
+    for set_id, set_name in sorted(wanted.items(), key=lambda kv: kv[1]):
+        pair = [runs.get((m.pk, set_id)) for m in models]
+        if pair[0] is None or pair[1] is None:
+            continue
+        first, second = pair[0], pair[1]
+        try:
+            test = paired_by_item(
+                result_page.pair_outcomes(first), result_page.pair_outcomes(second)
+            )
+        except result_page.PageQueryError as bad:
+            left_out.append((set_name, f"cannot be analysed: {bad}"))
+            continue
+        tested.append((set_name, (first.pk, second.pk), test))
+    adjusted = holm([test.p_value for _n, _ids, test in tested])
+    return AcrossSets(
+        models=models,
+        left_out=left_out,
+        tag=tag,
+        sets=[
+            SetTest(set_name=name, evaluation_ids=ids, test=test, adjusted_p=p)
+            for (name, ids, test), p in zip(tested, adjusted, strict=True)
+        ],
+    )

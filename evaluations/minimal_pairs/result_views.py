@@ -12,6 +12,7 @@ from django.utils.text import slugify
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import serializers
+from rest_framework.exceptions import ValidationError
 from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -281,3 +282,96 @@ class PairSetComparisonAPI(APIView):
                 for m, _pk in pair_comparisons.current_results(pair_set, include_hidden=staff)
             ]
         return Response(pair_comparison_data(pair_comparisons.compare_pairs(pair_set, names)))
+
+
+ACROSS_SETS_SCHEMA = inline_serializer(
+    "PairComparisonAcrossSets",
+    {
+        "tag": serializers.CharField(),
+        "models": inline_serializer(
+            "ComparedPairModel",
+            {
+                "letter": serializers.CharField(),
+                "model": serializers.CharField(),
+                "display_name": serializers.CharField(),
+            },
+            many=True,
+        ),
+        "left_out": inline_serializer(
+            "PairAcrossLeftOut",
+            {"name": serializers.CharField(), "reason": serializers.CharField()},
+            many=True,
+        ),
+        "sets": inline_serializer(
+            "PairSetTest",
+            {
+                "set": serializers.CharField(),
+                "evaluations": serializers.ListField(
+                    child=serializers.IntegerField(), min_length=2, max_length=2
+                ),
+                "pairs": serializers.IntegerField(),
+                "only_first": serializers.IntegerField(),
+                "only_second": serializers.IntegerField(),
+                "both_pass": serializers.IntegerField(),
+                "both_fail": serializers.IntegerField(),
+                "p_value": serializers.FloatField(help_text="McNemar, exact, two-sided"),
+                "adjusted_p": serializers.FloatField(help_text="Holm-adjusted across the sets"),
+                "significant": serializers.BooleanField(help_text="adjusted_p < 0.05"),
+            },
+            many=True,
+        ),
+        "significant_sets": serializers.IntegerField(),
+    },
+)
+
+
+def across_sets_data(result: pair_comparisons.AcrossSets) -> dict[str, object]:
+    return {
+        "tag": result.tag,
+        "models": [
+            {"letter": letter, "model": m.name, "display_name": m.display_name}
+            for letter, m in zip(pair_comparisons.LETTERS, result.models, strict=False)
+        ],
+        "left_out": [{"name": name, "reason": reason} for name, reason in result.left_out],
+        "sets": [
+            {
+                "set": t.set_name,
+                "evaluations": list(t.evaluation_ids),
+                "pairs": t.test.items,
+                "only_first": t.test.only_first,
+                "only_second": t.test.only_second,
+                "both_pass": t.test.both_pass,
+                "both_fail": t.test.both_fail,
+                "p_value": t.test.p_value,
+                "adjusted_p": t.adjusted_p,
+                "significant": t.significant,
+            }
+            for t in result.sets
+        ],
+        "significant_sets": sum(1 for t in result.sets if t.significant),
+    }
+
+
+class PairComparisonAcrossSetsAPI(APIView):
+    """Two models on every minimal-pair set both have a current result for (one tag
+    group with `tag`): McNemar's exact test over each set's pairs, the p-values
+    Holm-adjusted across the sets, so that one set in twenty coming out "significant"
+    by chance is not read as a difference."""
+
+    permission_classes = [AllowAny]
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter(
+                "models", str, description="Two model names, comma-separated", required=True
+            ),
+            OpenApiParameter("tag", str, description="Keep one tag group ('untagged' too)"),
+        ],
+        responses={200: ACROSS_SETS_SCHEMA, 400: None},
+    )
+    def get(self, request: Request) -> Response:
+        names = _model_names(request)
+        if len(names) < 2:
+            raise ValidationError({"models": ["name two models, comma-separated"]})
+        tag = request.GET.get("tag", "").strip()
+        return Response(across_sets_data(pair_comparisons.compare_across_sets(names, tag=tag)))

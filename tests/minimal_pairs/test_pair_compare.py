@@ -289,3 +289,37 @@ def test_exact_p_matches_a_direct_binomial_sum() -> None:
         for b in range(n + 1):
             tail = sum(math.comb(n, i) * 0.5**n for i in range(min(b, n - b) + 1))
             assert mcnemar_exact(b, n - b) == pytest.approx(min(1.0, 2 * tail), rel=1e-12)
+
+
+def test_two_models_across_sets_holm_adjusted(anon_client, ranked) -> None:
+    api = "/api/leaderboard/minimal-pairs/compare/"
+    body = anon_client.get(f"{api}?models=strong,middle").json()
+    assert [m["model"] for m in body["models"]] == ["strong", "middle"]
+    first, second = body["sets"]
+    # first: b = 10, c = 0: p = 2 / 1024; second: b = 1, c = 0: p = 1. Holm over two:
+    # 2 · 0.001953125 = 0.00390625, then max(0.0039, 1 · 1) = 1.
+    assert (first["set"], first["only_first"], first["only_second"]) == ("first", 10, 0)
+    assert (first["p_value"], first["adjusted_p"], first["significant"]) == (
+        0.001953125,
+        0.00390625,
+        True,
+    )
+    assert (second["set"], second["pairs"], second["p_value"], second["adjusted_p"]) == (
+        "second",
+        10,
+        1.0,
+        1.0,
+    )
+    assert body["significant_sets"] == 1
+    # The tag groups as on the leaderboard: both sets are untagged.
+    assert len(anon_client.get(f"{api}?models=strong,middle&tag=untagged").json()["sets"]) == 2
+    assert anon_client.get(f"{api}?models=strong,middle&tag=nothing").json()["sets"] == []
+    # A name that is no model is left out; fewer than two names is a 400 with a message.
+    lonely = anon_client.get(f"{api}?models=strong,nobody").json()
+    assert lonely["sets"] == [] and lonely["left_out"] == [
+        {"name": "nobody", "reason": "no model has this name"}
+    ]
+    refused = anon_client.get(f"{api}?models=strong")
+    assert refused.status_code == 400 and "two models" in refused.content.decode()
+    assert anon_client.get(api).status_code == 400
+    assert anon_client.get(f"{api}?models=a,%00").status_code == 400
