@@ -112,3 +112,35 @@ def test_timings_say_where_the_time_went(tiny_gpt2: Path, tmp_path: Path) -> Non
     assert {"config_and_tokenizer", "weights"} <= set(steps)
     assert "tree_check" in steps or "checks_cached" in steps
     assert sum(steps.values()) <= timings["load_model"] + 0.01  # each rounded to 1 ms
+
+
+def test_the_command_as_a_process_writes_everything_before_its_quick_exit(
+    tiny_gpt2: Path,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """`manage.py score` ends its process without tearing the interpreter down: what it
+    printed and wrote is complete, and it exits 0 (or with the command's error)."""
+    import os
+    import subprocess
+    import sys
+
+    repo = Path(__file__).resolve().parents[2]
+    suite = EXAMPLES / "agreement_local.json"
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "GYM_SCORING_CACHE": str(tmp_path / "checks")}
+    done = subprocess.run(
+        [sys.executable, "manage.py", "score", "--model", str(tiny_gpt2), "--suite", str(suite)],
+        cwd=repo, env=env, capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    document = json.loads(done.stdout)  # the whole document reached the pipe
+    expected = formats.load_suite_file(suite).suite
+    assert expected is not None
+    assert len(document["items"]) == len(expected["items"])
+    assert "accuracy" in done.stderr
+
+    failed = subprocess.run(
+        [sys.executable, "manage.py", "score", "--model", str(tmp_path / "none"), "--suite",
+         str(suite)],
+        cwd=repo, env=env, capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+    assert failed.returncode == 1 and "none" in failed.stderr and failed.stdout == ""
