@@ -13,16 +13,18 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from .alignment import STRADDLING_RULES, build_sentence
+from .boundary import WORD_PROBABILITY
 from .kinds import KINDS, detect_kind
 from .metrics import METRICS
 from .schema import ModelLoadError, RegionScore, ScoringError, SentenceScore, TokenScore
 
 if TYPE_CHECKING:
-    from .engine import score_sentences
+    from .engine import applied_word_probability, score_sentences
     from .loading import LoadedModel, clear_model_cache, load_model, model_info
 
 # Name -> module of the names that import torch.
 _LAZY = {
+    "applied_word_probability": "engine",
     "LoadedModel": "loading",
     "clear_model_cache": "loading",
     "load_model": "loading",
@@ -34,12 +36,14 @@ __all__ = [
     "KINDS",
     "METRICS",
     "STRADDLING_RULES",
+    "WORD_PROBABILITY",
     "LoadedModel",
     "ModelLoadError",
     "RegionScore",
     "ScoringError",
     "SentenceScore",
     "TokenScore",
+    "applied_word_probability",
     "build_sentence",
     "clear_model_cache",
     "detect_kind",

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
-from .forward import body_forward, gathered_surprisals
+from .forward import body_forward, gathered_with_boundary
 from .prefix import PrefixTrie, Row
 
 if TYPE_CHECKING:
@@ -94,7 +94,27 @@ def score_sequences(
 ) -> list[np.ndarray]:
     """Surprisal (bits) of every content token of every text; NaN where missing."""
     use_tree = prefix_sharing and lm.tree_attention
-    return _score(lm, sequences, n_tokens, token_budget, use_tree, batch_done)
+    return _score(lm, sequences, n_tokens, token_budget, use_tree, batch_done)[0]
+
+
+def score_sequences_with_boundary(
+    lm: LoadedModel,
+    sequences: Sequence[CausalSequence],
+    n_tokens: Sequence[int],
+    boundary_ids: torch.Tensor,
+    *,
+    token_budget: int,
+    prefix_sharing: bool,
+    batch_done: BatchDone | None = None,
+) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """`score_sequences`, and per text log2 B before each token (boundary.py): the
+    probability mass of `boundary_ids` at the position that predicts that token."""
+    use_tree = prefix_sharing and lm.tree_attention
+    values, boundaries = _score(
+        lm, sequences, n_tokens, token_budget, use_tree, batch_done, boundary_ids
+    )
+    assert boundaries is not None
+    return values, boundaries
 
 
 def _score(
@@ -104,19 +124,19 @@ def _score(
     token_budget: int,
     use_tree: bool,
     batch_done: BatchDone | None,
-) -> list[np.ndarray]:
+    boundary_ids: torch.Tensor | None = None,
+) -> tuple[list[np.ndarray], list[np.ndarray] | None]:
     results = [np.full(n, np.nan) for n in n_tokens]
+    boundaries = None if boundary_ids is None else [np.full(n, np.nan) for n in n_tokens]
     remaining = [0] * len(n_tokens)
     for seq in sequences:
         remaining[seq.text] += 1
     if batch_done is not None:
         # Texts with nothing to run (empty, or a single token without BOS) are done now.
         batch_done([text for text, count in enumerate(remaining) if count == 0])
-    if use_tree:
-        _run_shared(lm, sequences, results, remaining, token_budget, batch_done)
-    else:
-        _run_plain(lm, sequences, results, remaining, token_budget, batch_done)
-    return results
+    run = _run_shared if use_tree else _run_plain
+    run(lm, sequences, results, remaining, token_budget, batch_done, boundary_ids, boundaries)
+    return results, boundaries
 
 
 def _finish(
@@ -142,6 +162,8 @@ def _run_plain(
     remaining: list[int],
     token_budget: int,
     batch_done: BatchDone | None,
+    boundary_ids: torch.Tensor | None = None,
+    boundaries: list[np.ndarray] | None = None,
 ) -> None:
     order = sorted(range(len(sequences)), key=lambda i: len(sequences[i].ids), reverse=True)
     start = 0
@@ -166,15 +188,19 @@ def _run_plain(
         with torch.inference_mode():
             output = body_forward(lm, ids.to(lm.device), mask.to(lm.device))
             pair_rows = torch.arange(len(positions))
-            values = gathered_surprisals(
-                lm, output, torch.tensor(positions), pair_rows, torch.tensor(tokens)
-            ).numpy()
+            gathered, marked = gathered_with_boundary(
+                lm, output, torch.tensor(positions), pair_rows, torch.tensor(tokens), boundary_ids
+            )
+        values = gathered.numpy()
+        marks = None if marked is None else marked.numpy()
         cursor = 0
         for index in batch:
             seq = sequences[index]
             n = len(seq.ids) - seq.first_target
             first = seq.first_target + seq.token_base
             results[seq.text][first : first + n] = values[cursor : cursor + n]
+            if boundaries is not None and marks is not None:
+                boundaries[seq.text][first : first + n] = marks[cursor : cursor + n]
             cursor += n
         _finish(batch, sequences, remaining, batch_done)
 
@@ -290,9 +316,12 @@ def _run_shared(
     remaining: list[int],
     token_budget: int,
     batch_done: BatchDone | None,
+    boundary_ids: torch.Tensor | None = None,
+    boundaries: list[np.ndarray] | None = None,
 ) -> None:
     plan = plan_shared(sequences, token_budget)
     values = np.full(len(plan.pair_tokens), np.nan)
+    marks = np.full(len(plan.pair_tokens), np.nan)
     for number, batch in enumerate(plan.batches):
         ids, positions, mask = _tree_inputs(lm, plan.trie, batch.rows)
         rows_of_pairs: list[int] = []
@@ -305,18 +334,24 @@ def _run_shared(
                 pair_ids.append(pair)
         with torch.inference_mode():
             output = body_forward(lm, ids, mask, positions)
-            values[pair_ids] = gathered_surprisals(
+            gathered, marked = gathered_with_boundary(
                 lm,
                 output,
                 torch.tensor(batch.owner_positions, dtype=torch.long),
                 torch.tensor(rows_of_pairs, dtype=torch.long),
                 torch.tensor(tokens, dtype=torch.long),
-            ).numpy()
+                boundary_ids,
+            )
+        values[pair_ids] = gathered.numpy()
+        if marked is not None:
+            marks[pair_ids] = marked.numpy()
         for index in plan.finishing[number]:
             seq = sequences[index]
             first = seq.first_target + seq.token_base
             picked = values[plan.seq_pairs[index]]
             results[seq.text][first : first + len(picked)] = picked
+            if boundaries is not None:
+                boundaries[seq.text][first : first + len(picked)] = marks[plan.seq_pairs[index]]
         _finish(plan.finishing[number], sequences, remaining, batch_done)
 
 
@@ -367,8 +402,8 @@ def check_tree_attention(lm: LoadedModel) -> tuple[bool, str | None]:
     sequences, _ = plan_sequences(content, lm.bos_token_id, lm.context_length)
     counts = [len(ids) for ids in content]
     try:
-        plain = _score(lm, sequences, counts, 64, False, None)
-        shared = _score(lm, sequences, counts, 64, True, None)
+        plain = _score(lm, sequences, counts, 64, False, None)[0]
+        shared = _score(lm, sequences, counts, 64, True, None)[0]
     except Exception as exc:  # any failure of the custom mask path means: do not use it
         return False, f"prefix sharing disabled: tree-masked forward failed ({exc})"
     worst = 0.0

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
+import torch
 
 from . import causal, masked, ngram
 from .alignment import (
@@ -17,6 +18,7 @@ from .alignment import (
     build_sentence,
     token_shares,
 )
+from .boundary import WORD_PROBABILITY, WordBoundary, corrected_sum, word_boundary
 from .loading import LoadedModel
 from .metrics import METRICS, region_metrics
 from .schema import RegionScore, ScoringError, SentenceScore, TokenScore
@@ -81,6 +83,7 @@ def score_sentences(
     prefix_sharing: bool = True,
     straddling: str = "missing",
     word_ids: WordIds | None = None,
+    word_probability: str = "tokens",
 ) -> list[SentenceScore]:
     """Token and region surprisals (bits) for sentences given as lists of region texts.
 
@@ -91,15 +94,28 @@ def score_sentences(
     `word_ids(text, offsets)` (masked LMs) gives the word of each content token for
     PLL-word-l2r instead of the tokenizer's own words, so that callers with
     model-independent words (minimal pairs) mask the same words for every model.
+    `word_probability="corrected"` corrects each region's `sum` for the word boundary
+    (boundary.py) where `applied_word_probability(model)` says the model allows it; the
+    other metrics stay over token surprisals.
     """
     budget = _check_arguments(model, sentences, token_budget, straddling)
+    if word_probability not in WORD_PROBABILITY:
+        raise ScoringError(
+            f"word_probability must be one of {', '.join(WORD_PROBABILITY)}, "
+            f"not '{word_probability}'"
+        )
     if isinstance(model, ngram.NgramModel):
         # Words, not subword batches: the n-gram model scores each sentence in a loop.
         return _score_words(model, sentences, progress, straddling)
     unique = _unique_texts(sentences)
     tracker = _Progress(progress, unique.weight, len(sentences))
     encoded = _tokenize(model, unique.texts, word_ids)
-    values, diagnostics = _run_model(model, encoded, budget, prefix_sharing, tracker.texts_done)
+    boundary = None
+    if word_probability == "corrected" and applied_word_probability(model)[0] == "corrected":
+        boundary = model_word_boundary(model)
+    values, diagnostics, marks = _run_model(
+        model, encoded, budget, prefix_sharing, tracker.texts_done, boundary
+    )
     names = [model.tokenizer.convert_ids_to_tokens(list(item.ids)) for item in encoded]
     return [
         _assemble(
@@ -110,9 +126,34 @@ def score_sentences(
             values[index],
             diagnostics[index],
             straddling,
+            None if marks is None else marks[index],
         )
         for regions, built, index in zip(sentences, unique.built, unique.text_of, strict=True)
     ]
+
+
+def model_word_boundary(model: LoadedModel | ngram.NgramModel) -> WordBoundary | None:
+    """The tokenizer's word-start tokens, found once per loaded model; None for models
+    whose tokens are words already (n-gram)."""
+    if isinstance(model, ngram.NgramModel):
+        return None
+    if model.word_boundary is None:
+        model.word_boundary = word_boundary(model.tokenizer)
+    found: WordBoundary = model.word_boundary
+    return found
+
+
+def applied_word_probability(model: LoadedModel | ngram.NgramModel) -> tuple[str, str]:
+    """What word_probability="corrected" gives for this model, and why:
+    ("corrected", ...) for causal LMs whose tokenizer marks word starts, else ("tokens", why).
+    """
+    if isinstance(model, ngram.NgramModel):
+        return "tokens", "an n-gram model's tokens are words: nothing to correct"
+    if model.kind != "causal":
+        return "tokens", "a masked LM's pseudo-log-likelihood has no word-boundary correction"
+    boundary = model_word_boundary(model)
+    assert boundary is not None
+    return ("corrected" if boundary.applies else "tokens"), boundary.reason
 
 
 def _check_arguments(
@@ -176,9 +217,15 @@ def _run_model(
     budget: int,
     prefix_sharing: bool,
     texts_done: Callable[[list[int]], None],
-) -> tuple[list[np.ndarray], list[dict[str, object]]]:
-    """Token surprisals (bits; NaN where missing) and diagnostics per unique text."""
+    boundary: WordBoundary | None = None,
+) -> tuple[list[np.ndarray], list[dict[str, object]], list[np.ndarray] | None]:
+    """Token surprisals (bits; NaN where missing) and diagnostics per unique text, and
+    with `boundary` (causal LMs) log2 B before each token and after the last."""
     n_tokens = [len(item.ids) for item in encoded]
+    if model.kind == "causal" and boundary is not None:
+        return _run_causal_with_boundary(
+            model, encoded, budget, prefix_sharing, texts_done, boundary
+        )
     if model.kind == "causal":
         sequences, diagnostics = causal.plan_sequences(
             [item.ids for item in encoded], model.bos_token_id, model.context_length
@@ -191,13 +238,49 @@ def _run_model(
             prefix_sharing=prefix_sharing,
             batch_done=texts_done,
         )
-        return values, diagnostics
+        return values, diagnostics, None
     views = [item.masked_view for item in encoded if item.masked_view is not None]
     # Loading refuses a masked model without a mask token.
     assert model.mask_token_id is not None
     rows, diagnostics = masked.plan_rows(views, model.mask_token_id, model.context_length)
     values = masked.score_rows(model, rows, n_tokens, token_budget=budget, batch_done=texts_done)
-    return values, diagnostics
+    return values, diagnostics, None
+
+
+def _run_causal_with_boundary(
+    model: LoadedModel,
+    encoded: list[EncodedText],
+    budget: int,
+    prefix_sharing: bool,
+    texts_done: Callable[[list[int]], None],
+    boundary: WordBoundary,
+) -> tuple[list[np.ndarray], list[dict[str, object]], list[np.ndarray]]:
+    """Each text gets one extra target after its last token (its value is dropped), so
+    that the last token is fed to the model and B after it is measured too.
+
+    Texts longer than the context: the extra target can move the last window by one
+    token, so the tokens in it may have one token less of left context than without.
+    """
+    content = [item.ids for item in encoded]
+    # What the texts themselves need, for the diagnostics (no forward pass).
+    _plain, diagnostics = causal.plan_sequences(content, model.bos_token_id, model.context_length)
+    extended = [[*ids, model.pad_token_id] for ids in content]
+    sequences, _ = causal.plan_sequences(extended, model.bos_token_id, model.context_length)
+    values, marks = causal.score_sequences_with_boundary(
+        model,
+        sequences,
+        [len(ids) for ids in extended],
+        torch.tensor(boundary.ids, dtype=torch.long),
+        token_budget=budget,
+        prefix_sharing=prefix_sharing,
+        batch_done=texts_done,
+    )
+    if not boundary.first_word_marked:
+        # The first word carries no marker (GPT-2's "The"): at the start of the text
+        # every token begins a word, so B = 1 there.
+        for mark in marks:
+            mark[0] = 0.0
+    return [value[:-1] for value in values], diagnostics, marks
 
 
 def _tokenize(
@@ -255,8 +338,10 @@ def _assemble(
     values: np.ndarray,
     diagnostics: dict[str, object],
     rule: str,
+    marks: np.ndarray | None = None,
 ) -> SentenceScore:
-    """One input sentence's tokens, region values and diagnostics."""
+    """One input sentence's tokens, region values and diagnostics; with `marks` (log2 B
+    before each token and after the last) each region's `sum` is word-corrected."""
     text, spans = built
     owners, straddling = align_tokens(text, spans, offsets)
     tokens = [
@@ -280,6 +365,13 @@ def _assemble(
         )
         for index, (region, (start, end)) in enumerate(zip(regions, spans, strict=True))
     ]
+    log_boundary: list[float | None] | None = None
+    if marks is not None:
+        log_boundary = [None if math.isnan(m) else float(m) for m in marks]
+        plain_marks = [float(m) for m in marks]  # JSON-ready floats, NaN where missing
+        for index, (first, after) in _region_token_ranges(tokens, shares, len(regions)).items():
+            metrics = region_scores[index].metrics
+            metrics["sum"] = corrected_sum(metrics["sum"], plain_marks, first, after)
     return SentenceScore(
         text=text,
         tokens=tokens,
@@ -295,7 +387,24 @@ def _assemble(
             "unassigned_tokens": sum(1 for token in tokens if token.region is None),
             **diagnostics,
         },
+        log_boundary=log_boundary,
     )
+
+
+def _region_token_ranges(
+    tokens: list[TokenScore], shares: list[dict[int, int]] | None, n_regions: int
+) -> dict[int, tuple[int, int]]:
+    """Per region that receives tokens, (its first token, one past its last token)."""
+    ranges: dict[int, tuple[int, int]] = {}
+    for position, token in enumerate(tokens):
+        share = shares[position] if shares is not None else {}
+        owners: list[int | None] = list(share) if len(share) > 1 else [token.region]
+        for region in owners:
+            if region is None or region >= n_regions:
+                continue
+            first, _after = ranges.get(region, (position, position + 1))
+            ranges[region] = (first, position + 1)
+    return ranges
 
 
 def _region_values(

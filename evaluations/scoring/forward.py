@@ -71,11 +71,29 @@ def gathered_surprisals(
     `output` is what `body_forward` returned, shape (batch, length, width). Returns a
     float32 CPU tensor with one value per pair.
     """
+    return gathered_with_boundary(lm, output, positions, pair_rows, pair_tokens, None)[0]
+
+
+def gathered_with_boundary(
+    lm: LoadedModel,
+    output: torch.Tensor,
+    positions: torch.Tensor,
+    pair_rows: torch.Tensor,
+    pair_tokens: torch.Tensor,
+    boundary_ids: torch.Tensor | None,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """`gathered_surprisals`, and with `boundary_ids` also log2 of the probability mass of
+    those tokens at each pair's position (log2 B, see boundary.py): logsumexp over the
+    boundary ids minus the row's logsumexp, from the same float32 logits."""
     flat = output.reshape(-1, output.shape[-1])
     selected = flat.index_select(0, positions.to(flat.device))
     pair_rows = pair_rows.to(flat.device)
     pair_tokens = pair_tokens.to(flat.device)
     result = torch.empty(pair_rows.shape[0], dtype=torch.float32, device=flat.device)
+    boundary = None
+    if boundary_ids is not None:
+        boundary_ids = boundary_ids.to(flat.device)
+        boundary = torch.empty_like(result)
     chunk = max(1, HEAD_CHUNK_ELEMENTS // max(1, lm.vocab_size))
     for low in range(0, selected.shape[0], chunk):
         high = min(low + chunk, selected.shape[0])
@@ -85,8 +103,15 @@ def gathered_surprisals(
         inside = (pair_rows >= low) & (pair_rows < high)
         local = pair_rows[inside] - low
         target = logits[local, pair_tokens[inside]]  # advanced indexing copies
-        result[inside] = (log_norm_(logits)[local] - target) / LN2
-    return result.cpu()
+        marked = None
+        if boundary_ids is not None:
+            # Before log_norm_ overwrites the logits in place.
+            marked = torch.logsumexp(logits.index_select(1, boundary_ids), dim=-1)
+        norm = log_norm_(logits)
+        result[inside] = (norm[local] - target) / LN2
+        if boundary is not None and marked is not None:
+            boundary[inside] = (marked[local] - norm[local]) / LN2
+    return result.cpu(), None if boundary is None else boundary.cpu()
 
 
 def head_logits(lm: LoadedModel, rows: torch.Tensor, chunk: int) -> torch.Tensor:

@@ -89,6 +89,8 @@ class LoadedModel:
     timings: dict[str, float] = field(default_factory=dict)
     # Per-thread working memory reused across calls (the output layer's logits).
     scratch: threading.local = field(default_factory=threading.local, repr=False)
+    # The tokenizer's word-start tokens (boundary.WordBoundary), found on first use.
+    word_boundary: Any = field(default=None, repr=False)
 
     @property
     def torch_dtype(self) -> torch.dtype:

@@ -41,3 +41,6 @@ class SentenceScore:
     tokens: list[TokenScore]
     regions: list[RegionScore]
     diagnostics: dict[str, Any] = field(default_factory=dict)
+    # With word_probability="corrected" (boundary.py): log2 B before each token, and
+    # after the last (one more value than tokens; None where not scored). Else None.
+    log_boundary: list[float | None] | None = None

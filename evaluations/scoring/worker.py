@@ -3,10 +3,12 @@ in the task's payload, and everything it produces goes back in the result."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterator
 from typing import Any
 
 from evaluations import scoring
+from evaluations.scoring.boundary import corrected_sum
 from evaluations.scoring.loading import set_max_loaded_models
 from evaluations.scoring.metrics import region_metrics
 from evaluations.token_data import pack_tokens
@@ -16,9 +18,16 @@ from evaluations.token_data import pack_tokens
 TOKEN_DIGITS = 4
 
 
-def sentence_metrics(tokens: list[Any]) -> dict[str, float | None]:
-    """The metrics over all tokens of a sentence: what `(*;%cond%)` refers to."""
-    return region_metrics([t.surprisal for t in tokens])
+def sentence_metrics(
+    tokens: list[Any], log_boundary: list[float | None] | None = None
+) -> dict[str, float | None]:
+    """The metrics over all tokens of a sentence: what `(*;%cond%)` refers to; with
+    `log_boundary` (word_probability "corrected") its sum is word-corrected too."""
+    metrics = region_metrics([t.surprisal for t in tokens])
+    if log_boundary is not None and tokens:
+        marks = [math.nan if m is None else m for m in log_boundary]
+        metrics["sum"] = corrected_sum(metrics["sum"], marks, 0, len(tokens))
+    return metrics
 
 
 def _max_loaded_models() -> int:
@@ -42,7 +51,7 @@ def run_scoring(
     """Score the payload's sentences; return region and sentence metrics per sentence.
 
     payload: {"model": {"source", "revision", "dtype"?}, "sentences": [[region, ...], ...],
-              "straddling"?: "missing" | "split"}
+              "straddling"?: "missing" | "split", "word_probability"?: "tokens" | "corrected"}
     result: {"sentences": [{"regions": [{metric: value}], "sentence": {metric: value},
                             "tokens": packed tokens (evaluations.token_data)}],
              "diagnostics": {...}, "model_info": {...}}
@@ -77,11 +86,19 @@ def run_scoring_groups(
     """
     model = payload_model(payload["model"])
     rule = payload.get("straddling") or "missing"
+    asked = payload.get("word_probability") or "tokens"
     groups = payload["groups"]
     everything = [sentence for group in groups for sentence in group]
     # `progress` is called after each batch; the caller throttles it (see tasks).
-    scores = scoring.score_sentences(model, everything, progress=progress, straddling=rule)
+    scores = scoring.score_sentences(
+        model, everything, progress=progress, straddling=rule, word_probability=asked
+    )
     info = scoring.model_info(model)
+    # Named only when asked for, so results without the option read as before.
+    word: dict[str, Any] = {}
+    if asked != "tokens":
+        applied, why = scoring.applied_word_probability(model)
+        word = {"word_probability": applied, "word_boundary": why}
     results: list[dict[str, Any]] = []
     for part in by_group(scores, groups):
         results.append(
@@ -89,12 +106,12 @@ def run_scoring_groups(
                 "sentences": [
                     {
                         "regions": [region.metrics for region in score.regions],
-                        "sentence": sentence_metrics(score.tokens),
+                        "sentence": sentence_metrics(score.tokens, score.log_boundary),
                         "tokens": pack_tokens(score.tokens, digits=TOKEN_DIGITS),
                     }
                     for score in part
                 ],
-                "diagnostics": {**summed_diagnostics(part), "straddling_rule": rule},
+                "diagnostics": {**summed_diagnostics(part), "straddling_rule": rule, **word},
                 "model_info": dict(info),
             }
         )

@@ -144,3 +144,47 @@ def test_the_command_as_a_process_writes_everything_before_its_quick_exit(
         cwd=repo, env=env, capture_output=True, text=True, timeout=600, check=False,
     )  # fmt: skip
     assert failed.returncode == 1 and "none" in failed.stderr and failed.stdout == ""
+
+
+def test_word_probability_corrected_is_named_in_the_results(
+    tiny_gpt2: Path,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    suite = sorted(EXAMPLES.glob("*.json"))[0]
+    plain_path, corrected_path = tmp_path / "plain.json", tmp_path / "corrected.json"
+    call_command(
+        "score", "--model", str(tiny_gpt2), "--suite", str(suite), "--out", str(plain_path)
+    )
+    call_command(
+        "score",
+        "--model",
+        str(tiny_gpt2),
+        "--suite",
+        str(suite),
+        "--word-probability",
+        "corrected",
+        "--out",
+        str(corrected_path),
+    )
+    plain = json.loads(plain_path.read_text())
+    corrected = json.loads(corrected_path.read_text())
+    # Off (the default) leaves the file as it was: nothing names the option.
+    assert "word_probability" not in plain["results"]
+    assert "word_probability" not in plain["results"]["diagnostics"]
+    assert corrected["results"]["word_probability"] == "corrected"
+    assert "word-initial tokens" in corrected["results"]["diagnostics"]["word_boundary"]
+    sums = [
+        (a["metric_value"]["sum"], b["metric_value"]["sum"])
+        for x, y in zip(plain["items"], corrected["items"], strict=True)
+        for cx, cy in zip(x["conditions"], y["conditions"], strict=True)
+        for a, b in zip(cx["regions"], cy["regions"], strict=True)
+    ]
+    assert any(abs(a - b) > TOL for a, b in sums if a is not None and b is not None)
+    # Only the sum is corrected: the other metrics are over tokens, as before.
+    means = [
+        (a["metric_value"]["mean"], b["metric_value"]["mean"])
+        for x, y in zip(plain["items"], corrected["items"], strict=True)
+        for cx, cy in zip(x["conditions"], y["conditions"], strict=True)
+        for a, b in zip(cx["regions"], cy["regions"], strict=True)
+    ]
+    assert all(abs(a - b) <= TOL for a, b in means if a is not None and b is not None)

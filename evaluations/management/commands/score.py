@@ -68,6 +68,16 @@ class Command(BaseCommand):
             "default from GYM_STRADDLING_TOKENS",
         )
         parser.add_argument(
+            "--word-probability",
+            choices=["tokens", "corrected"],
+            default="tokens",
+            help="a region's sum: 'tokens' (default; the sum of its token surprisals) or "
+            "'corrected' (minus log2 B after the region plus log2 B before it, B being the "
+            "probability that the next token begins a word: Pimentel & Meister 2024); "
+            "applies to causal LMs whose tokenizer marks word starts ('Ġ', '▁'), and the "
+            "results say whether it was applied",
+        )
+        parser.add_argument(
             "--out", help="results file (one suite) or folder (several); default: standard output"
         )
         parser.add_argument(
@@ -114,6 +124,7 @@ class Command(BaseCommand):
                 [regions for _i, _c, regions in formats.sentences(suite)] for _p, suite in suites
             ],
             "straddling": options["straddling"] or settings.GYM_STRADDLING_TOKENS,
+            "word_probability": options["word_probability"],
         }
         try:
             # Loaded first (and kept in the process's cache) so its steps can be told apart.
@@ -196,9 +207,12 @@ class Command(BaseCommand):
         document = outcomes.results_document(
             suite, model_name, {item.item_number: item.values for item in outcome.items}
         )
+        word = scored["diagnostics"].get("word_probability")
         document["results"] = {
             "units": "bits",
             "metric": outcome.metric,
+            # Only when asked for, so that files without it read as before.
+            **({"word_probability": word} if word is not None else {}),
             "accuracy": outcome.accuracy,
             # The counts the accuracy is the share of, and its 95% Wilson interval.
             **accuracy_counts(item.passed for item in outcome.items),
