@@ -7,7 +7,7 @@ prediction outcomes (item x prediction) and item results that differ, and the su
 whose accuracy moves. The default model is the tests' tiny GPT-2 (tests/tiny_models.py),
 built once into $TMPDIR/gym-bench/tiny-gpt2.
 
-Usage: .venv/bin/python benchmarks/word_probability.py [--model PATH] [--json OUT]
+Usage: .venv/bin/python benchmarks/word_probability.py [--model PATH] [--json OUT] [--smoke]
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ def main() -> None:
         ),
     )
     parser.add_argument("--json", help="write the figures here too")
+    parser.add_argument("--smoke", action="store_true", help="two suites only, for CI")
     args = parser.parse_args()
 
     from evaluations.scoring import worker
@@ -48,7 +49,9 @@ def main() -> None:
     from tests.tiny_models import make_gpt2
 
     model = args.model or str(make_gpt2(Path(tempfile.gettempdir()) / "gym-bench" / "tiny-gpt2"))
-    paths = sorted(Path(args.suites).glob("*.json"))
+    paths = sorted(Path(args.suites).glob("*.json"))[: 2 if args.smoke else None]
+    if not paths:
+        raise SystemExit(f"no suites in {args.suites}")
     suites = []
     for path in paths:
         loaded = formats.load_suite_file(path)
@@ -79,7 +82,7 @@ def main() -> None:
 
 
 def compare(plain: list[Any], corrected: list[Any]) -> dict[str, Any]:
-    regions = regions_changed = regions_missing = 0
+    regions = regions_changed = regions_missing = regions_empty = 0
     largest = 0.0
     predictions = predictions_changed = items = items_changed = suites_changed = 0
     for before, after in zip(plain, corrected, strict=True):
@@ -91,6 +94,7 @@ def compare(plain: list[Any], corrected: list[Any]) -> dict[str, Any]:
                     if a is None or b is None:
                         regions_missing += a is None or b is None
                         continue
+                    regions_empty += a == 0.0 and b == 0.0
                     largest = max(largest, abs(a - b))
                     regions_changed += abs(a - b) > CHANGE
             predictions += len(old.outcomes)
@@ -106,6 +110,7 @@ def compare(plain: list[Any], corrected: list[Any]) -> dict[str, Any]:
         "region_values": regions,
         "region_values_changed": regions_changed,
         "region_values_missing": regions_missing,
+        "region_values_empty": regions_empty,
         "largest_change_bits": round(largest, 3),
         "prediction_outcomes": predictions,
         "prediction_outcomes_changed": predictions_changed,

@@ -176,12 +176,21 @@ class Evaluation(Run):
     accuracy_random_ties = models.FloatField(null=True, blank=True)
     diagnostics = models.JSONField(default=dict, blank=True)
     model_info = models.JSONField(default=dict, blank=True)
+    # What a region's `sum` is: "tokens", the sum of its token surprisals (every result
+    # before this option, and the only one the leaderboard and the pages that compare
+    # models read), or "corrected" for the word boundary (evaluations.scoring.boundary).
+    word_probability = models.CharField(
+        max_length=10,
+        choices=[("tokens", "sum of token surprisals"), ("corrected", "word-corrected")],
+        default="tokens",
+    )
 
     class Meta:
         ordering = ["-created_at"]
         constraints = [
             models.UniqueConstraint(
-                fields=["model", "suite", "content_hash"], name="evaluation_unique_content"
+                fields=["model", "suite", "content_hash", "word_probability"],
+                name="evaluation_unique_content",
             ),
         ]
         indexes = [

@@ -15,6 +15,7 @@ from rest_framework.views import APIView
 
 from evaluations.models import Evaluation, LanguageModel
 from evaluations.runs.api import BAD_FILTER, RUN_FILTER_PARAMETERS, run_filters_of
+from evaluations.scoring import WORD_PROBABILITY
 from evaluations.syntaxgym import services
 from suites.models import Suite, Tag
 from suites.syntaxgym.selectors import suites_with_tag
@@ -41,6 +42,7 @@ class EvaluationSerializer(serializers.ModelSerializer):
             "progress_total",
             "error",
             "metric",
+            "word_probability",
             "accuracy",
             "diagnostics",
             "created_at",
@@ -99,6 +101,15 @@ class EvaluationRequestSerializer(serializers.Serializer):
     )
     suites = serializers.ListField(child=serializers.CharField(), required=False, default=list)
     tag = serializers.CharField(required=False, allow_blank=True, default="")
+    word_probability = serializers.ChoiceField(
+        choices=list(WORD_PROBABILITY),
+        required=False,
+        default="tokens",
+        help_text="What a region's sum is: 'tokens' (the sum of its token surprisals) or "
+        "'corrected' for the word boundary (causal LMs whose tokenizer marks word starts; "
+        "see the docs' evaluation page). Corrected runs are separate runs, left out of "
+        "the leaderboard and the comparisons",
+    )
 
     def validate_model(self, name: str) -> list[LanguageModel]:
         return _named([name], queryset=_visible_models(), noun="model") if name else []
@@ -192,6 +203,7 @@ class EvaluationListCreate(generics.ListAPIView):
             models=body.validated_data["all_models"],
             suites=body.validated_data["all_suites"],
             user=request.user,
+            word_probability=body.validated_data["word_probability"],
         )
         return _request_response(request, outcome)
 

@@ -104,7 +104,7 @@ def current_results(suite: Suite, *, include_hidden: bool) -> list[tuple[Languag
     """(model, evaluation id) of every model with a current done result on the suite, by
     model name: the choices of the comparison page's selector. One query."""
     evaluations = Evaluation.objects.filter(
-        suite=suite, status=DONE, content_hash=suite.content_hash
+        suite=suite, status=DONE, content_hash=suite.content_hash, word_probability="tokens"
     ).select_related("model")
     if not include_hidden:
         evaluations = evaluations.filter(model__is_hidden=False)
@@ -162,6 +162,7 @@ def _compared_models(
             status=DONE,
             content_hash=suite.content_hash,
             model__name__in=names,
+            word_probability="tokens",
         ).values_list("model__name", "id", "accuracy")
     }
     models: list[ComparedModel] = []
@@ -355,7 +356,10 @@ def _current_accuracies(model_ids: set[int]) -> dict[int, dict[str, float]]:
     accuracy: dict[int, dict[str, float]] = {}
     for model_id, suite_name, value in (
         Evaluation.objects.filter(
-            status=DONE, content_hash=F("suite__content_hash"), accuracy__isnull=False
+            status=DONE,
+            content_hash=F("suite__content_hash"),
+            accuracy__isnull=False,
+            word_probability="tokens",
         )
         .order_by()
         .values_list("model_id", "suite__name", "accuracy")

@@ -39,9 +39,12 @@ def results_document(evaluation: Evaluation) -> dict[str, Any]:
     document = outcomes.results_document(
         evaluation.snapshot, evaluation.model.name, {n: v for n, v, _o, _p in rows}
     )
+    corrected = evaluation.word_probability != "tokens"
     document["results"] = {
         "units": "bits",
         "metric": evaluation.metric,
+        # Named only for word-corrected runs, as the score command does.
+        **({"word_probability": evaluation.word_probability} if corrected else {}),
         "accuracy": evaluation.accuracy,
         **accuracy_counts(p for _n, _v, _o, p in rows),
         "ties": evaluation.ties,
@@ -77,6 +80,10 @@ RESULTS_CSV_HEADER = [
 ]
 
 
+# The `sum` column's name in a word-corrected run's CSV.
+CORRECTED_SUM_COLUMN = "sum_word_corrected"
+
+
 def results_csv(evaluation: Evaluation) -> str:
     """One line per item, condition and region with the six metrics in bits; the model and
     suite columns let files of several evaluations be stacked."""
@@ -85,7 +92,11 @@ def results_csv(evaluation: Evaluation) -> str:
     model, suite = evaluation.model.name, evaluation.suite.name
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(RESULTS_CSV_HEADER)
+    header = list(RESULTS_CSV_HEADER)
+    if evaluation.word_probability == "corrected":
+        # The column says which sum it holds: a file read without the run stays honest.
+        header[header.index("sum")] = CORRECTED_SUM_COLUMN
+    writer.writerow(header)
     for item in document["items"]:
         for condition in item["conditions"]:
             for region in condition["regions"]:

@@ -87,8 +87,9 @@ def leaderboard(
     against the one above it (`mark_versus_above`): one more query each.
     """
     # No ordering: the rows are grouped in Python, and sorting would read created_at.
+    # Word-corrected runs measure another quantity: never ranked with the rest.
     current = Evaluation.objects.filter(
-        status=DONE, content_hash=F("suite__content_hash")
+        status=DONE, content_hash=F("suite__content_hash"), word_probability="tokens"
     ).order_by()
     shown = board(
         _suite_columns(),
@@ -212,7 +213,7 @@ def model_scores(model: LanguageModel) -> ModelScores:
     columns = _suite_columns()
     by_id = {s.id: s for s in columns}
     rows = (
-        Evaluation.objects.filter(model=model)
+        Evaluation.objects.filter(model=model, word_probability="tokens")
         .order_by("suite__name", "-created_at")
         .values_list(
             "id",
@@ -225,7 +226,9 @@ def model_scores(model: LanguageModel) -> ModelScores:
             "finished_at",
         )
     )
-    counts = item_counts(Evaluation.objects.filter(model=model, status=DONE))
+    counts = item_counts(
+        Evaluation.objects.filter(model=model, status=DONE, word_probability="tokens")
+    )
     scores: list[SuiteScore] = []
     current: dict[int, float | None] = {}
     for pk, suite_id, status, accuracy, content_hash, suite_hash, created, finished in rows:
@@ -275,8 +278,11 @@ def suite_results(suite: Suite, *, include_hidden: bool = False) -> list[SuiteSc
     best first, then those still running or failed), then done results of earlier
     content, marked outdated. Two queries (the second counts the items behind each
     accuracy, for its interval)."""
-    counts = item_counts(Evaluation.objects.filter(suite=suite, status=DONE))
-    evaluations = Evaluation.objects.filter(suite=suite).select_related("model")
+    counts = item_counts(
+        Evaluation.objects.filter(suite=suite, status=DONE, word_probability="tokens")
+    )
+    evaluations = Evaluation.objects.filter(suite=suite, word_probability="tokens")
+    evaluations = evaluations.select_related("model")
     if not include_hidden:
         evaluations = evaluations.filter(model__is_hidden=False)
     scores = []
@@ -318,10 +324,14 @@ def outdated_pairs(
         model=OuterRef("model"),
         suite=OuterRef("suite"),
         content_hash=OuterRef("suite__content_hash"),
+        word_probability="tokens",
     )
     old = (
         Evaluation.objects.filter(
-            status=DONE, model__is_hidden=False, suite__archived_at__isnull=True
+            status=DONE,
+            model__is_hidden=False,
+            suite__archived_at__isnull=True,
+            word_probability="tokens",
         )
         .exclude(content_hash=F("suite__content_hash"))
         .exclude(Exists(current))
@@ -558,7 +568,9 @@ def export_selection(
     """The current done evaluations (the leaderboard's cells) of one model, one suite, one
     tag's suites ("untagged" for suites without tags) or all of them, by suite then model.
     Two queries; the snapshots are not read, only their region names."""
-    current = Evaluation.objects.filter(status=DONE, content_hash=F("suite__content_hash"))
+    current = Evaluation.objects.filter(
+        status=DONE, content_hash=F("suite__content_hash"), word_probability="tokens"
+    )
     if not include_hidden:
         current = current.filter(model__is_hidden=False)
     if model is not None:

@@ -16,6 +16,7 @@ from django.utils import timezone
 from evaluations.language_models.registry import learn_model_facts
 from evaluations.models import Evaluation, ItemResult, LanguageModel, PredictionResult
 from evaluations.runs import lifecycle as runs
+from evaluations.scoring import WORD_PROBABILITY
 from evaluations.syntaxgym import outcomes
 from evaluations.syntaxgym.selectors import outdated_pairs
 from suites import formats
@@ -56,9 +57,12 @@ def evaluation_request(
     model: LanguageModel,
     suites: Iterable[Suite],
     user: User | AnonymousUser | None = None,
+    word_probability: str = "tokens",
 ) -> RequestOutcome:
     """One model on some suites: see `evaluations_request`."""
-    return evaluations_request(models=[model], suites=suites, user=user)
+    return evaluations_request(
+        models=[model], suites=suites, user=user, word_probability=word_probability
+    )
 
 
 def evaluations_request(
@@ -66,13 +70,23 @@ def evaluations_request(
     models: Iterable[LanguageModel],
     suites: Iterable[Suite],
     user: User | AnonymousUser | None = None,
+    word_probability: str = "tokens",
 ) -> RequestOutcome:
     """Every model on every suite, in one transaction: one evaluation per (model, suite,
-    content hash); asking again returns the existing one. `evaluations` lists them
-    model by model, each in the order the suites were asked (see `_pairs_request`)."""
+    content hash, word probability); asking again returns the existing one. `evaluations`
+    lists them model by model, each in the order the suites were asked (see
+    `_pairs_request`). `word_probability="corrected"` asks for word-corrected region
+    sums (evaluations.scoring.boundary): separate runs, which the leaderboard and the
+    pages that compare models leave out."""
+    if word_probability not in WORD_PROBABILITY:
+        raise ValueError(f"word_probability must be one of {', '.join(WORD_PROBABILITY)}")
     asked_models = list({m.pk: m for m in models}.values())
     asked_suites = list({s.pk: s for s in suites}.values())
-    return _pairs_request([(m, s) for m in asked_models for s in asked_suites], user=user)
+    return _pairs_request(
+        [(m, s) for m in asked_models for s in asked_suites],
+        user=user,
+        word_probability=word_probability,
+    )
 
 
 def suite_runs_request(
@@ -100,6 +114,7 @@ def _pairs_request(
     pairs: Sequence[tuple[LanguageModel, Suite]],
     *,
     user: User | AnonymousUser | None,
+    word_probability: str = "tokens",
 ) -> RequestOutcome:
     """The evaluation of each (model, suite) on the suite's current content, created
     where missing, in one transaction. New ones are sent to the GPU queue after their rows
@@ -119,7 +134,11 @@ def _pairs_request(
             if (model.pk, suite.pk) in by_pair:
                 continue
             evaluation, created = _evaluation_get_or_create(
-                model=model, suite=suite, requester=requester, snapshots=snapshots
+                model=model,
+                suite=suite,
+                requester=requester,
+                snapshots=snapshots,
+                word_probability=word_probability,
             )
             (outcome.created if created else outcome.existing).append(evaluation)
             by_pair[model.pk, suite.pk] = evaluation
@@ -137,10 +156,16 @@ def _evaluation_get_or_create(
     suite: Suite,
     requester: User | None,
     snapshots: dict[int, dict[str, Any]],
+    word_probability: str = "tokens",
 ) -> tuple[Evaluation, bool]:
     """The evaluation of `model` on the suite's current content, created when missing
     (`snapshots` caches each suite's canonical form across models)."""
-    key = {"model": model, "suite": suite, "content_hash": suite.content_hash}
+    key = {
+        "model": model,
+        "suite": suite,
+        "content_hash": suite.content_hash,
+        "word_probability": word_probability,
+    }
     evaluation = Evaluation.objects.filter(**key).first()
     if evaluation is not None:
         return evaluation, False
@@ -164,11 +189,15 @@ def _evaluation_get_or_create(
 def scoring_payload(evaluation: Evaluation) -> dict[str, Any]:
     """Everything a GPU worker needs, so that it never touches the database."""
     model = evaluation.model
-    return {
+    payload = {
         "model": {"source": model.source, "revision": model.revision},
         "sentences": [regions for _item, _cond, regions in formats.sentences(evaluation.snapshot)],
         "straddling": settings.GYM_STRADDLING_TOKENS,
     }
+    if evaluation.word_probability != "tokens":
+        # Absent otherwise, so that payloads of ordinary runs stay as they were.
+        payload["word_probability"] = evaluation.word_probability
+    return payload
 
 
 def evaluation_retry(*, evaluation: Evaluation, user: User | AnonymousUser | None) -> Evaluation:

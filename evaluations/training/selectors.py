@@ -82,7 +82,9 @@ def learning_curves(run: TrainingRun, *, threshold: float | None = None) -> dict
     suites = list(run.suites.order_by("name"))
     by_suite: dict[str, dict[str, Any]] = {s.name: {} for s in suites}
     for evaluation in (
-        Evaluation.objects.filter(model__name__in=names, suite__in=suites)
+        Evaluation.objects.filter(
+            model__name__in=names, suite__in=suites, word_probability="tokens"
+        )
         .select_related("model", "suite")
         .only("pk", "status", "accuracy", "model__name", "suite__name", "content_hash")
     ):
