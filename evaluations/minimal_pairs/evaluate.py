@@ -37,9 +37,11 @@ def score_pair_sentences(
     *,
     token_budget: int | None = None,
     progress: Callable[[int, int], None] | None = None,
+    word_probability: str = "tokens",
 ) -> list[SentenceScore]:
     """Each sentence scored whole, masked LMs over the model-independent words: what the
-    command line and the site's workers both run."""
+    command line and the site's workers both run. `word_probability="corrected"` also
+    measures log2 B at each token (evaluations.scoring.boundary) where the model allows."""
     from evaluations.scoring import score_sentences
 
     return score_sentences(
@@ -48,7 +50,28 @@ def score_pair_sentences(
         token_budget=token_budget,
         progress=progress,
         word_ids=sentence_words,
+        word_probability=word_probability,
     )
+
+
+def word_corrections(
+    owners: list[int], log_boundary: list[float | None] | None
+) -> dict[int, float | None]:
+    """Token position -> what its word's last token adds for the boundary correction
+    (None: a log2 B it needs is missing). Empty without `log_boundary`."""
+    if log_boundary is None:
+        return {}
+    spans: dict[int, tuple[int, int]] = {}
+    for position, owner in enumerate(owners):
+        first, _last = spans.get(owner, (position, position))
+        spans[owner] = (first, position)
+    shift: dict[int, float | None] = {}
+    for owner, (first, last) in spans.items():
+        before, after = log_boundary[first], log_boundary[last + 1]
+        if owner < 0:
+            continue  # tokens of no word (spaces only) get nothing
+        shift[last] = None if before is None or after is None else before - after
+    return shift
 
 
 def evaluate_minimal_pairs(
@@ -59,22 +82,34 @@ def evaluate_minimal_pairs(
     tokenizer_name: str | None = None,
     token_budget: int | None = None,
     progress: Callable[[int, int], None] | None = None,
+    word_probability: str = "tokens",
 ) -> TokenTable:
-    """One row per token of every sentence, in NLPScholar's evaluate columns."""
+    """One row per token of every sentence, in NLPScholar's evaluate columns.
+
+    With `word_probability="corrected"` (and a model it applies to) each word's last
+    token also carries the word's boundary correction, log2 B before the word minus
+    log2 B after it, so that a word's summed `surp` is its corrected surprisal and any
+    run of words (an ROI, a word with its punctuation) sums to its own corrected value:
+    the corrections telescope. `prob` stays 2**-surp."""
     tokenizer_name = tokenizer_name or model_tokenizer_name(model) or model_name
     scores = score_pair_sentences(
         model,
         [sentence.sentence for sentence in pair_set.sentences],
         token_budget=token_budget,
         progress=progress,
+        word_probability=word_probability,
     )
     rows: list[tuple] = []
     for sentence, score in zip(pair_set.sentences, scores, strict=True):
         words = split_words(score.text)
         owners = word_of_tokens(words, [(t.start, t.end) for t in score.tokens], score.text)
-        for token, owner in zip(score.tokens, owners, strict=True):
+        shift = word_corrections(owners, score.log_boundary)
+        for position, (token, owner) in enumerate(zip(score.tokens, owners, strict=True)):
             word = words[owner] if owner >= 0 else None
             surp = token.surprisal
+            if surp is not None and position in shift:
+                correction = shift[position]
+                surp = None if correction is None else surp + correction
             rows.append(
                 (
                     token.text,

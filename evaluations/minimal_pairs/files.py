@@ -116,13 +116,18 @@ def evaluate_file(
     revision: str | None = None,
     dtype: str | None = None,
     progress: Callable[[int, int], None] | None = None,
+    word_probability: str = "tokens",
 ) -> TokenTable:
     from evaluations.minimal_pairs.evaluate import evaluate_minimal_pairs
     from evaluations.scoring import load_model
 
     model = load_model(source, revision=revision, dtype=dtype, kind=kind)
     return evaluate_minimal_pairs(
-        model, pair_set, model_name=model_name or source, progress=progress
+        model,
+        pair_set,
+        model_name=model_name or source,
+        progress=progress,
+        word_probability=word_probability,
     )
 
 

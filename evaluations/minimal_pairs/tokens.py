@@ -110,11 +110,16 @@ def _number(value: float) -> str:
     return "NA" if math.isnan(value) else repr(float(value))
 
 
-def predictions_to_tsv(table: TokenTable) -> str:
-    """The evaluate table as NLPScholar writes it (tab-separated, no index column)."""
+def predictions_to_tsv(table: TokenTable, *, word_probability: str | None = None) -> str:
+    """The evaluate table as NLPScholar writes it (tab-separated, no index column).
+
+    `word_probability` adds a last column of that name holding it on every row, so that
+    a word-corrected table says so (readers, ours and NLPScholar's, ignore extra columns).
+    """
     out = io.StringIO()
     writer = csv.writer(out, delimiter="\t", lineterminator="\n", quotechar='"')
-    writer.writerow(COLUMNS)
+    extra = () if word_probability is None else (word_probability,)
+    writer.writerow(COLUMNS + (() if word_probability is None else ("word_probability",)))
     wordpos = table.wordpos.tolist()
     punct = table.punctuation.tolist()
     prob = table.prob.tolist()
@@ -131,6 +136,7 @@ def predictions_to_tsv(table: TokenTable) -> str:
                 "True" if punct[i] else "False",
                 _number(prob[i]),
                 _number(surp[i]),
+                *extra,
             )
         )
     return out.getvalue()

@@ -155,3 +155,56 @@ def test_bad_configs_are_clear_errors(
     (tmp_path / "c.yaml").write_text(text)
     with pytest.raises(CommandError, match=message):
         call_command("nlpscholar", "c.yaml")
+
+
+def test_evaluate_with_corrected_word_probabilities(
+    tiny_gpt2: Path,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    from evaluations.minimal_pairs.evaluate import sentence_words
+    from evaluations.scoring import load_model, score_sentences
+
+    data = NLPSCHOLAR / "data" / "minimal_pairs_bad.tsv"
+    plain_path, corrected_path = tmp_path / "plain.tsv", tmp_path / "corrected.tsv"
+    call_command(
+        "minimal_pairs", "evaluate", "--model", str(tiny_gpt2), "--data", str(data),
+        "--out", str(plain_path),
+    )  # fmt: skip
+    call_command(
+        "minimal_pairs", "evaluate", "--model", str(tiny_gpt2), "--data", str(data),
+        "--out", str(corrected_path), "--word-probability", "corrected",
+    )  # fmt: skip
+    plain, corrected = _rows(plain_path), _rows(corrected_path)
+    # Off: the file is NLPScholar's columns only; on: a last column names it.
+    assert "word_probability" not in plain[0]
+    assert {row["word_probability"] for row in corrected} == {"corrected"}
+    assert [r["token"] for r in plain] == [r["token"] for r in corrected]
+
+    # Each word's summed surp is its token sum corrected by the engine's log2 B.
+    model = load_model(str(tiny_gpt2))
+    by_sentence: dict[str, list[int]] = {}
+    for index, row in enumerate(plain):
+        by_sentence.setdefault(row["sentid"], []).append(index)
+    changed = 0
+    for rows in by_sentence.values():
+        words = [plain[i]["wordpos"] for i in rows]
+        sentence = _sentence_of(data, plain[rows[0]]["sentid"])
+        score = score_sentences(
+            model, [[sentence]], word_ids=sentence_words, word_probability="corrected"
+        )[0]
+        assert score.log_boundary is not None and len(score.tokens) == len(rows)
+        marks = score.log_boundary
+        for word in dict.fromkeys(words):
+            positions = [p for p, w in enumerate(words) if w == word]
+            plain_sum = sum(float(plain[rows[p]]["surp"]) for p in positions)
+            ours = sum(float(corrected[rows[p]]["surp"]) for p in positions)
+            before, after = marks[positions[0]], marks[positions[-1] + 1]
+            assert before is not None and after is not None
+            assert ours == pytest.approx(plain_sum + before - after, abs=1e-3)
+            changed += abs(ours - plain_sum) > 1e-3
+    assert changed > 0
+
+
+def _sentence_of(data: Path, sentid: str) -> str:
+    rows = list(csv.DictReader(io.StringIO(data.read_text()), delimiter="\t"))
+    return next(row["sentence"] for row in rows if row["sentid"] == sentid)

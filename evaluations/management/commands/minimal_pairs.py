@@ -38,6 +38,14 @@ class Command(BaseCommand):
             "--model-name", default="", help="the model column (default: --model)"
         )
         evaluate.add_argument("--kind", choices=["causal", "masked"], help="override detection")
+        evaluate.add_argument(
+            "--word-probability",
+            choices=["tokens", "corrected"],
+            default="tokens",
+            help="'corrected': each word's last token also carries the word-boundary "
+            "correction, so that word and ROI sums are word surprisals (causal LMs whose "
+            "tokenizer marks word starts); the file then ends with a word_probability column",
+        )
         evaluate.add_argument("--revision", default="", help="hub revision")
         evaluate.add_argument("--dtype", default="", help="bf16 or fp16 on a GPU")
         analyze = sub.add_parser("analyze", help="by_word / by_pair / by_cond tables")
@@ -87,13 +95,32 @@ class Command(BaseCommand):
                 revision=options["revision"] or None,
                 dtype=options["dtype"] or None,
                 progress=self._progress,
+                word_probability=options["word_probability"],
             )
         except Exception as exc:  # noqa: BLE001 - a model that cannot run, told to the user
             raise CommandError(f"{exc.__class__.__name__}: {exc}") from exc
         out = Path(options["out"])
         out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(predictions_to_tsv(table), encoding="utf-8")
+        asked = options["word_probability"]
+        named = None if asked == "tokens" else self._applied(options, asked)
+        out.write_text(predictions_to_tsv(table, word_probability=named), encoding="utf-8")
         self.stderr.write(f"{out}: {len(table)} tokens of {len(pair_set.sentences)} sentences")
+
+    def _applied(self, options: dict[str, Any], asked: str) -> str:
+        """What the corrected table holds: "corrected", or "tokens" (with a warning) for a
+        model the correction does not apply to."""
+        from evaluations.scoring import applied_word_probability, load_model
+
+        model = load_model(  # the loaded model is cached: no second load
+            options["model"],
+            revision=options["revision"] or None,
+            dtype=options["dtype"] or None,
+            kind=options["kind"],
+        )
+        applied, why = applied_word_probability(model)
+        if applied != asked:
+            self.stderr.write(f"warning: word probabilities not corrected: {why}")
+        return applied
 
     def _analyze(self, options: dict[str, Any]) -> None:
         pair_set = files.load_pairs(
