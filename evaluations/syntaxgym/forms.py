@@ -55,6 +55,18 @@ class EvaluationRequestForm(forms.Form):
         empty_label="(no tag)",
         help_text="Every suite with this tag.",
     )
+    word_probability = forms.ChoiceField(
+        choices=[
+            ("tokens", "Sum of token surprisals (the usual; ranked on the leaderboard)"),
+            ("corrected", "Word-corrected sums (separate runs, not ranked)"),
+        ],
+        required=False,
+        initial="tokens",
+        widget=forms.RadioSelect,
+        label="Region sums",
+        help_text="Word-corrected: each region's sum is corrected for the word boundary, "
+        "for causal LMs whose tokenizer marks word starts (see the docs' evaluation page).",
+    )
 
     def __init__(self, data: QueryDict | None = None, **kwargs: Any) -> None:
         # `model` (the query string's name, and this form's before it took several) is
@@ -72,4 +84,6 @@ class EvaluationRequestForm(forms.Form):
         if not suites and not self.errors:
             raise forms.ValidationError("Choose at least one suite or a tag that has suites.")
         cleaned["all_suites"] = suites
+        # Forms and links from before the option leave it out: the usual sums.
+        cleaned["word_probability"] = cleaned.get("word_probability") or "tokens"
         return cleaned

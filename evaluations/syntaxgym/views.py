@@ -35,7 +35,10 @@ def evaluation_request(request: HttpRequest) -> HttpResponse:
 
     def ask(data: dict[str, Any]) -> HttpResponse:
         outcome = services.evaluations_request(
-            models=data["models"], suites=data["all_suites"], user=request.user
+            models=data["models"],
+            suites=data["all_suites"],
+            user=request.user,
+            word_probability=data["word_probability"],
         )
         return _request_answer(request, outcome)
 

@@ -118,3 +118,26 @@ def test_a_corrected_run_is_its_own_run_named_everywhere(
     assert CORRECTED_SUM_COLUMN in header and "sum" not in header
     plain_table = client.get(f"/evaluations/{plain.pk}/results.csv").content.decode()
     assert "sum" in next(csv.reader(io.StringIO(plain_table)))
+
+
+def test_the_request_form_takes_the_option(redis_broker, tiny_gpt2, alice, alice_client) -> None:
+    if not SUITE.is_file():
+        pytest.skip("shared data not found")
+    suite = suite_services.suite_import(source=SUITE.read_bytes(), owner=alice).suite
+    model_registry.model_register(source=str(tiny_gpt2), name="tiny")
+    page = alice_client.get("/evaluations/new/").content.decode()
+    assert 'name="word_probability" value="corrected"' in page
+    # Left out (older forms and links): the usual sums.
+    response = alice_client.post_form(
+        "/evaluations/new/", {"model": "tiny", "suites": [suite.name]}
+    )
+    assert response.status_code == 302
+    response = alice_client.post_form(
+        "/evaluations/new/",
+        {"model": "tiny", "suites": [suite.name], "word_probability": "corrected"},
+    )
+    assert response.status_code == 302
+    assert sorted(Evaluation.objects.values_list("word_probability", flat=True)) == [
+        "corrected",
+        "tokens",
+    ]
