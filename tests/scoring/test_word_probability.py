@@ -153,3 +153,21 @@ def test_the_worker_names_the_option_only_when_asked(tiny_gpt2: Path) -> None:  
         )
     first = plain["sentences"][0]["sentence"]["sum"]
     assert corrected["sentences"][0]["sentence"]["sum"] != pytest.approx(first, abs=TOL)
+
+
+def test_texts_longer_than_the_context_get_every_boundary(tiny_gpt2: Path) -> None:  # noqa: F811
+    model = neural_model(str(tiny_gpt2))
+    words = "the author that the senators admired laughed and".split()
+    regions = [" ".join(words[i % len(words)] for i in range(k, k + 4)) for k in range(0, 96, 4)]
+    plain, corrected = (
+        score_sentences(model, [regions], word_probability=mode)[0]
+        for mode in ("tokens", "corrected")
+    )
+    assert plain.diagnostics["truncated"] and corrected.diagnostics == plain.diagnostics
+    marks = corrected.log_boundary
+    assert marks is not None and len(marks) == len(corrected.tokens) + 1
+    assert all(mark is not None and mark <= 0.0 for mark in marks)
+    # Every region has a value, and the corrections telescope over the sentence.
+    sums = [known(region.metrics["sum"]) for region in corrected.regions]
+    tokens = math.fsum(known(token.surprisal) for token in corrected.tokens)
+    assert math.fsum(sums) == pytest.approx(tokens - known(marks[-1]) + known(marks[0]), abs=1e-6)
