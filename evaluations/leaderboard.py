@@ -1,6 +1,7 @@
 """The leaderboard that every kind's benchmarks share: models as rows, benchmarks as
 columns grouped by tag, a mean per group and overall, sorted by any column; laid out as
-JSON or CSV for the downloads and the API. Each kind hands it its benchmarks' columns
+JSON or CSV for the downloads and the API. Any kind's board can have one training run's
+checkpoints as its rows (`board_training`, `rows_of`). Each kind hands it its benchmarks' columns
 (`data_columns`) and its current accuracies: suites (`evaluations.syntaxgym.selectors`)
 and minimal-pair sets (`evaluations.minimal_pairs.selectors`).
 
@@ -18,7 +19,7 @@ from functools import cached_property
 from typing import Any
 
 from django.db.models import QuerySet
-from django.http import HttpRequest
+from django.http import Http404, HttpRequest
 from rest_framework.request import Request
 
 from evaluations.models import LanguageModel
@@ -509,6 +510,32 @@ def board_query(request: HttpRequest | Request, prefix: str = "") -> dict[str, A
         "direction": request.GET.get(f"{prefix}dir", "").strip(),
         "include_hidden": bool(request.user.is_staff),
     }
+
+
+def training_run_named(run_id: str) -> Any:
+    """The training run of a board's `training=<id>` filter, through the run kinds'
+    registry (no kind imports another); LookupError for anything else."""
+    from evaluations.runs import lifecycle as runs
+
+    if not run_id.isdigit() or len(run_id) > 18:
+        raise LookupError(f"no training run {run_id[:40]!r}")
+    run = runs.kind_named("training").run_model.objects.filter(pk=int(run_id)).first()
+    if run is None:
+        raise LookupError(f"no training run {run_id}")
+    return run
+
+
+def board_training(request: HttpRequest | Request) -> Any:
+    """The training run a board's query string names (`training=<run id>`: its
+    checkpoints become the rows), None without one; 404 for one that is not there. Every
+    kind's board reads it the same way."""
+    asked = request.GET.get("training", "").strip()
+    if not asked:
+        return None
+    try:
+        return training_run_named(asked)
+    except LookupError as missing_run:
+        raise Http404(str(missing_run)) from None
 
 
 def csv_number(value: float | None) -> str:

@@ -32,10 +32,13 @@ from suites.models import MinimalPairSet
 
 def pair_board(request: HttpRequest | Request) -> boards.Leaderboard:
     """The minimal-pair board as the query string asks for it: the tag and the toggles
-    (`intervals=1`, `significance=1`; any other value is off) shared with the suites'
-    board, the sort its own (pairs_sort, pairs_dir); staff also see hidden models."""
+    (`intervals=1`, `significance=1`; any other value is off) and the training run
+    (`training=<run id>`: its checkpoints as the rows; 404 for a run that is not there)
+    shared with the suites' board, the sort its own (pairs_sort, pairs_dir); staff also
+    see hidden models."""
     return pair_selectors.pair_leaderboard(
         **board_query(request, pair_selectors.SORT_PREFIX),
+        training=boards.board_training(request),
         intervals=request.GET.get("intervals", "") == "1",
         significance=request.GET.get("significance", "") == "1",
     )
@@ -64,6 +67,12 @@ class PairLeaderboardAPI(APIView):
                 description="A set name, 'group:<tag>', 'overall' or 'model'",
             ),
             OpenApiParameter("pairs_dir", str, enum=["asc", "desc"]),
+            OpenApiParameter(
+                "training",
+                int,
+                description="A training run's id: its checkpoints are the rows, by tokens "
+                "seen (`training`, and `tokens` in each row); 404 for no such run",
+            ),
             OpenApiParameter(
                 "intervals",
                 str,

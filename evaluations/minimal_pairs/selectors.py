@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from django.db.models import F
 
@@ -27,12 +28,14 @@ def pair_leaderboard(
     sort: str = "",
     direction: str = "",
     include_hidden: bool = False,
+    training: Any = None,
     intervals: bool = False,
     significance: bool = False,
 ) -> boards.Leaderboard:
     """Models x minimal-pair sets: each cell the pair accuracy (default analysis
     options) of the done run on the set's current content; runs on earlier content are
-    left out, as on the suites' board. Three queries.
+    left out, as on the suites' board. Three queries. `training` (a training run,
+    `boards.board_training`) makes its checkpoints the rows, by tokens seen.
 
     `intervals` adds each cell's 95% Wilson interval over the set's pairs (one more
     query). `significance` tests each row against the one above it, as the suites'
@@ -50,7 +53,9 @@ def pair_leaderboard(
         sort=sort,
         direction=direction,
         include_hidden=include_hidden,
+        rows_of=training.checkpoint_models() if training is not None else None,
     )
+    shown.training = training
     if intervals:
         shown.intervals_shown = True
         pairs = dict(MinimalPairSet.objects.values_list("id", "pair_count"))

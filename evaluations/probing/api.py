@@ -180,6 +180,12 @@ class ProbingLeaderboardAPI(APIView):
         parameters=[
             OpenApiParameter("pooling", str, enum=list(ProbingRun.Pooling.values)),
             OpenApiParameter("probe", str, enum=list(ProbingRun.Probe.values)),
+            OpenApiParameter(
+                "training",
+                int,
+                description="A training run's id: its checkpoints are the rows, by tokens "
+                "seen (`training`, and `tokens` in each row); 404 for no such run",
+            ),
         ],
         responses=OpenApiTypes.OBJECT,
     )

@@ -133,7 +133,9 @@ def run_csv(run: ProbingRun) -> str:
 
 
 def board_data(board: ProbingBoard) -> dict[str, Any]:
-    return {
+    """The board as plain JSON; on a board of one training run's checkpoints, `training`
+    (its id) and each row's `tokens`."""
+    data: dict[str, Any] = {
         "pooling": board.pooling,
         "probe": board.probe,
         "metric": "te accuracy at the layer chosen on va",
@@ -171,6 +173,11 @@ def board_data(board: ProbingBoard) -> dict[str, Any]:
             for row in board.rows
         ],
     }
+    if board.training is not None:
+        data["training"] = board.training.pk
+        for row, shown in zip(board.rows, data["rows"], strict=True):
+            shown["tokens"] = row.tokens
+    return data
 
 
 HUMAN_CSV_ROWS = (
@@ -189,16 +196,21 @@ def board_csv(board: ProbingBoard) -> str:
     seeds' mean), the layer chosen on va, the selectivity there (empty without a control
     task), the seeds and their te standard deviation (empty with one seed). Last the
     human rows: in each task's first column, people's accuracy (baseline:human), its 95%
-    interval, how many people, and their kappa with its kind and sentence count."""
+    interval, how many people, and their kappa with its kind and sentence count. On a
+    board of one training run's checkpoints a `tokens` column follows the model (empty
+    on the baseline and human rows)."""
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
-    header = ["model", "pooling", "probe"]
+    by_tokens = board.training is not None
+    lead = ["tokens"] if by_tokens else []
+    header = ["model", *lead, "pooling", "probe"]
     for task in board.tasks:
         header += [task.name, f"{task.name}:layer", f"{task.name}:selectivity"]
         header += [f"{task.name}:seeds", f"{task.name}:te_sd"]
     writer.writerow(header)
     for row in board.rows:
-        line: list[object] = [row.model.name, board.pooling, board.probe]
+        tokens = ["" if row.tokens is None else row.tokens] if by_tokens else []
+        line: list[object] = [row.model.name, *tokens, board.pooling, board.probe]
         for cell in board.cells_of(row):
             line += (
                 ["", "", "", "", ""]
@@ -213,13 +225,13 @@ def board_csv(board: ProbingBoard) -> str:
             )
         writer.writerow(line)
     for name in BOARD_BASELINES:
-        line = [f"baseline:{name}", "", ""]
+        line = [f"baseline:{name}", *([""] * len(lead)), "", ""]
         for value in board.baseline_cells(name):
             line += [_number(value), "", "", "", ""]
         writer.writerow(line)
     columns = [human_columns(human) for human in board.human_cells]
     for i, name in enumerate(HUMAN_CSV_ROWS):
-        line = [name, "", ""]
+        line = [name, *([""] * len(lead)), "", ""]
         for values in columns:
             line += [values[i], "", "", "", ""]
         writer.writerow(line)

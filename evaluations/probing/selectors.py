@@ -162,6 +162,8 @@ class Cell:
 class BoardRow:
     model: LanguageModel
     cells: dict[int, Cell] = field(default_factory=dict)
+    # On a board of one training run's checkpoints: the tokens this one had seen.
+    tokens: int | None = None
 
     @property
     def mean(self) -> float | None:
@@ -179,6 +181,8 @@ class ProbingBoard:
     baselines: dict[int, dict[str, float | None]]
     # task id -> the human baseline row (human_summary), None before anyone finished
     human: dict[int, dict[str, Any] | None] = field(default_factory=dict)
+    # The training run whose checkpoints are the rows (None: every model).
+    training: Any = None
 
     def cells_of(self, row: BoardRow) -> list[Cell | None]:
         return [row.cells.get(task.pk) for task in self.tasks]
@@ -207,10 +211,17 @@ def majority_from_counts(task: ProbingTask) -> float | None:
 
 
 def probing_board(
-    *, pooling: str = DEFAULT_POOLING, probe: str = DEFAULT_PROBE, include_hidden: bool = False
+    *,
+    pooling: str = DEFAULT_POOLING,
+    probe: str = DEFAULT_PROBE,
+    include_hidden: bool = False,
+    training: Any = None,
 ) -> ProbingBoard:
     """Models x tasks: te accuracy at the layer chosen on va, for the task's current
-    content, one pooling and one probe."""
+    content, one pooling and one probe. `training` (a training run, found by
+    `leaderboard.board_training`) makes its checkpoints the rows, by tokens seen, a
+    checkpoint without results a row all the same; the baseline rows stay those of the
+    whole board."""
     pooling = pooling if pooling in ProbingRun.Pooling.values else DEFAULT_POOLING
     probe = probe if probe in ProbingRun.Probe.values else DEFAULT_PROBE
     tasks = list(ProbingTask.objects.order_by("name"))
@@ -237,25 +248,38 @@ def probing_board(
     if not include_hidden:
         runs = runs.filter(model__is_hidden=False)
     rows: dict[int, BoardRow] = {}
+    # The checkpoints' rows first, so that those without results are rows too.
+    checkpoints = [] if training is None else training.checkpoint_models()
+    for model, tokens in checkpoints:
+        if include_hidden or not model.is_hidden:
+            rows[model.pk] = BoardRow(model=model, tokens=tokens)
     baselines: dict[int, dict[str, float | None]] = {
         task.pk: {"majority": majority_from_counts(task), "length": None, "frequency": None}
         for task in tasks
     }
     for run in runs:
-        row = rows.setdefault(run.model_id, BoardRow(model=run.model))
-        row.cells[run.task_id] = Cell(
-            run.pk, run.best_te, run.best_va, run.best_layer, run.best_selectivity, run.seeds
-        )
+        # Every model's runs are read all the same: the length and frequency baselines
+        # come from whichever run computed them.
+        if training is None or run.model_id in rows:
+            row = rows.setdefault(run.model_id, BoardRow(model=run.model))
+            row.cells[run.task_id] = Cell(
+                run.pk, run.best_te, run.best_va, run.best_layer, run.best_selectivity, run.seeds
+            )
         for name in ("length", "frequency"):
             value = (run.baselines.get(name) or {}).get("te_accuracy")
             if value is not None:
                 baselines[run.task_id][name] = value
     _add_spread([c for row in rows.values() for c in row.cells.values() if c.seeds > 1])
-    ordered = sorted(
-        rows.values(),
-        key=lambda r: (-len(r.cells), -(r.mean or 0.0), r.model.display_name.lower()),
-    )
-    return ProbingBoard(pooling, probe, tasks, ordered, baselines, human_by_task(tasks))
+    if training is not None:
+        ordered = sorted(rows.values(), key=lambda r: (r.tokens or 0, r.model.display_name.lower()))
+    else:
+        ordered = sorted(
+            rows.values(),
+            key=lambda r: (-len(r.cells), -(r.mean or 0.0), r.model.display_name.lower()),
+        )
+    board = ProbingBoard(pooling, probe, tasks, ordered, baselines, human_by_task(tasks))
+    board.training = training
+    return board
 
 
 def _add_spread(cells: list[Cell]) -> None:

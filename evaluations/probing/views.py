@@ -12,6 +12,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.text import slugify
 from django.views.decorators.http import require_http_methods, require_POST
 
+from evaluations import leaderboard as boards
 from evaluations.models import ProbingRun
 from evaluations.probing import exports as probing_exports
 from evaluations.probing import selectors as probing_selectors
@@ -121,10 +122,14 @@ def probing_run_csv(request: HttpRequest, pk: int) -> HttpResponse:
 
 
 def probing_board_from(request: HttpRequest) -> probing_selectors.ProbingBoard:
+    """The probing board as the query string asks for it: pooling, probe, and
+    `training=<run id>` (that run's checkpoints as the rows; 404 for a run that is not
+    there); staff also see hidden models."""
     return probing_selectors.probing_board(
         pooling=request.GET.get("pooling", "").strip(),
         probe=request.GET.get("probe", "").strip(),
         include_hidden=bool(request.user.is_staff),
+        training=boards.board_training(request),
     )
 
 

@@ -38,15 +38,9 @@ def _board(request: HttpRequest | Request, *, toggles: bool = False) -> boards.L
     """The leaderboard as the query string asks for it; `training=<run id>`: that run's
     checkpoints as the rows (404 for a run that is not there). With `toggles`, the page's
     `intervals=1` and `significance=1` too (any other value is off)."""
-    training = None
-    if asked := request.GET.get("training", "").strip():
-        try:
-            training = selectors.training_run_named(asked)
-        except LookupError as missing_run:
-            raise Http404(str(missing_run)) from None
     return selectors.leaderboard(
         **board_query(request),
-        training=training,
+        training=boards.board_training(request),
         intervals=toggles and request.GET.get("intervals", "") == "1",
         significance=toggles and request.GET.get("significance", "") == "1",
     )

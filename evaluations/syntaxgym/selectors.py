@@ -50,19 +50,6 @@ def _suite_columns() -> list[SuiteColumn]:
     return data_columns(Suite.objects.all())
 
 
-def training_run_named(run_id: str) -> Any:
-    """The training run of a board's `training=<id>` filter, through the run kinds'
-    registry (no kind imports another); LookupError for anything else."""
-    from evaluations.runs import lifecycle as runs
-
-    if not run_id.isdigit() or len(run_id) > 18:
-        raise LookupError(f"no training run {run_id[:40]!r}")
-    run = runs.kind_named("training").run_model.objects.filter(pk=int(run_id)).first()
-    if run is None:
-        raise LookupError(f"no training run {run_id}")
-    return run
-
-
 def leaderboard(
     *,
     tag: str = "",

@@ -8,6 +8,7 @@ from typing import Any
 
 from django import template
 
+from evaluations import leaderboard as boards
 from evaluations.probing import selectors as probing_selectors
 from evaluations.probing.forms import ProbingRunRequestForm
 from suites.models import ProbingTask
@@ -130,6 +131,8 @@ def probing_leaderboard(context: template.Context) -> dict[str, Any]:
         pooling=query.get("pooling", "").strip(),
         probe=query.get("probe", "").strip(),
         include_hidden=_staff(context),
+        # The page's suite board has already answered 404 for a run that is not there.
+        training=boards.board_training(request) if request is not None else None,
     )
     return {"board": board, "request": request, "user": _user(context)}
 
