@@ -110,7 +110,7 @@ def add_suites(start: int, stop: int) -> list[Any]:
 def add_results(models: list[Any], suites: list[Any], rng: random.Random) -> int:
     """Done evaluations of every model on every suite, stored with bulk_create. Returns
     the number of item rows in the database."""
-    from evaluations.models import Evaluation, ItemResult, PredictionResult
+    from evaluations.models import Evaluation, EvaluationSnapshot, ItemResult, PredictionResult
     from evaluations.scoring import METRICS
     from suites.syntaxgym import selectors
 
@@ -125,7 +125,6 @@ def add_results(models: list[Any], suites: list[Any], rng: random.Random) -> int
                     model=model,
                     suite=suite,
                     content_hash=suite.content_hash,
-                    snapshot=snapshots[suite.pk],
                     status=Evaluation.Status.DONE,
                     accuracy=round(accuracy, 4),
                     progress_done=1,
@@ -139,12 +138,15 @@ def add_results(models: list[Any], suites: list[Any], rng: random.Random) -> int
                         model=model,
                         suite=suite,
                         content_hash="0" * 63 + "1",
-                        snapshot=snapshots[suite.pk],
                         status=Evaluation.Status.DONE,
                         accuracy=0.0,
                     )
                 )
     Evaluation.objects.bulk_create(evaluations, batch_size=500)
+    EvaluationSnapshot.objects.bulk_create(
+        (EvaluationSnapshot(evaluation=e, content=snapshots[e.suite_id]) for e in evaluations),
+        batch_size=500,
+    )
     stored = Evaluation.objects.filter(model__in=models, suite__in=suites).values_list(
         "id", "suite_id"
     )

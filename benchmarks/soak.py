@@ -953,7 +953,7 @@ import json
 from collections import Counter
 from django.db.models import Count
 from evaluations.models import (
-    Evaluation, ItemResult, PairEvaluation, PairSentenceTokens, ProbingRun, ProbingLayerResult,
+    Evaluation, EvaluationSnapshot, ItemResult, PairEvaluation, PairSentenceTokens, ProbingRun, ProbingLayerResult,
     Run,
 )
 answer = {"statuses": {}, "no_reason": 0, "duplicates": {}, "item_mismatch": [], "samples": []}
@@ -974,9 +974,10 @@ for name, model, keys in (
     )
 done = Evaluation.objects.filter(status="done").annotate(stored=Count("item_results"))
 answer["done_suite_runs"] = done.count()
-for run in done.only("id", "snapshot"):
-    if run.stored != len(run.snapshot.get("items", [])):
-        answer["item_mismatch"].append([run.pk, run.stored, len(run.snapshot["items"])])
+stored = dict(done.values_list("id", "stored"))
+for pk, items in EvaluationSnapshot.objects.filter(pk__in=stored).values_list("pk", "content__items"):
+    if stored[pk] != len(items or []):
+        answer["item_mismatch"].append([pk, stored[pk], len(items or [])])
 # The latest done runs on the clients' suites, each model in turn.
 mine = done.filter(suite__owner__isnull=False).select_related("model").order_by("-pk")
 picked = []

@@ -34,7 +34,6 @@ class EvaluationAdmin(admin.ModelAdmin):
     ]
     list_filter = ["status", "model"]
     readonly_fields = [f.name for f in Evaluation._meta.fields if f.name != "id"]
-    exclude = ["snapshot"]
 
 
 @admin.register(ProbingRun)

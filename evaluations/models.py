@@ -165,8 +165,6 @@ class Evaluation(Run):
     model = models.ForeignKey(LanguageModel, on_delete=models.CASCADE, related_name="evaluations")
     suite = models.ForeignKey(Suite, on_delete=models.CASCADE, related_name="evaluations")
     content_hash = models.CharField(max_length=64)
-    # The suite as it was evaluated, so results of outdated content stay readable.
-    snapshot = models.JSONField()
     metric = models.CharField(max_length=10, default="sum")
     accuracy = models.FloatField(null=True, blank=True)
     # Strict comparisons (< or >) whose two sides were exactly equal: each failed, as in
@@ -195,8 +193,8 @@ class Evaluation(Run):
         ]
         indexes = [
             models.Index(fields=["status"]),
-            # Covers the leaderboard's one query over all evaluations, so it never reads
-            # the (large) snapshot column.
+            # Covers the leaderboard's one query over all evaluations, so it reads no
+            # row of the table.
             models.Index(
                 fields=["status", "suite", "model", "content_hash", "accuracy", "ties"],
                 name="evaluation_board",
@@ -208,6 +206,25 @@ class Evaluation(Run):
 
     def get_absolute_url(self) -> str:
         return reverse("evaluations:detail", args=[self.pk])
+
+    @property
+    def snapshot(self) -> dict[str, Any]:
+        """The suite as it was evaluated (its `EvaluationSnapshot`): one query, unless
+        the evaluation was read with `select_related("snapshot_row")`."""
+        return self.snapshot_row.content
+
+
+class EvaluationSnapshot(models.Model):
+    """The suite as an evaluation evaluated it, so results of outdated content stay
+    readable. A table of its own, not a column of the evaluation: the evaluation's row is
+    updated at every progress report, and SQLite reads a row whole to update it (and
+    rewrites it whole when its size changes), 36 MB at 100,000 items. Written once, with
+    the evaluation (`evaluations.syntaxgym.services.evaluation_create`)."""
+
+    evaluation = models.OneToOneField(
+        Evaluation, on_delete=models.CASCADE, primary_key=True, related_name="snapshot_row"
+    )
+    content = models.JSONField()
 
 
 class PredictionResult(models.Model):

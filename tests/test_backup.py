@@ -24,7 +24,6 @@ from django.core.management.base import CommandError
 from django.db import connection
 
 from evaluations.models import (
-    Evaluation,
     ItemResult,
     LanguageModel,
     PairEvaluation,
@@ -34,6 +33,7 @@ from evaluations.models import (
     ProbingRun,
     TrainingRun,
 )
+from evaluations.syntaxgym.services import evaluation_create
 from suites.corpora.services import corpus_import
 from suites.minimal_pairs import sets as pair_sets
 from suites.models import PairSetSentence, ProbingInstance, Suite
@@ -93,7 +93,7 @@ def site(settings, tmp_path, alice) -> dict[str, Any]:
         name="trained-lm", display_name="Trained LM", source=str(trained), kind="causal"
     )
 
-    evaluation = Evaluation.objects.create(
+    evaluation = evaluation_create(
         model=hub,
         suite=agreement,
         content_hash=agreement.content_hash,

@@ -10,7 +10,7 @@ import pytest
 from django.test import Client
 
 from evaluations import token_data
-from evaluations.models import Evaluation, PairEvaluation, PairSentenceTokens
+from evaluations.models import PairEvaluation, PairSentenceTokens
 from evaluations.scoring.schema import TokenScore
 from evaluations.syntaxgym import services as evaluation_services
 from suites.minimal_pairs import sets as pair_sets
@@ -69,7 +69,7 @@ def world(alice):
     model = evaluation_services.LanguageModel.objects.create(
         name="real-model", display_name="Real model", source="real/model"
     )
-    evaluation = Evaluation.objects.create(
+    evaluation = evaluation_services.evaluation_create(
         model=model,
         suite=suite,
         content_hash=suite.content_hash,

@@ -19,6 +19,7 @@ from evaluations import leaderboard as boards
 from evaluations import statistics
 from evaluations.models import Evaluation, ItemResult, LanguageModel
 from evaluations.syntaxgym import selectors
+from evaluations.syntaxgym.services import evaluation_create
 from evaluations.templatetags.evaluation_tags import heat
 from suites.models import Suite
 from suites.syntaxgym import selectors as suite_selectors
@@ -43,7 +44,7 @@ def make_model(name: str, **fields: object) -> LanguageModel:
 
 
 def done(model: LanguageModel, suite: Suite, accuracy: float | None, ties: int = 0) -> Evaluation:
-    return Evaluation.objects.create(
+    return evaluation_create(
         model=model,
         suite=suite,
         content_hash=suite.content_hash,
@@ -71,7 +72,7 @@ def board_data() -> dict[str, object]:
         "m2a1": done(m2, a1, 1.0),
     }
     # Not done: never on the leaderboard.
-    Evaluation.objects.create(
+    evaluation_create(
         model=m2, suite=a2, content_hash=a2.content_hash, snapshot={}, status="running"
     )
     return {"a1": a1, "a2": a2, "both": both, "plain": plain, "m1": m1, "m2": m2, **e}

@@ -155,14 +155,13 @@ def test_failure_reasons_shown_to_others_hold_no_paths() -> None:
 
 
 def test_a_failed_run_stores_the_public_reason(alice, model_dir: Path) -> None:
-    from evaluations.models import Evaluation
     from suites.syntaxgym import selectors
     from suites.syntaxgym import services as suite_services
     from tests.conftest import small_suite
 
     suite = suite_services.suite_import(source=small_suite("s"), owner=alice).suite
     model = LanguageModel.objects.create(name="m", display_name="m", source="m")
-    evaluation = Evaluation.objects.create(
+    evaluation = services.evaluation_create(
         model=model,
         suite=suite,
         content_hash=suite.content_hash,

@@ -254,7 +254,9 @@ def _counts(
 def _snapshot(evaluation_id: int) -> tuple[dict[str, Any], str]:
     """The suite as evaluated (every compared evaluation is of the current content, so
     any one of them will do) and the metric its predictions compare."""
-    snapshot, metric = Evaluation.objects.values_list("snapshot", "metric").get(pk=evaluation_id)
+    snapshot, metric = Evaluation.objects.values_list("snapshot_row__content", "metric").get(
+        pk=evaluation_id
+    )
     return snapshot or {}, metric
 
 

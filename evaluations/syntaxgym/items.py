@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from evaluations.models import Evaluation, ItemResult
+from evaluations.models import Evaluation, EvaluationSnapshot, ItemResult
 from evaluations.scoring.alignment import align_tokens, build_sentence
 from evaluations.scoring.metrics import region_metrics
 from evaluations.syntaxgym.missing import MissingReason, sentence_reasons
@@ -114,9 +114,9 @@ def _snapshot_parts(evaluation: Evaluation, row: ItemResult) -> dict[str, Any]:
     and this one item, read by JSON path (a large suite's whole snapshot takes seconds to
     decode). The item is the one at the row's position, as the store wrote them."""
     item, region_meta, formulas = (
-        Evaluation.objects.filter(pk=evaluation.pk)
+        EvaluationSnapshot.objects.filter(pk=evaluation.pk)
         .values_list(
-            f"snapshot__items__{row.position}", "snapshot__region_meta", "snapshot__predictions"
+            f"content__items__{row.position}", "content__region_meta", "content__predictions"
         )
         .get()
     )

@@ -99,12 +99,12 @@ def compare_page(request: HttpRequest, name: str) -> HttpResponse:
 
 
 def _done_evaluation(pk: int, *, snapshot: bool = True) -> Evaluation:
-    """Only done evaluations have results: anything else is not found here. Without
-    `snapshot` the suite as evaluated is left unread (megabytes for a large suite) until
-    something asks for it."""
+    """Only done evaluations have results: anything else is not found here. With
+    `snapshot` the suite as evaluated is read in the same query; without, it is left
+    unread (megabytes for a large suite) until something asks for it."""
     evaluations = Evaluation.objects.select_related("model", "suite")
-    if not snapshot:
-        evaluations = evaluations.defer("snapshot")
+    if snapshot:
+        evaluations = evaluations.select_related("snapshot_row")
     evaluation = get_object_or_404(evaluations, pk=pk)
     if evaluation.status != Evaluation.Status.DONE:
         raise Http404("This evaluation has no results yet.")

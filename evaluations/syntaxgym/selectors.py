@@ -329,7 +329,7 @@ def outdated_pairs(
     if suite is not None:
         old = old.filter(suite=suite)
     pairs: dict[tuple[int, int], tuple[LanguageModel, Suite]] = {}
-    rows = old.select_related("model", "suite").defer("snapshot")
+    rows = old.select_related("model", "suite")
     for e in rows.order_by("model__name", "suite__name"):
         pairs.setdefault((e.model_id, e.suite_id), (e.model, e.suite))
     return list(pairs.values())
@@ -570,7 +570,7 @@ def export_selection(
         current = current.filter(suite__tags__name=tag)
     rows = list(
         current.order_by("suite__name", "model__name").values_list(
-            "id", "model__name", "suite__name", "snapshot__region_meta"
+            "id", "model__name", "suite__name", "snapshot_row__content__region_meta"
         )
     )
     formulas: dict[int, list[str]] = defaultdict(list)

@@ -14,7 +14,13 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from evaluations.language_models.registry import learn_model_facts
-from evaluations.models import Evaluation, ItemResult, LanguageModel, PredictionResult
+from evaluations.models import (
+    Evaluation,
+    EvaluationSnapshot,
+    ItemResult,
+    LanguageModel,
+    PredictionResult,
+)
 from evaluations.runs import lifecycle as runs
 from evaluations.scoring import WORD_PROBABILITY
 from evaluations.syntaxgym import outcomes
@@ -173,17 +179,38 @@ def _evaluation_get_or_create(
         snapshots[suite.pk] = selectors.suite_canonical(suite)
     snapshot = snapshots[suite.pk]
     try:
-        with transaction.atomic():
-            evaluation = Evaluation.objects.create(
-                **key,
-                snapshot=snapshot,
-                metric=outcomes.prediction_metric(snapshot["meta"].get("metric")),
-                progress_total=len(formats.sentences(snapshot)),
-                requested_by=requester,
-            )
+        evaluation = evaluation_create(
+            model=model,
+            suite=suite,
+            content_hash=suite.content_hash,
+            snapshot=snapshot,
+            metric=outcomes.prediction_metric(snapshot["meta"].get("metric")),
+            progress_total=len(formats.sentences(snapshot)),
+            requested_by=requester,
+        )
     except IntegrityError:
         return Evaluation.objects.get(**key), False
     return evaluation, True
+
+
+def evaluation_create(
+    *,
+    model: LanguageModel,
+    suite: Suite,
+    content_hash: str,
+    snapshot: dict[str, Any],
+    **fields: Any,
+) -> Evaluation:
+    """An evaluation row and its snapshot (the suite as evaluated, `EvaluationSnapshot`),
+    in one transaction: the one way an evaluation is made. `fields` are the evaluation's
+    other columns. Its `snapshot` is then read without a query."""
+    with transaction.atomic():
+        evaluation = Evaluation.objects.create(
+            model=model, suite=suite, content_hash=content_hash, **fields
+        )
+        # Assigning the evaluation also caches the row on it (a one-to-one's reverse side).
+        EvaluationSnapshot.objects.create(evaluation=evaluation, content=snapshot)
+    return evaluation
 
 
 def scoring_payload(evaluation: Evaluation) -> dict[str, Any]:

@@ -13,8 +13,9 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from evaluations.models import Evaluation, LanguageModel, PairEvaluation, ProbingRun
+from evaluations.models import LanguageModel, PairEvaluation, ProbingRun
 from evaluations.runs import lifecycle as runs
+from evaluations.syntaxgym.services import evaluation_create
 from suites.minimal_pairs import sets as pair_sets
 from suites.probing.services import probing_task_import
 from suites.syntaxgym import services as suite_services
@@ -49,7 +50,7 @@ def world(alice, bob) -> dict:
         return run
 
     suite_run = made(
-        Evaluation.objects.create(
+        evaluation_create(
             model=gpt,
             suite=suite,
             content_hash=suite.content_hash,
@@ -259,7 +260,7 @@ def test_pages_and_query_count_are_bounded(world, alice, alice_client) -> None:
         model = LanguageModel.objects.create(
             name=f"m{n}", display_name=f"M {n}", source=f"org/m{n}"
         )
-        Evaluation.objects.create(
+        evaluation_create(
             model=model, suite=suite, content_hash="x", snapshot={}, requested_by=alice
         )
         PairEvaluation.objects.create(model=model, pair_set=pair_set, content_hash="x")

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from evaluations.models import Evaluation, LanguageModel, PairEvaluation, ProbingRun
+from evaluations.models import LanguageModel, PairEvaluation, ProbingRun
+from evaluations.syntaxgym.services import evaluation_create
 from suites.minimal_pairs import sets as pair_sets
 from suites.probing.services import probing_task_import
 from suites.syntaxgym import services as suite_services
@@ -46,7 +47,7 @@ def test_runs_page_with_long_names_and_filters(page, alice, bob) -> None:
         name="pythia-long", display_name=LONG_MODEL, source="org/long"
     )
     gpt2 = LanguageModel.objects.create(name="gpt2", display_name="GPT-2", source="gpt2")
-    Evaluation.objects.create(
+    evaluation_create(
         model=long,
         suite=suite,
         content_hash=suite.content_hash,

@@ -406,7 +406,7 @@ def test_store_counts_ties_and_unknown_words_and_pages_show_them(
     model = model_registry.model_register(source=str(tiny_arpa), name="tiny-arpa")
     assert model.kind == "ngram"
     snapshot = suite_selectors.suite_canonical(suite)
-    evaluation = Evaluation.objects.create(
+    evaluation = services.evaluation_create(
         model=model, suite=suite, content_hash=suite.content_hash, snapshot=snapshot
     )
     payload = services.scoring_payload(evaluation)

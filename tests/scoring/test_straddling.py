@@ -183,7 +183,7 @@ def test_result_page_and_export_count_regions_without_tokens(
     model = LanguageModel.objects.create(
         name="crossing", display_name="Crossing", source=str(crossing_folder)
     )
-    evaluation = Evaluation.objects.create(
+    evaluation = services.evaluation_create(
         model=model,
         suite=suite,
         content_hash=suite.content_hash,

@@ -17,6 +17,7 @@ from django.test.utils import CaptureQueriesContext
 from evaluations import statistics
 from evaluations.models import Evaluation, LanguageModel
 from evaluations.syntaxgym import comparisons
+from evaluations.syntaxgym.services import evaluation_create
 from suites.models import Suite
 from suites.syntaxgym import services as suite_services
 from tests.conftest import search
@@ -143,7 +144,7 @@ def test_page_shows_models_counts_and_items(anon_client, suite, three) -> None:
 def test_models_without_results_are_named_with_the_reason(anon_client, suite, three) -> None:
     model("model-d")  # registered, never run on the suite
     outdated = model("model-e")
-    Evaluation.objects.create(
+    evaluation_create(
         model=outdated,
         suite=suite,
         content_hash="0" * 64,
@@ -285,7 +286,7 @@ def accuracies() -> dict[str, LanguageModel]:
     for key, scores in table.items():
         for suite_name, accuracy in scores.items():
             suite = suites[suite_name]
-            Evaluation.objects.create(
+            evaluation_create(
                 model=made[key],
                 suite=suite,
                 content_hash=suite.content_hash,
@@ -336,7 +337,7 @@ def test_scatter_reads_two_queries_whatever_the_size(accuracies, django_assert_n
     for n in range(5):
         extra = model(f"model-extra{n}", display_name=f"Extra {n}")
         for suite in Suite.objects.all():
-            Evaluation.objects.create(
+            evaluation_create(
                 model=extra,
                 suite=suite,
                 content_hash=suite.content_hash,

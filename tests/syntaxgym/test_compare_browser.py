@@ -12,6 +12,7 @@ from urllib.parse import quote, unquote
 import pytest
 
 from evaluations.models import Evaluation, LanguageModel
+from evaluations.syntaxgym.services import evaluation_create
 from suites.models import Suite
 from suites.syntaxgym import services as suite_services
 from tests.browser import artifact
@@ -100,7 +101,7 @@ def _scatter_data() -> None:
         if n:  # a second other model, on two of the three suites
             pairs.append((_model_once("model-w"), 1.0 - theirs))
         for model, accuracy in pairs:
-            Evaluation.objects.create(
+            evaluation_create(
                 model=model,
                 suite=suite,
                 content_hash=suite.content_hash,
@@ -178,7 +179,7 @@ def test_leaderboard_long_names_and_like_for_like(page) -> None:
     a = _model("model-a", LONG_MODEL)
     b = _model("model-b", "Model B")
     for model, suite, accuracy in ((a, long_suite, 0.5), (a, short, 1.0), (b, short, 0.25)):
-        Evaluation.objects.create(
+        evaluation_create(
             model=model,
             suite=suite,
             content_hash=suite.content_hash,

@@ -61,7 +61,7 @@ def _evaluation(name: str, kind: str, source: str = "hub/x") -> Evaluation:
     model, _ = LanguageModel.objects.get_or_create(
         name=name.replace(" ", "-"), defaults={"display_name": name, "source": source, "kind": kind}
     )
-    return Evaluation.objects.create(
+    return services.evaluation_create(
         model=model,
         suite=suite,
         content_hash=suite.content_hash,
@@ -275,7 +275,7 @@ def test_bytes_of_one_character_show_it_once(client) -> None:
     ]
     suite = suite_services.suite_import(source=data, owner=None).suite
     model = LanguageModel.objects.create(name="bytes", display_name="Bytes", source="hub/b")
-    evaluation = Evaluation.objects.create(
+    evaluation = services.evaluation_create(
         model=model,
         suite=suite,
         content_hash=suite.content_hash,

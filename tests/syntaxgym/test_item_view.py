@@ -107,7 +107,7 @@ def store(
         name="tiny-lm", defaults={"display_name": "Tiny LM", "source": "hub/tiny"}
     )
     snapshot = suite_selectors.suite_canonical(suite)
-    evaluation = Evaluation.objects.create(
+    evaluation = services.evaluation_create(
         model=model,
         suite=suite,
         content_hash=suite.content_hash,
@@ -151,7 +151,7 @@ def test_store_refuses_tokens_that_are_not_packed_tokens() -> None:
     suite = suite_services.suite_import(source=suite_data("bad tokens"), owner=None).suite
     model = LanguageModel.objects.create(name="m", display_name="M", source="hub/m")
     snapshot = suite_selectors.suite_canonical(suite)
-    evaluation = Evaluation.objects.create(
+    evaluation = services.evaluation_create(
         model=model, suite=suite, content_hash=suite.content_hash, snapshot=snapshot
     )
     sentences = [

@@ -16,6 +16,7 @@ from evaluations import baseline
 from evaluations.models import Evaluation, LanguageModel
 from evaluations.scoring import worker
 from evaluations.syntaxgym.missing import MissingReason, sentence_reasons
+from evaluations.syntaxgym.services import evaluation_create
 from suites import formats
 from suites.models import Suite
 from suites.syntaxgym import selectors as suite_selectors
@@ -133,7 +134,7 @@ def test_the_trigram_says_why_the_comma_has_no_value(client) -> None:
     model = LanguageModel.objects.create(
         name="cmu", display_name="CMU", source=str(CMU_TRIGRAM), kind="ngram"
     )
-    evaluation = Evaluation.objects.create(
+    evaluation = evaluation_create(
         model=model,
         suite=suite,
         content_hash=suite.content_hash,

@@ -20,6 +20,7 @@ from evaluations import plots
 from evaluations.models import Evaluation, ItemResult, LanguageModel, PredictionResult
 from evaluations.scoring.metrics import region_metrics
 from evaluations.syntaxgym import exports, outcomes, selectors
+from evaluations.syntaxgym.services import evaluation_create
 from suites import formats
 from suites.models import Suite
 from suites.syntaxgym import selectors as suite_selectors
@@ -77,7 +78,7 @@ def store_done(
             {"regions": [region_metrics(r) for r in regions], "sentence": region_metrics(flat)}
         )
     result = outcomes.score_items(snapshot, scored)
-    evaluation = Evaluation.objects.create(
+    evaluation = evaluation_create(
         model=model,
         suite=suite,
         content_hash=suite.content_hash,

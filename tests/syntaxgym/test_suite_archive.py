@@ -9,6 +9,7 @@ import json
 import pytest
 
 from evaluations.models import Evaluation, LanguageModel
+from evaluations.syntaxgym.services import evaluation_create
 from suites.models import Suite
 from suites.syntaxgym import selectors, services
 from tests.conftest import BrowserClient, small_suite, token_client
@@ -18,7 +19,7 @@ pytestmark = pytest.mark.django_db
 
 def _evaluate(suite: Suite, user) -> Evaluation:
     model, _ = LanguageModel.objects.get_or_create(name="m", display_name="M", source="m")
-    return Evaluation.objects.create(
+    return evaluation_create(
         model=model,
         suite=suite,
         content_hash=suite.content_hash,

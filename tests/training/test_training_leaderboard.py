@@ -9,7 +9,8 @@ import io
 
 import pytest
 
-from evaluations.models import Evaluation, LanguageModel, PairEvaluation, ProbingRun
+from evaluations.models import LanguageModel, PairEvaluation, ProbingRun
+from evaluations.syntaxgym.services import evaluation_create
 from evaluations.training import services
 from suites.corpora.services import corpus_import
 from suites.minimal_pairs.sets import minimal_pair_set_import
@@ -45,7 +46,7 @@ def test_a_training_run_s_checkpoints_as_rows(run, anon_client) -> None:
     suite = suite_import(source=(EXAMPLES / "agreement_local.json").read_text(), owner=None).suite
     other = LanguageModel.objects.create(name="gpt2", display_name="GPT-2", source="gpt2")
     for name, accuracy in (("book-gpt-512", 0.25), ("book-gpt-4096", 0.75), ("gpt2", 0.9)):
-        Evaluation.objects.create(
+        evaluation_create(
             model=LanguageModel.objects.get(name=name),
             suite=suite,
             content_hash=suite.content_hash,
