@@ -212,6 +212,7 @@ print(json.dumps({
     "suite_owner": Suite.objects.get(name="agreement kept").owner.username,
     "suite_tags": sorted(Suite.objects.get(name="agreement kept").tags.values_list("name", flat=True)),
     "accuracy": [evaluation.accuracy, evaluation.ties, evaluation.suite.name, evaluation.model.name],
+    "snapshot": evaluation.snapshot,
     "item_values": list(ItemResult.objects.order_by("item_number").values_list("values", flat=True)),
     "pair_accuracy": PairEvaluation.objects.get().accuracy,
     "pair_tokens": PairSentenceTokens.objects.get().tokens,
@@ -314,6 +315,7 @@ def test_restore_into_an_empty_site_finds_everything(site, tmp_path, empty_datab
     assert found["suites"] == ["agreement kept", "second suite"]
     assert found["suite_owner"] == "alice" and found["suite_tags"] == ["agreement"]
     assert found["accuracy"] == [0.625, 1, "agreement kept", "hub-lm"]
+    assert found["snapshot"] == {"meta": {"name": "agreement kept"}}
     assert found["item_values"] == [
         {"match": {"sum": [1.5, 2.25, 0.5]}},
         {"match": {"sum": [3.0, 2.25, 0.5]}},
