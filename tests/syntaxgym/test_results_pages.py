@@ -15,9 +15,17 @@ from typing import Any
 
 import pytest
 from django.contrib.staticfiles import finders
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from evaluations import plots
-from evaluations.models import Evaluation, ItemResult, LanguageModel, PredictionResult
+from evaluations.models import (
+    Evaluation,
+    EvaluationSnapshot,
+    ItemResult,
+    LanguageModel,
+    PredictionResult,
+)
 from evaluations.scoring.metrics import region_metrics
 from evaluations.syntaxgym import exports, outcomes, selectors
 from evaluations.syntaxgym.services import evaluation_create
@@ -162,6 +170,28 @@ def test_result_page_numbers(anon_client, evaluation) -> None:
     # Links to the model, the suite and both downloads.
     for href in ("/models/tiny-lm/", "/suites/three%20items/", "results.json", "results.csv"):
         assert href in page
+
+
+def _snapshot_reads(client, url: str) -> list[str]:
+    """The statements a GET of `url` sends that name the snapshots' table."""
+    table = EvaluationSnapshot._meta.db_table
+    with CaptureQueriesContext(connection) as captured:
+        assert client.get(url).status_code == 200
+    return [q["sql"] for q in captured.captured_queries if table in q["sql"]]
+
+
+def test_pages_read_the_snapshot_once_or_not_at_all(anon_client, evaluation) -> None:
+    """The snapshot has a table of its own: the result page reads it in the query that
+    reads the evaluation (no query more), the item page reads its one item by JSON path,
+    and pages that list evaluations never read it."""
+    evaluations = f'"{Evaluation._meta.db_table}"'
+    (joined,) = _snapshot_reads(anon_client, f"/evaluations/{evaluation.pk}/results/")
+    assert evaluations in joined, joined
+    (item,) = _snapshot_reads(anon_client, f"/evaluations/{evaluation.pk}/items/1/")
+    assert evaluations not in item, item
+    assert _snapshot_reads(anon_client, "/leaderboard/") == []
+    assert _snapshot_reads(anon_client, f"/models/{evaluation.model.name}/") == []
+    assert _snapshot_reads(anon_client, "/runs/") == []
 
 
 def test_accuracy_has_a_wilson_interval_on_its_evaluable_items(anon_client, evaluation) -> None:
