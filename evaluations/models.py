@@ -193,8 +193,7 @@ class Evaluation(Run):
         ]
         indexes = [
             models.Index(fields=["status"]),
-            # Covers the leaderboard's one query over all evaluations, so it reads no
-            # row of the table.
+            # Covers the leaderboard's one query over all evaluations.
             models.Index(
                 fields=["status", "suite", "model", "content_hash", "accuracy", "ties"],
                 name="evaluation_board",
