@@ -1,5 +1,5 @@
 """The migration that moved each evaluation's snapshot out of the evaluation's row into a
-table of its own (evaluations 0011) carries every existing snapshot over unchanged, and
+table of its own (evaluations 0012) carries every existing snapshot over unchanged, and
 undoing it puts every snapshot back into the column."""
 
 from __future__ import annotations
