@@ -184,6 +184,7 @@ def _evaluation_get_or_create(
             suite=suite,
             content_hash=suite.content_hash,
             snapshot=snapshot,
+            word_probability=word_probability,
             metric=outcomes.prediction_metric(snapshot["meta"].get("metric")),
             progress_total=len(formats.sentences(snapshot)),
             requested_by=requester,
