@@ -34,6 +34,7 @@ PAIR_RUNS = runs.RunKind(
     model="evaluations.PairEvaluation",
     payload="evaluations.minimal_pairs.services.pair_payload",
     work="evaluations.minimal_pairs.worker.run_pairs",
+    warm_up="evaluations.scoring.loading.preload_transformers",
     store="evaluations.minimal_pairs.services.pair_results_store",
     pack_work="evaluations.minimal_pairs.worker.run_pairs_groups",
     label="Minimal pairs",

@@ -26,6 +26,7 @@ PROBING_RUNS = runs.RunKind(
     model="evaluations.ProbingRun",
     payload="evaluations.probing.services.probing_payload",
     work="evaluations.probing.worker.run_probing",
+    warm_up="evaluations.scoring.loading.preload_transformers",
     store="evaluations.probing.services.probing_results_store",
     label="Probing",
     api_detail="api-probing-run",

@@ -149,6 +149,9 @@ class RunKind:
     work: str
     store: str
     pack_work: str = ""
+    # A no-argument callable a GPU worker calls once before its pool starts (imports the
+    # work needs on every run, so that none of them pays for them).
+    warm_up: str = ""
     label: str = ""
     api_detail: str = ""
     request: str = ""

@@ -49,10 +49,11 @@ from typing import Any
 from billiard.exceptions import WorkerLostError
 from celery import Task, current_app, shared_task
 from celery.exceptions import SoftTimeLimitExceeded, TimeLimitExceeded
-from celery.signals import worker_process_init
+from celery.signals import worker_init, worker_process_init
 from django.conf import settings
 from django.db import InterfaceError
 from django.db import OperationalError as DatabaseError
+from django.utils.module_loading import import_string
 from kombu.exceptions import OperationalError as BrokerError
 
 from evaluations.runs import broker_watch
@@ -82,12 +83,16 @@ TRANSIENT_STORE_ERRORS = (DatabaseError, InterfaceError, BrokerError, Connection
 STORE_MAX_RETRIES = 8
 
 
+@worker_init.connect
 @worker_process_init.connect
 def import_work_functions(**_kwargs: Any) -> None:
     """A worker that takes work from the gpu queue imports the kinds' work functions
-    (torch, the engine) when its pool process starts, not inside the first run: the
-    import takes seconds that would count against that run's time limit, and a limit
-    that strikes inside it leaves the module half-imported for every later run."""
+    (torch, the engine) before its first run: the import takes seconds that would count
+    against that run's time limit (and delay its first progress report), and a limit
+    that strikes inside it leaves the module half-imported for every later run. The
+    worker's main process imports them before it starts its pool (`worker_init`), so a
+    pool process, the first or one that replaces a killed one, is forked with them in
+    place; `worker_process_init` is the same call in a pool process, a no-op then."""
     # celery-types leaves out the queues that app.amqp holds.
     consumed = current_app.amqp.queues.consume_from  # type: ignore[attr-defined]
     if consumed and GPU_QUEUE not in consumed:
@@ -95,10 +100,14 @@ def import_work_functions(**_kwargs: Any) -> None:
     # The kinds registered themselves when the app was ready (evaluations.apps).
     from evaluations.runs import lifecycle as runs
 
+    warmed: set[str] = set()
     for kind in runs.KINDS.values():
         kind.work_function()
         if kind.pack_work:
             kind.pack_work_function()
+        if kind.warm_up and kind.warm_up not in warmed:
+            warmed.add(kind.warm_up)
+            import_string(kind.warm_up)()
 
 
 def soft_time_limit(hard: int) -> int:

@@ -294,6 +294,26 @@ def _load(
     return lm
 
 
+def preload_transformers() -> None:
+    """Import what loading a transformers model needs (the model machinery, the auto
+    classes, fast tokenizers, and the architectures Gym trains and tests with), which
+    `_load` would otherwise import inside a run: seconds before its first progress
+    report. A GPU worker calls it once before it starts its pool (`RunKind.warm_up`)."""
+    import importlib
+
+    import transformers.modeling_utils  # noqa: F401
+    from transformers import (  # noqa: F401
+        AutoConfig,
+        AutoModelForCausalLM,
+        AutoModelForMaskedLM,
+        AutoTokenizer,
+        PreTrainedTokenizerFast,
+    )
+
+    for name in ("gpt2", "llama", "bert"):
+        importlib.import_module(f"transformers.models.{name}.modeling_{name}")
+
+
 def _hub_options(source: str, revision: str | None) -> tuple[dict[str, Any], bool]:
     """from_pretrained options shared by config, tokenizer and weights; is it a folder?"""
     local_dir = Path(source).expanduser().is_dir()

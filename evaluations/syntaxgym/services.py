@@ -37,6 +37,7 @@ SUITE_RUNS = runs.RunKind(
     model="evaluations.Evaluation",
     payload="evaluations.syntaxgym.services.scoring_payload",
     work="evaluations.scoring.worker.run_scoring",
+    warm_up="evaluations.scoring.loading.preload_transformers",
     store="evaluations.syntaxgym.services.suite_results_store",
     pack_work="evaluations.scoring.worker.run_scoring_groups",
     label="Suite",
