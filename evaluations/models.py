@@ -408,12 +408,22 @@ class PairEvaluation(Run):
     ties = models.PositiveIntegerField(default=0)
     diagnostics = models.JSONField(default=dict, blank=True)
     model_info = models.JSONField(default=dict, blank=True)
+    # What a token's surprisal is: "tokens" (every run before this option, imported ones,
+    # and the only ones the leaderboard and the comparisons read), or "corrected": each
+    # word's last token also carries its word-boundary correction, so that word and ROI
+    # sums are word surprisals (evaluations.minimal_pairs.evaluate.word_corrections).
+    word_probability = models.CharField(
+        max_length=10,
+        choices=[("tokens", "sum of token surprisals"), ("corrected", "word-corrected")],
+        default="tokens",
+    )
 
     class Meta:
         ordering = ["-created_at"]
         constraints = [
             models.UniqueConstraint(
-                fields=["model", "pair_set", "content_hash"], name="pair_evaluation_unique_content"
+                fields=["model", "pair_set", "content_hash", "word_probability"],
+                name="pair_evaluation_unique_content",
             ),
         ]
         indexes = [

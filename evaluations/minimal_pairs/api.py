@@ -33,6 +33,7 @@ from evaluations.minimal_pairs.analysis import (
     WORD_SUMMARIES,
     AnalysisError,
     AnalysisOptions,
+    Table,
     analyze_minimal_pairs,
     table_to_tsv,
 )
@@ -45,6 +46,7 @@ from evaluations.minimal_pairs.tokens import (
 from evaluations.models import LanguageModel, PairEvaluation
 from evaluations.runs import lifecycle as runs
 from evaluations.runs.api import BAD_FILTER, RUN_FILTER_PARAMETERS, run_filters_of
+from evaluations.scoring import WORD_PROBABILITY
 from gym.errors import ApplicationError
 from gym.rest import NameField
 from suites.formats.minimal_pairs import MinimalPairFormatError
@@ -139,6 +141,7 @@ class PairEvaluationSerializer(serializers.ModelSerializer):
             "progress_done",
             "progress_total",
             "error",
+            "word_probability",
             "accuracy",
             "ties",
             "created_at",
@@ -197,6 +200,16 @@ class PairEvaluationRequestSerializer(serializers.Serializer):
         min_length=1,
         max_length=MAX_ASKED,
     )
+    word_probability = serializers.ChoiceField(
+        choices=list(WORD_PROBABILITY),
+        required=False,
+        default="tokens",
+        help_text="What a token's surprisal is: 'tokens' (the model's) or 'corrected': each "
+        "word's last token also carries the word-boundary correction, so that word and ROI "
+        "sums are word surprisals (causal LMs whose tokenizer marks word starts; see the "
+        "docs' evaluation page). Corrected runs are separate runs, left out of the "
+        "leaderboard and the comparisons",
+    )
 
 
 class PairEvaluationListCreate(generics.ListAPIView):
@@ -243,6 +256,7 @@ class PairEvaluationListCreate(generics.ListAPIView):
             user=request.user,
             models=body.validated_data["models"],
             pair_sets=body.validated_data["sets"],
+            word_probability=body.validated_data["word_probability"],
         )
         context = {"created_ids": {run.pk for run in outcome.created}}
         answer = RequestedPairEvaluationSerializer(outcome.evaluations, many=True, context=context)
@@ -332,21 +346,25 @@ class PairEvaluationTable(APIView):
                 f"This evaluation is {evaluation.status}; its tables exist once it is done."
             )
         tsv = request.accepted_renderer.format == "tsv"
+        # Named only for word-corrected runs, as `minimal_pairs evaluate` does: a last
+        # column of the TSV, a key of the JSON.
+        corrected = word_probability_named(evaluation)
         if table == "tokens":
             tokens = pair_results.token_table(evaluation)
             if tsv:
-                return Response(predictions_to_tsv(tokens))
-            return Response(tokens_json(tokens))
+                return Response(predictions_to_tsv(tokens, word_probability=corrected))
+            return Response({**tokens_json(tokens), **_named(corrected)})
         analysis = pair_results.analyze_evaluation(evaluation, options, tables=(table,))
         out = getattr(analysis, table)
         if tsv:
-            return Response(table_to_tsv(out))
+            return Response(table_to_tsv(with_word_probability(out, corrected)))
         return Response(
             {
                 "columns": out.columns,
                 "rows": [[json_cell(v) for v in row] for row in out.rows],
                 "options": asdict(options),
                 "warnings": analysis.warnings,
+                **_named(corrected),
             }
         )
 
@@ -355,6 +373,31 @@ class PairEvaluationTable(APIView):
         self.request.accepted_renderer = JSONRenderer()
         self.request.accepted_media_type = JSONRenderer.media_type
         return super().handle_exception(exc)
+
+
+def word_probability_named(evaluation: PairEvaluation) -> str | None:
+    """What a word-corrected run's exports say it holds (None for ordinary runs): what
+    its worker applied ("tokens" for a model the correction does not apply to)."""
+    if evaluation.word_probability == "tokens":
+        return None
+    applied = (evaluation.diagnostics or {}).get("word_probability")
+    return str(applied or evaluation.word_probability)
+
+
+def _named(word_probability: str | None) -> dict[str, str]:
+    return {} if word_probability is None else {"word_probability": word_probability}
+
+
+def with_word_probability(table: Table, word_probability: str | None) -> Table:
+    """The table with a last `word_probability` column holding it on every row (the
+    table itself when None)."""
+    if word_probability is None:
+        return table
+    return Table(
+        columns=[*table.columns, "word_probability"],
+        rows=[[*row, word_probability] for row in table.rows],
+        index=table.index,
+    )
 
 
 def json_cell(value: object) -> object:

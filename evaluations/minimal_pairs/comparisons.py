@@ -59,7 +59,10 @@ def current_results(
     """(model, run id) of every model with a current done run on the set, by display
     name: the comparison page's choices. One query."""
     runs = PairEvaluation.objects.filter(
-        pair_set=pair_set, status=DONE, content_hash=pair_set.content_hash
+        pair_set=pair_set,
+        status=DONE,
+        content_hash=pair_set.content_hash,
+        word_probability="tokens",
     ).select_related("model")
     if not include_hidden:
         runs = runs.filter(model__is_hidden=False)
@@ -81,6 +84,7 @@ def compare_pairs(pair_set: MinimalPairSet, names: Sequence[str]) -> PairCompari
             status=DONE,
             content_hash=pair_set.content_hash,
             model__name__in=names,
+            word_probability="tokens",
         ).select_related("model", "pair_set")
     }
     left_out = [(f"{extra} more", f"only {MAX_NAMES} names are read")] if extra > 0 else []
@@ -171,6 +175,7 @@ def compare_across_sets(names: Sequence[str], *, tag: str = "") -> AcrossSets:
         content_hash=F("pair_set__content_hash"),
         model__in=models,
         accuracy__isnull=False,
+        word_probability="tokens",
     ).select_related("model", "pair_set"):
         if run.pair_set_id in wanted:
             runs[(run.model_id, run.pair_set_id)] = run

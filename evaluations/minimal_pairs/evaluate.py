@@ -74,6 +74,24 @@ def word_corrections(
     return shift
 
 
+def word_surprisals(score: SentenceScore) -> list[float | None]:
+    """Each token's surprisal as the token table holds it: the engine's, plus, on each
+    word's last token, the word's boundary correction where the score has log2 B
+    (`word_probability="corrected"`; None where a log2 B it needs is missing). What
+    `minimal_pairs evaluate` writes and the site's workers store."""
+    surprisals = [token.surprisal for token in score.tokens]
+    if score.log_boundary is None:
+        return surprisals
+    owners = word_of_tokens(
+        split_words(score.text), [(t.start, t.end) for t in score.tokens], score.text
+    )
+    for position, correction in word_corrections(owners, score.log_boundary).items():
+        surp = surprisals[position]
+        if surp is not None:
+            surprisals[position] = None if correction is None else surp + correction
+    return surprisals
+
+
 def evaluate_minimal_pairs(
     model: LoadedModel | NgramModel,
     pair_set: MinimalPairSet,
@@ -103,13 +121,9 @@ def evaluate_minimal_pairs(
     for sentence, score in zip(pair_set.sentences, scores, strict=True):
         words = split_words(score.text)
         owners = word_of_tokens(words, [(t.start, t.end) for t in score.tokens], score.text)
-        shift = word_corrections(owners, score.log_boundary)
-        for position, (token, owner) in enumerate(zip(score.tokens, owners, strict=True)):
+        surprisals = word_surprisals(score)
+        for token, owner, surp in zip(score.tokens, owners, surprisals, strict=True):
             word = words[owner] if owner >= 0 else None
-            surp = token.surprisal
-            if surp is not None and position in shift:
-                correction = shift[position]
-                surp = None if correction is None else surp + correction
             rows.append(
                 (
                     token.text,

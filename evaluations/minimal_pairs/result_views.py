@@ -117,6 +117,8 @@ TABLES = [
 def _downloads(evaluation: PairEvaluation) -> list[tuple[str, str, str]]:
     """(table, label, file name) of the page's four TSV downloads."""
     stem = f"{slugify(evaluation.pair_set.name) or 'pairs'}__{evaluation.model.name}"
+    if evaluation.word_probability != "tokens":
+        stem += f"__{evaluation.word_probability}"  # beside the ordinary run's files
     return [(table, label, f"{stem}{ending}.tsv") for table, label, ending in TABLES]
 
 

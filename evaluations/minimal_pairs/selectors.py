@@ -42,8 +42,9 @@ def pair_leaderboard(
     board does (McNemar per shared set, Holm-adjusted): it reads every shown run's
     per-pair outcomes, from the cached analysis its result page opens with, or by
     analysing the run where no page has yet."""
+    # Word-corrected runs measure another quantity: never ranked with the rest.
     current = PairEvaluation.objects.filter(
-        status=DONE, content_hash=F("pair_set__content_hash")
+        status=DONE, content_hash=F("pair_set__content_hash"), word_probability="tokens"
     ).order_by()
     shown = boards.board(
         boards.data_columns(MinimalPairSet.objects.all()),
@@ -148,8 +149,9 @@ def _scores(runs: list[PairEvaluation], tags: dict[int, tuple[str, ...]]) -> lis
 
 def _runs(**filters: object) -> list[PairEvaluation]:
     # Only the columns the lists show: diagnostics and model info may be large.
+    # Ordinary runs only, as the suites' lists: word-corrected ones are the API's.
     return list(
-        PairEvaluation.objects.filter(**filters)
+        PairEvaluation.objects.filter(word_probability="tokens", **filters)
         .select_related("model", "pair_set")
         .only(
             "id",
@@ -175,7 +177,9 @@ def model_pair_results(model: LanguageModel) -> list[PairScore]:
     queries."""
     runs = _runs(model=model)
     sets = MinimalPairSet.objects.filter(
-        pk__in=PairEvaluation.objects.filter(model=model).values("pair_set_id")
+        pk__in=PairEvaluation.objects.filter(model=model, word_probability="tokens").values(
+            "pair_set_id"
+        )
     )
     columns = boards.data_columns(sets)
     return _scores(runs, {c.id: c.tags for c in columns})

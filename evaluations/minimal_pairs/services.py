@@ -24,6 +24,7 @@ from evaluations.minimal_pairs import results as pair_results
 from evaluations.minimal_pairs.tokens import TokenTable, parse_predictions_tsv
 from evaluations.models import IMPORTED_PREFIX, LanguageModel, PairEvaluation, PairSentenceTokens
 from evaluations.runs import lifecycle as runs
+from evaluations.scoring import WORD_PROBABILITY
 from gym.errors import ApplicationError
 from suites.formats import minimal_pairs as mp
 from suites.minimal_pairs import sets as pair_sets
@@ -68,13 +69,22 @@ def pair_runs_request(
 
 
 def pair_evaluation_request(
-    *, user: User, models: Iterable[LanguageModel], pair_sets: Iterable[MinimalPairSet]
+    *,
+    user: User,
+    models: Iterable[LanguageModel],
+    pair_sets: Iterable[MinimalPairSet],
+    word_probability: str = "tokens",
 ) -> PairRequestOutcome:
-    """One run per (model, set, set content hash): asking again returns the existing one
-    (also an imported one). New runs go to the GPU queue once their rows are committed.
+    """One run per (model, set, set content hash, word probability): asking again
+    returns the existing one (also an imported one). New runs go to the GPU queue once
+    their rows are committed. `word_probability="corrected"` asks for word-corrected
+    surprisals (each word's last token carries its boundary correction): separate runs,
+    which the leaderboard and the comparisons leave out.
 
     Raises PairRequestInvalid or ModelNotRunnable (nothing written), BrokerUnavailable
     (rows committed) when the queue cannot be reached."""
+    if word_probability not in WORD_PROBABILITY:
+        raise PairRequestInvalid(f"word_probability must be one of {', '.join(WORD_PROBABILITY)}")
     asked_models = list({m.pk: m for m in models}.values())
     asked_sets = list({s.pk: s for s in pair_sets}.values())
     if not asked_models or not asked_sets:
@@ -87,7 +97,12 @@ def pair_evaluation_request(
         # One global order (set, then model), so that overlapping requests never deadlock.
         for pair_set in sorted(asked_sets, key=lambda s: s.pk):
             for model in sorted(asked_models, key=lambda m: m.pk):
-                key = {"model": model, "pair_set": pair_set, "content_hash": pair_set.content_hash}
+                key = {
+                    "model": model,
+                    "pair_set": pair_set,
+                    "content_hash": pair_set.content_hash,
+                    "word_probability": word_probability,
+                }
                 run, created = runs.run_get_or_create(
                     PairEvaluation,
                     key,
@@ -124,7 +139,14 @@ def pair_payload(evaluation: PairEvaluation) -> dict[str, Any]:
     if sentences is None:
         rows = pair_set.sentences.order_by("position").values_list("sentence", flat=True)
         sentences = list(rows.iterator(chunk_size=5000))
-    return {"model": {"source": model.source, "revision": model.revision}, "sentences": sentences}
+    payload: dict[str, Any] = {
+        "model": {"source": model.source, "revision": model.revision},
+        "sentences": sentences,
+    }
+    if evaluation.word_probability != "tokens":
+        # Absent otherwise, so that payloads of ordinary runs stay as they were.
+        payload["word_probability"] = evaluation.word_probability
+    return payload
 
 
 def pair_retry_check(evaluation: PairEvaluation) -> str:
@@ -528,7 +550,13 @@ def pair_predictions_import(
 def _imported_save(
     *, pair_set: MinimalPairSet, model: LanguageModel, checked: ImportedPredictions, user: User
 ) -> PairEvaluation:
-    key = {"model": model, "pair_set": pair_set, "content_hash": pair_set.content_hash}
+    # Imported predictions are token surprisals as NLPScholar wrote them: ordinary runs.
+    key = {
+        "model": model,
+        "pair_set": pair_set,
+        "content_hash": pair_set.content_hash,
+        "word_probability": "tokens",
+    }
     now = timezone.now()
     count = len(checked.sentids)
     evaluation, created = runs.run_get_or_create(

@@ -48,7 +48,10 @@ def pair_request(request: HttpRequest) -> HttpResponse:
 
     def ask(data: dict[str, Any]) -> HttpResponse:
         outcome = pair_services.pair_evaluation_request(
-            user=request.user, models=data["models"], pair_sets=data["pair_sets"]
+            user=request.user,
+            models=data["models"],
+            pair_sets=data["pair_sets"],
+            word_probability=data["word_probability"],
         )
         return requested(
             request,

@@ -93,7 +93,9 @@ def learning_curves(run: TrainingRun, *, threshold: float | None = None) -> dict
     pair_sets = list(run.pair_sets.order_by("name"))
     by_set: dict[str, dict[str, Any]] = {s.name: {} for s in pair_sets}
     for pair_evaluation in (
-        PairEvaluation.objects.filter(model__name__in=names, pair_set__in=pair_sets)
+        PairEvaluation.objects.filter(
+            model__name__in=names, pair_set__in=pair_sets, word_probability="tokens"
+        )
         .select_related("model", "pair_set")
         .only("pk", "status", "accuracy", "model__name", "pair_set__name", "content_hash")
     ):
