@@ -220,6 +220,13 @@ def test_stored_results_of_a_corrected_run_are_named_in_its_exports(
         tsv = anon_client.get(path + "?format=tsv").content.decode().splitlines()
         assert tsv[0].split("\t")[-1] == "word_probability", table
         assert {line.split("\t")[-1] for line in tsv[1:]} == {"corrected"}, table
+    # The page links to word sums (the default mean spreads the correction), and its
+    # accuracy under the defaults is no leaderboard's.
+    page = anon_client.get(f"/pairs/evaluations/{run.pk}/").content.decode()
+    assert "data-word-sum-link" in page
+    summed = anon_client.get(f"/pairs/evaluations/{run.pk}/?word_summary=sum").content.decode()
+    assert "data-word-sum-link" not in summed and "data-options-note" in summed
+    assert "stored accuracy" in summed and "leaderboard's accuracy" not in summed
 
 
 def test_a_model_the_correction_does_not_apply_to_is_named_as_such(
