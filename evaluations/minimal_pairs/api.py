@@ -224,6 +224,7 @@ class PairEvaluationListCreate(generics.ListAPIView):
             *RUN_FILTER_PARAMETERS,
             OpenApiParameter("set", str, description="A minimal-pair set's name"),
             OpenApiParameter("origin", str, enum=list(PairEvaluation.Origin.values)),
+            OpenApiParameter("word_probability", str, enum=list(WORD_PROBABILITY)),
         ],
         description=f"Newest first, paged (`page`). 400: {BAD_FILTER}",
     )
@@ -236,6 +237,13 @@ class PairEvaluationListCreate(generics.ListAPIView):
         for param, lookup in (("set", "pair_set__name"), ("origin", "origin")):
             if params.get(param, "").strip():
                 runs = runs.filter(**{lookup: params[param].strip()})
+        asked = params.get("word_probability", "").strip()
+        if asked:
+            if asked not in WORD_PROBABILITY:
+                raise serializers.ValidationError(
+                    {"word_probability": f"choose one of {', '.join(WORD_PROBABILITY)}"}
+                )
+            runs = runs.filter(word_probability=asked)
         return run_filters_of(self.request, runs, kind=pair_services.PAIR_RUNS.name)
 
     @extend_schema(

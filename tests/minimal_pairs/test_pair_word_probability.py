@@ -186,7 +186,9 @@ def model() -> LanguageModel:
     return LanguageModel.objects.create(name="tiny", display_name="Tiny", source="tiny/model")
 
 
-def test_the_payload_carries_the_option_only_when_corrected(alice, pair_set, model) -> None:
+def test_the_payload_carries_the_option_only_when_corrected(
+    alice, pair_set, model, anon_client
+) -> None:
     plain = pair_services.pair_evaluation_request(
         user=alice, models=[model], pair_sets=[pair_set]
     ).evaluations[0]
@@ -200,6 +202,10 @@ def test_the_payload_carries_the_option_only_when_corrected(alice, pair_set, mod
         pair_services.pair_payload(corrected)["sentences"]
         == (pair_services.pair_payload(plain)["sentences"])
     )
+    listed = anon_client.get("/api/pairs/evaluations/?word_probability=corrected").json()
+    assert [row["id"] for row in listed["results"]] == [corrected.pk]
+    bad = anon_client.get("/api/pairs/evaluations/?word_probability=words")
+    assert bad.status_code == 400 and "word_probability" in bad.json()["errors"][0]["path"]
     with pytest.raises(pair_services.PairRequestInvalid, match="word_probability"):
         pair_services.pair_evaluation_request(
             user=alice, models=[model], pair_sets=[pair_set], word_probability="words"
