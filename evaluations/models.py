@@ -298,6 +298,15 @@ class ProbingRun(Run):
     seeds = models.PositiveSmallIntegerField(default=1)
     # Whether the online code (MDL) was computed at each layer.
     mdl = models.BooleanField(default=False)
+    # The frequency baseline's unigram counts come from this corpus; None: the CMU
+    # trigram's unigrams (the default).
+    frequency_corpus = models.ForeignKey(
+        "suites.Corpus",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="probing_runs",
+    )
     best_layer = models.PositiveSmallIntegerField(null=True, blank=True)
     best_va = models.FloatField(null=True, blank=True)
     best_te = models.FloatField(null=True, blank=True)
@@ -316,9 +325,25 @@ class ProbingRun(Run):
     class Meta:
         ordering = ["-created_at"]
         constraints = [
+            # NULLs are distinct in a unique index: a CMU run (no corpus) has its own.
             models.UniqueConstraint(
                 fields=["model", "task", "content_hash", "pooling", "probe", "seeds", "mdl"],
+                condition=models.Q(frequency_corpus__isnull=True),
                 name="probing_run_unique_options",
+            ),
+            models.UniqueConstraint(
+                fields=[
+                    "model",
+                    "task",
+                    "content_hash",
+                    "pooling",
+                    "probe",
+                    "seeds",
+                    "mdl",
+                    "frequency_corpus",
+                ],
+                condition=models.Q(frequency_corpus__isnull=False),
+                name="probing_run_unique_options_corpus",
             ),
         ]
         indexes = [models.Index(fields=["status", "task", "model"], name="probing_run_board")]
@@ -328,6 +353,16 @@ class ProbingRun(Run):
 
     def get_absolute_url(self) -> str:
         return reverse("evaluations:probing_run", args=[self.pk])
+
+    @property
+    def frequency_source(self) -> str:
+        """Which unigram counts the frequency baseline uses, as pages and exports say it."""
+        from evaluations.probing.controls import CMU_SOURCE, corpus_source_name
+
+        corpus = self.frequency_corpus
+        if corpus is None:
+            return CMU_SOURCE
+        return corpus_source_name(corpus.name, corpus.word_count)
 
     @property
     def progress_text(self) -> str:

@@ -25,6 +25,7 @@ from evaluations.probing.views import probing_board_from, probing_run_csv
 from evaluations.runs import lifecycle as runs
 from evaluations.runs.api import BAD_FILTER, RUN_FILTER_PARAMETERS, run_filters_of
 from gym.rest import NameField
+from suites.corpora.models import Corpus
 from suites.models import ProbingTask
 
 
@@ -34,6 +35,10 @@ class ProbingRunSerializer(serializers.ModelSerializer):
     outdated = serializers.BooleanField(read_only=True)
     progress_text = serializers.CharField(read_only=True)
     url = serializers.CharField(source="get_absolute_url", read_only=True)
+    frequency_corpus = serializers.CharField(
+        source="frequency_corpus.name", read_only=True, allow_null=True, default=None
+    )
+    frequency_source = serializers.CharField(read_only=True)
 
     class Meta:
         model = ProbingRun
@@ -47,6 +52,8 @@ class ProbingRunSerializer(serializers.ModelSerializer):
             "probe",
             "seeds",
             "mdl",
+            "frequency_corpus",
+            "frequency_source",
             "status",
             "enqueued",
             "attempt",
@@ -94,6 +101,19 @@ class ProbingRunRequestSerializer(serializers.Serializer):
     probe = serializers.ChoiceField(ProbingRun.Probe.choices, default="logreg")
     seeds = serializers.IntegerField(min_value=1, max_value=MAX_SEEDS, default=DEFAULT_SEEDS)
     mdl = serializers.BooleanField(default=False)
+    frequency_corpus = NameField(
+        slug_field="name",
+        queryset=Corpus.objects.all(),
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="A corpus's name: the frequency baseline counts the target forms in it "
+        "instead of the CMU trigram's unigrams (the default).",
+        error_messages={
+            "does_not_exist": "no corpus is named {value}: name an uploaded corpus, or "
+            "leave frequency_corpus out for the CMU unigrams"
+        },
+    )
 
 
 class ProbingRunListCreate(generics.ListAPIView):
@@ -121,9 +141,11 @@ class ProbingRunListCreate(generics.ListAPIView):
     @extend_schema(
         request=ProbingRunRequestSerializer,
         responses={201: ProbingRunSerializer(many=True), 200: ProbingRunSerializer(many=True)},
-        description="One run per (model, task content, pooling, probe, seeds, mdl); asking "
-        "again returns the existing ones (200). 400 for an n-gram model (no hidden states) or last-token "
-        "pooling of a masked model; 503 when the task queue is unreachable.",
+        description="One run per (model, task content, pooling, probe, seeds, mdl, "
+        "frequency_corpus); asking again returns the existing ones (200). 400 for an n-gram "
+        "model (no hidden states), last-token pooling of a masked model, an unknown "
+        "frequency corpus or one for a task type without the frequency baseline; 503 when "
+        "the task queue is unreachable.",
     )
     def post(self, request: Request) -> Response:
         body = ProbingRunRequestSerializer(data=request.data)
@@ -138,7 +160,7 @@ class ProbingRunDetail(generics.RetrieveAPIView):
     and the te confusion matrix at the layer chosen on va."""
 
     serializer_class = ProbingRunDetailSerializer
-    queryset = ProbingRun.objects.select_related("model", "task")
+    queryset = ProbingRun.objects.select_related("model", "task", "frequency_corpus")
 
 
 class ProbingRunCSV(APIView):

@@ -10,7 +10,7 @@ frequency baseline is computed.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import cache
 from typing import Any, Protocol
@@ -76,6 +76,20 @@ def target_forms(instances: Sequence[ProbingInstance]) -> list[str] | None:
 # --- the frequency source ---------------------------------------------------------------
 
 
+CMU_SOURCE = "CMU US English trigram unigrams"
+
+
+def corpus_source_name(name: str, words: int) -> str:
+    """How pages and exports name a corpus as the frequency source."""
+    return f"corpus {name} ({words} words)"
+
+
+def unigram_key(form: str) -> str:
+    """A form as the frequency sources look it up: lowercased, typographic apostrophe
+    made plain."""
+    return form.lower().replace("\u2019", "'")
+
+
 class UnigramSource(Protocol):
     name: str
     fallback: float  # log10 probability of a form the source lacks
@@ -90,10 +104,10 @@ class CmuUnigrams:
     backend: Any  # evaluations.scoring.ngram.SphinxModel
     # The n-gram scorer's cost of an out-of-vocabulary word (32 bits), as a log10 value.
     fallback: float
-    name: str = "CMU US English trigram, unigram log10 probability"
+    name: str = CMU_SOURCE
 
     def log10(self, form: str) -> float | None:
-        word = form.lower().replace("\u2019", "'")
+        word = unigram_key(form)
         if not self.backend.known(word):
             return None
         return -self.backend.bits(word, ()) / math.log2(10.0)
@@ -114,6 +128,48 @@ def cmu_unigrams() -> CmuUnigrams | None:
     except ModelLoadError:
         return None
     return CmuUnigrams(backend=model.backend, fallback=-OOV_PENALTY_BITS / math.log2(10.0))
+
+
+@dataclass
+class CorpusUnigrams:
+    """Unigram log10 relative frequencies of the forms a task needs, counted in a corpus:
+    log10(count / words), where words is every whitespace-separated word of the corpus
+    (its word count). A form the corpus lacks (count 0) falls back to half a count,
+    log10(0.5 / words): below every form the corpus has, and the same for all of them."""
+
+    counts: dict[str, int]
+    words: int
+    name: str
+    fallback: float
+
+    def log10(self, form: str) -> float | None:
+        count = self.counts.get(unigram_key(form), 0)
+        if count == 0:
+            return None
+        return math.log10(count / self.words)
+
+
+def corpus_unigrams(lines: Iterable[str], forms: Iterable[str], *, name: str) -> CorpusUnigrams:
+    """Count `forms` (lowercased) over the corpus's lines, streamed: memory holds one line
+    and one count per distinct form, whatever the corpus's size. Words are the corpus's
+    whitespace-separated tokens, lowercased, as they are stored (punctuation attached to a
+    word stays part of it)."""
+    counts = dict.fromkeys({unigram_key(form) for form in forms}, 0)
+    words = 0
+    for line in lines:
+        tokens = unigram_key(line).split()
+        words += len(tokens)
+        for token in tokens:
+            if token in counts:
+                counts[token] += 1
+    if words == 0:
+        raise ValueError(f"the corpus {name} has no words to count")
+    return CorpusUnigrams(
+        counts=counts,
+        words=words,
+        name=corpus_source_name(name, words),
+        fallback=math.log10(0.5 / words),
+    )
 
 
 def frequency_features(forms: Sequence[str], source: UnigramSource) -> tuple[np.ndarray, int]:

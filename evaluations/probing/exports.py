@@ -16,7 +16,8 @@ from evaluations.runs.selectors import public_model_info
 
 def run_document(run: ProbingRun) -> dict[str, Any]:
     """The run as `manage.py probe` writes it for one task (same keys, same numbers),
-    and the task's human baseline row as it stands (`human`; the command has none)."""
+    the task's human baseline row as it stands (`human`; the command has none) and the
+    frequency source the run asked for (`frequency_source`; the command's is the CMU)."""
     layers = layer_rows(run)
     best = next((row for row in layers if row["layer"] == run.best_layer), None)
     diagnostics = dict(run.diagnostics or {})
@@ -29,6 +30,8 @@ def run_document(run: ProbingRun) -> dict[str, Any]:
         "seeds": seeds_of(run.seeds),
         "mdl": run.mdl,
         "baselines": run.baselines,
+        # Which unigram counts the frequency baseline was asked to use.
+        "frequency_source": run.frequency_source,
         "control": control,
         "layers": layers,
         "best_layer": run.best_layer,
@@ -54,6 +57,8 @@ RUN_CSV_HEADER = [
     "majority_te_accuracy",
     "length_te_accuracy",
     "frequency_te_accuracy",
+    "frequency_source",
+    "frequency_fell_back",
     "seeds",
     "va_sd",
     "te_sd",
@@ -100,6 +105,7 @@ def run_csv(run: ProbingRun) -> str:
     majority = (base.get("majority") or {}).get("te_accuracy")
     length = (base.get("length") or {}).get("te_accuracy")
     frequency = (base.get("frequency") or {}).get("te_accuracy")
+    fell_back = (base.get("frequency") or {}).get("fell_back")
     human = human_columns(human_accuracy(run.task))
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
@@ -119,6 +125,8 @@ def run_csv(run: ProbingRun) -> str:
                 _number(majority),
                 _number(length),
                 _number(frequency),
+                run.frequency_source,
+                "" if fell_back is None else fell_back,
                 run.seeds,
                 _number(row.get("va_std")),
                 _number(row.get("te_std")),

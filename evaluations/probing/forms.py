@@ -7,6 +7,7 @@ from django import forms
 from evaluations.models import ProbingRun
 from evaluations.probing.controls import DEFAULT_SEEDS, MAX_SEEDS
 from evaluations.runs.forms import RunModelsField, probing_note
+from suites.corpora.models import Corpus
 from suites.models import ProbingTask
 
 
@@ -41,6 +42,20 @@ class ProbingRunRequestForm(forms.Form):
         label="MDL (online code)",
         help_text="Also the description length of tr's labels at each layer (Voita and "
         "Titov 2020): about ten more probes per layer.",
+    )
+
+    frequency_corpus = forms.ModelChoiceField(
+        queryset=Corpus.objects.all(),
+        to_field_name="name",
+        required=False,
+        empty_label="CMU US English trigram unigrams (default)",
+        label="Frequency source",
+        help_text="Where the frequency baseline (tense and number tasks) counts the target "
+        "forms: the CMU trigram's unigrams, or an uploaded corpus.",
+        error_messages={
+            "invalid_choice": "no corpus is named that: choose an uploaded corpus, or the "
+            "CMU unigrams"
+        },
     )
 
     def clean_seeds(self) -> int:

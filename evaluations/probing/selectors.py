@@ -28,7 +28,7 @@ def run_list(
 ) -> QuerySet[ProbingRun]:
     # A confusion matrix can be large (word_content: 1000 x 1000): lists never read it.
     runs = (
-        ProbingRun.objects.select_related("model", "task")
+        ProbingRun.objects.select_related("model", "task", "frequency_corpus")
         .defer(*LARGE_FIELDS)
         .order_by("-created_at")
     )

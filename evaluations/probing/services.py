@@ -15,10 +15,11 @@ from django.utils import timezone
 
 from evaluations.language_models.registry import learn_model_facts
 from evaluations.models import LanguageModel, ProbingAnnotation, ProbingLayerResult, ProbingRun
-from evaluations.probing.controls import DEFAULT_SEEDS, MAX_SEEDS
+from evaluations.probing.controls import APPLICABLE, DEFAULT_SEEDS, MAX_SEEDS
 from evaluations.probing.selectors import annotation_sample
 from evaluations.runs import lifecycle as runs
 from gym.errors import ApplicationError
+from suites.corpora.models import Corpus
 from suites.models import ProbingTask
 
 PROBING_RUNS = runs.RunKind(
@@ -107,17 +108,27 @@ def probing_run_request(
     probe: str = "logreg",
     seeds: int = DEFAULT_SEEDS,
     mdl: bool = False,
+    frequency_corpus: Corpus | None = None,
     user: User | AnonymousUser | None = None,
 ) -> ProbingRequestOutcome:
-    """One run per (model, task content, pooling, probe, seeds, mdl): asking again
-    returns the existing one. New runs are sent to the GPU queue once their rows are committed.
+    """One run per (model, task content, pooling, probe, seeds, mdl, frequency corpus):
+    asking again returns the existing one. New runs are sent to the GPU queue once their
+    rows are committed. `frequency_corpus`: the frequency baseline counts its forms in
+    this corpus instead of the CMU trigram's unigrams.
 
     Raises ProbingRequestInvalid (nothing written) for an n-gram model, an unknown
-    option, or last-token pooling of a masked model; BrokerUnavailable (rows committed)
-    when the queue cannot be reached."""
+    option, last-token pooling of a masked model, or a frequency corpus for a task type
+    without the frequency baseline; BrokerUnavailable (rows committed) when the queue
+    cannot be reached."""
     asked = list({m.pk: m for m in models}.values())
     runs.check_runnable(asked)
     errors = probing_request_problems(asked, pooling=pooling, probe=probe, seeds=seeds)
+    row = APPLICABLE.get(task.task_type, APPLICABLE["custom"])
+    if frequency_corpus is not None and not row["frequency"]:
+        errors["frequency_corpus"] = (
+            f"a {task.task_type} task has no frequency baseline ({row['why']}), so it has "
+            "no use for a frequency corpus; leave frequency_corpus out"
+        )
     if errors:
         raise ProbingRequestInvalid(errors)
     requester = user if user is not None and user.is_authenticated else None
@@ -129,6 +140,7 @@ def probing_run_request(
         "probe": probe,
         "seeds": seeds,
         "mdl": bool(mdl),
+        "frequency_corpus": frequency_corpus,
     }
     with transaction.atomic():
         # One global order (model id), so that overlapping requests never deadlock.
@@ -160,8 +172,10 @@ def probing_retry_check(run: ProbingRun) -> str:
 def probing_payload(run: ProbingRun) -> dict[str, Any]:
     """Everything the GPU worker needs (see evaluations.probing.worker): the instances
     in file order as parallel lists, the model and the options. `form` (field #3, the
-    target form) travels only when every line has one."""
+    target form) travels only when every line has one. `frequency`: the corpus whose
+    stored file the worker counts the forms in, or None for the CMU unigrams."""
     task = run.task
+    corpus = run.frequency_corpus
     code = {label: k for k, label in enumerate(task.labels)}
     partitions: list[str] = []
     classes: list[int] = []
@@ -187,6 +201,9 @@ def probing_payload(run: ProbingRun) -> dict[str, Any]:
         "label": classes,
         "sentences": sentences,
         "form": forms if forms and all(forms) else None,
+        "frequency": None
+        if corpus is None
+        else {"corpus": corpus.name, "path": str(corpus.path), "content_hash": corpus.content_hash},
     }
 
 

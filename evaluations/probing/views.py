@@ -31,7 +31,9 @@ from suites.models import ProbingTask
 
 
 def _run(pk: int) -> ProbingRun:
-    return get_object_or_404(ProbingRun.objects.select_related("model", "task"), pk=pk)
+    return get_object_or_404(
+        ProbingRun.objects.select_related("model", "task", "frequency_corpus"), pk=pk
+    )
 
 
 def _done_run(pk: int) -> ProbingRun:
@@ -44,7 +46,11 @@ def _done_run(pk: int) -> ProbingRun:
 @login_required
 def probing_request(request: HttpRequest) -> HttpResponse:
     """The request form (also embedded in each task's page, which posts here)."""
-    initial = {"task": request.GET.get("task", ""), "models": request.GET.getlist("model")}
+    initial = {
+        "task": request.GET.get("task", ""),
+        "models": request.GET.getlist("model"),
+        "frequency_corpus": request.GET.get("frequency_corpus", ""),
+    }
     form = ProbingRunRequestForm(request.POST or None, initial=initial)
 
     def ask(data: dict[str, Any]) -> HttpResponse:
@@ -55,6 +61,7 @@ def probing_request(request: HttpRequest) -> HttpResponse:
             probe=data["probe"],
             seeds=data["seeds"],
             mdl=data["mdl"],
+            frequency_corpus=data.get("frequency_corpus"),
             user=request.user,
         )
         return requested(

@@ -6,7 +6,8 @@ payload: {"model": {"source", "revision", "dtype"?}, "task": {"name", "type",
           "content_hash"}, "pooling", "probe", "seeds"?, "mdl"?, "memory_mb",
           "labels": [label, ...], "partition": ["tr" | "va" | "te", ...],
           "label": [index into labels, ...], "sentences": [sentence, ...],
-          "form"?: [field #3 of each line, ...] or None}
+          "form"?: [field #3 of each line, ...] or None,
+          "frequency"?: {"corpus", "path", "content_hash"} or None}
 (payloads from before seeds and MDL mean one seed, no MDL)
 (instances in file order, as parallel lists: a 120,000-line task travels as three
 lists, which the message's zlib compression shrinks well).
@@ -18,12 +19,15 @@ done runs up to len(sentences) + layers.
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from evaluations.scoring.loading import LoadedModel, load_model
 from evaluations.scoring.schema import ScoringError
+from suites.corpora.reading import open_normalised
 from suites.formats.probing import ProbingInstance
 
+from . import controls
 from .run import probe_task
 
 
@@ -50,6 +54,28 @@ def payload_instances(payload: dict[str, Any]) -> list[ProbingInstance]:
     ]
 
 
+def frequency_source(
+    payload: dict[str, Any], instances: list[ProbingInstance]
+) -> controls.UnigramSource | None:
+    """The corpus the payload names, its forms counted (streamed, only the forms the task
+    needs); None for the default (the CMU unigrams), and where the baseline will not use
+    a source (a task type without it, or a file without the form column)."""
+    spec = payload.get("frequency")
+    task_type = (payload.get("task") or {}).get("type", "custom")
+    forms = controls.target_forms(instances)
+    row = controls.APPLICABLE.get(task_type, controls.APPLICABLE["custom"])
+    if not spec or forms is None or not row["frequency"]:
+        return None
+    try:
+        return controls.corpus_unigrams(
+            open_normalised(Path(spec["path"])), forms, name=spec["corpus"]
+        )
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise ScoringError(
+            f"the frequency corpus {spec['corpus']!r} could not be read ({exc})"
+        ) from None
+
+
 def probing_model(spec: dict[str, Any]) -> LoadedModel:
     """The model, or a ScoringError that says why it cannot be probed."""
     lm = load_model(
@@ -73,6 +99,7 @@ def run_probing(
     payload: dict[str, Any], progress: Callable[[int, int], None] | None = None
 ) -> dict[str, Any]:
     instances = payload_instances(payload)
+    source = frequency_source(payload, instances)
     lm = probing_model(payload["model"])
     n = len(instances)
     layers = expected_layers(lm)
@@ -97,4 +124,5 @@ def run_probing(
         mdl=bool(payload.get("mdl")),
         memory_limit_bytes=max(0, int(payload["memory_mb"])) * 1024**2,
         progress=report,
+        frequency_source=source,
     )

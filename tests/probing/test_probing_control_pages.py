@@ -99,7 +99,10 @@ def test_a_run_with_seeds_control_frequency_and_mdl(task, gpt2, anon_client) -> 
     assert run.diagnostics["control"] == {"kind": "word type", "seed": 4321}
 
     page = anon_client.get(f"/probing-runs/{run.pk}/").content.decode()
-    assert "2 of 10 forms not in the CMU model fell back to -9.63" in page
+    assert (
+        "counted in CMU US English trigram unigrams; 2 of 10 forms not in it fell back to a "
+        "log10 probability of -9.63"
+    ) in page
     assert "Which baselines and controls apply to which task type" in page
     assert "<code>odd_man_out</code>" in page and "MDL (bits)" in page
     plot = json.loads(

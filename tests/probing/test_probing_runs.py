@@ -257,7 +257,9 @@ def test_api_request_list_detail_and_csv(task, gpt2, alice) -> None:
     assert set(document) == {
         "task", "model", "pooling", "probe", "baselines", "layers", "best_layer", "best",
         "confusion", "diagnostics", "seeds", "mdl", "control", "best_selectivity", "human",
+        "frequency_source",
     }  # fmt: skip
+    assert document["frequency_source"] == "CMU US English trigram unigrams"
     assert document["human"] is None  # nobody has labelled the task's sentences
     assert document["best"] == document["layers"][document["best_layer"]]
     assert str(Path(gpt2.source).parent) not in json.dumps(document)  # no server folders
