@@ -243,6 +243,7 @@ def probing_board(
             "baselines",
             "finished_at",
             "seeds",
+            "frequency_corpus",
         )
     )
     if not include_hidden:
@@ -266,6 +267,10 @@ def probing_board(
                 run.pk, run.best_te, run.best_va, run.best_layer, run.best_selectivity, run.seeds
             )
         for name in ("length", "frequency"):
+            # The board's frequency row is the CMU unigrams' (the default source): a run
+            # that counted its forms in an uploaded corpus does not speak for it.
+            if name == "frequency" and run.frequency_corpus_id is not None:
+                continue
             value = (run.baselines.get(name) or {}).get("te_accuracy")
             if value is not None:
                 baselines[run.task_id][name] = value

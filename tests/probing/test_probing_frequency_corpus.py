@@ -161,6 +161,11 @@ def test_api_request_stores_the_corpus_and_the_worker_counts_in_it(
     )
     assert {row["frequency_source"] for row in rows} == {f"corpus counts ({WORDS} words)"}
     assert {row["frequency_fell_back"] for row in rows} == {"2"}
+    # The leaderboard's frequency row is the CMU unigrams': a corpus run does not fill it.
+    board = anon_client.get("/api/leaderboard/probing/").json()
+    assert board["rows"][0]["cells"][task.name]["run"] == run.pk
+    assert board["baselines"][task.name]["frequency"] is None
+    assert board["baselines"][task.name]["length"] is not None
     # The CMU run names its source before it has run.
     other = anon_client.get(f"/probing-runs/{cmu.json()[0]['id']}/").content.decode()
     assert f"<span data-frequency-source>{controls.CMU_SOURCE}</span>" in other
