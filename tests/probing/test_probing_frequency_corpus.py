@@ -20,6 +20,7 @@ from evaluations.models import LanguageModel, ProbingRun
 from evaluations.probing import controls
 from evaluations.probing import services as probing_services
 from evaluations.probing.worker import frequency_source, payload_instances, run_probing
+from evaluations.scoring.schema import ScoringError
 from suites.corpora.models import Corpus
 from suites.corpora.services import corpus_import
 from suites.models import ProbingTask
@@ -204,3 +205,15 @@ def test_the_request_page_offers_the_corpora(task, corpus, gpt2, alice_client) -
     done = alice_client.post_form("/probing-runs/new/", {**data, "frequency_corpus": "counts"})
     assert done.status_code == 302
     assert ProbingRun.objects.get().frequency_corpus == corpus
+
+
+def test_a_corpus_file_the_worker_cannot_read_fails_the_run_with_the_reason(
+    task, corpus, gpt2
+) -> None:
+    run = probing_services.probing_run_request(
+        models=[gpt2], task=task, seeds=1, frequency_corpus=corpus
+    ).runs[0]
+    payload = probing_services.PROBING_RUNS.build_payload(run)
+    corpus.path.unlink()
+    with pytest.raises(ScoringError, match="the frequency corpus 'counts' could not be read"):
+        run_probing(payload)
