@@ -322,6 +322,15 @@ SPECTACULAR_SETTINGS = {
     "SERVE_INCLUDE_SCHEMA": False,
     "SWAGGER_UI_DIST": "/" + STATIC_URL + "vendor/swagger-ui",
     "SWAGGER_UI_FAVICON_HREF": "/" + STATIC_URL + "vendor/swagger-ui/favicon-32x32.png",
+    # Suite and minimal-pair runs share this choice: the requests name the values, the
+    # runs' fields label them; one name each in the schema.
+    "ENUM_NAME_OVERRIDES": {
+        "WordProbabilityEnum": ["tokens", "corrected"],
+        "RunWordProbabilityEnum": [
+            ("tokens", "sum of token surprisals"),
+            ("corrected", "word-corrected"),
+        ],
+    },
 }
 
 # Celery. Without CELERY_BROKER_URL the broker is the embedded one: a private Redis server

@@ -799,7 +799,10 @@ def _rank_main(
     rank 0 sends its steps, checkpoints and summary to the parent through `reports`,
     and reads the parent's `stop` event after every step; an error is reported before
     it ends the process. torch's spawn has the kernel interrupt (SIGINT) each process
-    when the parent dies, so that a killed worker leaves no process holding a device."""
+    when the parent dies, and a watchdog thread ends the process outright once the parent
+    is gone (an interrupt can wait behind a collective or be caught on its way), so that
+    a killed worker leaves no process holding a device."""
+    _end_with_parent(parent)
     try:
         if options.device == "cuda":
             torch.cuda.set_device(rank)
@@ -837,6 +840,19 @@ def _rank_main(
         known = isinstance(exc, CausalTrainingError)
         reports.put(("error", rank, known, f"{type(exc).__name__}: {exc}", traceback.format_exc()))
         raise
+
+
+def _end_with_parent(parent: int) -> None:
+    """End this process (no clean-up: nobody is left to hear of it) as soon as its parent
+    is gone, checked by a daemon thread every POLL_SECONDS."""
+    import threading
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(POLL_SECONDS)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
 
 
 def _train_parallel(
