@@ -17,14 +17,7 @@ from safetensors.torch import load_file
 from evaluations.training import causal
 from tests.conftest import EXAMPLES, SHARED_DATA
 
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    # Tiny matrices: a second thread only adds contention on a shared machine.
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")

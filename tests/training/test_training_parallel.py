@@ -23,18 +23,12 @@ from evaluations.training import causal
 from evaluations.training.data import corpus_file
 from tests.conftest import SHARED_DATA
 
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
 ROOT = Path(__file__).resolve().parents[2]
 
 # 2 sequences of 64 tokens a pass, 512 tokens a step: 4 micro-batches, 2 on each rank.
 STEPS = ("--steps", "6", "--micro-batch", "2", "--batch-tokens", "512", "--checkpoints", "3")
-
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 @pytest.fixture(scope="module")

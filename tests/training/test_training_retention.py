@@ -10,7 +10,6 @@ import json
 from pathlib import Path
 
 import pytest
-import torch
 from django.core.management import CommandError, call_command
 
 from evaluations.models import Evaluation, LanguageModel
@@ -23,13 +22,7 @@ from suites.corpora.services import corpus_import
 from suites.syntaxgym.services import suite_import
 from tests.conftest import EXAMPLES, SHARED_DATA
 
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")

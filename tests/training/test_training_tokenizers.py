@@ -9,7 +9,6 @@ import json
 from pathlib import Path
 
 import pytest
-import torch
 from django.core.management import CommandError, call_command
 
 from evaluations.models import LanguageModel
@@ -18,13 +17,7 @@ from evaluations.training.models import TrainingRun
 from suites.corpora.services import corpus_import
 from tests.conftest import EXAMPLES, SHARED_DATA
 
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,6 @@ import json
 from pathlib import Path
 
 import pytest
-import torch
 from django.core.management import CommandError, call_command
 from transformers import AutoTokenizer
 
@@ -20,13 +19,7 @@ from evaluations.training.worker import run_training
 from suites.corpora.services import corpus_import
 from tests.conftest import SHARED_DATA
 
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")
