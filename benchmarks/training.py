@@ -16,6 +16,7 @@ second, with the code the `train` command and the training worker use.
     .venv/bin/python benchmarks/training.py [--words 10000000] [--presets tiny,small]
         [--steps 20] [--device cpu|cuda] [--peak-tflops 989] [--json OUT] [--smoke]
         [--micro-batches 4,16] [--compile auto|on|off|off,on] [--measure-peak]
+        [--devices 1,2 --batch-tokens 4096]
 """
 
 from __future__ import annotations
@@ -136,6 +137,8 @@ def causal_throughput(
     peak_tflops: float,
     micro_batch: int = 0,
     compile_mode: str = "auto",
+    devices: int = 1,
+    batch_tokens: int = 0,
 ) -> dict[str, Any]:
     import torch
 
@@ -147,10 +150,12 @@ def causal_throughput(
     options = causal.CausalOptions(
         shape=shape,
         steps=steps,
+        batch_tokens=batch_tokens,
         micro_batch=micro_batch or (8 if preset.startswith("tiny") else 4),
         checkpoints=1,
         device=device,
         compile=compile_mode,
+        devices=devices,
     )
     # One folder per preset: its tokenizer and packed data (data/) are built by the first
     # variant and kept for the next; everything else goes after each variant.
@@ -173,6 +178,7 @@ def causal_throughput(
     result = {
         "preset": preset,
         "device": device,
+        "devices": devices,
         "micro_batch": options.micro_batch,
         "compiled": options.compiles,
         "threads": torch.get_num_threads(),
@@ -243,6 +249,18 @@ def main() -> None:
         help="micro-batch:compile pairs instead of every combination, e.g. 4:off,16:on",
     )
     parser.add_argument(
+        "--batch-tokens",
+        type=int,
+        default=0,
+        help="tokens per optimizer step (0: one micro-batch); with --devices, a multiple of "
+        "devices x micro-batch x context",
+    )
+    parser.add_argument(
+        "--devices",
+        default="1",
+        help="processes of one training (torch DDP: GPUs, or gloo on the CPU), e.g. 1,2",
+    )
+    parser.add_argument(
         "--measure-peak", action="store_true", help="also time a bf16 matrix product (GPU)"
     )
     parser.add_argument("--json", help="also write the figures here")
@@ -290,8 +308,9 @@ def main() -> None:
         if args.variants:
             pairs = [v.split(":") for v in args.variants.split(",") if v]
             variants = [(int(b), m) for b, m in pairs]
+        device_counts = [int(d) for d in args.devices.split(",") if d]
         for preset in filter(None, args.presets.split(",")):
-            for micro_batch, mode in variants:
+            for (micro_batch, mode), devices in ((v, d) for v in variants for d in device_counts):
                 result = causal_throughput(
                     corpus,
                     preset,
@@ -301,6 +320,8 @@ def main() -> None:
                     args.peak_tflops,
                     micro_batch,
                     mode,
+                    devices,
+                    args.batch_tokens,
                 )
                 figures["causal"].append(result)
                 if args.json:  # as it goes: a run stopped at a time limit keeps what it had
@@ -315,7 +336,8 @@ def main() -> None:
                 if "peak_gpu_mb" in result:
                     extra += f", peak {result['peak_gpu_mb']:,} MB"
                 print(
-                    f"causal {preset} on {args.device} ({result['threads']} threads), "
+                    f"causal {preset} on {args.device} x {devices} "
+                    f"({result['threads']} threads each), "
                     f"micro-batch {result['micro_batch']}, "
                     f"{'compiled' if result['compiled'] else 'eager'}: "
                     f"{result['tokens_per_second']:,} tokens/s, "
