@@ -1000,14 +1000,18 @@ def stored_state(env: dict[str, str], samples: int) -> dict[str, Any]:
     return json.loads(line.removeprefix("CHECK "))
 
 
-def open_runs(env: dict[str, str]) -> int:
+def open_runs(env: dict[str, str]) -> list[str]:
+    """One line per run that is neither done, failed nor cancelled: its kind, id, status,
+    attempt and progress, so that a run that moves can be told from one that does not."""
     code = (
         "from evaluations.models import Evaluation, PairEvaluation, ProbingRun, Run\n"
-        "print('OPEN', sum(m.objects.exclude(status__in=Run.FINISHED).count() "
-        "for m in (Evaluation, PairEvaluation, ProbingRun)))"
+        "for m in (Evaluation, PairEvaluation, ProbingRun):\n"
+        "    for r in m.objects.exclude(status__in=Run.FINISHED).order_by('pk'):\n"
+        "        print('OPEN', m.__name__, r.pk, r.status, 'attempt', r.attempt,"
+        " 'progress', f'{r.progress_done}/{r.progress_total}')\n"
     )
     out = manage(env, "shell", "-c", code, timeout=120)
-    return int(next(line for line in out.splitlines() if line.startswith("OPEN ")).split()[1])
+    return [line[5:] for line in out.splitlines() if line.startswith("OPEN ")]
 
 
 def compare_fresh(env: dict[str, str], sample: dict[str, Any], folder: Path) -> float | None:
@@ -1305,13 +1309,29 @@ def main(argv: list[str] | None = None) -> int:
             client.join()
         elapsed = time.monotonic() - started
         say(f"load over after {elapsed:.0f} s; waiting for the queues to be quiet")
-        quiet_until = time.monotonic() + args.quiet_minutes * 60
+        # Wait while the open runs move (a status or a progress count changes); a run that
+        # has not moved for --quiet-minutes is stuck. At most three times that in all.
+        waited_from = time.monotonic()
+        moved_at, seen = waited_from, None
         while True:
-            stuck = open_runs(env)
-            if stuck == 0 or time.monotonic() >= quiet_until:
+            still = open_runs(env)
+            if still != seen:
+                moved_at, seen = time.monotonic(), still
+            now = time.monotonic()
+            if (
+                not still
+                or now - moved_at >= args.quiet_minutes * 60
+                or now - waited_from >= 3 * args.quiet_minutes * 60
+            ):
                 break
             time.sleep(10)
-        say(f"{stuck} runs still open; checking what is stored")
+        stuck = len(still)
+        say(
+            f"{stuck} runs still open after {time.monotonic() - waited_from:.0f} s "
+            f"(the last change {time.monotonic() - moved_at:.0f} s ago); checking what is stored"
+        )
+        for line in still:
+            say(f"  open: {line}")
         state = stored_state(env, args.samples)
         # The fresh scores side by side: each is a process of its own that loads a model.
         threads = [
