@@ -4,6 +4,8 @@ from importlib import import_module
 
 from django.apps import AppConfig
 
+from gym import LEAN_STARTUP
+
 # Every kind of run: importing its services module registers it with the run core
 # (`evaluations.runs.lifecycle.register`). Adding a kind adds one line here. The order is
 # the order of the Runs page's kind filter and of each process's registry.
@@ -22,5 +24,7 @@ class EvaluationsConfig(AppConfig):
     def ready(self) -> None:
         # Registers the run kinds, so that every process (web, storing worker, GPU
         # worker) knows them before the first message arrives.
+        if LEAN_STARTUP:
+            return
         for module in KIND_MODULES:
             import_module(module)

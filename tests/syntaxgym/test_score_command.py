@@ -108,6 +108,8 @@ def test_timings_say_where_the_time_went(tiny_gpt2: Path, tmp_path: Path) -> Non
         assert timings[step] >= 0, step
     # Seconds since the process started (read from /proc): more than what came after it.
     assert timings["before_handle"] is None or timings["before_handle"] > 0
+    # CPU seconds of this process up to scoring: it imported torch and loaded a model.
+    assert timings["cpu_at_scoring"] > 0
     steps = timings["load_steps"]
     assert {"config_and_tokenizer", "weights"} <= set(steps)
     assert "tree_check" in steps or "checks_cached" in steps
@@ -188,3 +190,49 @@ def test_word_probability_corrected_is_named_in_the_results(
         for a, b in zip(cx["regions"], cy["regions"], strict=True)
     ]
     assert all(abs(a - b) <= TOL for a, b in means if a is not None and b is not None)
+
+
+# Runs manage.py's main() as `manage.py score` does and, from an exit handler (run
+# before the command's quick exit), reports which modules the process imported.
+SCORE_PROCESS_PROBE = """
+import atexit, json, runpy, sys
+def report():
+    names = ("celery", "kombu", "gym.celery", "rest_framework.serializers",
+             "evaluations.runs.lifecycle", "evaluations.syntaxgym.services",
+             "evaluations.minimal_pairs.services", "evaluations.training.services")
+    print("IMPORTED " + json.dumps([n for n in names if n in sys.modules]))
+atexit.register(report)
+sys.argv = ["manage.py", *sys.argv[1:]]
+runpy.run_path("manage.py", run_name="__main__")
+"""
+
+
+def test_the_score_process_imports_neither_celery_nor_the_run_kinds(
+    tiny_gpt2: Path,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """`manage.py score` sends no task and needs no run kind: its process starts without
+    the Celery app and the kinds' services (a second of CPU before scoring begins), and
+    scores the same as the command called in a process that has them."""
+    import os
+    import subprocess
+    import sys
+
+    repo = Path(__file__).resolve().parents[2]
+    suite = EXAMPLES / "agreement_local.json"
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "GYM_SCORING_CACHE": str(tmp_path / "checks")}
+    env.pop("GYM_LEAN_STARTUP", None)
+    out = tmp_path / "lean.json"
+    done = subprocess.run(
+        [sys.executable, "-c", SCORE_PROCESS_PROBE, "score", "--model", str(tiny_gpt2),
+         "--suite", str(suite), "--out", str(out)],
+        cwd=repo, env=env, capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = [line for line in done.stdout.splitlines() if line.startswith("IMPORTED ")]
+    assert json.loads(lines[-1].removeprefix("IMPORTED ")) == []
+
+    # This (pytest) process has Celery and every run kind: the same results.
+    full = tmp_path / "full.json"
+    call_command("score", "--model", str(tiny_gpt2), "--suite", str(suite), "--out", str(full))
+    assert region_values(json.loads(out.read_text())) == region_values(json.loads(full.read_text()))

@@ -3,6 +3,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import resource
 import sys
 import time
 from collections.abc import Callable
@@ -29,6 +30,12 @@ def process_age() -> float | None:
     except (OSError, ValueError, IndexError):
         return None
     return round(uptime - start, 3)
+
+
+def cpu_seconds() -> float:
+    """User plus system CPU seconds this process has used so far."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return round(usage.ru_utime + usage.ru_stime, 3)
 
 
 class Command(BaseCommand):
@@ -130,6 +137,9 @@ class Command(BaseCommand):
             # Loaded first (and kept in the process's cache) so its steps can be told apart.
             model = worker.payload_model(model_spec)
             lap("load_model")
+            # CPU seconds (user + system) this process spent before its first forward
+            # pass: unlike the wall clock, not stretched by other processes' load.
+            timings["cpu_at_scoring"] = cpu_seconds()
             timings["load_steps"] = {
                 k: round(v, 3) for k, v in getattr(model, "timings", {}).items()
             }
