@@ -145,6 +145,8 @@ _ERROR_CODES = {
     "401": "Authentication is needed (session or `Authorization: Token <key>`).",
     "403": "Not allowed for this user.",
     "404": "Nothing at this address.",
+    "409": "The request conflicts with the current state (a run already finished, "
+    "results already there); nothing was changed.",
     "413": "The body is larger than the upload limit.",
     "429": "Too many requests; `Retry-After` says when to try again.",
     "503": "The task queue is unreachable; nothing was lost, ask again in a moment.",

@@ -17,16 +17,25 @@ from gym.errors import _ERROR_CODES, _WRITES, SIGNED_IN_PARAMETERS, ErrorSeriali
 
 class ErrorAwareAutoSchema(AutoSchema):
     """Documents the one error body on every operation, for the codes it can answer, and
-    pages only what DRF pages: a GET list (a list view's POST answers a plain list)."""
+    pages only what DRF pages: a GET list (a list view's POST answers a plain list).
+
+    404 only where a request can get one: an address with a path parameter (nothing of
+    that name or id), a paged list (a page past the last), or an operation that says so
+    in its own `responses`; an address without parameters always exists."""
 
     def _get_paginator(self) -> BasePagination | None:
         return super()._get_paginator() if self.method == "GET" else None
+
+    def _pages(self) -> bool:
+        return self._is_list_view() and self._get_paginator() is not None
 
     def _get_response_bodies(
         self, direction: Literal["request", "response"] = "response"
     ) -> dict[str, Any]:
         responses = super()._get_response_bodies(direction)
-        codes = ["400", "404", "429"]
+        codes = ["400", "429"]
+        if "{" in self.path or self._pages() or "404" in responses:
+            codes += ["404"]
         if self.method in _WRITES:
             codes += ["401", "403", "413"]
         elif any(
@@ -34,7 +43,8 @@ class ErrorAwareAutoSchema(AutoSchema):
             for p in self.get_override_parameters()
         ):
             codes += ["401"]
-        codes += [c for c in ("503",) if c in responses]
+        # Only some operations can conflict or need the task queue: those that say so.
+        codes += [c for c in ("409", "503") if c in responses]
         for code in codes:
             responses[code] = self._get_response_for_code(
                 ErrorSerializer, code, direction=direction

@@ -251,6 +251,7 @@ class PairEvaluationListCreate(generics.ListAPIView):
         responses={
             201: RequestedPairEvaluationSerializer(many=True),
             200: RequestedPairEvaluationSerializer(many=True),
+            503: None,
         },
         description="One run per (model, set, set content hash); asking again returns the "
         "existing ones (200; 201 when at least one is new). 400 for a model registered only "

@@ -87,7 +87,8 @@ class PairLeaderboardAPI(APIView):
                 "McNemar's exact test over the pairs of each shared set, Holm-adjusted",
             ),
         ],
-        responses=OpenApiTypes.OBJECT,
+        # 404: `training` names no training run.
+        responses={200: OpenApiTypes.OBJECT, 404: None},
     )
     def get(self, request: Request) -> Response:
         return Response(boards.leaderboard_data(pair_board(request), noun="sets"))

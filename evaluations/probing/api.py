@@ -140,7 +140,11 @@ class ProbingRunListCreate(generics.ListAPIView):
 
     @extend_schema(
         request=ProbingRunRequestSerializer,
-        responses={201: ProbingRunSerializer(many=True), 200: ProbingRunSerializer(many=True)},
+        responses={
+            201: ProbingRunSerializer(many=True),
+            200: ProbingRunSerializer(many=True),
+            503: None,
+        },
         description="One run per (model, task content, pooling, probe, seeds, mdl, "
         "frequency_corpus); asking again returns the existing ones (200). 400 for an n-gram "
         "model (no hidden states), last-token pooling of a masked model, an unknown "
@@ -176,7 +180,9 @@ class ProbingRunCSV(APIView):
 class ProbingRunRetry(APIView):
     permission_classes = [IsAuthenticated]
 
-    @extend_schema(request=None, responses={200: ProbingRunSerializer, 403: None, 409: None})
+    @extend_schema(
+        request=None, responses={200: ProbingRunSerializer, 403: None, 409: None, 503: None}
+    )
     def post(self, request: Request, pk: int) -> Response:
         run = get_object_or_404(ProbingRun.objects.select_related("task", "model"), pk=pk)
         return Response(ProbingRunSerializer(runs.run_retry(run=run, user=request.user)).data)
@@ -209,7 +215,7 @@ class ProbingLeaderboardAPI(APIView):
                 "seen (`training`, and `tokens` in each row); 404 for no such run",
             ),
         ],
-        responses=OpenApiTypes.OBJECT,
+        responses={200: OpenApiTypes.OBJECT, 404: None},
     )
     def get(self, request: Request) -> Response:
         return Response(probing_exports.board_data(probing_board_from(request)))

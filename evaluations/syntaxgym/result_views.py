@@ -248,6 +248,7 @@ class ResultsExportAPI(APIView):
         responses={
             (200, "text/csv"): OpenApiTypes.BINARY,
             (200, "application/vnd.apache.parquet"): OpenApiTypes.BINARY,
+            404: None,  # an unknown model, suite or tag
         },
     )
     def get(self, request: Request) -> HttpResponseBase:
@@ -387,7 +388,8 @@ class LeaderboardAPI(APIView):
                 "McNemar's exact test per shared suite, Holm-adjusted",
             ),
         ],
-        responses=LEADERBOARD_SCHEMA,
+        # 404: `training` names no training run.
+        responses={200: LEADERBOARD_SCHEMA, 404: None},
     )
     def get(self, request: Request) -> Response:
         return Response(boards.leaderboard_data(_board(request, toggles=True)))

@@ -135,7 +135,7 @@ class TrainingRunListCreate(generics.ListAPIView):
 
     @extend_schema(
         request=TrainingRequestSerializer,
-        responses={201: TrainingRunSerializer, 400: OpenApiTypes.OBJECT},
+        responses={201: TrainingRunSerializer, 400: OpenApiTypes.OBJECT, 503: None},
         description="Train a model on a corpus: kind 'ngram' (options order 2-6, "
         "min_count) or 'causal' (options preset, steps, batch_tokens, micro_batch, "
         "learning_rate, warmup_steps, checkpoints, save_every, retention (all, schedule, "
@@ -174,7 +174,9 @@ class TrainingRunCancel(APIView):
 class TrainingRunRetry(APIView):
     permission_classes = [IsAuthenticated]
 
-    @extend_schema(request=None, responses={200: TrainingRunSerializer, 403: None, 409: None})
+    @extend_schema(
+        request=None, responses={200: TrainingRunSerializer, 403: None, 409: None, 503: None}
+    )
     def post(self, request: Request, pk: int) -> Response:
         run = get_object_or_404(TrainingRun.objects.select_related("model", "corpus"), pk=pk)
         return Response(TrainingRunSerializer(runs.run_retry(run=run, user=request.user)).data)
