@@ -81,9 +81,20 @@ def catalog_filter(
     return queryset.order_by(*sorts.get(sort, sorts["name"]), "name")
 
 
-def list_context(query: ListQuery, *, page: Any, sorts: list[tuple[str, str]]) -> dict[str, Any]:
-    """What every list page's template reads (the shared filter form among it)."""
+def list_context(
+    query: ListQuery,
+    *,
+    page: Any,
+    sorts: list[tuple[str, str]],
+    list_url: str,
+    tags_to_list: bool = True,
+) -> dict[str, Any]:
+    """What every list page's template reads (suites/_catalog_list.html and the filter
+    form among it). `list_url`: the list's own page; a row's tags lead to it filtered by
+    the tag when `tags_to_list`, else to each tag's page."""
     return {
+        "list_url": list_url,
+        "tag_url": list_url if tags_to_list else "",
         "page": page,
         "q": query.q,
         "tag": query.tag,

@@ -10,6 +10,7 @@ from django.core.files.uploadedfile import UploadedFile
 from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 
 from gym.accounts import signed_in
 from suites.catalog import COMMON_SORT_LABELS, ListQuery, gym_data_or_404, list_context
@@ -69,7 +70,7 @@ def corpus_list_page(request: HttpRequest) -> HttpResponse:
         request,
         "corpora/corpus_list.html",
         {
-            **list_context(query, page=page, sorts=sorts),
+            **list_context(query, page=page, sorts=sorts, list_url=reverse("suites:corpora")),
             "all_tags": Tag.objects.filter(corpora__isnull=False).distinct(),
         },
     )

@@ -13,6 +13,7 @@ from django.core.files.uploadedfile import UploadedFile
 from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse, HttpResponseForbidden
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 
 from gym.downloads import attachment
 from suites.catalog import COMMON_SORT_LABELS, ListQuery, gym_data_or_404, list_context
@@ -30,7 +31,11 @@ def pair_set_list(request: HttpRequest) -> HttpResponse:
     sets = pair_sets.pair_set_list(q=query.q, tag=query.tag, sort=query.sort)
     page = Paginator(sets, SETS_PER_PAGE).get_page(request.GET.get("page"))
     sorts = [*COMMON_SORT_LABELS, ("pairs", "Most pairs")]
-    return render(request, "suites/pair_set_list.html", list_context(query, page=page, sorts=sorts))
+    return render(
+        request,
+        "suites/pair_set_list.html",
+        list_context(query, page=page, sorts=sorts, list_url=reverse("suites:pair_sets")),
+    )
 
 
 def pair_set_detail(request: HttpRequest, name: str) -> HttpResponse:

@@ -8,6 +8,7 @@ from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 
 from gym.accounts import signed_in
 from suites.catalog import COMMON_SORT_LABELS, ListQuery, gym_data_or_404, list_context
@@ -35,7 +36,7 @@ def probing_list(request: HttpRequest) -> HttpResponse:
         request,
         "suites/probing_list.html",
         {
-            **list_context(query, page=page, sorts=sorts),
+            **list_context(query, page=page, sorts=sorts, list_url=reverse("suites:probing_list")),
             "task_type": task_type,
             "types": TASK_TYPES,
             "all_tags": Tag.objects.filter(probing_tasks__isnull=False).distinct(),

@@ -10,6 +10,7 @@ from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse, HttpResponseForbidden
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_http_methods
 
 from gym.accounts import signed_in
@@ -48,7 +49,12 @@ def suite_list(request: HttpRequest, tag: str | None = None) -> HttpResponse:
     return render(
         request,
         "suites/suite_list.html",
-        {**list_context(query, page=page, sorts=sorts), "tag_obj": tag_obj},
+        {
+            **list_context(
+                query, page=page, sorts=sorts, list_url=reverse("suites:list"), tags_to_list=False
+            ),
+            "tag_obj": tag_obj,
+        },
     )
 
 
