@@ -37,6 +37,22 @@ class ApplicationError(Exception):
         return [{"code": self.code, "message": str(self)}]
 
 
+class FieldErrors(ApplicationError):
+    """A request with something wrong in named fields: `errors` maps each field to what is
+    wrong with it, one entry of the API's error body each (with the field's path).
+    `message` is the exception's text, by default the reasons joined."""
+
+    def __init__(self, errors: dict[str, str], *, message: str | None = None) -> None:
+        super().__init__("; ".join(errors.values()) if message is None else message)
+        self.errors = errors
+
+    def error_list(self) -> list[dict[str, Any]]:
+        return [
+            {"code": self.code, "message": message, "path": f"$.{name}"}
+            for name, message in self.errors.items()
+        ]
+
+
 class UploadTooLarge(ApplicationError):
     """A request body or uploaded file above GYM_MAX_UPLOAD_BYTES (413)."""
 

@@ -13,22 +13,15 @@ from django.utils.text import slugify
 
 from evaluations import model_sources
 from evaluations.models import LanguageModel
-from gym.errors import ApplicationError
+from gym.errors import FieldErrors
 from suites.catalog_services import invisible_characters
 
 
-class ModelRegistrationError(ApplicationError):
+class ModelRegistrationError(FieldErrors):
     """`errors` maps each field of the registration to what is wrong with it."""
 
     def __init__(self, errors: dict[str, str]) -> None:
-        super().__init__("; ".join(f"{k}: {v}" for k, v in errors.items()))
-        self.errors = errors
-
-    def error_list(self) -> list[dict[str, Any]]:
-        return [
-            {"code": "invalid", "message": message, "path": f"$.{field}"}
-            for field, message in self.errors.items()
-        ]
+        super().__init__(errors, message="; ".join(f"{k}: {v}" for k, v in errors.items()))
 
 
 def detect_kind(source: str, revision: str = "") -> tuple[str, str]:

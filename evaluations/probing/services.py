@@ -18,7 +18,7 @@ from evaluations.models import LanguageModel, ProbingAnnotation, ProbingLayerRes
 from evaluations.probing.controls import APPLICABLE, DEFAULT_SEEDS, MAX_SEEDS
 from evaluations.probing.selectors import annotation_sample
 from evaluations.runs import lifecycle as runs
-from gym.errors import ApplicationError
+from gym.errors import ApplicationError, FieldErrors
 from suites.corpora.models import Corpus
 from suites.models import ProbingTask
 
@@ -41,18 +41,8 @@ POOLINGS = tuple(ProbingRun.Pooling.values)
 PROBES = tuple(ProbingRun.Probe.values)
 
 
-class ProbingRequestInvalid(ApplicationError):
+class ProbingRequestInvalid(FieldErrors):
     """A probing run that cannot be asked for; `errors` maps the field to the reason."""
-
-    def __init__(self, errors: dict[str, str]) -> None:
-        super().__init__("; ".join(errors.values()))
-        self.errors = errors
-
-    def error_list(self) -> list[dict[str, Any]]:
-        return [
-            {"code": self.code, "message": message, "path": f"$.{name}"}
-            for name, message in self.errors.items()
-        ]
 
 
 def probing_request_problems(

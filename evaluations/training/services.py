@@ -30,7 +30,7 @@ from evaluations.runs import lifecycle as runs
 from evaluations.training import options as causal_options
 from evaluations.training.data import CorpusSource
 from evaluations.training.models import TrainingRun
-from gym.errors import ApplicationError
+from gym.errors import FieldErrors
 from suites.corpora.models import Corpus
 from suites.corpora.services import corpus_validation_split
 from suites.models import MinimalPairSet, ProbingTask, Suite
@@ -56,18 +56,8 @@ MAX_STEPS = 10_000_000
 NAME_MAX_LENGTH = 80
 
 
-class TrainingRequestInvalid(ApplicationError):
+class TrainingRequestInvalid(FieldErrors):
     """A training run that cannot be asked for; `errors` maps the field to the reason."""
-
-    def __init__(self, errors: dict[str, str]) -> None:
-        super().__init__("; ".join(errors.values()))
-        self.errors = errors
-
-    def error_list(self) -> list[dict[str, Any]]:
-        return [
-            {"code": self.code, "message": message, "path": f"$.{name}"}
-            for name, message in self.errors.items()
-        ]
 
 
 def training_dir() -> Path:
