@@ -8,28 +8,10 @@ from io import StringIO
 from pathlib import Path
 
 import pytest
-import torch
 from django.core.management import CommandError, call_command
 
-from tests.conftest import SHARED_DATA
+from tests.probing.conftest import sample
 from tests.tiny_models import tiny_bert, tiny_gpt2  # noqa: F401
-
-SAMPLES = SHARED_DATA / "senteval-probing"
-
-
-@pytest.fixture(autouse=True, scope="module")
-def one_thread() -> object:
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)  # tiny matrices: a second thread only adds contention
-    yield
-    torch.set_num_threads(before)
-
-
-def sample(task: str) -> Path:
-    path = SAMPLES / f"{task}.txt"
-    if not path.exists():
-        pytest.skip(f"shared sample {path} is absent")
-    return path
 
 
 def test_probe_writes_one_json_per_task_and_a_summary(

@@ -16,10 +16,10 @@ from evaluations.probing.run import probe_task
 from evaluations.scoring.loading import LoadedModel
 from evaluations.scoring.schema import ScoringError
 from suites.formats.probing import ProbingInstance, load_probing_file, read_probing
-from tests.conftest import SHARED_DATA, neural_model
+from tests.conftest import neural_model
+from tests.probing.conftest import sample
 from tests.tiny_models import tiny_bert, tiny_gpt2, tiny_llama  # noqa: F401
 
-SAMPLES = SHARED_DATA / "senteval-probing"
 # word_content's sample has va/te words never seen in its tr window: it is not a valid task.
 VALID_SAMPLES = [
     "bigram_shift",
@@ -40,23 +40,6 @@ SENTENCES = [
     "Every careful pilot followed the old river , who smiled .",
     "No .",
 ]
-
-
-@pytest.fixture(autouse=True, scope="module")
-def one_thread() -> object:
-    """Tiny matrices gain nothing from threads, and on a busy machine the spinning
-    threads of a second core cost ten times the work itself."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
-def sample(task: str) -> Path:
-    path = SAMPLES / f"{task}.txt"
-    if not path.exists():
-        pytest.skip(f"shared sample {path} is absent")
-    return path
 
 
 @pytest.fixture(scope="module")

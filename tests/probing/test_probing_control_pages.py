@@ -7,13 +7,10 @@ from __future__ import annotations
 import csv
 import io
 import json
-from pathlib import Path
 
 import pytest
-import torch
 
-from evaluations.language_models import registry as model_registry
-from evaluations.models import LanguageModel, ProbingLayerResult, ProbingRun
+from evaluations.models import ProbingLayerResult, ProbingRun
 from evaluations.probing import services as probing_services
 from evaluations.probing.controls import cmu_unigrams
 from evaluations.probing.worker import run_probing
@@ -42,24 +39,11 @@ WITH_FORMS = "".join(
 )
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread() -> object:
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 @pytest.fixture
 def task(alice) -> ProbingTask:
     return probing_task_import(
         source=WITH_FORMS, name="toy subjects", owner=alice, task_type="subj_number"
     )
-
-
-@pytest.fixture
-def gpt2(tiny_gpt2: Path) -> LanguageModel:  # noqa: F811
-    return model_registry.model_register(source=str(tiny_gpt2), name="tiny-gpt2")
 
 
 def _done(run: ProbingRun) -> ProbingRun:

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
 
 from evaluations.probing.controls import (
     APPLICABLE,
@@ -30,26 +29,10 @@ from suites.formats.probing import (
     load_probing_file,
     read_probing,
 )
-from tests.conftest import SHARED_DATA
+from tests.probing.conftest import sample
 from tests.tiny_models import tiny_gpt2  # noqa: F401
 
-SAMPLES = SHARED_DATA / "senteval-probing"
 SPHINX_UNIT = math.log10(1.0001)  # pocketsphinx's log base 1.0001, as log10
-
-
-@pytest.fixture(autouse=True, scope="module")
-def one_thread() -> object:
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
-def sample(task: str) -> Path:
-    path = SAMPLES / f"{task}.txt"
-    if not path.exists():
-        pytest.skip(f"shared sample {path} is absent")
-    return path
 
 
 @pytest.fixture(scope="module")

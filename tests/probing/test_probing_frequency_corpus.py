@@ -13,10 +13,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
 
-from evaluations.language_models import registry as model_registry
-from evaluations.models import LanguageModel, ProbingRun
+from evaluations.models import ProbingRun
 from evaluations.probing import controls
 from evaluations.probing import services as probing_services
 from evaluations.probing.worker import frequency_source, payload_instances, run_probing
@@ -60,14 +58,6 @@ EXPECTED = [
 ]
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread() -> object:
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 @pytest.fixture(autouse=True)
 def corpus_dir(settings, tmp_path) -> Path:
     settings.GYM_CORPUS_DIR = tmp_path / "corpora"
@@ -84,11 +74,6 @@ def corpus(alice, tmp_path) -> Corpus:
 @pytest.fixture
 def task(alice) -> ProbingTask:
     return probing_task_import(source=TASK, name="subj_number", owner=alice)
-
-
-@pytest.fixture
-def gpt2(tiny_gpt2: Path) -> LanguageModel:  # noqa: F811
-    return model_registry.model_register(source=str(tiny_gpt2), name="tiny-gpt2")
 
 
 def _post(client: BrowserClient, body: dict):

@@ -11,7 +11,6 @@ import json
 from pathlib import Path
 
 import pytest
-import torch
 
 from evaluations.language_models import registry as model_registry
 from evaluations.models import LanguageModel, ProbingLayerResult, ProbingRun
@@ -42,22 +41,9 @@ SMALL = "".join(
 )
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread() -> object:
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 @pytest.fixture
 def task(alice) -> ProbingTask:
     return probing_task_import(source=SMALL, name="toy number", owner=alice)
-
-
-@pytest.fixture
-def gpt2(tiny_gpt2: Path) -> LanguageModel:  # noqa: F811
-    return model_registry.model_register(source=str(tiny_gpt2), name="tiny-gpt2")
 
 
 def _work(run: ProbingRun) -> dict:

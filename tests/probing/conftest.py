@@ -1,0 +1,41 @@
+"""Shared fixtures and helpers of the probing tests."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import torch
+
+from evaluations.language_models import registry as model_registry
+from evaluations.models import LanguageModel
+from tests.conftest import SHARED_DATA
+from tests.tiny_models import tiny_gpt2  # noqa: F401
+
+SAMPLES = SHARED_DATA / "senteval-probing"
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread() -> Iterator[None]:
+    """Tiny matrices gain nothing from threads, and on a busy machine the spinning
+    threads of a second core cost ten times the work itself."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def sample(task: str) -> Path:
+    """The shared SentEval sample of `task` (the test is skipped where it is absent)."""
+    path = SAMPLES / f"{task}.txt"
+    if not path.exists():
+        pytest.skip(f"shared sample {path} is absent")
+    return path
+
+
+@pytest.fixture
+def gpt2(tiny_gpt2: Path) -> LanguageModel:  # noqa: F811
+    """The tiny GPT-2 registered as a model of the site (modules that probe a loaded
+    model directly define their own `gpt2`)."""
+    return model_registry.model_register(source=str(tiny_gpt2), name="tiny-gpt2")
