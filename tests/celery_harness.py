@@ -181,6 +181,21 @@ class Pace:
         raise AssertionError(f"the run never got held mid-way: {evaluation.status}")
 
 
+def redelivery_env(settings: Any, pace: Pace) -> dict[str, str]:
+    """The environment of workers held by `pace` whose killed delivery Redis hands on to
+    another: after the visibility timeout, which must outlast the hard time limit
+    (generous: importing torch on a busy machine counts against it). Sets that limit for
+    this process too."""
+    settings.CELERY_TASK_HARD_TIME_LIMIT = 60
+    return {
+        "CELERY_TASK_HARD_TIME_LIMIT": "60",
+        "CELERY_VISIBILITY_TIMEOUT": "65",
+        "CELERY_RESTORE_INTERVAL": "2",
+        "GYM_PROGRESS_EVERY_SECONDS": "0",
+        "GYM_RUN_HOLD_DIR": str(pace.folder),
+    }
+
+
 def wait_for_log(worker: Worker, text: str, timeout: float = 120) -> None:
     """Until the worker's log shows `text` (what a worker did, not how fast)."""
     deadline = time.monotonic() + timeout

@@ -20,7 +20,7 @@ from evaluations.runs import packing, tasks
 from evaluations.scoring import worker
 from evaluations.syntaxgym import services
 from suites.syntaxgym import services as suite_services
-from tests.celery_harness import Worker
+from tests.celery_harness import Worker, redelivery_env
 from tests.conftest import small_suite
 from tests.syntaxgym.test_evaluation_worker import _big_suite, _import, _wait
 
@@ -319,16 +319,8 @@ def test_a_split_suite_whose_worker_dies_mid_part_is_completed_once(
     suite = _big_suite(400)  # 1,600 sentences, about 20,000 estimated tokens
     model = model_registry.model_register(source=str(tiny_gpt2), name="tiny")
     settings.GYM_PACK_TOKEN_BUDGET = 12_000  # two parts, two tasks
-    # As in test_evaluation_worker: Redis hands a dead worker's message on after the
-    # visibility timeout, which must outlast the time limit.
-    settings.CELERY_TASK_HARD_TIME_LIMIT = 60
-    env = {
-        "CELERY_TASK_HARD_TIME_LIMIT": "60",
-        "CELERY_VISIBILITY_TIMEOUT": "65",
-        "CELERY_RESTORE_INTERVAL": "2",
-        "GYM_PROGRESS_EVERY_SECONDS": "0",
-        "GYM_RUN_HOLD_DIR": str(pace.folder),
-    }
+    # Redis hands a dead worker's message on after the visibility timeout.
+    env = redelivery_env(settings, pace)
     workers("celery", **env)
     gpu = workers("gpu", **env)
     pace.hold()

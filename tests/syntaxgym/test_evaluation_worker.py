@@ -17,7 +17,7 @@ from evaluations.syntaxgym import services
 from suites import formats
 from suites.models import Suite
 from suites.syntaxgym import services as suite_services
-from tests.celery_harness import broker, flush_redis, redis_or_skip
+from tests.celery_harness import broker, flush_redis, redelivery_env, redis_or_skip
 from tests.conftest import SHARED_DATA, token_client
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
@@ -148,16 +148,8 @@ def test_worker_killed_mid_run_is_completed_once_by_a_restarted_worker(
     model = model_registry.model_register(source=str(tiny_gpt2), name="tiny")
     # As deployed: storing and progress on one worker, scoring on a GPU worker, so that
     # progress is stored while the scoring runs.
-    # Generous: importing torch on a busy machine counts against it. Redis re-delivers a
-    # killed worker's message after the visibility timeout, which must be longer.
-    settings.CELERY_TASK_HARD_TIME_LIMIT = 60
-    env = {
-        "CELERY_TASK_HARD_TIME_LIMIT": "60",
-        "CELERY_VISIBILITY_TIMEOUT": "65",
-        "CELERY_RESTORE_INTERVAL": "2",
-        "GYM_PROGRESS_EVERY_SECONDS": "0",
-        "GYM_RUN_HOLD_DIR": str(pace.folder),
-    }
+    # Redis re-delivers a killed worker's message after the visibility timeout.
+    env = redelivery_env(settings, pace)
     workers("celery", **env)
     gpu = workers("gpu", **env)
     pace.hold()

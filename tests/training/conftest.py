@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import torch
+
+from tests.conftest import SHARED_DATA
 
 
 @pytest.fixture
@@ -15,3 +18,15 @@ def one_torch_thread() -> Iterator[None]:
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+def book_file(folder: Path) -> Path:
+    """`folder`/book.txt: the sentences of the shared SentEval tree_depth sample (its third
+    field), one a line, the training tests' corpus (the test is skipped where the sample
+    is absent)."""
+    source = SHARED_DATA / "senteval-probing" / "tree_depth.txt"
+    if not source.exists():
+        pytest.skip(f"shared sample {source} is absent")
+    path = folder / "book.txt"
+    path.write_text("".join(r.split("\t")[2] for r in source.read_text().splitlines(True)))
+    return path

@@ -12,7 +12,8 @@ from evaluations.training.worker import run_training
 from suites.corpora.services import corpus_import
 from suites.syntaxgym.services import suite_import
 from tests.browser import artifact
-from tests.conftest import EXAMPLES, SHARED_DATA
+from tests.conftest import EXAMPLES
+from tests.training.conftest import book_file
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -20,12 +21,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 def test_run_page_draws_loss_and_learning_curves(page, settings, tmp_path) -> None:
     settings.GYM_CORPUS_DIR = tmp_path / "corpora"
     settings.GYM_TRAINING_DIR = tmp_path / "trained"
-    source = SHARED_DATA / "senteval-probing" / "tree_depth.txt"
-    if not source.exists():
-        pytest.skip(f"shared sample {source} is absent")
-    plain = tmp_path / "book.txt"
-    plain.write_text("".join(r.split("\t")[2] for r in source.read_text().splitlines(True)))
-    corpus = corpus_import(source=plain, name="book", owner=None)
+    corpus = corpus_import(source=book_file(tmp_path), name="book", owner=None)
     suites = [
         suite_import(source=(EXAMPLES / f"{name}.json").read_text(), owner=None).suite
         for name in ("agreement_local", "npi_licensing")

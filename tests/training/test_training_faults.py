@@ -18,7 +18,8 @@ from evaluations.training.data import CorpusSource
 from evaluations.training.models import TrainingRun
 from evaluations.training.worker import causal_options
 from suites.corpora.services import corpus_import
-from tests.conftest import SHARED_DATA
+from tests.celery_harness import redelivery_env
+from tests.training.conftest import book_file
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
@@ -28,23 +29,9 @@ def test_killed_training_worker_resumes_from_its_last_checkpoint(
 ) -> None:
     settings.GYM_CORPUS_DIR = tmp_path / "corpora"
     settings.GYM_TRAINING_DIR = tmp_path / "trained"
-    source = SHARED_DATA / "senteval-probing" / "tree_depth.txt"
-    if not source.exists():
-        pytest.skip(f"shared sample {source} is absent")
-    plain = tmp_path / "book.txt"
-    plain.write_text("".join(r.split("\t")[2] for r in source.read_text().splitlines(True)))
-    corpus = corpus_import(source=plain, name="book", owner=None)
+    corpus = corpus_import(source=book_file(tmp_path), name="book", owner=None)
     # Redis re-delivers a killed worker's message after the visibility timeout.
-    settings.CELERY_TASK_HARD_TIME_LIMIT = 60
-    env = {
-        "CELERY_TASK_HARD_TIME_LIMIT": "60",
-        "CELERY_VISIBILITY_TIMEOUT": "65",
-        "CELERY_RESTORE_INTERVAL": "2",
-        "GYM_PROGRESS_EVERY_SECONDS": "0",
-        "GYM_RUN_HOLD_DIR": str(pace.folder),
-        "OMP_NUM_THREADS": "1",
-        "MKL_NUM_THREADS": "1",
-    }
+    env = {**redelivery_env(settings, pace), "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
     workers("celery", **env)
     gpu = workers("gpu", **env)
     pace.hold()

@@ -20,19 +20,15 @@ from evaluations.training.models import TrainingRun
 from evaluations.training.worker import run_training
 from suites.corpora.services import corpus_import
 from suites.syntaxgym.services import suite_import
-from tests.conftest import EXAMPLES, SHARED_DATA
+from tests.conftest import EXAMPLES
+from tests.training.conftest import book_file
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory) -> Path:
-    source = SHARED_DATA / "senteval-probing" / "tree_depth.txt"
-    if not source.exists():
-        pytest.skip(f"shared sample {source} is absent")
-    path = tmp_path_factory.mktemp("corpus") / "book.txt"
-    path.write_text("".join(r.split("\t")[2] for r in source.read_text().splitlines(True)))
-    return path
+    return book_file(tmp_path_factory.mktemp("corpus"))
 
 
 def train(corpus: Path, out: Path, *extra: str) -> dict:

@@ -21,7 +21,8 @@ from suites.corpora.services import corpus_import
 from suites.minimal_pairs.sets import minimal_pair_set_import
 from suites.probing.services import probing_task_import
 from suites.syntaxgym.services import suite_import
-from tests.conftest import EXAMPLES, SHARED_DATA
+from tests.conftest import EXAMPLES
+from tests.training.conftest import book_file
 
 pytestmark = pytest.mark.django_db
 
@@ -38,12 +39,7 @@ def folders(settings, tmp_path):
 
 @pytest.fixture
 def corpus(tmp_path):
-    source = SHARED_DATA / "senteval-probing" / "tree_depth.txt"
-    if not source.exists():
-        pytest.skip(f"shared sample {source} is absent")
-    plain = tmp_path / "book.txt"
-    plain.write_text("".join(r.split("\t")[2] for r in source.read_text().splitlines(True)))
-    return corpus_import(source=plain, name="book", owner=None)
+    return corpus_import(source=book_file(tmp_path), name="book", owner=None)
 
 
 @pytest.fixture

@@ -16,7 +16,8 @@ from evaluations.training import selectors
 from evaluations.training.models import TrainingRun
 from suites.corpora.services import corpus_import
 from suites.syntaxgym.services import suite_import
-from tests.conftest import EXAMPLES, SHARED_DATA, BrowserClient
+from tests.conftest import EXAMPLES, BrowserClient
+from tests.training.conftest import book_file
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
@@ -36,12 +37,7 @@ def test_training_with_two_checkpoints_on_real_workers(
 ) -> None:
     settings.GYM_CORPUS_DIR = tmp_path / "corpora"
     settings.GYM_TRAINING_DIR = tmp_path / "trained"
-    source = SHARED_DATA / "senteval-probing" / "tree_depth.txt"
-    if not source.exists():
-        pytest.skip(f"shared sample {source} is absent")
-    plain = tmp_path / "book.txt"
-    plain.write_text("".join(r.split("\t")[2] for r in source.read_text().splitlines(True)))
-    corpus = corpus_import(source=plain, name="book", owner=None)
+    corpus = corpus_import(source=book_file(tmp_path), name="book", owner=None)
     suite = suite_import(source=(EXAMPLES / "agreement_local.json").read_text(), owner=None).suite
     storing = workers("celery")
     training = workers("gpu", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
