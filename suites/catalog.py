@@ -5,14 +5,19 @@ lists are searched or sorted is made once."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from django import forms
+from django.contrib import messages
 from django.core.exceptions import ObjectDoesNotExist
+from django.core.files.uploadedfile import UploadedFile
 from django.db.models import Model, Q, QuerySet
-from django.http import Http404
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
 
+from suites.catalog_services import DataInvalid
 from suites.models import Tag
 
 M = TypeVar("M", bound=Model)
@@ -111,3 +116,27 @@ def gym_data_or_404(model: type[M], name: str, *, noun: str) -> M:
         return model._default_manager.select_related("owner").get(name=name)
     except ObjectDoesNotExist:  # model.DoesNotExist, the only one .get() raises here
         raise Http404(f"No {noun} named {name!r}.") from None
+
+
+def upload_page(
+    request: HttpRequest,
+    form: forms.Form,
+    *,
+    template: str,
+    max_bytes: int,
+    save: Callable[[UploadedFile], tuple[str, str]],
+) -> HttpResponse:
+    """The upload page of a kind whose form has a `file`: the form (400 while it has
+    errors); once it is valid, `save(upload)` imports the file and gives the message to
+    show and the address to go to, or raises DataInvalid, whose errors the page lists
+    (400, nothing saved)."""
+    context: dict[str, Any] = {"form": form, "max_bytes": max_bytes}
+    if request.method == "POST" and form.is_valid():
+        try:
+            message, url = save(form.cleaned_data["file"])
+        except DataInvalid as invalid:
+            context["errors"] = invalid.errors
+            return render(request, template, context, status=400)
+        messages.success(request, message)
+        return redirect(url)
+    return render(request, template, context, status=400 if form.errors else 200)

@@ -33,6 +33,13 @@ class FileUploadForm(forms.Form):
         return upload
 
 
+class TaggedForm(forms.Form):
+    """A form whose `tags` field is comma-separated tags, cleaned to the slugs stored."""
+
+    def clean_tags(self) -> list[str]:
+        return clean_tag_list(self.cleaned_data.get("tags", ""))
+
+
 class SignupForm(UserCreationForm):
     email = forms.EmailField(required=False, help_text="Optional; only used to reach you.")
 
@@ -41,7 +48,7 @@ class SignupForm(UserCreationForm):
         fields = ("username", "email")
 
 
-class SuiteUploadForm(forms.Form):
+class SuiteUploadForm(TaggedForm):
     file = forms.FileField(
         required=False,
         label="Suite file (JSON)",
@@ -71,9 +78,6 @@ class SuiteUploadForm(forms.Form):
             # Replacing a suite keeps its name and tags.
             del self.fields["tags"], self.fields["rename"]
 
-    def clean_tags(self) -> list[str]:
-        return clean_tag_list(self.cleaned_data.get("tags", ""))
-
     def clean(self) -> dict[str, Any]:
         # Form.clean() returns cleaned_data; the stubs allow None.
         super().clean()
@@ -98,7 +102,7 @@ class SuiteUploadForm(forms.Form):
 _TEXT_MAX = META_TEXT_MAX_LENGTH
 
 
-class SuiteMetaForm(forms.Form):
+class SuiteMetaForm(TaggedForm):
     description = forms.CharField(
         required=False,
         max_length=_TEXT_MAX["description"],
@@ -117,11 +121,8 @@ class SuiteMetaForm(forms.Form):
         help_text="Comma-separated, e.g. agreement, licensing",
     )
 
-    def clean_tags(self) -> list[str]:
-        return clean_tag_list(self.cleaned_data.get("tags", ""))
 
-
-class ProbingUploadForm(FileUploadForm):
+class ProbingUploadForm(TaggedForm, FileUploadForm):
     """A SentEval-style probing file with the task's name, type, description and tags."""
 
     file = forms.FileField(
@@ -139,9 +140,6 @@ class ProbingUploadForm(FileUploadForm):
     )
     description = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 3}))
     tags = forms.CharField(required=False, help_text="Comma-separated, e.g. senteval, syntax")
-
-    def clean_tags(self) -> list[str]:
-        return clean_tag_list(self.cleaned_data.get("tags", ""))
 
 
 class PairSetUploadForm(FileUploadForm):

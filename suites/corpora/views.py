@@ -4,19 +4,24 @@ from __future__ import annotations
 
 from django import forms
 from django.conf import settings
-from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.files.uploadedfile import UploadedFile
 from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import redirect, render
+from django.shortcuts import render
 from django.urls import reverse
 
 from gym.accounts import signed_in
-from suites.catalog import COMMON_SORT_LABELS, ListQuery, gym_data_or_404, list_context
+from suites.catalog import (
+    COMMON_SORT_LABELS,
+    ListQuery,
+    gym_data_or_404,
+    list_context,
+    upload_page,
+)
 from suites.corpora.models import Corpus
-from suites.corpora.services import CorpusInvalid, corpus_histogram, corpus_import, corpus_list
-from suites.forms import clean_tag_list
+from suites.corpora.services import corpus_histogram, corpus_import, corpus_list
+from suites.forms import TaggedForm
 from suites.models import Tag
 
 CORPORA_PER_PAGE = 25
@@ -28,7 +33,7 @@ def corpus_name_from_file(file_name: str) -> str:
     return name.removesuffix(".tsv").removesuffix(".txt") or "corpus"
 
 
-class CorpusUploadForm(forms.Form):
+class CorpusUploadForm(TaggedForm):
     file = forms.FileField(
         label="Corpus file",
         help_text="NLPScholar's TSV with a 'text' column, or plain text with one sequence "
@@ -56,9 +61,6 @@ class CorpusUploadForm(forms.Form):
                 f"{settings.GYM_MAX_CORPUS_BYTES:,} bytes."
             )
         return upload
-
-    def clean_tags(self) -> list[str]:
-        return clean_tag_list(self.cleaned_data.get("tags", ""))
 
 
 def corpus_list_page(request: HttpRequest) -> HttpResponse:
@@ -92,28 +94,27 @@ def corpus_detail(request: HttpRequest, name: str) -> HttpResponse:
 @login_required
 def corpus_upload(request: HttpRequest) -> HttpResponse:
     form = CorpusUploadForm(request.POST or None, request.FILES or None)
-    context = {"form": form, "max_bytes": settings.GYM_MAX_CORPUS_BYTES}
-    if request.method == "POST" and form.is_valid():
-        upload = form.cleaned_data["file"]
-        name = form.cleaned_data["name"].strip() or corpus_name_from_file(upload.name)
-        try:
-            corpus = corpus_import(
-                source=upload,
-                name=name,
-                owner=signed_in(request.user),
-                file_name=upload.name,
-                description=form.cleaned_data["description"],
-                tags=form.cleaned_data["tags"],
-                validation_fraction=form.cleaned_data["validation_percent"] / 100.0,
-            )
-        except CorpusInvalid as invalid:
-            context["errors"] = invalid.errors
-            return render(request, "corpora/corpus_upload.html", context, status=400)
-        messages.success(
-            request,
-            f"Imported “{corpus.name}”: {corpus.line_count:,} lines, {corpus.word_count:,} words.",
+
+    def save(upload: UploadedFile) -> tuple[str, str]:
+        file_name = upload.name or ""
+        corpus = corpus_import(
+            source=upload,
+            name=form.cleaned_data["name"].strip() or corpus_name_from_file(file_name),
+            owner=signed_in(request.user),
+            file_name=file_name,
+            description=form.cleaned_data["description"],
+            tags=form.cleaned_data["tags"],
+            validation_fraction=form.cleaned_data["validation_percent"] / 100.0,
         )
-        return redirect(corpus.get_absolute_url())
-    return render(
-        request, "corpora/corpus_upload.html", context, status=400 if form.errors else 200
+        message = (
+            f"Imported “{corpus.name}”: {corpus.line_count:,} lines, {corpus.word_count:,} words."
+        )
+        return message, corpus.get_absolute_url()
+
+    return upload_page(
+        request,
+        form,
+        template="corpora/corpus_upload.html",
+        max_bytes=settings.GYM_MAX_CORPUS_BYTES,
+        save=save,
     )

@@ -3,20 +3,25 @@
 from __future__ import annotations
 
 from django.conf import settings
-from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.core.files.uploadedfile import UploadedFile
 from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import redirect, render
+from django.shortcuts import render
 from django.urls import reverse
 
 from gym.accounts import signed_in
-from suites.catalog import COMMON_SORT_LABELS, ListQuery, gym_data_or_404, list_context
+from suites.catalog import (
+    COMMON_SORT_LABELS,
+    ListQuery,
+    gym_data_or_404,
+    list_context,
+    upload_page,
+)
 from suites.formats.probing import PARTITION_NAMES, PARTITIONS, TASK_TYPES, guess_task_type
 from suites.forms import ProbingUploadForm
 from suites.models import ProbingTask, Tag
 from suites.probing.services import (
-    ProbingTaskInvalid,
     probing_task_import,
     probing_task_list,
     probing_task_overview,
@@ -74,28 +79,27 @@ def probing_detail(request: HttpRequest, name: str) -> HttpResponse:
 @login_required
 def probing_upload(request: HttpRequest) -> HttpResponse:
     form = ProbingUploadForm(request.POST or None, request.FILES or None)
-    context = {"form": form, "max_bytes": settings.GYM_MAX_UPLOAD_BYTES}
-    if request.method == "POST" and form.is_valid():
-        upload = form.cleaned_data["file"]
-        name = form.cleaned_data["name"].strip() or upload.name.rsplit(".", 1)[0]
-        try:
-            task = probing_task_import(
-                source=upload,
-                name=name,
-                owner=signed_in(request.user),
-                task_type=form.cleaned_data["task_type"] or guess_task_type(upload.name),
-                description=form.cleaned_data["description"],
-                tags=form.cleaned_data["tags"],
-            )
-        except ProbingTaskInvalid as invalid:
-            context["errors"] = invalid.errors
-            return render(request, "suites/probing_upload.html", context, status=400)
-        messages.success(
-            request,
-            f"Imported “{task.name}”: {task.instance_count:,} instances, "
-            f"{len(task.labels)} labels ({task.task_type}).",
+
+    def save(upload: UploadedFile) -> tuple[str, str]:
+        file_name = upload.name or ""
+        task = probing_task_import(
+            source=upload,
+            name=form.cleaned_data["name"].strip() or file_name.rsplit(".", 1)[0],
+            owner=signed_in(request.user),
+            task_type=form.cleaned_data["task_type"] or guess_task_type(file_name),
+            description=form.cleaned_data["description"],
+            tags=form.cleaned_data["tags"],
         )
-        return redirect("suites:probing_detail", name=task.name)
-    return render(
-        request, "suites/probing_upload.html", context, status=400 if form.errors else 200
+        message = (
+            f"Imported “{task.name}”: {task.instance_count:,} instances, "
+            f"{len(task.labels)} labels ({task.task_type})."
+        )
+        return message, reverse("suites:probing_detail", kwargs={"name": task.name})
+
+    return upload_page(
+        request,
+        form,
+        template="suites/probing_upload.html",
+        max_bytes=settings.GYM_MAX_UPLOAD_BYTES,
+        save=save,
     )
