@@ -29,11 +29,9 @@ def probing_note(model: LanguageModel) -> str:
     return imported_note(model)
 
 
-class RunModelOptions(forms.widgets.ChoiceWidget):
-    """Options of a model choice whose models may be unable to run: each such option is
-    disabled and says why (the field's `note`)."""
-
-    note: Callable[[LanguageModel], str]
+class InstanceOptions(forms.widgets.ChoiceWidget):
+    """Options of a model choice field, each shown by `instance_option` with the row it
+    stands for (a widget of any kind's request form that says more about each choice)."""
 
     def create_option(
         self,
@@ -46,12 +44,26 @@ class RunModelOptions(forms.widgets.ChoiceWidget):
         attrs: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         option = super().create_option(name, value, label, selected, index, subindex, attrs)
-        model = getattr(value, "instance", None)
-        note = self.note(model) if model is not None else ""
-        if note:
-            option["label"] = f"{label} ({note})"
-            option["attrs"]["disabled"] = True
+        instance = getattr(value, "instance", None)
+        if instance is not None:
+            self.instance_option(option, instance)
         return option
+
+    def instance_option(self, option: dict[str, Any], instance: Any) -> None:
+        """Change `option` (label, attrs) for `instance`."""
+
+
+class RunModelOptions(InstanceOptions):
+    """Options of a model choice whose models may be unable to run: each such option is
+    disabled and says why (the field's `note`)."""
+
+    note: Callable[[LanguageModel], str]
+
+    def instance_option(self, option: dict[str, Any], instance: Any) -> None:
+        note = self.note(instance)
+        if note:
+            option["label"] = f"{option['label']} ({note})"
+            option["attrs"]["disabled"] = True
 
 
 class RunModelSelect(RunModelOptions, forms.SelectMultiple):

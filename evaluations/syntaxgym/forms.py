@@ -7,30 +7,17 @@ from typing import Any
 from django import forms
 from django.http import QueryDict
 
-from evaluations.runs.forms import RunModelCheckboxes, RunModelsField
+from evaluations.runs.forms import InstanceOptions, RunModelCheckboxes, RunModelsField
 from suites.models import Suite, Tag
 from suites.syntaxgym.selectors import suites_with_tag
 
 
-class SuitePickerSelect(forms.SelectMultiple):
+class SuitePickerSelect(InstanceOptions, forms.SelectMultiple):
     """A plain multi-select (what works without JavaScript) whose options carry each
     suite's tags, so that static/js/suite-picker.js can filter by name or tag."""
 
-    def create_option(
-        self,
-        name: str,
-        value: Any,
-        label: int | str,
-        selected: bool,
-        index: int,
-        subindex: int | None = None,
-        attrs: dict[str, Any] | None = None,
-    ) -> dict[str, Any]:
-        option = super().create_option(name, value, label, selected, index, subindex, attrs)
-        suite = getattr(value, "instance", None)
-        if suite is not None:
-            option["attrs"]["data-tags"] = " ".join(t.name for t in suite.tags.all())
-        return option
+    def instance_option(self, option: dict[str, Any], instance: Any) -> None:
+        option["attrs"]["data-tags"] = " ".join(t.name for t in instance.tags.all())
 
 
 class EvaluationRequestForm(forms.Form):
