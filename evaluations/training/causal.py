@@ -473,17 +473,9 @@ def train_causal(
             )
     started = time.time()
     tokenizer = _prepare(lines, validation, out_dir, options)
-    if options.devices > 1:
-        return _train_parallel(
-            out_dir,
-            options,
-            tokenizer,
-            started,
-            on_step=on_step,
-            on_checkpoint=on_checkpoint,
-            should_stop=should_stop,
-        )
-    summary = _train(
+    # The same arguments either way; only the ranks after 0 of `_train` give None.
+    train = _train_parallel if options.devices > 1 else _train
+    summary = train(
         out_dir,
         options,
         tokenizer,
