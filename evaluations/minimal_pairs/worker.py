@@ -30,7 +30,13 @@ from evaluations.minimal_pairs.evaluate import (
     score_pair_sentences,
     word_surprisals,
 )
-from evaluations.scoring.worker import by_group, one_group, payload_model, summed_diagnostics
+from evaluations.scoring.worker import (
+    by_group,
+    one_group,
+    payload_model,
+    summed_diagnostics,
+    word_probability_diagnostics,
+)
 
 
 def run_pairs(
@@ -50,11 +56,7 @@ def run_pairs_groups(
     scores = score_pair_sentences(model, everything, progress=progress, word_probability=asked)
     info = dict(scoring.model_info(model))
     info["tokenizer"] = model_tokenizer_name(model) or spec["source"]
-    # Named only when asked for, so that results without the option read as before.
-    word: dict[str, Any] = {}
-    if asked != "tokens":
-        applied, why = scoring.applied_word_probability(model)
-        word = {"word_probability": applied, "word_boundary": why}
+    word = word_probability_diagnostics(model, asked)
     results: list[dict[str, Any]] = []
     for part in by_group(scores, groups):
         results.append(

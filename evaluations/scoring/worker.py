@@ -66,6 +66,16 @@ def one_group(payload: dict[str, Any]) -> dict[str, Any]:
     return groups
 
 
+def word_probability_diagnostics(model: Any, asked: str) -> dict[str, Any]:
+    """What the word_probability asked for gave with this model and why, for a run's
+    diagnostics; named only when asked for, so that results without the option read as
+    before."""
+    if asked == "tokens":
+        return {}
+    applied, why = scoring.applied_word_probability(model)
+    return {"word_probability": applied, "word_boundary": why}
+
+
 def by_group(scores: list[Any], groups: list[list[Any]]) -> Iterator[list[Any]]:
     """Each group's share of `scores`, scored for all groups' sentences in one call."""
     start = 0
@@ -94,11 +104,7 @@ def run_scoring_groups(
         model, everything, progress=progress, straddling=rule, word_probability=asked
     )
     info = scoring.model_info(model)
-    # Named only when asked for, so results without the option read as before.
-    word: dict[str, Any] = {}
-    if asked != "tokens":
-        applied, why = scoring.applied_word_probability(model)
-        word = {"word_probability": applied, "word_boundary": why}
+    word = word_probability_diagnostics(model, asked)
     results: list[dict[str, Any]] = []
     for part in by_group(scores, groups):
         results.append(
