@@ -13,7 +13,7 @@ import csv
 import io
 import math
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
@@ -342,6 +342,51 @@ def _sort_rows(
     present.sort(key=lambda pair: pair[0], reverse=direction == "desc")
     rows[:] = [r for _value, r in present] + missing
     return sort, direction
+
+
+# A cell's 95% interval from its benchmark id, accuracy and run id (None: none shown).
+CellInterval = Callable[[int, float, int], "tuple[float, float] | None"]
+
+
+def ranked_board(
+    columns: list[SuiteColumn],
+    current: QuerySet[Any],
+    column: str,
+    *,
+    tag: str = "",
+    sort: str = "",
+    direction: str = "",
+    include_hidden: bool = False,
+    training: Any = None,
+    interval: CellInterval | None = None,
+    passed: Callable[[Leaderboard], dict[int, dict[int, bool | None]]] | None = None,
+) -> Leaderboard:
+    """A leaderboard section as every kind's page shows it: `board`, with a training
+    run's checkpoints as the rows when `training` is given (`board_training`), each
+    cell's interval when `interval` is given, and each row tested against the row above
+    it when `passed` is (`passed(board)` gives the outcomes `mark_versus_above` reads)."""
+    shown = board(
+        columns,
+        current,
+        column,
+        tag=tag,
+        sort=sort,
+        direction=direction,
+        include_hidden=include_hidden,
+        rows_of=training.checkpoint_models() if training is not None else None,
+    )
+    shown.training = training
+    if interval is not None:
+        shown.intervals_shown = True
+        for row in shown.rows:
+            for benchmark_id, (accuracy, run_id) in row.cells.items():
+                found = None if accuracy is None else interval(benchmark_id, accuracy, run_id)
+                if found is not None:
+                    row.intervals[benchmark_id] = found
+    if passed is not None:
+        shown.significance_shown = True
+        mark_versus_above(shown, passed(shown))
+    return shown
 
 
 def mark_versus_above(board: Leaderboard, passed: dict[int, dict[int, bool | None]]) -> None:

@@ -46,7 +46,15 @@ def pair_leaderboard(
     current = PairEvaluation.objects.filter(
         status=DONE, content_hash=F("pair_set__content_hash"), word_probability="tokens"
     ).order_by()
-    shown = boards.board(
+    cell_interval = None
+    if intervals:
+        pairs = dict(MinimalPairSet.objects.values_list("id", "pair_count"))
+
+        def cell_interval(set_id: int, accuracy: float, _run: int) -> tuple[float, float] | None:
+            count = pairs.get(set_id, 0)
+            return wilson_interval(round(accuracy * count), count)
+
+    return boards.ranked_board(
         boards.data_columns(MinimalPairSet.objects.all()),
         current,
         "pair_set_id",
@@ -54,22 +62,10 @@ def pair_leaderboard(
         sort=sort,
         direction=direction,
         include_hidden=include_hidden,
-        rows_of=training.checkpoint_models() if training is not None else None,
+        training=training,
+        interval=cell_interval,
+        passed=_passed_by_pair if significance else None,
     )
-    shown.training = training
-    if intervals:
-        shown.intervals_shown = True
-        pairs = dict(MinimalPairSet.objects.values_list("id", "pair_count"))
-        for row in shown.rows:
-            for set_id, (accuracy, _run) in row.cells.items():
-                count = pairs.get(set_id, 0)
-                interval = wilson_interval(round((accuracy or 0.0) * count), count)
-                if accuracy is not None and interval is not None:
-                    row.intervals[set_id] = interval
-    if significance:
-        shown.significance_shown = True
-        boards.mark_versus_above(shown, _passed_by_pair(shown))
-    return shown
 
 
 def _passed_by_pair(shown: boards.Leaderboard) -> dict[int, dict[int, bool | None]]:

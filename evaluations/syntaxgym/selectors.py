@@ -21,10 +21,9 @@ from evaluations.leaderboard import (
     UNTAGGED,
     Leaderboard,
     SuiteColumn,
-    board,
     data_columns,
-    mark_versus_above,
     mean_of,
+    ranked_board,
     tag_groups,
 )
 from evaluations.models import (
@@ -78,7 +77,14 @@ def leaderboard(
     current = Evaluation.objects.filter(
         status=DONE, content_hash=F("suite__content_hash"), word_probability="tokens"
     ).order_by()
-    shown = board(
+    cell_interval = None
+    if intervals:
+        counts = item_counts(current)
+
+        def cell_interval(_suite: int, _accuracy: float, pk: int) -> tuple[float, float] | None:
+            return wilson_interval(*counts.get(pk, (0, 0)))
+
+    return ranked_board(
         _suite_columns(),
         current,
         "suite_id",
@@ -86,21 +92,10 @@ def leaderboard(
         sort=sort,
         direction=direction,
         include_hidden=include_hidden,
-        rows_of=training.checkpoint_models() if training is not None else None,
+        training=training,
+        interval=cell_interval,
+        passed=(lambda shown: _passed_by_item(current, shown)) if significance else None,
     )
-    shown.training = training
-    if intervals:
-        shown.intervals_shown = True
-        counts = item_counts(current)
-        for row in shown.rows:
-            for suite_id, (accuracy, evaluation_id) in row.cells.items():
-                interval = wilson_interval(*counts.get(evaluation_id, (0, 0)))
-                if accuracy is not None and interval is not None:
-                    row.intervals[suite_id] = interval
-    if significance:
-        shown.significance_shown = True
-        mark_versus_above(shown, _passed_by_item(current, shown))
-    return shown
 
 
 def _passed_by_item(
