@@ -13,7 +13,6 @@ from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
-from django.views.decorators.http import require_POST
 
 from evaluations.language_models.registry import ModelRegistrationError
 from evaluations.minimal_pairs import services as pair_services
@@ -23,8 +22,7 @@ from evaluations.runs import lifecycle as runs
 from evaluations.runs.views import (
     request_form_page,
     requested,
-    run_cancel_redirect,
-    run_retry_redirect,
+    run_action_views,
 )
 from suites.models import MinimalPairSet
 
@@ -70,16 +68,7 @@ def _evaluation(pk: int) -> PairEvaluation:
     return get_object_or_404(PairEvaluation.objects.select_related("model", "pair_set"), pk=pk)
 
 
-@login_required
-@require_POST
-def pair_retry(request: HttpRequest, pk: int) -> HttpResponse:
-    return run_retry_redirect(request, _evaluation(pk))
-
-
-@login_required
-@require_POST
-def pair_cancel(request: HttpRequest, pk: int) -> HttpResponse:
-    return run_cancel_redirect(request, _evaluation(pk))
+pair_retry, pair_cancel = run_action_views(_evaluation)
 
 
 @login_required

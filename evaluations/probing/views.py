@@ -10,7 +10,7 @@ from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.text import slugify
-from django.views.decorators.http import require_http_methods, require_POST
+from django.views.decorators.http import require_http_methods
 
 from evaluations import leaderboard as boards
 from evaluations.models import ProbingRun
@@ -22,8 +22,7 @@ from evaluations.runs.views import (
     MAX_ID,
     request_form_page,
     requested,
-    run_cancel_redirect,
-    run_retry_redirect,
+    run_action_views,
 )
 from gym.accounts import signed_in
 from gym.downloads import attachment
@@ -98,16 +97,7 @@ def probing_run(request: HttpRequest, pk: int) -> HttpResponse:
     return render(request, "evaluations/probing_run.html", context)
 
 
-@login_required
-@require_POST
-def probing_retry(request: HttpRequest, pk: int) -> HttpResponse:
-    return run_retry_redirect(request, _run(pk))
-
-
-@login_required
-@require_POST
-def probing_cancel(request: HttpRequest, pk: int) -> HttpResponse:
-    return run_cancel_redirect(request, _run(pk))
+probing_retry, probing_cancel = run_action_views(_run)
 
 
 def _filename(run: ProbingRun, suffix: str) -> str:

@@ -8,11 +8,13 @@ from typing import Any
 
 from django import forms
 from django.contrib import messages
+from django.contrib.auth.decorators import login_required
 from django.contrib.auth.views import redirect_to_login
 from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.views.decorators.http import require_POST
 
 from evaluations.models import LanguageModel, Run
 from evaluations.runs import lifecycle as runs
@@ -70,15 +72,48 @@ def run_retry_redirect(request: HttpRequest, run: Run) -> HttpResponse:
     return redirect(run)
 
 
-def run_cancel_redirect(request: HttpRequest, run: Run) -> HttpResponse:
-    """Cancel a run of any kind, as `run_retry_redirect` retries one."""
+def run_cancel_redirect(
+    request: HttpRequest,
+    run: Run,
+    *,
+    cancel: Callable[..., Any] | None = None,
+    cancelled: str = "Cancelled.",
+) -> HttpResponse:
+    """Cancel a run of any kind, as `run_retry_redirect` retries one: by `cancel(run=,
+    user=)` where a kind does more than the run core's run_cancel, saying `cancelled`."""
     try:
-        runs.run_cancel(run=run, user=request.user)
+        (cancel or runs.run_cancel)(run=run, user=request.user)
     except runs.RunConflict as refused:
         messages.error(request, str(refused))
     else:
-        messages.success(request, "Cancelled.")
+        messages.success(request, cancelled)
     return redirect(run)
+
+
+View = Callable[[HttpRequest, int], HttpResponse]
+
+
+def run_action_views(
+    run_of: Callable[[int], Run],
+    *,
+    cancel: Callable[..., Any] | None = None,
+    cancelled: str = "Cancelled.",
+) -> tuple[View, View]:
+    """One kind's retry and cancel pages (POST by a signed-in user, then back to the
+    run's page): `run_of(pk)` is the run, or a 404; `cancel` and `cancelled` as in
+    `run_cancel_redirect`."""
+
+    @login_required
+    @require_POST
+    def retry(request: HttpRequest, pk: int) -> HttpResponse:
+        return run_retry_redirect(request, run_of(pk))
+
+    @login_required
+    @require_POST
+    def cancel_view(request: HttpRequest, pk: int) -> HttpResponse:
+        return run_cancel_redirect(request, run_of(pk), cancel=cancel, cancelled=cancelled)
+
+    return retry, cancel_view
 
 
 def request_form_page(

@@ -15,9 +15,8 @@ from evaluations.models import Evaluation, LanguageModel
 from evaluations.runs.views import (
     MAX_ID,
     request_form_page,
-    run_cancel_redirect,
+    run_action_views,
     run_list_of,
-    run_retry_redirect,
 )
 from evaluations.syntaxgym import services
 from evaluations.syntaxgym.forms import EvaluationRequestForm
@@ -153,15 +152,8 @@ def evaluation_detail(request: HttpRequest, pk: int) -> HttpResponse:
     )
 
 
-@login_required
-@require_POST
-def evaluation_retry(request: HttpRequest, pk: int) -> HttpResponse:
-    evaluation = get_object_or_404(Evaluation.objects.select_related("suite"), pk=pk)
-    return run_retry_redirect(request, evaluation)
+def _evaluation(pk: int) -> Evaluation:
+    return get_object_or_404(Evaluation.objects.select_related("suite"), pk=pk)
 
 
-@login_required
-@require_POST
-def evaluation_cancel(request: HttpRequest, pk: int) -> HttpResponse:
-    evaluation = get_object_or_404(Evaluation.objects.select_related("suite"), pk=pk)
-    return run_cancel_redirect(request, evaluation)
+evaluation_retry, evaluation_cancel = run_action_views(_evaluation)

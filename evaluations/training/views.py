@@ -10,10 +10,9 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
-from django.views.decorators.http import require_POST
 
 from evaluations.runs import lifecycle as runs
-from evaluations.runs.views import request_form_page, run_retry_redirect
+from evaluations.runs.views import request_form_page, run_action_views
 from evaluations.training import selectors, services
 from evaluations.training.forms import TrainingRequestForm
 from evaluations.training.models import TrainingRun
@@ -110,20 +109,8 @@ def training_curves_json(request: HttpRequest, pk: int) -> HttpResponse:
     return response
 
 
-@login_required
-@require_POST
-def training_retry(request: HttpRequest, pk: int) -> HttpResponse:
-    return run_retry_redirect(request, _run(pk))
-
-
-@login_required
-@require_POST
-def training_cancel(request: HttpRequest, pk: int) -> HttpResponse:
-    run = _run(pk)
-    try:
-        services.training_cancel(run=run, user=request.user)
-    except runs.RunConflict as refused:
-        messages.error(request, str(refused))
-    else:
-        messages.success(request, "Cancelled: the worker stops at its next step.")
-    return redirect(run)
+training_retry, training_cancel = run_action_views(
+    _run,
+    cancel=services.training_cancel,
+    cancelled="Cancelled: the worker stops at its next step.",
+)
