@@ -54,11 +54,7 @@ class PairRequestInvalid(ApplicationError):
     """Nothing to ask for (no model or no set)."""
 
 
-@dataclass
-class PairRequestOutcome:
-    evaluations: list[PairEvaluation]
-    created: list[PairEvaluation] = field(default_factory=list)
-    existing: list[PairEvaluation] = field(default_factory=list)
+PairRequestOutcome = runs.RequestOutcome[PairEvaluation]
 
 
 def pair_runs_request(

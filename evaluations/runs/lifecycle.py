@@ -12,10 +12,10 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from functools import cached_property
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 from django.apps import apps
 from django.conf import settings
@@ -34,6 +34,18 @@ log = logging.getLogger(__name__)
 
 S = Run.Status
 R = TypeVar("R", bound=Run)
+
+
+@dataclass
+class RequestOutcome(Generic[R]):
+    """What one request for runs of a kind gave: every run asked for, those it queued
+    now and those that were there already (the same content asked for before)."""
+
+    evaluations: list[R]
+    created: list[R] = field(default_factory=list)
+    existing: list[R] = field(default_factory=list)
+
+
 # From which states each state may be entered: the status machine never goes backwards
 # (a retry, which starts a new attempt, is the one way back).
 ALLOWED_FROM: dict[str, tuple[str, ...]] = {

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from django.conf import settings
@@ -52,11 +51,7 @@ BrokerUnavailable = runs.BrokerUnavailable
 RunConflict = runs.RunConflict
 
 
-@dataclass
-class RequestOutcome:
-    evaluations: list[Evaluation]
-    created: list[Evaluation] = field(default_factory=list)
-    existing: list[Evaluation] = field(default_factory=list)
+RequestOutcome = runs.RequestOutcome[Evaluation]
 
 
 def evaluation_request(
