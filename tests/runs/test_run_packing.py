@@ -20,9 +20,9 @@ from evaluations.runs import packing, tasks
 from evaluations.scoring import worker
 from evaluations.syntaxgym import services
 from suites.syntaxgym import services as suite_services
-from tests.celery_harness import Worker, redelivery_env
+from tests.celery_harness import Worker
 from tests.conftest import small_suite
-from tests.syntaxgym.test_evaluation_worker import _big_suite, _import, _wait
+from tests.syntaxgym.test_evaluation_worker import _big_suite, _held_on_gpu_worker, _import, _wait
 
 
 @pytest.fixture(scope="module")
@@ -319,13 +319,7 @@ def test_a_split_suite_whose_worker_dies_mid_part_is_completed_once(
     suite = _big_suite(400)  # 1,600 sentences, about 20,000 estimated tokens
     model = model_registry.model_register(source=str(tiny_gpt2), name="tiny")
     settings.GYM_PACK_TOKEN_BUDGET = 12_000  # two parts, two tasks
-    # Redis hands a dead worker's message on after the visibility timeout.
-    env = redelivery_env(settings, pace)
-    workers("celery", **env)
-    gpu = workers("gpu", **env)
-    pace.hold()
-    evaluation = services.evaluation_request(model=model, suites=[suite], user=alice).evaluations[0]
-    evaluation = pace.wait_held(evaluation)
+    evaluation, gpu, env = _held_on_gpu_worker(workers, pace, settings, model, suite, alice)
     assert 0 < evaluation.progress_done < 800  # within the first part
     first_start = evaluation.started_at
     gpu.kill()

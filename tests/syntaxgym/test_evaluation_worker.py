@@ -7,6 +7,7 @@ import json
 import re
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -141,20 +142,27 @@ def _big_suite(items: int) -> Suite:
     return suite_services.suite_import(source=data, owner=None).suite
 
 
+def _held_on_gpu_worker(
+    workers: Any, pace: Any, settings: Any, model: Any, suite: Suite, user: Any
+) -> tuple[Evaluation, Any, dict[str, str]]:
+    """An evaluation of `model` on `suite` held mid-run on a GPU worker that a test may
+    kill (Redis re-delivers its message after the visibility timeout), with storing and
+    progress on another worker as deployed, so that progress is stored while the scoring
+    runs: the evaluation, the GPU worker and the workers' environment."""
+    env = redelivery_env(settings, pace)
+    workers("celery", **env)
+    gpu = workers("gpu", **env)
+    pace.hold()
+    evaluation = services.evaluation_request(model=model, suites=[suite], user=user).evaluations[0]
+    return pace.wait_held(evaluation), gpu, env
+
+
 def test_worker_killed_mid_run_is_completed_once_by_a_restarted_worker(
     redis_broker, workers, tiny_gpt2, alice, pace, settings
 ) -> None:
     suite = _big_suite(400)
     model = model_registry.model_register(source=str(tiny_gpt2), name="tiny")
-    # As deployed: storing and progress on one worker, scoring on a GPU worker, so that
-    # progress is stored while the scoring runs.
-    # Redis re-delivers a killed worker's message after the visibility timeout.
-    env = redelivery_env(settings, pace)
-    workers("celery", **env)
-    gpu = workers("gpu", **env)
-    pace.hold()
-    evaluation = services.evaluation_request(model=model, suites=[suite], user=alice).evaluations[0]
-    evaluation = pace.wait_held(evaluation)
+    evaluation, gpu, env = _held_on_gpu_worker(workers, pace, settings, model, suite, alice)
     assert 0 < evaluation.progress_done < 1600
     first_start = evaluation.started_at
     gpu.kill()
