@@ -174,6 +174,10 @@ def mean_of(values: Iterable[float | None]) -> float | None:
     return math.fsum(present) / len(present) if present else None
 
 
+# A cell's 95% interval from its benchmark id, accuracy and run id (None: none shown).
+CellInterval = Callable[[int, float, int], "tuple[float, float] | None"]
+
+
 def board(
     columns: list[SuiteColumn],
     current: QuerySet[Any],
@@ -183,14 +187,20 @@ def board(
     sort: str = "",
     direction: str = "",
     include_hidden: bool = False,
-    rows_of: Sequence[tuple[LanguageModel, int | None]] | None = None,
+    training: Any = None,
+    interval: CellInterval | None = None,
+    passed: Callable[[Leaderboard], dict[int, dict[int, bool | None]]] | None = None,
 ) -> Leaderboard:
-    """The board of `leaderboard` for any kind of benchmark: `columns` are the
-    benchmarks, `current` the done runs on their current content, `column` the runs'
-    field holding the benchmark id (minimal-pair sets pass theirs). Two queries.
+    """The board of `leaderboard` for any kind of benchmark, as every kind's section
+    shows it: `columns` are the benchmarks, `current` the done runs on their current
+    content, `column` the runs' field holding the benchmark id (minimal-pair sets pass
+    theirs). Two queries.
 
-    `rows_of`: (model, tokens) pairs, e.g. a training run's checkpoints: a row for each
-    of these models only, results or not, ordered by tokens unless `sort` says else."""
+    `training` (a training run, `board_training`): a row for each of its checkpoints
+    only, results or not, ordered by tokens unless `sort` says else. `interval` gives
+    each cell's interval; `passed(board)` the outcomes by which each row is tested
+    against the row above it (`mark_versus_above`)."""
+    rows_of = training.checkpoint_models() if training is not None else None
     all_groups = tag_groups(columns)
     tags = [g.tag for g in all_groups]
     if tag:
@@ -242,7 +252,7 @@ def board(
             row.tokens = tokens.get(row.model.pk)
         sort = sort or SORT_TOKENS
     sort, direction = _sort_rows(rows, sort, direction, {s.name: s.id for s in suites}, groups)
-    return Leaderboard(
+    shown = Leaderboard(
         groups=groups,
         suites=suites,
         rows=rows,
@@ -252,6 +262,18 @@ def board(
         direction=direction,
         compared=compared,
     )
+    shown.training = training
+    if interval is not None:
+        shown.intervals_shown = True
+        for row in shown.rows:
+            for benchmark_id, (accuracy, run_id) in row.cells.items():
+                found = None if accuracy is None else interval(benchmark_id, accuracy, run_id)
+                if found is not None:
+                    row.intervals[benchmark_id] = found
+    if passed is not None:
+        shown.significance_shown = True
+        mark_versus_above(shown, passed(shown))
+    return shown
 
 
 def _compared_suites(
@@ -342,51 +364,6 @@ def _sort_rows(
     present.sort(key=lambda pair: pair[0], reverse=direction == "desc")
     rows[:] = [r for _value, r in present] + missing
     return sort, direction
-
-
-# A cell's 95% interval from its benchmark id, accuracy and run id (None: none shown).
-CellInterval = Callable[[int, float, int], "tuple[float, float] | None"]
-
-
-def ranked_board(
-    columns: list[SuiteColumn],
-    current: QuerySet[Any],
-    column: str,
-    *,
-    tag: str = "",
-    sort: str = "",
-    direction: str = "",
-    include_hidden: bool = False,
-    training: Any = None,
-    interval: CellInterval | None = None,
-    passed: Callable[[Leaderboard], dict[int, dict[int, bool | None]]] | None = None,
-) -> Leaderboard:
-    """A leaderboard section as every kind's page shows it: `board`, with a training
-    run's checkpoints as the rows when `training` is given (`board_training`), each
-    cell's interval when `interval` is given, and each row tested against the row above
-    it when `passed` is (`passed(board)` gives the outcomes `mark_versus_above` reads)."""
-    shown = board(
-        columns,
-        current,
-        column,
-        tag=tag,
-        sort=sort,
-        direction=direction,
-        include_hidden=include_hidden,
-        rows_of=training.checkpoint_models() if training is not None else None,
-    )
-    shown.training = training
-    if interval is not None:
-        shown.intervals_shown = True
-        for row in shown.rows:
-            for benchmark_id, (accuracy, run_id) in row.cells.items():
-                found = None if accuracy is None else interval(benchmark_id, accuracy, run_id)
-                if found is not None:
-                    row.intervals[benchmark_id] = found
-    if passed is not None:
-        shown.significance_shown = True
-        mark_versus_above(shown, passed(shown))
-    return shown
 
 
 def mark_versus_above(board: Leaderboard, passed: dict[int, dict[int, bool | None]]) -> None:

@@ -54,7 +54,7 @@ def pair_leaderboard(
             count = pairs.get(set_id, 0)
             return wilson_interval(round(accuracy * count), count)
 
-    return boards.ranked_board(
+    return boards.board(
         boards.data_columns(MinimalPairSet.objects.all()),
         current,
         "pair_set_id",

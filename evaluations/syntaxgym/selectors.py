@@ -21,9 +21,9 @@ from evaluations.leaderboard import (
     UNTAGGED,
     Leaderboard,
     SuiteColumn,
+    board,
     data_columns,
     mean_of,
-    ranked_board,
     tag_groups,
 )
 from evaluations.models import (
@@ -84,7 +84,7 @@ def leaderboard(
         def cell_interval(_suite: int, _accuracy: float, pk: int) -> tuple[float, float] | None:
             return wilson_interval(*counts.get(pk, (0, 0)))
 
-    return ranked_board(
+    return board(
         _suite_columns(),
         current,
         "suite_id",
