@@ -196,6 +196,18 @@ def redelivery_env(settings: Any, pace: Pace) -> dict[str, str]:
     }
 
 
+def wait_finished(model: Any, pk: int, *, what: str, timeout: float = 300) -> Any:
+    """Run `pk` of `model` once it is finished (what a worker did, not how fast); `what`
+    names it in the failure."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        run = model.objects.get(pk=pk)
+        if run.finished:
+            return run
+        time.sleep(0.5)
+    raise AssertionError(f"{what} not finished after {timeout}s: {run.status}")
+
+
 def wait_for_log(worker: Worker, text: str, timeout: float = 120) -> None:
     """Until the worker's log shows `text` (what a worker did, not how fast)."""
     deadline = time.monotonic() + timeout

@@ -6,7 +6,6 @@ stored accuracy equals `minimal_pairs analyze`'s by_cond."""
 from __future__ import annotations
 
 import json
-import time
 from io import StringIO
 from pathlib import Path
 
@@ -18,6 +17,7 @@ from evaluations.language_models import registry as model_registry
 from evaluations.minimal_pairs.tokens import parse_predictions_tsv
 from evaluations.models import PairEvaluation, PairSentenceTokens
 from suites.minimal_pairs import sets as pair_sets
+from tests.celery_harness import wait_finished
 from tests.conftest import EXAMPLES, token_client
 from tests.tiny_models import tiny_bert, tiny_gpt2  # noqa: F401
 
@@ -26,14 +26,8 @@ pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 EXAMPLE = EXAMPLES / "minimal_pairs" / "agreement_minimal_pairs.tsv"
 
 
-def _wait(pk: int, timeout: float = 300) -> PairEvaluation:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        run = PairEvaluation.objects.get(pk=pk)
-        if run.finished:
-            return run
-        time.sleep(0.5)
-    raise AssertionError(f"minimal-pair run not finished after {timeout}s: {run.status}")
+def _wait(pk: int) -> PairEvaluation:
+    return wait_finished(PairEvaluation, pk, what="minimal-pair run")
 
 
 def _cli_tables(source: Path, tmp_path: Path) -> tuple[bytes, str]:

@@ -15,6 +15,7 @@ from django.core.management import call_command
 from evaluations.language_models import registry as model_registry
 from evaluations.models import ProbingLayerResult, ProbingRun
 from suites.probing.services import probing_task_import
+from tests.celery_harness import wait_finished
 from tests.conftest import token_client
 from tests.tiny_models import tiny_gpt2  # noqa: F401
 
@@ -24,14 +25,8 @@ EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "probing"
 TASK_FILE = EXAMPLE / "subject_number_attractors.txt"
 
 
-def _wait(pk: int, timeout: float = 300) -> ProbingRun:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        run = ProbingRun.objects.get(pk=pk)
-        if run.finished:
-            return run
-        time.sleep(0.5)
-    raise AssertionError(f"probing run not finished after {timeout}s: {run.status}")
+def _wait(pk: int) -> ProbingRun:
+    return wait_finished(ProbingRun, pk, what="probing run")
 
 
 def test_a_run_on_a_real_worker_equals_the_probe_command(
