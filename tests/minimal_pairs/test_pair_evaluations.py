@@ -32,18 +32,12 @@ from tests.conftest import (
     small_suite,
     token_client,
 )
+from tests.minimal_pairs.conftest import DATA
 
 # Transactional: runs are sent to the queue when their rows are committed.
 pytestmark = pytest.mark.django_db(transaction=True)
 
 NLPSCHOLAR = SHARED_DATA / "nlpscholar"
-DATA = (
-    "sentid\tpairid\tcomparison\tsentence\tROI\tcond\n"
-    "1\t1\texpected\tthe keys are here\t2\tagr\n"
-    "2\t1\tunexpected\tthe keys is here\t2\tagr\n"
-    "3\t2\texpected\tno dog barks\t\tnpi\n"
-    "4\t2\tunexpected\ta dog barks\t\tnpi\n"
-)
 SURPRISALS = {"1": [1.0, 2.0, 3.0, 4.0], "2": [1.0, 2.0, 5.0, 4.0], "3": [2.0, 1.0, 6.0],
               "4": [1.0, 1.0, 1.0]}  # fmt: skip
 
@@ -71,16 +65,6 @@ def worker_results(pair_set: MinimalPairSet) -> dict:
         "diagnostics": {"batches": 1},
         "model_info": {"kind": "causal", "tokenizer": "tiny-tok", "n_params": 1234},
     }
-
-
-@pytest.fixture
-def pair_set(alice) -> MinimalPairSet:
-    return pair_sets.minimal_pair_set_import(data=DATA, name="small", owner=alice).pair_set
-
-
-@pytest.fixture
-def model() -> LanguageModel:
-    return LanguageModel.objects.create(name="tiny", display_name="Tiny", source="tiny/model")
 
 
 def post_json(client, path: str, body: object):

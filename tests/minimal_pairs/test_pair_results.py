@@ -12,16 +12,9 @@ from evaluations import token_data
 from evaluations.minimal_pairs import results as pair_results
 from evaluations.models import LanguageModel, PairEvaluation, PairSentenceTokens
 from suites.minimal_pairs import sets as pair_sets
+from tests.minimal_pairs.conftest import DATA
 
 pytestmark = pytest.mark.django_db
-
-DATA = (
-    "sentid\tpairid\tcomparison\tsentence\tROI\tcond\n"
-    "1\t1\texpected\tthe keys are here\t2\tagr\n"
-    "2\t1\tunexpected\tthe keys is here\t2\tagr\n"
-    "3\t2\texpected\tno dog barks\t\tnpi\n"
-    "4\t2\tunexpected\ta dog barks\t\tnpi\n"
-)
 
 
 class Tok:

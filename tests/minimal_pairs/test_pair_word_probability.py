@@ -21,11 +21,10 @@ from evaluations.minimal_pairs import comparisons as pair_comparisons
 from evaluations.minimal_pairs import selectors as pair_selectors
 from evaluations.minimal_pairs import services as pair_services
 from evaluations.minimal_pairs.tokens import parse_predictions_tsv
-from evaluations.models import LanguageModel, PairEvaluation
+from evaluations.models import PairEvaluation
 from suites.minimal_pairs import sets as pair_sets
-from suites.models import MinimalPairSet
 from tests.conftest import EXAMPLES, signed_in_client, token_client
-from tests.minimal_pairs.test_pair_evaluations import DATA, worker_results
+from tests.minimal_pairs.test_pair_evaluations import worker_results
 from tests.minimal_pairs.test_pair_worker import _wait
 from tests.tiny_models import tiny_gpt2  # noqa: F401
 
@@ -174,16 +173,6 @@ def test_a_corrected_run_on_a_real_worker_equals_the_command_line(
 
 
 # ---------------------------------------------------------------- without a worker
-
-
-@pytest.fixture
-def pair_set(alice) -> MinimalPairSet:
-    return pair_sets.minimal_pair_set_import(data=DATA, name="small", owner=alice).pair_set
-
-
-@pytest.fixture
-def model() -> LanguageModel:
-    return LanguageModel.objects.create(name="tiny", display_name="Tiny", source="tiny/model")
 
 
 def test_the_payload_carries_the_option_only_when_corrected(

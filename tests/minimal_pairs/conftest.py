@@ -1,0 +1,29 @@
+"""Shared data and fixtures of the minimal-pair tests (modules with another set or model
+define their own `pair_set` or `model`)."""
+
+from __future__ import annotations
+
+import pytest
+
+from evaluations.models import LanguageModel
+from suites.minimal_pairs import sets as pair_sets
+from suites.models import MinimalPairSet
+
+# Two pairs, one with a region of interest.
+DATA = (
+    "sentid\tpairid\tcomparison\tsentence\tROI\tcond\n"
+    "1\t1\texpected\tthe keys are here\t2\tagr\n"
+    "2\t1\tunexpected\tthe keys is here\t2\tagr\n"
+    "3\t2\texpected\tno dog barks\t\tnpi\n"
+    "4\t2\tunexpected\ta dog barks\t\tnpi\n"
+)
+
+
+@pytest.fixture
+def pair_set(alice) -> MinimalPairSet:
+    return pair_sets.minimal_pair_set_import(data=DATA, name="small", owner=alice).pair_set
+
+
+@pytest.fixture
+def model() -> LanguageModel:
+    return LanguageModel.objects.create(name="tiny", display_name="Tiny", source="tiny/model")
