@@ -71,6 +71,28 @@ def _curve(
     }
 
 
+def _kind_curves(
+    run: TrainingRun,
+    names: list[str],
+    threshold: float,
+    benchmarks: list[Any],
+    runs_of_kind: QuerySet[Any],
+    field: str,
+    kind: str,
+    score: str,
+) -> list[dict[str, Any]]:
+    """The curves of one kind's benchmarks (`field`: the runs' benchmark field, `score`
+    the field read as the accuracy): the checkpoints' runs on them, one query."""
+    by_name: dict[str, dict[str, Any]] = {b.name: {} for b in benchmarks}
+    for found in (
+        runs_of_kind.filter(model__name__in=names, **{f"{field}__in": benchmarks})
+        .select_related("model", field)
+        .only("pk", "status", score, "model__name", f"{field}__name", "content_hash")
+    ):
+        by_name[getattr(found, field).name][found.model.name] = found
+    return [_curve(run, by_name[b.name], b.name, kind, threshold) for b in benchmarks]
+
+
 def learning_curves(run: TrainingRun, *, threshold: float | None = None) -> dict[str, Any]:
     """Accuracy on each suite, minimal-pair set and probing task (te accuracy at the
     layer chosen on va) the run is evaluated on, at each checkpoint (tokens seen), from
@@ -78,40 +100,19 @@ def learning_curves(run: TrainingRun, *, threshold: float | None = None) -> dict
     all ("kind": "suite", "pairs" or "probing"; "suite": the name)."""
     threshold = run.threshold if threshold is None else threshold
     names = [c["model"] for c in run.checkpoints]
+    # Each kind: its benchmarks, its runs that count, their benchmark field and the
+    # kind's name in the curves.
+    kinds = [
+        (run.suites, Evaluation.objects.filter(word_probability="tokens"), "suite", "suite"),
+        (run.pair_sets, PairEvaluation.objects.filter(word_probability="tokens"), "pair_set", "pairs"),
+        (run.probing_tasks, ProbingRun.objects.filter(pooling="mean", probe="logreg"), "task", "probing"),
+    ]  # fmt: skip
     rows = []
-    suites = list(run.suites.order_by("name"))
-    by_suite: dict[str, dict[str, Any]] = {s.name: {} for s in suites}
-    for evaluation in (
-        Evaluation.objects.filter(
-            model__name__in=names, suite__in=suites, word_probability="tokens"
+    for benchmarks, of_kind, field, kind in kinds:
+        score = "best_te" if kind == "probing" else "accuracy"
+        rows += _kind_curves(
+            run, names, threshold, list(benchmarks.order_by("name")), of_kind, field, kind, score
         )
-        .select_related("model", "suite")
-        .only("pk", "status", "accuracy", "model__name", "suite__name", "content_hash")
-    ):
-        by_suite[evaluation.suite.name][evaluation.model.name] = evaluation
-    rows += [_curve(run, by_suite[s.name], s.name, "suite", threshold) for s in suites]
-    pair_sets = list(run.pair_sets.order_by("name"))
-    by_set: dict[str, dict[str, Any]] = {s.name: {} for s in pair_sets}
-    for pair_evaluation in (
-        PairEvaluation.objects.filter(
-            model__name__in=names, pair_set__in=pair_sets, word_probability="tokens"
-        )
-        .select_related("model", "pair_set")
-        .only("pk", "status", "accuracy", "model__name", "pair_set__name", "content_hash")
-    ):
-        by_set[pair_evaluation.pair_set.name][pair_evaluation.model.name] = pair_evaluation
-    rows += [_curve(run, by_set[s.name], s.name, "pairs", threshold) for s in pair_sets]
-    tasks = list(run.probing_tasks.order_by("name"))
-    by_task: dict[str, dict[str, Any]] = {t.name: {} for t in tasks}
-    for probe in (
-        ProbingRun.objects.filter(
-            model__name__in=names, task__in=tasks, pooling="mean", probe="logreg"
-        )
-        .select_related("model", "task")
-        .only("pk", "status", "best_te", "model__name", "task__name", "content_hash")
-    ):
-        by_task[probe.task.name][probe.model.name] = probe
-    rows += [_curve(run, by_task[t.name], t.name, "probing", threshold) for t in tasks]
     return {"threshold": threshold, "suites": rows}
 
 
