@@ -24,18 +24,19 @@
       lossChart.update();
       return;
     }
-    lossChart = new window.Chart(canvas, {
+    lossChart = lineChart(canvas, datasets, {
+      x: { type: "linear", title: { display: true, text: "Tokens seen" } },
+      y: { title: { display: true, text: "Loss (nats per token)" } },
+    }, []);
+  }
+
+  // Both plots: lines of {x, y} points, drawn at once (no animation) to fill their box.
+  function lineChart(canvas, datasets, scales, plugins) {
+    return new window.Chart(canvas, {
       type: "line",
       data: { datasets: datasets },
-      options: {
-        animation: false,
-        maintainAspectRatio: false,
-        parsing: false,
-        scales: {
-          x: { type: "linear", title: { display: true, text: "Tokens seen" } },
-          y: { title: { display: true, text: "Loss (nats per token)" } },
-        },
-      },
+      options: { animation: false, maintainAspectRatio: false, parsing: false, scales: scales },
+      plugins: plugins,
     });
   }
 
@@ -54,34 +55,24 @@
         borderWidth: 2,
       };
     });
-    new window.Chart(canvas, {
-      type: "line",
-      data: { datasets: datasets },
-      options: {
-        animation: false,
-        maintainAspectRatio: false,
-        parsing: false,
-        scales: {
-          x: { type: "logarithmic", title: { display: true, text: "Tokens seen (log scale)" } },
-          y: { min: 0, max: 1, title: { display: true, text: "Accuracy" } },
-        },
+    lineChart(canvas, datasets, {
+      x: { type: "logarithmic", title: { display: true, text: "Tokens seen (log scale)" } },
+      y: { min: 0, max: 1, title: { display: true, text: "Accuracy" } },
+    }, [{
+      id: "threshold",
+      afterDatasetsDraw: function (chart) {
+        const y = chart.scales.y.getPixelForValue(learning.threshold);
+        const ctx = chart.ctx;
+        ctx.save();
+        ctx.strokeStyle = "#888888";
+        ctx.setLineDash([4, 4]);
+        ctx.beginPath();
+        ctx.moveTo(chart.chartArea.left, y);
+        ctx.lineTo(chart.chartArea.right, y);
+        ctx.stroke();
+        ctx.restore();
       },
-      plugins: [{
-        id: "threshold",
-        afterDatasetsDraw: function (chart) {
-          const y = chart.scales.y.getPixelForValue(learning.threshold);
-          const ctx = chart.ctx;
-          ctx.save();
-          ctx.strokeStyle = "#888888";
-          ctx.setLineDash([4, 4]);
-          ctx.beginPath();
-          ctx.moveTo(chart.chartArea.left, y);
-          ctx.lineTo(chart.chartArea.right, y);
-          ctx.stroke();
-          ctx.restore();
-        },
-      }],
-    });
+    }]);
   }
 
   function timeLeft(data) {
