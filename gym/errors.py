@@ -158,7 +158,8 @@ class ErrorSerializer(serializers.Serializer):
 
 _ERROR_CODES = {
     "400": "The request is invalid; nothing was changed.",
-    "401": "Authentication is needed (session or `Authorization: Token <key>`).",
+    "401": "Authentication is needed (session or `Authorization: Token <key>`), or the "
+    "token sent belongs to nobody (refused on every operation, those that need no user too).",
     "403": "Not allowed for this user.",
     "404": "Nothing at this address.",
     "409": "The request conflicts with the current state (a run already finished, "
@@ -168,5 +169,3 @@ _ERROR_CODES = {
     "503": "The task queue is unreachable; nothing was lost, ask again in a moment.",
 }
 _WRITES = {"POST", "PUT", "PATCH", "DELETE"}
-# Query parameters that only a signed-in user may give (a read answers 401 otherwise).
-SIGNED_IN_PARAMETERS = {"mine"}

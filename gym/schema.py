@@ -9,10 +9,9 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from drf_spectacular.openapi import AutoSchema
-from drf_spectacular.utils import OpenApiParameter
 from rest_framework.pagination import BasePagination
 
-from gym.errors import _ERROR_CODES, _WRITES, SIGNED_IN_PARAMETERS, ErrorSerializer
+from gym.errors import _ERROR_CODES, _WRITES, ErrorSerializer
 
 
 class ErrorAwareAutoSchema(AutoSchema):
@@ -36,13 +35,11 @@ class ErrorAwareAutoSchema(AutoSchema):
         codes = ["400", "429"]
         if "{" in self.path or self._pages() or "404" in responses:
             codes += ["404"]
+        # 401 everywhere: a write needs a user, and any request that sends a token that
+        # belongs to nobody is refused, a read that needs no user included.
+        codes += ["401"]
         if self.method in _WRITES:
-            codes += ["401", "403", "413"]
-        elif any(
-            isinstance(p, OpenApiParameter) and p.name in SIGNED_IN_PARAMETERS
-            for p in self.get_override_parameters()
-        ):
-            codes += ["401"]
+            codes += ["403", "413"]
         # Only some operations can conflict or need the task queue: those that say so.
         codes += [c for c in ("409", "503") if c in responses]
         for code in codes:

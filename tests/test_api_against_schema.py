@@ -113,8 +113,10 @@ def test_mine_without_a_user_is_a_documented_401(anon_client) -> None:
         response = anon_client.get(path, {"mine": "true"})
         assert response.status_code == 401, path
         assert "401" in raw["paths"][path]["get"]["responses"], path
-    # Lists without `mine` need no user and document no 401.
-    assert "401" not in raw["paths"]["/api/suites/"]["get"]["responses"]
+    # A list that needs no user still refuses a token that is nobody's, and says so.
+    response = anon_client.get("/api/suites/", HTTP_AUTHORIZATION="Token " + "0" * 40)
+    assert response.status_code == 401
+    assert "401" in raw["paths"]["/api/suites/"]["get"]["responses"]
 
 
 def test_the_parquet_export_is_documented(anon_client) -> None:

@@ -146,7 +146,12 @@ def with_status(model: Any, status: str) -> Callable[[World], None]:
 
 # -- the reads -------------------------------------------------------------------------
 
-READ = {"200": lambda w: Ask(), "400": nul_in_query, "429": throttled_anonymous}
+READ = {
+    "200": lambda w: Ask(),
+    "400": nul_in_query,
+    "401": bad_token,
+    "429": throttled_anonymous,
+}
 LIST = {**READ, "404": past_the_last_page}
 ONE_BY_NAME = {**READ, "404": unknown_name}
 ONE_BY_ID = {**READ, "404": unknown_id}
