@@ -182,6 +182,13 @@ class Evaluation(Run):
         choices=[("tokens", "sum of token surprisals"), ("corrected", "word-corrected")],
         default="tokens",
     )
+    # Which delivery of the current attempt is storing the results (a random token; empty
+    # when none is). On SQLite a large store is written in several transactions
+    # (`services.results_store`): a delivery claims the store with a conditional update,
+    # and each of its transactions writes only while its claim holds, so that two
+    # deliveries of one attempt never both write and a later one takes over from one
+    # that died half way.
+    store_claim = models.CharField(max_length=32, blank=True, default="")
 
     class Meta:
         ordering = ["-created_at"]
@@ -244,6 +251,13 @@ class PredictionResult(models.Model):
                 fields=["evaluation", "position"], name="prediction_result_unique"
             ),
         ]
+
+
+# The item rows a reader may show: those of done runs. On SQLite a large store writes its
+# rows in several transactions before the run becomes done in the last one
+# (`evaluations.syntaxgym.services.results_store`), so a run that is not done may have
+# some of its rows (or a retried run some of its old ones) for a while.
+ITEM_ROWS_SHOWN = models.Q(evaluation__status="done")
 
 
 class ItemResult(models.Model):

@@ -44,6 +44,16 @@ def envint(name: str, default: int) -> int:
         raise ImproperlyConfigured(f"{name}={raw!r}: expected an integer") from None
 
 
+def envfloat(name: str, default: float) -> float:
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        return float(raw)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name}={raw!r}: expected a number") from None
+
+
 def envlist(name: str, default: str) -> list[str]:
     return [part.strip() for part in envstr(name, default).split(",") if part.strip()]
 
@@ -359,6 +369,15 @@ GYM_CANCEL_CHECK_EVERY_SECONDS = float(envstr("GYM_CANCEL_CHECK_EVERY_SECONDS", 
 # ones are split across several tasks (several GPU workers share them). The default
 # fills one GPU engine batch. 0: one task per suite, as before.
 GYM_PACK_TOKEN_BUDGET = envint("GYM_PACK_TOKEN_BUDGET", 32768)
+# On SQLite one writer holds the whole file's write lock, so a large suite's results are
+# stored in transactions of at most GYM_STORE_CHUNK_SECONDS of writing (or
+# GYM_STORE_CHUNK_ROWS rows), with GYM_STORE_CHUNK_PAUSE_SECONDS between them: longer
+# than the busy handler's longest sleep (100 ms), so that a web request waiting for the
+# lock takes it in the pause instead of failing after GYM_SQLITE_BUSY_TIMEOUT. The run
+# becomes done, with all its rows, only in the last one (`services.results_store`).
+GYM_STORE_CHUNK_SECONDS = envfloat("GYM_STORE_CHUNK_SECONDS", 0.4)
+GYM_STORE_CHUNK_ROWS = envint("GYM_STORE_CHUNK_ROWS", 20_000)
+GYM_STORE_CHUNK_PAUSE_SECONDS = envfloat("GYM_STORE_CHUNK_PAUSE_SECONDS", 0.15)
 if GYM_PACK_TOKEN_BUDGET < 0:
     raise ImproperlyConfigured(
         f"GYM_PACK_TOKEN_BUDGET={GYM_PACK_TOKEN_BUDGET}: expected 0 (no packing) or more"

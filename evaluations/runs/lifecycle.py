@@ -337,8 +337,15 @@ def run_part_store(
 ) -> bool:
     """Store one part's results, once. A run in one part goes to the kind's store
     function at once. A split run's parts wait in RunPart rows until the last one
-    arrives; then the run is stored whole, in the same transaction. A part stored
-    before (a re-delivery), a stale attempt or a finished run write nothing: False."""
+    arrives; then the run is stored whole. A part stored before (a re-delivery) while
+    others are missing, a stale attempt or a finished run write nothing: False.
+
+    The whole run is stored after the transaction that keeps the last part, not in it:
+    the kind's store function makes its own transactions (on SQLite a large suite's are
+    several short ones, see `evaluations.syntaxgym.services.results_store`), and one
+    around them would hold the write lock for the whole store. A store that dies there
+    leaves every part kept and the run open; the re-delivered message of any part finds
+    them all and stores the run (the store function writes it once)."""
     if parts <= 1:
         return kind.store_function()(run_id=run_id, attempt=attempt, results=results)
     with transaction.atomic():
@@ -347,17 +354,43 @@ def run_part_store(
             return False
         size = len(results.get("sentences") or ())
         row = _part_row(kind, run_id, attempt, parts, part, size)
-        if row.results is not None:
-            return False
-        RunPart.objects.filter(pk=row.pk).update(results=results, size=size, done=size)
+        if row.results is None:
+            RunPart.objects.filter(pk=row.pk).update(results=results, size=size, done=size)
         stored = list(_parts(kind, run_id, attempt, parts).filter(results__isnull=False))
         if len(stored) < parts:
+            if row.results is not None:
+                return False
             _part_started(kind, run, parts, restart=True)
             return True
-        stored.sort(key=lambda p: p.index)
-        merged = packing.merge_results([p.results for p in stored])
-        wrote = kind.store_function()(run_id=run_id, attempt=attempt, results=merged)
-        RunPart.objects.filter(kind=kind.name, run_id=run_id).delete()
+    return _store_parts(kind, run_id, attempt, stored)
+
+
+def run_parts_store_kept(*, kind: RunKind, run_id: int, attempt: int, parts: int) -> bool:
+    """Store a split run whose parts are all kept but which is not stored yet: what the
+    re-delivered message of a part does when the delivery that stored the last part died
+    while storing the run (the part's results file is gone then, its RunPart row holds
+    them). False when a part is missing or the run is finished."""
+    if parts <= 1:
+        return False
+    with transaction.atomic():
+        if _open_run(kind, run_id, attempt) is None:
+            return False
+        stored = list(_parts(kind, run_id, attempt, parts).filter(results__isnull=False))
+        if len(stored) < parts:
+            return False
+    return _store_parts(kind, run_id, attempt, stored)
+
+
+def _store_parts(kind: RunKind, run_id: int, attempt: int, stored: list[Any]) -> bool:
+    stored.sort(key=lambda p: p.index)
+    merged = packing.merge_results([p.results for p in stored])
+    wrote = kind.store_function()(run_id=run_id, attempt=attempt, results=merged)
+    if not kind.run_model.objects.filter(
+        pk=run_id, attempt=attempt, status__in=ALLOWED_FROM[S.DONE]
+    ).exists():
+        # Stored (by this delivery or another one) or finished otherwise: the parts are
+        # needed no more. While the run is open another delivery may still need them.
+        RunPart.objects.filter(kind=kind.name, run_id=run_id, attempt=attempt).delete()
     return wrote
 
 

@@ -19,8 +19,10 @@ the kinds, the status machine and the services these tasks wrap).
    acknowledged, so the worker takes the next one.
 4. store: the worker hands its results to `store(kind, run_id, attempt, results)` on the
    default queue (through a file in `GYM_RUN_RESULTS_DIR` when the workers share a
-   disk, so that no message is huge; in the message otherwise), which writes them in one
-   transaction with the kind's store function and moves the run to `done`. A packed
+   disk, so that no message is huge; in the message otherwise), which writes them with
+   the kind's store function and moves the run to `done`, all at once for readers (in
+   one transaction; a suite's on SQLite in several short ones, the run done in the last,
+   so that the site's writes are not locked out meanwhile). A packed
    task hands each of its parts to `store_part` in a message of its own: a run in one
    part is stored at once, a split run's parts wait in `RunPart` rows until its last
    part arrives (`runs.run_part_store`); each part is stored once.
@@ -617,7 +619,11 @@ def store_part(
         if runs.run_part_stored(
             kind=run_kind, run_id=run_id, attempt=attempt, part=part, parts=parts
         ):
-            return False  # an earlier delivery stored it and removed the file
+            # An earlier delivery kept it and removed the file; if that delivery died
+            # while storing the whole run, this one stores it.
+            return runs.run_parts_store_kept(
+                kind=run_kind, run_id=run_id, attempt=attempt, parts=parts
+            )
         runs.run_fail(kind=run_kind, run_id=run_id, attempt=attempt, reason=RESULTS_LOST)
         return False
     wrote = runs.run_part_store(

@@ -18,7 +18,13 @@ from django.db.models import F
 from django.urls import reverse
 from django.utils.http import urlencode
 
-from evaluations.models import Evaluation, ItemResult, LanguageModel, PredictionResult
+from evaluations.models import (
+    ITEM_ROWS_SHOWN,
+    Evaluation,
+    ItemResult,
+    LanguageModel,
+    PredictionResult,
+)
 from evaluations.statistics import PairedTest, paired_test, wilson_interval
 from evaluations.syntaxgym.selectors import DONE, RegionCell, item_conditions, item_counts
 from suites.formats import region_names
@@ -205,7 +211,7 @@ def _outcomes(evaluation_ids: list[int]) -> dict[int, _Outcomes]:
     rows: dict[int, list[Any]] = {}
     positions: dict[int, int] = {}
     for pk, number, position, outcomes, passed in ItemResult.objects.filter(
-        evaluation_id__in=evaluation_ids
+        ITEM_ROWS_SHOWN, evaluation_id__in=evaluation_ids
     ).values_list("evaluation_id", "item_number", "position", "outcomes", "passed"):
         rows.setdefault(number, [None] * len(evaluation_ids))[column[pk]] = (outcomes, passed)
         positions[number] = position
@@ -284,7 +290,7 @@ def _fill_conditions(
     column = {pk: i for i, pk in enumerate(evaluation_ids)}
     values: dict[int, list[dict[str, Any]]] = {i.item_number: [{}] * len(column) for i in items}
     for pk, number, stored in ItemResult.objects.filter(
-        evaluation_id__in=evaluation_ids, item_number__in=list(values)
+        ITEM_ROWS_SHOWN, evaluation_id__in=evaluation_ids, item_number__in=list(values)
     ).values_list("evaluation_id", "item_number", "values"):
         values[number][column[pk]] = stored or {}
     by_number = {i["item_number"]: i for i in snapshot.get("items", [])}

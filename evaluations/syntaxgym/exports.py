@@ -11,7 +11,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from evaluations.leaderboard import csv_number
-from evaluations.models import Evaluation
+from evaluations.models import ITEM_ROWS_SHOWN, Evaluation
 from evaluations.runs.selectors import public_model_info
 from evaluations.scoring import METRICS
 from evaluations.statistics import accuracy_counts
@@ -32,9 +32,9 @@ def results_document(evaluation: Evaluation) -> dict[str, Any]:
     false or null where a value it reads is missing) and diagnostics under "results" as
     there."""
     rows = list(
-        evaluation.item_results.order_by("position").values_list(
-            "item_number", "values", "outcomes", "passed"
-        )
+        evaluation.item_results.filter(ITEM_ROWS_SHOWN)
+        .order_by("position")
+        .values_list("item_number", "values", "outcomes", "passed")
     )
     document = outcomes.results_document(
         evaluation.snapshot, evaluation.model.name, {n: v for n, v, _o, _p in rows}

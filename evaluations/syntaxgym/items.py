@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from evaluations.models import Evaluation, EvaluationSnapshot, ItemResult
+from evaluations.models import ITEM_ROWS_SHOWN, Evaluation, EvaluationSnapshot, ItemResult
 from evaluations.scoring.alignment import align_tokens, build_sentence
 from evaluations.scoring.metrics import region_metrics
 from evaluations.syntaxgym.missing import MissingReason, sentence_reasons
@@ -106,7 +106,7 @@ def item_result(evaluation: Evaluation, item_number: int) -> ItemResult | None:
     """The stored row of one item, or None for a number the evaluation has no item for."""
     if not -ITEM_NUMBER_LIMIT <= item_number <= ITEM_NUMBER_LIMIT:
         return None
-    return evaluation.item_results.filter(item_number=item_number).first()
+    return evaluation.item_results.filter(ITEM_ROWS_SHOWN, item_number=item_number).first()
 
 
 def _snapshot_parts(evaluation: Evaluation, row: ItemResult) -> dict[str, Any]:
@@ -148,7 +148,7 @@ def item_page(evaluation: Evaluation, row: ItemResult) -> ItemPage:
         for c in item.get("conditions", [])
     ]
     _shade([t for c in conditions for t in c.tokens or []])
-    results = evaluation.item_results
+    results = evaluation.item_results.filter(ITEM_ROWS_SHOWN)
     return ItemPage(
         evaluation=evaluation,
         item_number=row.item_number,

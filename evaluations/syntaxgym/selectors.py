@@ -28,6 +28,7 @@ from evaluations.leaderboard import (
 )
 from evaluations.models import (
     IMPORTED_PREFIX,
+    ITEM_ROWS_SHOWN,
     Evaluation,
     ItemResult,
     LanguageModel,
@@ -112,7 +113,9 @@ def _passed_by_item(
     models = [row.model.pk for row in shown.rows]
     passed: dict[int, dict[int, bool | None]] = defaultdict(dict)
     rows = ItemResult.objects.filter(
-        evaluation__in=current.filter(model_id__in=models).values("id"), passed__isnull=False
+        ITEM_ROWS_SHOWN,
+        evaluation__in=current.filter(model_id__in=models).values("id"),
+        passed__isnull=False,
     ).values_list("evaluation_id", "item_number", "passed")
     for evaluation_id, number, outcome in rows.order_by():
         if evaluation_id in wanted:
@@ -157,7 +160,7 @@ def item_counts(evaluations: QuerySet[Evaluation]) -> dict[int, tuple[int, int]]
     """evaluation id -> (items passing, items evaluable) of the given evaluations: what
     an accuracy is the share of, for its interval. One query, grouped in the database."""
     rows = (
-        ItemResult.objects.filter(evaluation__in=evaluations.values("id"))
+        ItemResult.objects.filter(ITEM_ROWS_SHOWN, evaluation__in=evaluations.values("id"))
         .order_by()
         .values("evaluation_id")
         .annotate(passing=Count("id", filter=Q(passed=True)), evaluable=Count("passed"))
@@ -409,7 +412,11 @@ def result_page(evaluation: Evaluation) -> ResultPage:
     snapshot = evaluation.snapshot
     numbers = _region_numbers(snapshot)
     names = region_names(snapshot)
-    rows = list(evaluation.item_results.values_list("item_number", "values", "outcomes", "passed"))
+    rows = list(
+        evaluation.item_results.filter(ITEM_ROWS_SHOWN).values_list(
+            "item_number", "values", "outcomes", "passed"
+        )
+    )
     by_number = {i["item_number"]: i for i in snapshot.get("items", [])}
     items = [
         ItemRow(
@@ -471,7 +478,7 @@ def _missing_reasons(
         return summary
     stored = dict(
         evaluation.item_results.filter(
-            item_number__in=[item.item_number for item in wanted]
+            ITEM_ROWS_SHOWN, item_number__in=[item.item_number for item in wanted]
         ).values_list("item_number", "tokens")
     )
     kind = str((evaluation.model_info or {}).get("kind") or evaluation.model.kind)
@@ -589,7 +596,9 @@ def export_item_rows(
     for evaluation_id in evaluation_ids:
         yield from (
             (evaluation_id, number, values, list(outcomes or []))
-            for number, values, outcomes in ItemResult.objects.filter(evaluation_id=evaluation_id)
+            for number, values, outcomes in ItemResult.objects.filter(
+                ITEM_ROWS_SHOWN, evaluation_id=evaluation_id
+            )
             .order_by("position")
             .values_list("item_number", "values", "outcomes")
             .iterator(chunk_size=500)

@@ -4,12 +4,16 @@ recording progress and storing results. Each is one function, one transaction.""
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Sequence
+import time
+import uuid
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.models import AnonymousUser, User
 from django.db import IntegrityError, transaction
+from django.db.models import QuerySet
 from django.utils import timezone
 
 from evaluations.language_models.registry import learn_model_facts
@@ -256,77 +260,198 @@ def suite_results_store(*, run_id: int, attempt: int, results: dict[str, Any]) -
 
 
 def results_store(*, evaluation_id: int, attempt: int, results: dict[str, Any]) -> bool:
-    """Write region values, prediction outcomes and accuracy in one transaction.
+    """Write region values, prediction outcomes and accuracy; the run becomes done, with
+    all its rows, at once for every reader.
+
+    On PostgreSQL in one transaction: its row locks hold up no other writer, so a long
+    one costs the site nothing. On SQLite the one write lock would be held for the whole
+    store (a minute at 100,000 items) and every web write would wait for it and fail
+    after the busy timeout, so the item rows are written in short transactions with
+    pauses between them (`_store_in_chunks`); readers of item rows read only done runs.
 
     Idempotent: a second delivery (or a stale attempt) finds the evaluation done or the
     attempt changed, and writes nothing. Returns whether it wrote."""
+    from django.db import connection
+
+    if connection.vendor == "sqlite" and not connection.in_atomic_block:
+        return _store_in_chunks(evaluation_id=evaluation_id, attempt=attempt, results=results)
     with transaction.atomic():
-        evaluation = (
-            Evaluation.objects.select_for_update()
-            .select_related("model")
-            .filter(pk=evaluation_id)
-            .first()
-        )
-        if (
-            evaluation is None
-            or evaluation.attempt != attempt
-            or evaluation.status not in runs.ALLOWED_FROM[S.DONE]
-        ):
+        evaluation = _open_evaluation(evaluation_id, attempt).select_for_update().first()
+        if evaluation is None:
             return False
-        snapshot = evaluation.snapshot
-        keys = formats.sentences(snapshot)
-        scored = results["sentences"]
-        try:
-            if len(scored) != len(keys):
-                raise ValueError(f"the worker returned {len(scored)} sentences for {len(keys)}")
-            outcome = outcomes.score_items(snapshot, scored)
-        except ValueError as invalid:
-            runs.run_fail(
-                kind=SUITE_RUNS, run_id=evaluation_id, attempt=attempt, reason=str(invalid)
-            )
+        outcome = _outcome(evaluation, results)
+        if outcome is None:
             return False
-        item_rows = [
-            ItemResult(
-                evaluation=evaluation,
-                item_number=item.item_number,
-                position=position,
-                values=item.values,
-                outcomes=item.outcomes,
-                passed=item.passed,
-                tokens=item.tokens,
-            )
-            for position, item in enumerate(outcome.items)
-        ]
-        prediction_rows = [
-            PredictionResult(
-                evaluation=evaluation,
-                position=p.position,
-                formula=p.formula,
-                passed=p.passed,
-                evaluated=p.evaluated,
-                accuracy=p.accuracy,
-                ties=p.ties,
-            )
-            for p in outcome.predictions
-        ]
         ItemResult.objects.filter(evaluation=evaluation).delete()
-        PredictionResult.objects.filter(evaluation=evaluation).delete()
-        ItemResult.objects.bulk_create(item_rows, batch_size=500)
-        PredictionResult.objects.bulk_create(prediction_rows)
-        info = results.get("model_info") or {}
-        runs.run_advance(
-            SUITE_RUNS,
-            evaluation_id,
-            attempt,
-            S.DONE,
-            accuracy=outcome.accuracy,
-            ties=outcome.ties,
-            accuracy_random_ties=outcome.accuracy_random_ties,
-            diagnostics=results.get("diagnostics") or {},
-            model_info=info,
-            progress_done=len(keys),
-            progress_total=len(keys),
-            finished_at=timezone.now(),
-        )
-        learn_model_facts(evaluation.model, info)
+        ItemResult.objects.bulk_create(_item_rows(evaluation, outcome), batch_size=500)
+        _finish(evaluation, outcome, results)
     return True
+
+
+def _open_evaluation(evaluation_id: int, attempt: int) -> QuerySet[Evaluation]:
+    """The evaluation, if this attempt may still become done."""
+    return Evaluation.objects.select_related("model").filter(
+        pk=evaluation_id, attempt=attempt, status__in=runs.ALLOWED_FROM[S.DONE]
+    )
+
+
+def _outcome(evaluation: Evaluation, results: dict[str, Any]) -> outcomes.SuiteOutcome | None:
+    """The items' outcomes and the accuracy; None (and the run failed) for results that
+    do not fit the suite."""
+    keys = formats.sentences(evaluation.snapshot)
+    scored = results["sentences"]
+    try:
+        if len(scored) != len(keys):
+            raise ValueError(f"the worker returned {len(scored)} sentences for {len(keys)}")
+        return outcomes.score_items(evaluation.snapshot, scored)
+    except ValueError as invalid:
+        runs.run_fail(
+            kind=SUITE_RUNS, run_id=evaluation.pk, attempt=evaluation.attempt, reason=str(invalid)
+        )
+        return None
+
+
+def _item_rows(evaluation: Evaluation, outcome: outcomes.SuiteOutcome) -> list[ItemResult]:
+    return [
+        ItemResult(
+            evaluation=evaluation,
+            item_number=item.item_number,
+            position=position,
+            values=item.values,
+            outcomes=item.outcomes,
+            passed=item.passed,
+            tokens=item.tokens,
+        )
+        for position, item in enumerate(outcome.items)
+    ]
+
+
+def _finish(
+    evaluation: Evaluation, outcome: outcomes.SuiteOutcome, results: dict[str, Any]
+) -> None:
+    """The predictions' tallies and the done transition, after the item rows; inside
+    the caller's transaction."""
+    PredictionResult.objects.filter(evaluation=evaluation).delete()
+    PredictionResult.objects.bulk_create(
+        PredictionResult(
+            evaluation=evaluation,
+            position=p.position,
+            formula=p.formula,
+            passed=p.passed,
+            evaluated=p.evaluated,
+            accuracy=p.accuracy,
+            ties=p.ties,
+        )
+        for p in outcome.predictions
+    )
+    info = results.get("model_info") or {}
+    sentences = len(results["sentences"])
+    runs.run_advance(
+        SUITE_RUNS,
+        evaluation.pk,
+        evaluation.attempt,
+        S.DONE,
+        accuracy=outcome.accuracy,
+        ties=outcome.ties,
+        accuracy_random_ties=outcome.accuracy_random_ties,
+        diagnostics=results.get("diagnostics") or {},
+        model_info=info,
+        progress_done=sentences,
+        progress_total=sentences,
+        finished_at=timezone.now(),
+        store_claim="",
+    )
+    learn_model_facts(evaluation.model, info)
+
+
+# Rows deleted or inserted by one statement of a chunked store.
+_BATCH_ROWS = 500
+
+
+def _store_in_chunks(*, evaluation_id: int, attempt: int, results: dict[str, Any]) -> bool:
+    """The SQLite store: bounded transactions, all-or-nothing for readers.
+
+    1. The outcomes are worked out outside any transaction (no lock held meanwhile).
+    2. The delivery claims the store (`Evaluation.store_claim`, a conditional update).
+       A later delivery of the same attempt (the message redelivered after a worker
+       died, or while this one is slow) claims it in turn; this one then stops at its
+       next transaction, having written nothing more.
+    3. Transactions of at most GYM_STORE_CHUNK_SECONDS of writing (or
+       GYM_STORE_CHUNK_ROWS rows) first delete the rows a delivery that died left, then
+       insert this one's; each begins by checking the claim (in the transaction, so
+       nothing else writes between the check and the rows). Between two of them the
+       lock is let go for GYM_STORE_CHUNK_PAUSE_SECONDS, so a waiting web write gets it.
+    4. A last short transaction writes the predictions and makes the run done.
+    Until then the run is not done and readers show none of its rows; a store that dies
+    half way leaves it so, and the next delivery removes the partial rows and completes
+    it (the unique (evaluation, item_number) constraint holds throughout)."""
+    began = time.monotonic()
+    open_run = _open_evaluation(evaluation_id, attempt)
+    evaluation = open_run.first()
+    if evaluation is None:
+        return False
+    outcome = _outcome(evaluation, results)
+    if outcome is None:
+        return False
+    claim = uuid.uuid4().hex
+    if not open_run.update(store_claim=claim):
+        return False
+    claimed = open_run.filter(store_claim=claim)
+    batches = _chunk_batches(evaluation_id, _item_rows(evaluation, outcome))
+    transactions = 0
+    more = True
+    while more:
+        with transaction.atomic():
+            if not claimed.exists():
+                log.info("store of evaluation %s left to another delivery", evaluation_id)
+                return False
+            transactions += 1
+            chunk_began = time.monotonic()
+            written = 0
+            for count in batches:
+                written += count
+                if (
+                    written >= settings.GYM_STORE_CHUNK_ROWS
+                    or time.monotonic() - chunk_began >= settings.GYM_STORE_CHUNK_SECONDS
+                ):
+                    break
+            else:
+                more = False
+            if not more:
+                # The last rows and the done transition commit together.
+                _finish(evaluation, outcome, results)
+        if more:
+            _between_chunks()
+    log.info(
+        "stored %s item rows of evaluation %s in %s transactions, %.1f s",
+        len(outcome.items),
+        evaluation_id,
+        transactions,
+        time.monotonic() - began,
+    )
+    return True
+
+
+def _chunk_batches(evaluation_id: int, rows: list[ItemResult]) -> Iterator[int]:
+    """Delete the evaluation's rows left by an earlier delivery, then insert `rows`, a
+    statement at a time; yields the rows each touched. Each statement runs when the next
+    value is asked for, inside the caller's transaction of the moment."""
+    size = max(1, min(_BATCH_ROWS, settings.GYM_STORE_CHUNK_ROWS))
+    stored = ItemResult.objects.filter(evaluation_id=evaluation_id)
+    while ids := list(stored.values_list("pk", flat=True)[:size]):
+        ItemResult.objects.filter(pk__in=ids).delete()
+        yield len(ids)
+    for start in range(0, len(rows), size):
+        batch = rows[start : start + size]
+        ItemResult.objects.bulk_create(batch)
+        yield len(batch)
+
+
+def _between_chunks() -> None:
+    """Let the write lock go long enough for a waiting writer to take it. Test hook
+    (GYM_RUN_HOLD_DIR, unset in production): while a file named `hold-store` is in that
+    folder, wait here, so that a test decides when a store is half done."""
+    time.sleep(settings.GYM_STORE_CHUNK_PAUSE_SECONDS)
+    folder = settings.GYM_RUN_HOLD_DIR
+    while folder and (Path(folder) / "hold-store").exists():
+        time.sleep(0.05)
