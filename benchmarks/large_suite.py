@@ -5,6 +5,13 @@ broker, one storing worker (queue celery) and one scoring worker (queue gpu). It
 a generated suite of N items (2 conditions, 3 regions; about 16 MB of JSON at 100,000),
 asks for a tiny random GPT-2 on it through the service the site uses, and waits until the
 run is done or failed. Prints the suite's size, the time of each step, and the run's end.
+
+Meanwhile a web client uploads a small suite through the site's service every half
+second (its own connection, the site's busy timeout), as someone using the site would:
+printed are the store's duration and number of transactions (from the storing worker's
+log) and those writes' latency (max, p95) and failures, all of them and during the store
+(issue 23: on SQLite one long store transaction held the write lock, and web writes
+failed after the busy timeout).
     .venv/bin/python benchmarks/large_suite.py [--items N] [--smoke]
 """
 
@@ -12,10 +19,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import shutil
 import sys
 import tempfile
+import threading
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +66,61 @@ def make_suite(items: int) -> dict[str, Any]:
             for n in range(items)
         ],
     }
+
+
+@dataclass
+class WebWrites:
+    """Suite uploads every `every` seconds from a thread (its own database connection)
+    until stopped: (started at, seconds, error or "") of each."""
+
+    every: float = 0.5
+    writes: list[tuple[float, float, str]] = field(default_factory=list)
+    stop: threading.Event = field(default_factory=threading.Event)
+
+    def run(self) -> None:
+        from django.db import connection
+
+        from suites.syntaxgym import services as suite_services
+
+        n = 0
+        while not self.stop.is_set():
+            n += 1
+            data = make_suite(2)
+            data["meta"]["name"] = f"uploaded meanwhile {n}"
+            began = time.perf_counter()
+            error = ""
+            try:
+                suite_services.suite_import(source=data, owner=None)
+            except Exception as exc:  # noqa: BLE001 - counted and shown
+                error = f"{exc.__class__.__name__}: {exc}"
+            self.writes.append((began, time.perf_counter() - began, error))
+            self.stop.wait(max(0.0, self.every - (time.perf_counter() - began)))
+        connection.close()
+
+    def summary(self, since: float = 0.0, until: float = float("inf")) -> str:
+        chosen = [(t, e) for began, t, e in self.writes if since <= began <= until]
+        if not chosen:
+            return "none"
+        times = sorted(t for t, _e in chosen)
+        p95 = times[min(len(times) - 1, int(0.95 * len(times)))]
+        errors = [e for _t, e in chosen if e]
+        shown = f" ({errors[0][:80]})" if errors else ""
+        return (
+            f"{len(chosen)} writes, max {times[-1]:.2f} s, p95 {p95:.2f} s, "
+            f"{len(errors)} failed{shown}"
+        )
+
+
+STORE_TASK = re.compile(r"Task runs\.store(?:_part)?\[[^\]]+\] succeeded in ([0-9.]+)s")
+STORED = re.compile(r"stored \d+ item rows of evaluation \d+ in (\d+) transactions")
+
+
+def store_figures(log: str) -> tuple[float, str]:
+    """(seconds of the longest store task, its transactions as the store logged them, or
+    "1" where it logs none: main's one-transaction store) from the storing worker's log."""
+    durations = [float(s) for s in STORE_TASK.findall(log)]
+    transactions = STORED.findall(log)
+    return max(durations, default=0.0), transactions[-1] if transactions else "1 (not logged)"
 
 
 def token_storage(evaluation_ids: list[int]) -> tuple[int, int]:
@@ -120,7 +185,10 @@ def run(tmp: Path) -> None:
                 if worker.poll() is not None or time.monotonic() > deadline:
                     raise SystemExit(f"large suite: the {queue} worker did not start")
                 time.sleep(0.2)
+        web = WebWrites()
+        writer = threading.Thread(target=web.run, daemon=True)
         started = time.perf_counter()
+        writer.start()
         evaluation = services.evaluation_request(model=model, suites=[suite]).evaluations[0]
         requested = time.perf_counter() - started
         scored_at = None
@@ -140,6 +208,8 @@ def run(tmp: Path) -> None:
             time.sleep(0.5)
         elapsed = time.perf_counter() - started
     finally:
+        web.stop.set()
+        writer.join(120)
         for worker in workers.values():
             worker.terminate()
         for worker in workers.values():
@@ -158,6 +228,16 @@ def run(tmp: Path) -> None:
     print(
         f"large suite: token surprisals stored: {tokens} tokens in {token_bytes / 1e6:.2f} MB "
         f"of JSON, {token_bytes / max(tokens, 1):.1f} bytes a token"
+    )
+    store_seconds, transactions = store_figures(logs["celery"].read_text())
+    print(
+        f"large suite: store {store_seconds:.1f} s (the longest store task) in "
+        f"{transactions} transactions"
+    )
+    print(f"large suite: web writes (suite uploads every 0.5 s), all: {web.summary()}")
+    print(
+        "large suite: web writes from the end of scoring to done: "
+        f"{web.summary(since=started + (scored_at or 0), until=started + elapsed)}"
     )
     errors = [
         line
