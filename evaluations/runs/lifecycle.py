@@ -356,13 +356,14 @@ def run_part_store(
         row = _part_row(kind, run_id, attempt, parts, part, size)
         if row.results is None:
             RunPart.objects.filter(pk=row.pk).update(results=results, size=size, done=size)
-        stored = list(_parts(kind, run_id, attempt, parts).filter(results__isnull=False))
-        if len(stored) < parts:
+        # Counted, not read: the kept parts' results are megabytes each, and reading
+        # them all here, for every part, held the write lock for most of a minute.
+        if _parts(kind, run_id, attempt, parts).filter(results__isnull=False).count() < parts:
             if row.results is not None:
                 return False
             _part_started(kind, run, parts, restart=True)
             return True
-    return _store_parts(kind, run_id, attempt, stored)
+    return _store_parts(kind, run_id, attempt, parts)
 
 
 def run_parts_store_kept(*, kind: RunKind, run_id: int, attempt: int, parts: int) -> bool:
@@ -375,14 +376,20 @@ def run_parts_store_kept(*, kind: RunKind, run_id: int, attempt: int, parts: int
     with transaction.atomic():
         if _open_run(kind, run_id, attempt) is None:
             return False
-        stored = list(_parts(kind, run_id, attempt, parts).filter(results__isnull=False))
-        if len(stored) < parts:
+        if _parts(kind, run_id, attempt, parts).filter(results__isnull=False).count() < parts:
             return False
-    return _store_parts(kind, run_id, attempt, stored)
+    return _store_parts(kind, run_id, attempt, parts)
 
 
-def _store_parts(kind: RunKind, run_id: int, attempt: int, stored: list[Any]) -> bool:
-    stored.sort(key=lambda p: p.index)
+def _store_parts(kind: RunKind, run_id: int, attempt: int, parts: int) -> bool:
+    """Store a split run from its kept parts. They are read outside any transaction (a
+    reader holds no lock; kept parts change no more) and stored by the kind's store
+    function, which makes its own transactions."""
+    stored = list(
+        _parts(kind, run_id, attempt, parts).filter(results__isnull=False).order_by("index")
+    )
+    if len(stored) < parts:
+        return False  # removed meanwhile: another delivery stored the run
     merged = packing.merge_results([p.results for p in stored])
     wrote = kind.store_function()(run_id=run_id, attempt=attempt, results=merged)
     if not kind.run_model.objects.filter(
