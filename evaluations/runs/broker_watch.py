@@ -134,6 +134,16 @@ def _waiting(client: Any, connection: Any, queue: str) -> tuple[int, list[str]]:
     return count, labels
 
 
+def _target(key: str) -> Target | None:
+    """The run of a suspects entry ("kind run/attempt")."""
+    kind, _, rest = key.partition(" ")
+    run, _, attempt = rest.partition("/")
+    try:
+        return (kind, int(run), int(attempt))
+    except ValueError:
+        return None
+
+
 @dataclass
 class Holds:
     """A look at the broker and the workers at one moment."""
@@ -153,11 +163,13 @@ class Holds:
     def consumers(self, queue: str) -> int:
         return sum(1 for queues in self.workers.values() if queue in queues)
 
-    def confirm_orphans(self, orphans: set[Target], *, after: float) -> set[Target]:
+    def confirm_orphans(
+        self, orphans: set[Target], *, after: float, now: float | None = None
+    ) -> set[Target]:
         """Of the runs nobody holds now, those that nobody held at every look for
         `after` seconds (remembered in the broker): a message between a queue and a
         worker at the moment of one look is not taken for lost."""
-        now = time.time()
+        now = time.time() if now is None else now
         try:
             before = json.loads(self.client.get(SUSPECTS_KEY) or b"{}")
         except ValueError:
@@ -165,6 +177,18 @@ class Holds:
         seen = {f"{k} {r}/{a}": before.get(f"{k} {r}/{a}", now) for k, r, a in orphans}
         self.client.set(SUSPECTS_KEY, json.dumps(seen), ex=24 * 3600)
         return {(k, r, a) for k, r, a in orphans if now - seen[f"{k} {r}/{a}"] >= after}
+
+    def forget(self, targets: set[Target]) -> None:
+        """Start the count again for runs just sent again: their new message must go
+        unheld for the whole `after` too before it is taken for lost (else a worker
+        that misses one look at a busy moment has the run sent a third time, and each
+        delivery counts towards GYM_MAX_DELIVERIES)."""
+        try:
+            before = json.loads(self.client.get(SUSPECTS_KEY) or b"{}")
+        except ValueError:
+            return
+        left = {key: at for key, at in before.items() if _target(key) not in targets}
+        self.client.set(SUSPECTS_KEY, json.dumps(left), ex=24 * 3600)
 
     def record_status(self) -> None:
         """What the site's pages say about workers (see `worker_status`)."""

@@ -677,5 +677,6 @@ def _resend_orphans(holds: Any) -> int:
         except BrokerUnavailable as exc:  # the next sweep tries again
             log.warning("sweep: %s", exc)
             continue
+        holds.forget({(name, run.pk, run.attempt) for run in runs})
         resent += len(runs)
     return resent

@@ -39,3 +39,27 @@ def test_each_message_of_the_chain_is_labelled_with_its_runs() -> None:
     store_part_args = ("suite", 4, 2, 1, 2, {"file": "x"})
     assert tasks._hand_over_label(tasks.store_part, store_part_args) == (4, 2, 1, 2)
     assert tasks._hand_over_label(tasks.store, ("suite", 4, 2, {})) == (4, 2)
+
+
+def test_a_run_sent_again_must_go_unheld_for_the_whole_wait_again() -> None:
+    """The suspects record in the broker (real Redis): a run unheld at two looks `after`
+    apart is confirmed; once sent again (`forget`), a look right after does not confirm
+    it a second time, and only a look `after` later does. Other runs keep their count."""
+    import redis
+
+    from tests.celery_harness import flush_redis, redis_or_skip
+
+    client = redis.Redis.from_url(redis_or_skip())
+    try:
+        holds = broker_watch.Holds(client=client)
+        lost, other = ("suite", 5, 1), ("pairs", 9, 2)
+        assert holds.confirm_orphans({lost, other}, after=10, now=1000.0) == set()
+        assert holds.confirm_orphans({lost, other}, after=10, now=1010.0) == {lost, other}
+        holds.forget({lost})
+        # The next look finds the new message unheld (a busy worker missed the look).
+        assert holds.confirm_orphans({lost, other}, after=10, now=1011.0) == {other}
+        assert holds.confirm_orphans({lost, other}, after=10, now=1020.0) == {other}
+        assert holds.confirm_orphans({lost, other}, after=10, now=1021.0) == {lost, other}
+    finally:
+        client.close()
+        flush_redis()
