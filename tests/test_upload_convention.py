@@ -316,3 +316,18 @@ def test_the_schema_describes_every_upload_the_same_way(anon_client) -> None:
         for code in ("400", "401", "403", "413"):
             error = operation["responses"][code]["content"]["application/json"]["schema"]
             assert error["$ref"].endswith("/Error"), (path, code)
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_a_suite_upload_refuses_a_name_or_description_field(alice, form: str) -> None:
+    # Other kinds take these for files that carry no name; a suite carries its own, and a
+    # field that would be ignored is refused, saying where the name comes from.
+    client = token_client(alice)
+    response = upload(client, "suites", form, name="mine", description="d")
+    assert response.status_code == 400, response.content
+    errors = response.json()["errors"]
+    assert sorted(e["path"] for e in errors) == ["$.description", "$.name"]
+    assert all("meta.name" in e["message"] for e in errors)
+    assert not Suite.objects.exists()
+    # Without them the same upload goes through, named by its meta.
+    assert upload(client, "suites", form).json()["name"] == "conv"

@@ -147,7 +147,7 @@ class SuiteListCreate(generics.ListAPIView):
         "unless all is valid.",
     )
     def post(self, request: Request) -> Response:
-        upload = upload_read(request, UploadFields)
+        upload = upload_read(request, SuiteUploadFields)
         report = services.suite_import(
             source=upload.data,
             owner=signed_in(request.user),
@@ -158,6 +158,28 @@ class SuiteListCreate(generics.ListAPIView):
         body["warnings"] = report.warnings
         body["renamed_from"] = report.renamed_from or None
         return Response(body, status=status.HTTP_201_CREATED)
+
+
+class SuiteUploadFields(UploadFields):
+    """A suite's upload fields: those of every kind. The name and description other kinds
+    take for files that carry none are refused rather than ignored: a suite is named and
+    described by its own file. (`filename`, which a raw body may carry for any kind, is
+    accepted: a suite's format is read from its content.)"""
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        given = sorted(f for f in ("name", "description") if f in self.initial_data)
+        if given:
+            raise serializers.ValidationError(
+                {
+                    field: [
+                        f"A suite takes no `{field}` field: its name and description are "
+                        "its file's meta.name and meta.description. Change them in the "
+                        "file, or give on_conflict=rename to save it under a free name."
+                    ]
+                    for field in given
+                }
+            )
+        return attrs
 
 
 class SuiteDetail(APIView):
