@@ -821,6 +821,11 @@ def _rank_main(
             )
             if lead:
                 reports.put(("summary", summary))
+            # Every rank leaves the group together: a rank that tears its group down while
+            # another still holds it (rank 0 saves and evaluates after the last step) can
+            # have gloo's threads abort the process ("terminate called without an active
+            # exception", seen once in CI as SIGABRT of rank 1).
+            torch.distributed.barrier()
         finally:
             torch.distributed.destroy_process_group()
     except BaseException as exc:
