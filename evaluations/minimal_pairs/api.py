@@ -45,7 +45,13 @@ from evaluations.minimal_pairs.tokens import (
 )
 from evaluations.models import LanguageModel, PairEvaluation
 from evaluations.runs import lifecycle as runs
-from evaluations.runs.api import BAD_FILTER, RUN_FILTER_PARAMETERS, run_filters_of
+from evaluations.runs.api import (
+    BAD_FILTER,
+    RUN_FILTER_PARAMETERS,
+    request_schema,
+    requested_answer,
+    run_filters_of,
+)
 from evaluations.scoring import WORD_PROBABILITY
 from gym.errors import ApplicationError
 from gym.rest import NameField
@@ -246,14 +252,10 @@ class PairEvaluationListCreate(generics.ListAPIView):
             runs = runs.filter(word_probability=asked)
         return run_filters_of(self.request, runs, kind=pair_services.PAIR_RUNS.name)
 
-    @extend_schema(
-        request=PairEvaluationRequestSerializer,
-        responses={
-            201: RequestedPairEvaluationSerializer(many=True),
-            200: RequestedPairEvaluationSerializer(many=True),
-            503: None,
-        },
-        description="One run per (model, set, set content hash); asking again returns the "
+    @request_schema(
+        PairEvaluationRequestSerializer,
+        RequestedPairEvaluationSerializer,
+        "One run per (model, set, set content hash); asking again returns the "
         "existing ones (200; 201 when at least one is new). 400 for a model registered only "
         "for imported results; 503 when the task queue is unreachable (the runs are kept and "
         "sent when it is back).",
@@ -267,10 +269,9 @@ class PairEvaluationListCreate(generics.ListAPIView):
             pair_sets=body.validated_data["sets"],
             word_probability=body.validated_data["word_probability"],
         )
-        context = {"created_ids": {run.pk for run in outcome.created}}
-        answer = RequestedPairEvaluationSerializer(outcome.evaluations, many=True, context=context)
-        code = status.HTTP_201_CREATED if outcome.created else status.HTTP_200_OK
-        return Response(answer.data, status=code)
+        return requested_answer(
+            RequestedPairEvaluationSerializer, outcome.evaluations, outcome.created
+        )
 
 
 def _evaluation(pk: int) -> PairEvaluation:

@@ -10,7 +10,7 @@ from django.http import HttpResponse
 from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework import generics, serializers, status
+from rest_framework import generics, serializers
 from rest_framework.permissions import AllowAny, IsAuthenticated, IsAuthenticatedOrReadOnly
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -23,7 +23,13 @@ from evaluations.probing import services as probing_services
 from evaluations.probing.controls import DEFAULT_SEEDS, MAX_SEEDS
 from evaluations.probing.views import probing_board_from, probing_run_csv
 from evaluations.runs import lifecycle as runs
-from evaluations.runs.api import BAD_FILTER, RUN_FILTER_PARAMETERS, run_filters_of
+from evaluations.runs.api import (
+    BAD_FILTER,
+    RUN_FILTER_PARAMETERS,
+    request_schema,
+    requested_answer,
+    run_filters_of,
+)
 from gym.rest import NameField
 from suites.corpora.models import Corpus
 from suites.models import ProbingTask
@@ -138,14 +144,10 @@ class ProbingRunListCreate(generics.ListAPIView):
         )
         return run_filters_of(self.request, listed, kind=probing_services.PROBING_RUNS.name)
 
-    @extend_schema(
-        request=ProbingRunRequestSerializer,
-        responses={
-            201: ProbingRunSerializer(many=True),
-            200: ProbingRunSerializer(many=True),
-            503: None,
-        },
-        description="One run per (model, task content, pooling, probe, seeds, mdl, "
+    @request_schema(
+        ProbingRunRequestSerializer,
+        ProbingRunSerializer,
+        "One run per (model, task content, pooling, probe, seeds, mdl, "
         "frequency_corpus); asking again returns the existing ones (200). 400 for an n-gram "
         "model (no hidden states), last-token pooling of a masked model, an unknown "
         "frequency corpus or one for a task type without the frequency baseline; 503 when "
@@ -155,8 +157,7 @@ class ProbingRunListCreate(generics.ListAPIView):
         body = ProbingRunRequestSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         outcome = probing_services.probing_run_request(user=request.user, **body.validated_data)
-        code = status.HTTP_201_CREATED if outcome.created else status.HTTP_200_OK
-        return Response(ProbingRunSerializer(outcome.runs, many=True).data, status=code)
+        return requested_answer(ProbingRunSerializer, outcome.runs, outcome.created)
 
 
 class ProbingRunDetail(generics.RetrieveAPIView):

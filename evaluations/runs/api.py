@@ -1,13 +1,14 @@
-"""REST API of the run core: the list of runs of every kind, and the filters that every
-kind's list of runs takes."""
+"""REST API of the run core: the list of runs of every kind, the filters that every
+kind's list of runs takes, and the answer to a request for runs of any kind."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from django.db.models import QuerySet
 from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework import exceptions, generics, serializers
+from rest_framework import exceptions, generics, serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -42,6 +43,28 @@ def run_filters_of(request: Request, queryset: Any, *, kind: str) -> Any:
     if filters.mine and not user.is_authenticated:
         raise exceptions.NotAuthenticated("Sign in to list your own runs (mine).")
     return run_selectors.runs_filtered(queryset, filters, user=user, include_hidden=staff)
+
+
+def request_schema(
+    request: type[serializers.Serializer], answer: type[serializers.Serializer], description: str
+) -> Callable[[Any], Any]:
+    """The schema of a kind's request for runs (`requested_answer`): the runs asked for,
+    201 when any is new, else 200; 503 when the task queue is unreachable."""
+    return extend_schema(
+        request=request,
+        responses={201: answer(many=True), 200: answer(many=True), 503: None},
+        description=description,
+    )
+
+
+def requested_answer(
+    answer: type[serializers.Serializer], asked: Sequence[Any], created: Sequence[Any]
+) -> Response:
+    """Every run asked for, as `answer` shows them (it may read `created_ids` from its
+    context to say which this request queued): 201 when any is new, else 200."""
+    context = {"created_ids": {run.pk for run in created}}
+    body = answer(asked, many=True, context=context).data
+    return Response(body, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
 
 
 class RunSerializer(serializers.Serializer):

@@ -7,14 +7,20 @@ from typing import Any
 from django.db.models import QuerySet
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework import generics, serializers, status
+from rest_framework import generics, serializers
 from rest_framework.permissions import IsAuthenticated, IsAuthenticatedOrReadOnly
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from evaluations.models import Evaluation, LanguageModel
-from evaluations.runs.api import BAD_FILTER, RUN_FILTER_PARAMETERS, run_filters_of
+from evaluations.runs.api import (
+    BAD_FILTER,
+    RUN_FILTER_PARAMETERS,
+    request_schema,
+    requested_answer,
+    run_filters_of,
+)
 from evaluations.scoring import WORD_PROBABILITY
 from evaluations.syntaxgym import services
 from suites.models import Suite, Tag
@@ -153,11 +159,8 @@ class RerunOutdatedSerializer(serializers.Serializer):
         return attrs
 
 
-def _request_response(request: Request, outcome: services.RequestOutcome) -> Response:
-    context = {"request": request, "created_ids": {e.pk for e in outcome.created}}
-    body = RequestedEvaluationSerializer(outcome.evaluations, many=True, context=context).data
-    code = status.HTTP_201_CREATED if outcome.created else status.HTTP_200_OK
-    return Response(body, status=code)
+def _request_response(outcome: services.RequestOutcome) -> Response:
+    return requested_answer(RequestedEvaluationSerializer, outcome.evaluations, outcome.created)
 
 
 class EvaluationListCreate(generics.ListAPIView):
@@ -183,14 +186,10 @@ class EvaluationListCreate(generics.ListAPIView):
     def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         return super().get(request, *args, **kwargs)
 
-    @extend_schema(
-        request=EvaluationRequestSerializer,
-        responses={
-            201: RequestedEvaluationSerializer(many=True),
-            200: RequestedEvaluationSerializer(many=True),
-            503: None,
-        },
-        description="Every model named (`model`, `models`) on every suite named and every "
+    @request_schema(
+        EvaluationRequestSerializer,
+        RequestedEvaluationSerializer,
+        "Every model named (`model`, `models`) on every suite named and every "
         "suite of `tag`, in one transaction. One evaluation per (model, suite, suite "
         "content hash): asking again returns the existing ones, with `queued_now` false "
         "(200 when nothing was new). 503 when the task queue is unreachable: the request "
@@ -205,7 +204,7 @@ class EvaluationListCreate(generics.ListAPIView):
             user=request.user,
             word_probability=body.validated_data["word_probability"],
         )
-        return _request_response(request, outcome)
+        return _request_response(outcome)
 
 
 class EvaluationRerunOutdated(APIView):
@@ -215,14 +214,10 @@ class EvaluationRerunOutdated(APIView):
 
     permission_classes = [IsAuthenticated]
 
-    @extend_schema(
-        request=RerunOutdatedSerializer,
-        responses={
-            201: RequestedEvaluationSerializer(many=True),
-            200: RequestedEvaluationSerializer(many=True),
-            503: None,
-        },
-        description="201 with the runs queued; 200 with an empty list when nothing is "
+    @request_schema(
+        RerunOutdatedSerializer,
+        RequestedEvaluationSerializer,
+        "201 with the runs queued; 200 with an empty list when nothing is "
         "outdated. `suite` and `model` together narrow to that one pair.",
     )
     def post(self, request: Request) -> Response:
@@ -233,7 +228,7 @@ class EvaluationRerunOutdated(APIView):
             suite=body.validated_data["suite"],
             user=request.user,
         )
-        return _request_response(request, outcome)
+        return _request_response(outcome)
 
 
 class EvaluationDetail(generics.RetrieveAPIView):
