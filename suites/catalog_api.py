@@ -1,6 +1,7 @@
 """What the APIs of the three kinds of test data (suites, minimal-pair sets, probing
 tasks) share: the owner, tags and url fields of their serializers, the list parameters,
-and the one upload convention (its reading, its fields, its schema)."""
+the error answers of the kinds that answer them themselves, and the one upload convention
+(its reading, its fields, its schema)."""
 
 from __future__ import annotations
 
@@ -13,11 +14,13 @@ from django.conf import settings
 from django.urls import reverse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field
-from rest_framework import serializers
+from rest_framework import serializers, status
 from rest_framework.parsers import BaseParser, MultiPartParser
 from rest_framework.request import Request
+from rest_framework.response import Response
 
 from gym.errors import UploadTooLarge
+from suites.formats.report import SuiteError
 from suites.models import GymData, Tag
 
 
@@ -51,6 +54,18 @@ def list_parameters(*, noun: str, sorts: Iterable[str]) -> list[OpenApiParameter
         OpenApiParameter("tag", str, description=f"Only {noun} with this tag"),
         OpenApiParameter("ordering", str, enum=list(sorts), description="Sort order"),
     ]
+
+
+def errors_answer(errors: list[SuiteError], code: int = status.HTTP_400_BAD_REQUEST) -> Response:
+    """`errors` in the API's one error shape: every entry has a code."""
+    return Response({"errors": [{"code": "invalid", **e.as_dict()} for e in errors]}, status=code)
+
+
+def not_found(noun: str, name: str) -> Response:
+    """The 404 of a row's detail when no `noun` has that name."""
+    return errors_answer(
+        [SuiteError("name", f"no {noun} named '{name}'")], status.HTTP_404_NOT_FOUND
+    )
 
 
 # -- uploads ------------------------------------------------------------------------

@@ -18,7 +18,7 @@ from rest_framework.views import APIView
 
 from gym.accounts import signed_in
 from suites.catalog import ListQuery
-from suites.catalog_api import GymDataSerializer, list_parameters
+from suites.catalog_api import GymDataSerializer, errors_answer, list_parameters, not_found
 from suites.catalog_services import tag_slugs
 from suites.corpora.models import Corpus
 from suites.corpora.services import (
@@ -74,10 +74,6 @@ class CorpusDetailSerializer(CorpusSerializer):
         return corpus_histogram(corpus)
 
 
-def _errors(errors: list[SuiteError], code: int = status.HTTP_400_BAD_REQUEST) -> Response:
-    return Response({"errors": [{"code": "invalid", **e.as_dict()} for e in errors]}, status=code)
-
-
 N = TypeVar("N")
 
 
@@ -127,9 +123,9 @@ class CorpusListCreate(generics.ListAPIView):
     def post(self, request: Request) -> Response:
         upload = request.FILES.get("file")
         if upload is None:
-            return _errors([SuiteError("file", "send the corpus as the 'file' field")])
+            return errors_answer([SuiteError("file", "send the corpus as the 'file' field")])
         if upload.size > settings.GYM_MAX_CORPUS_BYTES:
-            return _errors(
+            return errors_answer(
                 [
                     SuiteError(
                         "file",
@@ -146,7 +142,7 @@ class CorpusListCreate(generics.ListAPIView):
         maximum, more = _number(data.get("validation_max", 10000), int, "validation_max")
         seed, most = _number(data.get("validation_seed", 0), int, "validation_seed")
         if errors or more or most:
-            return _errors(errors + more + most)
+            return errors_answer(errors + more + most)
         assert fraction is not None and maximum is not None and seed is not None
         name = str(data.get("name", "")).strip() or corpus_name_from_file(upload.name)
         try:
@@ -162,7 +158,7 @@ class CorpusListCreate(generics.ListAPIView):
                 validation_seed=seed,
             )
         except CorpusInvalid as invalid:
-            return _errors(invalid.errors)
+            return errors_answer(invalid.errors)
         body = CorpusDetailSerializer(corpus, context={"request": request}).data
         return Response(body, status=status.HTTP_201_CREATED)
 
@@ -174,7 +170,5 @@ class CorpusDetail(APIView):
     def get(self, request: Request, name: str) -> Response:
         corpus = Corpus.objects.select_related("owner").filter(name=name).first()
         if corpus is None:
-            return _errors(
-                [SuiteError("name", f"no corpus named '{name}'")], status.HTTP_404_NOT_FOUND
-            )
+            return not_found("corpus", name)
         return Response(CorpusDetailSerializer(corpus, context={"request": request}).data)

@@ -20,11 +20,11 @@ from suites.catalog_api import (
     GymDataSerializer,
     NamedUploadFields,
     list_parameters,
+    not_found,
     upload_read,
     upload_schema,
 )
 from suites.formats.probing import TASK_TYPES, guess_task_type
-from suites.formats.report import SuiteError
 from suites.models import GymData, ProbingTask
 from suites.probing.services import (
     TASK_SORTS,
@@ -86,11 +86,6 @@ class ProbingTaskUploadFields(NamedUploadFields):
     )
 
 
-def _errors(errors: list[SuiteError], code: int = status.HTTP_400_BAD_REQUEST) -> Response:
-    # The API's one error shape: every entry has a code.
-    return Response({"errors": [{"code": "invalid", **e.as_dict()} for e in errors]}, status=code)
-
-
 class ProbingTaskListCreate(generics.ListAPIView):
     """List probing tasks (search, tag, type, ordering, pagination) or upload one."""
 
@@ -149,7 +144,5 @@ class ProbingTaskDetail(APIView):
     def get(self, request: Request, name: str) -> Response:
         task = ProbingTask.objects.select_related("owner").filter(name=name).first()
         if task is None:
-            return _errors(
-                [SuiteError("name", f"no probing task named '{name}'")], status.HTTP_404_NOT_FOUND
-            )
+            return not_found("probing task", name)
         return Response(ProbingTaskDetailSerializer(task).data)
