@@ -46,6 +46,17 @@ class GymDataSerializer(serializers.ModelSerializer):
         return request.build_absolute_uri(path) if request else path
 
 
+class UploadAnswer(serializers.Serializer):
+    """The fields that the answer to an upload adds to the row's: the import's notes, and
+    the name asked for when the row was saved under another one (on_conflict=rename).
+    Each kind's upload serializer lists `FIELDS` after its row's."""
+
+    FIELDS = ["warnings", "renamed_from"]
+
+    warnings = serializers.ListField(child=serializers.CharField(), read_only=True)
+    renamed_from = serializers.CharField(allow_null=True, read_only=True)
+
+
 def list_parameters(*, noun: str, sorts: Iterable[str]) -> list[OpenApiParameter]:
     """The list endpoints' query parameters (suites.catalog.ListQuery.from_api reads them)."""
     return [

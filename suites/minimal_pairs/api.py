@@ -22,6 +22,7 @@ from suites.catalog_api import (
     GymDataSerializer,
     NamedUploadFields,
     RawBodyParser,
+    UploadAnswer,
     list_parameters,
     upload_read,
     upload_schema,
@@ -56,15 +57,12 @@ class PairSetSerializer(GymDataSerializer):
         ]
 
 
-class PairSetUploadSerializer(PairSetSerializer):
+class PairSetUploadSerializer(UploadAnswer, PairSetSerializer):
     """The answer to an upload: the set, its import notes, and the name asked for when
     it was saved under another one (on_conflict=rename)."""
 
-    warnings = serializers.ListField(child=serializers.CharField(), read_only=True)
-    renamed_from = serializers.CharField(allow_null=True, read_only=True)
-
     class Meta(PairSetSerializer.Meta):
-        fields = [*PairSetSerializer.Meta.fields, "warnings", "renamed_from"]
+        fields = [*PairSetSerializer.Meta.fields, *UploadAnswer.FIELDS]
 
 
 class PairSetReplaceSerializer(PairSetUploadSerializer):

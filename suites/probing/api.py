@@ -19,6 +19,7 @@ from suites.catalog_api import (
     UPLOAD_PARSERS,
     GymDataSerializer,
     NamedUploadFields,
+    UploadAnswer,
     list_parameters,
     not_found,
     upload_read,
@@ -66,15 +67,12 @@ class ProbingTaskDetailSerializer(ProbingTaskSerializer):
         return probing_task_overview(task)
 
 
-class ProbingTaskUploadSerializer(ProbingTaskDetailSerializer):
+class ProbingTaskUploadSerializer(UploadAnswer, ProbingTaskDetailSerializer):
     """The answer to an upload: the task, and the name asked for when it was saved
     under another one (on_conflict=rename)."""
 
-    warnings = serializers.ListField(child=serializers.CharField(), read_only=True)
-    renamed_from = serializers.CharField(allow_null=True, read_only=True)
-
     class Meta(ProbingTaskDetailSerializer.Meta):
-        fields = [*ProbingTaskDetailSerializer.Meta.fields, "warnings", "renamed_from"]
+        fields = [*ProbingTaskDetailSerializer.Meta.fields, *UploadAnswer.FIELDS]
 
 
 class ProbingTaskUploadFields(NamedUploadFields):

@@ -24,6 +24,7 @@ from suites.catalog import ListQuery
 from suites.catalog_api import (
     UPLOAD_PARSERS,
     GymDataSerializer,
+    UploadAnswer,
     UploadFields,
     list_parameters,
     upload_read,
@@ -109,15 +110,12 @@ class SuiteDetailSerializer(SuiteSummarySerializer):
         return [{"formula": p.formula, "original": p.original} for p in suite.predictions.all()]
 
 
-class SuiteUploadSerializer(SuiteDetailSerializer):
+class SuiteUploadSerializer(UploadAnswer, SuiteDetailSerializer):
     """The answer to an upload: the suite, its import notes, and the name asked for when
     it was saved under another one (on_conflict=rename)."""
 
-    warnings = serializers.ListField(child=serializers.CharField(), read_only=True)
-    renamed_from = serializers.CharField(allow_null=True, read_only=True)
-
     class Meta(SuiteDetailSerializer.Meta):
-        fields = [*SuiteDetailSerializer.Meta.fields, "warnings", "renamed_from"]
+        fields = [*SuiteDetailSerializer.Meta.fields, *UploadAnswer.FIELDS]
 
 
 class SuiteListCreate(generics.ListAPIView):
