@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from django import forms
 
-from evaluations.runs.forms import RunModelsField
+from evaluations.runs.forms import RunModelsField, WordProbabilityField
 from suites.models import MinimalPairSet
 
 
@@ -22,25 +20,14 @@ class PairRequestForm(forms.Form):
         label="Minimal-pair sets",
         widget=forms.SelectMultiple(attrs={"size": 8}),
     )
-    word_probability = forms.ChoiceField(
-        choices=[
-            ("tokens", "Token surprisals (the usual; ranked on the leaderboard)"),
-            ("corrected", "Word-corrected surprisals (separate runs, not ranked)"),
-        ],
-        required=False,
-        initial="tokens",
-        widget=forms.RadioSelect,
+    word_probability = WordProbabilityField(
+        tokens="Token surprisals (the usual; ranked on the leaderboard)",
+        corrected="Word-corrected surprisals (separate runs, not ranked)",
         label="Word probabilities",
         help_text="Word-corrected: each word's last token also carries the word-boundary "
         "correction, so that a word's sum of token surprisals is its corrected surprisal "
         "(causal LMs whose tokenizer marks word starts; see the docs' evaluation page).",
     )
-
-    def clean(self) -> dict[str, Any]:
-        cleaned = super().clean() or {}
-        # Forms and links from before the option leave it out: token surprisals.
-        cleaned["word_probability"] = cleaned.get("word_probability") or "tokens"
-        return cleaned
 
 
 class PredictionsImportForm(forms.Form):

@@ -1,5 +1,6 @@
 """Form fields that every kind's request form shares: the language models to run, with
-the ones that no worker can run shown but disabled."""
+the ones that no worker can run shown but disabled, and the choice of token or
+word-corrected surprisals."""
 
 from __future__ import annotations
 
@@ -104,3 +105,21 @@ class RunModelsField(forms.ModelMultipleChoiceField):
         except runs.ModelNotRunnable as refused:
             raise forms.ValidationError(str(refused), code="not_runnable") from None
         return models
+
+
+class WordProbabilityField(forms.ChoiceField):
+    """Token surprisals or word-corrected ones, as radio buttons, each choice saying
+    what it means for the kind (`tokens`, `corrected`). Forms and links from before the
+    option leave it out: 'tokens', the usual."""
+
+    def __init__(self, *, tokens: str, corrected: str, **kwargs: Any) -> None:
+        super().__init__(
+            choices=[("tokens", tokens), ("corrected", corrected)],
+            required=False,
+            initial="tokens",
+            widget=forms.RadioSelect,
+            **kwargs,
+        )
+
+    def clean(self, value: Any) -> str:
+        return super().clean(value) or "tokens"

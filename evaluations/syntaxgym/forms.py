@@ -7,7 +7,12 @@ from typing import Any
 from django import forms
 from django.http import QueryDict
 
-from evaluations.runs.forms import InstanceOptions, RunModelCheckboxes, RunModelsField
+from evaluations.runs.forms import (
+    InstanceOptions,
+    RunModelCheckboxes,
+    RunModelsField,
+    WordProbabilityField,
+)
 from suites.models import Suite, Tag
 from suites.syntaxgym.selectors import suites_with_tag
 
@@ -42,14 +47,9 @@ class EvaluationRequestForm(forms.Form):
         empty_label="(no tag)",
         help_text="Every suite with this tag.",
     )
-    word_probability = forms.ChoiceField(
-        choices=[
-            ("tokens", "Sum of token surprisals (the usual; ranked on the leaderboard)"),
-            ("corrected", "Word-corrected sums (separate runs, not ranked)"),
-        ],
-        required=False,
-        initial="tokens",
-        widget=forms.RadioSelect,
+    word_probability = WordProbabilityField(
+        tokens="Sum of token surprisals (the usual; ranked on the leaderboard)",
+        corrected="Word-corrected sums (separate runs, not ranked)",
         label="Region sums",
         help_text="Word-corrected: each region's sum is corrected for the word boundary, "
         "for causal LMs whose tokenizer marks word starts (see the docs' evaluation page).",
@@ -71,6 +71,4 @@ class EvaluationRequestForm(forms.Form):
         if not suites and not self.errors:
             raise forms.ValidationError("Choose at least one suite or a tag that has suites.")
         cleaned["all_suites"] = suites
-        # Forms and links from before the option leave it out: the usual sums.
-        cleaned["word_probability"] = cleaned.get("word_probability") or "tokens"
         return cleaned
