@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.db.models import QuerySet
 from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
@@ -92,6 +93,16 @@ class TrainingRunDetailSerializer(TrainingRunSerializer):
         return selectors.learning_curves(run)
 
 
+def _names(queryset: QuerySet[Any], *, max_length: int) -> serializers.ListField:
+    """Names of rows of `queryset` (400 for one that names none), none by default."""
+    return serializers.ListField(
+        child=NameField(slug_field="name", queryset=queryset),
+        required=False,
+        default=list,
+        max_length=max_length,
+    )
+
+
 class TrainingRequestSerializer(serializers.Serializer):
     corpus = NameField(slug_field="name", queryset=Corpus.objects.all())
     name = serializers.CharField(max_length=80)
@@ -100,24 +111,9 @@ class TrainingRequestSerializer(serializers.Serializer):
     validation_corpus = NameField(
         slug_field="name", queryset=Corpus.objects.all(), required=False, allow_null=True
     )
-    suites = serializers.ListField(
-        child=NameField(slug_field="name", queryset=Suite.objects.all()),
-        required=False,
-        default=list,
-        max_length=500,
-    )
-    pair_sets = serializers.ListField(
-        child=NameField(slug_field="name", queryset=MinimalPairSet.objects.all()),
-        required=False,
-        default=list,
-        max_length=500,
-    )
-    probing_tasks = serializers.ListField(
-        child=NameField(slug_field="name", queryset=ProbingTask.objects.all()),
-        required=False,
-        default=list,
-        max_length=100,
-    )
+    suites = _names(Suite.objects.all(), max_length=500)
+    pair_sets = _names(MinimalPairSet.objects.all(), max_length=500)
+    probing_tasks = _names(ProbingTask.objects.all(), max_length=100)
     tags = serializers.ListField(
         child=serializers.CharField(max_length=64), required=False, default=list, max_length=50
     )
