@@ -104,6 +104,28 @@ class PairedTest:
     def significant(self) -> bool:
         return self.p_value < ALPHA
 
+    def counts(self, counted: str = "items") -> dict[str, int | float]:
+        """The counts and the p-value as the APIs give them, `items` named `counted`."""
+        return {
+            counted: self.items,
+            "only_first": self.only_first,
+            "only_second": self.only_second,
+            "both_pass": self.both_pass,
+            "both_fail": self.both_fail,
+            "p_value": self.p_value,
+        }
+
+
+def paired_test_data(test: PairedTest | None, *, counted: str = "items") -> dict[str, Any] | None:
+    """A comparison's paired test as the APIs give it (None where there is none)."""
+    if test is None:
+        return None
+    return {
+        "method": "McNemar, exact, two-sided",
+        **test.counts(counted),
+        "significant": test.significant,
+    }
+
 
 def paired_test(pairs: Iterable[tuple[bool | None, bool | None]]) -> PairedTest:
     """The paired test of per-item outcomes (first model's, second model's); an item

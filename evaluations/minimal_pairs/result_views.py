@@ -25,6 +25,7 @@ from evaluations.minimal_pairs import result_page as pair_result_page
 from evaluations.minimal_pairs import results as pair_results
 from evaluations.minimal_pairs import selectors as pair_selectors
 from evaluations.models import PairEvaluation
+from evaluations.statistics import paired_test_data
 from gym.downloads import attachment
 from suites.catalog import gym_data_or_404
 from suites.models import MinimalPairSet
@@ -233,7 +234,6 @@ PAIR_COMPARISON_SCHEMA = inline_serializer(
 
 
 def pair_comparison_data(comparison: pair_comparisons.PairComparison) -> dict[str, object]:
-    test = comparison.paired
     return {
         "set": comparison.pair_set.name,
         "models": [
@@ -250,18 +250,7 @@ def pair_comparison_data(comparison: pair_comparisons.PairComparison) -> dict[st
             for m in comparison.models
         ],
         "left_out": [{"name": name, "reason": reason} for name, reason in comparison.left_out],
-        "paired_test": None
-        if test is None
-        else {
-            "method": "McNemar, exact, two-sided",
-            "pairs": test.items,
-            "only_first": test.only_first,
-            "only_second": test.only_second,
-            "both_pass": test.both_pass,
-            "both_fail": test.both_fail,
-            "p_value": test.p_value,
-            "significant": test.significant,
-        },
+        "paired_test": paired_test_data(comparison.paired, counted="pairs"),
     }
 
 
@@ -349,12 +338,7 @@ def across_sets_data(result: pair_comparisons.AcrossSets) -> dict[str, object]:
             {
                 "set": t.set_name,
                 "evaluations": list(t.evaluation_ids),
-                "pairs": t.test.items,
-                "only_first": t.test.only_first,
-                "only_second": t.test.only_second,
-                "both_pass": t.test.both_pass,
-                "both_fail": t.test.both_fail,
-                "p_value": t.test.p_value,
+                **t.test.counts("pairs"),
                 "adjusted_p": t.adjusted_p,
                 "significant": t.significant,
             }

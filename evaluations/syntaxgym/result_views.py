@@ -28,6 +28,7 @@ from rest_framework.views import APIView
 from evaluations import leaderboard as boards
 from evaluations.leaderboard import board_query
 from evaluations.models import Evaluation, LanguageModel
+from evaluations.statistics import paired_test_data
 from evaluations.syntaxgym import comparisons, exports, items, missing, selectors
 from gym.downloads import attachment, streamed_attachment
 from suites.catalog import gym_data_or_404
@@ -453,7 +454,6 @@ COMPARISON_SCHEMA = inline_serializer(
 
 
 def comparison_data(comparison: comparisons.Comparison) -> dict[str, object]:
-    test = comparison.paired
     return {
         "suite": comparison.suite.name,
         "models": [
@@ -470,18 +470,7 @@ def comparison_data(comparison: comparisons.Comparison) -> dict[str, object]:
         "left_out": [{"name": name, "reason": reason} for name, reason in comparison.left_out],
         "counts": [{"label": label, "items": count} for label, count in comparison.counts],
         "disagreements": comparison.disagreements,
-        "paired_test": None
-        if test is None
-        else {
-            "method": "McNemar, exact, two-sided",
-            "items": test.items,
-            "only_first": test.only_first,
-            "only_second": test.only_second,
-            "both_pass": test.both_pass,
-            "both_fail": test.both_fail,
-            "p_value": test.p_value,
-            "significant": test.significant,
-        },
+        "paired_test": paired_test_data(comparison.paired),
     }
 
 
