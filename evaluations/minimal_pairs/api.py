@@ -48,6 +48,7 @@ from evaluations.runs import lifecycle as runs
 from evaluations.runs.api import (
     BAD_FILTER,
     RUN_FILTER_PARAMETERS,
+    QueuedNow,
     request_schema,
     requested_answer,
     run_filters_of,
@@ -165,17 +166,12 @@ class PairEvaluationSerializer(serializers.ModelSerializer):
         return [str(w) for w in (evaluation.diagnostics or {}).get("import_warnings") or []]
 
 
-class RequestedPairEvaluationSerializer(PairEvaluationSerializer):
+class RequestedPairEvaluationSerializer(QueuedNow, PairEvaluationSerializer):
     """A run in the answer to a request: `queued_now` tells whether this request created
     it (false: it was already there for the same content, worker-run or imported)."""
 
-    queued_now = serializers.SerializerMethodField()
-
     class Meta(PairEvaluationSerializer.Meta):
         fields = [*PairEvaluationSerializer.Meta.fields, "queued_now"]
-
-    def get_queued_now(self, evaluation: PairEvaluation) -> bool:
-        return evaluation.pk in self.context.get("created_ids", ())
 
 
 class PairEvaluationDetailSerializer(PairEvaluationSerializer):

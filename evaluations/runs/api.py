@@ -57,11 +57,21 @@ def request_schema(
     )
 
 
+class QueuedNow(serializers.Serializer):
+    """`queued_now`, for a kind's run serializer in `requested_answer`: whether this
+    request created the run (false: it was there already for the same content)."""
+
+    queued_now = serializers.SerializerMethodField()
+
+    def get_queued_now(self, run: Run) -> bool:
+        return run.pk in self.context.get("created_ids", ())
+
+
 def requested_answer(
     answer: type[serializers.Serializer], asked: Sequence[Any], created: Sequence[Any]
 ) -> Response:
-    """Every run asked for, as `answer` shows them (it may read `created_ids` from its
-    context to say which this request queued): 201 when any is new, else 200."""
+    """Every run asked for, as `answer` shows them (a `QueuedNow` one says which this
+    request queued): 201 when any is new, else 200."""
     context = {"created_ids": {run.pk for run in created}}
     body = answer(asked, many=True, context=context).data
     return Response(body, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)

@@ -17,6 +17,7 @@ from evaluations.models import Evaluation, LanguageModel
 from evaluations.runs.api import (
     BAD_FILTER,
     RUN_FILTER_PARAMETERS,
+    QueuedNow,
     request_schema,
     requested_answer,
     run_filters_of,
@@ -61,17 +62,12 @@ class EvaluationSerializer(serializers.ModelSerializer):
         return evaluation.get_absolute_url()
 
 
-class RequestedEvaluationSerializer(EvaluationSerializer):
+class RequestedEvaluationSerializer(QueuedNow, EvaluationSerializer):
     """An evaluation in the answer to a request: `queued_now` tells whether this request
     created it (false: it was already requested for the same content)."""
 
-    queued_now = serializers.SerializerMethodField()
-
     class Meta(EvaluationSerializer.Meta):
         fields = [*EvaluationSerializer.Meta.fields, "queued_now"]
-
-    def get_queued_now(self, evaluation: Evaluation) -> bool:
-        return evaluation.pk in self.context.get("created_ids", ())
 
 
 def _named(names: list[str], *, queryset: Any, noun: str) -> list[Any]:
