@@ -5,21 +5,29 @@ the error answers of the kinds that answer them themselves, and the one upload c
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import IO, Any
 
 from django.conf import settings
+from django.db.models import QuerySet
 from django.urls import reverse
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field
-from rest_framework import serializers, status
+from drf_spectacular.utils import (
+    OpenApiParameter,
+    extend_schema,
+    extend_schema_field,
+    extend_schema_view,
+)
+from rest_framework import generics, serializers, status
 from rest_framework.parsers import BaseParser, MultiPartParser
+from rest_framework.permissions import IsAuthenticatedOrReadOnly
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from gym.errors import UploadTooLarge
+from suites.catalog import ListQuery
 from suites.formats.report import SuiteError
 from suites.models import GymData, Tag
 
@@ -67,6 +75,14 @@ def list_parameters(*, noun: str, sorts: Iterable[str]) -> list[OpenApiParameter
     ]
 
 
+def list_schema(
+    *, noun: str, sorts: Iterable[str], more: Sequence[OpenApiParameter] = ()
+) -> Callable[[Any], Any]:
+    """The schema of a `CatalogListCreate`'s list: the list parameters, then `more`."""
+    parameters = [*list_parameters(noun=noun, sorts=sorts), *more]
+    return extend_schema_view(get=extend_schema(parameters=parameters))
+
+
 def errors_answer(errors: list[SuiteError], code: int = status.HTTP_400_BAD_REQUEST) -> Response:
     """`errors` in the API's one error shape: every entry has a code."""
     return Response({"errors": [{"code": "invalid", **e.as_dict()} for e in errors]}, status=code)
@@ -107,6 +123,22 @@ class RawBodyParser(BaseParser):
 
 # Multipart first: DRF takes the first parser whose media type matches.
 UPLOAD_PARSERS = [MultiPartParser, RawBodyParser]
+
+
+class CatalogListCreate(generics.ListAPIView):
+    """A kind's list and upload: its rows as `listed` finds them for the query string's
+    search, tag and sort, paged (anyone; the schema's parameters by `list_schema`), or
+    the kind's `post` of a file (signed in, in the upload convention below)."""
+
+    permission_classes = [IsAuthenticatedOrReadOnly]
+    parser_classes = UPLOAD_PARSERS
+
+    def get_queryset(self) -> QuerySet[Any]:
+        return self.listed(ListQuery.from_api(self.request.query_params))
+
+    def listed(self, query: ListQuery) -> QuerySet[Any]:
+        raise NotImplementedError
+
 
 ON_CONFLICT_HELP = (
     "When a row of the same name exists: fail (400, the default) or save this one under "

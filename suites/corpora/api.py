@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from django.conf import settings
 from django.db.models import QuerySet
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
-from rest_framework import generics, serializers, status
+from rest_framework import serializers, status
 from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.permissions import IsAuthenticatedOrReadOnly
 from rest_framework.request import Request
@@ -18,7 +18,13 @@ from rest_framework.views import APIView
 
 from gym.accounts import signed_in
 from suites.catalog import ListQuery
-from suites.catalog_api import GymDataSerializer, errors_answer, list_parameters, not_found
+from suites.catalog_api import (
+    CatalogListCreate,
+    GymDataSerializer,
+    errors_answer,
+    list_schema,
+    not_found,
+)
 from suites.catalog_services import tag_slugs
 from suites.corpora.models import Corpus
 from suites.corpora.services import (
@@ -84,20 +90,15 @@ def _number(raw: object, kind: Callable[[str], N], field: str) -> tuple[N | None
         return None, [SuiteError(field, f"not a number: {str(raw)[:40]!r}")]
 
 
-class CorpusListCreate(generics.ListAPIView):
+@list_schema(noun="corpora", sorts=CORPUS_SORTS)
+class CorpusListCreate(CatalogListCreate):
     """List corpora (search, tag, ordering, pagination) or upload one."""
 
     serializer_class = CorpusSerializer
-    permission_classes = [IsAuthenticatedOrReadOnly]
     parser_classes = [MultiPartParser, FormParser]
 
-    def get_queryset(self) -> QuerySet[Corpus]:
-        query = ListQuery.from_api(self.request.query_params)
+    def listed(self, query: ListQuery) -> QuerySet[Corpus]:
         return corpus_list(q=query.q, tag=query.tag, sort=query.sort)
-
-    @extend_schema(parameters=list_parameters(noun="corpora", sorts=CORPUS_SORTS))
-    def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
-        return super().get(request, *args, **kwargs)
 
     @extend_schema(
         request={

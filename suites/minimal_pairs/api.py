@@ -3,14 +3,12 @@ suites.minimal_pairs.sets (the same import service and reads as the pages)."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from django.db.models import QuerySet
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
-from rest_framework import generics, serializers, status
+from rest_framework import serializers, status
 from rest_framework.permissions import IsAuthenticatedOrReadOnly
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -19,11 +17,12 @@ from rest_framework.views import APIView
 from suites.catalog import ListQuery
 from suites.catalog_api import (
     UPLOAD_PARSERS,
+    CatalogListCreate,
     GymDataSerializer,
     NamedUploadFields,
     RawBodyParser,
     UploadAnswer,
-    list_parameters,
+    list_schema,
     upload_read,
     upload_schema,
 )
@@ -101,20 +100,14 @@ _FORMATS = (
 )
 
 
-class PairSetListCreate(generics.ListAPIView):
+@list_schema(noun="sets", sorts=pair_sets.SORTS)
+class PairSetListCreate(CatalogListCreate):
     """List minimal-pair sets, or upload one."""
 
     serializer_class = PairSetSerializer
-    permission_classes = [IsAuthenticatedOrReadOnly]
-    parser_classes = UPLOAD_PARSERS
 
-    def get_queryset(self) -> QuerySet[MinimalPairSet]:
-        query = ListQuery.from_api(self.request.query_params)
+    def listed(self, query: ListQuery) -> QuerySet[MinimalPairSet]:
         return pair_sets.pair_set_list(q=query.q, tag=query.tag, sort=query.sort)
-
-    @extend_schema(parameters=list_parameters(noun="sets", sorts=pair_sets.SORTS))
-    def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
-        return super().get(request, *args, **kwargs)
 
     @upload_schema(
         fields=PairSetUploadFields,

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from django.db.models import QuerySet
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework import generics, serializers, status
+from rest_framework import serializers, status
 from rest_framework.permissions import IsAuthenticatedOrReadOnly
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -16,11 +14,11 @@ from rest_framework.views import APIView
 from gym.accounts import signed_in
 from suites.catalog import ListQuery
 from suites.catalog_api import (
-    UPLOAD_PARSERS,
+    CatalogListCreate,
     GymDataSerializer,
     NamedUploadFields,
     UploadAnswer,
-    list_parameters,
+    list_schema,
     not_found,
     upload_read,
     upload_schema,
@@ -84,26 +82,19 @@ class ProbingTaskUploadFields(NamedUploadFields):
     )
 
 
-class ProbingTaskListCreate(generics.ListAPIView):
+@list_schema(
+    noun="tasks",
+    sorts=TASK_SORTS,
+    more=[OpenApiParameter("type", str, enum=list(TASK_TYPES), description="Only this type")],
+)
+class ProbingTaskListCreate(CatalogListCreate):
     """List probing tasks (search, tag, type, ordering, pagination) or upload one."""
 
     serializer_class = ProbingTaskSerializer
-    permission_classes = [IsAuthenticatedOrReadOnly]
-    parser_classes = UPLOAD_PARSERS
 
-    def get_queryset(self) -> QuerySet[ProbingTask]:
-        query = ListQuery.from_api(self.request.query_params)
+    def listed(self, query: ListQuery) -> QuerySet[ProbingTask]:
         task_type = self.request.query_params.get("type", "").strip()
         return probing_task_list(q=query.q, tag=query.tag, task_type=task_type, sort=query.sort)
-
-    @extend_schema(
-        parameters=[
-            *list_parameters(noun="tasks", sorts=TASK_SORTS),
-            OpenApiParameter("type", str, enum=list(TASK_TYPES), description="Only this type"),
-        ]
-    )
-    def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
-        return super().get(request, *args, **kwargs)
 
     @upload_schema(
         fields=ProbingTaskUploadFields,

@@ -22,11 +22,11 @@ from gym.accounts import signed_in
 from suites import formats
 from suites.catalog import ListQuery
 from suites.catalog_api import (
-    UPLOAD_PARSERS,
+    CatalogListCreate,
     GymDataSerializer,
     UploadAnswer,
     UploadFields,
-    list_parameters,
+    list_schema,
     upload_read,
     upload_schema,
 )
@@ -118,20 +118,14 @@ class SuiteUploadSerializer(UploadAnswer, SuiteDetailSerializer):
         fields = [*SuiteDetailSerializer.Meta.fields, *UploadAnswer.FIELDS]
 
 
-class SuiteListCreate(generics.ListAPIView):
+@list_schema(noun="suites", sorts=selectors.SORTS)
+class SuiteListCreate(CatalogListCreate):
     """List suites (search, tag filter, sort, pagination) or upload one (a suite file)."""
 
     serializer_class = SuiteSummarySerializer
-    permission_classes = [IsAuthenticatedOrReadOnly]
-    parser_classes = UPLOAD_PARSERS
 
-    def get_queryset(self) -> QuerySet[Suite]:
-        query = ListQuery.from_api(self.request.query_params)
+    def listed(self, query: ListQuery) -> QuerySet[Suite]:
         return selectors.suite_list(q=query.q, tag=query.tag, sort=query.sort)
-
-    @extend_schema(parameters=list_parameters(noun="suites", sorts=selectors.SORTS))
-    def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
-        return super().get(request, *args, **kwargs)
 
     @upload_schema(
         fields=UploadFields,
