@@ -145,6 +145,16 @@ class Leaderboard:
     def compared_ids(self) -> set[int]:
         return {s.id for s in self.compared}
 
+    def scored_runs(self) -> set[int]:
+        """The runs of the board's cells with an accuracy: those a kind's `passed`
+        reads the outcomes of."""
+        return {
+            run_id
+            for row in self.rows
+            for accuracy, run_id in row.cells.values()
+            if accuracy is not None
+        }
+
 
 def data_columns(benchmarks: QuerySet[Any]) -> list[SuiteColumn]:
     """Every benchmark (suites, minimal-pair sets: anything with a name and tags) with its

@@ -72,14 +72,10 @@ def _passed_by_pair(shown: boards.Leaderboard) -> dict[int, dict[int, bool | Non
     """run id -> pair ordinal -> passed, of the board's cells with an accuracy. A run
     that cannot be analysed (its sentences no longer stored) has no outcomes, so the
     test over its set finds no pair in common."""
-    wanted = [
-        run_id
-        for row in shown.rows
-        for accuracy, run_id in row.cells.values()
-        if accuracy is not None
-    ]
     passed: dict[int, dict[int, bool | None]] = {}
-    runs = PairEvaluation.objects.filter(pk__in=wanted).select_related("model", "pair_set")
+    runs = PairEvaluation.objects.filter(pk__in=shown.scored_runs()).select_related(
+        "model", "pair_set"
+    )
     for run in runs.order_by():
         try:
             passed[run.pk] = dict(pair_result_page.pair_outcomes(run))

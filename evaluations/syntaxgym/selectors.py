@@ -104,12 +104,7 @@ def _passed_by_item(
 ) -> dict[int, dict[int, bool | None]]:
     """evaluation id -> item number -> passed, of the board's cells with an accuracy (the
     items a missing value leaves without an outcome are not read). One query."""
-    wanted = {
-        evaluation_id
-        for row in shown.rows
-        for accuracy, evaluation_id in row.cells.values()
-        if accuracy is not None
-    }
+    wanted = shown.scored_runs()
     models = [row.model.pk for row in shown.rows]
     passed: dict[int, dict[int, bool | None]] = defaultdict(dict)
     rows = ItemResult.objects.filter(
