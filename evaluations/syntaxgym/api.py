@@ -14,14 +14,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from evaluations.models import Evaluation, LanguageModel
-from evaluations.runs.api import (
-    BAD_FILTER,
-    RUN_FILTER_PARAMETERS,
-    QueuedNow,
-    request_schema,
-    requested_answer,
-    run_filters_of,
-)
+from evaluations.runs import api as run_api
 from evaluations.scoring import WORD_PROBABILITY
 from evaluations.syntaxgym import services
 from suites.models import Suite, Tag
@@ -62,7 +55,7 @@ class EvaluationSerializer(serializers.ModelSerializer):
         return evaluation.get_absolute_url()
 
 
-class RequestedEvaluationSerializer(QueuedNow, EvaluationSerializer):
+class RequestedEvaluationSerializer(run_api.QueuedNow, EvaluationSerializer):
     """An evaluation in the answer to a request: `queued_now` tells whether this request
     created it (false: it was already requested for the same content)."""
 
@@ -156,7 +149,9 @@ class RerunOutdatedSerializer(serializers.Serializer):
 
 
 def _request_response(outcome: services.RequestOutcome) -> Response:
-    return requested_answer(RequestedEvaluationSerializer, outcome.evaluations, outcome.created)
+    return run_api.requested_answer(
+        RequestedEvaluationSerializer, outcome.evaluations, outcome.created
+    )
 
 
 class EvaluationListCreate(generics.ListAPIView):
@@ -170,19 +165,19 @@ class EvaluationListCreate(generics.ListAPIView):
         params = self.request.query_params
         if params.get("suite"):
             evaluations = evaluations.filter(suite__name=params["suite"])
-        return run_filters_of(self.request, evaluations, kind=services.SUITE_RUNS.name)
+        return run_api.run_filters_of(self.request, evaluations, kind=services.SUITE_RUNS.name)
 
     @extend_schema(
         parameters=[
-            *RUN_FILTER_PARAMETERS,
+            *run_api.RUN_FILTER_PARAMETERS,
             OpenApiParameter("suite", str, description="Only this suite's (its name)"),
         ],
-        description=f"Newest first, paged (`page`). 400: {BAD_FILTER}",
+        description=f"Newest first, paged (`page`). 400: {run_api.BAD_FILTER}",
     )
     def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         return super().get(request, *args, **kwargs)
 
-    @request_schema(
+    @run_api.request_schema(
         EvaluationRequestSerializer,
         RequestedEvaluationSerializer,
         "Every model named (`model`, `models`) on every suite named and every "
@@ -210,7 +205,7 @@ class EvaluationRerunOutdated(APIView):
 
     permission_classes = [IsAuthenticated]
 
-    @request_schema(
+    @run_api.request_schema(
         RerunOutdatedSerializer,
         RequestedEvaluationSerializer,
         "201 with the runs queued; 200 with an empty list when nothing is "
