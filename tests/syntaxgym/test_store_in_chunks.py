@@ -19,6 +19,8 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -143,6 +145,21 @@ def _store_in_thread(evaluation: Evaluation, results: dict[str, Any]) -> tuple[A
     return thread, answer
 
 
+@contextmanager
+def _store_held_half_way(
+    held: Path, evaluation: Evaluation, results: dict[str, Any]
+) -> Iterator[tuple[threading.Thread, list[Any]]]:
+    """A store in a thread, held after its first transaction (its rows committed) until
+    the block ends; yields the thread and its answer, both still to be waited for."""
+    (held / "hold-store").touch()
+    thread, answer = _store_in_thread(evaluation, results)
+    try:
+        _until(lambda: _rows(evaluation) >= 10 or answer, "rows committed")
+        yield thread, answer
+    finally:
+        (held / "hold-store").unlink()
+
+
 def _assert_nothing_shown(client: Any, evaluation: Evaluation) -> None:
     """No page, export, comparison or count shows a row of the evaluation."""
     pk = evaluation.pk
@@ -190,19 +207,14 @@ def test_a_large_store_is_written_in_several_transactions_and_done_only_in_the_l
 ) -> None:
     sqlite_only()
     evaluation, results = scored
-    (held / "hold-store").touch()
     caplog.set_level(logging.INFO, logger="evaluations.syntaxgym.services")
-    thread, answer = _store_in_thread(evaluation, results)
-    try:
+    with _store_held_half_way(held, evaluation, results) as (thread, answer):
         # The first transaction committed its rows; the store waits before the next.
-        _until(lambda: _rows(evaluation) >= 10 or answer, "rows committed")
         assert answer == [] and _rows(evaluation) == 10
         evaluation.refresh_from_db()
         assert evaluation.status != Evaluation.Status.DONE
         assert evaluation.store_claim
         _assert_nothing_shown(client, evaluation)
-    finally:
-        (held / "hold-store").unlink()
     thread.join(120)
     assert answer == [True]
     evaluation.refresh_from_db()
@@ -222,10 +234,7 @@ def test_a_web_write_made_while_a_store_is_under_way_gets_the_lock(scored, held)
     service; the store then completes."""
     sqlite_only()
     evaluation, results = scored
-    (held / "hold-store").touch()
-    thread, answer = _store_in_thread(evaluation, results)
-    try:
-        _until(lambda: _rows(evaluation) >= 10 or answer, "rows committed")
+    with _store_held_half_way(held, evaluation, results) as (thread, answer):
         other = sqlite3.connect(connection.settings_dict["NAME"], timeout=0.5)
         other.isolation_level = None
         other.execute("BEGIN IMMEDIATE")
@@ -234,8 +243,6 @@ def test_a_web_write_made_while_a_store_is_under_way_gets_the_lock(scored, held)
         other.close()
         suite = suite_services.suite_import(source=_suite_data(2, "uploaded meanwhile"), owner=None)
         assert suite.suite.pk
-    finally:
-        (held / "hold-store").unlink()
     thread.join(120)
     assert answer == [True]
     evaluation.refresh_from_db()
@@ -247,10 +254,7 @@ def test_a_second_delivery_takes_the_store_over_and_the_first_writes_no_more(sco
     rows and completes the run; the earlier one stops at its next transaction."""
     sqlite_only()
     evaluation, results = scored
-    (held / "hold-store").touch()
-    thread, answer = _store_in_thread(evaluation, results)
-    try:
-        _until(lambda: _rows(evaluation) >= 10 or answer, "rows committed")
+    with _store_held_half_way(held, evaluation, results) as (thread, answer):
         first_claim = Evaluation.objects.get(pk=evaluation.pk).store_claim
         # The second delivery runs while the first waits, and is held in turn until the
         # file goes: it runs in a thread too.
@@ -259,8 +263,6 @@ def test_a_second_delivery_takes_the_store_over_and_the_first_writes_no_more(sco
             lambda: Evaluation.objects.get(pk=evaluation.pk).store_claim not in ("", first_claim),
             "the second delivery claimed the store",
         )
-    finally:
-        (held / "hold-store").unlink()
     thread.join(120)
     second.join(120)
     assert answer == [False] and second_answer == [True]
