@@ -17,10 +17,10 @@ from urllib.parse import unquote, urlsplit
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
-from rest_framework.authtoken.models import Token
 
 from gym import docs
 from suites.formats import predictions
+from tests.conftest import token_client
 
 REPO = Path(__file__).resolve().parents[1]
 DOCS = REPO / "docs"
@@ -183,8 +183,7 @@ def _examples() -> list[tuple[str, str, str, str]]:
 
 @pytest.mark.django_db
 def test_every_example_file_is_accepted_by_the_importers(alice) -> None:
-    token, _ = Token.objects.get_or_create(user=alice)
-    client = Client(HTTP_AUTHORIZATION=f"Token {token.key}")
+    client = token_client(alice)
     examples = _examples()
     assert sorted({language for _f, language, _a, _b in examples}) == sorted(docs.EXAMPLE_KINDS)
     for n, (file, language, argument, body) in enumerate(examples):

@@ -9,14 +9,13 @@ import json
 import time
 
 import pytest
-from rest_framework.authtoken.models import Token
 
 from evaluations.models import Evaluation, LanguageModel
 from evaluations.training import selectors
 from evaluations.training.models import TrainingRun
 from suites.corpora.services import corpus_import
 from suites.syntaxgym.services import suite_import
-from tests.conftest import EXAMPLES, BrowserClient
+from tests.conftest import EXAMPLES, token_client
 from tests.training.conftest import book_file
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
@@ -41,8 +40,7 @@ def test_training_with_two_checkpoints_on_real_workers(
     suite = suite_import(source=(EXAMPLES / "agreement_local.json").read_text(), owner=None).suite
     storing = workers("celery")
     training = workers("gpu", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
-    token, _ = Token.objects.get_or_create(user=alice)
-    client = BrowserClient(HTTP_AUTHORIZATION=f"Token {token.key}")
+    client = token_client(alice)
     body = {
         "corpus": corpus.name,
         "name": "book-tiny",
