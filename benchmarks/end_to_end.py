@@ -61,6 +61,27 @@ def embedded_site(tmp: Path, name: str) -> dict[str, str]:
     return env
 
 
+def throwaway_database(tmp: str | Path, *, replace: bool = False, debug: bool = True) -> None:
+    """Point this process at a throw-away SQLite database in `tmp` (a DATABASE_URL already
+    set wins, unless `replace`), with DEBUG on unless `debug` is false; set Django up and
+    migrate."""
+    url = f"sqlite:///{tmp}/bench.sqlite3"
+    if replace:
+        os.environ["DATABASE_URL"] = url
+    else:
+        os.environ.setdefault("DATABASE_URL", url)
+    os.environ.setdefault("GYM_VAR_DIR", str(tmp))
+    if debug:
+        os.environ.setdefault("DEBUG", "1")
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "gym.settings")
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
+
+
 def start_worker(queue: str, env: dict[str, str], log: Path) -> subprocess.Popen:
     """A Celery worker on one queue, as the run command starts it (logs to `log`)."""
     return subprocess.Popen(

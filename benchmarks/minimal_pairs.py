@@ -41,6 +41,8 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from benchmarks.end_to_end import throwaway_database  # noqa: E402
+
 FIELDS = ["morphology", "syntax", "semantics", "syntax_semantics"]
 ADJECTIVES = ["old", "young", "tall", "quiet", "famous", "careful", "tired", "happy", "brave"]
 NOUNS = [
@@ -340,15 +342,7 @@ def database_figures(text: str, figures: dict[str, Any], tokens: Any = None) -> 
     """Import through the site's service into a throw-away SQLite database, then render
     the set page (first and last page of pairs) and count its queries; with `tokens`,
     store them as a run and time its result page too."""
-    tmp = tempfile.mkdtemp(prefix="gym-bench-")
-    os.environ["DATABASE_URL"] = f"sqlite:///{tmp}/bench.sqlite3"
-    os.environ.setdefault("GYM_VAR_DIR", tmp)
-    os.environ.setdefault("DEBUG", "1")
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "gym.settings")
-    import django
-
-    django.setup()
-    from django.core.management import call_command
+    throwaway_database(tempfile.mkdtemp(prefix="gym-bench-"), replace=True)
     from django.db import connection
     from django.test import Client
     from django.test.utils import CaptureQueriesContext, setup_test_environment
@@ -356,7 +350,6 @@ def database_figures(text: str, figures: dict[str, Any], tokens: Any = None) -> 
     from suites.minimal_pairs import sets as pair_sets
 
     setup_test_environment()
-    call_command("migrate", verbosity=0)
     report = timed(
         "db_import_s",
         figures,

@@ -40,6 +40,8 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from benchmarks.end_to_end import throwaway_database  # noqa: E402
+
 _SUBJECTS = ["the old man", "she", "my brother", "the children", "nobody", "the captain"]
 _OBJECTS = ["the door", "a letter", "his hands", "the river", "her coat", "the window"]
 _ADVERBS = ["slowly", "again", "quietly", "at last", "without a word", "once more"]
@@ -114,17 +116,9 @@ def measure_import(instances: list[Any]) -> dict[str, Any]:
     """Seconds to import the task as a file through `probing_task_import` (throw-away
     SQLite database unless DATABASE_URL is set)."""
     tmp = Path(tempfile.mkdtemp(prefix="gym-probing-bench-"))
-    os.environ.setdefault("DATABASE_URL", f"sqlite:///{tmp}/bench.sqlite3")
-    os.environ.setdefault("GYM_VAR_DIR", str(tmp))
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "gym.settings")
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-
+    throwaway_database(tmp, debug=False)
     from suites.probing.services import probing_task_import
 
-    call_command("migrate", verbosity=0)
     path = tmp / "synthetic_tense.txt"
     path.write_text(
         "".join(f"{i.partition}\t{i.label}\t{i.sentence}\n" for i in instances), encoding="utf-8"

@@ -33,6 +33,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.end_to_end import throwaway_database  # noqa: E402
+
 REPO = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("GYM_SHARED_DATA", REPO.parent / "shared" / "data")) / "syntaxgym-2020"
 # The circuits of Hu et al. (2020), by suite-name prefix.
@@ -284,16 +286,7 @@ def main() -> None:
     tmp = tempfile.mkdtemp(prefix="gym-bench-site-")
     # The full board's database is ~130 MB: leave nothing behind.
     atexit.register(shutil.rmtree, tmp, ignore_errors=True)
-    os.environ.setdefault("DATABASE_URL", f"sqlite:///{tmp}/bench.sqlite3")
-    os.environ.setdefault("GYM_VAR_DIR", tmp)
-    os.environ.setdefault("DEBUG", "1")
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "gym.settings")
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-
-    call_command("migrate", verbosity=0)
+    throwaway_database(tmp)
     rng = random.Random(args.seed)
     small_models, small_suites = max(1, args.models // 4), max(1, args.suites // 4)
 

@@ -8,7 +8,6 @@ Uses a throw-away SQLite database unless DATABASE_URL is set.
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
 import tempfile
@@ -16,6 +15,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks.end_to_end import throwaway_database  # noqa: E402
 
 
 def make_suite(items: int, conditions: int = 4, regions: int = 8) -> dict:
@@ -61,17 +61,9 @@ def main() -> None:
     if args.smoke:
         args.items, args.repeat = 100, 2
 
-    tmp = tempfile.mkdtemp(prefix="gym-bench-")
-    os.environ.setdefault("DATABASE_URL", f"sqlite:///{tmp}/bench.sqlite3")
-    os.environ.setdefault("GYM_VAR_DIR", tmp)
-    os.environ.setdefault("DEBUG", "1")
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "gym.settings")
-    import django
-
-    django.setup()
+    throwaway_database(tempfile.mkdtemp(prefix="gym-bench-"))
     import json
 
-    from django.core.management import call_command
     from django.test import Client
     from django.test.utils import setup_test_environment
 
@@ -79,7 +71,6 @@ def main() -> None:
     from suites.syntaxgym import services
 
     setup_test_environment()
-    call_command("migrate", verbosity=0)
     text = json.dumps(make_suite(args.items))
     print(f"suite: {args.items} items x 4 conditions x 8 regions, {len(text) / 1e6:.1f} MB of JSON")
 
