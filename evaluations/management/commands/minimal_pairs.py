@@ -4,8 +4,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 
+from evaluations.management.standalone import StandaloneCommand
 from evaluations.minimal_pairs import files
 from evaluations.minimal_pairs.analysis import (
     PRED_MEASURES,
@@ -18,15 +19,13 @@ from evaluations.minimal_pairs.tokens import predictions_to_tsv
 from suites.formats.minimal_pairs import MinimalPairFormatError
 
 
-class Command(BaseCommand):
+class Command(StandaloneCommand):
     help = (
         "Minimal pairs without the database, as NLPScholar's MinimalPair: `evaluate` writes "
         "the token table (surprisal in bits) of a data TSV or BLiMP JSONL for a model; "
         "`analyze` writes by_cond (RESULTS.tsv), by_pair (RESULTS_bypair.tsv) and by_word "
         "(RESULTS_byword.tsv)."
     )
-    requires_system_checks: list[str] = []
-    requires_migrations_checks = False
 
     def add_arguments(self, parser: CommandParser) -> None:
         sub = parser.add_subparsers(dest="action", required=True)

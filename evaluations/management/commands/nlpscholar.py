@@ -4,22 +4,21 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 
+from evaluations.management.standalone import StandaloneCommand
 from evaluations.minimal_pairs import files
 from evaluations.minimal_pairs.analysis import AnalysisError
 from suites.formats.minimal_pairs import MinimalPairFormatError
 
 
-class Command(BaseCommand):
+class Command(StandaloneCommand):
     help = (
         "Run an NLPScholar MinimalPair config (exp, mode [evaluate, analyze], models, "
         "datafpath, predfpath, resultsfpath, save, conditions, pred_measure, word_summary, "
         "punctuation) and write the files NLPScholar would. Paths are relative to the "
         "current folder, as in NLPScholar. Needs no database."
     )
-    requires_system_checks: list[str] = []
-    requires_migrations_checks = False
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("config", help="the YAML config file")

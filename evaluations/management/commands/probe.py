@@ -9,8 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 
+from evaluations.management.standalone import StandaloneCommand
 from evaluations.probing.extract import POOLINGS
 from evaluations.probing.probes import PROBES
 from evaluations.probing.run import DEFAULT_SEEDS, MAX_SEEDS, probe_task
@@ -47,15 +48,13 @@ def _four(value: float | None) -> str:
     return "" if value is None else f"{value:.4f}"
 
 
-class Command(BaseCommand):
+class Command(StandaloneCommand):
     help = (
         "Probe every layer of a language model on SentEval-style probing tasks and write "
         "one JSON per task (per-layer va/te accuracy, chosen hyperparameters, baselines, "
         "the best layer on va and its te confusion matrix) plus summary.csv. Needs no "
         "database: the model is loaded once and reused for every task."
     )
-    requires_system_checks: list[str] = []
-    requires_migrations_checks = False
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument(

@@ -11,8 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 
+from evaluations.management.standalone import StandaloneCommand
 from evaluations.scoring import worker
 from evaluations.statistics import accuracy_counts
 from evaluations.syntaxgym import outcomes
@@ -38,15 +39,13 @@ def cpu_seconds() -> float:
     return round(usage.ru_utime + usage.ru_stime, 3)
 
 
-class Command(BaseCommand):
+class Command(StandaloneCommand):
     help = (
         "Score suites with a language model and write SyntaxGym results files (region "
         "values in bits) with per-prediction, per-item outcomes and the suite accuracy. "
         "Needs no database: the model is loaded once, and all suites are scored in one "
         "pass (sentences and prefixes they share are computed once)."
     )
-    requires_system_checks: list[str] = []
-    requires_migrations_checks = False
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument(

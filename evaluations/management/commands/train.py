@@ -7,8 +7,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 
+from evaluations.management.standalone import StandaloneCommand
 from evaluations.training import causal, ngram
 from evaluations.training.data import corpus_file, with_validation_file
 from suites.corpora.reading import CorpusError
@@ -16,7 +17,7 @@ from suites.corpora.reading import CorpusError
 KINDS = ("ngram", "causal")
 
 
-class Command(BaseCommand):
+class Command(StandaloneCommand):
     help = (
         "Train a language model on a corpus file (NLPScholar TSV with a 'text' column, or "
         "plain text with one sequence per line, either gzipped), with the same code as a "
@@ -25,8 +26,6 @@ class Command(BaseCommand):
         "are by `manage.py score --model`. A held-out share of the lines (--validation-"
         "fraction, default 0.01, at most 10,000 lines) is left out of training."
     )
-    requires_system_checks: list[str] = []
-    requires_migrations_checks = False
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--corpus", required=True, help="the corpus file")
