@@ -6,6 +6,7 @@ from typing import Any
 
 from django.conf import settings
 from django.core.management.base import BaseCommand
+from django.db.models import QuerySet
 
 from evaluations import baseline
 from evaluations.language_models import registry as model_registry
@@ -14,6 +15,13 @@ from evaluations.models import LanguageModel
 from evaluations.probing import services as probing_services
 from evaluations.syntaxgym import services
 from suites.models import MinimalPairSet, ProbingTask, Suite
+
+
+def _baselines() -> QuerySet[LanguageModel]:
+    """The two built-in baselines, those of them that are registered."""
+    return LanguageModel.objects.filter(
+        is_baseline=True, name__in=[baseline.BASELINE_NAME, baseline.NGRAM_BASELINE_NAME]
+    )
 
 
 class Command(BaseCommand):
@@ -44,11 +52,7 @@ class Command(BaseCommand):
         suites = list(
             Suite.objects.filter(owner__isnull=True, archived_at__isnull=True).order_by("pk")
         )
-        baselines = LanguageModel.objects.filter(
-            is_baseline=True,
-            name__in=[baseline.BASELINE_NAME, baseline.NGRAM_BASELINE_NAME],
-        ).order_by("name")
-        for model in baselines:
+        for model in _baselines().order_by("name"):
             try:
                 outcome = services.evaluation_request(model=model, suites=suites)
             except services.BrokerUnavailable as exc:
@@ -63,12 +67,7 @@ class Command(BaseCommand):
     def _pair_examples(self) -> None:
         """Both baselines on every example minimal-pair set."""
         sets = list(MinimalPairSet.objects.filter(owner__isnull=True).order_by("pk"))
-        models = list(
-            LanguageModel.objects.filter(
-                is_baseline=True,
-                name__in=[baseline.BASELINE_NAME, baseline.NGRAM_BASELINE_NAME],
-            )
-        )
+        models = list(_baselines())
         if not sets or not models:
             return
         try:
