@@ -274,6 +274,20 @@ def test_real_cmu_trigram_values() -> None:
     ]
 
 
+def _trigram_outcome(path: Path) -> outcomes.SuiteOutcome:
+    """The suite file at `path` scored by the real CMU trigram, every word of it in the
+    trigram's vocabulary."""
+    suite = formats.load_suite_file(path).suite
+    assert suite is not None
+    payload = {
+        "model": {"source": str(CMU_TRIGRAM)},
+        "sentences": [regions for _i, _c, regions in formats.sentences(suite)],
+    }
+    result = worker.run_scoring(payload)
+    assert result["diagnostics"]["oov_words"] == 0
+    return outcomes.score_items(suite, result["sentences"])
+
+
 @needs_trigram
 def test_real_trigram_on_real_suites_ties_and_accuracy() -> None:
     """A trigram sees two words back: where the conditions differ earlier, the critical
@@ -281,15 +295,7 @@ def test_real_trigram_on_real_suites_ties_and_accuracy() -> None:
     folder = SHARED_DATA / "syntaxgym-2020" / "nextflow"
     scores: dict[str, outcomes.SuiteOutcome] = {}
     for name in ("mvrr", "cleft", "number_prep"):
-        suite = formats.load_suite_file(folder / f"{name}.json").suite
-        assert suite is not None
-        payload = {
-            "model": {"source": str(CMU_TRIGRAM)},
-            "sentences": [regions for _i, _c, regions in formats.sentences(suite)],
-        }
-        result = worker.run_scoring(payload)
-        assert result["diagnostics"]["oov_words"] == 0
-        scores[name] = outcomes.score_items(suite, result["sentences"])
+        scores[name] = _trigram_outcome(folder / f"{name}.json")
     mvrr = scores["mvrr"]
     assert mvrr.ties == 3 * len(mvrr.items) and mvrr.accuracy == 0.0
     assert mvrr.accuracy_random_ties == pytest.approx(0.125)
@@ -314,16 +320,8 @@ EXAMPLE_ACCURACY = {
 @needs_trigram
 @pytest.mark.parametrize("stem", sorted(EXAMPLE_ACCURACY))
 def test_real_trigram_on_the_example_suites(stem: str) -> None:
-    suite = formats.load_suite_file(EXAMPLES / f"{stem}.json").suite
-    assert suite is not None
-    payload = {
-        "model": {"source": str(CMU_TRIGRAM)},
-        "sentences": [regions for _i, _c, regions in formats.sentences(suite)],
-    }
-    result = worker.run_scoring(payload)
-    # Every word of the example suites is in the trigram's vocabulary.
-    assert result["diagnostics"]["oov_words"] == 0
-    scored = outcomes.score_items(suite, result["sentences"])
+    # Every word of the example suites is in the trigram's vocabulary (checked there).
+    scored = _trigram_outcome(EXAMPLES / f"{stem}.json")
     accuracy, ties = EXAMPLE_ACCURACY[stem]
     assert (scored.accuracy, scored.ties) == (pytest.approx(accuracy), ties)
 
