@@ -248,3 +248,12 @@ def _temporary_model_dirs(settings, tmp_path_factory):
     (GYM_MODEL_DIRS), as var/models does on a real site."""
     settings.GYM_MODEL_DIRS = [*settings.GYM_MODEL_DIRS, tmp_path_factory.getbasetemp()]
     yield
+
+
+@pytest.fixture
+def model_dir(settings, tmp_path: Path) -> Path:
+    """The site's only model folder in this test (temporary folders elsewhere are not)."""
+    folder = tmp_path / "models"
+    folder.mkdir()
+    settings.GYM_MODEL_DIRS = [folder]
+    return folder

@@ -20,14 +20,6 @@ GPT2_CONFIG = {"model_type": "gpt2", "architectures": ["GPT2LMHeadModel"]}
 
 
 @pytest.fixture
-def model_dir(settings, tmp_path: Path) -> Path:
-    folder = tmp_path / "models"
-    folder.mkdir()
-    settings.GYM_MODEL_DIRS = [folder]
-    return folder
-
-
-@pytest.fixture
 def no_hub(monkeypatch) -> list[str]:
     """Counts every attempt to read a config from the hub (there must be none)."""
     import transformers

@@ -27,15 +27,6 @@ def gpt2_folder(tmp_path_factory) -> Path:
     return make_gpt2(tmp_path_factory.mktemp("source-gpt2"))
 
 
-@pytest.fixture
-def model_dir(settings, tmp_path: Path) -> Path:
-    """The site's only model folder in this test (temporary folders elsewhere are not)."""
-    folder = tmp_path / "models"
-    folder.mkdir()
-    settings.GYM_MODEL_DIRS = [folder]
-    return folder
-
-
 def _refusal(source: str) -> str:
     with pytest.raises(model_registry.ModelRegistrationError) as refused:
         model_registry.model_register(source=source, name="x")
