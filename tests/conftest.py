@@ -103,6 +103,15 @@ class BrowserClient(Client):
         return self.post(path, payload, **kwargs)
 
 
+@pytest.fixture(scope="session")
+def tiny_gpt2(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny GPT-2 of tests/tiny_models.py, built once for the session (torch is
+    imported only by the tests that ask for it)."""
+    from tests.tiny_models import make_gpt2
+
+    return make_gpt2(tmp_path_factory.mktemp("tiny-gpt2"))
+
+
 @pytest.fixture
 def alice(django_user_model):
     return django_user_model.objects.create_user("alice", password="alice-pass-1234")

@@ -14,13 +14,6 @@ from tests.conftest import small_suite
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture(scope="module")
-def tiny_gpt2(tmp_path_factory):
-    from tests.tiny_models import make_gpt2
-
-    return make_gpt2(tmp_path_factory.mktemp("tiny-gpt2"))
-
-
 def test_register_needs_login(anon_client) -> None:
     response = anon_client.get("/models/register/")
     assert response.status_code == 302 and "/accounts/login/" in response["Location"]

@@ -24,13 +24,6 @@ STOPPED = re.compile(r"were cancelled: stopped after (\d+) of (\d+) sentences")
 DROPPED = "before its work started: dropped"
 
 
-@pytest.fixture(scope="module")
-def tiny_gpt2(tmp_path_factory):
-    from tests.tiny_models import make_gpt2
-
-    return make_gpt2(tmp_path_factory.mktemp("tiny-gpt2"))
-
-
 def _env(pace) -> dict[str, str]:
     return {
         "GYM_RUN_HOLD_DIR": str(pace.folder),

@@ -10,7 +10,6 @@ import sqlite3
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -33,13 +32,6 @@ from tests.conftest import small_suite, token_client
 from tests.syntaxgym.test_evaluation_worker import _big_suite, _wait
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
-
-
-@pytest.fixture(scope="module")
-def tiny_gpt2(tmp_path_factory) -> Path:
-    from tests.tiny_models import make_gpt2
-
-    return make_gpt2(tmp_path_factory.mktemp("tiny-gpt2"))
 
 
 def test_eight_simultaneous_requests_give_no_5xx_and_every_run_completes(

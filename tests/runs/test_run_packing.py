@@ -10,7 +10,6 @@ import shutil
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 
 import pytest
 
@@ -23,13 +22,6 @@ from suites.syntaxgym import services as suite_services
 from tests.celery_harness import Worker
 from tests.conftest import small_suite
 from tests.syntaxgym.test_evaluation_worker import _big_suite, _held_on_gpu_worker, _import, _wait
-
-
-@pytest.fixture(scope="module")
-def tiny_gpt2(tmp_path_factory) -> Path:
-    from tests.tiny_models import make_gpt2
-
-    return make_gpt2(tmp_path_factory.mktemp("tiny-gpt2"))
 
 
 def received(worker: Worker, task: str) -> int:

@@ -4,7 +4,6 @@ the results link appears only when there are results."""
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
 
@@ -19,13 +18,6 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 # progress.js polls every 1.5 s.
 POLL_WAIT_MS = 8_000
-
-
-@pytest.fixture(scope="module")
-def tiny_gpt2(tmp_path_factory) -> Path:
-    from tests.tiny_models import make_gpt2
-
-    return make_gpt2(tmp_path_factory.mktemp("tiny-gpt2"))
 
 
 def test_progress_status_and_results_link_update_live(page, tiny_gpt2, alice) -> None:

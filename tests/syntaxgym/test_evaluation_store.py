@@ -5,7 +5,6 @@ Results come from the real scoring engine on a tiny local model (no worker neede
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
@@ -19,13 +18,6 @@ from tests.celery_harness import broker
 from tests.conftest import small_suite
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture(scope="module")
-def tiny_gpt2(tmp_path_factory) -> Path:
-    from tests.tiny_models import make_gpt2
-
-    return make_gpt2(tmp_path_factory.mktemp("tiny-gpt2"))
 
 
 @pytest.fixture

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import re
 import time
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -25,13 +24,6 @@ pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
 NEXTFLOW = SHARED_DATA / "syntaxgym-2020" / "nextflow"
 SUITES = ["number_src", "npi_orc_any", "subordination"]
-
-
-@pytest.fixture(scope="module")
-def tiny_gpt2(tmp_path_factory) -> Path:
-    from tests.tiny_models import make_gpt2
-
-    return make_gpt2(tmp_path_factory.mktemp("tiny-gpt2"))
 
 
 def _wait(pks: list[int], timeout: float = 240) -> list[Evaluation]:

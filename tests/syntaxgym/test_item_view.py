@@ -9,7 +9,6 @@ import json
 import re
 import time
 from html import unescape
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -321,13 +320,6 @@ def test_comparison_sides_give_each_comparisons_two_values() -> None:
 
 
 # --- a real worker and a tiny model ----------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def tiny_gpt2(tmp_path_factory) -> Path:
-    from tests.tiny_models import make_gpt2
-
-    return make_gpt2(tmp_path_factory.mktemp("tiny-gpt2"))
 
 
 def _region_sums_from_tokens(text: str, spans: list[tuple[int, int]], packed: dict) -> list:

@@ -73,13 +73,6 @@ def _suite_data(items: int, name: str) -> dict[str, Any]:
     }
 
 
-@pytest.fixture(scope="module")
-def tiny_gpt2(tmp_path_factory) -> Path:
-    from tests.tiny_models import make_gpt2
-
-    return make_gpt2(tmp_path_factory.mktemp("tiny-gpt2"))
-
-
 @pytest.fixture
 def held(tmp_path, settings) -> Path:
     """Stores in this process write 10 rows a transaction and wait after each while the

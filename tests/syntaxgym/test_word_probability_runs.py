@@ -7,7 +7,6 @@ import csv
 import io
 import json
 import time
-from pathlib import Path
 
 import pytest
 
@@ -23,13 +22,6 @@ from tests.conftest import SHARED_DATA, token_client
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
 SUITE = SHARED_DATA / "syntaxgym-2020" / "nextflow" / "number_src.json"
-
-
-@pytest.fixture(scope="module")
-def tiny_gpt2(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from tests.tiny_models import make_gpt2
-
-    return make_gpt2(tmp_path_factory.mktemp("tiny-gpt2"))
 
 
 def _wait(pks: list[int], timeout: float = 240) -> list[Evaluation]:
