@@ -16,8 +16,10 @@ from django.urls import URLPattern, URLResolver, get_resolver
 
 if TYPE_CHECKING:
     # Not at import: the scoring engine imports torch, which most tests never need.
+    from evaluations.models import Evaluation, LanguageModel
     from evaluations.scoring import LoadedModel
     from evaluations.scoring.ngram import NgramModel
+    from suites.models import Suite
 
 # Browser fixtures, registered once for every module: the session's one Playwright and
 # chromium must not be started again by a second module.
@@ -185,6 +187,22 @@ def url_patterns() -> Iterator[tuple[str, URLPattern]]:
                 yield route, entry
 
     return walk(get_resolver(), "")
+
+
+def running_evaluation(model: LanguageModel, suite: Suite) -> Evaluation:
+    """An evaluation of `model` on `suite` as a worker finds it: the suite's snapshot taken
+    (as a request takes it), and running."""
+    from evaluations.models import Evaluation
+    from evaluations.syntaxgym.services import evaluation_create
+    from suites.syntaxgym.selectors import suite_canonical
+
+    return evaluation_create(
+        model=model,
+        suite=suite,
+        content_hash=suite.content_hash,
+        snapshot=suite_canonical(suite),
+        status=Evaluation.Status.RUNNING,
+    )
 
 
 def small_suite(name: str = "tiny agreement", **meta: Any) -> dict[str, Any]:

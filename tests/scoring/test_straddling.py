@@ -26,9 +26,8 @@ from evaluations.scoring import (
     worker,
 )
 from evaluations.syntaxgym import exports, services
-from suites.syntaxgym import selectors as suite_selectors
 from suites.syntaxgym import services as suite_services
-from tests.conftest import known, neural_model
+from tests.conftest import known, neural_model, running_evaluation
 from tests.tiny_models import make_llama, tiny_bert, tiny_gpt2, tiny_llama  # noqa: F401
 
 # Region 4 ("the") is swallowed by the piece "that▁the▁", which starts in region 3.
@@ -183,13 +182,7 @@ def test_result_page_and_export_count_regions_without_tokens(
     model = LanguageModel.objects.create(
         name="crossing", display_name="Crossing", source=str(crossing_folder)
     )
-    evaluation = services.evaluation_create(
-        model=model,
-        suite=suite,
-        content_hash=suite.content_hash,
-        snapshot=suite_selectors.suite_canonical(suite),
-        status=Evaluation.Status.RUNNING,
-    )
+    evaluation = running_evaluation(model, suite)
     # The chain a worker runs, without the broker: payload -> scores -> store.
     results = worker.run_scoring(services.scoring_payload(evaluation))
     assert services.results_store(evaluation_id=evaluation.pk, attempt=1, results=results)

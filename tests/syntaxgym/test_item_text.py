@@ -22,8 +22,8 @@ from evaluations.scoring.alignment import align_tokens, build_sentence
 from evaluations.scoring.metrics import region_metrics
 from evaluations.syntaxgym import services
 from suites import formats
-from suites.syntaxgym import selectors as suite_selectors
 from suites.syntaxgym import services as suite_services
+from tests.conftest import running_evaluation
 from tests.tiny_models import tiny_bert, tiny_gpt2, tiny_llama  # noqa: F401
 
 pytestmark = pytest.mark.django_db
@@ -61,13 +61,7 @@ def _evaluation(name: str, kind: str, source: str = "hub/x") -> Evaluation:
     model, _ = LanguageModel.objects.get_or_create(
         name=name.replace(" ", "-"), defaults={"display_name": name, "source": source, "kind": kind}
     )
-    return services.evaluation_create(
-        model=model,
-        suite=suite,
-        content_hash=suite.content_hash,
-        snapshot=suite_selectors.suite_canonical(suite),
-        status=Evaluation.Status.RUNNING,
-    )
+    return running_evaluation(model, suite)
 
 
 def _store(evaluation: Evaluation, sentences: list[dict[str, Any]]) -> Evaluation:
@@ -275,13 +269,7 @@ def test_bytes_of_one_character_show_it_once(client) -> None:
     ]
     suite = suite_services.suite_import(source=data, owner=None).suite
     model = LanguageModel.objects.create(name="bytes", display_name="Bytes", source="hub/b")
-    evaluation = services.evaluation_create(
-        model=model,
-        suite=suite,
-        content_hash=suite.content_hash,
-        snapshot=suite_selectors.suite_canonical(suite),
-        status=Evaluation.Status.RUNNING,
-    )
+    evaluation = running_evaluation(model, suite)
     packed = {
         "text": ["Zo", "Ã", "«", "Ġsang", "."],
         "start": [0, 2, 2, 3, 8],

@@ -13,14 +13,12 @@ import pytest
 from django.core.management import call_command
 
 from evaluations import baseline
-from evaluations.models import Evaluation, LanguageModel
+from evaluations.models import LanguageModel
 from evaluations.scoring import worker
 from evaluations.syntaxgym.missing import MissingReason, sentence_reasons
-from evaluations.syntaxgym.services import evaluation_create
 from suites import formats
 from suites.models import Suite
-from suites.syntaxgym import selectors as suite_selectors
-from tests.conftest import EXAMPLES
+from tests.conftest import EXAMPLES, running_evaluation
 from tests.syntaxgym.test_item_text import _evaluation, _packed, _store, stored_with
 
 pytestmark = pytest.mark.django_db
@@ -134,13 +132,7 @@ def test_the_trigram_says_why_the_comma_has_no_value(client) -> None:
     model = LanguageModel.objects.create(
         name="cmu", display_name="CMU", source=str(CMU_TRIGRAM), kind="ngram"
     )
-    evaluation = evaluation_create(
-        model=model,
-        suite=suite,
-        content_hash=suite.content_hash,
-        snapshot=suite_selectors.suite_canonical(suite),
-        status=Evaluation.Status.RUNNING,
-    )
+    evaluation = running_evaluation(model, suite)
     payload = {
         "model": {"source": str(CMU_TRIGRAM)},
         "sentences": [r for _i, _c, r in formats.sentences(evaluation.snapshot)],
