@@ -23,7 +23,7 @@ from suites import formats
 from suites.formats import predictions
 from suites.syntaxgym import selectors as suite_selectors
 from suites.syntaxgym import services as suite_services
-from tests.conftest import known, known_int, search
+from tests.conftest import known, known_int, running_evaluation, search
 from tests.runs.test_run_packing import received
 
 pytestmark = pytest.mark.django_db
@@ -105,16 +105,9 @@ def store(
     model, _ = LanguageModel.objects.get_or_create(
         name="tiny-lm", defaults={"display_name": "Tiny LM", "source": "hub/tiny"}
     )
-    snapshot = suite_selectors.suite_canonical(suite)
-    evaluation = services.evaluation_create(
-        model=model,
-        suite=suite,
-        content_hash=suite.content_hash,
-        snapshot=snapshot,
-        status=Evaluation.Status.RUNNING,
-    )
+    evaluation = running_evaluation(model, suite)
     sentences = []
-    for item_number, condition, regions in formats.sentences(snapshot):
+    for item_number, condition, regions in formats.sentences(evaluation.snapshot):
         result = worker_result(regions, (words or WORDS)[item_number][condition])
         if not tokens:
             del result["tokens"]
