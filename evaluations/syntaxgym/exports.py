@@ -49,16 +49,9 @@ def results_document(evaluation: Evaluation) -> dict[str, Any]:
         **accuracy_counts(p for _n, _v, _o, p in rows),
         "ties": evaluation.ties,
         "accuracy_random_ties": evaluation.accuracy_random_ties,
-        "predictions": [
-            {
-                "formula": p.formula,
-                "accuracy": p.accuracy,
-                "passed": p.passed,
-                "evaluated": p.evaluated,
-                "ties": p.ties,
-            }
-            for p in evaluation.prediction_results.order_by("position")
-        ],
+        "predictions": outcomes.prediction_entries(
+            evaluation.prediction_results.order_by("position")
+        ),
         "items": [
             {"item_number": n, "outcomes": list(o or []), "passed": p} for n, _v, o, p in rows
         ],

@@ -4,8 +4,9 @@ Pure Python (no Django), shared by the `store` task and the `score` command."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from evaluations.scoring import METRICS
 from evaluations.token_data import check_packed
@@ -150,6 +151,36 @@ def _item_tokens(conditions: dict[str, dict[str, Any]]) -> dict[str, Any] | None
         except ValueError as invalid:
             raise ValueError(f"condition {name!r}: {invalid}") from None
     return tokens or None
+
+
+class PredictionTally(Protocol):
+    """What a results document says of one prediction: a scored PredictionOutcome, or a
+    stored PredictionResult."""
+
+    @property
+    def formula(self) -> str: ...
+    @property
+    def accuracy(self) -> float | None: ...
+    @property
+    def passed(self) -> int: ...
+    @property
+    def evaluated(self) -> int: ...
+    @property
+    def ties(self) -> int: ...
+
+
+def prediction_entries(tallies: Iterable[PredictionTally]) -> list[dict[str, Any]]:
+    """The "predictions" of a results document's "results", in the order given."""
+    return [
+        {
+            "formula": p.formula,
+            "accuracy": p.accuracy,
+            "passed": p.passed,
+            "evaluated": p.evaluated,
+            "ties": p.ties,
+        }
+        for p in tallies
+    ]
 
 
 def results_document(

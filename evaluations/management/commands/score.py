@@ -229,16 +229,7 @@ class Command(StandaloneCommand):
             # accuracy had every tie been broken by a fair coin.
             "ties": outcome.ties,
             "accuracy_random_ties": outcome.accuracy_random_ties,
-            "predictions": [
-                {
-                    "formula": p.formula,
-                    "accuracy": p.accuracy,
-                    "passed": p.passed,
-                    "evaluated": p.evaluated,
-                    "ties": p.ties,
-                }
-                for p in outcome.predictions
-            ],
+            "predictions": outcomes.prediction_entries(outcome.predictions),
             "items": [
                 {
                     "item_number": item.item_number,
