@@ -1,17 +1,19 @@
 """What the import commands of the three kinds of test data (import_suites,
 import_minimal_pairs, import_probing_task) share: the owner option, finding the files,
-skipping names that exist, reporting a failed file and the exit status. Each command
-keeps only what its kind reads and says."""
+importing each under its name, skipping names that exist, reporting a failed file and
+the exit status. Each command keeps only what its kind reads and says."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db.models import Model
+
+from suites.catalog_services import DataInvalid
 
 
 class ImportCommand(BaseCommand):
@@ -70,6 +72,33 @@ class ImportCommand(BaseCommand):
         stream.write(f"{path}: FAILED")
         for message in messages:
             stream.write(f"    {message}")
+
+    def import_files(
+        self,
+        options: dict[str, Any],
+        *,
+        suffixes: Sequence[str],
+        skip_existing: bool,
+        invalid: type[DataInvalid],
+        import_one: Callable[[Path, str], None],
+    ) -> None:
+        """Imports the files that --paths names (see `files`), each under --name or its
+        file name's stem, skipping a name that exists when `skip_existing`:
+        `import_one(path, name)` imports one file and says so, and a file it refuses with
+        `invalid` is reported with every reason. Exits non-zero if any file failed."""
+        files = self.files(options["paths"], suffixes=suffixes)
+        self.one_name_only(options, files)
+        failed = 0
+        for path in files:
+            name = options["name"] or path.stem
+            if skip_existing and self.skipped(path, name):
+                continue
+            try:
+                import_one(path, name)
+            except invalid as refused:
+                failed += 1
+                self.failed(path, refused.errors)
+        self.finish(failed=failed, total=len(files))
 
     def summary(self, *, failed: int, total: int) -> str:
         return f"{failed} of {total} file(s) failed"

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from django.core.management.base import CommandParser
@@ -50,28 +51,18 @@ class Command(ImportCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         owner = self.owner(options)
-        files = self.files(options["paths"], suffixes=SUFFIXES)
-        self.one_name_only(options, files)
-        failed = 0
-        for path in files:
-            name = options["name"] or path.stem
-            if options["on_conflict"] == "skip" and self.skipped(path, name):
-                continue
-            try:
-                report = pair_sets.minimal_pair_set_import(
-                    data=path.read_bytes(),
-                    filename=path.name,
-                    name=name,
-                    owner=owner,
-                    description=options["description"],
-                    tags=options["tags"].split(","),
-                    drop_incomplete_pairs=options["drop_incomplete_pairs"],
-                    file_format=options["file_format"],
-                )
-            except pair_sets.PairSetInvalid as invalid:
-                failed += 1
-                self.failed(path, invalid.errors)
-                continue
+
+        def import_one(path: Path, name: str) -> None:
+            report = pair_sets.minimal_pair_set_import(
+                data=path.read_bytes(),
+                filename=path.name,
+                name=name,
+                owner=owner,
+                description=options["description"],
+                tags=options["tags"].split(","),
+                drop_incomplete_pairs=options["drop_incomplete_pairs"],
+                file_format=options["file_format"],
+            )
             s = report.pair_set
             self.stdout.write(
                 f"{path}: imported {s.name!r} ({s.pair_count} pairs, {s.sentence_count} "
@@ -79,4 +70,11 @@ class Command(ImportCommand):
             )
             for warning in report.warnings:
                 self.stdout.write(f"  warning: {warning}")
-        self.finish(failed=failed, total=len(files))
+
+        self.import_files(
+            options,
+            suffixes=SUFFIXES,
+            skip_existing=options["on_conflict"] == "skip",
+            invalid=pair_sets.PairSetInvalid,
+            import_one=import_one,
+        )

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any
 
 from django.core.management.base import CommandParser
@@ -41,30 +42,27 @@ class Command(ImportCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         owner = self.owner(options)
-        paths = self.files(options["paths"], suffixes=SUFFIXES)
-        self.one_name_only(options, paths)
-        failed = 0
-        for path in paths:
-            name = options["name"] or path.stem
-            if options["skip_existing"] and self.skipped(path, name):
-                continue
+
+        def import_one(path: Path, name: str) -> None:
             started = time.perf_counter()
-            try:
-                task = probing_task_import(
-                    source=path,
-                    name=name,
-                    owner=owner,
-                    task_type=options["type"] or guess_task_type(path.name),
-                    description=options["description"],
-                    tags=options["tag"],
-                )
-            except ProbingTaskInvalid as exc:
-                failed += 1
-                self.failed(path, exc.errors)
-                continue
+            task = probing_task_import(
+                source=path,
+                name=name,
+                owner=owner,
+                task_type=options["type"] or guess_task_type(path.name),
+                description=options["description"],
+                tags=options["tag"],
+            )
             self.stdout.write(
                 f"{path}: imported '{task.name}' ({task.task_type}, "
                 f"{task.instance_count} instances, {len(task.labels)} labels) "
                 f"in {time.perf_counter() - started:.1f} s"
             )
-        self.finish(failed=failed, total=len(paths))
+
+        self.import_files(
+            options,
+            suffixes=SUFFIXES,
+            skip_existing=options["skip_existing"],
+            invalid=ProbingTaskInvalid,
+            import_one=import_one,
+        )
