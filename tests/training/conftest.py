@@ -4,11 +4,20 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
 
 from tests.conftest import SHARED_DATA
+
+# The training page's form filled in for a tiny causal run named "from-page" on the
+# corpus "book"; a test adds or changes the fields it is about.
+PAGE_FORM: dict[str, Any] = {
+    "corpus": "book", "name": "from-page", "kind": "causal", "order": 3, "min_count": 1,
+    "preset": "tiny", "steps": 2, "batch_tokens": 0, "learning_rate": 0.001,
+    "checkpoints": 2, "seed": 0, "threshold": 0.8,
+}  # fmt: skip
 
 
 @pytest.fixture

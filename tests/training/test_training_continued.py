@@ -20,7 +20,7 @@ from evaluations.training import causal, services
 from evaluations.training.models import TrainingRun
 from evaluations.training.worker import run_training
 from suites.corpora.services import corpus_import
-from tests.training.conftest import book_file
+from tests.training.conftest import PAGE_FORM, book_file
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -200,15 +200,7 @@ def test_a_run_trains_a_registered_model_further(
     html = alice_client.get(f"/training/{run.pk}/").content.decode()
     assert 'Continued from</dt><dd><a href="/models/base/">Base</a>' in html
     # The page's form asks for the same.
-    response = alice_client.post_form(
-        "/training/new/",
-        {
-            "corpus": "book", "name": "from-page", "kind": "causal", "order": 3,
-            "min_count": 1, "preset": "tiny", "base_model": "base", "steps": 2,
-            "batch_tokens": 0, "learning_rate": 0.001, "checkpoints": 2, "seed": 0,
-            "threshold": 0.8,
-        },
-    )  # fmt: skip
+    response = alice_client.post_form("/training/new/", {**PAGE_FORM, "base_model": "base"})
     assert response.status_code == 302
     from_page = TrainingRun.objects.get(model__name="from-page").base_model
     assert from_page is not None and from_page.name == "base"

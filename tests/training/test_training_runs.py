@@ -22,7 +22,7 @@ from suites.minimal_pairs.sets import minimal_pair_set_import
 from suites.probing.services import probing_task_import
 from suites.syntaxgym.services import suite_import
 from tests.conftest import EXAMPLES
-from tests.training.conftest import book_file
+from tests.training.conftest import PAGE_FORM, book_file
 
 pytestmark = pytest.mark.django_db
 
@@ -230,14 +230,8 @@ def test_pages_and_api(corpus, suite, alice_client, anon_client, _private_broker
     page = alice_client.get(f"/training/new/?corpus={corpus.name}")
     assert page.status_code == 200
     response = alice_client.post_form(
-        "/training/new/",
-        {
-            "corpus": "book", "name": "from-page", "kind": "causal", "order": 3,
-            "min_count": 1, "preset": "tiny", "steps": 10, "batch_tokens": 0,
-            "learning_rate": 0.001, "checkpoints": 3, "seed": 0, "suites": [suite.name],
-            "threshold": 0.8,
-        },
-    )  # fmt: skip
+        "/training/new/", {**PAGE_FORM, "steps": 10, "checkpoints": 3, "suites": [suite.name]}
+    )
     run = TrainingRun.objects.get()
     assert response.status_code == 302 and response["Location"] == f"/training/{run.pk}/"
     html = anon_client.get(f"/training/{run.pk}/").content.decode()

@@ -16,6 +16,7 @@ from evaluations.training import causal, services
 from evaluations.training.models import TrainingRun
 from suites.corpora.services import corpus_import
 from tests.conftest import EXAMPLES, SHARED_DATA
+from tests.training.conftest import PAGE_FORM
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -147,15 +148,7 @@ def test_runs_choose_their_tokenizer(
     assert services.training_payload(run)["options"]["tokenizer_source"] == str(lender)
     html = alice_client.get(f"/training/{run.pk}/").content.decode()
     assert 'Tokenizer</dt><dd>the tokenizer of <a href="/models/lender/">Lender</a>' in html
-    response = alice_client.post_form(
-        "/training/new/",
-        {
-            "corpus": "book", "name": "from-page", "kind": "causal", "order": 3,
-            "min_count": 1, "preset": "tiny", "tokenizer": "unigram", "steps": 2,
-            "batch_tokens": 0, "learning_rate": 0.001, "checkpoints": 2, "seed": 0,
-            "threshold": 0.8,
-        },
-    )  # fmt: skip
+    response = alice_client.post_form("/training/new/", {**PAGE_FORM, "tokenizer": "unigram"})
     assert response.status_code == 302
     run = TrainingRun.objects.get(model__name="from-page")
     assert run.options["tokenizer"] == "unigram" and run.tokenizer_model is None

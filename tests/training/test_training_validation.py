@@ -18,6 +18,7 @@ from evaluations.training.models import TrainingRun
 from evaluations.training.worker import run_training
 from suites.corpora.services import corpus_import
 from tests.conftest import SHARED_DATA
+from tests.training.conftest import PAGE_FORM
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -148,14 +149,6 @@ def test_a_run_validates_on_a_second_corpus(
     assert services.training_payload(run)["corpus"]["validation_from"] is None
     html = alice_client.get(f"/training/{run.pk}/").content.decode()
     assert "Validation</dt><dd>the 7 held-out lines of book</dd>" in html
-    response = alice_client.post_form(
-        "/training/new/",
-        {
-            "corpus": "book", "name": "from-page", "kind": "causal", "order": 3,
-            "min_count": 1, "preset": "tiny", "validation_corpus": "held", "steps": 2,
-            "batch_tokens": 0, "learning_rate": 0.001, "checkpoints": 2, "seed": 0,
-            "threshold": 0.8,
-        },
-    )  # fmt: skip
+    response = alice_client.post_form("/training/new/", {**PAGE_FORM, "validation_corpus": "held"})
     assert response.status_code == 302
     assert TrainingRun.objects.get(model__name="from-page").validation_corpus == other
