@@ -9,7 +9,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -206,6 +206,17 @@ def wait_finished(model: Any, pk: int, *, what: str, timeout: float = 300) -> An
             return run
         time.sleep(0.5)
     raise AssertionError(f"{what} not finished after {timeout}s: {run.status}")
+
+
+def until(what: str, check: Callable[[], Any], *, timeout: float = 300, every: float = 0.3) -> Any:
+    """The first true value of `check()`, asked every `every` seconds (what happened, not
+    how fast); `what` names it in the failure."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if found := check():
+            return found
+        time.sleep(every)
+    raise AssertionError(f"gave up waiting for {what} ({timeout} s)")
 
 
 def wait_for_log(worker: Worker, text: str, timeout: float = 120) -> None:

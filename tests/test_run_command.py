@@ -8,12 +8,12 @@ import os
 import signal
 import socket
 import subprocess
-import time
 import urllib.request
 from pathlib import Path
 
 import pytest
 
+from tests.celery_harness import until
 from tests.conftest import REPO
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -50,16 +50,6 @@ def _processes(session: int, marker: str) -> list[int]:
     return found
 
 
-def _until(what: str, check, timeout: float = 600):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.5)
-    raise AssertionError(f"gave up waiting for {what}")
-
-
 def test_a_crashed_worker_is_restarted_and_the_site_keeps_serving(tmp_path) -> None:
     port = _free_port()
     env = {
@@ -84,21 +74,23 @@ def test_a_crashed_worker_is_restarted_and_the_site_keeps_serving(tmp_path) -> N
     )
     home = f"http://127.0.0.1:{port}/"
     try:
-        _until("the site", lambda: command.poll() is None and _status(home) == 200)
+        until("the site", lambda: command.poll() is None and _status(home) == 200, timeout=600)
         # The scoring worker: its main process and its pool process, killed as a crash
         # (or the out-of-memory killer) would.
-        before = _until("the scoring worker", lambda: set(_processes(command.pid, "gym-score@")))
+        before = until(
+            "the scoring worker", lambda: set(_processes(command.pid, "gym-score@")), timeout=600
+        )
         for pid in before:
             os.kill(pid, signal.SIGKILL)
         assert _status(home) == 200
-        _until(
+        until(
             "a new scoring worker",
             lambda: set(_processes(command.pid, "gym-score@")) - before,
             timeout=120,
         )
         assert "run: score exited" in log.read_text()
         # The periodic sweep runs in this setup too, without anybody asking.
-        _until("a sweep", lambda: "Task runs.sweep" in log.read_text(), timeout=120)
+        until("a sweep", lambda: "Task runs.sweep" in log.read_text(), timeout=120)
         assert _status(home) == 200
         assert command.poll() is None
     finally:

@@ -27,7 +27,7 @@ from evaluations.runs import lifecycle as runs
 from suites.corpora.services import corpus_import
 from suites.minimal_pairs.sets import minimal_pair_set_import
 from suites.probing.services import probing_task_import
-from tests.celery_harness import Pace, Worker
+from tests.celery_harness import Pace, Worker, wait_finished
 from tests.conftest import token_client
 from tests.runs.test_lifecycle_contract import CORPUS_LINES, PROBING_LINES
 from tests.syntaxgym.test_evaluation_worker import _big_suite
@@ -127,15 +127,6 @@ def _pool_of(worker: Worker) -> int:
     raise AssertionError("the worker's pool process was not found")
 
 
-def _until(what: str, check: Callable[[], Any], timeout: float = 300) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if found := check():
-            return found
-        time.sleep(0.3)
-    raise AssertionError(f"gave up waiting for {what}")
-
-
 @dataclass
 class Held:
     """A run asked for through its kind's API, held mid-way on a real scoring worker."""
@@ -179,10 +170,7 @@ def _held(name: str, workers: Any, tiny_gpt2: Path, settings: Any, tmp_path: Pat
 
 
 def _finished(held: Held) -> Any:
-    kind, pk = held.kind, held.run.pk
-    return _until(
-        "the run to finish", lambda: (r := kind.run_model.objects.get(pk=pk)).finished and r
-    )
+    return wait_finished(held.kind.run_model, held.run.pk, what="the run")
 
 
 def _expected(name: str, model_dir: Path) -> Any:

@@ -18,7 +18,6 @@ import sqlite3
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -35,7 +34,7 @@ from evaluations.scoring import worker
 from evaluations.syntaxgym import comparisons, exports, items, selectors, services
 from suites.syntaxgym import selectors as suite_selectors
 from suites.syntaxgym import services as suite_services
-from tests.celery_harness import database_url
+from tests.celery_harness import database_url, until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -111,15 +110,6 @@ def _rows(evaluation: Evaluation) -> int:
     return ItemResult.objects.filter(evaluation_id=evaluation.pk).count()
 
 
-def _until(condition: Any, what: str, timeout: float = 120) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"never: {what}")
-
-
 def _store_in_thread(evaluation: Evaluation, results: dict[str, Any]) -> tuple[Any, list[Any]]:
     answer: list[Any] = []
 
@@ -147,7 +137,7 @@ def _store_held_half_way(
     (held / "hold-store").touch()
     thread, answer = _store_in_thread(evaluation, results)
     try:
-        _until(lambda: _rows(evaluation) >= 10 or answer, "rows committed")
+        until("rows committed", lambda: _rows(evaluation) >= 10 or answer, timeout=120, every=0.05)
         yield thread, answer
     finally:
         (held / "hold-store").unlink()
@@ -252,9 +242,11 @@ def test_a_second_delivery_takes_the_store_over_and_the_first_writes_no_more(sco
         # The second delivery runs while the first waits, and is held in turn until the
         # file goes: it runs in a thread too.
         second, second_answer = _store_in_thread(evaluation, results)
-        _until(
-            lambda: Evaluation.objects.get(pk=evaluation.pk).store_claim not in ("", first_claim),
+        until(
             "the second delivery claimed the store",
+            lambda: Evaluation.objects.get(pk=evaluation.pk).store_claim not in ("", first_claim),
+            timeout=120,
+            every=0.05,
         )
     thread.join(120)
     second.join(120)
@@ -298,7 +290,12 @@ def test_a_store_killed_half_way_is_completed_once_by_the_next_delivery(
         [sys.executable, "-c", script, str(evaluation.pk), str(packed)], cwd=REPO, env=env
     )
     try:
-        _until(lambda: _rows(evaluation) >= 10 or process.poll() is not None, "rows committed", 180)
+        until(
+            "rows committed",
+            lambda: _rows(evaluation) >= 10 or process.poll() is not None,
+            timeout=180,
+            every=0.05,
+        )
         assert process.poll() is None
         os.kill(process.pid, signal.SIGKILL)
         process.wait(30)

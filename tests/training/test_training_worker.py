@@ -6,7 +6,6 @@ curves read their accuracies."""
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
 
@@ -15,20 +14,11 @@ from evaluations.training import selectors
 from evaluations.training.models import TrainingRun
 from suites.corpora.services import corpus_import
 from suites.syntaxgym.services import suite_import
+from tests.celery_harness import until, wait_finished
 from tests.conftest import EXAMPLES, token_client
 from tests.training.conftest import book_file
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
-
-
-def _wait(check, what: str, timeout: float = 300):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = check()
-        if found:
-            return found
-        time.sleep(0.5)
-    raise AssertionError(f"{what} not reached after {timeout} s")
 
 
 def test_training_with_two_checkpoints_on_real_workers(
@@ -51,9 +41,7 @@ def test_training_with_two_checkpoints_on_real_workers(
     response = client.post("/api/training-runs/", json.dumps(body), content_type="application/json")
     assert response.status_code == 201, response.content
     pk = response.json()["id"]
-    run = _wait(
-        lambda: (r := TrainingRun.objects.get(pk=pk)).finished and r, "the training run's end"
-    )
+    run = wait_finished(TrainingRun, pk, what="the training run")
     logs = training.log.read_text()[-3000:] + storing.log.read_text()[-3000:]
     assert run.status == "done", (run.error, logs)
     # The checkpoints and the loss curve were reported while it trained, not only at the end.
@@ -77,7 +65,7 @@ def test_training_with_two_checkpoints_on_real_workers(
         found = list(Evaluation.objects.filter(suite=suite))
         return found if len(found) == 3 and all(e.finished for e in found) else []
 
-    evaluations = _wait(suite_runs_finished, "the checkpoints' suite runs")
+    evaluations = until("the checkpoints' suite runs", suite_runs_finished)
     assert all(e.status == "done" for e in evaluations), [e.error for e in evaluations]
     curves = selectors.learning_curves(run)
     [row] = curves["suites"]
