@@ -6,7 +6,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-import time
 
 import pytest
 
@@ -18,20 +17,11 @@ from evaluations.syntaxgym.exports import CORRECTED_SUM_COLUMN
 from suites import formats
 from suites.syntaxgym import services as suite_services
 from tests.conftest import SHARED_DATA, token_client
+from tests.syntaxgym.test_evaluation_worker import _wait
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
 SUITE = SHARED_DATA / "syntaxgym-2020" / "nextflow" / "number_src.json"
-
-
-def _wait(pks: list[int], timeout: float = 240) -> list[Evaluation]:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        evaluations = list(Evaluation.objects.filter(pk__in=pks).order_by("pk"))
-        if all(e.finished for e in evaluations):
-            return evaluations
-        time.sleep(0.5)
-    raise AssertionError(f"evaluations {pks} not finished after {timeout}s")
 
 
 def test_a_corrected_run_is_its_own_run_named_everywhere(
