@@ -23,7 +23,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -59,6 +61,41 @@ def embedded_site(tmp: Path, name: str) -> dict[str, str]:
 
     call_command("migrate", verbosity=0)
     return env
+
+
+def agreement_suite(
+    name: str,
+    items: Iterable[tuple[str, str]],
+    *,
+    verbs: tuple[str, str] = ("is", "are"),
+    conditions: tuple[str, str] = ("match", "mismatch"),
+) -> dict[str, Any]:
+    """A subject-verb agreement suite in SyntaxGym's format: regions Subject, Verb and End,
+    an item for each (subject, end) of `items` (numbered from 1), each in the two
+    `conditions` with the two `verbs`; it predicts the second verb the more surprising."""
+    good, bad = conditions
+    return {
+        "meta": {"name": name, "metric": "sum"},
+        "region_meta": {"1": "Subject", "2": "Verb", "3": "End"},
+        "predictions": [{"type": "formula", "formula": f"(2;%{bad}%) > (2;%{good}%)"}],
+        "items": [
+            {
+                "item_number": n,
+                "conditions": [
+                    {
+                        "condition_name": condition,
+                        "regions": [
+                            {"region_number": 1, "content": subject},
+                            {"region_number": 2, "content": verb},
+                            {"region_number": 3, "content": end},
+                        ],
+                    }
+                    for condition, verb in zip(conditions, verbs, strict=True)
+                ],
+            }
+            for n, (subject, end) in enumerate(items, 1)
+        ],
+    }
 
 
 def throwaway_database(tmp: str | Path, *, replace: bool = False, debug: bool = True) -> None:

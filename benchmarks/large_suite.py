@@ -32,7 +32,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from benchmarks.end_to_end import embedded_site, start_worker  # noqa: E402
+from benchmarks.end_to_end import agreement_suite, embedded_site, start_worker  # noqa: E402
 
 NOUNS = ["dog", "cat", "author", "senator", "farmer", "pilot", "doctor", "baker"]
 PLACES = ["here", "there", "outside", "upstairs", "nearby", "inside", "away", "home"]
@@ -40,32 +40,10 @@ PLACES = ["here", "there", "outside", "upstairs", "nearby", "inside", "away", "h
 
 def make_suite(items: int) -> dict[str, Any]:
     """Agreement items, each sentence made distinct by its number."""
-
-    def condition(name: str, noun: str, verb: str, n: int) -> dict[str, Any]:
-        return {
-            "condition_name": name,
-            "regions": [
-                {"region_number": 1, "content": f"The {noun}"},
-                {"region_number": 2, "content": verb},
-                {"region_number": 3, "content": f"{PLACES[n % len(PLACES)]} {n}."},
-            ],
-        }
-
-    return {
-        "meta": {"name": f"agreement x{items}", "metric": "sum"},
-        "region_meta": {"1": "Subject", "2": "Verb", "3": "End"},
-        "predictions": [{"type": "formula", "formula": "(2;%mismatch%) > (2;%match%)"}],
-        "items": [
-            {
-                "item_number": n + 1,
-                "conditions": [
-                    condition("match", NOUNS[n % len(NOUNS)], "is", n),
-                    condition("mismatch", NOUNS[n % len(NOUNS)], "are", n),
-                ],
-            }
-            for n in range(items)
-        ],
-    }
+    return agreement_suite(
+        f"agreement x{items}",
+        [(f"The {NOUNS[n % len(NOUNS)]}", f"{PLACES[n % len(PLACES)]} {n}.") for n in range(items)],
+    )
 
 
 @dataclass

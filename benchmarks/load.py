@@ -35,6 +35,10 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from benchmarks.end_to_end import agreement_suite  # noqa: E402
+
 PY = sys.executable
 HOST = "127.0.0.1"
 
@@ -114,28 +118,9 @@ def start_server(env: dict[str, str], port: int, log: Path) -> subprocess.Popen[
 
 
 def small_suite(name: str) -> dict[str, Any]:
-    def item(n: int, noun: str) -> dict[str, Any]:
-        return {
-            "item_number": n,
-            "conditions": [
-                {
-                    "condition_name": cond,
-                    "regions": [
-                        {"region_number": 1, "content": f"The {noun}"},
-                        {"region_number": 2, "content": verb},
-                        {"region_number": 3, "content": "here."},
-                    ],
-                }
-                for cond, verb in (("match", "is"), ("mismatch", "are"))
-            ],
-        }
-
-    return {
-        "meta": {"name": name, "metric": "sum"},
-        "region_meta": {"1": "Subject", "2": "Verb", "3": "End"},
-        "predictions": [{"type": "formula", "formula": "(2;%mismatch%) > (2;%match%)"}],
-        "items": [item(n, noun) for n, noun in enumerate(["dog", "cat", "bird", "fox"], 1)],
-    }
+    return agreement_suite(
+        name, [(f"The {noun}", "here.") for noun in ("dog", "cat", "bird", "fox")]
+    )
 
 
 class Client(threading.Thread):
@@ -219,7 +204,6 @@ def main() -> int:
     var_dir = Path(tempfile.mkdtemp(prefix="gym-load-"))
     env = _environment(var_dir)
     server = None
-    sys.path.insert(0, str(REPO))
     from gym.embedded import RedisServer
 
     # The run command's broker: requests publish their runs to it (no worker takes them).

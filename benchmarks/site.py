@@ -33,7 +33,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.end_to_end import throwaway_database  # noqa: E402
+from benchmarks.end_to_end import agreement_suite, throwaway_database  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("GYM_SHARED_DATA", REPO.parent / "shared" / "data")) / "syntaxgym-2020"
@@ -72,28 +72,11 @@ def suite_sources(count: int) -> list[tuple[str, Any]]:
 
 
 def synthetic_suite(index: int, items: int = 24) -> dict[str, Any]:
-    return {
-        "meta": {"name": f"synthetic {index:03d}", "metric": "sum"},
-        "region_meta": {"1": "Subject", "2": "Verb", "3": "End"},
-        "predictions": [{"type": "formula", "formula": "(2;%bad%) > (2;%good%)"}],
-        "items": [
-            {
-                "item_number": i + 1,
-                "conditions": [
-                    {
-                        "condition_name": cond,
-                        "regions": [
-                            {"region_number": 1, "content": f"The dog {index} {i}"},
-                            {"region_number": 2, "content": verb},
-                            {"region_number": 3, "content": "here."},
-                        ],
-                    }
-                    for cond, verb in (("good", "is"), ("bad", "are"))
-                ],
-            }
-            for i in range(items)
-        ],
-    }
+    return agreement_suite(
+        f"synthetic {index:03d}",
+        [(f"The dog {index} {i}", "here.") for i in range(items)],
+        conditions=("good", "bad"),
+    )
 
 
 def add_suites(start: int, stop: int) -> list[Any]:

@@ -71,6 +71,7 @@ from typing import Any
 from urllib.parse import quote
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks.end_to_end import agreement_suite  # noqa: E402 - after the path
 from gym.embedded import redis_server_binary  # noqa: E402 - after the path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -109,30 +110,13 @@ NOUNS = ["dog", "cat", "bird", "fox", "key", "pilot", "senator", "student", "tab
 def suite_document(name: str, items: int, verb: str = "is") -> dict[str, Any]:
     """A small agreement suite; `verb` changes its content (a replace)."""
     plural = {"is": "are", "was": "were"}[verb]
-
-    def item(n: int) -> dict[str, Any]:
-        noun, other = NOUNS[n % len(NOUNS)], NOUNS[(n // len(NOUNS)) % len(NOUNS)]
-        return {
-            "item_number": n,
-            "conditions": [
-                {
-                    "condition_name": condition,
-                    "regions": [
-                        {"region_number": 1, "content": f"The {noun} near the {other}s"},
-                        {"region_number": 2, "content": form},
-                        {"region_number": 3, "content": "here today."},
-                    ],
-                }
-                for condition, form in (("match", verb), ("mismatch", plural))
-            ],
-        }
-
-    return {
-        "meta": {"name": name, "metric": "sum"},
-        "region_meta": {"1": "Subject", "2": "Verb", "3": "End"},
-        "predictions": [{"type": "formula", "formula": "(2;%mismatch%) > (2;%match%)"}],
-        "items": [item(n) for n in range(1, items + 1)],
-    }
+    subjects = (
+        f"The {NOUNS[n % len(NOUNS)]} near the {NOUNS[(n // len(NOUNS)) % len(NOUNS)]}s"
+        for n in range(1, items + 1)
+    )
+    return agreement_suite(
+        name, [(subject, "here today.") for subject in subjects], verbs=(verb, plural)
+    )
 
 
 def broken_suite(name: str) -> dict[str, Any]:
