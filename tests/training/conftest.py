@@ -9,6 +9,8 @@ from typing import Any
 import pytest
 import torch
 
+from suites.corpora.models import Corpus
+from suites.corpora.services import corpus_import
 from tests.conftest import SHARED_DATA
 
 # The training page's form filled in for a tiny causal run named "from-page" on the
@@ -27,6 +29,19 @@ def one_torch_thread() -> Iterator[None]:
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+@pytest.fixture
+def training_dirs(settings, tmp_path: Path) -> None:
+    """Corpora and trained models in this test's temporary folder."""
+    settings.GYM_CORPUS_DIR = tmp_path / "corpora"
+    settings.GYM_TRAINING_DIR = tmp_path / "trained"
+
+
+@pytest.fixture
+def book_corpus(training_dirs: None, tmp_path: Path) -> Corpus:
+    """The book (book_file) imported as the site's corpus "book"."""
+    return corpus_import(source=book_file(tmp_path), name="book", owner=None)
 
 
 def book_file(folder: Path) -> Path:

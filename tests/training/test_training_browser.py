@@ -13,21 +13,17 @@ from suites.corpora.services import corpus_import
 from suites.syntaxgym.services import suite_import
 from tests.browser import artifact
 from tests.conftest import EXAMPLES
-from tests.training.conftest import book_file
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
-def test_run_page_draws_loss_and_learning_curves(page, settings, tmp_path) -> None:
-    settings.GYM_CORPUS_DIR = tmp_path / "corpora"
-    settings.GYM_TRAINING_DIR = tmp_path / "trained"
-    corpus = corpus_import(source=book_file(tmp_path), name="book", owner=None)
+def test_run_page_draws_loss_and_learning_curves(book_corpus, page) -> None:
     suites = [
         suite_import(source=(EXAMPLES / f"{name}.json").read_text(), owner=None).suite
         for name in ("agreement_local", "npi_licensing")
     ]
     run = services.training_request(
-        corpus=corpus,
+        corpus=book_corpus,
         name="book-tiny",
         kind="causal",
         options={"preset": "tiny", "steps": 12, "checkpoints": 4, "micro_batch": 4},
@@ -57,11 +53,9 @@ def test_run_page_draws_loss_and_learning_curves(page, settings, tmp_path) -> No
     page.screenshot(path=artifact("training-run.png"), full_page=True)
 
 
-def test_request_page_trains_from_the_corpus_page(page, alice, settings, tmp_path) -> None:
+def test_request_page_trains_from_the_corpus_page(training_dirs, page, alice, tmp_path) -> None:
     from tests.browser import login
 
-    settings.GYM_CORPUS_DIR = tmp_path / "corpora"
-    settings.GYM_TRAINING_DIR = tmp_path / "trained"
     plain = tmp_path / "kids.txt"
     plain.write_text("look at the doggy\nwhere is the ball\n" * 50)
     corpus_import(source=plain, name="kids", owner=alice)

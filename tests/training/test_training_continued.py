@@ -139,10 +139,8 @@ def test_the_command_refuses_what_cannot_be_trained_further(corpus, base, tmp_pa
 
 @pytest.mark.django_db
 def test_a_run_trains_a_registered_model_further(
-    corpus, base, settings, tmp_path, alice, alice_client, _private_broker
+    training_dirs, corpus, base, alice, alice_client, _private_broker
 ) -> None:
-    settings.GYM_CORPUS_DIR = tmp_path / "corpora"
-    settings.GYM_TRAINING_DIR = tmp_path / "trained"
     corpus_import(source=corpus, name="book", owner=None)
     LanguageModel.objects.create(name="base", display_name="Base", source=str(base), kind="causal")
     LanguageModel.objects.create(name="kn3", display_name="KN3", source="/x.arpa", kind="ngram")

@@ -19,24 +19,20 @@ from evaluations.training.models import TrainingRun
 from evaluations.training.worker import causal_options
 from suites.corpora.services import corpus_import
 from tests.celery_harness import redelivery_env
-from tests.training.conftest import book_file
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
 
 def test_killed_training_worker_resumes_from_its_last_checkpoint(
-    redis_broker, workers, alice, pace, settings, tmp_path
+    book_corpus, redis_broker, workers, alice, pace, settings, tmp_path
 ) -> None:
-    settings.GYM_CORPUS_DIR = tmp_path / "corpora"
-    settings.GYM_TRAINING_DIR = tmp_path / "trained"
-    corpus = corpus_import(source=book_file(tmp_path), name="book", owner=None)
     # Redis re-delivers a killed worker's message after the visibility timeout.
     env = {**redelivery_env(settings, pace), "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
     workers("celery", **env)
     gpu = workers("gpu", **env)
     pace.hold()
     run = services.training_request(
-        corpus=corpus,
+        corpus=book_corpus,
         name="book-tiny",
         kind="causal",
         options={"preset": "tiny", "steps": 8, "checkpoints": 4, "micro_batch": 4},
@@ -100,10 +96,8 @@ def test_killed_training_worker_resumes_from_its_last_checkpoint(
 
 
 def test_cancel_stops_the_worker_at_its_next_step(
-    redis_broker, workers, alice, pace, settings, tmp_path
+    training_dirs, redis_broker, workers, alice, pace, tmp_path
 ) -> None:
-    settings.GYM_CORPUS_DIR = tmp_path / "corpora"
-    settings.GYM_TRAINING_DIR = tmp_path / "trained"
     plain = tmp_path / "kids.txt"
     plain.write_text("".join(f"look at the doggy number {n} .\n" for n in range(400)))
     corpus = corpus_import(source=plain, name="kids", owner=None)

@@ -22,9 +22,7 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def run(settings, tmp_path, alice):
-    settings.GYM_CORPUS_DIR = tmp_path / "corpora"
-    settings.GYM_TRAINING_DIR = tmp_path / "trained"
+def run(training_dirs, tmp_path, alice):
     text = tmp_path / "book.txt"
     text.write_text("the dog barks\nthe dogs bark\na cat sleeps\n")
     book = corpus_import(source=text, name="book", owner=None)

@@ -83,10 +83,14 @@ def test_retention_on_the_command_line(corpus, tmp_path) -> None:
 
 @pytest.mark.django_db
 def test_removed_checkpoints_keep_their_models_and_are_never_queued(
-    corpus, settings, tmp_path, alice, alice_client, anon_client, _private_broker, monkeypatch
+    training_dirs,
+    corpus,
+    alice,
+    alice_client,
+    anon_client,
+    _private_broker,
+    monkeypatch,
 ) -> None:
-    settings.GYM_CORPUS_DIR = tmp_path / "corpora"
-    settings.GYM_TRAINING_DIR = tmp_path / "trained"
     book = corpus_import(source=corpus, name="book", owner=None)
     suite = suite_import(source=(EXAMPLES / "agreement_local.json").read_text(), owner=None).suite
     for options, field, message in (
@@ -168,12 +172,10 @@ def test_removed_checkpoints_keep_their_models_and_are_never_queued(
 
 @pytest.mark.django_db
 def test_a_report_lost_on_the_way_registers_the_removed_checkpoint_once(
-    corpus, settings, tmp_path, alice, _private_broker
+    training_dirs, corpus, alice, _private_broker
 ) -> None:
     """The results alone (no checkpoint report arrived) register every checkpoint, the
     removed ones marked and left out of the evaluations."""
-    settings.GYM_CORPUS_DIR = tmp_path / "corpora"
-    settings.GYM_TRAINING_DIR = tmp_path / "trained"
     book = corpus_import(source=corpus, name="book", owner=None)
     suite = suite_import(source=(EXAMPLES / "agreement_local.json").read_text(), owner=None).suite
     run = services.training_request(

@@ -28,9 +28,7 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture(autouse=True)
-def folders(settings, tmp_path):
-    settings.GYM_CORPUS_DIR = tmp_path / "corpora"
-    settings.GYM_TRAINING_DIR = tmp_path / "trained"
+def folders(training_dirs):
     before = torch.get_num_threads()
     torch.set_num_threads(1)
     yield

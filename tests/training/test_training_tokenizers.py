@@ -101,10 +101,8 @@ def test_the_command_trains_with_each_tokenizer(corpus, tmp_path) -> None:
 
 @pytest.mark.django_db
 def test_runs_choose_their_tokenizer(
-    corpus, settings, tmp_path, alice_client, _private_broker
+    training_dirs, corpus, tmp_path, alice_client, _private_broker
 ) -> None:
-    settings.GYM_CORPUS_DIR = tmp_path / "corpora"
-    settings.GYM_TRAINING_DIR = tmp_path / "trained"
     corpus_import(source=corpus, name="book", owner=None)
     lender = tmp_path / "lender"
     train(corpus, lender, "--tokenizer", "unigram", "--vocab", "400")

@@ -89,10 +89,8 @@ def test_the_command_validates_on_the_file(files, tmp_path) -> None:
 
 @pytest.mark.django_db
 def test_a_run_validates_on_a_second_corpus(
-    files, settings, tmp_path, alice_client, _private_broker
+    training_dirs, files, alice_client, _private_broker
 ) -> None:
-    settings.GYM_CORPUS_DIR = tmp_path / "corpora"
-    settings.GYM_TRAINING_DIR = tmp_path / "trained"
     train, valid = files
     corpus_import(source=train, name="book", owner=None)
     other = corpus_import(source=valid, name="held", owner=None)

@@ -12,27 +12,22 @@ import pytest
 from evaluations.models import Evaluation, LanguageModel
 from evaluations.training import selectors
 from evaluations.training.models import TrainingRun
-from suites.corpora.services import corpus_import
 from suites.syntaxgym.services import suite_import
 from tests.celery_harness import until, wait_finished
 from tests.conftest import EXAMPLES, token_client
-from tests.training.conftest import book_file
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
 
 def test_training_with_two_checkpoints_on_real_workers(
-    redis_broker, workers, alice, settings, tmp_path
+    book_corpus, redis_broker, workers, alice
 ) -> None:
-    settings.GYM_CORPUS_DIR = tmp_path / "corpora"
-    settings.GYM_TRAINING_DIR = tmp_path / "trained"
-    corpus = corpus_import(source=book_file(tmp_path), name="book", owner=None)
     suite = suite_import(source=(EXAMPLES / "agreement_local.json").read_text(), owner=None).suite
     storing = workers("celery")
     training = workers("gpu", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
     client = token_client(alice)
     body = {
-        "corpus": corpus.name,
+        "corpus": book_corpus.name,
         "name": "book-tiny",
         "kind": "causal",
         "options": {"preset": "tiny", "steps": 4, "checkpoints": 2, "micro_batch": 4},
