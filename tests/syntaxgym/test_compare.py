@@ -42,6 +42,19 @@ def model(name: str, **fields: Any) -> LanguageModel:
     return LanguageModel.objects.create(name=name, source=f"hub/{name}", **fields)
 
 
+def accuracy_only(model: LanguageModel, suite: Suite, accuracy: float) -> Evaluation:
+    """A done evaluation known by its accuracy alone (no snapshot, no item rows), as the
+    scatter and the leaderboard read it."""
+    return evaluation_create(
+        model=model,
+        suite=suite,
+        content_hash=suite.content_hash,
+        snapshot={},
+        status=Evaluation.Status.DONE,
+        accuracy=accuracy,
+    )
+
+
 @pytest.fixture
 def suite() -> Suite:
     return suite_services.suite_import(source=suite_data(), owner=None).suite
@@ -285,15 +298,7 @@ def accuracies() -> dict[str, LanguageModel]:
     }
     for key, scores in table.items():
         for suite_name, accuracy in scores.items():
-            suite = suites[suite_name]
-            evaluation_create(
-                model=made[key],
-                suite=suite,
-                content_hash=suite.content_hash,
-                snapshot={},
-                status=Evaluation.Status.DONE,
-                accuracy=accuracy,
-            )
+            accuracy_only(made[key], suites[suite_name], accuracy)
     return made
 
 
@@ -337,14 +342,7 @@ def test_scatter_reads_two_queries_whatever_the_size(accuracies, django_assert_n
     for n in range(5):
         extra = model(f"model-extra{n}", display_name=f"Extra {n}")
         for suite in Suite.objects.all():
-            evaluation_create(
-                model=extra,
-                suite=suite,
-                content_hash=suite.content_hash,
-                snapshot={},
-                status=Evaluation.Status.DONE,
-                accuracy=0.5,
-            )
+            accuracy_only(extra, suite, 0.5)
     with django_assert_num_queries(2):
         large = comparisons.model_scatter(accuracies["x"], "model-extra3", include_hidden=False)
     assert len(small.choices) == 2 and len(large.choices) == 7

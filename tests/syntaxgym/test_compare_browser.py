@@ -12,11 +12,10 @@ from urllib.parse import quote, unquote
 import pytest
 
 from evaluations.models import Evaluation, LanguageModel
-from evaluations.syntaxgym.services import evaluation_create
 from suites.models import Suite
 from suites.syntaxgym import services as suite_services
 from tests.browser import artifact
-from tests.syntaxgym.test_compare import TOKENS_B, TOKENS_C
+from tests.syntaxgym.test_compare import TOKENS_B, TOKENS_C, accuracy_only
 from tests.syntaxgym.test_results_pages import TOKENS, store_done, suite_data
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -101,14 +100,7 @@ def _scatter_data() -> None:
         if n:  # a second other model, on two of the three suites
             pairs.append((_model_once("model-w"), 1.0 - theirs))
         for model, accuracy in pairs:
-            evaluation_create(
-                model=model,
-                suite=suite,
-                content_hash=suite.content_hash,
-                snapshot={},
-                status=Evaluation.Status.DONE,
-                accuracy=accuracy,
-            )
+            accuracy_only(model, suite, accuracy)
 
 
 def _model_once(name: str) -> LanguageModel:
@@ -179,14 +171,7 @@ def test_leaderboard_long_names_and_like_for_like(page) -> None:
     a = _model("model-a", LONG_MODEL)
     b = _model("model-b", "Model B")
     for model, suite, accuracy in ((a, long_suite, 0.5), (a, short, 1.0), (b, short, 0.25)):
-        evaluation_create(
-            model=model,
-            suite=suite,
-            content_hash=suite.content_hash,
-            snapshot={},
-            status=Evaluation.Status.DONE,
-            accuracy=accuracy,
-        )
+        accuracy_only(model, suite, accuracy)
     page.goto("/leaderboard/")
     assert "over 1 of 2 suites" in page.locator(".lb-compared").inner_text()
     legend = page.locator(".lb-names li a").all_inner_texts()
