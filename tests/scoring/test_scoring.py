@@ -490,13 +490,19 @@ def test_load_model_is_cached_and_detects_kind(tiny_gpt2: Path, tiny_bert: Path)
     assert gpt["prefix_sharing"] is True and gpt["n_params"] > 0
 
 
+def _check_cache_at(monkeypatch: pytest.MonkeyPatch, folder: Path) -> None:
+    """The load-time checks' answers kept in `folder` from now on, and no model kept
+    loaded: the next load starts afresh."""
+    monkeypatch.setenv("GYM_SCORING_CACHE", str(folder))
+    clear_model_cache()
+
+
 def test_load_time_checks_are_cached_per_model(
     tiny_gpt2: Path,  # noqa: F811
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setenv("GYM_SCORING_CACHE", str(tmp_path / "checks"))
-    clear_model_cache()
+    _check_cache_at(monkeypatch, tmp_path / "checks")
     first = neural_model(str(tiny_gpt2))
     assert "tree_check" in first.timings and "checks_cached" not in first.timings
     assert len(list((tmp_path / "checks").glob("*.json"))) == 1
@@ -544,8 +550,7 @@ def test_load_time_checks_run_on_one_block_and_leave_the_model_whole(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setenv("GYM_SCORING_CACHE", str(tmp_path / "checks"))
-    clear_model_cache()
+    _check_cache_at(monkeypatch, tmp_path / "checks")
     seen: list[int] = []
     real_check = causal_module.check_tree_attention
 
@@ -577,8 +582,7 @@ def test_load_time_checks_run_on_one_block_and_leave_the_model_whole(
     assert_close(values(score_sentences(lm, SENTENCES)), before)
 
     # A check that fails on one block is run again on the whole model before it counts.
-    clear_model_cache()
-    monkeypatch.setenv("GYM_SCORING_CACHE", str(tmp_path / "checks-2"))
+    _check_cache_at(monkeypatch, tmp_path / "checks-2")
     seen.clear()
 
     def fails_on_one_block(lm: Any) -> tuple[bool, str | None]:
@@ -601,12 +605,10 @@ def test_an_unusable_check_cache_only_means_checking_again(
 ) -> None:
     blocked = tmp_path / "file"
     blocked.write_text("not a folder")
-    monkeypatch.setenv("GYM_SCORING_CACHE", str(blocked))
-    clear_model_cache()
+    _check_cache_at(monkeypatch, blocked)
     lm = neural_model(str(tiny_gpt2))
     assert lm.tree_attention and "tree_check" in lm.timings
-    monkeypatch.setenv("GYM_SCORING_CACHE", str(tmp_path / "checks"))
-    clear_model_cache()
+    _check_cache_at(monkeypatch, tmp_path / "checks")
     load_model(str(tiny_gpt2))
     for entry in (tmp_path / "checks").glob("*.json"):
         entry.write_text("{not json")
