@@ -166,6 +166,7 @@ _ERROR_CODES = {
     "results already there); nothing was changed.",
     "413": "The body is larger than the upload limit.",
     "429": "Too many requests; `Retry-After` says when to try again.",
-    "503": "The task queue is unreachable; nothing was lost, ask again in a moment.",
+    "503": "The database is unreachable, or (an operation that queues work) the task queue "
+    "is; nothing was lost, ask again in a moment (`Retry-After`).",
 }
 _WRITES = {"POST", "PUT", "PATCH", "DELETE"}

@@ -40,8 +40,11 @@ class ErrorAwareAutoSchema(AutoSchema):
         codes += ["401"]
         if self.method in _WRITES:
             codes += ["403", "413"]
-        # Only some operations can conflict or need the task queue: those that say so.
-        codes += [c for c in ("409", "503") if c in responses]
+        # Only some operations can conflict: those that say so.
+        codes += [c for c in ("409",) if c in responses]
+        # 503 everywhere: any request can find the database down (gym.middleware's
+        # DatabaseUnavailableMiddleware), and those that queue work the task queue too.
+        codes += ["503"]
         for code in codes:
             responses[code] = self._get_response_for_code(
                 ErrorSerializer, code, direction=direction

@@ -7,7 +7,8 @@ does not document, turns the suite red.
 
 Hard-to-reach statuses are reached for real: 413 with the upload limits lowered, 429
 with the throttle rates (or the failed log-in limit) lowered to nothing, 503 with the
-broker pointed at a closed port, 403 by another user (or, on an operation with no owner,
+broker pointed at a closed port (requests that queue work) or with every query of the
+request failing as on a lost database connection (every operation), 403 by another user (or, on an operation with no owner,
 a signed-in session without its CSRF token)."""
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import Any
 
 import pytest
 from django.core.management.color import no_style
-from django.db import connection, transaction
+from django.db import OperationalError, connection, transaction
 from django.test import override_settings
 from schemathesis.checks import not_a_server_error
 from schemathesis.core.result import Ok
@@ -59,6 +60,7 @@ class Ask:
     media_type: str | None = None
     settings: dict[str, Any] = field(default_factory=dict)
     broker_down: bool = False
+    database_down: bool = False
     prepare: Callable[[World], None] | None = None
     twice: bool = False  # sent once before: the answer to asking again
 
@@ -124,6 +126,11 @@ def too_large(w: World) -> Ask:
     )
 
 
+def database_down(w: World) -> Ask:
+    # Every query fails as with a database gone (the token's look-up first).
+    return Ask(database_down=True)
+
+
 def throttled(w: World) -> Ask:
     rates = {"anon": "0/minute", "user": "0/minute", "anon_validate": "0/minute"}
     return Ask(settings={"GYM_THROTTLE_RATES": rates})
@@ -151,6 +158,7 @@ READ = {
     "400": nul_in_query,
     "401": bad_token,
     "429": throttled_anonymous,
+    "503": database_down,
 }
 LIST = {**READ, "404": past_the_last_page}
 ONE_BY_NAME = {**READ, "404": unknown_name}
@@ -161,7 +169,13 @@ MINE = {"401": lambda w: Ask(who="anonymous", query={"mine": "true"})}
 
 # -- the writes ------------------------------------------------------------------------
 
-WRITE = {"400": nul_in_query, "401": anonymous, "413": too_large, "429": throttled}
+WRITE = {
+    "400": nul_in_query,
+    "401": anonymous,
+    "413": too_large,
+    "429": throttled,
+    "503": database_down,
+}
 CREATE = {**WRITE, "403": session_without_csrf}
 
 
@@ -406,6 +420,11 @@ TABLE: dict[str, dict[str, Reach]] = {
             settings={"GYM_LOGIN_MAX_FAILURES": 1},
             twice=True,
         ),
+        "503": json_body(
+            {"username": "alice", "password": "alice-pass-1234"},
+            who="anonymous",
+            database_down=True,
+        ),
     },
 }
 
@@ -444,6 +463,10 @@ def _fill(path: str, w: World) -> dict[str, str]:
     return {"id": w.id, "item_number": "1", "name": name, "table": PAIR_TABLES[0]}
 
 
+def _database_gone(*_args: Any) -> None:
+    raise OperationalError("server closed the connection unexpectedly")
+
+
 def _reach(operation: str, code: str, seeded: dict[str, str], alice: Any, bob: Any) -> str:
     """Send the table's request for (operation, code); what is wrong with the answer
     ("" when it is the status asked for and matches the schema)."""
@@ -460,11 +483,13 @@ def _reach(operation: str, code: str, seeded: dict[str, str], alice: Any, bob: A
         media_type=ask.media_type,
         **({"body": ask.body} if ask.body is not None else {}),
     )
+    headers, cookies = _credentials(ask.who, alice, bob)
     with ExitStack() as stack:
         stack.enter_context(override_settings(**ask.settings))
         if ask.broker_down:
             stack.enter_context(broker(NOWHERE))
-        headers, cookies = _credentials(ask.who, alice, bob)
+        if ask.database_down:
+            stack.enter_context(connection.execute_wrapper(_database_gone))
         if ask.twice:
             case.call(headers=headers, cookies=cookies)
         response = case.call(headers=headers, cookies=cookies)
