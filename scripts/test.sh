@@ -20,4 +20,14 @@ fi
 # Types of gym/, suites/, evaluations/ and tests/ (pyproject.toml); the cache in .mypy_cache
 # brings a warm run from minutes down to seconds.
 .venv/bin/mypy
+# The tests run in GYM_TEST_PROCESSES processes (pytest-xdist; 1: in this process alone).
+# Each process has its own test database (pytest-django adds _gw0, _gw1, ...) and its own
+# Redis database after GYM_TEST_REDIS_URL's (tests/celery_harness.py). Many tests wait on
+# real workers rather than compute, so one process more than the cores keeps them busy.
+processes=${GYM_TEST_PROCESSES:-3}
+if [ "$processes" -gt 1 ]; then
+  # --dist load hands out tests a few at a time as processes finish, the slow ones first
+  # (tests/conftest.py orders them).
+  exec .venv/bin/python -m pytest -n "$processes" --dist load --maxschedchunk 4 "$@"
+fi
 exec .venv/bin/python -m pytest "$@"

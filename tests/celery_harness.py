@@ -21,7 +21,29 @@ from gym.celery import app as celery_app
 
 REPO = Path(__file__).resolve().parents[1]
 
-REDIS_URL = os.environ.get("GYM_TEST_REDIS_URL", "redis://127.0.0.1:6379/11")
+
+def _redis_url_of_this_process() -> str:
+    """GYM_TEST_REDIS_URL names the Redis database of the tests' real brokers. Run in
+    several processes (pytest-xdist), process gwN takes the N-th database after it, so
+    that no two processes' workers share a queue or a flush: with the default 11, gw0
+    uses 11, gw1 12, and so on."""
+    url = os.environ.get("GYM_TEST_REDIS_URL", "redis://127.0.0.1:6379/11")
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    if not worker.startswith("gw"):
+        return url
+    base, _, db = url.rpartition("/")
+    if not db.isdigit():
+        base, db = url.rstrip("/"), "0"
+    number = int(db) + int(worker.removeprefix("gw"))
+    if number > 15:
+        raise RuntimeError(
+            f"test process {worker} would use Redis database {number} after {url}: Redis "
+            "has 16 (0-15); give GYM_TEST_REDIS_URL a lower database or run fewer processes"
+        )
+    return f"{base}/{number}"
+
+
+REDIS_URL = _redis_url_of_this_process()
 
 
 def redis_or_skip() -> str:

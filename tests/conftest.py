@@ -239,6 +239,22 @@ def small_suite(name: str = "tiny agreement", **meta: Any) -> dict[str, Any]:
     }
 
 
+# Tests that take longest go first: run in several processes (scripts/test.sh), they
+# start at once and the short ones fill the other processes around them, instead of a
+# fault test of minutes starting last and keeping one process busy alone at the end.
+_FIRST_MARKS = ("slow", "integration", "browser")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    def rank(item: pytest.Item) -> int:
+        for place, mark in enumerate(_FIRST_MARKS):
+            if item.get_closest_marker(mark) is not None:
+                return place
+        return len(_FIRST_MARKS)
+
+    items.sort(key=rank)
+
+
 @pytest.fixture(autouse=True, scope="session")
 def _private_broker():
     """Tests that queue work without a worker publish into kombu's in-memory broker,

@@ -30,6 +30,7 @@ print(json.dumps({"before": before, **{n: n in sys.modules for n in names}}))
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("queues", "imported"), [("gpu", True), ("celery,gpu", True), ("celery", False)]
 )

@@ -23,7 +23,7 @@ from evaluations.training import causal
 from evaluations.training.data import corpus_file
 from tests.conftest import SHARED_DATA
 
-pytestmark = pytest.mark.usefixtures("one_torch_thread")
+pytestmark = [pytest.mark.usefixtures("one_torch_thread"), pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[2]
 
