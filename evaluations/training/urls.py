@@ -2,30 +2,32 @@ from __future__ import annotations
 
 from django.urls import path
 
+from evaluations.runs.urls import run_api_urls, run_page_urls
 from evaluations.training import api, views
 
 # Included in evaluations.urls (pages, namespace "evaluations") and the API.
 urlpatterns = [
-    path("training/", views.training_runs, name="training_runs"),
-    path("training/new/", views.training_request, name="training_request"),
-    path("training/<int:pk>/", views.training_run, name="training_run"),
-    path("training/<int:pk>/retry/", views.training_retry, name="training_retry"),
-    path("training/<int:pk>/cancel/", views.training_cancel, name="training_cancel"),
+    *run_page_urls(
+        "training/",
+        "training_",
+        list_view=views.training_runs,
+        request_view=views.training_request,
+        detail_view=views.training_run,
+        retry_view=views.training_retry,
+        cancel_view=views.training_cancel,
+        list_name="runs",
+        detail_name="run",
+    ),
     path("training/<int:pk>/curves.csv", views.training_curves_csv, name="training_curves_csv"),
     path("training/<int:pk>/curves.json", views.training_curves_json, name="training_curves_json"),
 ]
 
-api_urlpatterns = [
-    path("training-runs/", api.TrainingRunListCreate.as_view(), name="api-training-runs"),
-    path("training-runs/<int:pk>/", api.TrainingRunDetail.as_view(), name="api-training-run"),
-    path(
-        "training-runs/<int:pk>/cancel/",
-        api.TrainingRunCancel.as_view(),
-        name="api-training-run-cancel",
-    ),
-    path(
-        "training-runs/<int:pk>/retry/",
-        api.TrainingRunRetry.as_view(),
-        name="api-training-run-retry",
-    ),
-]
+api_urlpatterns = run_api_urls(
+    "training-runs/",
+    one="training-run",
+    many="training-runs",
+    list_create=api.TrainingRunListCreate,
+    detail=api.TrainingRunDetail,
+    retry=api.TrainingRunRetry,
+    cancel=api.TrainingRunCancel,
+)
