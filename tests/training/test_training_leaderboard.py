@@ -40,6 +40,20 @@ def run(training_dirs, tmp_path, alice):
     return made
 
 
+def assert_checkpoints_as_rows(html: str, run) -> None:
+    """The board (or its section) says whose checkpoints its rows are and lists them by
+    tokens seen, fewest first."""
+    assert (
+        f'The checkpoints of <a href="/training/{run.pk}/">training run {run.pk}</a> '
+        "(Book GPT) as rows, ordered by tokens seen"
+    ) in html
+    assert (
+        html.index("Book GPT@512</a>")
+        < html.index("Book GPT@1024</a>")
+        < html.index("Book GPT@4096</a>")
+    )
+
+
 def test_a_training_run_s_checkpoints_as_rows(run, anon_client) -> None:
     suite = suite_import(source=(EXAMPLES / "agreement_local.json").read_text(), owner=None).suite
     other = LanguageModel.objects.create(name="gpt2", display_name="GPT-2", source="gpt2")
@@ -79,15 +93,7 @@ def test_a_training_run_s_checkpoints_as_rows(run, anon_client) -> None:
         ["book-gpt-4096", "Book GPT@4096", "4096"],
     ]
     html = anon_client.get(f"/leaderboard/?training={run.pk}").content.decode()
-    assert (
-        f'The checkpoints of <a href="/training/{run.pk}/">training run {run.pk}</a> '
-        "(Book GPT) as rows, ordered by tokens seen"
-    ) in html
-    assert (
-        html.index("Book GPT@512</a>")
-        < html.index("Book GPT@1024</a>")
-        < html.index("Book GPT@4096</a>")
-    )
+    assert_checkpoints_as_rows(html, run)
     assert 'data-tokens="512">512 tokens</span> <span class="badge"' in html  # weights removed
     assert f'<input type="hidden" name="training" value="{run.pk}">' in html
     assert f'href="/leaderboard.csv?training={run.pk}"' in html
@@ -178,15 +184,7 @@ def test_the_minimal_pair_board_of_one_run(run, anon_client) -> None:
 
     html = anon_client.get(f"/leaderboard/?training={run.pk}").content.decode()
     section = html[html.index('id="minimal-pairs"') : html.index('id="probing"')]
-    assert (
-        f'The checkpoints of <a href="/training/{run.pk}/">training run {run.pk}</a> '
-        "(Book GPT) as rows, ordered by tokens seen"
-    ) in section
-    assert (
-        section.index("Book GPT@512</a>")
-        < section.index("Book GPT@1024</a>")
-        < section.index("Book GPT@4096</a>")
-    )
+    assert_checkpoints_as_rows(section, run)
     assert "GPT-2</a>" not in section
     assert 'data-tokens="512">512 tokens</span> <span class="badge"' in section  # weights removed
     assert f'href="/leaderboard/minimal-pairs.csv?training={run.pk}"' in section
@@ -230,15 +228,7 @@ def test_the_probing_board_of_one_run(run, alice, anon_client) -> None:
 
     html = anon_client.get(f"/leaderboard/?training={run.pk}").content.decode()
     section = html[html.index('id="probing"') :]
-    assert (
-        f'The checkpoints of <a href="/training/{run.pk}/">training run {run.pk}</a> '
-        "(Book GPT) as rows, ordered by tokens seen"
-    ) in section
-    assert (
-        section.index("Book GPT@512</a>")
-        < section.index("Book GPT@1024</a>")
-        < section.index("Book GPT@4096</a>")
-    )
+    assert_checkpoints_as_rows(section, run)
     assert "GPT-2</a>" not in section
     assert 'data-tokens="1024">1024 tokens</span>' in section
     assert f'<input type="hidden" name="training" value="{run.pk}">' in section
