@@ -8,6 +8,10 @@ import pytest
 from evaluations.models import LanguageModel
 from suites.minimal_pairs import sets as pair_sets
 from suites.models import MinimalPairSet
+from tests.conftest import EXAMPLES
+
+# The project's example set, the data of the tests that compare a run with the commands.
+EXAMPLE = EXAMPLES / "minimal_pairs" / "agreement_minimal_pairs.tsv"
 
 # Two pairs, one with a region of interest.
 DATA = (
@@ -27,3 +31,11 @@ def pair_set(alice) -> MinimalPairSet:
 @pytest.fixture
 def model() -> LanguageModel:
     return LanguageModel.objects.create(name="tiny", display_name="Tiny", source="tiny/model")
+
+
+@pytest.fixture
+def example_pairs() -> MinimalPairSet:
+    """The example set (EXAMPLE) imported as the site's set "agreement"."""
+    return pair_sets.minimal_pair_set_import(
+        data=EXAMPLE.read_bytes(), name="agreement", owner=None
+    ).pair_set

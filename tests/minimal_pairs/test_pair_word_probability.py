@@ -22,15 +22,13 @@ from evaluations.minimal_pairs import selectors as pair_selectors
 from evaluations.minimal_pairs import services as pair_services
 from evaluations.minimal_pairs.tokens import parse_predictions_tsv
 from evaluations.models import PairEvaluation
-from suites.minimal_pairs import sets as pair_sets
-from tests.conftest import EXAMPLES, signed_in_client, token_client
+from tests.conftest import signed_in_client, token_client
+from tests.minimal_pairs.conftest import EXAMPLE
 from tests.minimal_pairs.test_pair_evaluations import worker_results
 from tests.minimal_pairs.test_pair_worker import _wait
 from tests.tiny_models import tiny_gpt2  # noqa: F401
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-EXAMPLE = EXAMPLES / "minimal_pairs" / "agreement_minimal_pairs.tsv"
 
 
 def _post(client, body: object):
@@ -91,11 +89,9 @@ def test_a_corrected_run_on_a_real_worker_equals_the_command_line(
     workers,
     tiny_gpt2,  # noqa: F811
     alice,
+    example_pairs,
     tmp_path,
 ) -> None:
-    pair_set = pair_sets.minimal_pair_set_import(
-        data=EXAMPLE.read_bytes(), name="agreement", owner=None
-    ).pair_set
     model_registry.model_register(source=str(tiny_gpt2), name="tiny")
     workers(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
     client = token_client(alice)
@@ -158,10 +154,10 @@ def test_a_corrected_run_on_a_real_worker_equals_the_command_line(
     # ordinary run only.
     board = pair_selectors.pair_leaderboard()
     assert [cell[1] for row in board.rows for cell in row.cells.values()] == [plain.pk]
-    assert [s.evaluation_id for s in pair_selectors.pair_set_results(pair_set)] == [plain.pk]
-    assert [pk for _m, pk in pair_comparisons.current_results(pair_set, include_hidden=True)] == [
-        plain.pk
-    ]
+    assert [s.evaluation_id for s in pair_selectors.pair_set_results(example_pairs)] == [plain.pk]
+    assert [
+        pk for _m, pk in pair_comparisons.current_results(example_pairs, include_hidden=True)
+    ] == [plain.pk]
 
     # The result page says so, and does not offer to compare it; the ordinary run's page
     # is as before.

@@ -18,12 +18,11 @@ from evaluations.minimal_pairs.tokens import parse_predictions_tsv
 from evaluations.models import PairEvaluation, PairSentenceTokens
 from suites.minimal_pairs import sets as pair_sets
 from tests.celery_harness import wait_finished
-from tests.conftest import EXAMPLES, token_client
+from tests.conftest import token_client
+from tests.minimal_pairs.conftest import EXAMPLE
 from tests.tiny_models import tiny_bert, tiny_gpt2  # noqa: F401
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
-
-EXAMPLE = EXAMPLES / "minimal_pairs" / "agreement_minimal_pairs.tsv"
 
 
 def _wait(pk: int) -> PairEvaluation:
@@ -54,11 +53,9 @@ def test_runs_on_a_real_worker_equal_the_command_line(
     tiny_gpt2,  # noqa: F811
     tiny_bert,  # noqa: F811
     alice,
+    example_pairs,
     tmp_path,
 ) -> None:
-    pair_set = pair_sets.minimal_pair_set_import(
-        data=EXAMPLE.read_bytes(), name="agreement", owner=None
-    ).pair_set
     second = pair_sets.minimal_pair_set_import(
         data=EXAMPLE.read_text().replace("cabinet", "drawer"), name="drawers", owner=None
     ).pair_set
@@ -82,7 +79,7 @@ def test_runs_on_a_real_worker_equal_the_command_line(
     for row, source in zip(runs[:2], (tiny_gpt2, tiny_bert), strict=True):
         run = _wait(row["id"])
         assert run.status == "done", run.error
-        assert run.progress_done == run.progress_total == pair_set.sentence_count
+        assert run.progress_done == run.progress_total == example_pairs.sentence_count
         cli_pred, cli_results = _cli_tables(source, tmp_path)
         site = client.get(f"/api/pairs/evaluations/{run.pk}/tokens/?format=tsv")
         ours, theirs = parse_predictions_tsv(site.content), parse_predictions_tsv(cli_pred)
@@ -116,5 +113,5 @@ def test_runs_on_a_real_worker_equal_the_command_line(
     assert [r["id"] for r in again.json()] == [r["id"] for r in response.json()]
     assert PairEvaluation.objects.count() == 4
     assert PairSentenceTokens.objects.count() == 2 * (
-        pair_set.sentence_count + second.sentence_count
+        example_pairs.sentence_count + second.sentence_count
     )
