@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import io
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
+from django.core.management import call_command
 
 from suites.corpora.models import Corpus
 from suites.corpora.services import corpus_import
@@ -54,3 +56,14 @@ def book_file(folder: Path) -> Path:
     path = folder / "book.txt"
     path.write_text("".join(r.split("\t")[2] for r in source.read_text().splitlines(True)))
     return path
+
+
+def train_causal(corpus: Path, out: Path, *options: str) -> str:
+    """`train --kind causal` on `corpus` into `out` with `options` (later ones win): what
+    it printed."""
+    stdout = io.StringIO()
+    call_command(
+        "train", "--corpus", str(corpus), "--kind", "causal", "--out", str(out), *options,
+        stdout=stdout,
+    )  # fmt: skip
+    return stdout.getvalue()

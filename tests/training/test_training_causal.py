@@ -16,6 +16,7 @@ from safetensors.torch import load_file
 
 from evaluations.training import causal
 from tests.conftest import EXAMPLES, SHARED_DATA
+from tests.training.conftest import train_causal
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -34,13 +35,8 @@ def corpus(tmp_path_factory) -> Path:
 
 
 def train(corpus: Path, out: Path, *extra: str) -> str:
-    stdout = io.StringIO()
-    call_command(
-        "train", "--corpus", str(corpus), "--kind", "causal", "--preset", "tiny",
-        "--steps", "8", "--micro-batch", "4", "--checkpoints", "4", "--out", str(out),
-        *extra, stdout=stdout,
-    )  # fmt: skip
-    return stdout.getvalue()
+    options = ("--preset", "tiny", "--steps", "8", "--micro-batch", "4", "--checkpoints", "4")
+    return train_causal(corpus, out, *options, *extra)
 
 
 def info(out: Path) -> dict:

@@ -4,14 +4,13 @@ masked and imported models refused with a reason, on the command line and the si
 
 from __future__ import annotations
 
-import io
 import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
-from django.core.management import CommandError, call_command
+from django.core.management import CommandError
 from django.utils import timezone
 from safetensors.torch import load_file
 
@@ -20,7 +19,7 @@ from evaluations.training import causal, services
 from evaluations.training.models import TrainingRun
 from evaluations.training.worker import run_training
 from suites.corpora.services import corpus_import
-from tests.training.conftest import PAGE_FORM, book_file
+from tests.training.conftest import PAGE_FORM, book_file, train_causal
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -31,12 +30,9 @@ def corpus(tmp_path_factory) -> Path:
 
 
 def train(corpus: Path, out: Path, *extra: str) -> str:
-    stdout = io.StringIO()
-    call_command(
-        "train", "--corpus", str(corpus), "--kind", "causal", "--steps", "2",
-        "--micro-batch", "4", "--checkpoints", "2", "--out", str(out), *extra, stdout=stdout,
-    )  # fmt: skip
-    return stdout.getvalue()
+    return train_causal(
+        corpus, out, "--steps", "2", "--micro-batch", "4", "--checkpoints", "2", *extra
+    )
 
 
 @pytest.fixture(scope="module")

@@ -5,7 +5,6 @@ one), and a failing process is a clear error in the process that started them.""
 
 from __future__ import annotations
 
-import io
 import json
 import shutil
 import subprocess
@@ -16,12 +15,13 @@ from typing import Any, cast
 
 import pytest
 import torch
-from django.core.management import CommandError, call_command
+from django.core.management import CommandError
 from safetensors.torch import load_file
 
 from evaluations.training import causal
 from evaluations.training.data import corpus_file
 from tests.conftest import SHARED_DATA
+from tests.training.conftest import train_causal
 
 pytestmark = [pytest.mark.usefixtures("one_torch_thread"), pytest.mark.slow]
 
@@ -43,12 +43,7 @@ def corpus(tmp_path_factory) -> Path:
 
 
 def train(corpus: Path, out: Path, *extra: str) -> str:
-    stdout = io.StringIO()
-    call_command(
-        "train", "--corpus", str(corpus), "--kind", "causal", "--preset", "tiny", *STEPS,
-        "--out", str(out), *extra, stdout=stdout,
-    )  # fmt: skip
-    return stdout.getvalue()
+    return train_causal(corpus, out, "--preset", "tiny", *STEPS, *extra)
 
 
 def info(out: Path) -> dict:

@@ -16,7 +16,7 @@ from evaluations.training import causal, services
 from evaluations.training.models import TrainingRun
 from suites.corpora.services import corpus_import
 from tests.conftest import EXAMPLES, SHARED_DATA
-from tests.training.conftest import PAGE_FORM
+from tests.training.conftest import PAGE_FORM, train_causal
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -37,12 +37,9 @@ def corpus(lines, tmp_path_factory) -> Path:
 
 
 def train(corpus: Path, out: Path, *extra: str) -> str:
-    stdout = io.StringIO()
-    call_command(
-        "train", "--corpus", str(corpus), "--kind", "causal", "--steps", "2",
-        "--micro-batch", "4", "--checkpoints", "1", "--out", str(out), *extra, stdout=stdout,
-    )  # fmt: skip
-    return stdout.getvalue()
+    return train_causal(
+        corpus, out, "--steps", "2", "--micro-batch", "4", "--checkpoints", "1", *extra
+    )
 
 
 def model_type(folder: Path) -> str:
