@@ -4,9 +4,10 @@ in shared/."""
 
 from __future__ import annotations
 
+import math
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -16,6 +17,8 @@ from django.urls import URLPattern, URLResolver, get_resolver
 
 if TYPE_CHECKING:
     # Not at import: the scoring engine imports torch, which most tests never need.
+    from torch import Tensor
+
     from evaluations.models import Evaluation, LanguageModel
     from evaluations.scoring import LoadedModel
     from evaluations.scoring.ngram import NgramModel
@@ -67,6 +70,30 @@ def ngram_model(source: str, **options: Any) -> NgramModel:
     model = load_model(source, **options)
     assert isinstance(model, NgramModel), source
     return model
+
+
+def word_l2r_by_hand(
+    forward: Callable[[Tensor], Any],
+    ids: list[int],
+    words: Sequence[int | None],
+    mask_id: int | None,
+) -> list[float]:
+    """Word-aware left-to-right PLL surprisals (bits) of a masked model's `ids` between its
+    first and last special token, one forward pass a token: the token and the later tokens
+    of its own word (`words`: a word index a token) masked."""
+    import torch
+
+    assert mask_id is not None
+    surprisals = []
+    for position in range(1, len(ids) - 1):
+        copy = list(ids)
+        for other in range(position, len(ids) - 1):
+            if other == position or words[other] == words[position]:
+                copy[other] = mask_id
+        with torch.inference_mode():
+            logits = forward(torch.tensor([copy])).logits[0, position].double()
+        surprisals.append(-float(logits.log_softmax(-1)[ids[position]]) / math.log(2.0))
+    return surprisals
 
 
 def shared_files(*parts: str) -> list[Path]:

@@ -4,21 +4,17 @@ conditioned on BOS, model-independent words, masked LMs by PLL-word-l2r over the
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 import pytest
-import torch
 
 from evaluations.minimal_pairs.analysis import AnalysisOptions, analyze_minimal_pairs
 from evaluations.minimal_pairs.evaluate import evaluate_minimal_pairs
 from evaluations.minimal_pairs.tokens import parse_predictions_tsv, predictions_to_tsv
 from evaluations.scoring import load_model, score_sentences
 from suites.formats import minimal_pairs as mp
-from tests.conftest import neural_model
+from tests.conftest import neural_model, word_l2r_by_hand
 from tests.tiny_models import tiny_bert, tiny_gpt2  # noqa: F401
-
-LN2 = math.log(2.0)
 
 DATA = (
     "sentid\tpairid\tcomparison\tsentence\tROI\tkind\n"
@@ -81,15 +77,7 @@ def test_masked_lm_masks_the_set_words_not_the_tokenizers(tiny_bert: Path) -> No
     assert len({tokenizer_words[p] for p in range(1, 4)}) > 1
     ours = mp.word_of_tokens(mp.split_words(text), encoding["offset_mapping"][1:-1], text)
     owners: list[int | None] = [None, *ours, None]
-    expected = []
-    for position in range(1, len(ids) - 1):
-        copy = list(ids)
-        for other in range(position, len(ids) - 1):
-            if other == position or owners[other] == owners[position]:
-                copy[other] = model.mask_token_id
-        with torch.inference_mode():
-            logits = model.model(torch.tensor([copy])).logits[0, position].double()
-        expected.append(-float(logits.log_softmax(-1)[ids[position]]) / LN2)
+    expected = word_l2r_by_hand(model.model, ids, owners, model.mask_token_id)
     rows = [i for i, sid in enumerate(table.sentid) if sid == "1"]
     assert [table.surp[i] for i in rows] == pytest.approx(expected, abs=1e-4)
     assert [int(table.wordpos[i]) for i in rows] == owners[1:-1]

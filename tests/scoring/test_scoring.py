@@ -41,7 +41,7 @@ from evaluations.scoring.loading import require_offsets
 from evaluations.scoring.masked import word_l2r_masks
 from evaluations.scoring.metrics import region_metrics
 from evaluations.scoring.prefix import PrefixTrie
-from tests.conftest import known, neural_model
+from tests.conftest import known, neural_model, word_l2r_by_hand
 from tests.tiny_models import CONTEXT, tiny_bert, tiny_gpt2, tiny_llama  # noqa: F401
 
 LN2 = math.log(2.0)
@@ -442,15 +442,7 @@ def test_pll_word_l2r_matches_a_hand_computation(bert: LoadedModel) -> None:
     ids = encoding["input_ids"]
     word_ids = encoding.word_ids()
     assert word_ids[1] == word_ids[2]  # the long word is several pieces
-    expected = []
-    for position in range(1, len(ids) - 1):
-        copy = list(ids)
-        for other in range(position, len(ids) - 1):
-            if other == position or word_ids[other] == word_ids[position]:
-                copy[other] = bert.mask_token_id
-        with torch.inference_mode():
-            logits = reference(bert)(torch.tensor([copy])).logits[0, position].double()
-        expected.append(-float(logits.log_softmax(-1)[ids[position]]) / LN2)
+    expected = word_l2r_by_hand(reference(bert), ids, word_ids, bert.mask_token_id)
     assert_close([[t.surprisal for t in result.tokens]], [expected])
     assert result.diagnostics["no_bos_tokens"] == 0
 
