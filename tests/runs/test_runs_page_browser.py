@@ -13,15 +13,10 @@ from suites.probing.services import probing_task_import
 from suites.syntaxgym import services as suite_services
 from tests.browser import artifact, login
 from tests.conftest import small_suite
+from tests.runs.test_runs_page import PAIRS, PROBING
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
-PAIRS = "sentid\tpairid\tcomparison\tsentence\n1\t1\texpected\ta b\n2\t1\tunexpected\tb a\n"
-PROBING = "".join(
-    f"{part}\t{label}\t{text} .\n"
-    for part in ("tr", "va", "te")
-    for label, text in (("A", "the dog barks"), ("B", "the dogs bark"))
-)
 LONG_SUITE = "Subject-verb agreement across an object relative clause " * 3 + "end"
 LONG_MODEL = "EleutherAI/pythia-1.4b-deduped-" + "checkpoint-" * 8 + "143000"
 
