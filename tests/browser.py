@@ -107,3 +107,12 @@ def login(page: Page, username: str, password: str, *, next_url: str = "/") -> N
     page.get_by_role("button", name="Log in").click()
     target = unquote(urlsplit(next_url).path)
     page.wait_for_url(lambda url: unquote(urlsplit(url).path) == target)
+
+
+def type_cells(on: Page, *steps: str) -> None:
+    """Type into the active cell, then press the key that follows each value."""
+    for step in steps:
+        if step in ("Tab", "Enter", "ArrowLeft", "ArrowRight", "ArrowUp", "ArrowDown"):
+            on.keyboard.press(step)
+        else:
+            on.keyboard.type(step)

@@ -15,7 +15,7 @@ from playwright.sync_api import FilePayload, Locator, Page, expect
 
 from suites.models import Suite
 from suites.syntaxgym import services
-from tests.browser import artifact, login
+from tests.browser import artifact, login, type_cells
 from tests.conftest import small_suite
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -62,15 +62,6 @@ EXPECTED: dict[str, Any] = {
 def cell(on: Page, row: int, column: int) -> Locator:
     """A grid cell by position: row 0 is the first item row; column 0 is Item."""
     return on.locator(".ed-grid .tabulator-row").nth(row).locator(".tabulator-cell").nth(column)
-
-
-def type_cells(on: Page, *steps: str) -> None:
-    """Type into the active cell, then press the key that follows each value."""
-    for step in steps:
-        if step in ("Tab", "Enter", "ArrowLeft", "ArrowRight", "ArrowUp", "ArrowDown"):
-            on.keyboard.press(step)
-        else:
-            on.keyboard.type(step)
 
 
 def expect_marked_column(on: Page, index: int, col: int) -> None:

@@ -14,7 +14,7 @@ from playwright.sync_api import Page, expect
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from suites.syntaxgym import services
-from tests.browser import artifact, login
+from tests.browser import artifact, login, type_cells
 from tests.conftest import small_suite
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -166,25 +166,15 @@ def test_spreadsheet_keys_move_the_cursor(page: Page, alice) -> None:
 def test_enter_after_tabs_returns_to_the_first_column_of_the_run(page: Page, alice) -> None:
     open_grid(page, alice, small_suite("tabs"))
     click_cell(page, 0, 2)
-    for step in ("The bird", "Tab", "sings", "Tab", "now.", "Enter"):
-        if step in ("Tab", "Enter"):
-            page.keyboard.press(step)
-        else:
-            page.keyboard.type(step)
+    type_cells(page, "The bird", "Tab", "sings", "Tab", "now.", "Enter")
     expect_active(page, 1, 2)
     assert [cell_text(page, 0, c) for c in (2, 3, 4)] == ["The bird", "sings", "now."]
 
     # A Tab past a cell without typing keeps the run; Enter with no run goes straight down.
-    page.keyboard.type("The birds")
-    page.keyboard.press("Tab")
-    page.keyboard.press("Tab")
-    page.keyboard.type("today.")
-    page.keyboard.press("Enter")
+    type_cells(page, "The birds", "Tab", "Tab", "today.", "Enter")
     expect_active(page, 2, 2)
     assert [cell_text(page, 1, c) for c in (2, 3, 4)] == ["The birds", "are", "today."]
-    page.keyboard.press("ArrowRight")
-    page.keyboard.type("was")
-    page.keyboard.press("Enter")
+    type_cells(page, "ArrowRight", "was", "Enter")
     expect_active(page, 3, 3)
     assert cell_text(page, 2, 3) == "was"
 
@@ -311,25 +301,13 @@ def test_keys_typed_during_a_redraw_wait_for_it(page: Page, alice) -> None:
     open_grid(page, alice, small_suite("slow"))
     # New item redraws the grid; what is typed at once goes to the new item's rows.
     page.get_by_role("button", name="New item").click()
-    page.keyboard.type("The bird")
-    page.keyboard.press("Tab")
-    page.keyboard.type("sings")
-    page.keyboard.press("Enter")
-    page.keyboard.type("The birds")
-    page.keyboard.press("Tab")
-    page.keyboard.type("sing")
-    page.keyboard.press("Enter")
+    type_cells(page, "The bird", "Tab", "sings", "Enter", "The birds", "Tab", "sing", "Enter")
     expect_active(page, -1, 2)
     assert [cell_text(page, 4, c) for c in (0, 1, 2, 3)] == ["3", "match", "The bird", "sings"]
     assert [cell_text(page, 5, c) for c in (0, 1, 2, 3)] == ["3", "mismatch", "The birds", "sing"]
 
     # On the "new item" row, the first value adds an item (a redraw); the rest follows it.
-    page.keyboard.type("A cat")
-    page.keyboard.press("Tab")
-    page.keyboard.type("is")
-    page.keyboard.press("Tab")
-    page.keyboard.type("there.")
-    page.keyboard.press("Enter")
+    type_cells(page, "A cat", "Tab", "is", "Tab", "there.", "Enter")
     expect_active(page, 7, 2)
     assert [cell_text(page, 6, c) for c in range(5)] == ["4", "match", "A cat", "is", "there."]
     assert cell_text(page, 3, 2) == "The cat"  # the old rows kept their text
