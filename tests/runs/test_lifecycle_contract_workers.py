@@ -140,7 +140,16 @@ class Held:
     pace: Pace
 
 
-def _held(name: str, workers: Any, tiny_gpt2: Path, settings: Any, tmp_path: Path) -> Held:  # noqa: F811
+@pytest.fixture
+def held(
+    name: str,
+    redis_broker: Any,
+    workers: Any,
+    tiny_gpt2: Path,  # noqa: F811
+    settings: Any,
+    tmp_path: Path,
+) -> Held:
+    """A run of the kind `name` (the test's parameter) held mid-way on a real worker."""
     settings.GYM_CORPUS_DIR = tmp_path / "corpora"
     settings.GYM_TRAINING_DIR = tmp_path / "trained"
     kind, case = runs.kind_named(name), CASES[name]
@@ -184,13 +193,9 @@ def _expected(name: str, model_dir: Path) -> Any:
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_a_run_whose_pool_process_is_killed_mid_way_is_done_exactly_once(
     name,
-    redis_broker,
-    workers,
+    held,
     tiny_gpt2,  # noqa: F811
-    settings,
-    tmp_path,
 ) -> None:
-    held = _held(name, workers, tiny_gpt2, settings, tmp_path)
     os.kill(_pool_of(held.scoring), signal.SIGKILL)
     # Given back at once (the worker saw its pool process die) and started again.
     held.pace.wait_held(held.run, after=held.first.started_at, timeout=300)
@@ -205,13 +210,9 @@ def test_a_run_whose_pool_process_is_killed_mid_way_is_done_exactly_once(
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_cancel_while_running_stops_the_worker_which_then_takes_the_next_run(
     name,
-    redis_broker,
-    workers,
+    held,
     tiny_gpt2,  # noqa: F811
-    settings,
-    tmp_path,
 ) -> None:
-    held = _held(name, workers, tiny_gpt2, settings, tmp_path)
     api = reverse(held.kind.api_detail, args=[held.run.pk])
     post = held.client.post
     assert post(f"{api}cancel/", "{}", content_type="application/json").status_code == 200
