@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import io
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -67,3 +67,18 @@ def train_causal(corpus: Path, out: Path, *options: str) -> str:
         stdout=stdout,
     )  # fmt: skip
     return stdout.getvalue()
+
+
+def assert_refused(
+    ask: Callable[[str, dict[str, Any]], Any],
+    name: str,
+    refused: Iterable[tuple[dict[str, Any], str, str]],
+) -> None:
+    """Each (options, field, message) of `refused`, asked for through the API as the run
+    `name` by `ask`, is a 400 whose one error is `message` at `field`."""
+    for options, field, message in refused:
+        response = ask(name, options)
+        assert response.status_code == 400, options
+        assert response.json()["errors"] == [
+            {"code": "invalid", "message": message, "path": f"$.{field}"}
+        ]

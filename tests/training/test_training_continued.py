@@ -19,7 +19,7 @@ from evaluations.training import causal, services
 from evaluations.training.models import TrainingRun
 from evaluations.training.worker import run_training
 from suites.corpora.services import corpus_import
-from tests.training.conftest import PAGE_FORM, book_file, train_causal
+from tests.training.conftest import PAGE_FORM, assert_refused, book_file, train_causal
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -164,12 +164,7 @@ def test_a_run_trains_a_registered_model_further(
         ({"base_model": "base", "width": 128}, "base_model", "the base model fixes the shape: "
          "leave width out (context may shorten it)"),
     ]  # fmt: skip
-    for options, field, message in refused:
-        response = ask("further", options)
-        assert response.status_code == 400, options
-        assert response.json()["errors"] == [
-            {"code": "invalid", "message": message, "path": f"$.{field}"}
-        ]
+    assert_refused(ask, "further", refused)
     response = ask("further", {"base_model": "base"}, kind="ngram")
     assert response.json()["errors"][0]["message"] == (
         "base_model is an option of causal runs; an n-gram model counts words"
