@@ -3,7 +3,11 @@ define their own `pair_set` or `model`)."""
 
 from __future__ import annotations
 
+from io import StringIO
+from pathlib import Path
+
 import pytest
+from django.core.management import call_command
 
 from evaluations.models import LanguageModel
 from suites.minimal_pairs import sets as pair_sets
@@ -39,3 +43,29 @@ def example_pairs() -> MinimalPairSet:
     return pair_sets.minimal_pair_set_import(
         data=EXAMPLE.read_bytes(), name="agreement", owner=None
     ).pair_set
+
+
+def evaluate_and_analyze(
+    source: Path,
+    folder: Path,
+    name: str,
+    *,
+    flags: tuple[str, ...] = (),
+    analyze: tuple[str, ...] = (),
+) -> tuple[Path, Path]:
+    """`minimal_pairs evaluate` of the model at `source` on EXAMPLE (one thread, as the
+    worker; `flags` its options) then `analyze` (`analyze` its options): the token table
+    and the results, `folder`/`name`.tsv and `folder`/`name`-results.tsv."""
+    import torch
+
+    pred, results = folder / f"{name}.tsv", folder / f"{name}-results.tsv"
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        call_command("minimal_pairs", "evaluate", "--model", str(source), "--data", str(EXAMPLE),
+                     "--out", str(pred), *flags, stdout=StringIO(), stderr=StringIO())  # fmt: skip
+    finally:
+        torch.set_num_threads(before)
+    call_command("minimal_pairs", "analyze", "--pred", str(pred), "--data", str(EXAMPLE),
+                 "--out", str(results), *analyze, stdout=StringIO(), stderr=StringIO())  # fmt: skip
+    return pred, results

@@ -9,12 +9,10 @@ from __future__ import annotations
 import csv
 import io
 import json
-from io import StringIO
 from pathlib import Path
 
 import numpy as np
 import pytest
-from django.core.management import call_command
 
 from evaluations.language_models import registry as model_registry
 from evaluations.minimal_pairs import comparisons as pair_comparisons
@@ -23,7 +21,7 @@ from evaluations.minimal_pairs import services as pair_services
 from evaluations.minimal_pairs.tokens import parse_predictions_tsv
 from evaluations.models import PairEvaluation
 from tests.conftest import signed_in_client, token_client
-from tests.minimal_pairs.conftest import EXAMPLE
+from tests.minimal_pairs.conftest import evaluate_and_analyze
 from tests.minimal_pairs.test_pair_evaluations import worker_results
 from tests.minimal_pairs.test_pair_worker import _wait
 from tests.tiny_models import tiny_gpt2  # noqa: F401
@@ -38,20 +36,9 @@ def _post(client, body: object):
 def _cli(source: Path, tmp_path: Path, *flags: str) -> tuple[bytes, list[dict[str, str]]]:
     """`minimal_pairs evaluate` (one thread, as the worker) then `analyze` with word sums:
     the token table and the by_word rows."""
-    import torch
-
     name = "corrected" if flags else "plain"
-    pred, results = tmp_path / f"{name}.tsv", tmp_path / f"{name}-results.tsv"
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        call_command("minimal_pairs", "evaluate", "--model", str(source), "--data", str(EXAMPLE),
-                     "--out", str(pred), *flags, stdout=StringIO(), stderr=StringIO())  # fmt: skip
-    finally:
-        torch.set_num_threads(before)
-    call_command("minimal_pairs", "analyze", "--pred", str(pred), "--data", str(EXAMPLE),
-                 "--out", str(results), "--save", "by_word", "--word-summary", "sum",
-                 stdout=StringIO(), stderr=StringIO())  # fmt: skip
+    summed = ("--save", "by_word", "--word-summary", "sum")
+    pred, _results = evaluate_and_analyze(source, tmp_path, name, flags=flags, analyze=summed)
     by_word = (tmp_path / f"{name}-results_byword.tsv").read_text()
     return pred.read_bytes(), list(csv.DictReader(io.StringIO(by_word), delimiter="\t"))
 

@@ -6,12 +6,10 @@ stored accuracy equals `minimal_pairs analyze`'s by_cond."""
 from __future__ import annotations
 
 import json
-from io import StringIO
 from pathlib import Path
 
 import numpy as np
 import pytest
-from django.core.management import call_command
 
 from evaluations.language_models import registry as model_registry
 from evaluations.minimal_pairs.tokens import parse_predictions_tsv
@@ -19,7 +17,7 @@ from evaluations.models import PairEvaluation, PairSentenceTokens
 from suites.minimal_pairs import sets as pair_sets
 from tests.celery_harness import wait_finished
 from tests.conftest import token_client
-from tests.minimal_pairs.conftest import EXAMPLE
+from tests.minimal_pairs.conftest import EXAMPLE, evaluate_and_analyze
 from tests.tiny_models import tiny_bert, tiny_gpt2  # noqa: F401
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
@@ -31,19 +29,7 @@ def _wait(pk: int) -> PairEvaluation:
 
 def _cli_tables(source: Path, tmp_path: Path) -> tuple[bytes, str]:
     """`minimal_pairs evaluate` then `analyze` (defaults) on the example set, one thread."""
-    import torch
-
-    pred = tmp_path / f"{source.name}.tsv"
-    results = tmp_path / f"{source.name}-results.tsv"
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        call_command("minimal_pairs", "evaluate", "--model", str(source), "--data", str(EXAMPLE),
-                     "--out", str(pred), stdout=StringIO(), stderr=StringIO())  # fmt: skip
-    finally:
-        torch.set_num_threads(before)
-    call_command("minimal_pairs", "analyze", "--pred", str(pred), "--data", str(EXAMPLE),
-                 "--out", str(results), stdout=StringIO(), stderr=StringIO())  # fmt: skip
+    pred, results = evaluate_and_analyze(source, tmp_path, source.name)
     return pred.read_bytes(), results.read_text()
 
 
