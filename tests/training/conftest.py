@@ -47,14 +47,26 @@ def book_corpus(training_dirs: None, tmp_path: Path) -> Corpus:
 
 
 def book_file(folder: Path) -> Path:
-    """`folder`/book.txt: the sentences of the shared SentEval tree_depth sample (its third
-    field), one a line, the training tests' corpus (the test is skipped where the sample
-    is absent)."""
-    source = SHARED_DATA / "senteval-probing" / "tree_depth.txt"
-    if not source.exists():
-        pytest.skip(f"shared sample {source} is absent")
-    path = folder / "book.txt"
-    path.write_text("".join(r.split("\t")[2] for r in source.read_text().splitlines(True)))
+    """`folder`/book.txt: the sentences of the shared SentEval tree_depth sample, one a
+    line, the training tests' corpus."""
+    return sentences_file(folder / "book.txt", "tree_depth")
+
+
+def sample_sentences(*tasks: str) -> list[str]:
+    """The sentences (third field) of the shared SentEval samples of `tasks`, in order (the
+    test is skipped where one is absent)."""
+    lines: list[str] = []
+    for task in tasks:
+        source = SHARED_DATA / "senteval-probing" / f"{task}.txt"
+        if not source.exists():
+            pytest.skip(f"shared sample {source} is absent")
+        lines += [row.split("\t")[2] for row in source.read_text().splitlines()]
+    return lines
+
+
+def sentences_file(path: Path, *tasks: str) -> Path:
+    """`path`, written with the sentences of the shared samples of `tasks`, one a line."""
+    path.write_text("\n".join(sample_sentences(*tasks)) + "\n", encoding="utf-8")
     return path
 
 

@@ -6,20 +6,15 @@ import pytest
 
 from suites.corpora.services import corpus_import
 from tests.browser import artifact
-from tests.conftest import SHARED_DATA
+from tests.training.conftest import sentences_file
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
 def test_corpus_page_draws_the_histogram(page, settings, tmp_path) -> None:
     settings.GYM_CORPUS_DIR = tmp_path / "corpora"
-    source = SHARED_DATA / "senteval-probing" / "tree_depth.txt"
-    if not source.exists():
-        pytest.skip(f"shared sample {source} is absent")
     # The sentences alone (the third field), as plain text.
-    text = "".join(line.split("\t")[2] for line in source.read_text().splitlines(True))
-    plain = tmp_path / "bookcorpus-sample.txt"
-    plain.write_text(text, encoding="utf-8")
+    plain = sentences_file(tmp_path / "bookcorpus-sample.txt", "tree_depth")
     corpus_import(source=plain, name="bookcorpus-sample", owner=None, description="BookCorpus")
     page.goto("/corpora/bookcorpus-sample/")
     counts = page.locator("#length-plot").evaluate(

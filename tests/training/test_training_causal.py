@@ -15,23 +15,16 @@ from django.core.management import CommandError, call_command
 from safetensors.torch import load_file
 
 from evaluations.training import causal
-from tests.conftest import EXAMPLES, SHARED_DATA
-from tests.training.conftest import train_causal
+from tests.conftest import EXAMPLES
+from tests.training.conftest import sentences_file, train_causal
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory) -> Path:
-    lines: list[str] = []
-    for name in ("tree_depth", "past_present"):
-        source = SHARED_DATA / "senteval-probing" / f"{name}.txt"
-        if not source.exists():
-            pytest.skip(f"shared sample {source} is absent")
-        lines += [row.split("\t")[2] for row in source.read_text().splitlines()]
-    path = tmp_path_factory.mktemp("corpus") / "bookcorpus.txt"
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return path
+    folder = tmp_path_factory.mktemp("corpus")
+    return sentences_file(folder / "bookcorpus.txt", "tree_depth", "past_present")
 
 
 def train(corpus: Path, out: Path, *extra: str) -> str:

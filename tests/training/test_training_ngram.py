@@ -14,14 +14,12 @@ from django.core.management import CommandError, call_command
 
 from evaluations.scoring.ngram import ArpaModel, load_ngram, read_arpa
 from evaluations.training import ngram
-from tests.conftest import EXAMPLES, SHARED_DATA
+from tests.conftest import EXAMPLES
+from tests.training.conftest import sample_sentences
 
 
 def bookcorpus(lines: int) -> list[str]:
-    source = SHARED_DATA / "senteval-probing" / "tree_depth.txt"
-    if not source.exists():
-        pytest.skip(f"shared sample {source} is absent")
-    return [row.split("\t")[2] for row in source.read_text().splitlines()[:lines]]
+    return sample_sentences("tree_depth")[:lines]
 
 
 def trained(tmp_path: Path, lines: list[str], **options: Any) -> tuple[ArpaModel, str]:

@@ -20,8 +20,7 @@ from safetensors.torch import load_file
 
 from evaluations.training import causal
 from evaluations.training.data import corpus_file
-from tests.conftest import SHARED_DATA
-from tests.training.conftest import train_causal
+from tests.training.conftest import sentences_file, train_causal
 
 pytestmark = [pytest.mark.usefixtures("one_torch_thread"), pytest.mark.slow]
 
@@ -33,13 +32,7 @@ STEPS = ("--steps", "6", "--micro-batch", "2", "--batch-tokens", "512", "--check
 
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory) -> Path:
-    source = SHARED_DATA / "senteval-probing" / "past_present.txt"
-    if not source.exists():
-        pytest.skip(f"shared sample {source} is absent")
-    lines = [row.split("\t")[2] for row in source.read_text().splitlines()]
-    path = tmp_path_factory.mktemp("corpus") / "past_present.txt"
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return path
+    return sentences_file(tmp_path_factory.mktemp("corpus") / "past_present.txt", "past_present")
 
 
 def train(corpus: Path, out: Path, *extra: str) -> str:

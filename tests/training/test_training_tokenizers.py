@@ -15,18 +15,15 @@ from evaluations.models import LanguageModel
 from evaluations.training import causal, services
 from evaluations.training.models import TrainingRun
 from suites.corpora.services import corpus_import
-from tests.conftest import EXAMPLES, SHARED_DATA
-from tests.training.conftest import PAGE_FORM, assert_refused, train_causal
+from tests.conftest import EXAMPLES
+from tests.training.conftest import PAGE_FORM, assert_refused, sample_sentences, train_causal
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")
 def lines() -> list[str]:
-    source = SHARED_DATA / "senteval-probing" / "tree_depth.txt"
-    if not source.exists():
-        pytest.skip(f"shared sample {source} is absent")
-    return [row.split("\t")[2].strip() for row in source.read_text().splitlines()]
+    return sample_sentences("tree_depth")
 
 
 @pytest.fixture(scope="module")

@@ -17,8 +17,7 @@ from evaluations.training.data import corpus_file, with_validation_file
 from evaluations.training.models import TrainingRun
 from evaluations.training.worker import run_training
 from suites.corpora.services import corpus_import
-from tests.conftest import SHARED_DATA
-from tests.training.conftest import PAGE_FORM
+from tests.training.conftest import PAGE_FORM, sample_sentences, sentences_file
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -27,15 +26,9 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 def files(tmp_path_factory) -> tuple[Path, Path]:
     """The training text and, from another probing sample, forty validation lines."""
     folder = tmp_path_factory.mktemp("corpora")
-    texts = []
-    for name in ("tree_depth", "past_present"):
-        source = SHARED_DATA / "senteval-probing" / f"{name}.txt"
-        if not source.exists():
-            pytest.skip(f"shared sample {source} is absent")
-        texts.append([row.split("\t")[2].strip() for row in source.read_text().splitlines()])
-    train, valid = folder / "book.txt", folder / "held.txt"
-    train.write_text("\n".join(texts[0]) + "\n", encoding="utf-8")
-    valid.write_text("\n".join(texts[1][:40]) + "\n", encoding="utf-8")
+    held = sample_sentences("past_present")[:40]
+    train, valid = sentences_file(folder / "book.txt", "tree_depth"), folder / "held.txt"
+    valid.write_text("\n".join(held) + "\n", encoding="utf-8")
     return train, valid
 
 
