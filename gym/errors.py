@@ -14,6 +14,7 @@ through: `api_exception_handler` turns it into this body.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
@@ -83,6 +84,12 @@ def api_not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
 
 def error_body(*entries: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
     return {"errors": list(entries)}
+
+
+def invalid_entries(problems: Iterable[Any]) -> list[dict[str, Any]]:
+    """Problems with what was sent (each with `as_dict()`: where and what) as the error
+    body's entries, code "invalid"."""
+    return [{"code": "invalid", **problem.as_dict()} for problem in problems]
 
 
 def _flatten(detail: Any, path: str, fallback_code: str) -> list[dict[str, Any]]:

@@ -26,7 +26,7 @@ from rest_framework.permissions import IsAuthenticatedOrReadOnly
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from gym.errors import UploadTooLarge
+from gym.errors import UploadTooLarge, error_body, invalid_entries
 from suites.catalog import ListQuery
 from suites.formats.report import SuiteError
 from suites.models import GymData, Tag
@@ -85,7 +85,7 @@ def list_schema(
 
 def errors_answer(errors: list[SuiteError], code: int = status.HTTP_400_BAD_REQUEST) -> Response:
     """`errors` in the API's one error shape: every entry has a code."""
-    return Response({"errors": [{"code": "invalid", **e.as_dict()} for e in errors]}, status=code)
+    return Response(error_body(*invalid_entries(errors)), status=code)
 
 
 def not_found(noun: str, name: str) -> Response:

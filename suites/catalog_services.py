@@ -15,7 +15,7 @@ from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.db import models
 from django.utils.text import slugify
 
-from gym.errors import ApplicationError
+from gym.errors import ApplicationError, invalid_entries
 from suites.models import GymData, Tag
 
 NAME_MAX_LENGTH = 200
@@ -32,7 +32,7 @@ class DataInvalid(ApplicationError):
         self.errors = list(errors)
 
     def error_list(self) -> list[dict[str, Any]]:
-        return [{"code": "invalid", **e.as_dict()} for e in self.errors]
+        return invalid_entries(self.errors)
 
 
 class PermissionDenied(DjangoPermissionDenied):

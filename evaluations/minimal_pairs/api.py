@@ -54,7 +54,7 @@ from evaluations.runs.api import (
     run_filters_of,
 )
 from evaluations.scoring import WORD_PROBABILITY
-from gym.errors import ApplicationError
+from gym.errors import ApplicationError, error_body, invalid_entries
 from gym.rest import NameField
 from suites.formats.minimal_pairs import MinimalPairFormatError
 from suites.minimal_pairs import sets as pair_sets
@@ -104,8 +104,7 @@ class PairSetAnalyze(APIView):
             )
         except MinimalPairFormatError as exc:
             return Response(
-                {"errors": [{"code": "invalid", **e.as_dict()} for e in exc.errors]},
-                status=status.HTTP_400_BAD_REQUEST,
+                error_body(*invalid_entries(exc.errors)), status=status.HTTP_400_BAD_REQUEST
             )
         except AnalysisError as exc:
             return Response(

@@ -11,7 +11,7 @@ from django.contrib.auth.models import AnonymousUser, User
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from gym.errors import ApplicationError
+from gym.errors import ApplicationError, invalid_entries
 from suites import formats
 from suites.catalog_services import (
     NAME_MAX_LENGTH,
@@ -47,7 +47,7 @@ class SuiteInvalid(ApplicationError):
         self.taken_name = taken_name
 
     def error_list(self) -> list[dict[str, Any]]:
-        return [{"code": "invalid", **e.as_dict()} for e in self.errors]
+        return invalid_entries(self.errors)
 
 
 class NoFreeName(Exception):
