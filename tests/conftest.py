@@ -132,13 +132,29 @@ class BrowserClient(Client):
         return self.post(path, payload, **kwargs)
 
 
+# The tiny models of tests/tiny_models.py, each built once a session (torch is imported
+# only by the tests that ask for one).
+
+
 @pytest.fixture(scope="session")
 def tiny_gpt2(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The tiny GPT-2 of tests/tiny_models.py, built once for the session (torch is
-    imported only by the tests that ask for it)."""
     from tests.tiny_models import make_gpt2
 
     return make_gpt2(tmp_path_factory.mktemp("tiny-gpt2"))
+
+
+@pytest.fixture(scope="session")
+def tiny_llama(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from tests.tiny_models import make_llama
+
+    return make_llama(tmp_path_factory.mktemp("tiny-llama"))
+
+
+@pytest.fixture(scope="session")
+def tiny_bert(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from tests.tiny_models import make_bert
+
+    return make_bert(tmp_path_factory.mktemp("tiny-bert"))
 
 
 @pytest.fixture

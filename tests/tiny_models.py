@@ -5,19 +5,16 @@ and saves both with `save_pretrained`, so the engine loads them through the same
 Auto* code path as a hub model. Everything is seeded: the same folder contents every
 time. Builders skip work when the folder already holds a model.
 
-Use the session fixtures (`tiny_gpt2`, `tiny_llama`, `tiny_bert`) in tests:
-
-    from tests.tiny_models import tiny_gpt2  # noqa: F401  (pytest fixture)
+Tests ask for them by the session fixtures `tiny_gpt2`, `tiny_llama` and `tiny_bert`
+of tests/conftest.py (each built once a session).
 """
 
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
 import torch
 
 CONTEXT = 64  # small on purpose: a 70-token sentence exercises the sliding window
@@ -245,18 +242,3 @@ def make_bert(folder: Path, *, max_position_embeddings: int = CONTEXT) -> Path:
     BertForMaskedLM(config).save_pretrained(folder)
     fast.save_pretrained(folder)
     return folder
-
-
-@pytest.fixture(scope="session")
-def tiny_gpt2(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    yield make_gpt2(tmp_path_factory.mktemp("tiny-gpt2"))
-
-
-@pytest.fixture(scope="session")
-def tiny_llama(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    yield make_llama(tmp_path_factory.mktemp("tiny-llama"))
-
-
-@pytest.fixture(scope="session")
-def tiny_bert(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    yield make_bert(tmp_path_factory.mktemp("tiny-bert"))

@@ -14,7 +14,6 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from tests.conftest import SHARED_DATA
-from tests.tiny_models import tiny_gpt2  # noqa: F401
 
 NLPSCHOLAR = SHARED_DATA / "nlpscholar"
 

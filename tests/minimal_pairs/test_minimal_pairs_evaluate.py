@@ -14,7 +14,6 @@ from evaluations.minimal_pairs.tokens import parse_predictions_tsv, predictions_
 from evaluations.scoring import load_model, score_sentences
 from suites.formats import minimal_pairs as mp
 from tests.conftest import neural_model, word_l2r_by_hand
-from tests.tiny_models import tiny_bert, tiny_gpt2  # noqa: F401
 
 DATA = (
     "sentid\tpairid\tcomparison\tsentence\tROI\tkind\n"

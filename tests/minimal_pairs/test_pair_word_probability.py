@@ -24,7 +24,6 @@ from tests.conftest import signed_in_client, token_client
 from tests.minimal_pairs.conftest import evaluate_and_analyze
 from tests.minimal_pairs.test_pair_evaluations import worker_results
 from tests.minimal_pairs.test_pair_worker import _wait
-from tests.tiny_models import tiny_gpt2  # noqa: F401
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

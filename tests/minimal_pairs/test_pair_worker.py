@@ -18,7 +18,6 @@ from suites.minimal_pairs import sets as pair_sets
 from tests.celery_harness import wait_finished
 from tests.conftest import token_client
 from tests.minimal_pairs.conftest import EXAMPLE, evaluate_and_analyze
-from tests.tiny_models import tiny_bert, tiny_gpt2  # noqa: F401
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 

@@ -11,7 +11,6 @@ import torch
 from evaluations.language_models import registry as model_registry
 from evaluations.models import LanguageModel
 from tests.conftest import SHARED_DATA
-from tests.tiny_models import tiny_gpt2  # noqa: F401
 
 SAMPLES = SHARED_DATA / "senteval-probing"
 

@@ -11,7 +11,6 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from tests.probing.conftest import sample
-from tests.tiny_models import tiny_bert, tiny_gpt2  # noqa: F401
 
 
 def test_probe_writes_one_json_per_task_and_a_summary(

@@ -18,7 +18,6 @@ from evaluations.scoring.schema import ScoringError
 from suites.formats.probing import ProbingInstance, load_probing_file, read_probing
 from tests.conftest import neural_model
 from tests.probing.conftest import sample
-from tests.tiny_models import tiny_bert, tiny_gpt2, tiny_llama  # noqa: F401
 
 # word_content's sample has va/te words never seen in its tr window: it is not a valid task.
 VALID_SAMPLES = [

@@ -14,7 +14,6 @@ from evaluations.probing.worker import run_probing
 from suites.probing.services import probing_task_import
 from tests.browser import artifact, login
 from tests.conftest import SHARED_DATA
-from tests.tiny_models import tiny_bert, tiny_gpt2  # noqa: F401
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 LONG = "A control model with random weights and a display name long enough to wrap twice"

@@ -17,7 +17,6 @@ from evaluations.probing.worker import run_probing
 from suites.models import ProbingTask
 from suites.probing.services import probing_task_import
 from tests.conftest import token_client
-from tests.tiny_models import tiny_gpt2  # noqa: F401
 
 pytestmark = pytest.mark.django_db
 # subj_number with the subject noun as field #3; "prickle" and "marmosets" are not in the

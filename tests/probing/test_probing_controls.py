@@ -30,7 +30,6 @@ from suites.formats.probing import (
     read_probing,
 )
 from tests.probing.conftest import sample
-from tests.tiny_models import tiny_gpt2  # noqa: F401
 
 SPHINX_UNIT = math.log10(1.0001)  # pocketsphinx's log base 1.0001, as log10
 

@@ -24,7 +24,6 @@ from suites.corpora.services import corpus_import
 from suites.models import ProbingTask
 from suites.probing.services import probing_task_import
 from tests.conftest import BrowserClient, token_client
-from tests.tiny_models import tiny_gpt2  # noqa: F401
 
 pytestmark = pytest.mark.django_db
 

@@ -20,7 +20,6 @@ from evaluations.runs import lifecycle as runs
 from suites.models import ProbingTask
 from suites.probing.services import probing_task_import
 from tests.conftest import BrowserClient, token_client
-from tests.tiny_models import tiny_bert, tiny_gpt2  # noqa: F401
 
 pytestmark = pytest.mark.django_db
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "probing"

@@ -17,7 +17,6 @@ from evaluations.models import ProbingLayerResult, ProbingRun
 from suites.probing.services import probing_task_import
 from tests.celery_harness import wait_finished
 from tests.conftest import token_client
-from tests.tiny_models import tiny_gpt2  # noqa: F401
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 

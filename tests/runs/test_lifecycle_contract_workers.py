@@ -31,7 +31,6 @@ from tests.celery_harness import Pace, Worker, wait_finished
 from tests.conftest import token_client
 from tests.runs.test_lifecycle_contract import CORPUS_LINES, PROBING_LINES
 from tests.syntaxgym.test_evaluation_worker import _big_suite
-from tests.tiny_models import tiny_gpt2  # noqa: F401
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 

@@ -42,7 +42,7 @@ from evaluations.scoring.masked import word_l2r_masks
 from evaluations.scoring.metrics import region_metrics
 from evaluations.scoring.prefix import PrefixTrie
 from tests.conftest import known, neural_model, word_l2r_by_hand
-from tests.tiny_models import CONTEXT, tiny_bert, tiny_gpt2, tiny_llama  # noqa: F401
+from tests.tiny_models import CONTEXT
 
 LN2 = math.log(2.0)
 TOL = 1e-4  # bits, float32

@@ -28,7 +28,7 @@ from evaluations.scoring import (
 from evaluations.syntaxgym import exports, services
 from suites.syntaxgym import services as suite_services
 from tests.conftest import known, neural_model, running_evaluation
-from tests.tiny_models import make_llama, tiny_bert, tiny_gpt2, tiny_llama  # noqa: F401
+from tests.tiny_models import make_llama
 
 # Region 4 ("the") is swallowed by the piece "that▁the▁", which starts in region 3.
 SWALLOWED = ["The", "author", "that", "the", "senators", "admired", "laughed", "."]

@@ -19,7 +19,6 @@ from evaluations.scoring.alignment import align_tokens, build_sentence
 from evaluations.scoring.boundary import word_boundary
 from evaluations.scoring.worker import run_scoring
 from tests.conftest import known, neural_model
-from tests.tiny_models import tiny_bert, tiny_gpt2, tiny_llama  # noqa: F401
 
 LN2 = math.log(2.0)
 TOL = 1e-3  # bits: float32 on both sides, different batch shapes

@@ -24,7 +24,6 @@ from evaluations.syntaxgym import services
 from suites import formats
 from suites.syntaxgym import services as suite_services
 from tests.conftest import running_evaluation
-from tests.tiny_models import tiny_bert, tiny_gpt2, tiny_llama  # noqa: F401
 
 pytestmark = pytest.mark.django_db
 

@@ -16,7 +16,6 @@ from evaluations import scoring
 from evaluations.scoring import worker
 from suites import formats
 from tests.conftest import EXAMPLES
-from tests.tiny_models import tiny_gpt2  # noqa: F401
 
 TOL = 1e-4  # bits: batches differ between one call and another, values only by float noise
 
