@@ -4,6 +4,7 @@ in shared/."""
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import re
@@ -157,24 +158,43 @@ def tiny_bert(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return make_bert(tmp_path_factory.mktemp("tiny-bert"))
 
 
-@pytest.fixture
-def alice(django_user_model):
-    return django_user_model.objects.create_user("alice", password="alice-pass-1234")
+@functools.cache
+def hashed_password(password: str) -> str:
+    """`password` hashed by the site's own hasher (PBKDF2), once per test process: a
+    hash costs a third of a second of CPU by design, and the tests make hundreds of
+    users with the same few passwords. Signing in with it checks it as the site does."""
+    from django.contrib.auth.hashers import make_password
+
+    return make_password(password)
+
+
+def make_user(username: str, password: str, **fields: Any) -> Any:
+    """A user whose password is `password`, as create_user would make it."""
+    from django.contrib.auth import get_user_model
+
+    return get_user_model().objects.create(
+        username=username, password=hashed_password(password), **fields
+    )
 
 
 @pytest.fixture
-def bob(django_user_model):
-    return django_user_model.objects.create_user("bob", password="bob-pass-1234")
+def alice(db):
+    return make_user("alice", "alice-pass-1234")
 
 
 @pytest.fixture
-def charlie(django_user_model):
-    return django_user_model.objects.create_user("charlie", password="charlie-pass-1234")
+def bob(db):
+    return make_user("bob", "bob-pass-1234")
 
 
 @pytest.fixture
-def dana(django_user_model):
-    return django_user_model.objects.create_user("dana", password="dana-pass-1234", is_staff=True)
+def charlie(db):
+    return make_user("charlie", "charlie-pass-1234")
+
+
+@pytest.fixture
+def dana(db):
+    return make_user("dana", "dana-pass-1234", is_staff=True)
 
 
 @pytest.fixture
