@@ -3,6 +3,8 @@ worker against the real Redis broker and the test database."""
 
 from __future__ import annotations
 
+import atexit
+import json
 import os
 import signal
 import subprocess
@@ -18,6 +20,7 @@ import pytest
 from django.db import connection
 
 from gym.celery import app as celery_app
+from tests.worker_zygote import READ_AT_IMPORT
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -104,6 +107,84 @@ def database_url() -> str:
     return f"postgres://{user}{password}@{host}:{port}/{settings['NAME']}"
 
 
+class ForkedWorker:
+    """A worker forked by the fork server (tests/worker_zygote.py), asked after as a
+    subprocess.Popen is: pid, poll(), wait(). It leads its own session."""
+
+    def __init__(self, pid: int, exit_file: Path) -> None:
+        self.pid = pid
+        self.exit_file = exit_file
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        if self.returncode is None and self.exit_file.exists():
+            self.returncode = int(self.exit_file.read_text())
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while (code := self.poll()) is None:
+            if deadline is not None and time.monotonic() > deadline:
+                raise subprocess.TimeoutExpired(f"worker {self.pid}", timeout or 0)
+            time.sleep(0.05)
+        return code
+
+
+class ForkServer:
+    """tests/worker_zygote.py, running for this test process: it has imported torch and
+    transformers once, and forks each worker from itself."""
+
+    def __init__(self) -> None:
+        self.env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "tests.worker_zygote"],
+            cwd=REPO,
+            env=self.env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert self.process.stdout is not None
+        if self.process.stdout.readline().strip() != "ready":
+            raise RuntimeError(f"the fork server did not start: {self.process.wait()}")
+
+    @staticmethod
+    def read_at_import(env: dict[str, str]) -> dict[str, str]:
+        """What of `env` the libraries the fork server imported have read already."""
+        return {key: value for key, value in env.items() if key.startswith(READ_AT_IMPORT)}
+
+    def start(self, argv: list[str], env: dict[str, str], log: Path) -> ForkedWorker:
+        assert self.process.stdin is not None and self.process.stdout is not None
+        exit_file = log.with_suffix(".exit")
+        log.write_text("")  # there before the worker writes to it
+        request = {"argv": argv, "env": env, "log": str(log), "exit": str(exit_file)}
+        self.process.stdin.write(json.dumps(request) + "\n")
+        self.process.stdin.flush()
+        answer = self.process.stdout.readline().strip()
+        if not answer.isdigit():
+            raise RuntimeError(f"the fork server did not fork a worker: {answer!r}")
+        return ForkedWorker(int(answer), exit_file)
+
+    def close(self) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.close()  # its input ends: it exits
+        try:
+            self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+
+
+_FORK_SERVER: list[ForkServer] = []
+
+
+def fork_server() -> ForkServer:
+    """This test process's fork server, started on first use, ended at exit."""
+    if not _FORK_SERVER or _FORK_SERVER[0].process.poll() is not None:
+        _FORK_SERVER[:] = [ForkServer()]
+        atexit.register(_FORK_SERVER[0].close)
+    return _FORK_SERVER[0]
+
+
 class Worker:
     def __init__(self, log_dir: Path, queues: str = "celery,gpu", **env: str) -> None:
         """A worker process for `queues`; production runs one for `celery` (storing,
@@ -118,33 +199,36 @@ class Worker:
             "PYTHONUNBUFFERED": "1",
             **env,
         }
-        self.process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "celery",
-                "-A",
-                "gym",
-                "worker",
-                "--loglevel",
-                "INFO",
-                "--queues",
-                queues,
-                "--concurrency",
-                "1",
-                "--pool",
-                "prefork",
-                "--without-gossip",
-                "--without-mingle",
-                "--hostname",
-                self.name,
-            ],
-            cwd=REPO,
-            env=environment,
-            stdout=self.log.open("w"),
-            stderr=subprocess.STDOUT,
-            start_new_session=True,  # its own process group, so a kill takes its children
-        )
+        argv = [
+            "-A",
+            "gym",
+            "worker",
+            "--loglevel",
+            "INFO",
+            "--queues",
+            queues,
+            "--concurrency",
+            "1",
+            "--pool",
+            "prefork",
+            "--without-gossip",
+            "--without-mingle",
+            "--hostname",
+            self.name,
+        ]
+        self.process: subprocess.Popen[bytes] | ForkedWorker
+        server = fork_server()
+        if server.read_at_import(environment) == server.read_at_import(server.env):
+            self.process = server.start(argv, environment, self.log)
+        else:  # threads or hub settings of its own: what the fork server imported is not
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "celery", *argv],
+                cwd=REPO,
+                env=environment,
+                stdout=self.log.open("w"),
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # its own process group, so a kill takes its children
+            )
 
     def wait_ready(self, timeout: float = 90) -> None:
         deadline = time.monotonic() + timeout

@@ -1,0 +1,125 @@
+"""The tests' fork server for Celery workers: one per test process, started by
+tests/celery_harness.py the first time a test asks for a worker.
+
+A gpu worker imports torch and transformers' model machinery before it starts its pool
+(evaluations.runs.tasks.import_work_functions): started from nothing, one is ready after
+about 8.5 s of CPU, forked from here after about 1.7 s, and a test session starts some
+sixty. This process imports those libraries once (nothing of the project's: Django and
+the settings are read by each worker after its environment is set) and forks every
+worker from itself. A forked worker is the real thing from there on: `python -m celery`
+run in it with the asked-for arguments, environment, working folder and log, the leader
+of its own session, with its own pool processes, killed the way any process is.
+tests/runs/test_worker_warm_up.py checks what a worker started from nothing imports, in
+fresh interpreters.
+
+Requests come on standard input, one JSON line each: {"argv": [...], "env": {...},
+"log": path, "exit": path}; the answer on standard output is the worker's pid. When a
+worker ends, its return code (as subprocess gives it: minus the signal that killed it)
+is written to its "exit" file. End of input ends this process."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import runpy
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+
+# What the environment of a worker may not change, because these libraries read it when
+# they are imported (their thread pools, hub settings): such a worker is started fresh.
+READ_AT_IMPORT = ("OMP_", "MKL_", "HF_", "TRANSFORMERS_", "TORCH", "PYTORCH_", "CUDA_")
+
+
+def _import_libraries() -> None:
+    import torch  # noqa: F401
+    import transformers.modeling_utils  # noqa: F401
+    from transformers import (  # noqa: F401
+        AutoConfig,
+        AutoModelForCausalLM,
+        AutoModelForMaskedLM,
+        AutoTokenizer,
+        PreTrainedTokenizerFast,
+    )
+
+    for name in ("gpt2", "llama", "bert"):
+        importlib.import_module(f"transformers.models.{name}.modeling_{name}")
+
+
+def _reap(exits: dict[int, str]) -> None:
+    while True:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+        path = exits.pop(pid, None)
+        if path:
+            Path(path + ".part").write_text(str(code))
+            os.replace(path + ".part", path)
+
+
+def _become_worker(request: dict[str, Any]) -> None:
+    """In the forked child: the worker's session, folder, environment, output and
+    arguments, then Celery's own entry point; never returns."""
+    code = 1
+    try:
+        for number in (signal.SIGCHLD, signal.SIGINT, signal.SIGTERM):
+            signal.signal(number, signal.SIG_DFL)
+        os.setsid()
+        os.chdir(REPO)
+        os.environ.clear()
+        os.environ.update(request["env"])
+        log = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.dup2(log, 1)
+        os.dup2(log, 2)
+        os.close(log)
+        os.close(null)
+        sys.stdin = open(0, closefd=False)  # noqa: SIM115
+        sys.stdout = open(1, "w", buffering=1, closefd=False)  # noqa: SIM115
+        sys.stderr = open(2, "w", buffering=1, closefd=False)  # noqa: SIM115
+        # What `python -m celery ARGV...` runs, in this process.
+        sys.argv = ["celery", *request["argv"]]
+        runpy.run_module("celery", run_name="__main__", alter_sys=True)
+        code = 0
+    except SystemExit as exit_:
+        code = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
+    except BaseException:  # noqa: BLE001 - whatever it was goes to the worker's log
+        import traceback
+
+        traceback.print_exc()
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+
+
+def serve() -> None:
+    _import_libraries()
+    exits: dict[int, str] = {}
+    signal.signal(signal.SIGCHLD, lambda *_: _reap(exits))
+    answers = sys.stdout
+    print("ready", file=answers, flush=True)
+    for line in sys.stdin:
+        request = json.loads(line)
+        # No SIGCHLD between the fork and the pid's exit file being known.
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD})
+        pid = os.fork()
+        if pid == 0:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGCHLD})
+            _become_worker(request)
+        exits[pid] = request["exit"]
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGCHLD})
+        print(pid, file=answers, flush=True)
+
+
+if __name__ == "__main__":
+    serve()
