@@ -67,10 +67,15 @@ def test_mlp_probe_on_a_masked_model(tiny_bert: Path, tmp_path: Path) -> None:  
         "mlp",
         "--memory-mb",
         "0",  # vectors through float16 files on disk
+        # One MLP per layer (the defaults fit three seeds and the control task's three).
+        "--seeds",
+        "1",
+        "--no-control",
         stderr=StringIO(),
     )
     doc = json.loads((out / "odd_man_out.json").read_text())
     assert doc["probe"] == "mlp" and doc["model"]["kind"] == "masked"
+    assert len(doc["seeds"]) == 1 and "control" not in doc["best"]
     assert doc["diagnostics"]["vectors_on_disk"] is True
     assert all(layer["hyperparameters"]["hidden"] == 50 for layer in doc["layers"])
 
