@@ -19,6 +19,13 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from evaluations import leaderboard as boards
+from evaluations.comparison_api import (
+    compared_data,
+    compared_fields,
+    left_out_data,
+    left_out_schema,
+    paired_test_schema,
+)
 from evaluations.leaderboard import board_query
 from evaluations.minimal_pairs import comparisons as pair_comparisons
 from evaluations.minimal_pairs import result_page as pair_result_page
@@ -190,43 +197,18 @@ PAIR_COMPARISON_SCHEMA = inline_serializer(
         "set": serializers.CharField(),
         "models": inline_serializer(
             "ComparedPairRun",
-            {
-                "letter": serializers.CharField(),
-                "model": serializers.CharField(),
-                "display_name": serializers.CharField(),
-                "evaluation": serializers.IntegerField(),
-                "accuracy": serializers.FloatField(allow_null=True),
-                "pairs": serializers.IntegerField(help_text="Pairs the run analysed"),
-                "pairs_passed": serializers.IntegerField(),
-                "accuracy_interval": serializers.ListField(
-                    child=serializers.FloatField(),
-                    min_length=2,
-                    max_length=2,
-                    allow_null=True,
-                    help_text="95% Wilson interval [low, high] over the pairs",
-                ),
-            },
+            compared_fields(
+                over="the pairs", counts={"pairs": "Pairs the run analysed", "pairs_passed": None}
+            ),
             many=True,
         ),
-        "left_out": inline_serializer(
-            "PairComparisonLeftOut",
-            {"name": serializers.CharField(), "reason": serializers.CharField()},
-            many=True,
-        ),
-        "paired_test": inline_serializer(
+        "left_out": left_out_schema("PairComparisonLeftOut"),
+        "paired_test": paired_test_schema(
             "PairedPairTest",
-            {
-                "method": serializers.CharField(),
-                "pairs": serializers.IntegerField(help_text="Pairs both runs analysed"),
-                "only_first": serializers.IntegerField(help_text="Pairs A gets right, B not"),
-                "only_second": serializers.IntegerField(help_text="Pairs B gets right, A not"),
-                "both_pass": serializers.IntegerField(),
-                "both_fail": serializers.IntegerField(),
-                "p_value": serializers.FloatField(),
-                "significant": serializers.BooleanField(help_text="p_value < 0.05"),
-            },
-            allow_null=True,
-            help_text="Two models compared: McNemar's exact two-sided test over the pairs "
+            counted=("pairs", "Pairs both runs analysed"),
+            only_first="Pairs A gets right, B not",
+            only_second="Pairs B gets right, A not",
+            about="Two models compared: McNemar's exact two-sided test over the pairs "
             "(null otherwise)",
         ),
     },
@@ -237,19 +219,9 @@ def pair_comparison_data(comparison: pair_comparisons.PairComparison) -> dict[st
     return {
         "set": comparison.pair_set.name,
         "models": [
-            {
-                "letter": m.letter,
-                "model": m.model.name,
-                "display_name": m.model.display_name,
-                "evaluation": m.evaluation_id,
-                "accuracy": m.accuracy,
-                "pairs": m.pairs,
-                "pairs_passed": m.passed,
-                "accuracy_interval": list(m.interval) if m.interval else None,
-            }
-            for m in comparison.models
+            compared_data(m, pairs=m.pairs, pairs_passed=m.passed) for m in comparison.models
         ],
-        "left_out": [{"name": name, "reason": reason} for name, reason in comparison.left_out],
+        "left_out": left_out_data(comparison.left_out),
         "paired_test": paired_test_data(comparison.paired, counted="pairs"),
     }
 
@@ -298,11 +270,7 @@ ACROSS_SETS_SCHEMA = inline_serializer(
             },
             many=True,
         ),
-        "left_out": inline_serializer(
-            "PairAcrossLeftOut",
-            {"name": serializers.CharField(), "reason": serializers.CharField()},
-            many=True,
-        ),
+        "left_out": left_out_schema("PairAcrossLeftOut"),
         "sets": inline_serializer(
             "PairSetTest",
             {
@@ -333,7 +301,7 @@ def across_sets_data(result: pair_comparisons.AcrossSets) -> dict[str, object]:
             {"letter": letter, "model": m.name, "display_name": m.display_name}
             for letter, m in zip(pair_comparisons.LETTERS, result.models, strict=False)
         ],
-        "left_out": [{"name": name, "reason": reason} for name, reason in result.left_out],
+        "left_out": left_out_data(result.left_out),
         "sets": [
             {
                 "set": t.set_name,

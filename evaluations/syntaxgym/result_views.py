@@ -26,6 +26,13 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from evaluations import leaderboard as boards
+from evaluations.comparison_api import (
+    compared_data,
+    compared_fields,
+    left_out_data,
+    left_out_schema,
+    paired_test_schema,
+)
 from evaluations.leaderboard import board_query
 from evaluations.models import Evaluation, LanguageModel
 from evaluations.statistics import paired_test_data
@@ -396,20 +403,12 @@ class LeaderboardAPI(APIView):
         return Response(boards.leaderboard_data(_board(request, toggles=True)))
 
 
-PAIRED_TEST_SCHEMA = inline_serializer(
+PAIRED_TEST_SCHEMA = paired_test_schema(
     "PairedTest",
-    {
-        "method": serializers.CharField(),
-        "items": serializers.IntegerField(help_text="Items both models can be judged on"),
-        "only_first": serializers.IntegerField(help_text="Items A passes and B fails"),
-        "only_second": serializers.IntegerField(help_text="Items B passes and A fails"),
-        "both_pass": serializers.IntegerField(),
-        "both_fail": serializers.IntegerField(),
-        "p_value": serializers.FloatField(),
-        "significant": serializers.BooleanField(help_text="p_value < 0.05"),
-    },
-    allow_null=True,
-    help_text="Exactly two models compared on a suite with predictions: McNemar's exact "
+    counted=("items", "Items both models can be judged on"),
+    only_first="Items A passes and B fails",
+    only_second="Items B passes and A fails",
+    about="Exactly two models compared on a suite with predictions: McNemar's exact "
     "two-sided test over the items (null otherwise)",
 )
 
@@ -418,28 +417,9 @@ COMPARISON_SCHEMA = inline_serializer(
     {
         "suite": serializers.CharField(),
         "models": inline_serializer(
-            "ComparedModel",
-            {
-                "letter": serializers.CharField(),
-                "model": serializers.CharField(),
-                "display_name": serializers.CharField(),
-                "evaluation": serializers.IntegerField(),
-                "accuracy": serializers.FloatField(allow_null=True),
-                "accuracy_interval": serializers.ListField(
-                    child=serializers.FloatField(),
-                    min_length=2,
-                    max_length=2,
-                    allow_null=True,
-                    help_text="95% Wilson interval [low, high] over the evaluable items",
-                ),
-            },
-            many=True,
+            "ComparedModel", compared_fields(over="the evaluable items"), many=True
         ),
-        "left_out": inline_serializer(
-            "ComparisonLeftOut",
-            {"name": serializers.CharField(), "reason": serializers.CharField()},
-            many=True,
-        ),
+        "left_out": left_out_schema("ComparisonLeftOut"),
         "counts": inline_serializer(
             "ComparisonCount",
             {"label": serializers.CharField(), "items": serializers.IntegerField()},
@@ -456,18 +436,8 @@ COMPARISON_SCHEMA = inline_serializer(
 def comparison_data(comparison: comparisons.Comparison) -> dict[str, object]:
     return {
         "suite": comparison.suite.name,
-        "models": [
-            {
-                "letter": m.letter,
-                "model": m.model.name,
-                "display_name": m.model.display_name,
-                "evaluation": m.evaluation_id,
-                "accuracy": m.accuracy,
-                "accuracy_interval": list(m.interval) if m.interval else None,
-            }
-            for m in comparison.models
-        ],
-        "left_out": [{"name": name, "reason": reason} for name, reason in comparison.left_out],
+        "models": [compared_data(m) for m in comparison.models],
+        "left_out": left_out_data(comparison.left_out),
         "counts": [{"label": label, "items": count} for label, count in comparison.counts],
         "disagreements": comparison.disagreements,
         "paired_test": paired_test_data(comparison.paired),
