@@ -49,6 +49,7 @@ from evaluations.runs.api import (
     BAD_FILTER,
     RUN_FILTER_PARAMETERS,
     QueuedNow,
+    request_body,
     request_schema,
     requested_answer,
     run_filters_of,
@@ -256,13 +257,12 @@ class PairEvaluationListCreate(generics.ListAPIView):
         "sent when it is back).",
     )
     def post(self, request: Request) -> Response:
-        body = PairEvaluationRequestSerializer(data=request.data)
-        body.is_valid(raise_exception=True)
+        body = request_body(PairEvaluationRequestSerializer, request)
         outcome = pair_services.pair_evaluation_request(
             user=request.user,
-            models=body.validated_data["models"],
-            pair_sets=body.validated_data["sets"],
-            word_probability=body.validated_data["word_probability"],
+            models=body["models"],
+            pair_sets=body["sets"],
+            word_probability=body["word_probability"],
         )
         return requested_answer(
             RequestedPairEvaluationSerializer, outcome.evaluations, outcome.created

@@ -26,6 +26,7 @@ from evaluations.runs import lifecycle as runs
 from evaluations.runs.api import (
     BAD_FILTER,
     RUN_FILTER_PARAMETERS,
+    request_body,
     request_schema,
     requested_answer,
     run_filters_of,
@@ -154,9 +155,8 @@ class ProbingRunListCreate(generics.ListAPIView):
         "the task queue is unreachable.",
     )
     def post(self, request: Request) -> Response:
-        body = ProbingRunRequestSerializer(data=request.data)
-        body.is_valid(raise_exception=True)
-        outcome = probing_services.probing_run_request(user=request.user, **body.validated_data)
+        body = request_body(ProbingRunRequestSerializer, request)
+        outcome = probing_services.probing_run_request(user=request.user, **body)
         return requested_answer(ProbingRunSerializer, outcome.runs, outcome.created)
 
 

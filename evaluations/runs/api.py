@@ -67,6 +67,13 @@ class QueuedNow(serializers.Serializer):
         return run.pk in self.context.get("created_ids", ())
 
 
+def request_body(serializer: type[serializers.Serializer], request: Request) -> dict[str, Any]:
+    """A run request's body as `serializer` validates it (400 naming each bad field)."""
+    body = serializer(data=request.data)
+    body.is_valid(raise_exception=True)
+    return body.validated_data
+
+
 def requested_answer(
     answer: type[serializers.Serializer], asked: Sequence[Any], created: Sequence[Any]
 ) -> Response:

@@ -187,13 +187,12 @@ class EvaluationListCreate(generics.ListAPIView):
         "can be repeated and nothing is lost.",
     )
     def post(self, request: Request) -> Response:
-        body = EvaluationRequestSerializer(data=request.data)
-        body.is_valid(raise_exception=True)
+        body = run_api.request_body(EvaluationRequestSerializer, request)
         outcome = services.evaluations_request(
-            models=body.validated_data["all_models"],
-            suites=body.validated_data["all_suites"],
+            models=body["all_models"],
+            suites=body["all_suites"],
             user=request.user,
-            word_probability=body.validated_data["word_probability"],
+            word_probability=body["word_probability"],
         )
         return _request_response(outcome)
 
@@ -212,12 +211,9 @@ class EvaluationRerunOutdated(APIView):
         "outdated. `suite` and `model` together narrow to that one pair.",
     )
     def post(self, request: Request) -> Response:
-        body = RerunOutdatedSerializer(data=request.data)
-        body.is_valid(raise_exception=True)
+        body = run_api.request_body(RerunOutdatedSerializer, request)
         outcome = services.evaluations_rerun_outdated(
-            model=body.validated_data["model"],
-            suite=body.validated_data["suite"],
-            user=request.user,
+            model=body["model"], suite=body["suite"], user=request.user
         )
         return _request_response(outcome)
 

@@ -15,6 +15,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from evaluations.runs import lifecycle as runs
+from evaluations.runs.api import request_body
 from evaluations.training import selectors, services
 from evaluations.training.models import TrainingRun
 from gym.rest import NameField
@@ -143,9 +144,8 @@ class TrainingRunListCreate(generics.ListAPIView):
         "`probing_tasks` (mean pooling, logistic regression; causal runs only). 400 names each bad field; 503 when the queue is down.",
     )
     def post(self, request: Request) -> Response:
-        body = TrainingRequestSerializer(data=request.data)
-        body.is_valid(raise_exception=True)
-        run = services.training_request(user=request.user, **body.validated_data)
+        body = request_body(TrainingRequestSerializer, request)
+        run = services.training_request(user=request.user, **body)
         return Response(TrainingRunSerializer(run).data, status=status.HTTP_201_CREATED)
 
 
