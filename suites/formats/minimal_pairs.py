@@ -314,7 +314,7 @@ def parse_blimp_jsonl(data: str | bytes, *, drop_incomplete_pairs: bool = False)
     sentid = 0
     for number, value in objects:
         pairid = value.get("pairID", number)
-        shared = {name: _cell(value.get(name)) for name in conditions if name not in RESERVED}
+        shared = {name: cell_text(value.get(name)) for name in conditions if name not in RESERVED}
         for key, label in (("sentence_good", EXPECTED), ("sentence_bad", UNEXPECTED)):
             if not isinstance(value.get(key), str):
                 errors.append(PairSetError(number, key, f"`{key}` is missing or not a string"))
@@ -325,7 +325,7 @@ def parse_blimp_jsonl(data: str | bytes, *, drop_incomplete_pairs: bool = False)
                     number,
                     {
                         SENTID: str(sentid),
-                        PAIRID: _cell(pairid),
+                        PAIRID: cell_text(pairid),
                         COMPARISON: label,
                         SENTENCE: str(value[key]),
                         **shared,
@@ -345,15 +345,16 @@ def parse_blimp_jsonl(data: str | bytes, *, drop_incomplete_pairs: bool = False)
     return result
 
 
-def _cell(value: object) -> str:
-    """A JSON value as the text a condition cell holds (what pandas would write)."""
+def cell_text(value: object) -> str:
+    """A field's value (from JSON or a table) as the text a condition cell holds (what
+    pandas would write); a value JSON cannot hold is written as its str()."""
     if value is None:
         return ""
     if isinstance(value, str):
         return value
     if isinstance(value, bool | int | float):
         return str(value)
-    return json.dumps(value, ensure_ascii=False)
+    return json.dumps(value, ensure_ascii=False, default=str)
 
 
 def _build(

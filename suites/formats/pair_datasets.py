@@ -395,7 +395,9 @@ def _from_records(
     sentid = 0
     for number, record in records:
         pairid = record.get(shape.id_field, number) if shape.id_field else number
-        shared = {name: _cell(record.get(name)) for name in conditions if name not in mp.RESERVED}
+        shared = {
+            name: mp.cell_text(record.get(name)) for name in conditions if name not in mp.RESERVED
+        }
         if stem:
             shared[PARADIGM] = stem
         for key, label in ((shape.good, mp.EXPECTED), (shape.bad, mp.UNEXPECTED)):
@@ -409,7 +411,7 @@ def _from_records(
                     number,
                     {
                         mp.SENTID: str(sentid),
-                        mp.PAIRID: _cell(pairid),
+                        mp.PAIRID: mp.cell_text(pairid),
                         mp.COMPARISON: label,
                         mp.SENTENCE: value,
                         **shared,
@@ -464,17 +466,6 @@ def _paradigm_first(conditions: list[str], shape: Shape) -> list[str]:
 
 def _stem(filename: str) -> str:
     return PurePosixPath(filename.replace("\\", "/")).stem if filename else ""
-
-
-def _cell(value: object) -> str:
-    """A field's value as the text of a condition cell."""
-    if value is None:
-        return ""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, bool | int | float):
-        return str(value)
-    return json.dumps(value, ensure_ascii=False, default=str)
 
 
 def _pair_set(
