@@ -278,12 +278,11 @@ def parse_nlpscholar_tsv(
     )
 
 
-def parse_blimp_jsonl(data: str | bytes, *, drop_incomplete_pairs: bool = False) -> MinimalPairSet:
-    """One pair per line: sentence_good -> expected, sentence_bad -> unexpected, pairID ->
-    pairid (the line number when absent), every other field -> a condition column."""
-    text = decode_text(data)
+def jsonl_records(text: str) -> tuple[list[tuple[int, dict[str, object]]], list[PairSetError]]:
+    """(line number, object) of every non-blank line, and an error for each line that
+    is not one JSON object."""
+    records: list[tuple[int, dict[str, object]]] = []
     errors: list[PairSetError] = []
-    objects: list[tuple[int, dict[str, object]]] = []
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
@@ -297,7 +296,14 @@ def parse_blimp_jsonl(data: str | bytes, *, drop_incomplete_pairs: bool = False)
         if not isinstance(value, dict):
             errors.append(PairSetError(number, None, "each line must be one JSON object (a pair)"))
             continue
-        objects.append((number, value))
+        records.append((number, value))
+    return records, errors
+
+
+def parse_blimp_jsonl(data: str | bytes, *, drop_incomplete_pairs: bool = False) -> MinimalPairSet:
+    """One pair per line: sentence_good -> expected, sentence_bad -> unexpected, pairID ->
+    pairid (the line number when absent), every other field -> a condition column."""
+    objects, errors = jsonl_records(decode_text(data))
     if not objects and not errors:
         errors.append(PairSetError(None, None, "the file holds no pairs"))
     conditions: list[str] = []

@@ -153,7 +153,7 @@ def read_pair_dataset(
         return _read_zorro(text, filename, drop_incomplete_pairs)
     chosen = _shape(shape)
     if _looks_like_jsonl(text) or suffix in (".jsonl", ".json") or chosen is not LM_SYNEVAL:
-        records = _jsonl_records(text)
+        records = mp.jsonl_records(text)
         return _from_records(records, shape, JSONL, filename, drop_incomplete_pairs, "line")
     return _from_records(_tsv_records(text), shape, TSV, filename, drop_incomplete_pairs, "row")
 
@@ -245,30 +245,6 @@ def _detect_fields(fields: Sequence[str], where: str, *, row: int | None = None)
 
 
 # ---------------------------------------------------------------- containers
-
-
-def _jsonl_records(text: str) -> tuple[list[tuple[int, dict[str, object]]], list[mp.PairSetError]]:
-    """(line number, object) of every non-blank line, and an error for each line that
-    is not one JSON object."""
-    records: list[tuple[int, dict[str, object]]] = []
-    errors: list[mp.PairSetError] = []
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            value = json.loads(line)
-        except json.JSONDecodeError as exc:
-            errors.append(
-                mp.PairSetError(number, None, f"not valid JSON: {exc.msg} at column {exc.colno}")
-            )
-            continue
-        if not isinstance(value, dict):
-            errors.append(
-                mp.PairSetError(number, None, "each line must be one JSON object (a pair)")
-            )
-            continue
-        records.append((number, value))
-    return records, errors
 
 
 def _tsv_records(text: str) -> tuple[list[tuple[int, dict[str, object]]], list[mp.PairSetError]]:
