@@ -33,6 +33,7 @@ from evaluations.minimal_pairs import results as pair_results
 from evaluations.minimal_pairs import selectors as pair_selectors
 from evaluations.models import PairEvaluation
 from evaluations.statistics import paired_test_data
+from evaluations.syntaxgym.comparisons import parse_model_names
 from gym.downloads import attachment
 from suites.catalog import gym_data_or_404
 from suites.models import MinimalPairSet
@@ -162,16 +163,10 @@ def pair_result_view(request: HttpRequest, pk: int) -> HttpResponse:
 
 
 def _model_names(request: HttpRequest | Request) -> list[str]:
-    """`models=a,b` or a form's repeated `models`, in order, without duplicates or
-    blanks (a NUL, which PostgreSQL refuses, never gets here: the middleware answers
-    400 to it)."""
-    names: list[str] = []
-    for value in request.GET.getlist("models"):
-        for name in value.split(","):
-            name = name.strip()
-            if name and name not in names:
-                names.append(name)
-    return names
+    """`models=a,b` or a form's repeated `models`, read as the suites' comparison reads
+    them (a NUL, which PostgreSQL refuses, never gets here: the middleware answers 400
+    to it)."""
+    return parse_model_names(request.GET.getlist("models"))
 
 
 def _pair_set(name: str) -> MinimalPairSet:
