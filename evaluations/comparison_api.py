@@ -6,16 +6,29 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Protocol
 
 from drf_spectacular.utils import inline_serializer
 from rest_framework import serializers
 
-from evaluations.minimal_pairs.comparisons import ComparedRun
-from evaluations.syntaxgym.comparisons import ComparedModel
+from evaluations.models import LanguageModel
 
-# A compared model's run: a suite's or a minimal-pair set's.
-Compared = ComparedModel | ComparedRun
+
+class Compared(Protocol):
+    """A compared model's run, a suite's (syntaxgym.comparisons.ComparedModel) or a
+    minimal-pair set's (minimal_pairs.comparisons.ComparedRun): what both have, so
+    that this module imports neither kind."""
+
+    @property
+    def letter(self) -> str: ...
+    @property
+    def model(self) -> LanguageModel: ...
+    @property
+    def evaluation_id(self) -> int: ...
+    @property
+    def accuracy(self) -> float | None: ...
+    @property
+    def interval(self) -> tuple[float, float] | None: ...
 
 
 def compared_fields(
