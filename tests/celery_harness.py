@@ -148,10 +148,13 @@ class ForkServer:
         if self.process.stdout.readline().strip() != "ready":
             raise RuntimeError(f"the fork server did not start: {self.process.wait()}")
 
-    @staticmethod
-    def read_at_import(env: dict[str, str]) -> dict[str, str]:
-        """What of `env` the libraries the fork server imported have read already."""
-        return {key: value for key, value in env.items() if key.startswith(READ_AT_IMPORT)}
+    def imported_as(self, env: dict[str, str]) -> bool:
+        """Did the fork server import its libraries with what `env` says they read?"""
+
+        def read(of: dict[str, str]) -> dict[str, str]:
+            return {key: value for key, value in of.items() if key.startswith(READ_AT_IMPORT)}
+
+        return read(env) == read(self.env)
 
     def start(self, argv: list[str], env: dict[str, str], log: Path) -> ForkedWorker:
         assert self.process.stdin is not None and self.process.stdout is not None
@@ -217,10 +220,12 @@ class Worker:
             self.name,
         ]
         self.process: subprocess.Popen[bytes] | ForkedWorker
-        server = fork_server()
-        if server.read_at_import(environment) == server.read_at_import(server.env):
+        # Threads or hub settings of its own: a worker forked from libraries imported
+        # with other ones would not have them (no fork server is started for it).
+        own = any(key.startswith(READ_AT_IMPORT) for key in env)
+        if not own and (server := fork_server()).imported_as(environment):
             self.process = server.start(argv, environment, self.log)
-        else:  # threads or hub settings of its own: what the fork server imported is not
+        else:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "celery", *argv],
                 cwd=REPO,

@@ -36,6 +36,9 @@ READ_AT_IMPORT = ("OMP_", "MKL_", "HF_", "TRANSFORMERS_", "TORCH", "PYTORCH_", "
 
 
 def _import_libraries() -> None:
+    # What evaluations.scoring.loading.preload_transformers imports, written here so that
+    # no module of the project's is imported before a worker's environment is set; one
+    # missing here is imported by the worker itself (slower, not different).
     import torch  # noqa: F401
     import transformers.modeling_utils  # noqa: F401
     from transformers import (  # noqa: F401
