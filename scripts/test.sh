@@ -20,6 +20,10 @@ fi
 # Types of gym/, suites/, evaluations/ and tests/ (pyproject.toml); the cache in .mypy_cache
 # brings a warm run from minutes down to seconds.
 .venv/bin/mypy
+# The tests start hundreds of Python processes (workers, sites, commands): each reads the
+# project's compiled modules (and pytest's rewritten tests) from __pycache__ instead of
+# compiling them again, even where the machine's environment turns that cache off.
+unset PYTHONDONTWRITEBYTECODE
 # The tests run in GYM_TEST_PROCESSES processes (pytest-xdist; 1: in this process alone).
 # Each process has its own test database (pytest-django adds _gw0, _gw1, ...) and its own
 # Redis database after GYM_TEST_REDIS_URL's (tests/celery_harness.py). Many tests wait on
