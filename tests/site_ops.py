@@ -7,6 +7,13 @@ separate process with the site's environment (its own database, its own broker):
     python tests/site_ops.py stop-consuming QUEUE NAME@
                                            -> the worker NAME@<this host> stops taking
                                               messages from QUEUE (it stays alive)
+    python tests/site_ops.py serve         -> one operation per line of standard input
+                                              (a JSON list: the words above), one JSON
+                                              line of answer each ({"answer": ...} or
+                                              {"error": traceback}), until end of input
+
+The fault tests keep one `serve` process per site, so that Django is set up once rather
+than for every question they ask.
 
 It requests through the same service as the site's pages (`evaluation_request`), on a
 fresh copy of the project's example suite made `ITEMS` items long, each sentence unique
@@ -17,6 +24,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import traceback
 import uuid
 from pathlib import Path
 from typing import Any
@@ -102,22 +110,38 @@ def stop_consuming(queue: str, worker: str) -> dict[str, Any]:
     return {"replies": replies}
 
 
+def operation(what: str, *args: str) -> Any:
+    if what == "queue":
+        return queue(int(args[0]))
+    if what == "run":
+        return run_state(int(args[0]))
+    if what == "open":
+        return open_runs()
+    if what == "stop-consuming":
+        return stop_consuming(args[0], args[1] + os.uname().nodename)
+    raise ValueError(f"unknown operation {what!r}")
+
+
+def serve() -> None:
+    for line in sys.stdin:
+        try:
+            answer = {"answer": operation(*json.loads(line))}
+        except Exception:  # noqa: BLE001 - told to the test, which fails with it
+            answer = {"error": traceback.format_exc()}
+        print(json.dumps(answer), flush=True)
+
+
 def main() -> None:
     import django
 
     django.setup()
-    what, *args = sys.argv[1:]
-    if what == "queue":
-        answer = queue(int(args[0]))
-    elif what == "run":
-        answer = run_state(int(args[0]))
-    elif what == "open":
-        answer = open_runs()
-    elif what == "stop-consuming":
-        answer = stop_consuming(args[0], args[1] + os.uname().nodename)
-    else:
-        raise SystemExit(f"unknown operation {what!r}")
-    print(json.dumps(answer))
+    if sys.argv[1:] == ["serve"]:
+        serve()
+        return
+    try:
+        print(json.dumps(operation(*sys.argv[1:])))
+    except ValueError as exc:
+        raise SystemExit(str(exc)) from exc
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import signal
 import socket
 import subprocess
@@ -65,6 +66,8 @@ class Site:
         self.hold_dir.mkdir(parents=True)
         self.port = _free_port()
         self.log = folder / "site.log"
+        self.ops_log = folder / "site_ops.log"
+        self.ops_process: subprocess.Popen[str] | None = None
         self.env = {
             key: value
             for key, value in os.environ.items()
@@ -96,16 +99,39 @@ class Site:
         return self.log.read_text(errors="replace")[-chars:]
 
     def ops(self, *args: object) -> Any:
-        done = subprocess.run(
-            [sys.executable, "tests/site_ops.py", *map(str, args)],
-            cwd=REPO,
-            env=self.env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        assert done.returncode == 0, done.stderr[-3000:]
-        return json.loads(done.stdout.strip().splitlines()[-1])
+        """One operation of tests/site_ops.py, asked of the one `serve` process this site
+        keeps (started at the first question, again if it has ended)."""
+        if self.ops_process is None or self.ops_process.poll() is not None:
+            self.ops_process = subprocess.Popen(
+                [sys.executable, "tests/site_ops.py", "serve"],
+                cwd=REPO,
+                env=self.env,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=self.ops_log.open("a"),
+                text=True,
+            )
+        process = self.ops_process
+        assert process.stdin is not None and process.stdout is not None
+        process.stdin.write(json.dumps([str(arg) for arg in args]) + "\n")
+        process.stdin.flush()
+        ready, _, _ = select.select([process.stdout], [], [], 120)
+        line = process.stdout.readline() if ready else ""
+        assert line, f"site_ops {args} gave no answer: {self.ops_log.read_text()[-3000:]}"
+        answer = json.loads(line)
+        assert "error" not in answer, f"site_ops {args}: {answer['error']}"
+        return answer["answer"]
+
+    def close_ops(self) -> None:
+        if self.ops_process is not None:
+            assert self.ops_process.stdin is not None
+            self.ops_process.stdin.close()
+            try:
+                self.ops_process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.ops_process.kill()
+                self.ops_process.wait()
+            self.ops_process = None
 
     def page(self, path: str) -> str:
         try:
@@ -246,6 +272,7 @@ def site(request: Any, tmp_path: Path) -> Iterator[Site]:
         _until("the site", lambda: "Gym is starting" in running.tail(), timeout=600, site=running)
         yield running
     finally:
+        running.close_ops()
         running.release()
         running.kill_all()
         if database:
