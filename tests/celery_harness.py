@@ -294,13 +294,15 @@ class Pace:
 
 def redelivery_env(settings: Any, pace: Pace) -> dict[str, str]:
     """The environment of workers held by `pace` whose killed delivery Redis hands on to
-    another: after the visibility timeout, which must outlast the hard time limit
-    (generous: importing torch on a busy machine counts against it). Sets that limit for
-    this process too."""
-    settings.CELERY_TASK_HARD_TIME_LIMIT = 60
+    another: after the visibility timeout, which must outlast the hard time limit. The
+    limit still leaves room: a gpu worker has imported torch and transformers before it
+    takes a message (preload_transformers), and the deliveries these tests hold end
+    within about ten seconds on a busy two-core machine; each second of the timeout is
+    a second the test waits. Sets that limit for this process too."""
+    settings.CELERY_TASK_HARD_TIME_LIMIT = 30
     return {
-        "CELERY_TASK_HARD_TIME_LIMIT": "60",
-        "CELERY_VISIBILITY_TIMEOUT": "65",
+        "CELERY_TASK_HARD_TIME_LIMIT": "30",
+        "CELERY_VISIBILITY_TIMEOUT": "35",
         "CELERY_RESTORE_INTERVAL": "2",
         "GYM_PROGRESS_EVERY_SECONDS": "0",
         "GYM_RUN_HOLD_DIR": str(pace.folder),
