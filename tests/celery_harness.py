@@ -135,7 +135,8 @@ class ForkServer:
     transformers once, and forks each worker from itself."""
 
     def __init__(self) -> None:
-        self.env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+        # What every worker's environment adds that its libraries read at import.
+        self.env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
         self.process = subprocess.Popen(
             [sys.executable, "-m", "tests.worker_zygote"],
             cwd=REPO,
@@ -145,14 +146,18 @@ class ForkServer:
             text=True,
         )
         assert self.process.stdout is not None
-        if self.process.stdout.readline().strip() != "ready":
+        ready, _, read = self.process.stdout.readline().strip().partition(" ")
+        if ready != "ready":
             raise RuntimeError(f"the fork server did not start: {self.process.wait()}")
+        # The environment variables its libraries read through os.environ when imported.
+        self.read = frozenset(json.loads(read))
 
     def imported_as(self, env: dict[str, str]) -> bool:
         """Did the fork server import its libraries with what `env` says they read?"""
 
-        def read(of: dict[str, str]) -> dict[str, str]:
-            return {key: value for key, value in of.items() if key.startswith(READ_AT_IMPORT)}
+        def read(of: dict[str, str]) -> dict[str, str | None]:
+            keys = {key for key in of if key.startswith(READ_AT_IMPORT)} | self.read
+            return {key: of.get(key) for key in keys}
 
         return read(env) == read(self.env)
 

@@ -3,19 +3,23 @@ tests/celery_harness.py the first time a test asks for a worker.
 
 A gpu worker imports torch and transformers' model machinery before it starts its pool
 (evaluations.runs.tasks.import_work_functions): started from nothing, one is ready after
-about 8.5 s of CPU, forked from here after about 1.7 s, and a test session starts some
-sixty. This process imports those libraries once (nothing of the project's: Django and
-the settings are read by each worker after its environment is set) and forks every
-worker from itself. A forked worker is the real thing from there on: `python -m celery`
-run in it with the asked-for arguments, environment, working folder and log, the leader
-of its own session, with its own pool processes, killed the way any process is.
+about 8.5 s of CPU, forked from here after about 0.6 s, and a test session starts some
+sixty. This process imports those libraries and the ones of every worker (Django,
+Celery) once, nothing of the project's (the settings are read by each worker after its
+environment is set), and forks every worker from itself. A forked worker is the real
+thing from there on: `python -m celery` run in it with the asked-for arguments,
+environment, working folder and log, the leader of its own session, with its own pool
+processes, killed the way any process is.
 tests/runs/test_worker_warm_up.py checks what a worker started from nothing imports, in
 fresh interpreters.
 
 Requests come on standard input, one JSON line each: {"argv": [...], "env": {...},
 "log": path, "exit": path}; the answer on standard output is the worker's pid. When a
 worker ends, its return code (as subprocess gives it: minus the signal that killed it)
-is written to its "exit" file. End of input ends this process."""
+is written to its "exit" file. End of input ends this process.
+
+The first line it writes is "ready" and the JSON list of the environment variables its
+imports read."""
 
 from __future__ import annotations
 
@@ -30,27 +34,83 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 
-# What the environment of a worker may not change, because these libraries read it when
-# they are imported (their thread pools, hub settings): such a worker is started fresh.
-READ_AT_IMPORT = ("OMP_", "MKL_", "HF_", "TRANSFORMERS_", "TORCH", "PYTORCH_", "CUDA_")
+# Environment variables read below Python when these libraries load (OpenMP, MKL and
+# CUDA threads and devices, torch's C++ side) or found by walking the whole environment
+# (tqdm): a worker whose environment gives any of them another value than this process
+# has is started fresh. What the libraries read through os.environ is recorded as they
+# are imported instead (`_import_libraries`).
+READ_AT_IMPORT = (
+    "OMP_",
+    "KMP_",
+    "GOMP_",
+    "MKL_",
+    "OPENBLAS_",
+    "CUDA_",
+    "TORCH",
+    "PYTORCH_",
+    "HF_",
+    "TRANSFORMERS_",
+    "TQDM_",
+)
+
+# Libraries every worker imports before it takes a message, none of which reads Django's
+# settings when imported: Django's request and ORM machinery, Celery's worker, its
+# prefork pool and Redis transport, the PostgreSQL driver.
+WORKER_LIBRARIES = (
+    "django.db.models",
+    "django.http",
+    "django.core.handlers.base",
+    "rest_framework.serializers",
+    "celery.bin.celery",
+    "celery.apps.worker",
+    "celery.worker.consumer",
+    "celery.concurrency.prefork",
+    "celery.fixups.django",
+    "billiard.pool",
+    "kombu.transport.redis",
+    "redis",
+    "psycopg",
+)
 
 
-def _import_libraries() -> None:
-    # What evaluations.scoring.loading.preload_transformers imports, written here so that
-    # no module of the project's is imported before a worker's environment is set; one
-    # missing here is imported by the worker itself (slower, not different).
-    import torch  # noqa: F401
-    import transformers.modeling_utils  # noqa: F401
-    from transformers import (  # noqa: F401
-        AutoConfig,
-        AutoModelForCausalLM,
-        AutoModelForMaskedLM,
-        AutoTokenizer,
-        PreTrainedTokenizerFast,
-    )
+def _import_libraries() -> list[str]:
+    """Import the libraries; the names of the environment variables they read through
+    os.environ while doing so (a worker whose environment gives one of them another value
+    is started fresh: tests/celery_harness.py)."""
+    read: set[str] = set()
+    environ = type(os.environ)
+    get = environ.__getitem__
 
-    for name in ("gpt2", "llama", "bert"):
-        importlib.import_module(f"transformers.models.{name}.modeling_{name}")
+    def reading_get(self: Any, key: str) -> str:
+        # os.environ[key], .get(key) and `key in os.environ` come here; walking the whole
+        # environment (tqdm looks for its own variables so) or copying it reads no one
+        # variable: READ_AT_IMPORT names what is found that way.
+        if sys._getframe(1).f_code.co_name not in ("__iter__", "copy"):
+            read.add(key)
+        return get(self, key)
+
+    environ.__getitem__ = reading_get  # type: ignore[method-assign]
+    try:
+        # What evaluations.scoring.loading.preload_transformers imports, written here so
+        # that no module of the project's is imported before a worker's environment is
+        # set; one missing here is imported by the worker itself (slower, not different).
+        import torch  # noqa: F401
+        import transformers.modeling_utils  # noqa: F401
+        from transformers import (  # noqa: F401
+            AutoConfig,
+            AutoModelForCausalLM,
+            AutoModelForMaskedLM,
+            AutoTokenizer,
+            PreTrainedTokenizerFast,
+        )
+
+        for name in ("gpt2", "llama", "bert"):
+            importlib.import_module(f"transformers.models.{name}.modeling_{name}")
+        for name in WORKER_LIBRARIES:
+            importlib.import_module(name)
+    finally:
+        environ.__getitem__ = get  # type: ignore[method-assign]
+    return sorted(read)
 
 
 def _reap(exits: dict[int, str]) -> None:
@@ -106,11 +166,11 @@ def _become_worker(request: dict[str, Any]) -> None:
 
 
 def serve() -> None:
-    _import_libraries()
+    read = _import_libraries()
     exits: dict[int, str] = {}
     signal.signal(signal.SIGCHLD, lambda *_: _reap(exits))
     answers = sys.stdout
-    print("ready", file=answers, flush=True)
+    print("ready", json.dumps(read), file=answers, flush=True)
     for line in sys.stdin:
         request = json.loads(line)
         # No SIGCHLD between the fork and the pid's exit file being known.
