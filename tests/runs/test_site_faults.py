@@ -32,9 +32,10 @@ from tests.conftest import REPO
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 ROUNDS = int(os.environ.get("GYM_FAULT_ROUNDS", "1"))
-# Long enough that the tiny baseline is held mid-way (the engine reports after each
-# batch), short enough to score in seconds.
-LONG_ITEMS = 400
+# Several batches of the tiny baseline (the engine reports after each, and the hold file
+# keeps it there), so that a run is held mid-way: scored (more than once) and stored
+# three times a round in both shapes, so no longer than that.
+LONG_ITEMS = 120
 
 
 def _free_port() -> int:
