@@ -257,10 +257,15 @@ def test_a_large_suite_split_across_tasks_stores_what_one_task_stores(
     got = {r.item_number: r for r in ItemResult.objects.filter(evaluation=split_run)}
     want = {r.item_number: r for r in ItemResult.objects.filter(evaluation=whole_run)}
     assert sorted(got) == sorted(want) == list(range(1, 61))
+    # The same numbers up to float32 noise: other batches add the same terms in another
+    # order (region sums of up to ~100 bits came out 2.4e-4 apart once, a full run's
+    # worker under load); a wrong context or a lost token moves a region by whole bits.
     for number, row in want.items():
         assert got[number].passed == row.passed
         for condition, metrics in row.values.items():
-            assert got[number].values[condition]["sum"] == pytest.approx(metrics["sum"], abs=1e-4)
+            assert got[number].values[condition]["sum"] == pytest.approx(
+                metrics["sum"], rel=1e-5, abs=1e-4
+            )
     assert split_run.accuracy == whole_run.accuracy
     assert split_run.progress_done == split_run.progress_total == 240
     assert not RunPart.objects.exists()
