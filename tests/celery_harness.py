@@ -6,6 +6,7 @@ from __future__ import annotations
 import atexit
 import json
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -130,48 +131,45 @@ class ForkedWorker:
         return code
 
 
-class ForkServer:
-    """tests/worker_zygote.py, running for this test process: it has imported torch and
-    transformers once, and forks each worker from itself."""
+class LineProcess:
+    """A helper process of the tests spoken to a line at a time over its standard input
+    and output (the fork server; a fault-test site's tests/site_ops.py): `argv` after
+    the interpreter, run in the repository; its standard error appended to `log`; it
+    ends when its input does."""
 
-    def __init__(self) -> None:
-        # What every worker's environment adds that its libraries read at import.
-        self.env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "tests.worker_zygote"],
-            cwd=REPO,
-            env=self.env,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        assert self.process.stdout is not None
-        ready, _, read = self.process.stdout.readline().strip().partition(" ")
-        if ready != "ready":
-            raise RuntimeError(f"the fork server did not start: {self.process.wait()}")
-        # The environment variables its libraries read through os.environ when imported.
-        self.read = frozenset(json.loads(read))
+    def __init__(self, argv: list[str], env: dict[str, str], log: Path | None = None) -> None:
+        errors = log.open("a") if log is not None else None
+        try:
+            self.process = subprocess.Popen(
+                [sys.executable, *argv],
+                cwd=REPO,
+                env=env,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=errors,
+                text=True,
+            )
+        finally:
+            if errors is not None:
+                errors.close()  # the process has its own
 
-    def imported_as(self, env: dict[str, str]) -> bool:
-        """Did the fork server import its libraries with what `env` says they read?"""
+    def alive(self) -> bool:
+        return self.process.poll() is None
 
-        def read(of: dict[str, str]) -> dict[str, str | None]:
-            keys = {key for key in of if key.startswith(READ_AT_IMPORT)} | self.read
-            return {key: of.get(key) for key in keys}
+    def read(self, timeout: float | None = None) -> str:
+        """Its next line; "" if it wrote none within `timeout` seconds, or ended."""
+        out = self.process.stdout
+        assert out is not None
+        if timeout is not None and not select.select([out], [], [], timeout)[0]:
+            return ""
+        return out.readline()
 
-        return read(env) == read(self.env)
-
-    def start(self, argv: list[str], env: dict[str, str], log: Path) -> ForkedWorker:
-        assert self.process.stdin is not None and self.process.stdout is not None
-        exit_file = log.with_suffix(".exit")
-        log.write_text("")  # there before the worker writes to it
-        request = {"argv": argv, "env": env, "log": str(log), "exit": str(exit_file)}
-        self.process.stdin.write(json.dumps(request) + "\n")
+    def ask(self, line: str, timeout: float | None = None) -> str:
+        """Write `line`, read its answer (as `read`)."""
+        assert self.process.stdin is not None
+        self.process.stdin.write(line + "\n")
         self.process.stdin.flush()
-        answer = self.process.stdout.readline().strip()
-        if not answer.isdigit():
-            raise RuntimeError(f"the fork server did not fork a worker: {answer!r}")
-        return ForkedWorker(int(answer), exit_file)
+        return self.read(timeout)
 
     def close(self) -> None:
         assert self.process.stdin is not None
@@ -180,6 +178,40 @@ class ForkServer:
             self.process.wait(timeout=30)
         except subprocess.TimeoutExpired:
             self.process.kill()
+            self.process.wait()
+
+
+class ForkServer(LineProcess):
+    """tests/worker_zygote.py, running for this test process: it has imported torch and
+    transformers once, and forks each worker from itself."""
+
+    def __init__(self) -> None:
+        # What every worker's environment adds that its libraries read at import.
+        self.env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
+        super().__init__(["-m", "tests.worker_zygote"], self.env)
+        ready, _, read = self.read().strip().partition(" ")
+        if ready != "ready":
+            raise RuntimeError(f"the fork server did not start: {self.process.wait()}")
+        # The environment variables its libraries read through os.environ when imported.
+        self.read_at_import = frozenset(json.loads(read))
+
+    def imported_as(self, env: dict[str, str]) -> bool:
+        """Did the fork server import its libraries with what `env` says they read?"""
+
+        def read(of: dict[str, str]) -> dict[str, str | None]:
+            keys = {key for key in of if key.startswith(READ_AT_IMPORT)} | self.read_at_import
+            return {key: of.get(key) for key in keys}
+
+        return read(env) == read(self.env)
+
+    def start(self, argv: list[str], env: dict[str, str], log: Path) -> ForkedWorker:
+        exit_file = log.with_suffix(".exit")
+        log.write_text("")  # there before the worker writes to it
+        request = {"argv": argv, "env": env, "log": str(log), "exit": str(exit_file)}
+        answer = self.ask(json.dumps(request)).strip()
+        if not answer.isdigit():
+            raise RuntimeError(f"the fork server did not fork a worker: {answer!r}")
+        return ForkedWorker(int(answer), exit_file)
 
 
 _FORK_SERVER: list[ForkServer] = []
@@ -187,7 +219,7 @@ _FORK_SERVER: list[ForkServer] = []
 
 def fork_server() -> ForkServer:
     """This test process's fork server, started on first use, ended at exit."""
-    if not _FORK_SERVER or _FORK_SERVER[0].process.poll() is not None:
+    if not _FORK_SERVER or not _FORK_SERVER[0].alive():
         _FORK_SERVER[:] = [ForkServer()]
         atexit.register(_FORK_SERVER[0].close)
     return _FORK_SERVER[0]

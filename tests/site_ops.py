@@ -138,10 +138,7 @@ def main() -> None:
     if sys.argv[1:] == ["serve"]:
         serve()
         return
-    try:
-        print(json.dumps(operation(*sys.argv[1:])))
-    except ValueError as exc:
-        raise SystemExit(str(exc)) from exc
+    print(json.dumps(operation(*sys.argv[1:])))
 
 
 if __name__ == "__main__":

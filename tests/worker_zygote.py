@@ -48,8 +48,6 @@ READ_AT_IMPORT = (
     "CUDA_",
     "TORCH",
     "PYTORCH_",
-    "HF_",
-    "TRANSFORMERS_",
     "TQDM_",
 )
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import select
 import signal
 import socket
 import subprocess
@@ -26,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from tests.celery_harness import REDIS_URL, redis_or_skip
+from tests.celery_harness import REDIS_URL, LineProcess, redis_or_skip
 from tests.conftest import REPO
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -68,7 +67,7 @@ class Site:
         self.port = _free_port()
         self.log = folder / "site.log"
         self.ops_log = folder / "site_ops.log"
-        self.ops_process: subprocess.Popen[str] | None = None
+        self.ops_process: LineProcess | None = None
         self.env = {
             key: value
             for key, value in os.environ.items()
@@ -102,22 +101,10 @@ class Site:
     def ops(self, *args: object) -> Any:
         """One operation of tests/site_ops.py, asked of the one `serve` process this site
         keeps (started at the first question, again if it has ended)."""
-        if self.ops_process is None or self.ops_process.poll() is not None:
-            self.ops_process = subprocess.Popen(
-                [sys.executable, "tests/site_ops.py", "serve"],
-                cwd=REPO,
-                env=self.env,
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=self.ops_log.open("a"),
-                text=True,
-            )
-        process = self.ops_process
-        assert process.stdin is not None and process.stdout is not None
-        process.stdin.write(json.dumps([str(arg) for arg in args]) + "\n")
-        process.stdin.flush()
-        ready, _, _ = select.select([process.stdout], [], [], 120)
-        line = process.stdout.readline() if ready else ""
+        if self.ops_process is None or not self.ops_process.alive():
+            serve = ["tests/site_ops.py", "serve"]
+            self.ops_process = LineProcess(serve, self.env, log=self.ops_log)
+        line = self.ops_process.ask(json.dumps([str(arg) for arg in args]), timeout=120)
         assert line, f"site_ops {args} gave no answer: {self.ops_log.read_text()[-3000:]}"
         answer = json.loads(line)
         assert "error" not in answer, f"site_ops {args}: {answer['error']}"
@@ -125,13 +112,7 @@ class Site:
 
     def close_ops(self) -> None:
         if self.ops_process is not None:
-            assert self.ops_process.stdin is not None
-            self.ops_process.stdin.close()
-            try:
-                self.ops_process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.ops_process.kill()
-                self.ops_process.wait()
+            self.ops_process.close()
             self.ops_process = None
 
     def page(self, path: str) -> str:
