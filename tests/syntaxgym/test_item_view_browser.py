@@ -42,6 +42,8 @@ def test_a_failing_item_opens_from_the_items_table(page) -> None:
     evaluation = store(suite_data("many conditions", words), words=words)
     page.goto(f"/evaluations/{evaluation.pk}/results/")
     page.get_by_role("link", name=re.compile(r"^Failing \d")).click()
+    # evaluate_all does not wait: let the filtered page load before reading its rows.
+    page.wait_for_url(re.compile(r"/results/\?items=failed$"))
     failing = page.locator("tbody.item").evaluate_all("els => els.map(e => e.dataset.item)")
     assert failing == ["2"]
     page.locator('tbody[data-item="2"] a[data-why]').click()
