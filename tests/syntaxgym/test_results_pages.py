@@ -22,13 +22,11 @@ from evaluations import plots
 from evaluations.models import (
     Evaluation,
     EvaluationSnapshot,
-    ItemResult,
     LanguageModel,
-    PredictionResult,
 )
 from evaluations.scoring.metrics import region_metrics
 from evaluations.syntaxgym import exports, outcomes, selectors
-from evaluations.syntaxgym.services import evaluation_create
+from evaluations.syntaxgym.services import evaluation_create, results_store
 from suites import formats
 from suites.models import Suite
 from suites.syntaxgym import selectors as suite_selectors
@@ -75,8 +73,8 @@ def suite_data(name: str = "three items") -> dict[str, Any]:
 def store_done(
     model: LanguageModel, suite: Suite, tokens: dict[int, dict[str, Any]] = TOKENS
 ) -> Evaluation:
-    """A done evaluation whose rows are what results_store writes for `tokens` (token
-    surprisals per item, condition and region)."""
+    """A done evaluation stored by the store task's own code (`results_store`) from
+    `tokens`: token surprisals per item, condition and region, as a worker reports them."""
     snapshot = suite_selectors.suite_canonical(suite)
     scored = []
     for item_number, condition, _regions in formats.sentences(snapshot):
@@ -85,39 +83,18 @@ def store_done(
         scored.append(
             {"regions": [region_metrics(r) for r in regions], "sentence": region_metrics(flat)}
         )
-    result = outcomes.score_items(snapshot, scored)
     evaluation = evaluation_create(
         model=model,
         suite=suite,
         content_hash=suite.content_hash,
         snapshot=snapshot,
-        status=Evaluation.Status.DONE,
-        metric=result.metric,
-        accuracy=result.accuracy,
+        # As the request sets it, from the suite's own metric.
+        metric=outcomes.prediction_metric(snapshot["meta"].get("metric")),
     )
-    ItemResult.objects.bulk_create(
-        ItemResult(
-            evaluation=evaluation,
-            item_number=item.item_number,
-            position=position,
-            values=item.values,
-            outcomes=item.outcomes,
-            passed=item.passed,
-        )
-        for position, item in enumerate(result.items)
+    assert results_store(
+        evaluation_id=evaluation.pk, attempt=evaluation.attempt, results={"sentences": scored}
     )
-    PredictionResult.objects.bulk_create(
-        PredictionResult(
-            evaluation=evaluation,
-            position=p.position,
-            formula=p.formula,
-            passed=p.passed,
-            evaluated=p.evaluated,
-            accuracy=p.accuracy,
-        )
-        for p in result.predictions
-    )
-    return evaluation
+    return Evaluation.objects.get(pk=evaluation.pk)
 
 
 @pytest.fixture
