@@ -89,21 +89,13 @@ def _import_libraries() -> list[str]:
 
     environ.__getitem__ = reading_get  # type: ignore[method-assign]
     try:
-        # What evaluations.scoring.loading.preload_transformers imports, written here so
-        # that no module of the project's is imported before a worker's environment is
-        # set; one missing here is imported by the worker itself (slower, not different).
+        # What a gpu worker's warm-up imports, from the project's own file loaded by its
+        # path, so that no module of the project's package is imported before a worker's
+        # environment is set.
         import torch  # noqa: F401
-        import transformers.modeling_utils  # noqa: F401
-        from transformers import (  # noqa: F401
-            AutoConfig,
-            AutoModelForCausalLM,
-            AutoModelForMaskedLM,
-            AutoTokenizer,
-            PreTrainedTokenizerFast,
-        )
 
-        for name in ("gpt2", "llama", "bert"):
-            importlib.import_module(f"transformers.models.{name}.modeling_{name}")
+        preload = runpy.run_path(str(REPO / "evaluations" / "scoring" / "preload.py"))
+        preload["preload_transformers"]()
         for name in WORKER_LIBRARIES:
             importlib.import_module(name)
     finally:

@@ -23,6 +23,7 @@ from torch import nn
 from . import kinds
 from .forward import find_split_head, verify_split_head
 from .ngram import NgramModel, load_ngram
+from .preload import preload_transformers  # noqa: F401 - RunKind.warm_up names it here
 from .schema import ModelLoadError, ScoringError
 
 if TYPE_CHECKING:
@@ -292,26 +293,6 @@ def _load(
     lap("weights")
     _run_checks(lm, config, local_dir)
     return lm
-
-
-def preload_transformers() -> None:
-    """Import what loading a transformers model needs (the model machinery, the auto
-    classes, fast tokenizers, and the architectures Gym trains and tests with), which
-    `_load` would otherwise import inside a run: seconds before its first progress
-    report. A GPU worker calls it once before it starts its pool (`RunKind.warm_up`)."""
-    import importlib
-
-    import transformers.modeling_utils  # noqa: F401
-    from transformers import (  # noqa: F401
-        AutoConfig,
-        AutoModelForCausalLM,
-        AutoModelForMaskedLM,
-        AutoTokenizer,
-        PreTrainedTokenizerFast,
-    )
-
-    for name in ("gpt2", "llama", "bert"):
-        importlib.import_module(f"transformers.models.{name}.modeling_{name}")
 
 
 def _hub_options(source: str, revision: str | None) -> tuple[dict[str, Any], bool]:
