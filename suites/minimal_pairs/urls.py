@@ -2,14 +2,17 @@ from __future__ import annotations
 
 from django.urls import path
 
+from suites.catalog_urls import catalog_page_urls
 from suites.minimal_pairs import api, views
 
 # Included in suites.urls (pages, namespace "suites") and the API.
 urlpatterns = [
-    path("minimal-pairs/", views.pair_set_list, name="pair_sets"),
-    # Before the <str:name> pattern, which would otherwise swallow it.
-    path("minimal-pairs/upload/", views.pair_set_upload, name="pair_set_upload"),
-    path("minimal-pairs/<str:name>/", views.pair_set_detail, name="pair_set"),
+    *catalog_page_urls(
+        "minimal-pairs/",
+        (views.pair_set_list, "pair_sets"),
+        (views.pair_set_upload, "pair_set_upload"),
+        (views.pair_set_detail, "pair_set"),
+    ),
     path("minimal-pairs/<str:name>/replace/", views.pair_set_replace, name="pair_set_replace"),
     path(
         "minimal-pairs/<str:name>/download.tsv",

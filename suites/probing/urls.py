@@ -2,15 +2,16 @@ from __future__ import annotations
 
 from django.urls import path
 
+from suites.catalog_urls import catalog_page_urls
 from suites.probing import api, views
 
 # Included in suites.urls (pages, namespace "suites") and the API.
-urlpatterns = [
-    path("probing/", views.probing_list, name="probing_list"),
-    # Before the <str:name> pattern, which would otherwise swallow it.
-    path("probing/upload/", views.probing_upload, name="probing_upload"),
-    path("probing/<str:name>/", views.probing_detail, name="probing_detail"),
-]
+urlpatterns = catalog_page_urls(
+    "probing/",
+    (views.probing_list, "probing_list"),
+    (views.probing_upload, "probing_upload"),
+    (views.probing_detail, "probing_detail"),
+)
 
 api_urlpatterns = [
     path("probing-tasks/", api.ProbingTaskListCreate.as_view(), name="api-probing-tasks"),
