@@ -11,7 +11,7 @@ from pathlib import PurePosixPath
 from typing import IO, Any
 
 from django.conf import settings
-from django.db.models import QuerySet
+from django.db.models import Model, QuerySet
 from django.urls import reverse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import (
@@ -25,6 +25,7 @@ from rest_framework.parsers import BaseParser, MultiPartParser
 from rest_framework.permissions import IsAuthenticatedOrReadOnly
 from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.views import APIView
 
 from gym.errors import UploadTooLarge, error_body, invalid_entries
 from suites.catalog import ListQuery
@@ -93,6 +94,30 @@ def not_found(noun: str, name: str) -> Response:
     return errors_answer(
         [SuiteError("name", f"no {noun} named '{name}'")], status.HTTP_404_NOT_FOUND
     )
+
+
+def detail_schema(serializer: type[serializers.Serializer]) -> Callable[[Any], Any]:
+    """The schema of a `CatalogDetail`'s get: `serializer`, or the 404 of `not_found`."""
+    return extend_schema_view(
+        get=extend_schema(responses={200: serializer, 404: OpenApiTypes.OBJECT})
+    )
+
+
+class CatalogDetail(APIView):
+    # A row's detail by name (anyone): `serializer_class`'s fields, or `not_found`'s 404
+    # naming the `noun`. (A comment, not a docstring: the schema would describe every
+    # kind's endpoint with it.)
+
+    permission_classes = [IsAuthenticatedOrReadOnly]
+    model: type[Model]
+    noun: str
+    serializer_class: type[serializers.Serializer]
+
+    def get(self, request: Request, name: str) -> Response:
+        row = self.model._default_manager.select_related("owner").filter(name=name).first()
+        if row is None:
+            return not_found(self.noun, name)
+        return Response(self.serializer_class(row, context={"request": request}).data)
 
 
 # -- uploads ------------------------------------------------------------------------

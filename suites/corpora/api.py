@@ -11,19 +11,18 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
 from rest_framework.parsers import FormParser, MultiPartParser
-from rest_framework.permissions import IsAuthenticatedOrReadOnly
 from rest_framework.request import Request
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
 from gym.accounts import signed_in
 from suites.catalog import ListQuery
 from suites.catalog_api import (
+    CatalogDetail,
     CatalogListCreate,
     GymDataSerializer,
+    detail_schema,
     errors_answer,
     list_schema,
-    not_found,
 )
 from suites.catalog_services import tag_slugs
 from suites.corpora.models import Corpus
@@ -164,12 +163,8 @@ class CorpusListCreate(CatalogListCreate):
         return Response(body, status=status.HTTP_201_CREATED)
 
 
-class CorpusDetail(APIView):
-    permission_classes = [IsAuthenticatedOrReadOnly]
-
-    @extend_schema(responses={200: CorpusDetailSerializer, 404: OpenApiTypes.OBJECT})
-    def get(self, request: Request, name: str) -> Response:
-        corpus = Corpus.objects.select_related("owner").filter(name=name).first()
-        if corpus is None:
-            return not_found("corpus", name)
-        return Response(CorpusDetailSerializer(corpus, context={"request": request}).data)
+@detail_schema(CorpusDetailSerializer)
+class CorpusDetail(CatalogDetail):
+    model = Corpus
+    noun = "corpus"
+    serializer_class = CorpusDetailSerializer

@@ -4,22 +4,21 @@ from __future__ import annotations
 
 from django.db.models import QuerySet
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter
 from rest_framework import serializers, status
-from rest_framework.permissions import IsAuthenticatedOrReadOnly
 from rest_framework.request import Request
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
 from gym.accounts import signed_in
 from suites.catalog import ListQuery
 from suites.catalog_api import (
+    CatalogDetail,
     CatalogListCreate,
     GymDataSerializer,
     NamedUploadFields,
     UploadAnswer,
+    detail_schema,
     list_schema,
-    not_found,
     upload_read,
     upload_schema,
 )
@@ -126,12 +125,8 @@ class ProbingTaskListCreate(CatalogListCreate):
         )
 
 
-class ProbingTaskDetail(APIView):
-    permission_classes = [IsAuthenticatedOrReadOnly]
-
-    @extend_schema(responses={200: ProbingTaskDetailSerializer, 404: OpenApiTypes.OBJECT})
-    def get(self, request: Request, name: str) -> Response:
-        task = ProbingTask.objects.select_related("owner").filter(name=name).first()
-        if task is None:
-            return not_found("probing task", name)
-        return Response(ProbingTaskDetailSerializer(task).data)
+@detail_schema(ProbingTaskDetailSerializer)
+class ProbingTaskDetail(CatalogDetail):
+    model = ProbingTask
+    noun = "probing task"
+    serializer_class = ProbingTaskDetailSerializer
