@@ -52,6 +52,7 @@ from evaluations.runs.api import (
     request_body,
     request_schema,
     requested_answer,
+    run_action_apis,
     run_filters_of,
 )
 from evaluations.scoring import WORD_PROBABILITY
@@ -282,28 +283,19 @@ class PairEvaluationDetail(APIView):
         return Response(PairEvaluationDetailSerializer(_evaluation(pk)).data)
 
 
-class PairEvaluationRetry(APIView):
-    """Send a failed or cancelled run again (a new attempt), or one that never reached
-    the queue. The set's owner, the requester or staff; 409 when there is nothing to do."""
-
-    permission_classes = [IsAuthenticated]
-
-    @extend_schema(request=None, responses={200: PairEvaluationSerializer, 409: None, 503: None})
-    def post(self, request: Request, pk: int) -> Response:
-        run = runs.run_retry(run=_evaluation(pk), user=request.user)
-        return Response(PairEvaluationSerializer(run).data)
-
-
-class PairEvaluationCancel(APIView):
-    """Cancel a queued or running run. The set's owner, the requester or staff; 409 when
-    it is finished."""
-
-    permission_classes = [IsAuthenticated]
-
-    @extend_schema(request=None, responses={200: PairEvaluationSerializer, 409: None})
-    def post(self, request: Request, pk: int) -> Response:
-        run = runs.run_cancel(run=_evaluation(pk), user=request.user)
-        return Response(PairEvaluationSerializer(run).data)
+PairEvaluationRetry, PairEvaluationCancel = run_action_apis(
+    "PairEvaluation",
+    _evaluation,
+    PairEvaluationSerializer,
+    retry_doc="""
+    Send a failed or cancelled run again (a new attempt), or one that never reached
+    the queue. The set's owner, the requester or staff; 409 when there is nothing to do.""",
+    cancel_doc="""
+    Cancel a queued or running run. The set's owner, the requester or staff; 409 when
+    it is finished.""",
+    # Its schema has never listed the 403 that a user who may not manage the run gets.
+    forbidden=False,
+)
 
 
 class TSVRenderer(BaseRenderer):

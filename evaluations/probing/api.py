@@ -11,7 +11,7 @@ from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import generics, serializers
-from rest_framework.permissions import AllowAny, IsAuthenticated, IsAuthenticatedOrReadOnly
+from rest_framework.permissions import AllowAny, IsAuthenticatedOrReadOnly
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -22,13 +22,13 @@ from evaluations.probing import selectors as probing_selectors
 from evaluations.probing import services as probing_services
 from evaluations.probing.controls import DEFAULT_SEEDS, MAX_SEEDS
 from evaluations.probing.views import probing_board_from, probing_run_csv
-from evaluations.runs import lifecycle as runs
 from evaluations.runs.api import (
     BAD_FILTER,
     RUN_FILTER_PARAMETERS,
     request_body,
     request_schema,
     requested_answer,
+    run_action_apis,
     run_filters_of,
 )
 from gym.rest import NameField
@@ -178,24 +178,11 @@ class ProbingRunCSV(APIView):
         return probing_run_csv(request, pk)
 
 
-class ProbingRunRetry(APIView):
-    permission_classes = [IsAuthenticated]
-
-    @extend_schema(
-        request=None, responses={200: ProbingRunSerializer, 403: None, 409: None, 503: None}
-    )
-    def post(self, request: Request, pk: int) -> Response:
-        run = get_object_or_404(ProbingRun.objects.select_related("task", "model"), pk=pk)
-        return Response(ProbingRunSerializer(runs.run_retry(run=run, user=request.user)).data)
+def _run(pk: int) -> ProbingRun:
+    return get_object_or_404(ProbingRun.objects.select_related("task", "model"), pk=pk)
 
 
-class ProbingRunCancel(APIView):
-    permission_classes = [IsAuthenticated]
-
-    @extend_schema(request=None, responses={200: ProbingRunSerializer, 403: None, 409: None})
-    def post(self, request: Request, pk: int) -> Response:
-        run = get_object_or_404(ProbingRun.objects.select_related("task", "model"), pk=pk)
-        return Response(ProbingRunSerializer(runs.run_cancel(run=run, user=request.user)).data)
+ProbingRunRetry, ProbingRunCancel = run_action_apis("ProbingRun", _run, ProbingRunSerializer)
 
 
 class ProbingLeaderboardAPI(APIView):

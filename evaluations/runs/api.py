@@ -1,16 +1,20 @@
 """REST API of the run core: the list of runs of every kind, the filters that every
-kind's list of runs takes, and the answer to a request for runs of any kind."""
+kind's list of runs takes, the answer to a request for runs of any kind, and every
+kind's retry and cancel."""
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from django.db.models import QuerySet
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import exceptions, generics, serializers, status
+from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.views import APIView
 
 from evaluations.models import Run
 from evaluations.runs import lifecycle as runs
@@ -82,6 +86,47 @@ def requested_answer(
     context = {"created_ids": {run.pk for run in created}}
     body = answer(asked, many=True, context=context).data
     return Response(body, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
+
+
+def run_action_apis(
+    name: str,
+    run_of: Callable[[int], Any],
+    answer: type[serializers.Serializer],
+    *,
+    cancel: Callable[..., Any] | None = None,
+    retry_doc: str | None = None,
+    cancel_doc: str | None = None,
+    forbidden: bool = True,
+) -> tuple[type[APIView], type[APIView]]:
+    """One kind's retry and cancel in the API, `name`Retry and `name`Cancel, as
+    `evaluations.runs.views.run_action_views` are its pages: a POST by a signed-in user,
+    answered with the run as `answer` shows it. `run_of(pk)` is the run, or a 404;
+    `cancel(run=, user=)` where a kind does more than the run core's run_cancel.
+    BrokerUnavailable (503), RunConflict (409) and PermissionDenied (403) become the
+    API's error shape in its exception handler. The docs are the schema's descriptions;
+    `forbidden` lists the 403 in the schema's answers."""
+    refused: dict[int, None] = {403: None} if forbidden else {}
+
+    class Retry(APIView):
+        permission_classes = [IsAuthenticated]
+
+        @extend_schema(request=None, responses={200: answer, **refused, 409: None, 503: None})
+        def post(self, request: Request, pk: int) -> Response:
+            return Response(answer(runs.run_retry(run=run_of(pk), user=request.user)).data)
+
+    class Cancel(APIView):
+        permission_classes = [IsAuthenticated]
+
+        @extend_schema(request=None, responses={200: answer, **refused, 409: None})
+        def post(self, request: Request, pk: int) -> Response:
+            cancelled = (cancel or runs.run_cancel)(run=run_of(pk), user=request.user)
+            return Response(answer(cancelled).data)
+
+    # The class name and docstring are the browsable API's title and text.
+    for view, action, doc in ((Retry, "Retry", retry_doc), (Cancel, "Cancel", cancel_doc)):
+        view.__name__ = view.__qualname__ = f"{name}{action}"
+        view.__doc__ = inspect.cleandoc(doc) if doc else None
+    return Retry, Cancel
 
 
 class RunSerializer(serializers.Serializer):

@@ -223,32 +223,19 @@ class EvaluationDetail(generics.RetrieveAPIView):
     queryset = Evaluation.objects.select_related("model", "suite")
 
 
-class EvaluationRetry(APIView):
-    """Send a failed or cancelled evaluation again (a new attempt), or send one that never
+def _evaluation(pk: int) -> Evaluation:
+    return get_object_or_404(Evaluation.objects.select_related("suite"), pk=pk)
+
+
+EvaluationRetry, EvaluationCancel = run_api.run_action_apis(
+    "Evaluation",
+    _evaluation,
+    EvaluationSerializer,
+    retry_doc="""
+    Send a failed or cancelled evaluation again (a new attempt), or send one that never
     reached the task queue. Only the suite's owner, the requester or staff; 409 when
-    there is nothing to retry."""
-
-    permission_classes = [IsAuthenticated]
-
-    @extend_schema(
-        request=None, responses={200: EvaluationSerializer, 403: None, 409: None, 503: None}
-    )
-    def post(self, request: Request, pk: int) -> Response:
-        evaluation = get_object_or_404(Evaluation.objects.select_related("suite"), pk=pk)
-        # BrokerUnavailable (503), RunConflict (409) and PermissionDenied (403) become the
-        # API's error shape in its exception handler.
-        evaluation = services.evaluation_retry(evaluation=evaluation, user=request.user)
-        return Response(EvaluationSerializer(evaluation).data)
-
-
-class EvaluationCancel(APIView):
-    """Cancel a queued or running evaluation. Only the suite's owner, the requester or
-    staff; 409 when it is already finished."""
-
-    permission_classes = [IsAuthenticated]
-
-    @extend_schema(request=None, responses={200: EvaluationSerializer, 403: None, 409: None})
-    def post(self, request: Request, pk: int) -> Response:
-        evaluation = get_object_or_404(Evaluation.objects.select_related("suite"), pk=pk)
-        evaluation = services.evaluation_cancel(evaluation=evaluation, user=request.user)
-        return Response(EvaluationSerializer(evaluation).data)
+    there is nothing to retry.""",
+    cancel_doc="""
+    Cancel a queued or running evaluation. Only the suite's owner, the requester or
+    staff; 409 when it is already finished.""",
+)

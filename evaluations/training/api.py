@@ -9,13 +9,11 @@ from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
 from rest_framework import generics, serializers, status
-from rest_framework.permissions import IsAuthenticated, IsAuthenticatedOrReadOnly
+from rest_framework.permissions import IsAuthenticatedOrReadOnly
 from rest_framework.request import Request
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
-from evaluations.runs import lifecycle as runs
-from evaluations.runs.api import request_body
+from evaluations.runs.api import request_body, run_action_apis
 from evaluations.training import selectors, services
 from evaluations.training.models import TrainingRun
 from gym.rest import NameField
@@ -156,23 +154,10 @@ class TrainingRunDetail(generics.RetrieveAPIView):
     queryset = TrainingRun.objects.select_related("model", "corpus")
 
 
-class TrainingRunCancel(APIView):
-    permission_classes = [IsAuthenticated]
-
-    @extend_schema(request=None, responses={200: TrainingRunSerializer, 403: None, 409: None})
-    def post(self, request: Request, pk: int) -> Response:
-        run = get_object_or_404(TrainingRun.objects.select_related("model", "corpus"), pk=pk)
-        return Response(
-            TrainingRunSerializer(services.training_cancel(run=run, user=request.user)).data
-        )
+def _run(pk: int) -> TrainingRun:
+    return get_object_or_404(TrainingRun.objects.select_related("model", "corpus"), pk=pk)
 
 
-class TrainingRunRetry(APIView):
-    permission_classes = [IsAuthenticated]
-
-    @extend_schema(
-        request=None, responses={200: TrainingRunSerializer, 403: None, 409: None, 503: None}
-    )
-    def post(self, request: Request, pk: int) -> Response:
-        run = get_object_or_404(TrainingRun.objects.select_related("model", "corpus"), pk=pk)
-        return Response(TrainingRunSerializer(runs.run_retry(run=run, user=request.user)).data)
+TrainingRunRetry, TrainingRunCancel = run_action_apis(
+    "TrainingRun", _run, TrainingRunSerializer, cancel=services.training_cancel
+)
