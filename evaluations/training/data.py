@@ -67,6 +67,18 @@ class CorpusSource:
         )
 
 
+def _sequence_count(path: Path, what: str) -> int:
+    """The non-blank sequences of the corpus file `path`, read through once (a
+    reading.CorpusError names the line of a problem, or says that `what` has none)."""
+    count = 0
+    with path.open("rb") as handle:
+        for _item in reading.iter_corpus(handle, name=path.name):
+            count += 1
+    if count == 0:
+        raise reading.CorpusError("file", f"no text: {what} has no non-blank sequence")
+    return count
+
+
 def corpus_file(
     path: Path,
     *,
@@ -77,13 +89,7 @@ def corpus_file(
     """A corpus file as uploaded, checked in one pass (reading.CorpusError names the
     line of a problem) that also chooses its validation lines."""
     chooser = reading.ValidationChooser(fraction=fraction, maximum=maximum, seed=seed)
-    count = 0
-    with path.open("rb") as handle:
-        for _item in reading.iter_corpus(handle, name=path.name):
-            count += 1
-    if count == 0:
-        raise reading.CorpusError("file", "no text: the corpus has no non-blank sequence")
-    chooser.add(count)
+    chooser.add(_sequence_count(path, "the corpus"))
     threshold, held = chooser.finish()
     return CorpusSource(
         path=path, split=reading.Split(seed=seed, threshold=threshold), validation_lines=held
@@ -93,11 +99,6 @@ def corpus_file(
 def with_validation_file(source: CorpusSource, path: Path) -> CorpusSource:
     """`source` trained on whole, validated on every line of the corpus file `path`
     (checked in one pass, as `corpus_file`)."""
-    count = 0
-    with path.open("rb") as handle:
-        for _item in reading.iter_corpus(handle, name=path.name):
-            count += 1
-    if count == 0:
-        raise reading.CorpusError("file", "no text: the validation file has no non-blank sequence")
+    count = _sequence_count(path, "the validation file")
     validation = CorpusSource(path=path, split=reading.Split(), validation_lines=count)
     return replace(source, validation_lines=count, validation_from=validation)
