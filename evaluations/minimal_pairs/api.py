@@ -293,8 +293,6 @@ PairEvaluationRetry, PairEvaluationCancel = run_action_apis(
     cancel_doc="""
     Cancel a queued or running run. The set's owner, the requester or staff; 409 when
     it is finished.""",
-    # Its schema has never listed the 403 that a user who may not manage the run gets.
-    forbidden=False,
 )
 
 

@@ -96,7 +96,6 @@ def run_action_apis(
     cancel: Callable[..., Any] | None = None,
     retry_doc: str | None = None,
     cancel_doc: str | None = None,
-    forbidden: bool = True,
 ) -> tuple[type[APIView], type[APIView]]:
     """One kind's retry and cancel in the API, `name`Retry and `name`Cancel, as
     `evaluations.runs.views.run_action_views` are its pages: a POST by a signed-in user,
@@ -104,20 +103,19 @@ def run_action_apis(
     `cancel(run=, user=)` where a kind does more than the run core's run_cancel.
     BrokerUnavailable (503), RunConflict (409) and PermissionDenied (403) become the
     API's error shape in its exception handler. The docs are the schema's descriptions;
-    `forbidden` lists the 403 in the schema's answers."""
-    refused: dict[int, None] = {403: None} if forbidden else {}
+    its 403 and 503 are every write's (gym.schema), the 409 these operations' own."""
 
     class Retry(APIView):
         permission_classes = [IsAuthenticated]
 
-        @extend_schema(request=None, responses={200: answer, **refused, 409: None, 503: None})
+        @extend_schema(request=None, responses={200: answer, 409: None})
         def post(self, request: Request, pk: int) -> Response:
             return Response(answer(runs.run_retry(run=run_of(pk), user=request.user)).data)
 
     class Cancel(APIView):
         permission_classes = [IsAuthenticated]
 
-        @extend_schema(request=None, responses={200: answer, **refused, 409: None})
+        @extend_schema(request=None, responses={200: answer, 409: None})
         def post(self, request: Request, pk: int) -> Response:
             cancelled = (cancel or runs.run_cancel)(run=run_of(pk), user=request.user)
             return Response(answer(cancelled).data)
