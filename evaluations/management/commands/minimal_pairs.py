@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -93,7 +92,7 @@ class Command(StandaloneCommand):
                 kind=options["kind"],
                 revision=options["revision"] or None,
                 dtype=options["dtype"] or None,
-                progress=self._progress,
+                progress=self.sentence_progress,
                 word_probability=options["word_probability"],
             )
         except Exception as exc:  # noqa: BLE001 - a model that cannot run, told to the user
@@ -148,7 +147,3 @@ class Command(StandaloneCommand):
         if not path.is_file():
             raise CommandError(f"{name}: no such file")
         return path
-
-    def _progress(self, done: int, total: int) -> None:
-        if sys.stderr.isatty():
-            self.stderr.write(f"\r{done}/{total} sentences", ending="")

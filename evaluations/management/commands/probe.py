@@ -2,7 +2,6 @@ from __future__ import annotations
 
 import csv
 import json
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -180,8 +179,7 @@ class Command(StandaloneCommand):
                     "chance": f"{base['chance']:.4f}",
                 }
             )
-            if sys.stderr.isatty():
-                self.stderr.write("")
+            self.end_progress_line()
             self.stderr.write(
                 f"{path}: layer {document['best_layer']} best on va; te accuracy "
                 f"{best['te_accuracy']:.3f} (majority {base['majority']['te_accuracy']:.3f}, "
@@ -229,8 +227,7 @@ class Command(StandaloneCommand):
 
     def _progress(self, path: Path) -> Callable[[str, int, int], None]:
         def report(stage: str, done: int, total: int) -> None:
-            if sys.stderr.isatty():
-                unit = "sentences" if stage == "vectors" else "layers"
-                self.stderr.write(f"\r{path.name}: {stage} {done}/{total} {unit}   ", ending="")
+            unit = "sentences" if stage == "vectors" else "layers"
+            self.progress_line(f"{path.name}: {stage} {done}/{total} {unit}   ")
 
         return report

@@ -4,9 +4,7 @@ import json
 import math
 import os
 import resource
-import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -142,12 +140,11 @@ class Command(StandaloneCommand):
             timings["load_steps"] = {
                 k: round(v, 3) for k, v in getattr(model, "timings", {}).items()
             }
-            scored_suites = worker.run_scoring_groups(payload, progress=self._progress())
+            scored_suites = worker.run_scoring_groups(payload, progress=self.sentence_progress)
             lap("scoring")
         except Exception as exc:  # noqa: BLE001 - reported to the user
             raise CommandError(f"{exc.__class__.__name__}: {exc}") from exc
-        if sys.stderr.isatty():
-            self.stderr.write("")
+        self.end_progress_line()
         summary: list[tuple[float | None, float | None]] = []
         for (path, suite), scored in zip(suites, scored_suites, strict=True):
             document = self._document(suite, scored, options["model"])
@@ -201,13 +198,6 @@ class Command(StandaloneCommand):
         if not files:
             raise CommandError("no suite files found")
         return files
-
-    def _progress(self) -> Callable[[int, int], None]:
-        def report(done: int, total: int) -> None:
-            if sys.stderr.isatty():
-                self.stderr.write(f"\r{done}/{total} sentences", ending="")
-
-        return report
 
     def _document(
         self, suite: dict[str, Any], scored: dict[str, Any], model_name: str

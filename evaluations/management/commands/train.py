@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -169,8 +168,7 @@ class Command(StandaloneCommand):
         started = time.perf_counter()
 
         def progress(stage: str, amount: int) -> None:
-            if sys.stderr.isatty():
-                self.stderr.write(f"\r{stage}: {amount:,}", ending="")
+            self.progress_line(f"{stage}: {amount:,}")
 
         try:
             summary = ngram.train_ngram(
@@ -290,10 +288,7 @@ class Command(StandaloneCommand):
             raise CommandError(str(exc)) from None
 
         def progress(entry: dict[str, Any]) -> None:
-            if sys.stderr.isatty():
-                self.stderr.write(
-                    f"\rstep {entry['step']}/{entry['steps']} loss {entry['loss']:.4f}", ending=""
-                )
+            self.progress_line(f"step {entry['step']}/{entry['steps']} loss {entry['loss']:.4f}")
 
         def checkpoint(point: causal.Checkpoint) -> None:
             shown = "n/a" if point.validation_loss is None else f"{point.validation_loss:.4f}"
@@ -318,8 +313,7 @@ class Command(StandaloneCommand):
             raise CommandError(f"{exc}\n{''.join(getattr(exc, '__notes__', []))}") from None
         except CorpusError as exc:
             raise CommandError(f"{source.path}, {exc}") from None
-        if sys.stderr.isatty():
-            self.stderr.write("")
+        self.end_progress_line()
         resumed = (
             f" (resumed at step {summary.resumed_from_step})" if summary.resumed_from_step else ""
         )
