@@ -697,6 +697,18 @@ def site_restore(
     }
 
 
+def counts_text(counts: dict[str, Any]) -> str:
+    """A manifest's counts as the backup and restore commands report them, the runs of
+    every kind together: "3 suites, 2 pair sets, 2 probing tasks, 0 corpora, 4 models,
+    9 runs"."""
+    runs = sum(n or 0 for n in counts["runs"].values())
+    return (
+        f"{counts['suites']} suites, {counts['pair_sets']} pair sets, "
+        f"{counts['probing_tasks']} probing tasks, {counts['corpora']} corpora, "
+        f"{counts['models']} models, {runs} runs"
+    )
+
+
 def _differences(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
     """Counts the restored site does not share with the manifest (a migration that
     removed rows, a damaged dump); a table the backup did not have yet is no difference."""

@@ -5,7 +5,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from gym.backup import BackupError, site_backup
+from gym.backup import BackupError, counts_text, site_backup
 
 
 class Command(BaseCommand):
@@ -29,13 +29,9 @@ class Command(BaseCommand):
             manifest = site_backup(folder=Path(options["dir"]), force=options["force"])
         except BackupError as exc:
             raise CommandError(str(exc)) from None
-        counts = manifest["counts"]
-        runs = sum(n or 0 for n in counts["runs"].values())
         size = sum(entry["bytes"] for entry in manifest["files"])
         self.stdout.write(
             f"{options['dir']}: {manifest['database']['engine']} database "
-            f"({counts['suites']} suites, {counts['pair_sets']} pair sets, "
-            f"{counts['probing_tasks']} probing tasks, {counts['corpora']} corpora, "
-            f"{counts['models']} models, {runs} runs) and {len(manifest['files'])} files "
+            f"({counts_text(manifest['counts'])}) and {len(manifest['files'])} files "
             f"({size:,} bytes)"
         )

@@ -5,7 +5,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from gym.backup import BackupError, site_restore
+from gym.backup import BackupError, counts_text, site_restore
 
 
 class Command(BaseCommand):
@@ -32,12 +32,9 @@ class Command(BaseCommand):
             )
         except BackupError as exc:
             raise CommandError(str(exc)) from None
-        counts = restored["counts"]
-        runs = sum(n or 0 for n in counts["runs"].values())
         self.stdout.write(
-            f"{options['dir']}: restored {counts['suites']} suites, {counts['pair_sets']} "
-            f"pair sets, {counts['probing_tasks']} probing tasks, {counts['corpora']} corpora, "
-            f"{counts['models']} models, {runs} runs and {restored['copied']} files"
+            f"{options['dir']}: restored {counts_text(restored['counts'])} and "
+            f"{restored['copied']} files"
             + (
                 f"; {restored['moved']} model paths moved to this site's folders"
                 if restored["moved"]
