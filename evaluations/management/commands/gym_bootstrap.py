@@ -13,6 +13,7 @@ from evaluations.language_models import registry as model_registry
 from evaluations.minimal_pairs import services as pair_services
 from evaluations.models import LanguageModel
 from evaluations.probing import services as probing_services
+from evaluations.runs.lifecycle import RequestOutcome
 from evaluations.syntaxgym import services
 from suites.models import MinimalPairSet, ProbingTask, Suite
 
@@ -56,13 +57,9 @@ class Command(BaseCommand):
             try:
                 outcome = services.evaluation_request(model=model, suites=suites)
             except services.BrokerUnavailable as exc:
-                # The rows are recorded; the sweep sends them once the broker is back.
-                self.stdout.write(f"{model.display_name}: queued later ({exc})")
+                self._queued_later(model.display_name, exc)
                 continue
-            self.stdout.write(
-                f"{model.display_name}: {len(outcome.created)} example suites queued, "
-                f"{len(outcome.existing)} already asked for"
-            )
+            self._queued(model.display_name, outcome, "suites")
 
     def _pair_examples(self) -> None:
         """Both baselines on every example minimal-pair set."""
@@ -75,12 +72,9 @@ class Command(BaseCommand):
                 user=None, models=models, pair_sets=sets
             )
         except services.BrokerUnavailable as exc:
-            self.stdout.write(f"example minimal-pair sets: queued later ({exc})")
+            self._queued_later("example minimal-pair sets", exc)
             return
-        self.stdout.write(
-            f"baselines: {len(outcome.created)} example minimal-pair runs queued, "
-            f"{len(outcome.existing)} already asked for"
-        )
+        self._queued("baselines", outcome, "minimal-pair runs")
 
     def _probe_examples(self) -> None:
         """The random baseline on every example probing task: a control curve that any
@@ -93,14 +87,27 @@ class Command(BaseCommand):
             try:
                 asked = probing_services.probing_run_request(models=[model], task=task)
             except services.BrokerUnavailable as exc:
-                self.stdout.write(f"{model.display_name} on {task.name}: queued later ({exc})")
+                self._queued_later(f"{model.display_name} on {task.name}", exc)
                 continue
             outcome.created += asked.created
             outcome.existing += asked.existing
+        self._queued(model.display_name, outcome, "probing tasks")
+
+    def _queued(
+        self,
+        who: str,
+        outcome: RequestOutcome[Any] | probing_services.ProbingRequestOutcome,
+        what: str,
+    ) -> None:
+        """Says what a request on the examples queued."""
         self.stdout.write(
-            f"{model.display_name}: {len(outcome.created)} example probing tasks queued, "
+            f"{who}: {len(outcome.created)} example {what} queued, "
             f"{len(outcome.existing)} already asked for"
         )
+
+    def _queued_later(self, who: str, exc: Exception) -> None:
+        # The rows are recorded; the sweep sends them once the broker is back.
+        self.stdout.write(f"{who}: queued later ({exc})")
 
     def _register_baselines(self) -> None:
         target = settings.VAR_DIR / "models" / baseline.BASELINE_NAME
