@@ -73,6 +73,7 @@ from urllib.parse import quote
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.end_to_end import agreement_suite  # noqa: E402 - after the path
 from gym.embedded import redis_server_binary  # noqa: E402 - after the path
+from tests.site_processes import session_processes  # noqa: E402 - after the path
 
 REPO = Path(__file__).resolve().parents[1]
 PY = sys.executable
@@ -322,20 +323,7 @@ class Site:
     def processes(self, marker: str) -> dict[int, int]:
         """pid -> process group of the site's live processes whose command line holds
         `marker`."""
-        found = {}
-        for entry in Path("/proc").iterdir():
-            if not entry.name.isdigit():
-                continue
-            try:
-                pid = int(entry.name)
-                if os.getsid(pid) != self.process.pid:
-                    continue
-                command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-                if marker in command and (entry / "stat").read_text().split()[2] != "Z":
-                    found[pid] = os.getpgid(pid)
-            except (OSError, ProcessLookupError):
-                continue
-        return found
+        return session_processes(self.process.pid, marker)
 
     def leader(self, marker: str) -> int | None:
         """The main process of a service (the leader of its process group)."""

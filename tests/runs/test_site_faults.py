@@ -27,6 +27,7 @@ import pytest
 
 from tests.celery_harness import REDIS_URL, LineProcess, redis_or_skip
 from tests.conftest import REPO
+from tests.site_processes import session_processes
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -127,20 +128,7 @@ class Site:
     def processes(self, marker: str) -> dict[int, int]:
         """pid -> process group of the site's processes whose command line holds
         `marker`."""
-        found = {}
-        for entry in Path("/proc").iterdir():
-            if not entry.name.isdigit():
-                continue
-            try:
-                pid = int(entry.name)
-                if os.getsid(pid) != self.process.pid:
-                    continue
-                command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-                if marker in command and (entry / "stat").read_text().split()[2] != "Z":
-                    found[pid] = os.getpgid(pid)
-            except (OSError, ProcessLookupError):
-                continue
-        return found
+        return session_processes(self.process.pid, marker)
 
     def main_and_pool(self, marker: str) -> tuple[int, int]:
         """A worker's main process (the leader of its group) and its one pool process."""
