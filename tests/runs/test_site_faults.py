@@ -53,9 +53,9 @@ def _until(what: str, check: Any, timeout: float = 600, site: Site | None = None
         if value:
             return value
         if site is not None and site.process.poll() is not None:
-            raise AssertionError(f"the site exited while waiting for {what}: {site.tail()}")
+            raise AssertionError(f"the site exited while waiting for {what}: {site.story()}")
         time.sleep(0.3)
-    raise AssertionError(f"gave up waiting for {what}" + (f": {site.tail()}" if site else ""))
+    raise AssertionError(f"gave up waiting for {what}" + (f": {site.story()}" if site else ""))
 
 
 class Site:
@@ -98,6 +98,13 @@ class Site:
 
     def tail(self, chars: int = 4000) -> str:
         return self.log.read_text(errors="replace")[-chars:]
+
+    def story(self, chars: int = 12000) -> str:
+        """The end of the site's log for a failure's message, without the sweep's lines
+        (one every two seconds, which would leave nothing else in a plain tail)."""
+        lines = self.log.read_text(errors="replace").splitlines(keepends=True)
+        told = "".join(line for line in lines if "runs.sweep" not in line)
+        return told[-chars:]
 
     def ops(self, *args: object) -> Any:
         """One operation of tests/site_ops.py, asked of the one `serve` process this site
@@ -162,12 +169,16 @@ class Site:
 
     def wait_done(self, run: int, timeout: float = 300) -> dict[str, Any]:
         """Until the run is finished; it must be done. With its stored item count."""
-        state = _until(
-            f"run {run} to finish",
-            lambda: (s := self.state(run))["status"] in ("done", "failed", "cancelled") and s,
-            timeout=timeout,
-            site=self,
-        )
+        last: dict[str, Any] = {}
+
+        def finished() -> dict[str, Any] | None:
+            last.update(self.state(run))
+            return last if last["status"] in ("done", "failed", "cancelled") else None
+
+        try:
+            state = _until(f"run {run} to finish", finished, timeout=timeout, site=self)
+        except AssertionError as stuck:
+            raise AssertionError(f"run {run} as the API last told it: {last}\n{stuck}") from None
         assert state["status"] == "done", state
         return self.ops("run", run)
 
