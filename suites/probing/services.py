@@ -53,7 +53,12 @@ def _write_rows(cursor: Any, rows: list[tuple[object, ...]]) -> None:
     table = connection.ops.quote_name(ProbingInstance._meta.db_table)
     columns = ", ".join(_COLUMNS)
     if connection.vendor == "postgresql":
-        with cursor.cursor.copy(f"COPY {table} ({columns}) FROM STDIN") as copy:
+        # The driver's own cursor: its errors become Django's, as every query's do, so a
+        # database that goes away meanwhile is a 503 (gym.middleware), never a 500.
+        with (
+            connection.wrap_database_errors,
+            cursor.cursor.copy(f"COPY {table} ({columns}) FROM STDIN") as copy,
+        ):
             for row in rows:
                 copy.write_row(row)
     else:

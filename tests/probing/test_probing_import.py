@@ -108,3 +108,26 @@ def test_awkward_text_survives_the_bulk_insert(alice) -> None:
     stored = list(task.instances.order_by("line").values_list("sentence", "extra"))
     assert stored == [(s, [f"x{n}\\y"]) for n, s in enumerate(sentences)]
     assert task.extra_columns == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_database_gone_during_the_copy_of_instances_is_djangos_error() -> None:
+    """The instances go in by COPY on the driver's own cursor; a database that goes away
+    meanwhile (restarted, a connection ended) must raise Django's OperationalError, which
+    the site answers with a 503, not the driver's, which would be a 500."""
+    import psycopg
+    from django.db import OperationalError, connection
+
+    from suites.probing.services import _write_rows
+    from tests.celery_harness import database_url
+
+    if connection.vendor != "postgresql":
+        pytest.skip("COPY is PostgreSQL's")
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        (pid,) = cursor.fetchone()
+        with psycopg.connect(database_url(), autocommit=True) as other:
+            other.execute("SELECT pg_terminate_backend(%s)", (pid,))
+        with pytest.raises(OperationalError):
+            _write_rows(cursor, [(1, 1, "tr", "A", "a b .", 3, None)])
+    connection.close()
