@@ -96,13 +96,6 @@ def not_found(noun: str, name: str) -> Response:
     )
 
 
-def detail_schema(serializer: type[serializers.Serializer]) -> Callable[[Any], Any]:
-    """The schema of a `CatalogDetail`'s get: `serializer`, or the 404 of `not_found`."""
-    return extend_schema_view(
-        get=extend_schema(responses={200: serializer, 404: OpenApiTypes.OBJECT})
-    )
-
-
 class CatalogDetail(APIView):
     # A row's detail by name (anyone): `serializer_class`'s fields, or `not_found`'s 404
     # naming the `noun`. (A comment, not a docstring: the schema would describe every
@@ -112,6 +105,12 @@ class CatalogDetail(APIView):
     model: type[Model]
     noun: str
     serializer_class: type[serializers.Serializer]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        # Each kind's schema: its serializer, or the 404 of `not_found`.
+        schema = extend_schema(responses={200: cls.serializer_class, 404: OpenApiTypes.OBJECT})
+        extend_schema_view(get=schema)(cls)
 
     def get(self, request: Request, name: str) -> Response:
         row = self.model._default_manager.select_related("owner").filter(name=name).first()

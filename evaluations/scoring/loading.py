@@ -23,7 +23,6 @@ from torch import nn
 from . import kinds
 from .forward import find_split_head, verify_split_head
 from .ngram import NgramModel, load_ngram
-from .preload import preload_transformers  # noqa: F401 - RunKind.warm_up names it here
 from .schema import ModelLoadError, ScoringError
 
 if TYPE_CHECKING:

@@ -20,7 +20,6 @@ from suites.catalog_api import (
     CatalogDetail,
     CatalogListCreate,
     GymDataSerializer,
-    detail_schema,
     errors_answer,
     list_schema,
 )
@@ -163,7 +162,6 @@ class CorpusListCreate(CatalogListCreate):
         return Response(body, status=status.HTTP_201_CREATED)
 
 
-@detail_schema(CorpusDetailSerializer)
 class CorpusDetail(CatalogDetail):
     model = Corpus
     noun = "corpus"

@@ -17,7 +17,6 @@ from suites.catalog_api import (
     GymDataSerializer,
     NamedUploadFields,
     UploadAnswer,
-    detail_schema,
     list_schema,
     upload_read,
     upload_schema,
@@ -125,7 +124,6 @@ class ProbingTaskListCreate(CatalogListCreate):
         )
 
 
-@detail_schema(ProbingTaskDetailSerializer)
 class ProbingTaskDetail(CatalogDetail):
     model = ProbingTask
     noun = "probing task"

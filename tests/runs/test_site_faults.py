@@ -169,16 +169,16 @@ class Site:
 
     def wait_done(self, run: int, timeout: float = 300) -> dict[str, Any]:
         """Until the run is finished; it must be done. With its stored item count."""
-        last: dict[str, Any] = {}
+        last: list[dict[str, Any]] = [{}]
 
         def finished() -> dict[str, Any] | None:
-            last.update(self.state(run))
-            return last if last["status"] in ("done", "failed", "cancelled") else None
+            last[0] = state = self.state(run)
+            return state if state["status"] in ("done", "failed", "cancelled") else None
 
         try:
             state = _until(f"run {run} to finish", finished, timeout=timeout, site=self)
         except AssertionError as stuck:
-            raise AssertionError(f"run {run} as the API last told it: {last}\n{stuck}") from None
+            raise AssertionError(f"run {run} as the API last told it: {last[0]}\n{stuck}") from None
         assert state["status"] == "done", state
         return self.ops("run", run)
 
