@@ -93,14 +93,12 @@ def run_action_apis(
     run_of: Callable[[int], Any],
     answer: type[serializers.Serializer],
     *,
-    cancel: Callable[..., Any] | None = None,
     retry_doc: str | None = None,
     cancel_doc: str | None = None,
 ) -> tuple[type[APIView], type[APIView]]:
     """One kind's retry and cancel in the API, `name`Retry and `name`Cancel, as
     `evaluations.runs.views.run_action_views` are its pages: a POST by a signed-in user,
-    answered with the run as `answer` shows it. `run_of(pk)` is the run, or a 404;
-    `cancel(run=, user=)` where a kind does more than the run core's run_cancel.
+    answered with the run as `answer` shows it. `run_of(pk)` is the run, or a 404.
     BrokerUnavailable (503), RunConflict (409) and PermissionDenied (403) become the
     API's error shape in its exception handler. The docs are the schema's descriptions;
     its 403 and 503 are every write's (gym.schema), the 409 these operations' own."""
@@ -117,8 +115,7 @@ def run_action_apis(
 
         @extend_schema(request=None, responses={200: answer, 409: None})
         def post(self, request: Request, pk: int) -> Response:
-            cancelled = (cancel or runs.run_cancel)(run=run_of(pk), user=request.user)
-            return Response(answer(cancelled).data)
+            return Response(answer(runs.run_cancel(run=run_of(pk), user=request.user)).data)
 
     # The class name and docstring are the browsable API's title and text.
     for view, action, doc in ((Retry, "Retry", retry_doc), (Cancel, "Cancel", cancel_doc)):

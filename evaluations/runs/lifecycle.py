@@ -143,9 +143,10 @@ class RunKind:
       `benchmarks` (rows of this kind's benchmark) asked for as the kind's own pages
       ask for them. Another kind that needs this one's runs (training evaluates its
       checkpoints) asks through `request_runs`, so that no kind imports another.
-    - stops_itself: its worker stops on its own when its run is cancelled (training
-      saves where it is); for the others the work tasks' progress callback stops the
-      work between batches (`evaluations.runs.tasks`).
+    - stop (optional): (run) -> None, called once a cancel of the run commits, for a
+      kind whose worker stops on its own when told (training saves where it is and
+      reads no database, so this tells it). For the others the work tasks' progress
+      callback stops the work between batches (`evaluations.runs.tasks`).
     - retry_check (optional): (run) -> str, why a failed or cancelled run cannot be
       retried on the content it was asked on ("" when it can): a kind whose payload
       reads the benchmark refuses a retry that would score other content than the run
@@ -167,8 +168,12 @@ class RunKind:
     label: str = ""
     api_detail: str = ""
     request: str = ""
-    stops_itself: bool = False
+    stop: str = ""
     retry_check: str = ""
+
+    @property
+    def stops_itself(self) -> bool:
+        return bool(self.stop)
 
     @cached_property
     def run_model(self) -> type[Run]:
@@ -549,8 +554,9 @@ def run_cancel(*, run: R, user: Any) -> R:
     """Stop a queued or running run. The workers are told through the broker
     (`broker_watch.cancel_mark`): one that is computing it stops after its current batch
     (within GYM_CANCEL_CHECK_EVERY_SECONDS), and a message still queued is dropped when
-    a worker takes it. Results that come anyway are refused (the status machine never
-    leaves `cancelled` except by a retry)."""
+    a worker takes it. A kind whose worker stops itself is told by its `stop`. Results
+    that come anyway are refused (the status machine never leaves `cancelled` except by
+    a retry)."""
     _check_may_manage(run, user, "cancel")
     kind = kind_of(run)
     who = getattr(user, "username", "") or "someone"
@@ -569,6 +575,9 @@ def run_cancel(*, run: R, user: Any) -> R:
         )
     name, run_id, attempt = kind.name, run.pk, run.attempt
     transaction.on_commit(lambda: broker_watch.cancel_mark(name, run_id, attempt))
+    if kind.stop:
+        stop = import_string(kind.stop)
+        transaction.on_commit(lambda: stop(run))
     return run
 
 

@@ -73,16 +73,12 @@ def run_retry_redirect(request: HttpRequest, run: Run) -> HttpResponse:
 
 
 def run_cancel_redirect(
-    request: HttpRequest,
-    run: Run,
-    *,
-    cancel: Callable[..., Any] | None = None,
-    cancelled: str = "Cancelled.",
+    request: HttpRequest, run: Run, *, cancelled: str = "Cancelled."
 ) -> HttpResponse:
-    """Cancel a run of any kind, as `run_retry_redirect` retries one: by `cancel(run=,
-    user=)` where a kind does more than the run core's run_cancel, saying `cancelled`."""
+    """Cancel a run of any kind, as `run_retry_redirect` retries one, saying
+    `cancelled`."""
     try:
-        (cancel or runs.run_cancel)(run=run, user=request.user)
+        runs.run_cancel(run=run, user=request.user)
     except runs.RunConflict as refused:
         messages.error(request, str(refused))
     else:
@@ -96,11 +92,10 @@ View = Callable[[HttpRequest, int], HttpResponse]
 def run_action_views(
     run_of: Callable[[int], Run],
     *,
-    cancel: Callable[..., Any] | None = None,
     cancelled: str = "Cancelled.",
 ) -> tuple[View, View]:
     """One kind's retry and cancel pages (POST by a signed-in user, then back to the
-    run's page): `run_of(pk)` is the run, or a 404; `cancel` and `cancelled` as in
+    run's page): `run_of(pk)` is the run, or a 404; `cancelled` as in
     `run_cancel_redirect`."""
 
     @login_required
@@ -111,7 +106,7 @@ def run_action_views(
     @login_required
     @require_POST
     def cancel_view(request: HttpRequest, pk: int) -> HttpResponse:
-        return run_cancel_redirect(request, run_of(pk), cancel=cancel, cancelled=cancelled)
+        return run_cancel_redirect(request, run_of(pk), cancelled=cancelled)
 
     return retry, cancel_view
 

@@ -158,6 +158,4 @@ def _run(pk: int) -> TrainingRun:
     return get_object_or_404(TrainingRun.objects.select_related("model", "corpus"), pk=pk)
 
 
-TrainingRunRetry, TrainingRunCancel = run_action_apis(
-    "TrainingRun", _run, TrainingRunSerializer, cancel=services.training_cancel
-)
+TrainingRunRetry, TrainingRunCancel = run_action_apis("TrainingRun", _run, TrainingRunSerializer)

@@ -43,7 +43,7 @@ TRAINING_RUNS = runs.RunKind(
     store="evaluations.training.services.training_results_store",
     label="Training",
     api_detail="api-training-run",
-    stops_itself=True,
+    stop="evaluations.training.services.ask_to_stop",
 )
 runs.register(TRAINING_RUNS)
 
@@ -397,7 +397,7 @@ def stop_key(run_id: int) -> str:
     return f"training-stop:{run_id}"
 
 
-def _ask_to_stop(run: TrainingRun) -> None:
+def ask_to_stop(run: TrainingRun) -> None:
     """Tell the worker, which reads no database, to stop at its next step: through the
     shared cache and a file in the model folder (whichever it can see)."""
     cache.set(stop_key(run.pk), run.attempt, timeout=7 * 24 * 3600)
@@ -413,7 +413,7 @@ def _open_run(run_id: int, attempt: int) -> TrainingRun | None:
     run = TrainingRun.objects.select_for_update().filter(pk=run_id).first()
     if run is None or run.attempt != attempt or run.status not in runs.ALLOWED_FROM[S.DONE]:
         if run is not None and run.status == S.CANCELLED:
-            _ask_to_stop(run)
+            ask_to_stop(run)
         return None
     return run
 
@@ -591,10 +591,3 @@ def training_results_store(*, run_id: int, attempt: int, results: dict[str, Any]
             LanguageModel.objects.filter(pk=run.model_id).update(parameter_count=parameters)
         _evaluate(run, [*models, run.model])
     return True
-
-
-def training_cancel(*, run: TrainingRun, user: Any) -> TrainingRun:
-    """Cancel as every run is cancelled, and tell the worker to stop at its next step."""
-    cancelled = runs.run_cancel(run=run, user=user)
-    _ask_to_stop(cancelled)
-    return cancelled

@@ -111,6 +111,5 @@ def training_curves_json(request: HttpRequest, pk: int) -> HttpResponse:
 
 training_retry, training_cancel = run_action_views(
     _run,
-    cancel=services.training_cancel,
     cancelled="Cancelled: the worker stops at its next step.",
 )

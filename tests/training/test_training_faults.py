@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from evaluations.models import LanguageModel
+from evaluations.runs.lifecycle import run_cancel
 from evaluations.training import causal, services
 from evaluations.training.data import CorpusSource
 from evaluations.training.models import TrainingRun
@@ -113,7 +114,7 @@ def test_cancel_stops_the_worker_at_its_next_step(
         user=alice,
     )
     run = pace.wait_held(run, timeout=180)
-    services.training_cancel(run=run, user=alice)
+    run_cancel(run=run, user=alice)
     # The worker reads no database: the STOP file in the run's folder tells it.
     assert (Path(run.out_dir) / "STOP").read_text() == "1\n"
     pace.release()

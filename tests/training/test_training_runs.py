@@ -224,7 +224,9 @@ def test_request_errors_change_nothing(corpus, alice) -> None:
     assert not TrainingRun.objects.exists() and not LanguageModel.objects.exists()
 
 
-def test_pages_and_api(corpus, suite, alice_client, anon_client, _private_broker) -> None:
+def test_pages_and_api(
+    corpus, suite, alice_client, anon_client, _private_broker, django_capture_on_commit_callbacks
+) -> None:
     page = alice_client.get(f"/training/new/?corpus={corpus.name}")
     assert page.status_code == 200
     response = alice_client.post_form(
@@ -280,8 +282,9 @@ def test_pages_and_api(corpus, suite, alice_client, anon_client, _private_broker
     assert anon_client.get("/api/training-runs/999/").status_code == 404
     assert anon_client.get("/training/999/").status_code == 404
     assert anon_client.post("/api/training-runs/", {}).status_code in (401, 403)
-    # Cancel: the run stops; the worker is told through the cache.
-    response = alice_client.post(f"/api/training-runs/{run.pk}/cancel/", **headers)
+    # Cancel: the run stops; once that commits, the worker is told through the cache.
+    with django_capture_on_commit_callbacks(execute=True):
+        response = alice_client.post(f"/api/training-runs/{run.pk}/cancel/", **headers)
     assert response.status_code == 200 and response.json()["status"] == "cancelled"
     from django.core.cache import cache
 
