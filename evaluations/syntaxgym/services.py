@@ -228,15 +228,6 @@ def scoring_payload(evaluation: Evaluation) -> dict[str, Any]:
     return payload
 
 
-def evaluation_retry(*, evaluation: Evaluation, user: User | AnonymousUser | None) -> Evaluation:
-    """Send a failed or cancelled evaluation again (see `runs.run_retry`)."""
-    return runs.run_retry(run=evaluation, user=user)
-
-
-def evaluation_cancel(*, evaluation: Evaluation, user: User | AnonymousUser | None) -> Evaluation:
-    return runs.run_cancel(run=evaluation, user=user)
-
-
 def progress_record(
     *, evaluation_id: int, attempt: int, done: int, total: int, restart: bool = False
 ) -> None:

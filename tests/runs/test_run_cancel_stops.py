@@ -11,6 +11,7 @@ import pytest
 from evaluations.language_models import registry as model_registry
 from evaluations.models import Evaluation, ItemResult
 from evaluations.runs import broker_watch
+from evaluations.runs import lifecycle as runs
 from evaluations.syntaxgym import services
 from suites.syntaxgym import services as suite_services
 from tests.celery_harness import wait_for_log
@@ -50,7 +51,7 @@ def test_cancel_stops_the_worker_and_it_takes_the_next_run(
     cancelled = services.evaluation_request(model=model, suites=suites, user=alice).evaluations
     pace.wait_held(cancelled[0])
     for evaluation in cancelled:
-        services.evaluation_cancel(evaluation=evaluation, user=alice)
+        runs.run_cancel(run=evaluation, user=alice)
     pace.release()
     wait_for_log(gpu, "were cancelled: stopped after", timeout=180)
     # The worker is free: a new run goes through it to the end.
@@ -84,7 +85,7 @@ def test_a_cancelled_run_still_queued_is_dropped_when_a_worker_takes_it(
         model=model, suites=[first_suite, second_suite], user=alice
     ).evaluations
     pace.wait_held(first)
-    services.evaluation_cancel(evaluation=second, user=alice)
+    runs.run_cancel(run=second, user=alice)
     assert broker_watch.cancelled_among("suite", [(first.pk, 1), (second.pk, 1)]) == {
         (second.pk, 1)
     }

@@ -85,14 +85,14 @@ def test_retry_and_cancel_answer_a_conflict_when_there_is_nothing_to_do(
 
 def test_a_cancelled_run_refuses_its_results_until_retried(evaluation, bob) -> None:
     services.progress_record(evaluation_id=evaluation.pk, attempt=1, done=2, total=4)
-    services.evaluation_cancel(evaluation=evaluation, user=bob)
+    runs.run_cancel(run=evaluation, user=bob)
     results: dict[str, Any] = {"sentences": [{"regions": [], "sentence": {}}] * 4}
     assert services.results_store(evaluation_id=evaluation.pk, attempt=1, results=results) is False
     services.progress_record(evaluation_id=evaluation.pk, attempt=1, done=3, total=4)
     evaluation.refresh_from_db()
     assert (evaluation.status, evaluation.progress_done) == ("cancelled", 2)
     assert evaluation.finished_at is not None
-    evaluation = services.evaluation_retry(evaluation=evaluation, user=bob)
+    evaluation = runs.run_retry(run=evaluation, user=bob)
     assert (evaluation.status, evaluation.attempt, evaluation.error) == ("queued", 2, "")
 
 

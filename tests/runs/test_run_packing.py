@@ -15,6 +15,7 @@ import pytest
 
 from evaluations.language_models import registry as model_registry
 from evaluations.models import Evaluation, ItemResult, PredictionResult, RunPart
+from evaluations.runs import lifecycle as runs
 from evaluations.runs import packing, tasks
 from evaluations.scoring import worker
 from evaluations.syntaxgym import services
@@ -127,11 +128,11 @@ def test_parts_are_stored_once_and_the_last_one_stores_the_run(split) -> None:
 def test_a_part_of_an_older_attempt_or_of_a_cancelled_run_is_refused(split, alice) -> None:
     evaluation, parts, _ = split
     assert _store_part(evaluation, 0, parts[0]) is True
-    services.evaluation_cancel(evaluation=evaluation, user=alice)
+    runs.run_cancel(run=evaluation, user=alice)
     assert _store_part(evaluation, 1, parts[1]) is False
     evaluation.refresh_from_db()
     assert evaluation.status == "cancelled"
-    evaluation = services.evaluation_retry(evaluation=evaluation, user=alice)
+    evaluation = runs.run_retry(run=evaluation, user=alice)
     assert evaluation.attempt == 2
     # The first attempt's part is dropped; its late parts are refused.
     assert not RunPart.objects.filter(attempt=1).exists()
@@ -290,7 +291,7 @@ def test_cancel_and_retry_of_one_suite_of_a_pack(
         evaluation.refresh_from_db()
         assert evaluation.status == "running"
         assert evaluation.progress_total == 4 * evaluation.suite.item_count
-    services.evaluation_cancel(evaluation=middle, user=alice)
+    runs.run_cancel(run=middle, user=alice)
     pace.release()
     finished = _wait([e.pk for e in outcome.evaluations])
     assert [e.status for e in finished] == ["done", "cancelled", "done"]
@@ -299,7 +300,7 @@ def test_cancel_and_retry_of_one_suite_of_a_pack(
     done_at = {e.pk: e.finished_at for e in finished}
 
     # Retrying the cancelled one sends that suite alone, in a task of its own.
-    middle = services.evaluation_retry(evaluation=middle, user=alice)
+    middle = runs.run_retry(run=middle, user=alice)
     (middle,) = _wait([middle.pk])
     assert (middle.status, middle.attempt) == ("done", 2)
     assert ItemResult.objects.filter(evaluation=middle).count() == 121

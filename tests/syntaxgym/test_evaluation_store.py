@@ -10,6 +10,7 @@ import pytest
 
 from evaluations.language_models import registry as model_registry
 from evaluations.models import Evaluation, ItemResult, PredictionResult
+from evaluations.runs import lifecycle as runs
 from evaluations.runs import tasks
 from evaluations.scoring import worker
 from evaluations.syntaxgym import services
@@ -101,7 +102,7 @@ def test_stale_attempt_is_ignored_after_retry(setup, alice) -> None:
     services.evaluation_fail(evaluation_id=evaluation.pk, attempt=1, reason="GPU fell over")
     evaluation.refresh_from_db()
     assert evaluation.status == "failed" and evaluation.error == "GPU fell over"
-    evaluation = services.evaluation_retry(evaluation=evaluation, user=alice)
+    evaluation = runs.run_retry(run=evaluation, user=alice)
     assert (evaluation.status, evaluation.attempt, evaluation.error) == ("queued", 2, "")
     assert services.results_store(evaluation_id=evaluation.pk, attempt=1, results=results) is False
     assert services.results_store(evaluation_id=evaluation.pk, attempt=2, results=results) is True
@@ -214,7 +215,7 @@ def test_a_store_that_gives_up_fails_the_run_with_the_reason(setup) -> None:
     assert evaluation.status == "failed"
     assert "could not be stored (OperationalError: database is locked)" in evaluation.error
     # A failure that could not be recorded by its own task is recorded with its reason.
-    evaluation = services.evaluation_retry(evaluation=evaluation, user=evaluation.requested_by)
+    evaluation = runs.run_retry(run=evaluation, user=evaluation.requested_by)
     reason = ["suite", evaluation.pk, 2, "The model could not be loaded: gone"]
     tasks.fail.on_failure(OperationalError("database is locked"), "task-id", reason, {}, None)
     evaluation.refresh_from_db()
