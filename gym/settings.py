@@ -9,12 +9,17 @@ Redis of your own.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
 from gym.embedded import embedded_broker_url
+
+# Not upper-case: Django takes every upper-case name of this module for a setting.
+_Value = TypeVar("_Value")
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -23,35 +28,36 @@ def envstr(name: str, default: str) -> str:
     return os.environ.get(name, default)
 
 
-def envbool(name: str, default: bool) -> bool:
+def _env(name: str, default: _Value, parse: Callable[[str], _Value], expected: str) -> _Value:
+    """The variable `name` as `parse` reads it, or `default` when it is unset or empty.
+    A value that `parse` refuses (ValueError) stops the site, saying what was expected."""
     raw = os.environ.get(name)
     if raw is None or raw == "":
         return default
+    try:
+        return parse(raw)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name}={raw!r}: expected {expected}") from None
+
+
+def _boolean(raw: str) -> bool:
     if raw.lower() in {"1", "true", "yes", "on"}:
         return True
     if raw.lower() in {"0", "false", "no", "off"}:
         return False
-    raise ImproperlyConfigured(f"{name}={raw!r}: expected one of 1/0, true/false, yes/no, on/off")
+    raise ValueError(raw)
+
+
+def envbool(name: str, default: bool) -> bool:
+    return _env(name, default, _boolean, "one of 1/0, true/false, yes/no, on/off")
 
 
 def envint(name: str, default: int) -> int:
-    raw = os.environ.get(name)
-    if raw is None or raw == "":
-        return default
-    try:
-        return int(raw)
-    except ValueError:
-        raise ImproperlyConfigured(f"{name}={raw!r}: expected an integer") from None
+    return _env(name, default, int, "an integer")
 
 
 def envfloat(name: str, default: float) -> float:
-    raw = os.environ.get(name)
-    if raw is None or raw == "":
-        return default
-    try:
-        return float(raw)
-    except ValueError:
-        raise ImproperlyConfigured(f"{name}={raw!r}: expected a number") from None
+    return _env(name, default, float, "a number")
 
 
 def envlist(name: str, default: str) -> list[str]:
