@@ -95,13 +95,30 @@ def name_problem(
         return f"the name may not contain {invisible}"
     if name != name.strip():
         return "the name may not start or end with spaces"
-    clash = model._default_manager.filter(name=name)
-    if replace is not None:
-        clash = clash.exclude(pk=replace.pk)
-    if clash.exists():
+    if name_taken(model, name, replace=replace):
         # Who owns it is not said: a name must not reveal other people's accounts.
         return f"a {noun} named {name!r} already exists; {advice}"
     return ""
+
+
+def name_taken(
+    model: type[models.Model], name: str, *, replace: models.Model | None = None
+) -> bool:
+    """Whether a row of `model` other than `replace` is named `name`."""
+    clash = model._default_manager.filter(name=name)
+    if replace is not None:
+        clash = clash.exclude(pk=replace.pk)
+    return clash.exists()
+
+
+def upload_name(
+    model: type[GymData], name: str, *, rename_if_taken: bool, replace: GymData | None = None
+) -> str:
+    """The name an upload is saved under: `name`, or with `rename_if_taken` the first
+    free '<name> (2)', … when a row other than `replace` has it (see `free_name`)."""
+    if rename_if_taken and name.strip() and name_taken(model, name, replace=replace):
+        return free_name(model, name)
+    return name
 
 
 def free_name(model: type[GymData], wanted: str) -> str:

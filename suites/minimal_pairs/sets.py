@@ -16,9 +16,9 @@ from suites.catalog_services import (
     DataInvalid,
     PermissionDenied,
     can_change,
-    free_name,
     name_problem,
     tags_set,
+    upload_name,
 )
 from suites.formats import minimal_pairs as mp
 from suites.formats import pair_datasets
@@ -72,7 +72,7 @@ def minimal_pair_set_import(
     taken name becomes the first free '<name> (2)', … (`renamed_from` keeps the asked)."""
     parsed = _parse(data, filename, drop_incomplete_pairs, file_format)
     asked = name
-    name = _free_if_taken(name, rename_if_taken=rename_if_taken)
+    name = upload_name(MinimalPairSet, name, rename_if_taken=rename_if_taken)
     errors = _name_errors(name)
     if errors:
         raise PairSetInvalid(errors)
@@ -103,17 +103,6 @@ def minimal_pair_set_import(
         warnings=parsed.warnings,
         renamed_from=asked if name != asked else "",
     )
-
-
-def _free_if_taken(
-    name: str, *, rename_if_taken: bool, replace: MinimalPairSet | None = None
-) -> str:
-    if not rename_if_taken or not name.strip():
-        return name
-    clash = MinimalPairSet.objects.filter(name=name)
-    if replace is not None:
-        clash = clash.exclude(pk=replace.pk)
-    return free_name(MinimalPairSet, name) if clash.exists() else name
 
 
 def _parse(
@@ -159,7 +148,7 @@ def minimal_pair_set_replace(
         raise PermissionDenied("only the set's owner (or staff) may replace it")
     parsed = _parse(data, filename, drop_incomplete_pairs, file_format)
     asked = pair_set.name if name is None else name
-    new_name = _free_if_taken(asked, rename_if_taken=rename_if_taken, replace=pair_set)
+    new_name = upload_name(MinimalPairSet, asked, rename_if_taken=rename_if_taken, replace=pair_set)
     errors = _name_errors(new_name, replace=pair_set)
     if errors:
         raise PairSetInvalid(errors)

@@ -13,7 +13,7 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import QuerySet
 
 from suites.catalog import COMMON_SORTS, catalog_filter
-from suites.catalog_services import DataInvalid, free_name, name_problem, tags_set
+from suites.catalog_services import DataInvalid, name_problem, tags_set, upload_name
 from suites.formats.probing import (
     LineSource,
     ProbingReader,
@@ -87,8 +87,7 @@ def probing_task_import(
     name = name.strip()
     if task_type is None:
         task_type = guess_task_type(name)
-    if rename_if_taken and name and ProbingTask.objects.filter(name=name).exists():
-        name = free_name(ProbingTask, name)
+    name = upload_name(ProbingTask, name, rename_if_taken=rename_if_taken)
     try:
         reader = ProbingReader(task_type)
     except ValueError as exc:

@@ -19,8 +19,10 @@ from suites.catalog_services import (
     can_change,
     free_name,
     name_problem,
+    name_taken,
     tag_slugs,
     tags_set,
+    upload_name,
 )
 from suites.formats import Location, SuiteError
 from suites.formats.syntaxgym import TAG_MAX_LENGTH, TAGS_MAX_COUNT
@@ -137,10 +139,12 @@ def _save(
 ) -> Suite:
     """Write the suite under `asked`, or under the first free name (`rename_if_taken`)."""
     for _attempt in range(MAX_COPY_ATTEMPTS):
-        suite_name = suite_free_name(asked) if rename_if_taken and _taken(asked, replace) else asked
+        suite_name = upload_name(Suite, asked, rename_if_taken=rename_if_taken, replace=replace)
         name_errors = suite_name_check(name=suite_name, replace=replace)
         if name_errors:
-            raise SuiteInvalid(name_errors, taken_name=asked if _taken(asked, replace) else "")
+            raise SuiteInvalid(
+                name_errors, taken_name=asked if name_taken(Suite, asked, replace=replace) else ""
+            )
         data["meta"]["name"] = suite_name
         try:
             with transaction.atomic():
@@ -163,12 +167,6 @@ def _parsed(source: str | bytes | dict[str, Any] | formats.FormatResult) -> form
     if isinstance(source, dict):
         return formats.parse_suite_data(source)
     return formats.parse_suite_text(source)
-
-
-def _taken(name: str, replace: Suite | None) -> bool:
-    """Whether a suite other than `replace` is named `name`."""
-    clash = Suite.objects.filter(name=name)
-    return (clash.exclude(pk=replace.pk) if replace is not None else clash).exists()
 
 
 def suite_free_name(wanted: str) -> str:
