@@ -43,7 +43,7 @@ PY = sys.executable
 HOST = "127.0.0.1"
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as sock:
         sock.bind((HOST, 0))
         return sock.getsockname()[1]
@@ -191,6 +191,31 @@ def percentile(values: list[float], share: float) -> float:
     return ordered[min(len(ordered) - 1, int(share * len(ordered)))] if ordered else 0.0
 
 
+def latency_lines(
+    samples: list[tuple[str, int, float]], *, kind_width: int, errors: str
+) -> list[str]:
+    """p50, p95 and mean latency of `samples` (kind, status, seconds), then a line a kind
+    of request: how many, how many had a status of 500 or more (headed `errors`), p50
+    and p95. Both load tests print these (load.py and soak.py)."""
+    latencies = [t for _k, _s, t in samples]
+    lines = [
+        f"latency       p50 {percentile(latencies, 0.5) * 1000:.0f} ms, "
+        f"p95 {percentile(latencies, 0.95) * 1000:.0f} ms, "
+        f"mean {statistics.fmean(latencies) * 1000 if latencies else 0:.0f} ms"
+    ]
+    by_kind: dict[str, list[tuple[int, float]]] = defaultdict(list)
+    for kind, status, took in samples:
+        by_kind[kind].append((status, took))
+    for kind in sorted(by_kind):
+        times = [t for _s, t in by_kind[kind]]
+        bad = sum(1 for s, _t in by_kind[kind] if s >= 500)
+        lines.append(
+            f"  {kind:{kind_width}} n={len(times):5}  {errors}={bad:3}  "
+            f"p50 {percentile(times, 0.5) * 1000:6.0f} ms  p95 {percentile(times, 0.95) * 1000:6.0f} ms"
+        )
+    return lines
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--clients", type=int, default=8)
@@ -216,7 +241,7 @@ def main() -> int:
             json.loads((REPO / "examples" / f"{s}.json").read_text())["meta"]["name"]
             for s in suites
         ]
-        port = _free_port()
+        port = free_port()
         server = start_server(env, port, var_dir / "server.log")
         until = time.monotonic() + args.seconds
         clients = [Client(i, port, tokens[i], names, until) for i in range(args.clients)]
@@ -240,27 +265,13 @@ def main() -> int:
     samples = [s for c in clients for s in c.samples]
     statuses = Counter(status for _k, status, _t in samples)
     server_errors = sum(n for status, n in statuses.items() if status >= 500)
-    latencies = [t for _k, _s, t in samples]
     print(f"load: {args.clients} clients for {elapsed:.0f} s against http://{HOST}:{port}/")
     print(f"requests      {len(samples)} ({len(samples) / elapsed:.1f}/s)")
     print(f"5xx           {server_errors}   (target 0)")
     print(f"429           {statuses.get(429, 0)}")
     print("statuses      " + ", ".join(f"{s}: {n}" for s, n in sorted(statuses.items())))
-    print(
-        f"latency       p50 {percentile(latencies, 0.5) * 1000:.0f} ms, "
-        f"p95 {percentile(latencies, 0.95) * 1000:.0f} ms, "
-        f"mean {statistics.fmean(latencies) * 1000 if latencies else 0:.0f} ms"
-    )
-    by_kind: dict[str, list[tuple[int, float]]] = defaultdict(list)
-    for kind, status, took in samples:
-        by_kind[kind].append((status, took))
-    for kind in sorted(by_kind):
-        times = [t for _s, t in by_kind[kind]]
-        errors = sum(1 for s, _t in by_kind[kind] if s >= 500)
-        print(
-            f"  {kind:26} n={len(times):5}  5xx={errors:3}  "
-            f"p50 {percentile(times, 0.5) * 1000:6.0f} ms  p95 {percentile(times, 0.95) * 1000:6.0f} ms"
-        )
+    for line in latency_lines(samples, kind_width=26, errors="5xx"):
+        print(line)
     if server_errors and last_error:
         print("the last server error:\n" + last_error)
     if not samples:

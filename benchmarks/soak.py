@@ -56,14 +56,13 @@ import random
 import shutil
 import signal
 import socket
-import statistics
 import subprocess
 import sys
 import tempfile
 import threading
 import time
 import uuid
-from collections import Counter, defaultdict
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -72,6 +71,7 @@ from urllib.parse import quote
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.end_to_end import agreement_suite  # noqa: E402 - after the path
+from benchmarks.load import free_port, latency_lines  # noqa: E402 - after the path
 from gym.embedded import redis_server_binary  # noqa: E402 - after the path
 from tests.site_processes import session_processes  # noqa: E402 - after the path
 
@@ -88,19 +88,8 @@ GRACE = 15.0
 MAX_OPEN_RUNS = 4
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind((HOST, 0))
-        return sock.getsockname()[1]
-
-
 def say(message: str) -> None:
     print(f"soak: {message}", flush=True)
-
-
-def percentile(values: list[float], share: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(share * len(ordered)))] if ordered else 0.0
 
 
 # ---- what the clients send ------------------------------------------------------------
@@ -1099,26 +1088,15 @@ def summary(
     lines, problems = [], list(record.problems)
     samples = record.samples
     counts = classify(record)
-    latencies = [t for _k, _s, t, _a in samples]
     lines.append(f"requests      {len(samples)} ({len(samples) / max(elapsed, 1):.1f}/s)")
     lines.append("answers       " + ", ".join(f"{k}: {n}" for k, n in sorted(counts.items())))
     statuses = Counter(status for _k, status, _t, _a in samples)
     lines.append("statuses      " + ", ".join(f"{s}: {n}" for s, n in sorted(statuses.items())))
-    lines.append(
-        f"latency       p50 {percentile(latencies, 0.5) * 1000:.0f} ms, "
-        f"p95 {percentile(latencies, 0.95) * 1000:.0f} ms, "
-        f"mean {statistics.fmean(latencies) * 1000 if latencies else 0:.0f} ms"
+    lines += latency_lines(
+        [(kind, status, took) for kind, status, took, _at in samples],
+        kind_width=28,
+        errors="5xx/none",
     )
-    by_kind: dict[str, list[tuple[int, float]]] = defaultdict(list)
-    for kind, status, took, _at in samples:
-        by_kind[kind].append((status, took))
-    for kind in sorted(by_kind):
-        times = [t for _s, t in by_kind[kind]]
-        bad = sum(1 for s, _t in by_kind[kind] if s >= 500)
-        lines.append(
-            f"  {kind:28} n={len(times):5}  5xx/none={bad:3}  "
-            f"p50 {percentile(times, 0.5) * 1000:6.0f} ms  p95 {percentile(times, 0.95) * 1000:6.0f} ms"
-        )
     if counts["server error"]:
         problems.append(f"{counts['server error']} server errors outside the faults' windows")
     if counts["server error while the database restarted"]:
