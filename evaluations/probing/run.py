@@ -36,6 +36,7 @@ from suites.formats.probing import PARTITIONS, ProbingInstance, sort_labels
 from . import controls
 from .extract import DEFAULT_MEMORY_LIMIT, Features, extract_features
 from .probes import (
+    ProbeFit,
     Split,
     confusion_matrix,
     fit_logreg,
@@ -291,16 +292,25 @@ def _spread(values: Sequence[float]) -> float:
     return float(np.std(values, ddof=1)) if len(values) > 1 else 0.0
 
 
+def _fits(
+    x: dict[str, np.ndarray], plan: LayerPlan, y: dict[str, np.ndarray], phase: str
+) -> list[ProbeFit]:
+    """One probe per seed on the layer's features `x` and labels `y` (the task's or the
+    control's); their time counts in `plan.seconds[phase]`."""
+    clock = time.perf_counter()
+    fits = [
+        fit_probe(plan.split(x, y), probe=plan.probe, device=plan.device, seed=seed)
+        for seed in plan.seeds
+    ]
+    plan.seconds[phase] += time.perf_counter() - clock
+    return fits
+
+
 def _probe_layer(
     x: dict[str, np.ndarray], plan: LayerPlan, k: int
 ) -> tuple[dict[str, Any], np.ndarray]:
     """One layer's entry of the document, and the first seed's te predictions."""
-    clock = time.perf_counter()
-    fits = [
-        fit_probe(plan.split(x, plan.y), probe=plan.probe, device=plan.device, seed=seed)
-        for seed in plan.seeds
-    ]
-    plan.seconds["task"] += time.perf_counter() - clock
+    fits = _fits(x, plan, plan.y, "task")
     va = [fit.va_accuracy for fit in fits]
     te = [fit.te_accuracy for fit in fits]
     entry: dict[str, Any] = {
@@ -314,12 +324,7 @@ def _probe_layer(
         "seed_te": te,
     }
     if plan.y_control is not None:
-        clock = time.perf_counter()
-        cfits = [
-            fit_probe(plan.split(x, plan.y_control), probe=plan.probe, device=plan.device, seed=s)
-            for s in plan.seeds
-        ]
-        plan.seconds["control"] += time.perf_counter() - clock
+        cfits = _fits(x, plan, plan.y_control, "control")
         c_te = [fit.te_accuracy for fit in cfits]
         control_te = float(np.mean(c_te))
         entry["control"] = {

@@ -4,6 +4,7 @@ the confusion matrix."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from django import template
@@ -19,37 +20,34 @@ register = template.Library()
 DASH = "\u2014"  # what a number an older run never stored shows as
 
 
+def _number(value: Any, shown: Callable[[float], str]) -> str:
+    """`value` as a float through `shown`; a dash when it is missing or no number."""
+    if value is None:
+        return DASH
+    try:
+        return shown(float(value))
+    except (TypeError, ValueError):
+        return DASH
+
+
 @register.filter
 def measure(value: float | None, digits: int = 2) -> str:
     """An accuracy, spread or selectivity with `digits` decimals; a dash when missing."""
-    if value is None or isinstance(value, bool):
+    if isinstance(value, bool):
         return DASH
-    try:
-        return f"{float(value):.{int(digits)}f}"
-    except (TypeError, ValueError):
-        return DASH
+    return _number(value, lambda v: f"{v:.{int(digits)}f}")
 
 
 @register.filter
 def signed(value: float | None) -> str:
     """A difference with its sign (selectivity); a dash when missing."""
-    if value is None:
-        return DASH
-    try:
-        return f"{float(value):+.2f}".replace("-", "\u2212")
-    except (TypeError, ValueError):
-        return DASH
+    return _number(value, lambda v: f"{v:+.2f}".replace("-", "\u2212"))
 
 
 @register.filter
 def bits(value: float | None) -> str:
     """A code length in whole bits; a dash when missing."""
-    if value is None:
-        return DASH
-    try:
-        return f"{float(value):,.0f}"
-    except (TypeError, ValueError):
-        return DASH
+    return _number(value, lambda v: f"{v:,.0f}")
 
 
 @register.filter
