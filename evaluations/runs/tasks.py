@@ -45,8 +45,9 @@ import logging
 import os
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from billiard.exceptions import WorkerLostError
 from celery import Task, current_app, shared_task
@@ -263,6 +264,32 @@ WORK_TASK_OPTIONS: dict[str, Any] = {
 }
 
 
+R = TypeVar("R")  # what a kind's work function returns: one run's results, or a pack's
+
+
+def _worked(
+    task: Any,
+    kind: str,
+    reporter: _Progress,
+    work_function: Callable[[], Callable[..., R]],
+    payload: dict[str, Any],
+    targets: list[tuple[int, int]],
+) -> R | None:
+    """The engine's results for the message's runs (`targets`), or None when there is
+    nothing to store: all of them were cancelled while it worked, or it failed
+    (`_work_failed` then retries the message or fails the runs)."""
+    # A delivery starts from 0, also when it is a re-delivery after its worker died.
+    reporter.start(payload)
+    try:
+        # Inside the try: importing torch takes seconds and counts against the time limit.
+        return work_function()(payload, progress=reporter)
+    except RunCancelled as stop:
+        log.info("%s", stop)
+    except Exception as exc:
+        _work_failed(task, exc, kind, targets)
+    return None
+
+
 @shared_task(name="runs.work", **WORK_TASK_OPTIONS)
 def work(self: Any, kind: str, run_id: int, attempt: int, payload: dict[str, Any]) -> None:
     from evaluations.runs import lifecycle as runs
@@ -274,16 +301,8 @@ def work(self: Any, kind: str, run_id: int, attempt: int, payload: dict[str, Any
     if reporter.all_cancelled():
         log.info("%s run %s was cancelled before its work started: dropped", kind, run_id)
         return
-    # A delivery starts from 0, also when it is a re-delivery after its worker died.
-    reporter.start(payload)
-    try:
-        # Inside the try: importing torch takes seconds and counts against the time limit.
-        results = run_kind.work_function()(payload, progress=reporter)
-    except RunCancelled as stop:
-        log.info("%s", stop)
-        return
-    except Exception as exc:
-        _work_failed(self, exc, kind, [(run_id, attempt)])
+    results = _worked(self, kind, reporter, run_kind.work_function, payload, [(run_id, attempt)])
+    if results is None:
         return
     if (run_id, attempt) in reporter.cancelled_now():
         log.info("%s run %s was cancelled while it was scored: not stored", kind, run_id)
@@ -304,14 +323,9 @@ def work_pack(self: Any, kind: str, entries: list[dict[str, int]], payload: dict
     if reporter.all_cancelled():
         log.info("%s runs %s were cancelled before their work started: dropped", kind, entries)
         return
-    reporter.start(payload)
-    try:
-        results = run_kind.pack_work_function()(payload, progress=reporter)
-    except RunCancelled as stop:
-        log.info("%s", stop)
-        return
-    except Exception as exc:
-        _work_failed(self, exc, kind, [(entry["run"], entry["attempt"]) for entry in entries])
+    targets = [(entry["run"], entry["attempt"]) for entry in entries]
+    results = _worked(self, kind, reporter, run_kind.pack_work_function, payload, targets)
+    if results is None:
         return
     # The engine scored every part together; those of runs cancelled meanwhile are dropped.
     cancelled = reporter.cancelled_now()
