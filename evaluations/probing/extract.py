@@ -29,6 +29,7 @@ import numpy as np
 import torch
 
 from evaluations.scoring.engine import default_token_budget
+from evaluations.scoring.forward import padded_inputs, plan_batches
 from evaluations.scoring.loading import LoadedModel
 from evaluations.scoring.schema import ScoringError
 
@@ -123,19 +124,6 @@ def encode(lm: LoadedModel, texts: Sequence[str]) -> tuple[list[_Encoded], int]:
             content = list(range(len(head), len(head) + room))
         out.append(_Encoded(list(ids), content))
     return out, cut
-
-
-def plan_batches(lengths: Sequence[int], token_budget: int) -> list[list[int]]:
-    """Indices grouped longest first, each batch's rows x longest length within budget."""
-    order = sorted(range(len(lengths)), key=lambda i: (-lengths[i], i))
-    batches: list[list[int]] = []
-    start = 0
-    while start < len(order):
-        width = max(1, lengths[order[start]])
-        count = max(1, token_budget // width)
-        batches.append(order[start : start + count])
-        start += count
-    return batches
 
 
 def body(lm: LoadedModel) -> torch.nn.Module:
@@ -318,11 +306,7 @@ def _fill(
 def _pooled_batch(lm: LoadedModel, items: list[_Encoded], pooling: str) -> np.ndarray:
     """(layers, batch, width) pooled vectors of one right-padded batch."""
     width = max(len(item.ids) for item in items)
-    ids = torch.full((len(items), width), lm.pad_token_id, dtype=torch.long)
-    mask = torch.zeros((len(items), width), dtype=torch.long)
-    for row, item in enumerate(items):
-        ids[row, : len(item.ids)] = torch.tensor(item.ids)
-        mask[row, : len(item.ids)] = 1
+    ids, mask = padded_inputs(lm, [item.ids for item in items], width)
     weights = pooling_weights(items, width, pooling).to(lm.device)
     with torch.inference_mode():
         states = hidden_states(lm, ids.to(lm.device), mask.to(lm.device))

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
-from .forward import body_forward, gathered_with_boundary
+from .forward import body_forward, gathered_with_boundary, padded_inputs, plan_batches
 from .prefix import PrefixTrie, Row
 
 if TYPE_CHECKING:
@@ -165,23 +165,14 @@ def _run_plain(
     boundary_ids: torch.Tensor | None = None,
     boundaries: list[np.ndarray] | None = None,
 ) -> None:
-    order = sorted(range(len(sequences)), key=lambda i: len(sequences[i].ids), reverse=True)
-    start = 0
-    while start < len(order):
-        width = len(sequences[order[start]].ids) - 1  # the last token is never an input
-        count = max(1, token_budget // width)
-        batch = order[start : start + count]
-        start += len(batch)
-
-        ids = torch.full((len(batch), width), lm.pad_token_id, dtype=torch.long)
-        mask = torch.zeros((len(batch), width), dtype=torch.long)
+    widths = [len(seq.ids) - 1 for seq in sequences]  # the last token is never an input
+    for batch in plan_batches(widths, token_budget):
+        width = widths[batch[0]]
+        ids, mask = padded_inputs(lm, [sequences[index].ids[:-1] for index in batch], width)
         positions: list[int] = []
         tokens: list[int] = []
         for row, index in enumerate(batch):
             seq = sequences[index]
-            inputs = seq.ids[:-1]
-            ids[row, : len(inputs)] = torch.tensor(inputs)
-            mask[row, : len(inputs)] = 1
             for t in range(seq.first_target, len(seq.ids)):
                 positions.append(row * width + t - 1)
                 tokens.append(seq.ids[t])
@@ -284,19 +275,14 @@ def work_stats(
     """
     targets = sum(len(seq.ids) - seq.first_target for seq in sequences)
     if not prefix_sharing:
-        lengths = sorted((len(seq.ids) - 1 for seq in sequences), reverse=True)
-        padded = start = batches = 0
-        while start < len(lengths):
-            count = max(1, token_budget // lengths[start])
-            padded += lengths[start] * len(lengths[start : start + count])
-            start += count
-            batches += 1
+        widths = [len(seq.ids) - 1 for seq in sequences]
+        batches = plan_batches(widths, token_budget)
         return {
             "targets": targets,
-            "positions": sum(lengths),
-            "padded_positions": padded,
+            "positions": sum(widths),
+            "padded_positions": sum(widths[batch[0]] * len(batch) for batch in batches),
             "head_rows": targets,
-            "batches": batches,
+            "batches": len(batches),
         }
     plan = plan_shared(sequences, token_budget)
     return {

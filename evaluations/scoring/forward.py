@@ -1,4 +1,5 @@
-"""Forward passes and the log-probability rule shared by causal and masked scoring.
+"""Forward passes and the log-probability rule shared by causal and masked scoring (and
+the batches of right-padded inputs that probing's feature extraction shares with them).
 
 Only the positions whose next (or masked) token is scored go through the output layer,
 and each gets logsumexp(row in float32) - target logit (float32): no float32
@@ -8,6 +9,7 @@ log-softmax over the whole vocabulary is ever materialised.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import torch
@@ -40,6 +42,32 @@ def find_split_head(model: nn.Module) -> nn.Module | None:
     if len(others) != 1:
         return None
     return others[0]
+
+
+def plan_batches(lengths: Sequence[int], token_budget: int) -> list[list[int]]:
+    """Indices grouped longest first, each batch's rows x longest length within budget."""
+    order = sorted(range(len(lengths)), key=lambda i: (-lengths[i], i))
+    batches: list[list[int]] = []
+    start = 0
+    while start < len(order):
+        width = max(1, lengths[order[start]])
+        count = max(1, token_budget // width)
+        batches.append(order[start : start + count])
+        start += count
+    return batches
+
+
+def padded_inputs(
+    lm: LoadedModel, rows: Sequence[Sequence[int]], width: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Input ids (`rows` right-padded with the model's pad token to `width`) and their
+    attention mask, on the CPU."""
+    ids = torch.full((len(rows), width), lm.pad_token_id, dtype=torch.long)
+    mask = torch.zeros((len(rows), width), dtype=torch.long)
+    for r, row in enumerate(rows):
+        ids[r, : len(row)] = torch.tensor(row)
+        mask[r, : len(row)] = 1
+    return ids, mask
 
 
 def body_forward(

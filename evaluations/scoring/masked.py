@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
-from .forward import body_forward, gathered_surprisals
+from .forward import body_forward, gathered_surprisals, padded_inputs, plan_batches
 
 if TYPE_CHECKING:
     from .loading import LoadedModel
@@ -113,23 +113,14 @@ def score_rows(
         remaining[row.text] += 1
     if batch_done is not None:
         batch_done([text for text, count in enumerate(remaining) if count == 0])
-    # Stable sort keeps a sentence's copies together, so sentences finish one by one.
-    order = sorted(range(len(rows)), key=lambda i: len(rows[i].ids), reverse=True)
-    start = 0
-    while start < len(order):
-        width = len(rows[order[start]].ids)
-        batch = order[start : start + max(1, token_budget // width)]
-        start += len(batch)
-        ids = torch.full((len(batch), width), lm.pad_token_id, dtype=torch.long)
-        mask = torch.zeros((len(batch), width), dtype=torch.long)
-        positions: list[int] = []
-        tokens: list[int] = []
-        for r, index in enumerate(batch):
-            row = rows[index]
-            ids[r, : len(row.ids)] = torch.tensor(row.ids)
-            mask[r, : len(row.ids)] = 1
-            positions.append(r * width + row.target)
-            tokens.append(row.target_id)
+    lengths = [len(row.ids) for row in rows]
+    # Equal lengths keep their order: a sentence's copies stay together, so sentences
+    # finish one by one.
+    for batch in plan_batches(lengths, token_budget):
+        width = lengths[batch[0]]
+        ids, mask = padded_inputs(lm, [rows[index].ids for index in batch], width)
+        positions = [r * width + rows[index].target for r, index in enumerate(batch)]
+        tokens = [rows[index].target_id for index in batch]
         with torch.inference_mode():
             output = body_forward(lm, ids.to(lm.device), mask.to(lm.device))
             values = gathered_surprisals(
