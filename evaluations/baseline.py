@@ -95,23 +95,14 @@ def random_gpt2(
     same arguments give the same files.
     """
     import torch
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
     from transformers import GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast
 
+    from evaluations.training.causal import END_OF_TEXT, byte_level_bpe
+
     target.mkdir(parents=True, exist_ok=True)
-    bos = "<|endoftext|>"
-    tokenizer = Tokenizer(models.BPE())
-    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tokenizer.decoder = decoders.ByteLevel()
+    bos = END_OF_TEXT
     # As in GPT-2's own tokenizer.json: offsets of "Ġword" include the space.
-    tokenizer.post_processor = processors.ByteLevel(trim_offsets=False)
-    trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size,
-        special_tokens=[bos],
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False,
-    )
-    tokenizer.train_from_iterator(list(sentences), trainer=trainer)
+    tokenizer = byte_level_bpe(list(sentences), vocab_size, trim_offsets=False)
     fast = PreTrainedTokenizerFast(
         tokenizer_object=tokenizer, bos_token=bos, eos_token=bos, unk_token=bos, pad_token=bos
     )

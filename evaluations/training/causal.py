@@ -100,7 +100,7 @@ def train_tokenizer(lines: Iterable[str], vocab: int, kind: str = "bpe") -> Any:
     whose BOS and EOS are `<|endoftext|>`: "bpe", a byte-level BPE (GPT-2 style), or
     "unigram", a Unigram model over words split at spaces (SentencePiece style, `<unk>`
     for characters it never saw)."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
     if kind == "unigram":
@@ -117,10 +117,23 @@ def train_tokenizer(lines: Iterable[str], vocab: int, kind: str = "bpe") -> Any:
         return PreTrainedTokenizerFast(
             tokenizer_object=core, bos_token=END_OF_TEXT, eos_token=END_OF_TEXT, unk_token=UNKNOWN
         )
+    return PreTrainedTokenizerFast(
+        tokenizer_object=byte_level_bpe(lines, vocab, trim_offsets=True),
+        bos_token=END_OF_TEXT,
+        eos_token=END_OF_TEXT,
+    )
+
+
+def byte_level_bpe(lines: Iterable[str], vocab: int, *, trim_offsets: bool) -> Any:
+    """A byte-level BPE (GPT-2 style) `tokenizers.Tokenizer` trained on `lines`, with
+    `<|endoftext|>` its one special token. With `trim_offsets` False the offsets of
+    "Ġword" include the space, as in GPT-2's own tokenizer.json."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+
     core = Tokenizer(models.BPE())
     core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     core.decoder = decoders.ByteLevel()
-    core.post_processor = processors.ByteLevel(trim_offsets=True)
+    core.post_processor = processors.ByteLevel(trim_offsets=trim_offsets)
     trainer = trainers.BpeTrainer(
         vocab_size=vocab,
         special_tokens=[END_OF_TEXT],
@@ -128,9 +141,7 @@ def train_tokenizer(lines: Iterable[str], vocab: int, kind: str = "bpe") -> Any:
         show_progress=False,
     )
     core.train_from_iterator(lines, trainer=trainer)
-    return PreTrainedTokenizerFast(
-        tokenizer_object=core, bos_token=END_OF_TEXT, eos_token=END_OF_TEXT
-    )
+    return core
 
 
 def _token_file(tokenizer: Any, lines: Iterable[str], path: Path) -> int:
