@@ -31,6 +31,8 @@ NGRAM_BASELINE_DESCRIPTION = (
     "n-gram section for how sentences become words and what unknown words cost."
 )
 NGRAM_BASELINE_URL = "https://github.com/cmusphinx/pocketsphinx"
+# The BOS, EOS (and pad) token of the GPT-2-style tokenizers built here and in training.
+END_OF_TEXT = "<|endoftext|>"
 
 
 def cmu_trigram_path() -> Path | None:
@@ -72,6 +74,26 @@ def build_random_gpt2(
     return target
 
 
+def byte_level_bpe(lines: Iterable[str], vocab: int, *, trim_offsets: bool) -> Any:
+    """A byte-level BPE (GPT-2 style) `tokenizers.Tokenizer` trained on `lines`, with
+    `<|endoftext|>` its one special token. With `trim_offsets` False the offsets of
+    "Ġword" include the space, as in GPT-2's own tokenizer.json."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+
+    core = Tokenizer(models.BPE())
+    core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    core.decoder = decoders.ByteLevel()
+    core.post_processor = processors.ByteLevel(trim_offsets=trim_offsets)
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab,
+        special_tokens=[END_OF_TEXT],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    core.train_from_iterator(lines, trainer=trainer)
+    return core
+
+
 def random_gpt2(
     target: Path,
     sentences: Iterable[str],
@@ -96,8 +118,6 @@ def random_gpt2(
     """
     import torch
     from transformers import GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast
-
-    from evaluations.training.causal import END_OF_TEXT, byte_level_bpe
 
     target.mkdir(parents=True, exist_ok=True)
     bos = END_OF_TEXT

@@ -40,6 +40,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from evaluations.baseline import END_OF_TEXT, byte_level_bpe
 from evaluations.training.options import (  # noqa: F401 - the options are part of this API
     ARCHITECTURES,
     CHECKPOINT_PREFIX,
@@ -57,7 +58,6 @@ from evaluations.training.options import (  # noqa: F401 - the options are part 
     usable_devices,
 )
 
-END_OF_TEXT = "<|endoftext|>"
 UNKNOWN = "<unk>"
 STATE_NAME = "training_state.pt"
 INFO_NAME = "training.json"
@@ -122,26 +122,6 @@ def train_tokenizer(lines: Iterable[str], vocab: int, kind: str = "bpe") -> Any:
         bos_token=END_OF_TEXT,
         eos_token=END_OF_TEXT,
     )
-
-
-def byte_level_bpe(lines: Iterable[str], vocab: int, *, trim_offsets: bool) -> Any:
-    """A byte-level BPE (GPT-2 style) `tokenizers.Tokenizer` trained on `lines`, with
-    `<|endoftext|>` its one special token. With `trim_offsets` False the offsets of
-    "Ġword" include the space, as in GPT-2's own tokenizer.json."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
-
-    core = Tokenizer(models.BPE())
-    core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    core.decoder = decoders.ByteLevel()
-    core.post_processor = processors.ByteLevel(trim_offsets=trim_offsets)
-    trainer = trainers.BpeTrainer(
-        vocab_size=vocab,
-        special_tokens=[END_OF_TEXT],
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False,
-    )
-    core.train_from_iterator(lines, trainer=trainer)
-    return core
 
 
 def _token_file(tokenizer: Any, lines: Iterable[str], path: Path) -> int:
