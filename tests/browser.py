@@ -109,6 +109,13 @@ def login(page: Page, username: str, password: str, *, next_url: str = "/") -> N
     page.wait_for_url(lambda url: unquote(urlsplit(url).path) == target)
 
 
+def overflow(page: Page) -> int:
+    """How many pixels the page is wider than its window (0 when it fits)."""
+    return page.evaluate(
+        "() => document.documentElement.scrollWidth - document.documentElement.clientWidth"
+    )
+
+
 def type_cells(on: Page, *steps: str) -> None:
     """Type into the active cell, then press the key that follows each value."""
     for step in steps:

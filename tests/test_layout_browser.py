@@ -10,7 +10,7 @@ import pytest
 from evaluations.models import LanguageModel
 from suites.models import Tag
 from suites.syntaxgym import services
-from tests.browser import artifact, login
+from tests.browser import artifact, login, overflow
 from tests.conftest import small_suite
 from tests.minimal_pairs.test_minimal_pair_pages import make_set, store_run
 from tests.syntaxgym.test_item_view import store, suite_data
@@ -22,13 +22,6 @@ LONG_NAME = "Agreement" + "x" * 180 + " end"
 # could exist from before the cap.
 LONG_TAG = "t" * 64
 SCORED_NAME = "Scored" + "y" * 180 + " end"
-
-
-def _overflow(page) -> int:
-    """How many pixels the page is wider than its window (0 when it fits)."""
-    return page.evaluate(
-        "() => document.documentElement.scrollWidth - document.documentElement.clientWidth"
-    )
 
 
 def test_long_names_and_tags_do_not_widen_pages(page, alice) -> None:
@@ -60,7 +53,7 @@ def test_long_names_and_tags_do_not_widen_pages(page, alice) -> None:
         assert page.locator("h1").first.is_visible()
         if "/grid/" in path or path == "/editor/":
             page.wait_for_selector(".ed-grid .tabulator-row")
-        assert _overflow(page) <= 0, f"{path} is {_overflow(page)} px wider than the window"
+        assert overflow(page) <= 0, f"{path} is {overflow(page)} px wider than the window"
     # The tag is still there in full for whoever hovers or follows it.
     page.goto("/")
     assert page.locator(f'a.tag[title="{LONG_TAG}"]').count() == 2
@@ -164,4 +157,4 @@ def test_result_table_headers_do_not_break_inside_a_word(page) -> None:
     data["region_meta"]["1"] = "Subject" + "s" * 190
     evaluation = store(data, words=words)
     page.goto(f"/evaluations/{evaluation.pk}/results/")
-    assert _overflow(page) <= 0
+    assert overflow(page) <= 0

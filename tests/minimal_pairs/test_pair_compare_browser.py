@@ -8,18 +8,12 @@ from urllib.parse import quote, unquote
 
 import pytest
 
-from tests.browser import artifact
+from tests.browser import artifact, overflow
 from tests.minimal_pairs.test_pair_compare import RIGHT, TIE, WRONG, make_set, model_named, run_on
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 LONG_SET = "Agreement across a relative clause " + "x" * 150 + " end"
-
-
-def _overflow(page) -> int:
-    return page.evaluate(
-        "() => document.documentElement.scrollWidth - document.documentElement.clientWidth"
-    )
 
 
 def test_compare_two_models_on_a_pair_set(page, alice) -> None:
@@ -42,10 +36,10 @@ def test_compare_two_models_on_a_pair_set(page, alice) -> None:
     assert page.locator("[data-only-first]").inner_text() == "7"
     assert page.locator("[data-only-second]").inner_text() == "1"
     assert page.locator("[data-p-value]").inner_text() == "p = 0.0703"
-    assert _overflow(page) <= 0
+    assert overflow(page) <= 0
     page.screenshot(path=artifact("pair-compare.png"), full_page=True)
 
     page.set_viewport_size({"width": 720, "height": 900})
     page.reload()
-    assert _overflow(page) <= 0
+    assert overflow(page) <= 0
     page.screenshot(path=artifact("pair-compare-narrow.png"), full_page=True)

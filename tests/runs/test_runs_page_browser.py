@@ -11,7 +11,7 @@ from evaluations.syntaxgym.services import evaluation_create
 from suites.minimal_pairs import sets as pair_sets
 from suites.probing.services import probing_task_import
 from suites.syntaxgym import services as suite_services
-from tests.browser import artifact, login
+from tests.browser import artifact, login, overflow
 from tests.conftest import small_suite
 from tests.runs.test_runs_page import PAIRS, PROBING
 
@@ -19,12 +19,6 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 LONG_SUITE = "Subject-verb agreement across an object relative clause " * 3 + "end"
 LONG_MODEL = "EleutherAI/pythia-1.4b-deduped-" + "checkpoint-" * 8 + "143000"
-
-
-def _overflow(page) -> int:
-    return page.evaluate(
-        "() => document.documentElement.scrollWidth - document.documentElement.clientWidth"
-    )
 
 
 def test_runs_page_with_long_names_and_filters(page, alice, bob) -> None:
@@ -75,7 +69,7 @@ def test_runs_page_with_long_names_and_filters(page, alice, bob) -> None:
     assert page.locator("table.runs tbody tr").count() == 4
     for width in (1280, 720):
         page.set_viewport_size({"width": width, "height": 900})
-        assert _overflow(page) <= 0, f"/runs/ is {_overflow(page)} px too wide at {width}"
+        assert overflow(page) <= 0, f"/runs/ is {overflow(page)} px too wide at {width}"
         page.screenshot(path=artifact(f"runs-{width}.png"), full_page=True)
 
     page.set_viewport_size({"width": 1280, "height": 900})

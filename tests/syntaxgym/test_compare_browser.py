@@ -14,7 +14,7 @@ import pytest
 from evaluations.models import Evaluation, LanguageModel
 from suites.models import Suite
 from suites.syntaxgym import services as suite_services
-from tests.browser import artifact
+from tests.browser import artifact, overflow
 from tests.syntaxgym.test_compare import TOKENS_B, TOKENS_C, accuracy_only
 from tests.syntaxgym.test_results_pages import TOKENS, store_done, suite_data
 
@@ -22,12 +22,6 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 LONG_SUITE = "Subject-verb agreement across a prepositional phrase " + "x" * 120 + " end"
 LONG_MODEL = "A model with a very long display name " + "y" * 100
-
-
-def _overflow(page) -> int:
-    return page.evaluate(
-        "() => document.documentElement.scrollWidth - document.documentElement.clientWidth"
-    )
 
 
 def _model(name: str, display_name: str) -> LanguageModel:
@@ -51,7 +45,7 @@ def test_compare_from_the_suite_page(page) -> None:
     items = page.locator("tbody.item").evaluate_all("els => els.map(e => e.dataset.item)")
     assert items == ["2", "1", "3"]
     assert page.locator("tbody.cmp-disagree").count() == 1
-    assert _overflow(page) <= 0
+    assert overflow(page) <= 0
     page.screenshot(path=artifact("compare.png"), full_page=True)
 
     # Three models, one of them without a result: it is named with the reason.
@@ -60,14 +54,14 @@ def test_compare_from_the_suite_page(page) -> None:
         "model-d: no current result on this suite"
     )
     assert page.locator("tbody.item").count() == 3
-    assert _overflow(page) <= 0
+    assert overflow(page) <= 0
     page.screenshot(path=artifact("compare-three-models.png"), full_page=True)
 
     # From model C's result page, "Compare with…" another model.
     c = Evaluation.objects.get(model__name="model-c")
     page.goto(f"/evaluations/{c.pk}/results/")
     page.get_by_label("Compare with…").select_option("model-a")
-    assert _overflow(page) <= 0
+    assert overflow(page) <= 0
     page.screenshot(path=artifact("result-compare-with.png"))
     page.locator("form.cmp-with").get_by_role("button", name="Compare").click()
     page.wait_for_url("**/compare/?models=*")
@@ -76,7 +70,7 @@ def test_compare_from_the_suite_page(page) -> None:
     # Narrow window: the table scrolls in its own box, the page does not widen.
     page.set_viewport_size({"width": 720, "height": 900})
     page.goto(f"/suites/{quote(LONG_SUITE)}/compare/?models=model-a,model-b,model-c,model-d")
-    assert _overflow(page) <= 0
+    assert overflow(page) <= 0
     page.screenshot(path=artifact("compare-narrow.png"), full_page=True)
 
 
@@ -112,7 +106,7 @@ def test_scatter_on_the_model_page(page) -> None:
     _scatter_data()
     page.goto("/models/model-x/")
     page.wait_for_function("() => document.querySelector('#model-scatter').dataset.ready === '3'")
-    assert _overflow(page) <= 0
+    assert overflow(page) <= 0
     page.screenshot(path=artifact("model-scatter-page.png"), full_page=True)
     page.locator("section.scatter-section").screenshot(path=artifact("model-scatter.png"))
     # Hover shows the suite's name; a click opens the comparison of the two models there.
@@ -176,11 +170,11 @@ def test_leaderboard_long_names_and_like_for_like(page) -> None:
     assert "over 1 of 2 suites" in page.locator(".lb-compared").inner_text()
     legend = page.locator(".lb-names li a").all_inner_texts()
     assert [t.strip() for t in legend] == [LONG_SUITE, "short suite"]
-    assert _overflow(page) <= 0
+    assert overflow(page) <= 0
     page.screenshot(path=artifact("leaderboard-like-for-like.png"), full_page=True)
     page.set_viewport_size({"width": 720, "height": 900})
     page.reload()
-    assert _overflow(page) <= 0
+    assert overflow(page) <= 0
     page.screenshot(path=artifact("leaderboard-narrow.png"), full_page=True)
 
 

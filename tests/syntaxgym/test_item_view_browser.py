@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from tests.browser import artifact
+from tests.browser import artifact, overflow
 from tests.syntaxgym.test_item_view import store, suite_data
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -89,9 +89,7 @@ def test_long_names_and_words_do_not_widen_the_item_page(page) -> None:
     page.set_viewport_size({"width": 720, "height": 800})
     page.goto(f"/evaluations/{evaluation.pk}/items/1/")
     page.locator(f'article[data-condition="{long_condition}"] summary').click()
-    overflow = page.evaluate(
-        "() => document.documentElement.scrollWidth - document.documentElement.clientWidth"
-    )
-    assert overflow <= 0, f"the item page is {overflow} px wider than the window"
+    too_wide = overflow(page)
+    assert too_wide <= 0, f"the item page is {too_wide} px wider than the window"
     page.evaluate("window.scrollTo(0, 0)")  # a sticky table head would stick mid-page
     page.screenshot(path=artifact("item-view-long-names.png"), full_page=True)
