@@ -252,10 +252,9 @@ def url_patterns() -> Iterator[tuple[str, URLPattern]]:
     return walk(get_resolver(), "")
 
 
-def running_evaluation(model: LanguageModel, suite: Suite) -> Evaluation:
-    """An evaluation of `model` on `suite` as a worker finds it: the suite's snapshot taken
-    (as a request takes it), and running."""
-    from evaluations.models import Evaluation
+def suite_evaluation(model: LanguageModel, suite: Suite, **fields: Any) -> Evaluation:
+    """An evaluation of `model` on the current `suite`, its snapshot taken as a request
+    takes it; `fields` are the rest of the row (status, accuracy, requested_by, ...)."""
     from evaluations.syntaxgym.services import evaluation_create
     from suites.syntaxgym.selectors import suite_canonical
 
@@ -264,8 +263,16 @@ def running_evaluation(model: LanguageModel, suite: Suite) -> Evaluation:
         suite=suite,
         content_hash=suite.content_hash,
         snapshot=suite_canonical(suite),
-        status=Evaluation.Status.RUNNING,
+        **fields,
     )
+
+
+def running_evaluation(model: LanguageModel, suite: Suite) -> Evaluation:
+    """An evaluation of `model` on `suite` as a worker finds it: the suite's snapshot taken
+    (as a request takes it), and running."""
+    from evaluations.models import Evaluation
+
+    return suite_evaluation(model, suite, status=Evaluation.Status.RUNNING)
 
 
 def small_suite(name: str = "tiny agreement", **meta: Any) -> dict[str, Any]:

@@ -14,8 +14,8 @@ from evaluations.models import PairEvaluation, PairSentenceTokens
 from evaluations.scoring.schema import TokenScore
 from evaluations.syntaxgym import services as evaluation_services
 from suites.minimal_pairs import sets as pair_sets
-from suites.syntaxgym import selectors, services
-from tests.conftest import small_suite, token_client, url_patterns
+from suites.syntaxgym import services
+from tests.conftest import small_suite, suite_evaluation, token_client, url_patterns
 
 pytestmark = pytest.mark.django_db
 
@@ -69,12 +69,7 @@ def world(alice):
     model = evaluation_services.LanguageModel.objects.create(
         name="real-model", display_name="Real model", source="real/model"
     )
-    evaluation = evaluation_services.evaluation_create(
-        model=model,
-        suite=suite,
-        content_hash=suite.content_hash,
-        snapshot=selectors.suite_canonical(suite),
-    )
+    evaluation = suite_evaluation(model, suite)
     _pair_world(alice, model, name=suite.name, pk=evaluation.pk)
     return {"name": suite.name, "pk": str(evaluation.pk), "tag": "real", "item_number": "1"}
 

@@ -22,9 +22,8 @@ from evaluations.syntaxgym import selectors
 from evaluations.syntaxgym.services import evaluation_create
 from evaluations.templatetags.evaluation_tags import heat
 from suites.models import Suite
-from suites.syntaxgym import selectors as suite_selectors
 from suites.syntaxgym import services as suite_services
-from tests.conftest import search, small_suite
+from tests.conftest import search, small_suite, suite_evaluation
 
 pytestmark = pytest.mark.django_db
 
@@ -44,15 +43,7 @@ def make_model(name: str, **fields: object) -> LanguageModel:
 
 
 def done(model: LanguageModel, suite: Suite, accuracy: float | None, ties: int = 0) -> Evaluation:
-    return evaluation_create(
-        model=model,
-        suite=suite,
-        content_hash=suite.content_hash,
-        snapshot=suite_selectors.suite_canonical(suite),
-        status=DONE,
-        accuracy=accuracy,
-        ties=ties,
-    )
+    return suite_evaluation(model, suite, status=DONE, accuracy=accuracy, ties=ties)
 
 
 @pytest.fixture

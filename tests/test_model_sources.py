@@ -146,18 +146,12 @@ def test_failure_reasons_shown_to_others_hold_no_paths() -> None:
 
 
 def test_a_failed_run_stores_the_public_reason(alice, model_dir: Path) -> None:
-    from suites.syntaxgym import selectors
     from suites.syntaxgym import services as suite_services
-    from tests.conftest import small_suite
+    from tests.conftest import small_suite, suite_evaluation
 
     suite = suite_services.suite_import(source=small_suite("s"), owner=alice).suite
     model = LanguageModel.objects.create(name="m", display_name="m", source="m")
-    evaluation = services.evaluation_create(
-        model=model,
-        suite=suite,
-        content_hash=suite.content_hash,
-        snapshot=selectors.suite_canonical(suite),
-    )
+    evaluation = suite_evaluation(model, suite)
     services.evaluation_fail(
         evaluation_id=evaluation.pk, attempt=1, reason="cannot open /home/admin/secret/model.bin"
     )

@@ -9,25 +9,16 @@ import json
 import pytest
 
 from evaluations.models import Evaluation, LanguageModel
-from evaluations.syntaxgym.services import evaluation_create
 from suites.models import Suite
-from suites.syntaxgym import selectors, services
-from tests.conftest import BrowserClient, small_suite, token_client
+from suites.syntaxgym import services
+from tests.conftest import BrowserClient, small_suite, suite_evaluation, token_client
 
 pytestmark = pytest.mark.django_db
 
 
 def _evaluate(suite: Suite, user) -> Evaluation:
     model, _ = LanguageModel.objects.get_or_create(name="m", display_name="M", source="m")
-    return evaluation_create(
-        model=model,
-        suite=suite,
-        content_hash=suite.content_hash,
-        snapshot=selectors.suite_canonical(suite),
-        requested_by=user,
-        status="done",
-        accuracy=0.5,
-    )
+    return suite_evaluation(model, suite, requested_by=user, status="done", accuracy=0.5)
 
 
 def test_a_suite_without_results_is_deleted(alice_client, alice) -> None:
