@@ -9,14 +9,16 @@ import re
 from datetime import timedelta
 
 import pytest
+from django.contrib.auth.models import User
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from evaluations.models import LanguageModel, PairEvaluation, ProbingRun
+from evaluations.models import Evaluation, LanguageModel, PairEvaluation, ProbingRun
 from evaluations.runs import lifecycle as runs
 from evaluations.syntaxgym.services import evaluation_create
 from suites.minimal_pairs import sets as pair_sets
+from suites.models import MinimalPairSet, Suite
 from suites.probing.services import probing_task_import
 from suites.syntaxgym import services as suite_services
 from tests.conftest import signed_in_client, small_suite
@@ -30,6 +32,33 @@ PROBING = "".join(
     for label, text in (("A", "the dog barks"), ("B", "the dogs bark"))
 )
 LONG = "a-very-long-model-name-" * 4
+
+
+def done_suite_run(model: LanguageModel, suite: Suite, user: User, *, items: int) -> Evaluation:
+    """A finished run of `model` on `suite` that `user` asked for, `items` of `items` done."""
+    return evaluation_create(
+        model=model,
+        suite=suite,
+        content_hash=suite.content_hash,
+        snapshot={},
+        status="done",
+        progress_done=items,
+        progress_total=items,
+        requested_by=user,
+    )
+
+
+def running_pair_run(model: LanguageModel, pair_set: MinimalPairSet, user: User) -> PairEvaluation:
+    """A run of `model` on `pair_set` (PAIRS) that `user` asked for, running, 1 of 2 done."""
+    return PairEvaluation.objects.create(
+        model=model,
+        pair_set=pair_set,
+        content_hash=pair_set.content_hash,
+        status="running",
+        progress_done=1,
+        progress_total=2,
+        requested_by=user,
+    )
 
 
 @pytest.fixture
@@ -49,31 +78,8 @@ def world(alice, bob) -> dict:
         type(run).objects.filter(pk=run.pk).update(created_at=now - timedelta(minutes=minutes_ago))
         return run
 
-    suite_run = made(
-        evaluation_create(
-            model=gpt,
-            suite=suite,
-            content_hash=suite.content_hash,
-            snapshot={},
-            status="done",
-            progress_done=4,
-            progress_total=4,
-            requested_by=alice,
-        ),
-        30,
-    )
-    pair_run = made(
-        PairEvaluation.objects.create(
-            model=long,
-            pair_set=pair_set,
-            content_hash=pair_set.content_hash,
-            status="running",
-            progress_done=1,
-            progress_total=2,
-            requested_by=bob,
-        ),
-        20,
-    )
+    suite_run = made(done_suite_run(gpt, suite, alice, items=4), 30)
+    pair_run = made(running_pair_run(long, pair_set, bob), 20)
     probing_run = made(
         ProbingRun.objects.create(
             model=gpt, task=task, content_hash="old", status="failed", requested_by=alice

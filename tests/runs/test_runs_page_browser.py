@@ -7,13 +7,12 @@ from __future__ import annotations
 import pytest
 
 from evaluations.models import LanguageModel, PairEvaluation, ProbingRun
-from evaluations.syntaxgym.services import evaluation_create
 from suites.minimal_pairs import sets as pair_sets
 from suites.probing.services import probing_task_import
 from suites.syntaxgym import services as suite_services
 from tests.browser import artifact, login, overflow
 from tests.conftest import small_suite
-from tests.runs.test_runs_page import PAIRS, PROBING
+from tests.runs.test_runs_page import PAIRS, PROBING, done_suite_run, running_pair_run
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -36,25 +35,8 @@ def test_runs_page_with_long_names_and_filters(page, alice, bob) -> None:
         name="pythia-long", display_name=LONG_MODEL, source="org/long"
     )
     gpt2 = LanguageModel.objects.create(name="gpt2", display_name="GPT-2", source="gpt2")
-    evaluation_create(
-        model=long,
-        suite=suite,
-        content_hash=suite.content_hash,
-        snapshot={},
-        status="done",
-        progress_done=8,
-        progress_total=8,
-        requested_by=alice,
-    )
-    pair_run = PairEvaluation.objects.create(
-        model=long,
-        pair_set=pair_set,
-        content_hash=pair_set.content_hash,
-        status="running",
-        progress_done=1,
-        progress_total=2,
-        requested_by=bob,
-    )
+    done_suite_run(long, suite, alice, items=8)
+    pair_run = running_pair_run(long, pair_set, bob)
     ProbingRun.objects.create(
         model=gpt2, task=task, content_hash="old", status="failed", requested_by=alice
     )
