@@ -4,6 +4,7 @@ in shared/."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 import os
@@ -95,6 +96,21 @@ def word_l2r_by_hand(
             logits = forward(torch.tensor([copy])).logits[0, position].double()
         surprisals.append(-float(logits.log_softmax(-1)[ids[position]]) / math.log(2.0))
     return surprisals
+
+
+@contextlib.contextmanager
+def single_torch_thread() -> Iterator[None]:
+    """torch on one thread inside the block: tiny matrices gain nothing from threads, and
+    on a shared machine a second thread only adds contention (torch is imported here, not
+    at import: most tests never need it)."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 def shared_files(*parts: str) -> list[Path]:

@@ -12,7 +12,7 @@ from django.core.management import call_command
 from evaluations.models import LanguageModel
 from suites.minimal_pairs import sets as pair_sets
 from suites.models import MinimalPairSet
-from tests.conftest import EXAMPLES
+from tests.conftest import EXAMPLES, single_torch_thread
 
 # The project's example set, the data of the tests that compare a run with the commands.
 EXAMPLE = EXAMPLES / "minimal_pairs" / "agreement_minimal_pairs.tsv"
@@ -56,16 +56,10 @@ def evaluate_and_analyze(
     """`minimal_pairs evaluate` of the model at `source` on EXAMPLE (one thread, as the
     worker; `flags` its options) then `analyze` (`analyze` its options): the token table
     and the results, `folder`/`name`.tsv and `folder`/`name`-results.tsv."""
-    import torch
-
     pred, results = folder / f"{name}.tsv", folder / f"{name}-results.tsv"
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
+    with single_torch_thread():
         call_command("minimal_pairs", "evaluate", "--model", str(source), "--data", str(EXAMPLE),
                      "--out", str(pred), *flags, stdout=StringIO(), stderr=StringIO())  # fmt: skip
-    finally:
-        torch.set_num_threads(before)
     call_command("minimal_pairs", "analyze", "--pred", str(pred), "--data", str(EXAMPLE),
                  "--out", str(results), *analyze, stdout=StringIO(), stderr=StringIO())  # fmt: skip
     return pred, results

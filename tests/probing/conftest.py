@@ -6,11 +6,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import torch
 
 from evaluations.language_models import registry as model_registry
 from evaluations.models import LanguageModel
-from tests.conftest import SHARED_DATA
+from tests.conftest import SHARED_DATA, single_torch_thread
 
 SAMPLES = SHARED_DATA / "senteval-probing"
 
@@ -19,10 +18,8 @@ SAMPLES = SHARED_DATA / "senteval-probing"
 def one_thread() -> Iterator[None]:
     """Tiny matrices gain nothing from threads, and on a busy machine the spinning
     threads of a second core cost ten times the work itself."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+    with single_torch_thread():
+        yield
 
 
 def sample(task: str) -> Path:

@@ -5,7 +5,6 @@ page's request form; screenshots go to the artifacts folder."""
 from __future__ import annotations
 
 import pytest
-import torch
 
 from evaluations.language_models import registry as model_registry
 from evaluations.models import ProbingRun
@@ -13,7 +12,7 @@ from evaluations.probing import services as probing_services
 from evaluations.probing.worker import run_probing
 from suites.probing.services import probing_task_import
 from tests.browser import artifact, login
-from tests.conftest import SHARED_DATA
+from tests.conftest import SHARED_DATA, single_torch_thread
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 LONG = "A control model with random weights and a display name long enough to wrap twice"
@@ -21,12 +20,8 @@ LONG = "A control model with random weights and a display name long enough to wr
 
 def _probe(model, task) -> ProbingRun:
     run = probing_services.probing_run_request(models=[model], task=task).runs[0]
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
+    with single_torch_thread():
         results = run_probing(probing_services.probing_payload(run))
-    finally:
-        torch.set_num_threads(before)
     probing_services.probing_results_store(run_id=run.pk, attempt=1, results=results)
     run.refresh_from_db()
     return run

@@ -16,7 +16,7 @@ from evaluations.language_models import registry as model_registry
 from evaluations.models import ProbingLayerResult, ProbingRun
 from suites.probing.services import probing_task_import
 from tests.celery_harness import wait_finished
-from tests.conftest import token_client
+from tests.conftest import single_torch_thread, token_client
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
@@ -54,11 +54,7 @@ def test_a_run_on_a_real_worker_equals_the_probe_command(
     assert again.status_code == 200 and again.json()[0]["id"] == run.pk
     assert ProbingRun.objects.count() == 1 and ProbingLayerResult.objects.count() == 3
 
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
+    with single_torch_thread():
         call_command(
             "probe",
             "--model",
@@ -71,8 +67,6 @@ def test_a_run_on_a_real_worker_equals_the_probe_command(
             str(tmp_path),
             stderr=StringIO(),
         )
-    finally:
-        torch.set_num_threads(before)
     cli = json.loads((tmp_path / f"{TASK_FILE.stem}.json").read_text())
     stored = json.loads(client.get(f"/probing-runs/{run.pk}/results.json").content)
     for key in (

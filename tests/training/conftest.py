@@ -8,12 +8,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import torch
 from django.core.management import call_command
 
 from suites.corpora.models import Corpus
 from suites.corpora.services import corpus_import
-from tests.conftest import SHARED_DATA
+from tests.conftest import SHARED_DATA, single_torch_thread
 
 # The training page's form filled in for a tiny causal run named "from-page" on the
 # corpus "book"; a test adds or changes the fields it is about.
@@ -27,10 +26,8 @@ PAGE_FORM: dict[str, Any] = {
 @pytest.fixture
 def one_torch_thread() -> Iterator[None]:
     """Tiny matrices: a second thread only adds contention on a shared machine."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+    with single_torch_thread():
+        yield
 
 
 @pytest.fixture

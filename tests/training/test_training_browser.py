@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import pytest
-import torch
 
 from evaluations.models import Evaluation
 from evaluations.training import services
@@ -12,7 +11,7 @@ from evaluations.training.worker import run_training
 from suites.corpora.services import corpus_import
 from suites.syntaxgym.services import suite_import
 from tests.browser import artifact
-from tests.conftest import EXAMPLES
+from tests.conftest import EXAMPLES, single_torch_thread
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -29,12 +28,8 @@ def test_run_page_draws_loss_and_learning_curves(book_corpus, page) -> None:
         options={"preset": "tiny", "steps": 12, "checkpoints": 4, "micro_batch": 4},
         suites=suites,
     )
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
+    with single_torch_thread():
         results = run_training(services.training_payload(run), progress=lambda d, t: None)
-    finally:
-        torch.set_num_threads(before)
     assert services.training_results_store(run_id=run.pk, attempt=1, results=results)
     run.refresh_from_db()
     # Accuracies as the checkpoints' suite runs would store them.

@@ -19,6 +19,7 @@ from evaluations.training import causal, services
 from evaluations.training.models import TrainingRun
 from evaluations.training.worker import run_training
 from suites.corpora.services import corpus_import
+from tests.conftest import single_torch_thread
 from tests.training.conftest import PAGE_FORM, assert_refused, book_file, train_causal
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -39,10 +40,8 @@ def train(corpus: Path, out: Path, *extra: str) -> str:
 def base(corpus, tmp_path_factory) -> Path:
     """A tiny model trained from scratch: the model the tests train further."""
     out = tmp_path_factory.mktemp("base") / "base"
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    train(corpus, out, "--preset", "tiny")
-    torch.set_num_threads(before)
+    with single_torch_thread():
+        train(corpus, out, "--preset", "tiny")
     return out
 
 

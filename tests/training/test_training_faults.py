@@ -20,6 +20,7 @@ from evaluations.training.models import TrainingRun
 from evaluations.training.worker import causal_options
 from suites.corpora.services import corpus_import
 from tests.celery_harness import redelivery_env
+from tests.conftest import single_torch_thread
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
@@ -79,17 +80,13 @@ def test_killed_training_worker_resumes_from_its_last_checkpoint(
 
     # The same as training straight through, in this process, with the same options.
     payload = services.training_payload(run)
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
+    with single_torch_thread():
         straight = causal.train_causal(
             CorpusSource.from_payload(payload["corpus"]).training,
             CorpusSource.from_payload(payload["corpus"]).validation,
             tmp_path / "straight",
             causal_options(payload["options"], "cpu"),
         )
-    finally:
-        torch.set_num_threads(before)
     assert run.summary["final_loss"] == pytest.approx(straight.final_loss, abs=1e-6)
     assert [e["loss"] for e in run.log if "loss" in e] == pytest.approx(
         [e["loss"] for e in straight.log if "loss" in e], abs=1e-6

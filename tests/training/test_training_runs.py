@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import torch
 from django.test import Client
 
 from evaluations.models import Evaluation, LanguageModel, PairEvaluation, ProbingRun
@@ -21,7 +20,7 @@ from suites.corpora.services import corpus_import
 from suites.minimal_pairs.sets import minimal_pair_set_import
 from suites.probing.services import probing_task_import
 from suites.syntaxgym.services import suite_import
-from tests.conftest import EXAMPLES
+from tests.conftest import EXAMPLES, single_torch_thread
 from tests.training.conftest import PAGE_FORM, book_file
 
 pytestmark = pytest.mark.django_db
@@ -29,10 +28,8 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture(autouse=True)
 def folders(training_dirs):
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+    with single_torch_thread():
+        yield
 
 
 @pytest.fixture
