@@ -9,7 +9,7 @@ import functools
 import math
 import os
 import re
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -289,6 +289,13 @@ def running_evaluation(model: LanguageModel, suite: Suite) -> Evaluation:
     from evaluations.models import Evaluation
 
     return suite_evaluation(model, suite, status=Evaluation.Status.RUNNING)
+
+
+def tsv_lines(rows: Iterable[Sequence[str]]) -> str:
+    """`rows` as tab-separated lines, each ending in a newline: a probing task's file
+    written row by row (partition, label, sentence; SentEval's subj_number puts the
+    subject's form before the sentence)."""
+    return "".join("\t".join(row) + "\n" for row in rows)
 
 
 def small_suite(name: str = "tiny agreement", **meta: Any) -> dict[str, Any]:

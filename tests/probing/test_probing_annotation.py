@@ -17,12 +17,11 @@ from evaluations.probing import selectors as probing_selectors
 from evaluations.statistics import wilson_interval
 from suites.models import ProbingTask
 from suites.probing.services import probing_task_import
-from tests.conftest import SHARED_DATA, signed_in_client
+from tests.conftest import SHARED_DATA, signed_in_client, tsv_lines
 
 pytestmark = pytest.mark.django_db
-SMALL = "".join(
-    f"{part}\t{label}\t{sentence}\n"
-    for part, label, sentence in [
+SMALL = tsv_lines(
+    [
         ("tr", "O", "the dog barks ."),
         ("tr", "C", "the dog sings the table ."),
         ("va", "O", "a cat sleeps ."),

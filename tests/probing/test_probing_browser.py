@@ -12,7 +12,7 @@ from evaluations.probing import services as probing_services
 from evaluations.probing.worker import run_probing
 from suites.probing.services import probing_task_import
 from tests.browser import artifact, login
-from tests.conftest import SHARED_DATA, single_torch_thread
+from tests.conftest import SHARED_DATA, single_torch_thread, tsv_lines
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 LONG = "A control model with random weights and a display name long enough to wrap twice"
@@ -131,9 +131,8 @@ def test_annotation_page_asks_one_sentence_at_a_time(page, alice) -> None:
     page.screenshot(path=artifact("probing-annotate.png"), full_page=True)
 
 
-FIVE = "".join(
-    f"{part}\t{label}\t{sentence}\n"
-    for part, label, sentence in [
+FIVE = tsv_lines(
+    [
         ("tr", "O", "the dog barks ."),
         ("tr", "C", "the dog sings the table ."),
         ("va", "O", "a cat sleeps ."),

@@ -16,14 +16,13 @@ from evaluations.probing.controls import cmu_unigrams
 from evaluations.probing.worker import run_probing
 from suites.models import ProbingTask
 from suites.probing.services import probing_task_import
-from tests.conftest import token_client
+from tests.conftest import token_client, tsv_lines
 
 pytestmark = pytest.mark.django_db
 # subj_number with the subject noun as field #3; "prickle" and "marmosets" are not in the
 # CMU vocabulary.
-WITH_FORMS = "".join(
-    f"{part}\t{label}\t{form}\t{sentence}\n"
-    for part, label, form, sentence in [
+WITH_FORMS = tsv_lines(
+    [
         ("tr", "NN", "dog", "the dog barks ."),
         ("tr", "NNS", "dogs", "the dogs bark loudly ."),
         ("tr", "NN", "cat", "a cat sleeps ."),

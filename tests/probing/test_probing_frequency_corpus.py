@@ -23,7 +23,7 @@ from suites.corpora.models import Corpus
 from suites.corpora.services import corpus_import
 from suites.models import ProbingTask
 from suites.probing.services import probing_task_import
-from tests.conftest import BrowserClient, token_client
+from tests.conftest import BrowserClient, token_client, tsv_lines
 
 pytestmark = pytest.mark.django_db
 
@@ -31,9 +31,8 @@ pytestmark = pytest.mark.django_db
 CORPUS = b"the dog barks .\nThe Dog sleeps and the dogs bark .\na cat sees dogs\n"
 WORDS = 16
 # partition, label, form (field #3), sentence: SentEval's full subj_number layout.
-TASK = "".join(
-    f"{part}\t{label}\t{form}\t{sentence}\n"
-    for part, label, form, sentence in [
+TASK = tsv_lines(
+    [
         ("tr", "NN", "dog", "The dog barks ."),
         ("tr", "NNS", "dogs", "The dogs bark ."),
         ("tr", "NN", "cat", "The cat sleeps ."),

@@ -19,13 +19,12 @@ from evaluations.probing.worker import run_probing
 from evaluations.runs import lifecycle as runs
 from suites.models import ProbingTask
 from suites.probing.services import probing_task_import
-from tests.conftest import BrowserClient, token_client
+from tests.conftest import BrowserClient, token_client, tsv_lines
 
 pytestmark = pytest.mark.django_db
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "probing"
-SMALL = "".join(
-    f"{part}\t{label}\t{sentence}\n"
-    for part, label, sentence in [
+SMALL = tsv_lines(
+    [
         ("tr", "A", "the dog barks ."),
         ("tr", "B", "the dogs bark loudly ."),
         ("tr", "A", "a cat sleeps ."),

@@ -28,13 +28,12 @@ from suites.corpora.services import corpus_import
 from suites.minimal_pairs.sets import minimal_pair_set_import
 from suites.probing.services import probing_task_import
 from suites.syntaxgym.services import suite_import
-from tests.conftest import EXAMPLES, BrowserClient, small_suite, token_client
+from tests.conftest import EXAMPLES, BrowserClient, small_suite, token_client, tsv_lines
 
 pytestmark = pytest.mark.django_db
 
-PROBING_LINES = "".join(
-    f"{part}\t{label}\t{sentence}\n"
-    for part, label, sentence in [
+PROBING_LINES = tsv_lines(
+    [
         ("tr", "A", "the dog barks ."),
         ("tr", "B", "the dogs bark ."),
         ("va", "A", "a cat sleeps ."),

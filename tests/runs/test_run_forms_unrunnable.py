@@ -13,14 +13,13 @@ from evaluations.models import Evaluation, LanguageModel, PairEvaluation, Probin
 from suites.minimal_pairs import sets as pair_sets
 from suites.probing.services import probing_task_import
 from suites.syntaxgym import services as suite_services
-from tests.conftest import BrowserClient, small_suite
+from tests.conftest import BrowserClient, small_suite, tsv_lines
 
 pytestmark = pytest.mark.django_db
 
 PAIRS = "sentid\tpairid\tcomparison\tsentence\n1\t1\texpected\ta b\n2\t1\tunexpected\tb a\n"
-PROBING = "".join(
-    f"{part}\t{label}\t{sentence}\n"
-    for part, label, sentence in [
+PROBING = tsv_lines(
+    [
         ("tr", "A", "the dog barks ."),
         ("tr", "B", "the dogs bark ."),
         ("va", "A", "a dog sleeps ."),
