@@ -9,6 +9,8 @@ import functools
 import math
 import os
 import re
+import subprocess
+import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -111,6 +113,22 @@ def single_torch_thread() -> Iterator[None]:
         yield
     finally:
         torch.set_num_threads(before)
+
+
+def manage(
+    env: dict[str, str], *args: str, timeout: float = 300
+) -> subprocess.CompletedProcess[str]:
+    """`manage.py *args` run in a separate process from the repository with the environment
+    `env` (nothing else of this process's): its exit status and output, as text."""
+    return subprocess.run(
+        [sys.executable, "manage.py", *args],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
 
 
 def shared_files(*parts: str) -> list[Path]:

@@ -10,8 +10,6 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-import subprocess
-import sys
 import threading
 import uuid
 from collections.abc import Iterator
@@ -39,7 +37,7 @@ from suites.minimal_pairs import sets as pair_sets
 from suites.models import PairSetSentence, ProbingInstance, Suite
 from suites.probing.services import probing_task_import
 from suites.syntaxgym import services as suite_services
-from tests.conftest import EXAMPLES, REPO, small_suite
+from tests.conftest import EXAMPLES, manage, small_suite
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.integration]
 
@@ -162,18 +160,6 @@ def site_env(var: Path, database_url: str | None) -> dict[str, str]:
     if database_url:
         env["DATABASE_URL"] = database_url
     return env
-
-
-def manage(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "manage.py", *args],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
 
 
 # Read in the restored site: what a person would look for.

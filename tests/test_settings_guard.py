@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,7 +14,7 @@ from django.http import HttpRequest, HttpResponse
 from django.urls import path
 
 from gym.urls import urlpatterns as site_urlpatterns
-from tests.conftest import REPO
+from tests.conftest import REPO, manage
 
 # Settings are read once per process: each case starts a fresh one with its environment.
 _CLEARED = (
@@ -36,14 +35,7 @@ def _manage(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProce
     environ = {k: v for k, v in os.environ.items() if k not in _CLEARED}
     environ |= {"GYM_VAR_DIR": str(tmp_path / "var"), "DJANGO_SETTINGS_MODULE": "gym.settings"}
     environ |= env
-    return subprocess.run(
-        [sys.executable, "manage.py", *args],
-        cwd=REPO,
-        env=environ,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    return manage(environ, *args, timeout=120)
 
 
 def _setting(tmp_path: Path, name: str, **env: str) -> str:

@@ -15,7 +15,7 @@ from django.core.management import CommandError, call_command
 from evaluations import scoring
 from evaluations.scoring import worker
 from suites import formats
-from tests.conftest import EXAMPLES
+from tests.conftest import EXAMPLES, manage
 
 TOL = 1e-4  # bits: batches differ between one call and another, values only by float noise
 
@@ -122,16 +122,10 @@ def test_the_command_as_a_process_writes_everything_before_its_quick_exit(
     """`manage.py score` ends its process without tearing the interpreter down: what it
     printed and wrote is complete, and it exits 0 (or with the command's error)."""
     import os
-    import subprocess
-    import sys
 
-    repo = Path(__file__).resolve().parents[2]
     suite = EXAMPLES / "agreement_local.json"
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "GYM_SCORING_CACHE": str(tmp_path / "checks")}
-    done = subprocess.run(
-        [sys.executable, "manage.py", "score", "--model", str(tiny_gpt2), "--suite", str(suite)],
-        cwd=repo, env=env, capture_output=True, text=True, timeout=600, check=False,
-    )  # fmt: skip
+    done = manage(env, "score", "--model", str(tiny_gpt2), "--suite", str(suite), timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
     document = json.loads(done.stdout)  # the whole document reached the pipe
     expected = formats.load_suite_file(suite).suite
@@ -139,11 +133,9 @@ def test_the_command_as_a_process_writes_everything_before_its_quick_exit(
     assert len(document["items"]) == len(expected["items"])
     assert "accuracy" in done.stderr
 
-    failed = subprocess.run(
-        [sys.executable, "manage.py", "score", "--model", str(tmp_path / "none"), "--suite",
-         str(suite)],
-        cwd=repo, env=env, capture_output=True, text=True, timeout=600, check=False,
-    )  # fmt: skip
+    failed = manage(
+        env, "score", "--model", str(tmp_path / "none"), "--suite", str(suite), timeout=600
+    )
     assert failed.returncode == 1 and "none" in failed.stderr and failed.stdout == ""
 
 
