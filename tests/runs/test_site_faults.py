@@ -18,7 +18,7 @@ import sys
 import time
 import urllib.request
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -268,29 +268,39 @@ def _kill(pid: int) -> None:
     os.kill(pid, signal.SIGKILL)
 
 
+def _kill_pool(site: Site, worker: str) -> None:
+    """SIGKILL the pool process of the worker `worker` names (e.g. "gym-score@"); its main
+    process lives on."""
+    _, pool = site.main_and_pool(worker)
+    _kill(pool)
+
+
+def _killed_mid_run(site: Site, kill: Callable[[], None]) -> dict[str, Any]:
+    """A long run held while it is scored, `kill()` then: the run is scored again from a
+    later start and finishes; its state at the end."""
+    site.hold()
+    long_run = site.ops("queue", LONG_ITEMS)["run"]
+    first = site.wait_held(long_run)
+    kill()
+    site.wait_held(long_run, after=first["started"])
+    site.release()
+    return site.wait_done(long_run)
+
+
 def _one_round(site: Site) -> None:
     # 1. The scoring worker's pool process, idle.
-    _, pool = site.main_and_pool("gym-score@")
-    _kill(pool)
+    _kill_pool(site, "gym-score@")
     run = site.ops("queue", 10)["run"]
     assert site.wait_done(run)["stored_items"] == 10
 
     # 2. The scoring worker's pool process, busy: the message goes back to the queue
     # (WorkerLostError) and the new pool process scores the run from the start.
-    site.hold()
-    long_run = site.ops("queue", LONG_ITEMS)["run"]
-    first = site.wait_held(long_run)
-    _, pool = site.main_and_pool("gym-score@")
-    _kill(pool)
-    site.wait_held(long_run, after=first["started"])
-    site.release()
-    state = site.wait_done(long_run)
+    state = _killed_mid_run(site, lambda: _kill_pool(site, "gym-score@"))
     assert state["stored_items"] == LONG_ITEMS
     assert state["done"] == state["total"] == LONG_ITEMS * 4
 
     # 3. The storing worker's pool process, idle.
-    _, pool = site.main_and_pool("gym-store@")
-    _kill(pool)
+    _kill_pool(site, "gym-store@")
     run = site.ops("queue", 10)["run"]
     assert site.wait_done(run)["stored_items"] == 10
 
@@ -310,14 +320,12 @@ def _one_round(site: Site) -> None:
     # 5. The whole scoring worker (main and pool process) while it scores: its message
     # stays with the broker as unacknowledged for hours; the sweep finds the run that
     # nobody holds and sends it again.
-    site.hold()
-    long_run = site.ops("queue", LONG_ITEMS)["run"]
-    first = site.wait_held(long_run)
-    main, _ = site.main_and_pool("gym-score@")
-    os.killpg(main, signal.SIGKILL)
-    site.wait_held(long_run, after=first["started"])
-    site.release()
-    assert site.wait_done(long_run)["stored_items"] == LONG_ITEMS
+    def kill_whole_worker() -> None:
+        main, _ = site.main_and_pool("gym-score@")
+        os.killpg(main, signal.SIGKILL)
+
+    state = _killed_mid_run(site, kill_whole_worker)
+    assert state["stored_items"] == LONG_ITEMS
 
     # 6. A wedged scoring worker (alive, answering nothing): the page says so, the
     # supervisor starts it again, and the run is done.
