@@ -85,6 +85,17 @@ def broker(url: str) -> Iterator[None]:
         _switch(before, before_opts)
 
 
+@contextmanager
+def eager_tasks() -> Iterator[None]:
+    """Tasks sent inside the block run at once, here, in this process (Celery's
+    task_always_eager), not through a broker."""
+    celery_app.conf.task_always_eager = True
+    try:
+        yield
+    finally:
+        celery_app.conf.task_always_eager = False
+
+
 def _switch(url: str, options: dict) -> None:
     from kombu import pools
 

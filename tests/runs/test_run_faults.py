@@ -26,6 +26,7 @@ from tests.celery_harness import (
     REDIS_URL,
     broker,
     database_url,
+    eager_tasks,
     wait_for_log,
 )
 from tests.conftest import small_suite, token_client
@@ -175,8 +176,6 @@ def flaky_scoring(payload: dict, progress: Callable[[int, int], None] | None = N
 
 
 def test_transient_scoring_errors_are_retried_with_back_off(tiny_gpt2, alice) -> None:
-    from gym.celery import app as celery_app
-
     suite = suite_services.suite_import(source=small_suite("flaky"), owner=alice).suite
     model = model_registry.model_register(source=str(tiny_gpt2), name="tiny")
     kind = runs.RunKind(
@@ -192,11 +191,10 @@ def test_transient_scoring_errors_are_retried_with_back_off(tiny_gpt2, alice) ->
         with pytest.raises(services.BrokerUnavailable):
             services.evaluation_request(model=model, suites=[suite], user=alice)
     evaluation = Evaluation.objects.get()
-    celery_app.conf.task_always_eager = True  # the retries and the store run here
     try:
-        tasks.work.apply(args=[kind.name, evaluation.pk, 1, kind.build_payload(evaluation)])
+        with eager_tasks():  # the retries and the store run here
+            tasks.work.apply(args=[kind.name, evaluation.pk, 1, kind.build_payload(evaluation)])
     finally:
-        celery_app.conf.task_always_eager = False
         runs.KINDS.pop(kind.name)
     assert FLAKY_FAILURES == ["out of memory"] * 2
     evaluation.refresh_from_db()

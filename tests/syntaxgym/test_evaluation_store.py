@@ -15,7 +15,7 @@ from evaluations.runs import tasks
 from evaluations.scoring import worker
 from evaluations.syntaxgym import services
 from suites.syntaxgym import services as suite_services
-from tests.celery_harness import broker
+from tests.celery_harness import broker, eager_tasks
 from tests.conftest import small_suite
 
 pytestmark = pytest.mark.django_db
@@ -166,15 +166,10 @@ def test_a_run_killed_by_the_hard_time_limit_is_marked_failed(setup) -> None:
     process (the soft limit is the usual way out; this is for code that ignores it)."""
     from celery.exceptions import TimeLimitExceeded
 
-    from gym.celery import app as celery_app
-
     _, _, evaluation, _ = setup
     args = ["suite", evaluation.pk, 1, services.scoring_payload(evaluation)]
-    celery_app.conf.task_always_eager = True  # run the fail task it sends, here
-    try:
+    with eager_tasks():  # run the fail task it sends, here
         tasks.work.on_failure(TimeLimitExceeded(7200), "task-id", args, {}, None)
-    finally:
-        celery_app.conf.task_always_eager = False
     evaluation.refresh_from_db()
     assert evaluation.status == "failed"
     assert "longer than this site's limit of 7200 s" in evaluation.error
@@ -185,18 +180,13 @@ def test_a_lost_worker_is_not_a_failure_but_any_other_final_exception_is(setup) 
     stays as it is; every other exception that escapes the task fails the run with it."""
     from billiard.exceptions import WorkerLostError
 
-    from gym.celery import app as celery_app
-
     _, _, evaluation, _ = setup
     args = ["suite", evaluation.pk, 1, services.scoring_payload(evaluation)]
-    celery_app.conf.task_always_eager = True
-    try:
+    with eager_tasks():
         tasks.work.on_failure(WorkerLostError("gone"), "task-id", args, {}, None)
         evaluation.refresh_from_db()
         assert evaluation.status == "queued" and evaluation.error == ""
         tasks.work.on_failure(RuntimeError("disk full"), "task-id", args, {}, None)
-    finally:
-        celery_app.conf.task_always_eager = False
     evaluation.refresh_from_db()
     assert evaluation.status == "failed"
     assert "RuntimeError: disk full" in evaluation.error
