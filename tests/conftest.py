@@ -316,38 +316,50 @@ def tsv_lines(rows: Iterable[Sequence[str]]) -> str:
     return "".join("\t".join(row) + "\n" for row in rows)
 
 
-def small_suite(name: str = "tiny agreement", **meta: Any) -> dict[str, Any]:
-    """A valid 2-item, 2-condition, 3-region suite in the current format."""
-
-    def item(n: int, noun: str) -> dict[str, Any]:
-        return {
-            "item_number": n,
-            "conditions": [
-                {
-                    "condition_name": "match",
-                    "regions": [
-                        {"region_number": 1, "content": f"The {noun}"},
-                        {"region_number": 2, "content": "is"},
-                        {"region_number": 3, "content": "here."},
-                    ],
-                },
-                {
-                    "condition_name": "mismatch",
-                    "regions": [
-                        {"region_number": 1, "content": f"The {noun}"},
-                        {"region_number": 2, "content": "are"},
-                        {"region_number": 3, "content": "here."},
-                    ],
-                },
-            ],
-        }
-
+def suite_document(
+    name: str,
+    items: dict[int, dict[str, list[str]]],
+    formulas: Sequence[str],
+    *,
+    region_names: Sequence[str] = ("Subject", "Verb", "End"),
+    **meta: Any,
+) -> dict[str, Any]:
+    """A suite in the current format: `items` maps each item number to its conditions and
+    each condition to its regions' contents (numbered from 1, named `region_names`), one
+    formula prediction a formula, and `meta` besides the name and the metric "sum"."""
     return {
         "meta": {"name": name, "metric": "sum", **meta},
-        "region_meta": {"1": "Subject", "2": "Verb", "3": "End"},
-        "predictions": [{"type": "formula", "formula": "(2;%mismatch%) > (2;%match%)"}],
-        "items": [item(1, "dog"), item(2, "cat")],
+        "region_meta": {str(number): region for number, region in enumerate(region_names, 1)},
+        "predictions": [{"type": "formula", "formula": formula} for formula in formulas],
+        "items": [
+            {
+                "item_number": n,
+                "conditions": [
+                    {
+                        "condition_name": condition,
+                        "regions": [
+                            {"region_number": number, "content": content}
+                            for number, content in enumerate(contents, 1)
+                        ],
+                    }
+                    for condition, contents in conditions.items()
+                ],
+            }
+            for n, conditions in items.items()
+        ],
     }
+
+
+def agreement_item(subject: str, end: str = "here.") -> dict[str, list[str]]:
+    """An item's conditions "match" (`subject` is `end`) and "mismatch" (`subject` are
+    `end`), for suite_document."""
+    return {"match": [subject, "is", end], "mismatch": [subject, "are", end]}
+
+
+def small_suite(name: str = "tiny agreement", **meta: Any) -> dict[str, Any]:
+    """A valid 2-item, 2-condition, 3-region suite in the current format."""
+    items = {1: agreement_item("The dog"), 2: agreement_item("The cat")}
+    return suite_document(name, items, ["(2;%mismatch%) > (2;%match%)"], **meta)
 
 
 # Tests that take longest go first: run in several processes (scripts/test.sh), they

@@ -32,7 +32,7 @@ from suites import formats
 from suites.formats import predictions
 from suites.syntaxgym import selectors as suite_selectors
 from suites.syntaxgym import services as suite_services
-from tests.conftest import EXAMPLES, SHARED_DATA, ngram_model, token_client
+from tests.conftest import EXAMPLES, SHARED_DATA, ngram_model, suite_document, token_client
 
 L = math.log2(10.0)  # bits per unit of -log10 probability
 
@@ -371,29 +371,12 @@ def test_ties_fail_are_counted_and_break_at_random() -> None:
 def _ngram_suite(name: str = "ngram ties") -> dict[str, Any]:
     """Item 1 ties in region 2: "sat" follows "cat" in both conditions, and the unknown
     "a" cuts the context before it. Item 2 passes on an unknown word's penalty."""
-
-    def condition(label: str, first: str, second: str) -> dict[str, Any]:
-        contents = [first, second, "."]
-        return {
-            "condition_name": label,
-            "regions": [{"region_number": i + 1, "content": c} for i, c in enumerate(contents)],
-        }
-
-    return {
-        "meta": {"name": name, "metric": "sum"},
-        "region_meta": {"1": "start", "2": "verb", "3": "end"},
-        "predictions": [{"type": "formula", "formula": "(2;%b%) > (2;%a%)"}],
-        "items": [
-            {
-                "item_number": 1,
-                "conditions": [condition("a", "The cat", "sat"), condition("b", "A cat", "sat")],
-            },
-            {
-                "item_number": 2,
-                "conditions": [condition("a", "The cat", "sat"), condition("b", "The", "dog")],
-            },
-        ],
+    items = {
+        1: {"a": ["The cat", "sat", "."], "b": ["A cat", "sat", "."]},
+        2: {"a": ["The cat", "sat", "."], "b": ["The", "dog", "."]},
     }
+    formulas = ["(2;%b%) > (2;%a%)"]
+    return suite_document(name, items, formulas, region_names=("start", "verb", "end"))
 
 
 @pytest.mark.django_db

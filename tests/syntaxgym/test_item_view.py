@@ -23,7 +23,7 @@ from suites import formats
 from suites.formats import predictions
 from suites.syntaxgym import selectors as suite_selectors
 from suites.syntaxgym import services as suite_services
-from tests.conftest import known, known_int, running_evaluation, search
+from tests.conftest import known, known_int, running_evaluation, search, suite_document
 from tests.runs.test_run_packing import received
 
 pytestmark = pytest.mark.django_db
@@ -48,29 +48,15 @@ WORDS: dict[int, dict[str, list[list[tuple[str, float | None]]]]] = {
 
 def suite_data(name: str = "items with tokens", words: dict | None = None) -> dict[str, Any]:
     """A suite whose regions are the words of `words` (WORDS) joined."""
-
-    def condition(name: str, regions: list[list[tuple[str, float | None]]]) -> dict[str, Any]:
-        contents = [" ".join(w for w, _s in r).replace(" .", ".") for r in regions]
-        return {
-            "condition_name": name,
-            "regions": [{"region_number": i + 1, "content": c} for i, c in enumerate(contents)],
+    items = {
+        n: {
+            condition: [" ".join(w for w, _s in r).replace(" .", ".") for r in regions]
+            for condition, regions in conditions.items()
         }
-
-    return {
-        "meta": {"name": name, "metric": "sum"},
-        "region_meta": {"1": "Subject", "2": "Verb", "3": "End"},
-        "predictions": [
-            {"type": "formula", "formula": "(2;%mismatch%) > (2;%match%)"},
-            {"type": "formula", "formula": "(*;%mismatch%) > (*;%match%)"},
-        ],
-        "items": [
-            {
-                "item_number": n,
-                "conditions": [condition(c, regions) for c, regions in conditions.items()],
-            }
-            for n, conditions in (words or WORDS).items()
-        ],
+        for n, conditions in (words or WORDS).items()
     }
+    formulas = ["(2;%mismatch%) > (2;%match%)", "(*;%mismatch%) > (*;%match%)"]
+    return suite_document(name, items, formulas)
 
 
 def worker_result(regions: list[str], words: list[list[tuple[str, float | None]]]) -> dict:

@@ -31,7 +31,7 @@ from suites import formats
 from suites.models import Suite
 from suites.syntaxgym import selectors as suite_selectors
 from suites.syntaxgym import services as suite_services
-from tests.conftest import SHARED_DATA, search
+from tests.conftest import SHARED_DATA, agreement_item, search, suite_document
 
 pytestmark = pytest.mark.django_db
 
@@ -46,28 +46,9 @@ WORDS = {1: "dog", 2: "cat", 3: "cow"}
 
 
 def suite_data(name: str = "three items") -> dict[str, Any]:
-    def condition(name: str, noun: str, verb: str) -> dict[str, Any]:
-        contents = [f"The {noun}", verb, "here."]
-        return {
-            "condition_name": name,
-            "regions": [{"region_number": i + 1, "content": c} for i, c in enumerate(contents)],
-        }
-
-    return {
-        "meta": {"name": name, "metric": "sum", "tags": ["agreement"]},
-        "region_meta": {"1": "Subject", "2": "Verb", "3": "End"},
-        "predictions": [
-            {"type": "formula", "formula": "(2;%mismatch%) > (2;%match%)"},
-            {"type": "formula", "formula": "(3;%mismatch%) > (3;%match%)"},
-        ],
-        "items": [
-            {
-                "item_number": n,
-                "conditions": [condition("match", noun, "is"), condition("mismatch", noun, "are")],
-            }
-            for n, noun in WORDS.items()
-        ],
-    }
+    items = {n: agreement_item(f"The {noun}") for n, noun in WORDS.items()}
+    formulas = ["(2;%mismatch%) > (2;%match%)", "(3;%mismatch%) > (3;%match%)"]
+    return suite_document(name, items, formulas, tags=["agreement"])
 
 
 def store_done(

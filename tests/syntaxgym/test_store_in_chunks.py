@@ -35,6 +35,7 @@ from evaluations.syntaxgym import comparisons, exports, items, selectors, servic
 from suites.syntaxgym import selectors as suite_selectors
 from suites.syntaxgym import services as suite_services
 from tests.celery_harness import database_url, until
+from tests.conftest import agreement_item, suite_document
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -48,28 +49,8 @@ def sqlite_only() -> None:
 
 
 def _suite_data(items: int, name: str) -> dict[str, Any]:
-    def condition(label: str, verb: str, n: int) -> dict[str, Any]:
-        return {
-            "condition_name": label,
-            "regions": [
-                {"region_number": 1, "content": "The dog"},
-                {"region_number": 2, "content": verb},
-                {"region_number": 3, "content": f"here {n}."},
-            ],
-        }
-
-    return {
-        "meta": {"name": name, "metric": "sum"},
-        "region_meta": {"1": "Subject", "2": "Verb", "3": "End"},
-        "predictions": [{"type": "formula", "formula": "(2;%mismatch%) > (2;%match%)"}],
-        "items": [
-            {
-                "item_number": n + 1,
-                "conditions": [condition("match", "is", n), condition("mismatch", "are", n)],
-            }
-            for n in range(items)
-        ],
-    }
+    every = {n + 1: agreement_item("The dog", f"here {n}.") for n in range(items)}
+    return suite_document(name, every, ["(2;%mismatch%) > (2;%match%)"])
 
 
 @pytest.fixture
