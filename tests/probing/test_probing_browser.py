@@ -13,6 +13,7 @@ from evaluations.probing.worker import run_probing
 from suites.probing.services import probing_task_import
 from tests.browser import artifact, login
 from tests.conftest import SHARED_DATA, single_torch_thread, tsv_lines
+from tests.probing.conftest import sample
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 LONG = "A control model with random weights and a display name long enough to wrap twice"
@@ -39,9 +40,7 @@ def test_run_page_leaderboard_model_page_and_task_form(
     tiny_gpt2,  # noqa: F811
     tiny_bert,  # noqa: F811
 ) -> None:
-    source = SHARED_DATA / "senteval-probing" / "top_constituents.txt"
-    if not source.exists():
-        pytest.skip(f"shared sample {source} is absent")
+    source = sample("top_constituents")
     task = probing_task_import(source=source, name="top_constituents", owner=alice)
     probing_task_import(
         source=SHARED_DATA / "senteval-probing" / "past_present.txt",
@@ -116,9 +115,7 @@ def test_empty_leaderboard_section_and_model_without_runs(page) -> None:
 
 
 def test_annotation_page_asks_one_sentence_at_a_time(page, alice) -> None:
-    source = SHARED_DATA / "senteval-probing" / "odd_man_out.txt"
-    if not source.exists():
-        pytest.skip(f"shared sample {source} is absent")
+    source = sample("odd_man_out")
     task = probing_task_import(source=source, name="odd_man_out", owner=alice)
     login(page, "alice", "alice-pass-1234", next_url=f"/probing/{task.name}/annotate/")
     assert "0 of 191 answered" in page.locator("main").inner_text()

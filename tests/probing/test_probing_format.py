@@ -19,19 +19,11 @@ from suites.formats.probing import (
     sentence_length_label,
     sort_labels,
 )
-from tests.conftest import SHARED_DATA
+from tests.probing.conftest import sample
 
-SAMPLES = SHARED_DATA / "senteval-probing"
 # word_content's sample is three windows of a 1000-class file: most of its va and te
 # words never occur in its tr window, so it is (rightly) rejected; see the test below.
 TASKS = sorted(name for name in SENTEVAL_LABELS if name != "word_content")
-
-
-def sample(task: str) -> Path:
-    path = SAMPLES / f"{task}.txt"
-    if not path.exists():
-        pytest.skip(f"shared sample {path} is absent")
-    return path
 
 
 def count_by_hand(path: Path) -> tuple[Counter[str], Counter[str], int]:

@@ -10,17 +10,10 @@ from django.core.management import CommandError, call_command
 
 from suites.models import ProbingInstance, ProbingTask
 from suites.probing.services import ProbingTaskInvalid, probing_task_import
-from tests.conftest import EXAMPLES, SHARED_DATA
+from tests.conftest import EXAMPLES
+from tests.probing.conftest import sample
 
-SAMPLES = SHARED_DATA / "senteval-probing"
 pytestmark = pytest.mark.django_db
-
-
-def sample(task: str) -> Path:
-    path = SAMPLES / f"{task}.txt"
-    if not path.exists():
-        pytest.skip(f"shared sample {path} is absent")
-    return path
 
 
 def test_import_a_real_sample(alice) -> None:

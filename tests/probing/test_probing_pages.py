@@ -3,25 +3,16 @@ plot data, examples), upload with located errors, and hostile input."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
 from suites.models import ProbingTask
 from suites.probing.services import probing_task_import
-from tests.conftest import SHARED_DATA, token_client
+from tests.conftest import token_client
+from tests.probing.conftest import sample
 
 pytestmark = pytest.mark.django_db
-SAMPLES = SHARED_DATA / "senteval-probing"
 SMALL = 'tr\tA\tsay " hi " .\ntr\tB\ttwo words here .\nva\tA\tone .\nte\tB\tthree more words .\n'
-
-
-def sample(task: str) -> Path:
-    path = SAMPLES / f"{task}.txt"
-    if not path.exists():
-        pytest.skip(f"shared sample {path} is absent")
-    return path
 
 
 def test_list_search_tag_and_type(anon_client, alice) -> None:

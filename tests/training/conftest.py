@@ -12,7 +12,8 @@ from django.core.management import call_command
 
 from suites.corpora.models import Corpus
 from suites.corpora.services import corpus_import
-from tests.conftest import SHARED_DATA, single_torch_thread
+from tests.conftest import single_torch_thread
+from tests.probing.conftest import sample
 
 # The training page's form filled in for a tiny causal run named "from-page" on the
 # corpus "book"; a test adds or changes the fields it is about.
@@ -51,13 +52,10 @@ def book_file(folder: Path) -> Path:
 
 def sample_sentences(*tasks: str) -> list[str]:
     """The sentences (third field) of the shared SentEval samples of `tasks`, in order (the
-    test is skipped where one is absent)."""
+    test is skipped where one is absent, as `sample` skips it)."""
     lines: list[str] = []
     for task in tasks:
-        source = SHARED_DATA / "senteval-probing" / f"{task}.txt"
-        if not source.exists():
-            pytest.skip(f"shared sample {source} is absent")
-        lines += [row.split("\t")[2] for row in source.read_text().splitlines()]
+        lines += [row.split("\t")[2] for row in sample(task).read_text().splitlines()]
     return lines
 
 
