@@ -4,8 +4,6 @@ and unknown words stored and shown."""
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from evaluations import baseline
@@ -13,7 +11,7 @@ from evaluations.language_models import registry as model_registry
 from evaluations.models import Evaluation
 from evaluations.syntaxgym import services
 from suites.syntaxgym import services as suite_services
-from tests.celery_harness import Worker, broker, flush_redis, redis_or_skip
+from tests.celery_harness import Worker, broker, flush_redis, redis_or_skip, wait_finished
 from tests.conftest import SHARED_DATA
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
@@ -49,10 +47,7 @@ def test_trigram_evaluation_through_a_real_worker(worker, alice, anon_client) ->
     )
     assert model.kind == "ngram"
     [evaluation] = services.evaluation_request(model=model, suites=[suite], user=alice).evaluations
-    deadline = time.monotonic() + 240
-    while not evaluation.finished and time.monotonic() < deadline:
-        time.sleep(0.5)
-        evaluation.refresh_from_db()
+    evaluation = wait_finished(Evaluation, evaluation.pk, what="the n-gram run", timeout=240)
     assert evaluation.status == "done", evaluation.error
     # Every mvrr comparison reads a region whose two words of context are the same in
     # both conditions: three exact ties per item, each a failure.

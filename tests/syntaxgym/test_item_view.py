@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from html import unescape
 from typing import Any
 
@@ -23,6 +22,7 @@ from suites import formats
 from suites.formats import predictions
 from suites.syntaxgym import selectors as suite_selectors
 from suites.syntaxgym import services as suite_services
+from tests.celery_harness import wait_finished
 from tests.conftest import known, known_int, running_evaluation, search, suite_document
 from tests.runs.test_run_packing import received
 
@@ -328,10 +328,7 @@ def test_a_real_worker_stores_tokens_that_add_up_to_the_region_sums(
     # arrives: tokens must come through that path too.
     settings.GYM_PACK_TOKEN_BUDGET = 12
     evaluation = services.evaluation_request(model=model, suites=[suite]).evaluations[0]
-    deadline = time.monotonic() + 240
-    while not evaluation.finished and time.monotonic() < deadline:
-        time.sleep(0.5)
-        evaluation.refresh_from_db()
+    evaluation = wait_finished(Evaluation, evaluation.pk, what="the packed run", timeout=240)
     assert evaluation.status == "done", evaluation.error
     assert received(worker, "runs.work_pack") > 1
     rows = {r.item_number: r for r in ItemResult.objects.filter(evaluation=evaluation)}

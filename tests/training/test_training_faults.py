@@ -19,7 +19,7 @@ from evaluations.training.data import CorpusSource
 from evaluations.training.models import TrainingRun
 from evaluations.training.worker import causal_options
 from suites.corpora.services import corpus_import
-from tests.celery_harness import redelivery_env
+from tests.celery_harness import redelivery_env, wait_finished
 from tests.conftest import single_torch_thread
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
@@ -65,11 +65,7 @@ def test_killed_training_worker_resumes_from_its_last_checkpoint(
 
     pace.release()
     workers("gpu", **env)
-    deadline = time.monotonic() + 300
-    while not run.finished:
-        assert time.monotonic() < deadline, run.status
-        time.sleep(0.5)
-        run.refresh_from_db()
+    run = wait_finished(TrainingRun, run.pk, what="the resumed training run", timeout=300)
     assert run.status == "done", run.error
     assert run.started_at > first_start  # a second delivery
     assert run.summary["resumed_from_step"] == resumed_step
