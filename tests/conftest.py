@@ -309,6 +309,19 @@ def running_evaluation(model: LanguageModel, suite: Suite) -> Evaluation:
     return suite_evaluation(model, suite, status=Evaluation.Status.RUNNING)
 
 
+def store_sentences(evaluation: Evaluation, sentences: list[dict[str, Any]]) -> Evaluation:
+    """`evaluation` (attempt 1) after the real store service took the worker's `sentences`,
+    as the store task does: done."""
+    from evaluations.syntaxgym import services
+
+    assert services.results_store(
+        evaluation_id=evaluation.pk, attempt=1, results={"sentences": sentences}
+    )
+    evaluation.refresh_from_db()
+    assert evaluation.status == "done"
+    return evaluation
+
+
 def tsv_lines(rows: Iterable[Sequence[str]]) -> str:
     """`rows` as tab-separated lines, each ending in a newline: a probing task's file
     written row by row (partition, label, sentence; SentEval's subj_number puts the

@@ -20,10 +20,9 @@ from evaluations.models import Evaluation, LanguageModel
 from evaluations.scoring import worker
 from evaluations.scoring.alignment import align_tokens, build_sentence
 from evaluations.scoring.metrics import region_metrics
-from evaluations.syntaxgym import services
 from suites import formats
 from suites.syntaxgym import services as suite_services
-from tests.conftest import running_evaluation
+from tests.conftest import running_evaluation, store_sentences
 
 pytestmark = pytest.mark.django_db
 
@@ -63,15 +62,6 @@ def _evaluation(name: str, kind: str, source: str = "hub/x") -> Evaluation:
     return running_evaluation(model, suite)
 
 
-def _store(evaluation: Evaluation, sentences: list[dict[str, Any]]) -> Evaluation:
-    assert services.results_store(
-        evaluation_id=evaluation.pk, attempt=1, results={"sentences": sentences}
-    )
-    evaluation.refresh_from_db()
-    assert evaluation.status == "done"
-    return evaluation
-
-
 def scored_by(name: str, kind: str, source: str) -> Evaluation:
     """The NP-Z item scored by the real model at `source` through the worker."""
     evaluation = _evaluation(name, kind, source)
@@ -79,7 +69,7 @@ def scored_by(name: str, kind: str, source: str) -> Evaluation:
         "model": {"source": source},
         "sentences": [r for _i, _c, r in formats.sentences(evaluation.snapshot)],
     }
-    return _store(evaluation, worker.run_scoring(payload)["sentences"])
+    return store_sentences(evaluation, worker.run_scoring(payload)["sentences"])
 
 
 def stored_with(name: str, kind: str, tokens: dict[str, dict[str, list[Any]]]) -> Evaluation:
@@ -109,7 +99,7 @@ def stored_with(name: str, kind: str, tokens: dict[str, dict[str, list[Any]]]) -
                 "tokens": packed,
             }
         )
-    return _store(evaluation, sentences)
+    return store_sentences(evaluation, sentences)
 
 
 def region_texts(html: str, condition: str) -> list[str]:
@@ -280,6 +270,6 @@ def test_bytes_of_one_character_show_it_once(client) -> None:
         "sentence": region_metrics([1.0, 2.0, 3.0, 4.0, 5.0]),
         "tokens": packed,
     }
-    _store(evaluation, [sentence])
+    store_sentences(evaluation, [sentence])
     html = _page(client, evaluation)
     assert region_texts(html, "only") == ["Zoë", "sang", "."]

@@ -23,7 +23,14 @@ from suites.formats import predictions
 from suites.syntaxgym import selectors as suite_selectors
 from suites.syntaxgym import services as suite_services
 from tests.celery_harness import wait_finished
-from tests.conftest import known, known_int, running_evaluation, search, suite_document
+from tests.conftest import (
+    known,
+    known_int,
+    running_evaluation,
+    search,
+    store_sentences,
+    suite_document,
+)
 from tests.runs.test_run_packing import received
 
 pytestmark = pytest.mark.django_db
@@ -98,12 +105,7 @@ def store(
         if not tokens:
             del result["tokens"]
         sentences.append(result)
-    assert services.results_store(
-        evaluation_id=evaluation.pk, attempt=1, results={"sentences": sentences}
-    )
-    evaluation.refresh_from_db()
-    assert evaluation.status == "done"
-    return evaluation
+    return store_sentences(evaluation, sentences)
 
 
 @pytest.fixture

@@ -18,8 +18,8 @@ from evaluations.scoring import worker
 from evaluations.syntaxgym.missing import MissingReason, sentence_reasons
 from suites import formats
 from suites.models import Suite
-from tests.conftest import EXAMPLES, running_evaluation
-from tests.syntaxgym.test_item_text import _evaluation, _packed, _store, stored_with
+from tests.conftest import EXAMPLES, running_evaluation, store_sentences
+from tests.syntaxgym.test_item_text import _evaluation, _packed, stored_with
 
 pytestmark = pytest.mark.django_db
 
@@ -137,7 +137,7 @@ def test_the_trigram_says_why_the_comma_has_no_value(client) -> None:
         "model": {"source": str(CMU_TRIGRAM)},
         "sentences": [r for _i, _c, r in formats.sentences(evaluation.snapshot)],
     }
-    _store(evaluation, worker.run_scoring(payload)["sentences"])
+    store_sentences(evaluation, worker.run_scoring(payload)["sentences"])
 
     html = client.get(f"/evaluations/{evaluation.pk}/items/1/").content.decode()
     comma = _boxes(html, "ambig_comma")[2]
@@ -192,7 +192,7 @@ def test_results_stored_before_tokens_were_kept_say_the_reason_is_unknown(client
             {"sum": None, "mean": None} if r == "," else {"sum": 1.0, "mean": 1.0} for r in regions
         ]
         sentences.append({"regions": values, "sentence": {"sum": 5.0, "mean": 1.0}})
-    _store(evaluation, sentences)
+    store_sentences(evaluation, sentences)
     assert evaluation.item_results.get().tokens is None
     html = client.get(f"/evaluations/{evaluation.pk}/items/1/").content.decode()
     assert _boxes(html, "comma")[2] == (
