@@ -42,6 +42,16 @@ def suite():
     return suite_import(source=(EXAMPLES / "agreement_local.json").read_text(), owner=None).suite
 
 
+@pytest.fixture
+def attractors():
+    return probing_task_import(
+        source=EXAMPLES / "probing" / "subject_number_attractors.txt",
+        name="attractors",
+        owner=None,
+        task_type="custom",
+    )
+
+
 def test_age_of_acquisition() -> None:
     def points(*accuracies: float | None) -> list[dict]:
         return [{"tokens": 10**i, "accuracy": a} for i, a in enumerate(accuracies, start=1)]
@@ -53,19 +63,13 @@ def test_age_of_acquisition() -> None:
 
 
 def test_causal_run_in_process(
-    corpus, suite, alice, _private_broker, django_capture_on_commit_callbacks
+    corpus, suite, attractors, alice, _private_broker, django_capture_on_commit_callbacks
 ) -> None:
     pair_set = minimal_pair_set_import(
         data=(EXAMPLES / "minimal_pairs" / "agreement_minimal_pairs.tsv").read_bytes(),
         name="agreement pairs",
         owner=None,
     ).pair_set
-    task = probing_task_import(
-        source=EXAMPLES / "probing" / "subject_number_attractors.txt",
-        name="attractors",
-        owner=None,
-        task_type="custom",
-    )
     waiting = _private_broker("gpu")  # the tests' broker is shared by the whole session
     with django_capture_on_commit_callbacks(execute=True):
         run = services.training_request(
@@ -75,7 +79,7 @@ def test_causal_run_in_process(
             options={"preset": "tiny", "steps": 4, "checkpoints": 2, "micro_batch": 4},
             suites=[suite],
             pair_sets=[pair_set],
-            probing_tasks=[task],
+            probing_tasks=[attractors],
             user=alice,
         )
     assert run.model.name == "book-gpt" and run.model.kind == "causal"
@@ -114,7 +118,7 @@ def test_causal_run_in_process(
     ]
     pairs = PairEvaluation.objects.filter(pair_set=pair_set).order_by("model__name")
     assert [e.model.name for e in pairs] == [e.model.name for e in asked]
-    probes = ProbingRun.objects.filter(task=task).order_by("model__name")
+    probes = ProbingRun.objects.filter(task=attractors).order_by("model__name")
     assert [(p.model.name, p.pooling, p.probe) for p in probes] == [
         (e.model.name, "mean", "logreg") for e in asked
     ]
@@ -175,7 +179,7 @@ def test_ngram_run_in_process(corpus, alice) -> None:
     assert run.status == "done" and Path(run.model.source).is_file()
 
 
-def test_request_errors_change_nothing(corpus, alice) -> None:
+def test_request_errors_change_nothing(corpus, attractors, alice) -> None:
     cases: list[tuple[str, dict[str, Any], dict[str, str]]] = [
         ("ngram", {"order": 7}, {"order": "order must be from 2 to 6; got 7"}),
         ("ngram", {"order": "x"}, {"order": "order must be a whole number, not 'x'"}),
@@ -201,15 +205,9 @@ def test_request_errors_change_nothing(corpus, alice) -> None:
                 corpus=corpus, name="m", kind=kind, options=options, user=alice
             )
         assert caught.value.errors == errors
-    task = probing_task_import(
-        source=EXAMPLES / "probing" / "subject_number_attractors.txt",
-        name="attractors",
-        owner=None,
-        task_type="custom",
-    )
     with pytest.raises(services.TrainingRequestInvalid) as caught:
         services.training_request(
-            corpus=corpus, name="m", kind="ngram", probing_tasks=[task], user=alice
+            corpus=corpus, name="m", kind="ngram", probing_tasks=[attractors], user=alice
         )
     assert caught.value.errors == {
         "probing_tasks": "an n-gram model has no hidden states (no layers) to probe; "
