@@ -46,6 +46,13 @@ def _set_columns(sql: str) -> set[str]:
     return set(re.findall(r'"?(\w+)"?\s*=', assignments.group(1)))
 
 
+def _assert_progress_updates_only(writes: list[str]) -> None:
+    """Every write is an UPDATE that sets progress columns (PROGRESS_COLUMNS) only."""
+    for sql in writes:
+        assert sql.lstrip().upper().startswith("UPDATE"), sql
+        assert _set_columns(sql) <= PROGRESS_COLUMNS, sql
+
+
 def _report(
     evaluation: Evaluation, done: int, *, restart: bool = False, parts: int = 1
 ) -> list[str]:
@@ -92,9 +99,7 @@ def test_progress_writes_only_the_progress_columns(evaluation) -> None:
     ]
     # The first report starts the run, the others move its progress: each one an UPDATE.
     assert len(writes) >= 3, writes
-    for sql in writes:
-        assert sql.lstrip().upper().startswith("UPDATE"), sql
-        assert _set_columns(sql) <= PROGRESS_COLUMNS, sql
+    _assert_progress_updates_only(writes)
     evaluation.refresh_from_db()
     assert (evaluation.status, evaluation.progress_done) == ("running", 3)
 
@@ -102,8 +107,6 @@ def test_progress_writes_only_the_progress_columns(evaluation) -> None:
 def test_progress_of_a_split_run_writes_only_the_progress_columns(evaluation) -> None:
     writes = [*_report(evaluation, 0, restart=True, parts=2), *_report(evaluation, 1, parts=2)]
     assert len(writes) >= 2, writes
-    for sql in writes:
-        assert sql.lstrip().upper().startswith("UPDATE"), sql
-        assert _set_columns(sql) <= PROGRESS_COLUMNS, sql
+    _assert_progress_updates_only(writes)
     evaluation.refresh_from_db()
     assert (evaluation.status, evaluation.progress_done) == ("running", 1)
