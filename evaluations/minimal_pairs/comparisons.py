@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from django.db.models import F
 
+from evaluations import compared_models
 from evaluations import leaderboard as boards
 from evaluations.minimal_pairs import result_page
 from evaluations.models import LanguageModel, PairEvaluation
@@ -18,9 +19,8 @@ from evaluations.statistics import ALPHA, PairedTest, holm, paired_by_item, wils
 from suites.models import MinimalPairSet
 
 DONE = PairEvaluation.Status.DONE
-# Names read from one request at most (the rest are ignored, and the page says so).
-MAX_NAMES = 20
 LETTERS = "AB"
+TWO_AT_A_TIME = "two models are compared at a time"
 
 
 @dataclass(frozen=True)
@@ -73,9 +73,7 @@ def compare_pairs(pair_set: MinimalPairSet, names: Sequence[str]) -> PairCompari
     """The first two of the named models that have a current run on the set, side by
     side; a name without one (or past the second) is left out with the reason, a name
     given twice counts once."""
-    names = list(dict.fromkeys(names))
-    extra = len(names) - MAX_NAMES
-    names = list(names)[:MAX_NAMES]
+    names, left_out = compared_models.read_names(names)
     found = {m.name: m for m in LanguageModel.objects.filter(name__in=names)}
     runs = {
         run.model.name: run
@@ -87,17 +85,18 @@ def compare_pairs(pair_set: MinimalPairSet, names: Sequence[str]) -> PairCompari
             word_probability="tokens",
         ).select_related("model", "pair_set")
     }
-    left_out = [(f"{extra} more", f"only {MAX_NAMES} names are read")] if extra > 0 else []
-    chosen: list[PairEvaluation] = []
-    for name in names:
-        if name not in found:
-            left_out.append((name, "no model has this name"))
-        elif name not in runs:
-            left_out.append((name, "no current result on this set"))
-        elif len(chosen) == len(LETTERS):
-            left_out.append((name, "two models are compared at a time"))
-        else:
-            chosen.append(runs[name])
+    chosen = [
+        runs[name]
+        for name in compared_models.choose(
+            names,
+            left_out,
+            found=found,
+            current=runs,
+            where="set",
+            most=len(LETTERS),
+            too_many=TWO_AT_A_TIME,
+        )
+    ]
     outcomes: list[dict[int, bool]] = []
     compared: list[PairEvaluation] = []
     for run in chosen:
@@ -151,17 +150,14 @@ def compare_across_sets(names: Sequence[str], *, tag: str = "") -> AcrossSets:
     """The first two named models on every set (of the `tag` group, as the leaderboard
     groups them; every set without one) both have a current result with an accuracy
     for. A set where either run cannot be analysed is left out with the reason."""
-    names = list(dict.fromkeys(names))[:MAX_NAMES]
+    names, left_out = compared_models.read_names(names)
     found = {m.name: m for m in LanguageModel.objects.filter(name__in=names)}
-    left_out: list[tuple[str, str]] = []
-    models: list[LanguageModel] = []
-    for name in names:
-        if name not in found:
-            left_out.append((name, "no model has this name"))
-        elif len(models) == len(LETTERS):
-            left_out.append((name, "two models are compared at a time"))
-        else:
-            models.append(found[name])
+    models = [
+        found[name]
+        for name in compared_models.choose(
+            names, left_out, found=found, most=len(LETTERS), too_many=TWO_AT_A_TIME
+        )
+    ]
     if len(models) < 2:
         return AcrossSets(models=models, left_out=left_out, tag=tag, sets=[])
     columns = boards.data_columns(MinimalPairSet.objects.all())

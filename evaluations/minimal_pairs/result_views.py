@@ -19,6 +19,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from evaluations import leaderboard as boards
+from evaluations.compared_models import parse_model_names
 from evaluations.comparison_api import (
     compared_data,
     compared_fields,
@@ -33,7 +34,6 @@ from evaluations.minimal_pairs import results as pair_results
 from evaluations.minimal_pairs import selectors as pair_selectors
 from evaluations.models import PairEvaluation
 from evaluations.statistics import paired_test_data
-from evaluations.syntaxgym.comparisons import parse_model_names
 from gym.downloads import attachment
 from suites.catalog import gym_data_or_404
 from suites.models import MinimalPairSet

@@ -18,6 +18,7 @@ from django.db.models import F
 from django.urls import reverse
 from django.utils.http import urlencode
 
+from evaluations import compared_models
 from evaluations.models import (
     ITEM_ROWS_SHOWN,
     Evaluation,
@@ -31,8 +32,6 @@ from suites.formats import region_names
 from suites.models import Suite
 
 MAX_MODELS = 6
-# Names read from one request at most (the rest are ignored, and the page says so).
-MAX_NAMES = 20
 ITEMS_PER_PAGE = 25
 # Short labels for the compared models, in the order asked for.
 LETTERS = "ABCDEF"
@@ -94,18 +93,6 @@ class Comparison:
         return 2 + len(self.regions) + len(self.predictions) + (1 if self.predictions else 0)
 
 
-def parse_model_names(values: Sequence[str]) -> list[str]:
-    """`models=a,b` or `models=a&models=b` (a form's checkboxes), in order, without
-    duplicates or blanks."""
-    names: list[str] = []
-    for value in values:
-        for name in value.split(","):
-            name = name.strip()
-            if name and name not in names:
-                names.append(name)
-    return names
-
-
 def current_results(suite: Suite, *, include_hidden: bool) -> list[tuple[LanguageModel, int]]:
     """(model, evaluation id) of every model with a current done result on the suite, by
     model name: the choices of the comparison page's selector. One query."""
@@ -158,8 +145,7 @@ def compare(
 def _compared_models(
     suite: Suite, names: Sequence[str]
 ) -> tuple[list[ComparedModel], list[tuple[str, str]]]:
-    extra = len(names) - MAX_NAMES
-    names = list(names)[:MAX_NAMES]
+    names, left_out = compared_models.read_names(names)
     found = {m.name: m for m in LanguageModel.objects.filter(name__in=names)}
     results = {
         name: (pk, accuracy)
@@ -172,17 +158,17 @@ def _compared_models(
         ).values_list("model__name", "id", "accuracy")
     }
     models: list[ComparedModel] = []
-    left_out = [(f"{extra} more", f"only {MAX_NAMES} names are read")] if extra > 0 else []
-    for name in names:
-        if name not in found:
-            left_out.append((name, "no model has this name"))
-        elif name not in results:
-            left_out.append((name, "no current result on this suite"))
-        elif len(models) == MAX_MODELS:
-            left_out.append((name, f"at most {MAX_MODELS} models are compared at once"))
-        else:
-            pk, accuracy = results[name]
-            models.append(ComparedModel(LETTERS[len(models)], found[name], pk, accuracy))
+    for name in compared_models.choose(
+        names,
+        left_out,
+        found=found,
+        current=results,
+        where="suite",
+        most=MAX_MODELS,
+        too_many=f"at most {MAX_MODELS} models are compared at once",
+    ):
+        pk, accuracy = results[name]
+        models.append(ComparedModel(LETTERS[len(models)], found[name], pk, accuracy))
     if not models:
         return models, left_out
     counts = item_counts(Evaluation.objects.filter(pk__in=[m.evaluation_id for m in models]))

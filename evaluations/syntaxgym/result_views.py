@@ -26,6 +26,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from evaluations import leaderboard as boards
+from evaluations.compared_models import parse_model_names
 from evaluations.comparison_api import (
     compared_data,
     compared_fields,
@@ -91,7 +92,7 @@ def compare_page(request: HttpRequest, name: str) -> HttpResponse:
     is folded into that one parameter first, so that page links keep every model)."""
     suite = gym_data_or_404(Suite, name, noun="suite")
     asked = request.GET.getlist("models")
-    names = comparisons.parse_model_names(asked)
+    names = parse_model_names(asked)
     if len(asked) > 1:
         query = request.GET.copy()
         query.setlist("models", [",".join(names)])
@@ -463,7 +464,7 @@ class SuiteComparisonAPI(APIView):
         responses={200: COMPARISON_SCHEMA, 400: None, 404: None},
     )
     def get(self, request: Request, name: str) -> Response:
-        names = comparisons.parse_model_names(request.GET.getlist("models"))
+        names = parse_model_names(request.GET.getlist("models"))
         if any("\x00" in n for n in names):
             # PostgreSQL refuses NUL in a query; no name holds one.
             raise ValidationError({"models": ["names contain no NUL character"]})

@@ -322,4 +322,11 @@ def test_two_models_across_sets_holm_adjusted(anon_client, ranked) -> None:
     refused = anon_client.get(f"{api}?models=strong")
     assert refused.status_code == 400 and "two models" in refused.content.decode()
     assert anon_client.get(api).status_code == 400
+    # As on one set: past the first 20 names nothing is read, and the answer says so; a
+    # third model is left out.
+    many = ",".join(["strong", "middle", "strong", *(f"m{n}" for n in range(25))])
+    left_out = anon_client.get(f"{api}?models={many}").json()["left_out"]
+    assert left_out[0] == {"name": "7 more", "reason": "only 20 names are read"}
+    assert {"name": "m0", "reason": "no model has this name"} in left_out
+    assert len(left_out) == 1 + 18
     assert anon_client.get(f"{api}?models=a,%00").status_code == 400
