@@ -16,6 +16,8 @@ from django.db import models
 from django.utils.text import slugify
 
 from gym.errors import ApplicationError, invalid_entries
+from suites.formats.report import SuiteError
+from suites.formats.syntaxgym import TAG_MAX_LENGTH, TAGS_MAX_COUNT
 from suites.models import GymData, Tag
 
 NAME_MAX_LENGTH = 200
@@ -52,6 +54,31 @@ def tag_slugs(raw: Iterable[str]) -> list[str]:
     """Tags as stored: lower-case slugs, unique, sorted."""
     # A tag name holds 64 characters (Tag.name).
     return sorted({slug for slug in (slugify(str(t))[:64] for t in raw) if slug})
+
+
+def tag_list_errors(
+    slugs: Sequence[str], *, where: tuple[str | int, ...], noun: str
+) -> list[SuiteError]:
+    """What is wrong with `slugs` as the tags of one `noun` (a suite, a probing task):
+    too long a tag, too many tags."""
+    errors = [
+        SuiteError.at(
+            where,
+            f"the tag {slug[:50]!r} is {len(slug)} characters long; a tag is a short label "
+            f"of at most {TAG_MAX_LENGTH} characters",
+        )
+        for slug in slugs
+        if len(slug) > TAG_MAX_LENGTH
+    ]
+    if len(slugs) > TAGS_MAX_COUNT:
+        errors.append(
+            SuiteError.at(
+                where,
+                f"the {noun} would have {len(slugs)} tags; keep the {TAGS_MAX_COUNT} that "
+                "describe it best",
+            )
+        )
+    return errors
 
 
 # Characters that change how a name looks without being seen: bidirectional overrides

@@ -8,11 +8,10 @@ from django.contrib.auth.forms import UserCreationForm
 from django.contrib.auth.models import User
 from django.core.files.uploadedfile import UploadedFile
 
-from suites.catalog_services import tag_slugs
+from suites.catalog_services import tag_list_errors, tag_slugs
 from suites.formats import pair_datasets
 from suites.formats.probing import TASK_TYPES
 from suites.formats.syntaxgym import META_TEXT_MAX_LENGTH, TAG_MAX_LENGTH, TAGS_MAX_COUNT
-from suites.syntaxgym.services import tag_list_errors
 
 
 def upload_size_check(upload: UploadedFile) -> None:
@@ -34,10 +33,13 @@ class FileUploadForm(forms.Form):
 
 
 class TaggedForm(forms.Form):
-    """A form whose `tags` field is comma-separated tags, cleaned to the slugs stored."""
+    """A form whose `tags` field is comma-separated tags, cleaned to the slugs stored;
+    what they tag, `tagged`, is named in the errors."""
+
+    tagged = "suite"
 
     def clean_tags(self) -> list[str]:
-        return clean_tag_list(self.cleaned_data.get("tags", ""))
+        return clean_tag_list(self.cleaned_data.get("tags", ""), noun=self.tagged)
 
 
 class SignupForm(UserCreationForm):
@@ -125,6 +127,7 @@ class SuiteMetaForm(TaggedForm):
 class ProbingUploadForm(TaggedForm, FileUploadForm):
     """A SentEval-style probing file with the task's name, type, description and tags."""
 
+    tagged = "probing task"
     file = forms.FileField(
         label="Probing file",
         help_text="One instance per line: partition (tr, va or te) TAB label TAB sentence.",
@@ -166,10 +169,10 @@ class PairSetUploadForm(FileUploadForm):
     )
 
 
-def clean_tag_list(text: str) -> list[str]:
+def clean_tag_list(text: str, *, noun: str) -> list[str]:
     """Comma-separated tags as stored (slugs), within the limits of a suite's tags."""
     slugs = tag_slugs(text.split(","))
-    errors = tag_list_errors(slugs, where=("tags",))
+    errors = tag_list_errors(slugs, where=("tags",), noun=noun)
     if errors:
         raise forms.ValidationError([e.message for e in errors])
     return slugs

@@ -3,7 +3,7 @@ called by pages, the API, management commands and the grid editor alike."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,12 +20,12 @@ from suites.catalog_services import (
     free_name,
     name_problem,
     name_taken,
+    tag_list_errors,
     tag_slugs,
     tags_set,
     upload_name,
 )
 from suites.formats import Location, SuiteError
-from suites.formats.syntaxgym import TAG_MAX_LENGTH, TAGS_MAX_COUNT
 from suites.models import Condition, Item, Prediction, Region, Suite
 from suites.syntaxgym import selectors
 
@@ -176,28 +176,6 @@ def suite_free_name(wanted: str) -> str:
     return free_name(Suite, wanted)
 
 
-def tag_list_errors(slugs: Sequence[str], *, where: tuple[str | int, ...]) -> list[SuiteError]:
-    """What is wrong with `slugs` as one suite's tags: too long a tag, too many tags."""
-    errors = [
-        SuiteError.at(
-            where,
-            f"the tag {slug[:50]!r} is {len(slug)} characters long; a tag is a short label "
-            f"of at most {TAG_MAX_LENGTH} characters",
-        )
-        for slug in slugs
-        if len(slug) > TAG_MAX_LENGTH
-    ]
-    if len(slugs) > TAGS_MAX_COUNT:
-        errors.append(
-            SuiteError.at(
-                where,
-                f"the suite would have {len(slugs)} tags; keep the {TAGS_MAX_COUNT} that "
-                "describe it best",
-            )
-        )
-    return errors
-
-
 def _merged_tags(own: Any, extra: Iterable[str]) -> tuple[list[str] | None, list[SuiteError]]:
     """The suite's meta.tags with `extra` added (None when there is nothing to add),
     checked by the limits the format applies to meta.tags."""
@@ -205,7 +183,7 @@ def _merged_tags(own: Any, extra: Iterable[str]) -> tuple[list[str] | None, list
     if not extra:
         return None, []
     slugs = tag_slugs([*(own if isinstance(own, list) else []), *extra])
-    return slugs, tag_list_errors(slugs, where=("meta", "tags"))
+    return slugs, tag_list_errors(slugs, where=("meta", "tags"), noun="suite")
 
 
 def _write(

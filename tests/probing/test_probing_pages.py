@@ -65,6 +65,13 @@ def test_upload_page(alice_client, anon_client) -> None:
     text = response.content.decode()
     assert "line 2" in text and "never in" in text and "no test instances" in text
     assert ProbingTask.objects.count() == 0
+    # The tags' limits are a suite's, said of the task.
+    many = ",".join(f"t{n}" for n in range(21))
+    tagged = SimpleUploadedFile("toy.tsv", SMALL.encode())
+    response = alice_client.post_form("/probing/upload/", {"file": tagged, "tags": many})
+    assert response.status_code == 400
+    assert "the probing task would have 21 tags; keep the 20" in response.content.decode()
+    assert ProbingTask.objects.count() == 0
     good = SimpleUploadedFile("toy.tsv", SMALL.encode())
     response = alice_client.post_form(
         "/probing/upload/", {"file": good, "tags": "Toy, senteval", "description": "d"}
