@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, unquote, urlsplit
 
 import pytest
+from django.db import connections
 
 if TYPE_CHECKING:
     from playwright.sync_api import Browser, BrowserContext, Page, ViewportSize
@@ -73,6 +74,11 @@ def browser() -> Iterator[Browser]:
         launched = playwright.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
         yield launched
         launched.close()
+        # While Playwright's loop runs in this thread, Django keeps the thread's database
+        # connections apart from those of the time before (asgiref's Local is per context
+        # where a loop runs): close them now, while they are still Django's to see, or they
+        # outlive the session and its test database cannot be dropped.
+        connections.close_all()
 
 
 @pytest.fixture
