@@ -17,7 +17,6 @@ from suites.catalog_services import (
     NAME_MAX_LENGTH,
     PermissionDenied,
     can_change,
-    free_name,
     name_problem,
     name_taken,
     tag_list_errors,
@@ -167,13 +166,6 @@ def _parsed(source: str | bytes | dict[str, Any] | formats.FormatResult) -> form
     if isinstance(source, dict):
         return formats.parse_suite_data(source)
     return formats.parse_suite_text(source)
-
-
-def suite_free_name(wanted: str) -> str:
-    """The first of '<wanted> (2)', '<wanted> (3)', … that no suite has, cut to fit the
-    name length limit: the name a clashing upload is saved under when asked to rename
-    (the page, the API and import_suites --on-conflict rename)."""
-    return free_name(Suite, wanted)
 
 
 def _merged_tags(own: Any, extra: Iterable[str]) -> tuple[list[str] | None, list[SuiteError]]:

@@ -156,7 +156,7 @@ def _rename_offer(request: HttpRequest, form: SuiteUploadForm, taken: str) -> di
     return {
         **offer,
         "taken_name": taken,
-        "free_name": services.suite_free_name(taken),
+        "free_name": catalog_services.free_name(Suite, taken),
         "text_kept": text_kept,
     }
 
