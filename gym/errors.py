@@ -55,21 +55,22 @@ class FieldErrors(ApplicationError):
 
 
 class UploadTooLarge(ApplicationError):
-    """A request body or uploaded file above GYM_MAX_UPLOAD_BYTES (413)."""
+    """A request body or uploaded file above its limit (413): GYM_MAX_UPLOAD_BYTES, or
+    the `setting` that holds another kind's (corpora: GYM_MAX_CORPUS_BYTES)."""
 
     status_code = 413
     code = "too_large"
 
-    def __init__(self, size: int, limit: int) -> None:
-        super().__init__(too_large_message(size, limit))
+    def __init__(self, size: int, limit: int, setting: str = "GYM_MAX_UPLOAD_BYTES") -> None:
+        super().__init__(too_large_message(size, limit, setting))
 
 
-def too_large_message(size: int, limit: int) -> str:
+def too_large_message(size: int, limit: int, setting: str = "GYM_MAX_UPLOAD_BYTES") -> str:
     """The one wording of a 413, for the API and the pages alike."""
     return (
         f"The upload is {size:,} bytes; the limit is {limit:,} bytes "
         f"({limit / 1024 / 1024:.0f} MB). Split the file, or ask the site's "
-        "administrators to raise GYM_MAX_UPLOAD_BYTES."
+        f"administrators to raise {setting}."
     )
 
 

@@ -1,16 +1,18 @@
-"""What the APIs of the three kinds of test data (suites, minimal-pair sets, probing
-tasks) share: the owner, tags and url fields of their serializers, the list parameters,
+"""What the APIs of the kinds of data (suites, minimal-pair sets, probing tasks, corpora)
+share: the owner, tags and url fields of their serializers, the list parameters,
 the error answers of the kinds that answer them themselves, and the one upload convention
 (its reading, its fields, its schema)."""
 
 from __future__ import annotations
 
+import io
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import IO, Any
 
 from django.conf import settings
+from django.core.files.uploadedfile import UploadedFile
 from django.db.models import Model, QuerySet
 from django.urls import reverse
 from drf_spectacular.types import OpenApiTypes
@@ -207,11 +209,10 @@ class NamedUploadFields(UploadFields):
 
 
 @dataclass(frozen=True)
-class Upload:
-    """An upload as read from either form: the file's bytes, its name ('' for a raw
-    body without `filename`) and the kind's fields, validated."""
+class _Received:
+    """What every upload brings beside the file: its name ('' for a raw body without
+    `filename`) and the kind's fields, validated."""
 
-    data: bytes
     filename: str
     fields: dict[str, Any]
 
@@ -230,29 +231,101 @@ class Upload:
         return self.fields.get("name") or PurePosixPath(self.filename).stem
 
 
+@dataclass(frozen=True)
+class Upload(_Received):
+    """An upload read whole: the file's bytes."""
+
+    data: bytes
+
+
+@dataclass(frozen=True)
+class UploadStream(_Received):
+    """An upload whose file is read as it comes (corpora, up to gigabytes): a multipart
+    file (kept on disk by Django beyond a few megabytes) or the raw body itself."""
+
+    stream: IO[bytes]
+
+
+class _RequestBody(io.RawIOBase):
+    """A request's body as a raw stream (readinto over its read), so that a buffered
+    reader can look at its first bytes without taking them."""
+
+    def __init__(self, body: Any) -> None:
+        self._body = body
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        data = self._body.read(len(buffer))
+        buffer[: len(data)] = data
+        return len(data)
+
+
+def _multipart_file(
+    request: Request, given: dict[str, Any], limit: int, setting: str
+) -> UploadedFile | None:
+    """A multipart body's `file`, held to `limit`, with its other fields added to `given`;
+    None for any other body."""
+    if not request.content_type.startswith("multipart/form-data"):
+        return None
+    upload = request.FILES.get("file")
+    given.update({k: request.data.get(k) for k in request.data if k not in request.FILES})
+    if upload is None:
+        raise serializers.ValidationError({"file": [NO_FILE]})
+    if upload.size > limit:
+        raise UploadTooLarge(upload.size, limit, setting)
+    return upload
+
+
+def _checked(fields: type[UploadFields], given: dict[str, Any]) -> dict[str, Any]:
+    checked = fields(data=given)
+    checked.is_valid(raise_exception=True)
+    return dict(checked.validated_data)
+
+
 def upload_read(request: Request, fields: type[UploadFields]) -> Upload:
     """The file and fields of an upload in either form. Raises a ValidationError (400)
     for a multipart body without `file` or an invalid field, UploadTooLarge (413) for a
     file above GYM_MAX_UPLOAD_BYTES."""
     limit = settings.GYM_MAX_UPLOAD_BYTES
     given: dict[str, Any] = {key: request.query_params.get(key) for key in request.query_params}
-    if request.content_type.startswith("multipart/form-data"):
-        upload = request.FILES.get("file")
-        given.update({k: request.data.get(k) for k in request.data if k not in request.FILES})
-        if upload is None:
-            raise serializers.ValidationError({"file": [NO_FILE]})
-        if upload.size > limit:
-            raise UploadTooLarge(upload.size, limit)
+    upload = _multipart_file(request, given, limit, "GYM_MAX_UPLOAD_BYTES")
+    if upload is not None:
         data, filename = upload.read(), upload.name or ""
     else:
         data = request.data if isinstance(request.data, bytes) else b""
         if len(data) > limit:
             raise UploadTooLarge(len(data), limit)
         filename = ""
-    checked = fields(data=given)
-    checked.is_valid(raise_exception=True)
-    values = dict(checked.validated_data)
+    values = _checked(fields, given)
     return Upload(data=data, filename=values.get("filename") or filename, fields=values)
+
+
+def upload_stream(
+    request: Request, fields: type[UploadFields], *, limit: int, setting: str
+) -> UploadStream:
+    """As `upload_read`, for a file too large to hold in memory: a raw body is not read
+    here but handed on as a stream, refused at once when its declared length is over
+    `limit` (the reader then holds the rest of the body to it); `setting` names the
+    limit in the 413."""
+    given: dict[str, Any] = {key: request.query_params.get(key) for key in request.query_params}
+    upload = _multipart_file(request, given, limit, setting)
+    stream: IO[bytes]
+    if upload is not None:
+        stream, filename = upload, upload.name or ""
+    else:
+        try:
+            declared = int(request.META.get("CONTENT_LENGTH") or 0)
+        except ValueError:
+            declared = 0
+        if declared > limit:
+            raise UploadTooLarge(declared, limit, setting)
+        body = request.stream
+        stream = io.BufferedReader(_RequestBody(body)) if body is not None else io.BytesIO()
+        filename = ""
+    values = _checked(fields, given)
+    return UploadStream(stream=stream, filename=values.get("filename") or filename, fields=values)
 
 
 def upload_schema(

@@ -81,6 +81,12 @@ def tag_list_errors(
     return errors
 
 
+def tag_problems(raw: Iterable[str], *, noun: str) -> list[str]:
+    """What is wrong with `raw` (tags as given) as the tags of one `noun`, as messages:
+    the check every kind's import makes before it writes anything."""
+    return [e.message for e in tag_list_errors(tag_slugs(raw), where=("tags",), noun=noun)]
+
+
 # Characters that change how a name looks without being seen: bidirectional overrides
 # and isolates, zero-width joiners and spaces, other format and control characters,
 # unassigned and private-use code points, line and paragraph separators.

@@ -145,8 +145,10 @@ class ProbingUploadForm(TaggedForm, FileUploadForm):
     tags = forms.CharField(required=False, help_text="Comma-separated, e.g. senteval, syntax")
 
 
-class PairSetUploadForm(FileUploadForm):
+class PairSetUploadForm(TaggedForm, FileUploadForm):
     """A minimal-pair file with the set's name, description and tags."""
+
+    tagged = "minimal-pair set"
 
     file = forms.FileField(
         label="File",
@@ -170,7 +172,7 @@ class PairSetUploadForm(FileUploadForm):
 
 
 def clean_tag_list(text: str, *, noun: str) -> list[str]:
-    """Comma-separated tags as stored (slugs), within the limits of a suite's tags."""
+    """Comma-separated tags as stored (slugs), within the limits of one item's tags."""
     slugs = tag_slugs(text.split(","))
     errors = tag_list_errors(slugs, where=("tags",), noun=noun)
     if errors:

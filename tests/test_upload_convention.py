@@ -1,4 +1,5 @@
-"""One upload convention for every kind's API (suites, minimal-pair sets, probing tasks):
+"""One upload convention for every kind's API (suites, minimal-pair sets, probing tasks,
+corpora):
 the file as the multipart field `file` with the fields beside it, or the file as the raw
 body with the fields in the query; the same error body, the same 413, the same
 `on_conflict`, and one description of it all in the OpenAPI schema."""
@@ -16,8 +17,10 @@ from django.test.client import BOUNDARY, encode_multipart
 
 from gym.errors import too_large_message
 from suites.catalog_api import NO_FILE
+from suites.catalog_services import TAG_MAX_LENGTH, TAGS_MAX_COUNT
+from suites.corpora.models import Corpus
 from suites.minimal_pairs import sets as pair_sets
-from suites.models import MinimalPairSet, ProbingTask, Suite
+from suites.models import MinimalPairSet, ProbingTask, Suite, Tag
 from tests.conftest import BrowserClient, small_suite, token_client
 
 pytestmark = pytest.mark.django_db
@@ -45,6 +48,7 @@ class Kind:
     file: bytes  # a valid file, named "conv" (suites by their content, others by filename)
     bad: bytes  # a file the kind refuses
     filename: str
+    limit: str = "GYM_MAX_UPLOAD_BYTES"  # the setting that holds its size limit
 
 
 KINDS = {
@@ -67,8 +71,31 @@ KINDS = {
     "probing-tasks": Kind(
         "/api/probing-tasks/", ProbingTask, "text/plain", PROBING, b"tr\tA\n\xff\xfe\n", "conv.txt"
     ),
+    # Corpora are read as they arrive, up to a limit of their own.
+    "corpora": Kind(
+        "/api/corpora/",
+        Corpus,
+        "text/plain",
+        b"text\nhello world\n",
+        b"id\n1\n",
+        "conv.tsv",
+        "GYM_MAX_CORPUS_BYTES",
+    ),
 }
 FORMS = ("multipart", "raw")
+NOUNS = {
+    "suites": "suite",
+    "minimal-pairs": "minimal-pair set",
+    "probing-tasks": "probing task",
+    "corpora": "corpus",
+}
+
+
+@pytest.fixture(autouse=True)
+def _corpus_folder(settings, tmp_path):
+    settings.GYM_CORPUS_DIR = tmp_path / "corpora"
+
+
 # The test client encodes a dict for MULTIPART_CONTENT; with the boundary spelt out it
 # sends the bytes given, for PUT as for POST.
 MULTIPART = f"multipart/form-data; boundary={BOUNDARY}"
@@ -165,14 +192,42 @@ def test_an_invalid_file_gets_located_errors_and_saves_nothing(alice, kind: str,
 
 @pytest.mark.parametrize("form", FORMS)
 @pytest.mark.parametrize("kind", KINDS)
+def test_tags_beyond_the_limits_are_refused_and_nothing_is_saved(
+    alice, kind: str, form: str
+) -> None:
+    # Every kind holds its tags to the same limits (20 tags, 64 characters each), saying
+    # what is tagged, instead of cutting a long tag short or keeping any number of them.
+    client = token_client(alice)
+    many = ",".join(f"t{n}" for n in range(TAGS_MAX_COUNT + 1))
+    response = upload(client, kind, form, tags=many)
+    assert response.status_code == 400, response.content
+    [error] = response.json()["errors"]
+    assert error["message"] == (
+        f"the {NOUNS[kind]} would have {TAGS_MAX_COUNT + 1} tags; keep the "
+        f"{TAGS_MAX_COUNT} that describe it best"
+    )
+    long = "x" * (TAG_MAX_LENGTH + 1)
+    response = upload(client, kind, form, tags=f"fine,{long}")
+    assert response.status_code == 400, response.content
+    [error] = response.json()["errors"]
+    assert f"is {TAG_MAX_LENGTH + 1} characters long" in error["message"], error
+    assert KINDS[kind].model.objects.count() == 0
+    assert not Tag.objects.filter(name__in=["t0", "fine"]).exists()
+    at_the_limits = ",".join([long[:-1], *(f"t{n}" for n in range(TAGS_MAX_COUNT - 1))])
+    response = upload(client, kind, form, tags=at_the_limits)
+    assert response.status_code == 201, response.content
+    assert len(response.json()["tags"]) == TAGS_MAX_COUNT
+
+
+@pytest.mark.parametrize("form", FORMS)
+@pytest.mark.parametrize("kind", KINDS)
 def test_a_file_over_the_limit_is_413(alice, settings, kind: str, form: str) -> None:
-    settings.GYM_MAX_UPLOAD_BYTES = 10
+    setattr(settings, KINDS[kind].limit, 10)
     response = upload(token_client(alice), kind, form)
     assert response.status_code == 413
     size = len(KINDS[kind].file)
-    assert response.json() == {
-        "errors": [{"code": "too_large", "message": too_large_message(size, 10)}]
-    }
+    message = too_large_message(size, 10, KINDS[kind].limit)
+    assert response.json() == {"errors": [{"code": "too_large", "message": message}]}
     assert KINDS[kind].model.objects.count() == 0
 
 
@@ -300,6 +355,7 @@ def test_the_schema_describes_every_upload_the_same_way(anon_client) -> None:
         ("/api/minimal-pairs/", "post"): "PairSetUploadForm",
         ("/api/minimal-pairs/{name}/", "put"): "PairSetUploadForm",
         ("/api/probing-tasks/", "post"): "ProbingTaskUploadForm",
+        ("/api/corpora/", "post"): "CorpusUploadForm",
     }
     for (path, method), form_name in operations.items():
         operation = schema["paths"][path][method]

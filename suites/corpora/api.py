@@ -2,15 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TypeVar
-
 from django.conf import settings
 from django.db.models import QuerySet
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
-from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -20,20 +15,21 @@ from suites.catalog_api import (
     CatalogDetail,
     CatalogListCreate,
     GymDataSerializer,
-    errors_answer,
+    NamedUploadFields,
+    UploadAnswer,
     list_schema,
+    upload_schema,
+    upload_stream,
 )
-from suites.catalog_services import tag_slugs
+from suites.corpora import reading
 from suites.corpora.models import Corpus
 from suites.corpora.services import (
     CORPUS_SORTS,
-    CorpusInvalid,
     corpus_histogram,
     corpus_import,
     corpus_list,
 )
 from suites.corpora.views import corpus_name_from_file
-from suites.formats.report import SuiteError
 
 
 class CorpusSerializer(GymDataSerializer):
@@ -78,14 +74,25 @@ class CorpusDetailSerializer(CorpusSerializer):
         return corpus_histogram(corpus)
 
 
-N = TypeVar("N")
+class CorpusUploadSerializer(CorpusDetailSerializer, UploadAnswer):
+    class Meta(CorpusDetailSerializer.Meta):
+        fields = [*CorpusDetailSerializer.Meta.fields, *UploadAnswer.FIELDS]
 
 
-def _number(raw: object, kind: Callable[[str], N], field: str) -> tuple[N | None, list[SuiteError]]:
-    try:
-        return kind(str(raw)), []
-    except (TypeError, ValueError):
-        return None, [SuiteError(field, f"not a number: {str(raw)[:40]!r}")]
+class CorpusUploadFields(NamedUploadFields):
+    """A corpus's upload fields: how its validation lines are drawn."""
+
+    validation_fraction = serializers.FloatField(
+        default=reading.DEFAULT_VALIDATION_FRACTION,
+        help_text="the share of lines held out for validation, from 0 up to (not including) 1",
+    )
+    validation_max = serializers.IntegerField(
+        default=reading.DEFAULT_VALIDATION_MAX,
+        help_text="at most this many validation lines (0 to 10,000,000)",
+    )
+    validation_seed = serializers.IntegerField(
+        default=reading.DEFAULT_VALIDATION_SEED, help_text="the seed of the draw"
+    )
 
 
 @list_schema(noun="corpora", sorts=CORPUS_SORTS)
@@ -93,73 +100,48 @@ class CorpusListCreate(CatalogListCreate):
     """List corpora (search, tag, ordering, pagination) or upload one."""
 
     serializer_class = CorpusSerializer
-    parser_classes = [MultiPartParser, FormParser]
 
     def listed(self, query: ListQuery) -> QuerySet[Corpus]:
         return corpus_list(q=query.q, tag=query.tag, sort=query.sort)
 
-    @extend_schema(
-        request={
-            "multipart/form-data": {
-                "type": "object",
-                "properties": {
-                    "file": {"type": "string", "format": "binary"},
-                    "name": {"type": "string"},
-                    "description": {"type": "string"},
-                    "tags": {"type": "string", "description": "comma-separated"},
-                    "validation_fraction": {"type": "number", "default": 0.01},
-                    "validation_max": {"type": "integer", "default": 10000},
-                    "validation_seed": {"type": "integer", "default": 0},
-                },
-                "required": ["file"],
-            }
-        },
-        responses={201: CorpusDetailSerializer, 400: OpenApiTypes.OBJECT},
+    @upload_schema(
+        fields=CorpusUploadFields,
+        raw={"text/plain": OpenApiTypes.STR},
+        responses={201: CorpusUploadSerializer},
         description="Upload a corpus: NLPScholar TSV with a 'text' column or plain text "
         "(one sequence per line), either gzipped. 400 names the line of the problem; "
-        "nothing is kept unless the whole file is valid.",
+        "nothing is kept unless the whole file is valid. Corpora have their own size "
+        "limit, GYM_MAX_CORPUS_BYTES, and the file is read as it arrives.",
     )
     def post(self, request: Request) -> Response:
-        upload = request.FILES.get("file")
-        if upload is None:
-            return errors_answer([SuiteError("file", "send the corpus as the 'file' field")])
-        if upload.size > settings.GYM_MAX_CORPUS_BYTES:
-            return errors_answer(
-                [
-                    SuiteError(
-                        "file",
-                        f"the file is {upload.size:,} bytes; the limit for corpora is "
-                        f"{settings.GYM_MAX_CORPUS_BYTES:,} bytes",
-                    )
-                ],
-                status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
-            )
-        data = request.data
-        fraction, errors = _number(
-            data.get("validation_fraction", 0.01), float, "validation_fraction"
+        upload = upload_stream(
+            request,
+            CorpusUploadFields,
+            limit=settings.GYM_MAX_CORPUS_BYTES,
+            setting="GYM_MAX_CORPUS_BYTES",
         )
-        maximum, more = _number(data.get("validation_max", 10000), int, "validation_max")
-        seed, most = _number(data.get("validation_seed", 0), int, "validation_seed")
-        if errors or more or most:
-            return errors_answer(errors + more + most)
-        assert fraction is not None and maximum is not None and seed is not None
-        name = str(data.get("name", "")).strip() or corpus_name_from_file(upload.name)
-        try:
-            corpus = corpus_import(
-                source=upload,
-                name=name,
-                owner=signed_in(request.user),
-                file_name=upload.name,
-                description=str(data.get("description", "")),
-                tags=tag_slugs(str(data.get("tags", "")).split(",")),
-                validation_fraction=fraction,
-                validation_max=maximum,
-                validation_seed=seed,
-            )
-        except CorpusInvalid as invalid:
-            return errors_answer(invalid.errors)
-        body = CorpusDetailSerializer(corpus, context={"request": request}).data
-        return Response(body, status=status.HTTP_201_CREATED)
+        fields = upload.fields
+        # The default name drops the corpus's extensions (.tsv.gz), as the upload page does.
+        asked = fields.get("name") or (
+            corpus_name_from_file(upload.filename) if upload.filename else ""
+        )
+        corpus = corpus_import(
+            source=upload.stream,
+            name=asked,
+            owner=signed_in(request.user),
+            file_name=upload.filename,
+            description=fields.get("description", ""),
+            tags=upload.tags or (),
+            validation_fraction=fields["validation_fraction"],
+            validation_max=fields["validation_max"],
+            validation_seed=fields["validation_seed"],
+            rename_if_taken=upload.rename_if_taken,
+        )
+        body = CorpusUploadSerializer(corpus, context={"request": request}).data
+        renamed_from = asked.strip() if corpus.name != asked.strip() else None
+        return Response(
+            {**body, "warnings": [], "renamed_from": renamed_from}, status=status.HTTP_201_CREATED
+        )
 
 
 class CorpusDetail(CatalogDetail):

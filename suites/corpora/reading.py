@@ -159,8 +159,11 @@ def _binary_lines(handle: IO[bytes], gzipped: bool) -> Iterator[bytes]:
 
 
 def _is_gzip(handle: IO[bytes]) -> bool:
-    head = handle.read(2)
-    handle.seek(0)
+    if isinstance(handle, io.BufferedReader) and not handle.seekable():
+        head = handle.peek(2)[:2]  # a request body as it arrives: look, do not take
+    else:
+        head = handle.read(2)
+        handle.seek(0)
     return head == b"\x1f\x8b"
 
 
@@ -173,7 +176,8 @@ def iter_corpus(
 ) -> Iterator[tuple[int, str]]:
     """(line number in the file, sequence) for each non-blank sequence of a corpus file.
 
-    `handle` is a seekable binary file, gzipped or not. A TSV (a `.tsv` name, or a first
+    `handle` is a seekable binary file, or a buffered stream (a request body), gzipped
+    or not. A TSV (a `.tsv` name, or a first
     line with a tab, or a first line that is just `text`) needs a `text` column in its
     header; other columns are ignored. `limit` bounds the uncompressed bytes read.
     `summary`, when given, learns the format as soon as the header is read.

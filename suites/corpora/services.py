@@ -15,7 +15,13 @@ from django.db import IntegrityError, transaction
 from django.db.models import QuerySet
 
 from suites.catalog import COMMON_SORTS, catalog_filter
-from suites.catalog_services import DataInvalid, name_problem, tags_set
+from suites.catalog_services import (
+    DataInvalid,
+    name_problem,
+    tag_problems,
+    tags_set,
+    upload_name,
+)
 from suites.corpora import reading
 from suites.corpora.models import Corpus
 from suites.formats.report import SuiteError
@@ -58,15 +64,20 @@ def corpus_import(
     validation_fraction: float = reading.DEFAULT_VALIDATION_FRACTION,
     validation_max: int = reading.DEFAULT_VALIDATION_MAX,
     validation_seed: int = reading.DEFAULT_VALIDATION_SEED,
+    rename_if_taken: bool = False,
 ) -> Corpus:
     """Read, check and store a corpus file.
 
     The file streams through the reader into a temporary file beside the corpora, which
     becomes `<content hash>.txt` only when the whole file is valid; the row is written in
-    one transaction. Raises CorpusInvalid (naming the line) and keeps nothing.
+    one transaction. `rename_if_taken`: a taken name becomes the first free
+    '<name> (2)', …. Raises CorpusInvalid (naming the line) and keeps nothing.
     """
-    name = name.strip()
-    errors = _name_errors(name)
+    name = upload_name(Corpus, name.strip(), rename_if_taken=rename_if_taken)
+    tags = list(tags)
+    errors = _name_errors(name) + [
+        SuiteError("tags", message) for message in tag_problems(tags, noun="corpus")
+    ]
     if not 0.0 <= validation_fraction < 1.0:
         errors.append(
             SuiteError("validation_fraction", "give a fraction from 0 up to (not including) 1")

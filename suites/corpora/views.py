@@ -34,6 +34,7 @@ def corpus_name_from_file(file_name: str) -> str:
 
 
 class CorpusUploadForm(TaggedForm):
+    tagged = "corpus"
     file = forms.FileField(
         label="Corpus file",
         help_text="NLPScholar's TSV with a 'text' column, or plain text with one sequence "

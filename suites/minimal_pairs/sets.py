@@ -17,6 +17,7 @@ from suites.catalog_services import (
     PermissionDenied,
     can_change,
     name_problem,
+    tag_problems,
     tags_set,
     upload_name,
 )
@@ -47,10 +48,19 @@ class PairSetReport:
 RESERVED_NAMES = {"upload"}
 
 
-def _name_errors(name: str, replace: MinimalPairSet | None = None) -> list[mp.PairSetError]:
+def _name_errors(
+    name: str, replace: MinimalPairSet | None = None, tags: Iterable[str] | None = None
+) -> list[mp.PairSetError]:
+    """What is wrong with the set's name and, when given, its tags."""
     problem = name_problem(name=name, model=MinimalPairSet, noun="minimal-pair set",
                            replace=replace, reserved=RESERVED_NAMES)  # fmt: skip
-    return [mp.PairSetError(None, "name", problem)] if problem else []
+    errors = [mp.PairSetError(None, "name", problem)] if problem else []
+    if tags is not None:
+        errors += [
+            mp.PairSetError(None, "tags", message)
+            for message in tag_problems(tags, noun="minimal-pair set")
+        ]
+    return errors
 
 
 def minimal_pair_set_import(
@@ -73,7 +83,8 @@ def minimal_pair_set_import(
     parsed = _parse(data, filename, drop_incomplete_pairs, file_format)
     asked = name
     name = upload_name(MinimalPairSet, name, rename_if_taken=rename_if_taken)
-    errors = _name_errors(name)
+    tags = list(tags)
+    errors = _name_errors(name, tags=tags)
     if errors:
         raise PairSetInvalid(errors)
     try:
@@ -149,7 +160,8 @@ def minimal_pair_set_replace(
     parsed = _parse(data, filename, drop_incomplete_pairs, file_format)
     asked = pair_set.name if name is None else name
     new_name = upload_name(MinimalPairSet, asked, rename_if_taken=rename_if_taken, replace=pair_set)
-    errors = _name_errors(new_name, replace=pair_set)
+    tags = None if tags is None else list(tags)
+    errors = _name_errors(new_name, replace=pair_set, tags=tags)
     if errors:
         raise PairSetInvalid(errors)
     report = PairSetReport(pair_set, parsed.source_format, parsed.warnings)

@@ -13,7 +13,13 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import QuerySet
 
 from suites.catalog import COMMON_SORTS, catalog_filter
-from suites.catalog_services import DataInvalid, name_problem, tags_set, upload_name
+from suites.catalog_services import (
+    DataInvalid,
+    name_problem,
+    tag_problems,
+    tags_set,
+    upload_name,
+)
 from suites.formats.probing import (
     LineSource,
     ProbingReader,
@@ -92,7 +98,10 @@ def probing_task_import(
         reader = ProbingReader(task_type)
     except ValueError as exc:
         raise ProbingTaskInvalid([SuiteError("type", str(exc))]) from None
-    errors = _name_errors(name)
+    tags = list(tags)
+    errors = _name_errors(name) + [
+        SuiteError("tags", message) for message in tag_problems(tags, noun="probing task")
+    ]
     if errors:
         raise ProbingTaskInvalid(errors)
     try:

@@ -116,6 +116,15 @@ def test_upload_page(alice_client, anon_client) -> None:
     stored = MinimalPairSet.objects.get(name="blimp one")
     assert stored.owner is not None and stored.owner.username == "alice"
     assert stored.source_format == mp.BLIMP_JSONL
+    # Tags beyond the limits: the form says so of the set, and nothing is saved.
+    again = SimpleUploadedFile("b.jsonl", "\n".join(json.dumps(x) for x in lines).encode())
+    many = ",".join(f"t{n}" for n in range(21))
+    response = alice_client.post_form(
+        "/minimal-pairs/upload/", {"file": again, "name": "tagged", "tags": many}
+    )
+    assert response.status_code == 400
+    assert "the minimal-pair set would have 21 tags" in response.content.decode()
+    assert not MinimalPairSet.objects.filter(name="tagged").exists()
 
 
 def test_api_upload_list_detail_export_and_hostile_input(anon_client, alice) -> None:
