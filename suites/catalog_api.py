@@ -144,11 +144,26 @@ class RawBodyParser(BaseParser):
         media_type: str | None = None,
         parser_context: Mapping[str, Any] | None = None,
     ) -> bytes:
-        return stream.read() if stream is not None else b""
+        # One byte past the limit is enough to refuse it: a body is never read whole.
+        return stream.read(settings.GYM_MAX_UPLOAD_BYTES + 1) if stream is not None else b""
 
 
 # Multipart first: DRF takes the first parser whose media type matches.
 UPLOAD_PARSERS = [MultiPartParser, RawBodyParser]
+
+
+def file_body(media_type: str) -> dict[str, Any]:
+    """The request body's schema of an upload whose other fields are query parameters
+    (a predictions file's): the multipart field `file`, or the file itself as the body."""
+    return {
+        "multipart/form-data": {
+            "type": "object",
+            "properties": {"file": {"type": "string", "format": "binary"}},
+            "required": ["file"],
+        },
+        media_type: OpenApiTypes.STR,
+        "application/octet-stream": OpenApiTypes.BINARY,
+    }
 
 
 class CatalogListCreate(generics.ListAPIView):
@@ -278,26 +293,46 @@ def _multipart_file(
     return upload
 
 
+def _declared_length(request: Request) -> int:
+    """The body's length as its Content-Length header gives it (0 when absent or not a
+    number)."""
+    try:
+        return max(0, int(request.META.get("CONTENT_LENGTH") or 0))
+    except ValueError:
+        return 0
+
+
 def _checked(fields: type[UploadFields], given: dict[str, Any]) -> dict[str, Any]:
     checked = fields(data=given)
     checked.is_valid(raise_exception=True)
     return dict(checked.validated_data)
 
 
-def upload_read(request: Request, fields: type[UploadFields]) -> Upload:
-    """The file and fields of an upload in either form. Raises a ValidationError (400)
-    for a multipart body without `file` or an invalid field, UploadTooLarge (413) for a
-    file above GYM_MAX_UPLOAD_BYTES."""
+def upload_received(request: Request) -> tuple[bytes, str, dict[str, Any]]:
+    """The file of an upload in either form (its bytes and its name, '' for a raw body)
+    and the fields given beside it, not yet checked: for uploads whose fields are read
+    by the view itself (a predictions file's). Raises a ValidationError (400) for a
+    multipart body without `file`, UploadTooLarge (413) for a file above
+    GYM_MAX_UPLOAD_BYTES."""
     limit = settings.GYM_MAX_UPLOAD_BYTES
     given: dict[str, Any] = {key: request.query_params.get(key) for key in request.query_params}
     upload = _multipart_file(request, given, limit, "GYM_MAX_UPLOAD_BYTES")
     if upload is not None:
-        data, filename = upload.read(), upload.name or ""
-    else:
-        data = request.data if isinstance(request.data, bytes) else b""
-        if len(data) > limit:
-            raise UploadTooLarge(len(data), limit)
-        filename = ""
+        return upload.read(), upload.name or "", given
+    declared = _declared_length(request)
+    if declared > limit:
+        raise UploadTooLarge(declared, limit)
+    data = request.data if isinstance(request.data, bytes) else b""
+    if len(data) > limit:
+        raise UploadTooLarge(len(data), limit)
+    return data, "", given
+
+
+def upload_read(request: Request, fields: type[UploadFields]) -> Upload:
+    """The file and fields of an upload in either form. Raises a ValidationError (400)
+    for a multipart body without `file` or an invalid field, UploadTooLarge (413) for a
+    file above GYM_MAX_UPLOAD_BYTES."""
+    data, filename, given = upload_received(request)
     values = _checked(fields, given)
     return Upload(data=data, filename=values.get("filename") or filename, fields=values)
 
@@ -315,10 +350,7 @@ def upload_stream(
     if upload is not None:
         stream, filename = upload, upload.name or ""
     else:
-        try:
-            declared = int(request.META.get("CONTENT_LENGTH") or 0)
-        except ValueError:
-            declared = 0
+        declared = _declared_length(request)
         if declared > limit:
             raise UploadTooLarge(declared, limit, setting)
         body = request.stream

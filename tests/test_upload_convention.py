@@ -345,6 +345,53 @@ def test_replace_refusals(alice, bob, conv, settings, form: str) -> None:
     assert conv.pair_count == 1
 
 
+# -- predictions files: the same two forms, the fields in the query or beside `file` ----
+
+PREDICTIONS = (
+    "token\tsentid\tword\twordpos\tmodel\ttokenizer\tpunctuation\tprob\tsurp\n"
+    + "".join(
+        f"{w}\t{sid}\t{w}\t{i}\tm\tt\tFalse\t0.5\t{1.0 + i}\n"
+        for sid, text in (("1", "Hello the keys are here"), ("2", "Hello the keys is here"))
+        for i, w in enumerate(text.split())
+    )
+).encode()
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_predictions_are_analysed_and_imported_in_either_form(alice, form: str) -> None:
+    client = token_client(alice)
+    pair_sets.minimal_pair_set_import(data=PAIRS, name="conv", owner=alice)
+    tsv = "text/tab-separated-values"
+    analysed = send(
+        client, "/api/minimal-pairs/conv/analyze/", form, data=PREDICTIONS, filename="p.tsv",
+        raw_type=tsv, table="by_pair",
+    )  # fmt: skip
+    assert analysed.status_code == 200, analysed.content
+    [row] = analysed.json()["rows"]
+    assert row[:2] == ["m", "1"]
+    imported = send(
+        client, "/api/minimal-pairs/conv/predictions/", form, data=PREDICTIONS, filename="p.tsv",
+        raw_type=tsv, model="m", register="1",
+    )  # fmt: skip
+    assert imported.status_code == 201, imported.content
+    assert (imported.json()["model"], imported.json()["status"]) == ("m", "done")
+
+
+@pytest.mark.parametrize("form", FORMS)
+@pytest.mark.parametrize("action", ["analyze", "predictions"])
+def test_a_predictions_file_over_the_limit_is_413(alice, settings, action: str, form: str) -> None:
+    client = token_client(alice)
+    pair_sets.minimal_pair_set_import(data=PAIRS, name="conv", owner=alice)
+    settings.GYM_MAX_UPLOAD_BYTES = 10
+    response = send(
+        client, f"/api/minimal-pairs/conv/{action}/", form, data=PREDICTIONS, filename="p.tsv",
+        raw_type="text/tab-separated-values", model="m", register="1",
+    )  # fmt: skip
+    assert response.status_code == 413
+    message = too_large_message(len(PREDICTIONS), 10)
+    assert response.json() == {"errors": [{"code": "too_large", "message": message}]}
+
+
 # -- the schema says it once ------------------------------------------------------------
 
 

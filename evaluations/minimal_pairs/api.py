@@ -11,7 +11,6 @@ from collections.abc import Mapping
 from dataclasses import asdict
 from typing import Any
 
-from django.conf import settings
 from django.db.models import QuerySet
 from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404
@@ -56,11 +55,11 @@ from evaluations.runs.api import (
     run_filters_of,
 )
 from evaluations.scoring import WORD_PROBABILITY
-from gym.errors import ApplicationError, error_body, invalid_entries
+from gym.errors import error_body, invalid_entries
 from gym.rest import NameField
+from suites.catalog_api import UPLOAD_PARSERS, file_body, upload_received
 from suites.formats.minimal_pairs import MinimalPairFormatError
 from suites.minimal_pairs import sets as pair_sets
-from suites.minimal_pairs.api import RawBodyParser
 from suites.models import MinimalPairSet
 
 PAIR_TABLES = ("tokens", "by_word", "by_pair", "by_cond")
@@ -68,12 +67,14 @@ PAIR_TABLES = ("tokens", "by_word", "by_pair", "by_cond")
 
 class PairSetAnalyze(APIView):
     """Analyse a predictions TSV (NLPScholar's evaluate columns, from NLPScholar itself
-    or `minimal_pairs evaluate`) against the stored set; nothing is stored."""
+    or `minimal_pairs evaluate`) against the stored set; nothing is stored. The file and
+    the options come as in every upload: the multipart field `file` with the options
+    beside it, or the file as the body with the options in the query."""
 
-    parser_classes = [RawBodyParser]
+    parser_classes = UPLOAD_PARSERS
 
     @extend_schema(
-        request={"text/tab-separated-values": OpenApiTypes.STR},
+        request=file_body("text/tab-separated-values"),
         parameters=[
             OpenApiParameter("table", str, enum=["by_cond", "by_pair", "by_word"]),
             OpenApiParameter("pred_measure", str, enum=["surp", "prob", "perplexity"]),
@@ -86,9 +87,8 @@ class PairSetAnalyze(APIView):
     )
     def post(self, request: Request, name: str) -> HttpResponse:
         pair_set = get_object_or_404(MinimalPairSet, name=name)
-        params = request.query_params
+        data, _, params = upload_received(request)
         table = params.get("table", "by_cond")
-        data = request.data if isinstance(request.data, bytes) else b""
         try:
             if table not in ("by_cond", "by_pair", "by_word"):
                 raise AnalysisError("table must be by_cond, by_pair or by_word")
@@ -419,8 +419,9 @@ def tokens_json(tokens: TokenTable) -> dict[str, Any]:
 
 
 class PairPredictionsImport(APIView):
-    """Import an NLPScholar predictions TSV (the body) as the results of a model on the
-    set: `model` (a registered model's name) in the query; `register=1` registers a
+    """Import an NLPScholar predictions TSV (the multipart field `file`, or the body, as
+    every upload takes a file) as the results of a model on the set: `model` (a
+    registered model's name) in the query or beside `file`; `register=1` registers a
     name-only model (source `imported:<name>`, never run on a worker) when there is none;
     `file_model` picks one model of a file that holds several; `drop_unknown_rows=1`
     leaves out rows whose sentid is not in the set (a set uploaded with incomplete pairs
@@ -428,11 +429,11 @@ class PairPredictionsImport(APIView):
     400 lists every problem with row and column; nothing is saved on any error; 409
     when the model already has results on this content of the set."""
 
-    parser_classes = [RawBodyParser]
+    parser_classes = UPLOAD_PARSERS
     permission_classes = [IsAuthenticated]
 
     @extend_schema(
-        request={"text/tab-separated-values": OpenApiTypes.STR},
+        request=file_body("text/tab-separated-values"),
         parameters=[
             OpenApiParameter("model", str, required=True),
             OpenApiParameter("register", bool),
@@ -448,10 +449,7 @@ class PairPredictionsImport(APIView):
     )
     def post(self, request: Request, name: str) -> Response:
         pair_set = get_object_or_404(MinimalPairSet, name=name)
-        data = request.data if isinstance(request.data, bytes) else b""
-        if len(data) > settings.GYM_MAX_UPLOAD_BYTES:
-            raise UploadTooLarge("the predictions file is larger than the upload limit")
-        params = request.query_params
+        data, _, params = upload_received(request)
         evaluation = pair_services.pair_predictions_import(
             pair_set=pair_set,
             model_name=params.get("model", ""),
@@ -463,8 +461,3 @@ class PairPredictionsImport(APIView):
             drop_unknown_rows=params.get("drop_unknown_rows", "") in ("1", "true", "yes", "on"),
         )
         return Response(PairEvaluationSerializer(evaluation).data, status=status.HTTP_201_CREATED)
-
-
-class UploadTooLarge(ApplicationError):
-    status_code = 413
-    code = "too_large"

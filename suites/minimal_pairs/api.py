@@ -20,7 +20,6 @@ from suites.catalog_api import (
     CatalogListCreate,
     GymDataSerializer,
     NamedUploadFields,
-    RawBodyParser,
     UploadAnswer,
     list_schema,
     upload_read,
@@ -29,8 +28,6 @@ from suites.catalog_api import (
 from suites.formats import pair_datasets
 from suites.minimal_pairs import sets as pair_sets
 from suites.models import MinimalPairSet
-
-__all__ = ["RawBodyParser"]  # evaluations' pair API reads raw bodies with it too
 
 
 class PairSetSerializer(GymDataSerializer):
