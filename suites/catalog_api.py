@@ -293,13 +293,25 @@ def _multipart_file(
     return upload
 
 
-def _declared_length(request: Request) -> int:
-    """The body's length as its Content-Length header gives it (0 when absent or not a
-    number)."""
+NO_LENGTH = (
+    "the body came in chunks, without a Content-Length, and cannot be read here; send it "
+    "with its length (curl --data-binary @FILE does) or as the multipart field 'file'"
+)
+
+
+def _raw_body_length(request: Request, limit: int, setting: str) -> int:
+    """A raw body's length as its Content-Length gives it, refused when over `limit`
+    (413) or when the body came chunked without one (400: the server's WSGI layer
+    would hand on an empty body, and the file would seem empty)."""
     try:
-        return max(0, int(request.META.get("CONTENT_LENGTH") or 0))
+        declared = max(0, int(request.META.get("CONTENT_LENGTH") or 0))
     except ValueError:
-        return 0
+        declared = 0
+    if not declared and "chunked" in request.META.get("HTTP_TRANSFER_ENCODING", "").lower():
+        raise serializers.ValidationError({"file": [NO_LENGTH]})
+    if declared > limit:
+        raise UploadTooLarge(declared, limit, setting)
+    return declared
 
 
 def _checked(fields: type[UploadFields], given: dict[str, Any]) -> dict[str, Any]:
@@ -319,9 +331,7 @@ def upload_received(request: Request) -> tuple[bytes, str, dict[str, Any]]:
     upload = _multipart_file(request, given, limit, "GYM_MAX_UPLOAD_BYTES")
     if upload is not None:
         return upload.read(), upload.name or "", given
-    declared = _declared_length(request)
-    if declared > limit:
-        raise UploadTooLarge(declared, limit)
+    _raw_body_length(request, limit, "GYM_MAX_UPLOAD_BYTES")
     data = request.data if isinstance(request.data, bytes) else b""
     if len(data) > limit:
         raise UploadTooLarge(len(data), limit)
@@ -350,9 +360,7 @@ def upload_stream(
     if upload is not None:
         stream, filename = upload, upload.name or ""
     else:
-        declared = _declared_length(request)
-        if declared > limit:
-            raise UploadTooLarge(declared, limit, setting)
+        _raw_body_length(request, limit, setting)
         body = request.stream
         stream = io.BufferedReader(_RequestBody(body)) if body is not None else io.BytesIO()
         filename = ""

@@ -16,7 +16,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test.client import BOUNDARY, encode_multipart
 
 from gym.errors import too_large_message
-from suites.catalog_api import NO_FILE
+from suites.catalog_api import NO_FILE, NO_LENGTH
 from suites.catalog_services import TAG_MAX_LENGTH, TAGS_MAX_COUNT
 from suites.corpora.models import Corpus
 from suites.minimal_pairs import sets as pair_sets
@@ -246,6 +246,28 @@ def test_a_multipart_body_without_file_says_how_to_send_it(alice, kind: str) -> 
     assert response.json() == {
         "errors": [{"code": "invalid", "message": NO_FILE, "path": "$.file"}]
     }
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_chunked_raw_body_without_its_length_is_refused_not_read_as_empty(
+    alice, kind: str
+) -> None:
+    # The WSGI layer hands on an empty body when a client streams it in chunks without a
+    # Content-Length: the upload would fail as an empty file, or a corpus seem to have
+    # no text. It is refused saying how to send it.
+    k = KINDS[kind]
+    response = token_client(alice).post(
+        f"{k.url}?filename={k.filename}",
+        k.file,
+        content_type=k.raw_type,
+        CONTENT_LENGTH="",
+        HTTP_TRANSFER_ENCODING="chunked",
+    )
+    assert response.status_code == 400, response.content
+    assert response.json() == {
+        "errors": [{"code": "invalid", "message": NO_LENGTH, "path": "$.file"}]
+    }
+    assert k.model.objects.count() == 0
 
 
 def test_curl_f_file_uploads_a_pair_set_named_after_the_file(alice) -> None:
