@@ -97,7 +97,7 @@ def _inside(path: Path, folder: Path) -> bool:
 
 def store_roles() -> list[Store]:
     """Every role this site has a folder for, nested or not, in order of precedence."""
-    from evaluations.training.services import training_dir
+    from evaluations.language_models.registry import training_dir
 
     var = _absolute(settings.VAR_DIR)
     roles = [Store("corpora", "GYM_CORPUS_DIR", _absolute(settings.GYM_CORPUS_DIR))]

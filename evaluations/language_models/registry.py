@@ -54,6 +54,13 @@ def model_dirs() -> list[Path]:
     return [*settings.GYM_MODEL_DIRS, settings.VAR_DIR / "models"]
 
 
+def training_dir() -> Path:
+    """Where trained models are written: GYM_TRAINING_DIR, else `trained/` in the first
+    of `model_dirs` (a folder the GPU workers share)."""
+    configured = getattr(settings, "GYM_TRAINING_DIR", None)
+    return Path(configured) if configured else model_dirs()[0] / "trained"
+
+
 def model_register(
     *,
     source: str,

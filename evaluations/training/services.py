@@ -17,7 +17,6 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
-from django.conf import settings
 from django.contrib.auth.models import AnonymousUser, User
 from django.core.cache import cache
 from django.db import transaction
@@ -58,13 +57,6 @@ NAME_MAX_LENGTH = 80
 
 class TrainingRequestInvalid(FieldErrors):
     """A training run that cannot be asked for; `errors` maps the field to the reason."""
-
-
-def training_dir() -> Path:
-    """Where trained models are written: GYM_TRAINING_DIR, else `trained/` in the first
-    of GYM_MODEL_DIRS (a folder the GPU workers share)."""
-    configured = getattr(settings, "GYM_TRAINING_DIR", None)
-    return Path(configured) if configured else model_registry.model_dirs()[0] / "trained"
 
 
 def _integer(raw: Any, name: str, low: int, high: int, errors: dict[str, str]) -> int:
@@ -293,7 +285,7 @@ def training_request(
         errors["name"] = f"the name is {len(slug)} characters long; at most {NAME_MAX_LENGTH}"
     elif LanguageModel.objects.filter(name=slug).exists():
         errors["name"] = f"a model named {slug!r} is already registered; choose another name"
-    out_dir = training_dir() / slug
+    out_dir = model_registry.training_dir() / slug
     if slug and "name" not in errors and out_dir.exists():
         errors["name"] = f"a trained model folder named {slug!r} exists; choose another name"
     if not 0.0 < threshold <= 1.0 or not math.isfinite(threshold):
