@@ -186,6 +186,11 @@ def test_hidden_models_only_for_staff_and_baseline_badge(
     page = anon_client.get("/leaderboard/").content.decode()
     assert "Secret Model" not in page
     assert re.search(r"Random init</a> <span class=\"badge\"[^>]*>baseline</span>", page)
+    # Every page that names the model gives the badge the same tooltip (one template).
+    badge = '<span class="badge" title="A reference row: chance level (random weights)">baseline'
+    assert badge in page
+    assert badge in anon_client.get(f"/suites/{board_data['a1'].name}/").content.decode()
+    assert badge in anon_client.get("/models/").content.decode()
     api = anon_client.get("/api/leaderboard/").json()
     assert "secret-model" not in [r["model"] for r in api["rows"]]
     assert "secret-model" not in anon_client.get("/leaderboard.csv").content.decode()

@@ -157,6 +157,8 @@ def _runs(**filters: object) -> list[PairEvaluation]:
             "model__display_name",
             "model__is_baseline",
             "model__is_hidden",
+            "model__kind",
+            "model__weights_removed_at",
             "pair_set__name",
             "pair_set__content_hash",
         )  # fmt: skip

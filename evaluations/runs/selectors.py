@@ -32,7 +32,11 @@ ROW_FIELDS = (
     "finished_at",
     "model__name",
     "model__display_name",
+    # The model's badges (templates/evaluations/_model_badges.html).
     "model__is_baseline",
+    "model__is_hidden",
+    "model__kind",
+    "model__weights_removed_at",
     "requested_by__username",
 )
 
