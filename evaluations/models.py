@@ -24,6 +24,17 @@ class LanguageModel(models.Model):
         NGRAM = "ngram", "n-gram (word back-off model)"
         UNKNOWN = "unknown", "not yet known"
 
+    # What a page reads to name a model with its badges (_model_badges.html): the fields
+    # a list of runs loads with `.only()`, as `model__<field>`.
+    SHOWN_FIELDS = (
+        "name",
+        "display_name",
+        "is_baseline",
+        "is_hidden",
+        "kind",
+        "weights_removed_at",
+    )
+
     name = models.SlugField(max_length=100, unique=True, help_text="Short id used in URLs")
     display_name = models.CharField(max_length=200)
     source = models.CharField(

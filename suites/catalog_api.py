@@ -68,6 +68,14 @@ class UploadAnswer(serializers.Serializer):
     renamed_from = serializers.CharField(allow_null=True, read_only=True)
 
 
+def upload_answer(
+    body: Mapping[str, Any], *, warnings: Sequence[str] = (), renamed_from: str = ""
+) -> dict[str, Any]:
+    """The answer to an upload (`UploadAnswer`): the row's fields, the import's notes, and
+    the name asked for when the row was saved under another one (null otherwise)."""
+    return {**body, "warnings": list(warnings), "renamed_from": renamed_from or None}
+
+
 def list_parameters(*, noun: str, sorts: Iterable[str]) -> list[OpenApiParameter]:
     """The list endpoints' query parameters (suites.catalog.ListQuery.from_api reads them)."""
     return [

@@ -153,12 +153,7 @@ def _runs(**filters: object) -> list[PairEvaluation]:
             "content_hash",
             "finished_at",
             "created_at",
-            "model__name",
-            "model__display_name",
-            "model__is_baseline",
-            "model__is_hidden",
-            "model__kind",
-            "model__weights_removed_at",
+            *(f"model__{field}" for field in LanguageModel.SHOWN_FIELDS),
             "pair_set__name",
             "pair_set__content_hash",
         )  # fmt: skip

@@ -30,13 +30,7 @@ ROW_FIELDS = (
     "created_at",
     "started_at",
     "finished_at",
-    "model__name",
-    "model__display_name",
-    # The model's badges (templates/evaluations/_model_badges.html).
-    "model__is_baseline",
-    "model__is_hidden",
-    "model__kind",
-    "model__weights_removed_at",
+    *(f"model__{field}" for field in LanguageModel.SHOWN_FIELDS),
     "requested_by__username",
 )
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.db.models import QuerySet
 from drf_spectacular.types import OpenApiTypes
-from rest_framework import serializers, status
+from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -18,6 +18,7 @@ from suites.catalog_api import (
     NamedUploadFields,
     UploadAnswer,
     list_schema,
+    upload_answer,
     upload_schema,
     upload_stream,
 )
@@ -138,10 +139,8 @@ class CorpusListCreate(CatalogListCreate):
             rename_if_taken=upload.rename_if_taken,
         )
         body = CorpusUploadSerializer(corpus, context={"request": request}).data
-        renamed_from = asked.strip() if corpus.name != asked.strip() else None
-        return Response(
-            {**body, "warnings": [], "renamed_from": renamed_from}, status=status.HTTP_201_CREATED
-        )
+        renamed_from = asked.strip() if corpus.name != asked.strip() else ""
+        return Response(upload_answer(body, renamed_from=renamed_from), status=201)
 
 
 class CorpusDetail(CatalogDetail):

@@ -22,6 +22,7 @@ from suites.catalog_api import (
     NamedUploadFields,
     UploadAnswer,
     list_schema,
+    upload_answer,
     upload_read,
     upload_schema,
 )
@@ -88,7 +89,7 @@ class PairSetUploadFields(NamedUploadFields):
 
 def _answer(request: Request, report: pair_sets.PairSetReport) -> dict[str, object]:
     body = PairSetSerializer(report.pair_set, context={"request": request}).data
-    return {**body, "warnings": report.warnings, "renamed_from": report.renamed_from or None}
+    return upload_answer(body, warnings=report.warnings, renamed_from=report.renamed_from)
 
 
 _FORMATS = (

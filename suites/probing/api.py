@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.db.models import QuerySet
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter
-from rest_framework import serializers, status
+from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -18,6 +18,7 @@ from suites.catalog_api import (
     NamedUploadFields,
     UploadAnswer,
     list_schema,
+    upload_answer,
     upload_read,
     upload_schema,
 )
@@ -118,10 +119,8 @@ class ProbingTaskListCreate(CatalogListCreate):
             rename_if_taken=upload.rename_if_taken,
         )
         body = ProbingTaskDetailSerializer(task).data
-        renamed_from = name if task.name != name else None
-        return Response(
-            {**body, "warnings": [], "renamed_from": renamed_from}, status=status.HTTP_201_CREATED
-        )
+        renamed_from = name if task.name != name else ""
+        return Response(upload_answer(body, renamed_from=renamed_from), status=201)
 
 
 class ProbingTaskDetail(CatalogDetail):

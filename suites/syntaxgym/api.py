@@ -27,6 +27,7 @@ from suites.catalog_api import (
     UploadAnswer,
     UploadFields,
     list_schema,
+    upload_answer,
     upload_read,
     upload_schema,
 )
@@ -147,9 +148,8 @@ class SuiteListCreate(CatalogListCreate):
             extra_tags=upload.tags or (),
         )
         body = SuiteDetailSerializer(report.suite, context={"request": request}).data
-        body["warnings"] = report.warnings
-        body["renamed_from"] = report.renamed_from or None
-        return Response(body, status=status.HTTP_201_CREATED)
+        answer = upload_answer(body, warnings=report.warnings, renamed_from=report.renamed_from)
+        return Response(answer, status=status.HTTP_201_CREATED)
 
 
 class SuiteUploadFields(UploadFields):
