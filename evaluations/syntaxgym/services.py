@@ -375,7 +375,9 @@ def _store_in_chunks(*, evaluation_id: int, attempt: int, results: dict[str, Any
     4. A last short transaction writes the predictions and makes the run done.
     Until then the run is not done and readers show none of its rows; a store that dies
     half way leaves it so, and the next delivery removes the partial rows and completes
-    it (the unique (evaluation, item_number) constraint holds throughout)."""
+    it (the unique (evaluation, item_number) constraint holds throughout). A run cancelled
+    or failed meanwhile stops the store at its next transaction, which then removes the
+    rows written (`_remove_rows_of_closed`)."""
     began = time.monotonic()
     open_run = _open_evaluation(evaluation_id, attempt)
     evaluation = open_run.first()
@@ -393,24 +395,20 @@ def _store_in_chunks(*, evaluation_id: int, attempt: int, results: dict[str, Any
     more = True
     while more:
         with transaction.atomic():
-            if not claimed.exists():
-                log.info("store of evaluation %s left to another delivery", evaluation_id)
-                return False
-            transactions += 1
-            chunk_began = time.monotonic()
-            written = 0
-            for count in batches:
-                written += count
-                if (
-                    written >= settings.GYM_STORE_CHUNK_ROWS
-                    or time.monotonic() - chunk_began >= settings.GYM_STORE_CHUNK_SECONDS
-                ):
-                    break
+            lost = not claimed.exists()
+            if not lost:
+                transactions += 1
+                more = _write_chunk(batches)
+                if not more:
+                    # The last rows and the done transition commit together.
+                    _finish(evaluation, outcome, results)
+        if lost:
+            # Outside the transaction: the removal takes short ones of its own.
+            if _remove_rows_of_closed(evaluation_id, attempt):
+                log.info("store of evaluation %s stopped: the run was closed", evaluation_id)
             else:
-                more = False
-            if not more:
-                # The last rows and the done transition commit together.
-                _finish(evaluation, outcome, results)
+                log.info("store of evaluation %s left to another delivery", evaluation_id)
+            return False
         if more:
             _between_chunks()
     log.info(
@@ -421,6 +419,43 @@ def _store_in_chunks(*, evaluation_id: int, attempt: int, results: dict[str, Any
         time.monotonic() - began,
     )
     return True
+
+
+def _write_chunk(batches: Iterator[int]) -> bool:
+    """Run `batches`' statements for one transaction: up to GYM_STORE_CHUNK_ROWS rows or
+    GYM_STORE_CHUNK_SECONDS of writing. Returns whether any are left."""
+    began = time.monotonic()
+    written = 0
+    for count in batches:
+        written += count
+        if (
+            written >= settings.GYM_STORE_CHUNK_ROWS
+            or time.monotonic() - began >= settings.GYM_STORE_CHUNK_SECONDS
+        ):
+            return True
+    return False
+
+
+def _remove_rows_of_closed(evaluation_id: int, attempt: int) -> bool:
+    """After a chunked store lost its claim: when the run was cancelled or failed on this
+    attempt meanwhile (not taken over by another delivery, not retried), remove the rows
+    the store wrote, in the same short transactions, while it stays so; a retry's store
+    removes whatever is left. Returns whether the run was closed. Each transaction checks
+    and deletes under the write lock (IMMEDIATE), so no store of a retry can be writing."""
+    closed = Evaluation.objects.filter(
+        pk=evaluation_id, attempt=attempt, status__in=(S.CANCELLED, S.FAILED)
+    )
+    stored = ItemResult.objects.filter(evaluation_id=evaluation_id)
+    size = max(1, min(_BATCH_ROWS, settings.GYM_STORE_CHUNK_ROWS))
+    while True:
+        with transaction.atomic():
+            if not closed.exists():
+                return False
+            ids = list(stored.values_list("pk", flat=True)[:size])
+            ItemResult.objects.filter(pk__in=ids).delete()
+        if len(ids) < size:
+            return True
+        _between_chunks()
 
 
 def _chunk_batches(evaluation_id: int, rows: list[ItemResult]) -> Iterator[int]:

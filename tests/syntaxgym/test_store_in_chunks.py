@@ -241,6 +241,33 @@ def test_a_second_delivery_takes_the_store_over_and_the_first_writes_no_more(sco
     assert services.results_store(evaluation_id=evaluation.pk, attempt=1, results=results) is False
 
 
+@pytest.mark.parametrize("close", ["cancel", "fail"])
+def test_a_run_closed_while_its_store_is_under_way_keeps_none_of_its_rows(
+    scored, held, admin_user, close: str
+) -> None:
+    """Cancelled (or failed) half way through its store: the store stops at its next
+    transaction and removes the rows it had written, instead of leaving them, hidden,
+    until a retry; a retry then stores the run whole."""
+    sqlite_only()
+    evaluation, results = scored
+    with _store_held_half_way(held, evaluation, results) as (thread, answer):
+        assert _rows(evaluation) >= 10
+        if close == "cancel":
+            runs.run_cancel(run=Evaluation.objects.get(pk=evaluation.pk), user=admin_user)
+        else:
+            assert runs.run_fail(kind=services.SUITE_RUNS, run_id=evaluation.pk, attempt=1,
+                                 reason="the worker gave up")  # fmt: skip
+    thread.join(120)
+    assert answer == [False]
+    evaluation.refresh_from_db()
+    assert evaluation.status == (Evaluation.Status.CANCELLED if close == "cancel" else
+                                 Evaluation.Status.FAILED)  # fmt: skip
+    assert _rows(evaluation) == 0
+    retried = runs.run_retry(run=evaluation, user=admin_user)
+    assert services.results_store(evaluation_id=retried.pk, attempt=2, results=results) is True
+    assert _rows(evaluation) == ITEMS
+
+
 def test_a_store_killed_half_way_is_completed_once_by_the_next_delivery(
     scored, held, tmp_path
 ) -> None:
