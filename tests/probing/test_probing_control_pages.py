@@ -13,10 +13,10 @@ import pytest
 from evaluations.models import ProbingLayerResult, ProbingRun
 from evaluations.probing import services as probing_services
 from evaluations.probing.controls import cmu_unigrams
-from evaluations.probing.worker import run_probing
 from suites.models import ProbingTask
 from suites.probing.services import probing_task_import
 from tests.conftest import token_client, tsv_lines
+from tests.probing.conftest import done_run
 
 pytestmark = pytest.mark.django_db
 # subj_number with the subject noun as field #3; "prickle" and "marmosets" are not in the
@@ -44,15 +44,6 @@ def task(alice) -> ProbingTask:
     )
 
 
-def _done(run: ProbingRun) -> ProbingRun:
-    results = run_probing(probing_services.PROBING_RUNS.build_payload(run))
-    assert probing_services.probing_results_store(
-        run_id=run.pk, attempt=run.attempt, results=results
-    )
-    run.refresh_from_db()
-    return run
-
-
 def test_a_run_with_seeds_control_frequency_and_mdl(task, gpt2, anon_client) -> None:
     if cmu_unigrams() is None:
         pytest.skip("pocketsphinx's CMU model is not installed")
@@ -64,7 +55,7 @@ def test_a_run_with_seeds_control_frequency_and_mdl(task, gpt2, anon_client) -> 
     again = probing_services.probing_run_request(models=[gpt2], task=task, seeds=2, mdl=True)
     assert again.existing == [run]
 
-    run = _done(run)
+    run = done_run(run)
     assert run.seeds == 2 and run.mdl
     frequency = run.baselines["frequency"]
     assert frequency["instances"] == 10 and frequency["fell_back"] == 2

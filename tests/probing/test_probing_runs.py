@@ -15,11 +15,11 @@ import pytest
 from evaluations.language_models import registry as model_registry
 from evaluations.models import LanguageModel, ProbingLayerResult, ProbingRun
 from evaluations.probing import services as probing_services
-from evaluations.probing.worker import run_probing
 from evaluations.runs import lifecycle as runs
 from suites.models import ProbingTask
 from suites.probing.services import probing_task_import
 from tests.conftest import BrowserClient, token_client, tsv_lines
+from tests.probing.conftest import done_run, worker_results
 
 pytestmark = pytest.mark.django_db
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "probing"
@@ -44,19 +44,6 @@ def task(alice) -> ProbingTask:
     return probing_task_import(source=SMALL, name="toy number", owner=alice)
 
 
-def _work(run: ProbingRun) -> dict:
-    """What a GPU worker computes for the run, here in this process."""
-    return run_probing(probing_services.PROBING_RUNS.build_payload(run))
-
-
-def _done(run: ProbingRun) -> ProbingRun:
-    assert probing_services.probing_results_store(
-        run_id=run.pk, attempt=run.attempt, results=_work(run)
-    )
-    run.refresh_from_db()
-    return run
-
-
 def test_request_once_payload_in_file_order_and_store_exactly_once(
     task, gpt2, alice, django_capture_on_commit_callbacks
 ) -> None:
@@ -75,7 +62,7 @@ def test_request_once_payload_in_file_order_and_store_exactly_once(
     assert payload["partition"] == ["tr"] * 5 + ["va"] * 2 + ["te"] * 3
     assert [payload["labels"][k] for k in payload["label"]][:2] == ["A", "B"]
 
-    results = _work(run)
+    results = worker_results(run)
     assert probing_services.probing_results_store(run_id=run.pk, attempt=1, results=results)
     # A second delivery, or a stale attempt, writes nothing.
     assert not probing_services.probing_results_store(run_id=run.pk, attempt=1, results=results)
@@ -127,7 +114,7 @@ def test_ngram_and_last_pooling_of_a_masked_model_are_refused(task, tiny_bert, a
 
 def test_masked_model_probes_with_mean_pooling(task, tiny_bert) -> None:  # noqa: F811
     bert = model_registry.model_register(source=str(tiny_bert), name="tiny-bert")
-    run = _done(probing_services.probing_run_request(models=[bert], task=task).runs[0])
+    run = done_run(probing_services.probing_run_request(models=[bert], task=task).runs[0])
     assert run.status == "done" and run.layers.count() == 3
     assert run.model_info["kind"] == "masked"
 
@@ -156,7 +143,7 @@ def test_request_from_the_task_page_and_the_run_page(task, gpt2, alice_client, a
     )
     assert again["Location"] == f"/probing-runs/{run.pk}/" and ProbingRun.objects.count() == 1
 
-    _done(run)
+    done_run(run)
     page = anon_client.get(f"/probing-runs/{run.pk}/").content.decode()
     assert "Accuracy by layer" in page and "Confusion matrix at layer" in page
     assert 'id="probing-plot-data"' in page and "majority baseline" in page
@@ -206,7 +193,7 @@ def test_anonymous_cannot_ask_and_others_cannot_cancel_or_retry(
     retried = token_client(alice).post(f"/api/probing-runs/{run.pk}/retry/")
     assert retried.status_code == 200 and retried.json()["attempt"] == 2
     run.refresh_from_db()
-    _done(run)
+    done_run(run)
     refused = token_client(alice).post(f"/api/probing-runs/{run.pk}/retry/")
     assert refused.status_code == 409 and "done" in refused.json()["errors"][0]["message"]
 
@@ -219,7 +206,7 @@ def test_api_request_list_detail_and_csv(task, gpt2, alice) -> None:
     run_id = created.json()[0]["id"]
     again = client.post("/api/probing-runs/", json.dumps(body), content_type="application/json")
     assert again.status_code == 200 and again.json()[0]["id"] == run_id
-    run = _done(ProbingRun.objects.get(pk=run_id))
+    run = done_run(ProbingRun.objects.get(pk=run_id))
 
     listed = BrowserClient().get("/api/probing-runs/", {"model": "tiny-gpt2", "task": task.name})
     assert [r["id"] for r in listed.json()["results"]] == [run_id]
@@ -298,8 +285,8 @@ def test_control_overlay_leaderboard_and_model_page(task, gpt2, tiny_bert, anon_
     control = model_registry.model_register(source=str(tiny_bert), name="control-model")
     empty = anon_client.get("/models/control-model/").content.decode()
     assert "has not been probed on any task yet" in empty
-    run = _done(probing_services.probing_run_request(models=[gpt2], task=task).runs[0])
-    other = _done(probing_services.probing_run_request(models=[control], task=task).runs[0])
+    run = done_run(probing_services.probing_run_request(models=[gpt2], task=task).runs[0])
+    other = done_run(probing_services.probing_run_request(models=[control], task=task).runs[0])
 
     page = anon_client.get(f"/probing-runs/{run.pk}/", {"control": other.pk}).content.decode()
     assert f'<option value="{other.pk}" selected>' in page
@@ -370,7 +357,9 @@ def test_sweep_and_fail_move_probing_runs_like_suites(task, gpt2, settings) -> N
     run.refresh_from_db()
     assert report.failed == 1 and run.status == "failed"
     # Late results of the failed attempt are refused.
-    assert not probing_services.probing_results_store(run_id=run.pk, attempt=1, results=_work(run))
+    assert not probing_services.probing_results_store(
+        run_id=run.pk, attempt=1, results=worker_results(run)
+    )
 
 
 def test_bootstrap_probes_the_random_baseline_on_the_example_tasks_once(
