@@ -71,6 +71,22 @@ def post_json(client, path: str, body: object):
     return client.post(path, json.dumps(body), content_type="application/json")
 
 
+def asked_run(
+    user, pair_set: MinimalPairSet, model: LanguageModel, *, word_probability: str = "tokens"
+) -> PairEvaluation:
+    """The one run of `model` on `pair_set` that `user` asks for."""
+    (run,) = pair_services.pair_evaluation_request(
+        user=user, models=[model], pair_sets=[pair_set], word_probability=word_probability
+    ).evaluations
+    return run
+
+
+def done_run(alice, pair_set, model) -> PairEvaluation:
+    run = asked_run(alice, pair_set, model)
+    pair_services.pair_results_store(run_id=run.pk, attempt=1, results=worker_results(pair_set))
+    return run
+
+
 # ---------------------------------------------------------------- request and store
 
 
@@ -92,9 +108,7 @@ def test_one_run_per_model_set_and_content(alice, pair_set, model) -> None:
 
 
 def test_store_writes_once_and_derives_the_default_accuracy(alice, pair_set, model) -> None:
-    (run,) = pair_services.pair_evaluation_request(
-        user=alice, models=[model], pair_sets=[pair_set]
-    ).evaluations
+    run = asked_run(alice, pair_set, model)
     results = worker_results(pair_set)
     assert pair_services.pair_results_store(run_id=run.pk, attempt=1, results=results)
     run.refresh_from_db()
@@ -113,9 +127,7 @@ def test_store_writes_once_and_derives_the_default_accuracy(alice, pair_set, mod
 
 
 def test_results_that_do_not_fit_fail_the_run_with_a_reason(alice, pair_set, model) -> None:
-    (run,) = pair_services.pair_evaluation_request(
-        user=alice, models=[model], pair_sets=[pair_set]
-    ).evaluations
+    run = asked_run(alice, pair_set, model)
     results = worker_results(pair_set)
     results["sentences"][1]["surp"].append(1.0)
     assert not pair_services.pair_results_store(run_id=run.pk, attempt=1, results=results)
@@ -125,10 +137,7 @@ def test_results_that_do_not_fit_fail_the_run_with_a_reason(alice, pair_set, mod
 
 
 def test_changed_content_keeps_old_results_marked_outdated(alice, pair_set, model) -> None:
-    (run,) = pair_services.pair_evaluation_request(
-        user=alice, models=[model], pair_sets=[pair_set]
-    ).evaluations
-    pair_services.pair_results_store(run_id=run.pk, attempt=1, results=worker_results(pair_set))
+    run = done_run(alice, pair_set, model)
     MinimalPairSet.objects.filter(pk=pair_set.pk).update(content_hash="0" * 64)
     pair_set.refresh_from_db()
     run.refresh_from_db()
@@ -152,9 +161,7 @@ def test_changed_content_keeps_old_results_marked_outdated(alice, pair_set, mode
 def test_retrying_an_outdated_failed_run_scores_the_content_it_was_asked_on(
     alice, pair_set, model
 ) -> None:
-    (run,) = pair_services.pair_evaluation_request(
-        user=alice, models=[model], pair_sets=[pair_set]
-    ).evaluations
+    run = asked_run(alice, pair_set, model)
     asked_on = list(pair_set.sentences.order_by("position").values_list("sentence", flat=True))
     results = worker_results(pair_set)  # what a worker computes for that content
     runs.run_fail(kind=pair_services.PAIR_RUNS, run_id=run.pk, attempt=1, reason="GPU fell over")
@@ -179,9 +186,7 @@ def test_retrying_an_outdated_failed_run_scores_the_content_it_was_asked_on(
 def test_retrying_an_outdated_run_whose_content_is_gone_says_why_and_changes_nothing(
     alice, pair_set, model, alice_client
 ) -> None:
-    (run,) = pair_services.pair_evaluation_request(
-        user=alice, models=[model], pair_sets=[pair_set]
-    ).evaluations
+    run = asked_run(alice, pair_set, model)
     runs.run_fail(kind=pair_services.PAIR_RUNS, run_id=run.pk, attempt=1, reason="GPU fell over")
     # Changed outside the replace service: the sentences of the run's content are gone.
     MinimalPairSet.objects.filter(pk=pair_set.pk).update(content_hash="2" * 64)
@@ -264,9 +269,7 @@ def test_api_answers_503_when_the_queue_is_down(alice, pair_set, model) -> None:
 def test_cancel_and_retry_only_for_owner_requester_or_staff(
     alice, bob, charlie, dana, pair_set, model
 ) -> None:
-    (run,) = pair_services.pair_evaluation_request(
-        user=bob, models=[model], pair_sets=[pair_set]
-    ).evaluations
+    run = asked_run(bob, pair_set, model)
     cancel = f"/api/pairs/evaluations/{run.pk}/cancel/"
     retry = f"/api/pairs/evaluations/{run.pk}/retry/"
     refused = token_client(charlie).post(cancel)
@@ -281,14 +284,6 @@ def test_cancel_and_retry_only_for_owner_requester_or_staff(
     assert not pair_services.pair_results_store(run_id=run.pk, attempt=1, results=results)
     assert pair_services.pair_results_store(run_id=run.pk, attempt=2, results=results)
     assert token_client(dana).post(retry).status_code == 409
-
-
-def done_run(alice, pair_set, model) -> PairEvaluation:
-    (run,) = pair_services.pair_evaluation_request(
-        user=alice, models=[model], pair_sets=[pair_set]
-    ).evaluations
-    pair_services.pair_results_store(run_id=run.pk, attempt=1, results=worker_results(pair_set))
-    return run
 
 
 def test_the_four_tables_with_options_as_json_and_tsv(alice, pair_set, model, anon_client) -> None:

@@ -22,7 +22,7 @@ from evaluations.minimal_pairs.tokens import parse_predictions_tsv
 from evaluations.models import PairEvaluation
 from tests.conftest import signed_in_client, token_client
 from tests.minimal_pairs.conftest import evaluate_and_analyze
-from tests.minimal_pairs.test_pair_evaluations import worker_results
+from tests.minimal_pairs.test_pair_evaluations import asked_run, worker_results
 from tests.minimal_pairs.test_pair_worker import _wait
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -186,9 +186,7 @@ def test_the_payload_carries_the_option_only_when_corrected(
 def test_stored_results_of_a_corrected_run_are_named_in_its_exports(
     alice, pair_set, model, anon_client
 ) -> None:
-    (run,) = pair_services.pair_evaluation_request(
-        user=alice, models=[model], pair_sets=[pair_set], word_probability="corrected"
-    ).evaluations
+    run = asked_run(alice, pair_set, model, word_probability="corrected")
     results = {**worker_results(pair_set), "diagnostics": {"word_probability": "corrected"}}
     assert pair_services.pair_results_store(run_id=run.pk, attempt=run.attempt, results=results)
     for table in ("tokens", "by_word", "by_pair", "by_cond"):
@@ -209,9 +207,7 @@ def test_stored_results_of_a_corrected_run_are_named_in_its_exports(
 def test_a_model_the_correction_does_not_apply_to_is_named_as_such(
     alice, pair_set, model, anon_client
 ) -> None:
-    (run,) = pair_services.pair_evaluation_request(
-        user=alice, models=[model], pair_sets=[pair_set], word_probability="corrected"
-    ).evaluations
+    run = asked_run(alice, pair_set, model, word_probability="corrected")
     why = "a masked LM"
     results = {
         **worker_results(pair_set),
