@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from django.contrib.auth.models import AnonymousUser, User
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
-from django.db import models
+from django.db import IntegrityError, models, transaction
 from django.utils.text import slugify
 
 from gym.errors import ApplicationError, invalid_entries
@@ -132,6 +133,43 @@ def name_problem(
         # Who owns it is not said: a name must not reveal other people's accounts.
         return f"a {noun} named {name!r} already exists; {advice}"
     return ""
+
+
+def name_and_tag_errors(
+    *,
+    name: str,
+    model: type[GymData],
+    noun: str,
+    reserved: Collection[str],
+    tags: Iterable[str] = (),
+) -> list[SuiteError]:
+    """What is wrong with `name` as the name of a new `model` row (see name_problem) and
+    with `tags` as its tags, each error at "name" or "tags": the checks of an import
+    whose errors are SuiteErrors (probing tasks, corpora) before it writes anything."""
+    problem = name_problem(name=name, model=model, noun=noun, reserved=reserved)
+    errors = [SuiteError("name", problem)] if problem else []
+    return errors + [SuiteError("tags", message) for message in tag_problems(tags, noun=noun)]
+
+
+@contextmanager
+def named_row_write(
+    *,
+    name: str,
+    model: type[GymData],
+    noun: str,
+    reserved: Collection[str],
+    invalid: type[DataInvalid],
+) -> Iterator[None]:
+    """One transaction that writes a new `model` row named `name`, checked beforehand
+    with name_and_tag_errors. Another request may take the name between the check and
+    the insert: the unique name's IntegrityError then becomes `invalid`, with the name's
+    errors, and nothing is written."""
+    try:
+        with transaction.atomic():
+            yield
+    except IntegrityError:
+        errors = name_and_tag_errors(name=name, model=model, noun=noun, reserved=reserved)
+        raise invalid(errors or [SuiteError("name", f"a {noun} named {name!r} exists")]) from None
 
 
 def name_taken(

@@ -11,14 +11,13 @@ from typing import IO, Any
 
 from django.conf import settings
 from django.contrib.auth.models import User
-from django.db import IntegrityError, transaction
 from django.db.models import QuerySet
 
 from suites.catalog import COMMON_SORTS, catalog_filter
 from suites.catalog_services import (
     DataInvalid,
-    name_problem,
-    tag_problems,
+    name_and_tag_errors,
+    named_row_write,
     tags_set,
     upload_name,
 )
@@ -35,11 +34,6 @@ class CorpusInvalid(DataInvalid):
     """The corpus cannot be saved; `errors` says where and why. Nothing was kept."""
 
     errors: list[SuiteError]
-
-
-def _name_errors(name: str) -> list[SuiteError]:
-    problem = name_problem(name=name, model=Corpus, noun="corpus", reserved=RESERVED_NAMES)
-    return [SuiteError("name", problem)] if problem else []
 
 
 def _opened(source: Path | Any) -> tuple[IO[bytes], bool]:
@@ -75,9 +69,9 @@ def corpus_import(
     """
     name = upload_name(Corpus, name.strip(), rename_if_taken=rename_if_taken)
     tags = list(tags)
-    errors = _name_errors(name) + [
-        SuiteError("tags", message) for message in tag_problems(tags, noun="corpus")
-    ]
+    errors = name_and_tag_errors(
+        name=name, model=Corpus, noun="corpus", reserved=RESERVED_NAMES, tags=tags
+    )
     if not 0.0 <= validation_fraction < 1.0:
         errors.append(
             SuiteError("validation_fraction", "give a fraction from 0 up to (not including) 1")
@@ -113,35 +107,32 @@ def corpus_import(
         else:
             os.replace(temp, final)
             kept = final
-        try:
-            with transaction.atomic():
-                corpus = Corpus.objects.create(
-                    name=name,
-                    owner=owner,
-                    description=description,
-                    content_hash=summary.content_hash,
-                    source_format=summary.source_format,
-                    gzipped=summary.gzipped,
-                    original_name=original[:255],
-                    file_name=final.name,
-                    bytes=summary.bytes,
-                    line_count=summary.lines,
-                    word_count=summary.words,
-                    char_count=summary.characters,
-                    blank_lines=summary.blank_lines,
-                    length_counts=summary.length_histogram(),
-                    sample=[list(pair) for pair in summary.sample],
-                    validation_fraction=validation_fraction,
-                    validation_max=validation_max,
-                    validation_seed=validation_seed,
-                    validation_threshold=summary.validation_threshold,
-                    validation_lines=summary.validation_lines,
-                )
-                tags_set(target=corpus, raw=tags)
-        except IntegrityError:  # a corpus of that name was saved meanwhile
-            raise CorpusInvalid(
-                _name_errors(name) or [SuiteError("name", f"a corpus named {name!r} exists")]
-            ) from None
+        with named_row_write(
+            name=name, model=Corpus, noun="corpus", reserved=RESERVED_NAMES, invalid=CorpusInvalid
+        ):
+            corpus = Corpus.objects.create(
+                name=name,
+                owner=owner,
+                description=description,
+                content_hash=summary.content_hash,
+                source_format=summary.source_format,
+                gzipped=summary.gzipped,
+                original_name=original[:255],
+                file_name=final.name,
+                bytes=summary.bytes,
+                line_count=summary.lines,
+                word_count=summary.words,
+                char_count=summary.characters,
+                blank_lines=summary.blank_lines,
+                length_counts=summary.length_histogram(),
+                sample=[list(pair) for pair in summary.sample],
+                validation_fraction=validation_fraction,
+                validation_max=validation_max,
+                validation_seed=validation_seed,
+                validation_threshold=summary.validation_threshold,
+                validation_lines=summary.validation_lines,
+            )
+            tags_set(target=corpus, raw=tags)
         kept = None
         return corpus
     except reading.CorpusError as exc:

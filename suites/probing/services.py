@@ -9,14 +9,14 @@ from collections.abc import Iterable
 from typing import Any
 
 from django.contrib.auth.models import User
-from django.db import IntegrityError, connection, transaction
+from django.db import connection
 from django.db.models import QuerySet
 
 from suites.catalog import COMMON_SORTS, catalog_filter
 from suites.catalog_services import (
     DataInvalid,
-    name_problem,
-    tag_problems,
+    name_and_tag_errors,
+    named_row_write,
     tags_set,
     upload_name,
 )
@@ -41,13 +41,6 @@ class ProbingTaskInvalid(DataInvalid):
 
 # Names that the task pages' URLs use for themselves.
 RESERVED_NAMES = {"upload"}
-
-
-def _name_errors(name: str) -> list[SuiteError]:
-    problem = name_problem(
-        name=name, model=ProbingTask, noun="probing task", reserved=RESERVED_NAMES
-    )
-    return [SuiteError("name", problem)] if problem else []
 
 
 _COLUMNS = ("task_id", "line", "partition", "label", "sentence", "n_words", "extra")
@@ -99,62 +92,63 @@ def probing_task_import(
     except ValueError as exc:
         raise ProbingTaskInvalid([SuiteError("type", str(exc))]) from None
     tags = list(tags)
-    errors = _name_errors(name) + [
-        SuiteError("tags", message) for message in tag_problems(tags, noun="probing task")
-    ]
+    errors = name_and_tag_errors(
+        name=name, model=ProbingTask, noun="probing task", reserved=RESERVED_NAMES, tags=tags
+    )
     if errors:
         raise ProbingTaskInvalid(errors)
-    try:
-        with transaction.atomic():
-            task = ProbingTask.objects.create(
-                name=name,
-                owner=owner,
-                description=description,
-                task_type=task_type,
-                content_hash="",
-            )
-            batch: list[tuple[object, ...]] = []
-            lengths: dict[str, Counter[int]] = {}
-            with connection.cursor() as cursor:
-                for item in iter_probing(source, reader):
-                    lengths.setdefault(item.label, Counter())[item.n_words] += 1
-                    batch.append(
-                        (
-                            task.pk,
-                            item.line,
-                            item.partition,
-                            item.label,
-                            item.sentence,
-                            item.n_words,
-                            json.dumps(list(item.extra), ensure_ascii=False),
-                        )
+    with named_row_write(
+        name=name,
+        model=ProbingTask,
+        noun="probing task",
+        reserved=RESERVED_NAMES,
+        invalid=ProbingTaskInvalid,
+    ):
+        task = ProbingTask.objects.create(
+            name=name,
+            owner=owner,
+            description=description,
+            task_type=task_type,
+            content_hash="",
+        )
+        batch: list[tuple[object, ...]] = []
+        lengths: dict[str, Counter[int]] = {}
+        with connection.cursor() as cursor:
+            for item in iter_probing(source, reader):
+                lengths.setdefault(item.label, Counter())[item.n_words] += 1
+                batch.append(
+                    (
+                        task.pk,
+                        item.line,
+                        item.partition,
+                        item.label,
+                        item.sentence,
+                        item.n_words,
+                        json.dumps(list(item.extra), ensure_ascii=False),
                     )
-                    if len(batch) >= BATCH_SIZE:
-                        _write_rows(cursor, batch)
-                        batch = []
-                if batch:
+                )
+                if len(batch) >= BATCH_SIZE:
                     _write_rows(cursor, batch)
-            summary = reader.finish()
-            if not summary.ok:
-                raise ProbingTaskInvalid(summary.errors)
-            task.content_hash = summary.content_hash
-            task.labels = summary.labels
-            task.counts = {
-                partition: {label: counter[label] for label in summary.labels if counter[label]}
-                for partition, counter in summary.counts.items()
-            }
-            task.length_counts = {
-                label: {str(n): lengths[label][n] for n in sorted(lengths[label])}
-                for label in summary.labels
-            }
-            task.extra_columns = summary.n_extra
-            task.instance_count = summary.total
-            task.save()
-            tags_set(target=task, raw=tags)
-    except IntegrityError:  # a task of that name was saved meanwhile
-        raise ProbingTaskInvalid(
-            _name_errors(name) or [SuiteError("name", f"a probing task named {name!r} exists")]
-        ) from None
+                    batch = []
+            if batch:
+                _write_rows(cursor, batch)
+        summary = reader.finish()
+        if not summary.ok:
+            raise ProbingTaskInvalid(summary.errors)
+        task.content_hash = summary.content_hash
+        task.labels = summary.labels
+        task.counts = {
+            partition: {label: counter[label] for label in summary.labels if counter[label]}
+            for partition, counter in summary.counts.items()
+        }
+        task.length_counts = {
+            label: {str(n): lengths[label][n] for n in sorted(lengths[label])}
+            for label in summary.labels
+        }
+        task.extra_columns = summary.n_extra
+        task.instance_count = summary.total
+        task.save()
+        tags_set(target=task, raw=tags)
     return task
 
 
