@@ -8,7 +8,7 @@ from django.contrib.auth.forms import UserCreationForm
 from django.contrib.auth.models import User
 from django.core.files.uploadedfile import UploadedFile
 
-from suites.catalog_services import tag_list_errors, tag_slugs
+from suites.catalog_services import NAME_MAX_LENGTH, tag_list_errors, tag_slugs
 from suites.formats import pair_datasets
 from suites.formats.probing import TASK_TYPES
 from suites.formats.syntaxgym import META_TEXT_MAX_LENGTH, TAG_MAX_LENGTH, TAGS_MAX_COUNT
@@ -40,6 +40,20 @@ class TaggedForm(forms.Form):
 
     def clean_tags(self) -> list[str]:
         return clean_tag_list(self.cleaned_data.get("tags", ""), noun=self.tagged)
+
+
+class NamedFileForm(TaggedForm):
+    """A file saved under a name of its own, else the file's, with a description and tags:
+    the fields that the probing and corpus uploads share. Each kind adds its `file` (and
+    its own fields), its `tags` with examples of its own, and a `field_order` that puts
+    `file` first."""
+
+    name = forms.CharField(
+        max_length=NAME_MAX_LENGTH,
+        required=False,
+        help_text="Default: the file name without extension.",
+    )
+    description = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 3}))
 
 
 class SignupForm(UserCreationForm):
@@ -124,16 +138,14 @@ class SuiteMetaForm(TaggedForm):
     )
 
 
-class ProbingUploadForm(TaggedForm, FileUploadForm):
+class ProbingUploadForm(NamedFileForm, FileUploadForm):
     """A SentEval-style probing file with the task's name, type, description and tags."""
 
     tagged = "probing task"
+    field_order = ["file", "name", "task_type"]
     file = forms.FileField(
         label="Probing file",
         help_text="One instance per line: partition (tr, va or te) TAB label TAB sentence.",
-    )
-    name = forms.CharField(
-        max_length=200, required=False, help_text="Default: the file name without extension."
     )
     task_type = forms.ChoiceField(
         label="Type",
@@ -141,7 +153,6 @@ class ProbingUploadForm(TaggedForm, FileUploadForm):
         choices=[("", "From the file name (e.g. past_present.txt), else custom")]
         + [(name, name) for name in TASK_TYPES],
     )
-    description = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 3}))
     tags = forms.CharField(required=False, help_text="Comma-separated, e.g. senteval, syntax")
 
 

@@ -21,7 +21,7 @@ from suites.catalog import (
 )
 from suites.corpora.models import Corpus
 from suites.corpora.services import corpus_histogram, corpus_import, corpus_list
-from suites.forms import TaggedForm
+from suites.forms import NamedFileForm
 from suites.models import Tag
 
 CORPORA_PER_PAGE = 25
@@ -33,17 +33,14 @@ def corpus_name_from_file(file_name: str) -> str:
     return name.removesuffix(".tsv").removesuffix(".txt") or "corpus"
 
 
-class CorpusUploadForm(TaggedForm):
+class CorpusUploadForm(NamedFileForm):
     tagged = "corpus"
+    field_order = ["file"]
     file = forms.FileField(
         label="Corpus file",
         help_text="NLPScholar's TSV with a 'text' column, or plain text with one sequence "
         "per line; either may be gzipped (.gz).",
     )
-    name = forms.CharField(
-        max_length=200, required=False, help_text="Default: the file name without extension."
-    )
-    description = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 3}))
     tags = forms.CharField(required=False, help_text="Comma-separated, e.g. babylm, child-directed")
     validation_percent = forms.FloatField(
         label="Validation share (%)",
