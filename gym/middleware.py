@@ -28,11 +28,11 @@ class UploadLimitMiddleware:
             length = int(request.META.get("CONTENT_LENGTH") or 0)
         except ValueError:
             length = 0
-        limit = settings.GYM_MAX_UPLOAD_BYTES
+        limit, setting = settings.GYM_MAX_UPLOAD_BYTES, "GYM_MAX_UPLOAD_BYTES"
         if "/corpora/" in request.path:  # corpora have their own limit
-            limit = max(limit, settings.GYM_MAX_CORPUS_BYTES)
+            limit, setting = settings.GYM_MAX_CORPUS_BYTES, "GYM_MAX_CORPUS_BYTES"
         if length > limit + _SLACK_BYTES:
-            message = too_large_message(length, limit)
+            message = too_large_message(length, limit, setting)
             if request.path.startswith("/api/"):
                 return JsonResponse(
                     error_body({"code": "too_large", "message": message}), status=413

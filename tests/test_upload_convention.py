@@ -16,6 +16,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test.client import BOUNDARY, encode_multipart
 
 from gym.errors import too_large_message
+from gym.middleware import _SLACK_BYTES
 from suites.catalog_api import NO_FILE, NO_LENGTH
 from suites.catalog_services import TAG_MAX_LENGTH, TAGS_MAX_COUNT
 from suites.corpora.models import Corpus
@@ -229,6 +230,20 @@ def test_a_file_over_the_limit_is_413(alice, settings, kind: str, form: str) -> 
     message = too_large_message(size, 10, KINDS[kind].limit)
     assert response.json() == {"errors": [{"code": "too_large", "message": message}]}
     assert KINDS[kind].model.objects.count() == 0
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_body_far_over_the_limit_is_refused_before_it_is_read_naming_its_setting(
+    alice, settings, kind: str
+) -> None:
+    # gym.middleware's 413, before Django reads the body, names the same limit as the
+    # kind's own 413.
+    setattr(settings, KINDS[kind].limit, 0)
+    body = b"x" * (_SLACK_BYTES + 1)
+    response = token_client(alice).post(KINDS[kind].url, body, content_type="text/plain")
+    assert response.status_code == 413
+    message = too_large_message(len(body), 0, KINDS[kind].limit)
+    assert response.json() == {"errors": [{"code": "too_large", "message": message}]}
 
 
 @pytest.mark.parametrize("form", FORMS)
