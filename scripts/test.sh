@@ -32,6 +32,14 @@ processes=${GYM_TEST_PROCESSES:-3}
 if [ "$processes" -gt 1 ]; then
   # --dist load hands out tests a few at a time as processes finish, the slow ones first
   # (tests/conftest.py orders them).
-  exec .venv/bin/python -m pytest -n "$processes" --dist load --maxschedchunk 4 "$@"
+  .venv/bin/python -m pytest -n "$processes" --dist load --maxschedchunk 4 "$@"
+else
+  .venv/bin/python -m pytest "$@"
 fi
-exec .venv/bin/python -m pytest "$@"
+# On PostgreSQL (CI) the tests of SQLite's own code paths skip: the embedded default's
+# chunked store and its online backup. A whole run also runs their modules on SQLite.
+if [ $# -eq 0 ] && [[ "${DATABASE_URL:-}" == postgres* ]]; then
+  echo "test: the modules of SQLite's own code paths, on SQLite"
+  env -u DATABASE_URL .venv/bin/python -m pytest -q \
+    tests/syntaxgym/test_store_in_chunks.py tests/test_backup.py
+fi
