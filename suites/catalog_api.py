@@ -307,10 +307,10 @@ NO_LENGTH = (
 )
 
 
-def _raw_body_length(request: Request, limit: int, setting: str) -> int:
-    """A raw body's length as its Content-Length gives it, refused when over `limit`
-    (413) or when the body came chunked without one (400: the server's WSGI layer
-    would hand on an empty body, and the file would seem empty)."""
+def _raw_body_check(request: Request, limit: int, setting: str) -> None:
+    """Refuse a raw body whose Content-Length is over `limit` (413), or that came chunked
+    without one (400: the server's WSGI layer would hand on an empty body, and the file
+    would seem empty)."""
     try:
         declared = max(0, int(request.META.get("CONTENT_LENGTH") or 0))
     except ValueError:
@@ -319,7 +319,6 @@ def _raw_body_length(request: Request, limit: int, setting: str) -> int:
         raise serializers.ValidationError({"file": [NO_LENGTH]})
     if declared > limit:
         raise UploadTooLarge(declared, limit, setting)
-    return declared
 
 
 def _checked(fields: type[UploadFields], given: dict[str, Any]) -> dict[str, Any]:
@@ -339,7 +338,7 @@ def upload_received(request: Request) -> tuple[bytes, str, dict[str, Any]]:
     upload = _multipart_file(request, given, limit, "GYM_MAX_UPLOAD_BYTES")
     if upload is not None:
         return upload.read(), upload.name or "", given
-    _raw_body_length(request, limit, "GYM_MAX_UPLOAD_BYTES")
+    _raw_body_check(request, limit, "GYM_MAX_UPLOAD_BYTES")
     data = request.data if isinstance(request.data, bytes) else b""
     if len(data) > limit:
         raise UploadTooLarge(len(data), limit)
@@ -368,7 +367,7 @@ def upload_stream(
     if upload is not None:
         stream, filename = upload, upload.name or ""
     else:
-        _raw_body_length(request, limit, setting)
+        _raw_body_check(request, limit, setting)
         body = request.stream
         stream = io.BufferedReader(_RequestBody(body)) if body is not None else io.BytesIO()
         filename = ""

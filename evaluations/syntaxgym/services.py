@@ -445,28 +445,38 @@ def _remove_rows_of_closed(evaluation_id: int, attempt: int) -> bool:
     closed = Evaluation.objects.filter(
         pk=evaluation_id, attempt=attempt, status__in=(S.CANCELLED, S.FAILED)
     )
-    stored = ItemResult.objects.filter(evaluation_id=evaluation_id)
-    size = max(1, min(_BATCH_ROWS, settings.GYM_STORE_CHUNK_ROWS))
+    deletions = _row_deletions(evaluation_id)
     while True:
         with transaction.atomic():
             if not closed.exists():
                 return False
-            ids = list(stored.values_list("pk", flat=True)[:size])
-            ItemResult.objects.filter(pk__in=ids).delete()
-        if len(ids) < size:
+            deleted = next(deletions, 0)
+        if not deleted:
             return True
         _between_chunks()
 
 
-def _chunk_batches(evaluation_id: int, rows: list[ItemResult]) -> Iterator[int]:
-    """Delete the evaluation's rows left by an earlier delivery, then insert `rows`, a
-    statement at a time; yields the rows each touched. Each statement runs when the next
-    value is asked for, inside the caller's transaction of the moment."""
-    size = max(1, min(_BATCH_ROWS, settings.GYM_STORE_CHUNK_ROWS))
+def _statement_rows() -> int:
+    """Rows deleted or inserted by one statement of a chunked store."""
+    return max(1, min(_BATCH_ROWS, settings.GYM_STORE_CHUNK_ROWS))
+
+
+def _row_deletions(evaluation_id: int) -> Iterator[int]:
+    """Delete the evaluation's item rows a statement at a time; yields the rows each
+    deleted. Each statement runs when the next value is asked for, inside the caller's
+    transaction of the moment."""
+    size = _statement_rows()
     stored = ItemResult.objects.filter(evaluation_id=evaluation_id)
     while ids := list(stored.values_list("pk", flat=True)[:size]):
         ItemResult.objects.filter(pk__in=ids).delete()
         yield len(ids)
+
+
+def _chunk_batches(evaluation_id: int, rows: list[ItemResult]) -> Iterator[int]:
+    """Delete the evaluation's rows left by an earlier delivery, then insert `rows`, a
+    statement at a time; yields the rows each touched (see `_row_deletions`)."""
+    yield from _row_deletions(evaluation_id)
+    size = _statement_rows()
     for start in range(0, len(rows), size):
         batch = rows[start : start + size]
         ItemResult.objects.bulk_create(batch)
