@@ -1,7 +1,7 @@
 """The run lifecycle, once for every kind of run (suites now; minimal pairs and probing
 tasks later): the kinds registry, the status machine, enqueueing, progress, failure,
 cancel, retry and the sweep. A kind brings its run model (a subclass of
-`evaluations.models.Run`), a payload builder, a worker function and a store function;
+`evaluations.runs.models.Run`), a payload builder, a worker function and a store function;
 everything here works on any of them. The Celery side is in `evaluations.runs.tasks`.
 
 A kind is registered at import of its services module (`register(RunKind(...))`), which

@@ -3,7 +3,8 @@ from __future__ import annotations
 from django.db import models
 from django.urls import reverse
 
-from evaluations.models import LanguageModel, Run
+from evaluations.language_models.models import LanguageModel
+from evaluations.runs.models import Run
 
 
 class TrainingRun(Run):

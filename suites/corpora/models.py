@@ -5,7 +5,7 @@ from pathlib import Path
 from django.conf import settings
 from django.db import models
 
-from suites.models import GymData, owner_field, tags_field
+from suites.catalog_models import GymData, owner_field, tags_field
 
 
 class Corpus(GymData):

@@ -1,0 +1,126 @@
+"""What every kind of run shares: the abstract `Run` each kind's model extends, and the
+parts of a run split across several work tasks."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, ClassVar, Self
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+
+from evaluations.language_models.models import LanguageModel
+
+
+class Run(models.Model):
+    """What every kind of run shares: one model on one benchmark's content, worked on a
+    GPU worker, stored next to the database. Subclasses add the benchmark, the results
+    and `benchmark_owner`; `evaluations.runs.lifecycle` holds the lifecycle that moves them.
+
+    Status only moves forward: queued -> running -> done, or to failed / cancelled from
+    queued or running. A retry is the one way back (failed or cancelled -> queued), and it
+    increments `attempt`: every message carries the attempt it was sent for, so a late
+    message of an earlier attempt changes nothing."""
+
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        DONE = "done"
+        FAILED = "failed"
+        CANCELLED = "cancelled"
+
+    FINISHED = (Status.DONE, Status.FAILED, Status.CANCELLED)
+
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.QUEUED)
+    # Whether the GPU task reached the broker; False after a broker outage, until the
+    # sweep (or asking again) sends it.
+    enqueued = models.BooleanField(default=False)
+    attempt = models.PositiveIntegerField(default=1)
+    progress_done = models.PositiveIntegerField(default=0)
+    progress_total = models.PositiveIntegerField(default=0)
+    error = models.TextField(blank=True)
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    # When the current attempt was queued: the sweep re-sends a run that is still not
+    # sent a while after this.
+    queued_at = models.DateTimeField(default=timezone.now)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        abstract = True
+
+    @property
+    def finished(self) -> bool:
+        return self.status in self.FINISHED
+
+    @property
+    def waiting_for_broker(self) -> bool:
+        return self.status == self.Status.QUEUED and not self.enqueued
+
+    # The name of the subclass's foreign key to its benchmark (a GymData: suite,
+    # minimal-pair set or probing task); each subclass has a `content_hash` of it too.
+    benchmark_field: ClassVar[str]
+    # What every subclass declares, typed here (no value: Django sees no field) for the
+    # code that handles runs of any kind.
+    objects: ClassVar[models.Manager[Self]]
+    model: LanguageModel
+    content_hash: str
+
+    if TYPE_CHECKING:
+
+        def get_absolute_url(self) -> str: ...
+
+    @property
+    def benchmark(self) -> Any:
+        return getattr(self, self.benchmark_field)
+
+    @property
+    def outdated(self) -> bool:
+        """Run on content the benchmark no longer has."""
+        return self.content_hash != self.benchmark.content_hash
+
+    def benchmark_owner(self) -> Any:
+        """The user who owns the benchmark this run is on (None for nobody)."""
+        return self.benchmark.owner
+
+    def may_manage(self, user: Any) -> bool:
+        """Cancel and retry: the benchmark's owner, the requester, or staff."""
+        if user is None or not user.is_authenticated:
+            return False
+        if user.is_staff:
+            return True
+        return user.pk in {self.requested_by_id, getattr(self.benchmark_owner(), "pk", None)}
+
+
+class RunPart(models.Model):
+    """One part of a run whose sentences were split across several work tasks (see
+    `evaluations.runs.packing`): its progress while it is worked on, then its results until
+    the run's last part arrives and the run is stored as a whole. Any kind of run: the
+    kind's name and the run's id identify it. Rows are deleted once the run is stored,
+    or when it is retried."""
+
+    kind = models.CharField(max_length=40)
+    run_id = models.PositiveBigIntegerField()
+    attempt = models.PositiveIntegerField()
+    # Which of how many parts; a plan with another count (the budget changed between two
+    # sends of the same attempt) is a separate set of parts.
+    count = models.PositiveIntegerField()
+    index = models.PositiveIntegerField()
+    size = models.PositiveIntegerField(help_text="Sentences in this part")
+    done = models.PositiveIntegerField(default=0)
+    # The worker's results for this part's sentences; null until stored.
+    results = models.JSONField(null=True, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["kind", "run_id", "attempt", "count", "index"], name="run_part_unique"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} run {self.run_id} part {self.index + 1}/{self.count}"
