@@ -1,0 +1,198 @@
+"""The code's rooms, read from the source with `ast` (nothing of the project is imported).
+
+Kind packages hold one kind each: `evaluations.<kind>` its runs, `suites.<kind>` its data.
+`evaluations.runs` is the run core that every kind registers with. The rest of
+`evaluations` and `suites` is shared; of it, only the wiring modules (urls, models, apps,
+admin, management commands, template tags) may reach into a kind. Imports among the
+project's modules at import time form no cycle.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections import deque
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from importlib.util import resolve_name
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+APPS = ("evaluations", "suites")
+KINDS = tuple(
+    f"{app}.{kind}"
+    for app, last in (("evaluations", "training"), ("suites", "corpora"))
+    for kind in ("syntaxgym", "minimal_pairs", "probing", last)
+)
+RUN_CORE = "evaluations.runs"
+# A kind's runs may read its own data...
+OWN_DATA = {f"evaluations.{k}": f"suites.{k}" for k in ("syntaxgym", "minimal_pairs", "probing")}
+# ...and, where named here, another kind's data.
+CROSS_DATA = {
+    ("evaluations.probing", "suites.corpora"): "a probing run reads a frequency corpus",
+    ("evaluations.training", "suites.corpora"): "a training run reads its training text",
+}
+WIRING = ("urls", "models", "apps", "admin")
+WIRING_PACKAGES = ("management.commands", "templatetags")
+
+
+@dataclass(frozen=True)
+class Import:
+    source: str
+    target: str
+    where: str  # file:line
+    text: str
+    at_import: bool  # executed when the source module is imported
+
+    def __str__(self) -> str:
+        return f"{self.where}: `{self.text}` ({self.source} -> {self.target})"
+
+
+def within(module: str, package: str) -> bool:
+    return module == package or module.startswith(package + ".")
+
+
+def kind_of(module: str) -> str | None:
+    return next((kind for kind in KINDS if within(module, kind)), None)
+
+
+def _modules() -> dict[str, Path]:
+    found = {}
+    for top in ("gym", *APPS):
+        for path in sorted((ROOT / top).rglob("*.py")):
+            parts = path.relative_to(ROOT).with_suffix("").parts
+            if "migrations" not in parts:
+                found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return found
+
+
+MODULES = _modules()
+
+
+Statement = ast.Import | ast.ImportFrom
+
+
+def _imports(node: ast.AST, in_function: bool = False) -> Iterator[tuple[Statement, bool]]:
+    """Every import statement below `node`, with whether it runs inside a function; the
+    body of an `if TYPE_CHECKING:` (or `typing.TYPE_CHECKING`) is left out, its else not."""
+    children: Iterable[ast.AST] = ast.iter_child_nodes(node)
+    test = getattr(node, "test", None)
+    if isinstance(node, ast.If) and "TYPE_CHECKING" in (
+        getattr(test, "id", 0),
+        getattr(test, "attr", 0),
+    ):
+        children = node.orelse
+    for child in children:
+        if isinstance(child, Statement):
+            yield child, in_function
+        else:
+            inner = in_function or isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef)
+            yield from _imports(child, inner)
+
+
+def _imports_of(module: str, path: Path) -> Iterator[Import]:
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    for node, in_function in _imports(ast.parse(path.read_text(), str(path))):
+        where = f"{path.relative_to(ROOT)}:{node.lineno}"
+        for alias in node.names:
+            if isinstance(node, ast.Import):
+                target, text = alias.name, f"import {alias.name}"
+            else:  # `from a.b import c` names a.b.c where that is a module, else a.b
+                base = resolve_name("." * node.level + (node.module or ""), package)
+                target = f"{base}.{alias.name}" if f"{base}.{alias.name}" in MODULES else base
+                text = f"from {'.' * node.level}{node.module or ''} import {alias.name}"
+            if target in MODULES:
+                yield Import(module, target, where, text, not in_function)
+
+
+IMPORTS = [found for module, path in MODULES.items() for found in _imports_of(module, path)]
+
+
+def _report(rule: str, imports: list[Import]) -> str:
+    return rule + "".join(f"\n  {found}" for found in imports)
+
+
+def test_the_rooms_exist() -> None:
+    """Each rule names packages; one renamed away would make its rule pass unchecked."""
+    missing = [name for name in (*KINDS, RUN_CORE, *APPS) if name not in MODULES]
+    assert not missing, f"packages the room rules name are gone: {missing}"
+    assert any(kind_of(i.target) for i in IMPORTS), "no import of a kind package was read"
+
+
+def test_run_core_imports_no_kind() -> None:
+    broken = [i for i in IMPORTS if within(i.source, RUN_CORE) and kind_of(i.target)]
+    assert not broken, _report(
+        "Rule 1, the run core imports no kind package: it stays the same for every kind, "
+        "and kinds register with it.",
+        broken,
+    )
+
+
+def _crosses_kinds(i: Import) -> bool:
+    source, target = kind_of(i.source), kind_of(i.target)
+    if source is None or target is None or source == target:
+        return False
+    return OWN_DATA.get(source) != target and (source, target) not in CROSS_DATA
+
+
+def test_kinds_import_no_other_kind() -> None:
+    broken = [i for i in IMPORTS if _crosses_kinds(i)]
+    assert not broken, _report(
+        "Rule 2, a kind package imports no other kind package (only its own data in "
+        "suites, and the cross-kind data uses in CROSS_DATA): each kind can change alone.",
+        broken,
+    )
+
+
+def test_suites_import_nothing_of_evaluations() -> None:
+    broken = [i for i in IMPORTS if within(i.source, "suites") and within(i.target, "evaluations")]
+    assert not broken, _report(
+        "Rule 3, nothing under suites imports evaluations: the data does not depend on runs.",
+        broken,
+    )
+
+
+def _shared_not_wiring(module: str) -> bool:
+    app, _, rest = module.partition(".")
+    wiring = rest in WIRING or any(rest.startswith(f"{p}.") for p in WIRING_PACKAGES)
+    return app in APPS and not (kind_of(module) or within(module, RUN_CORE) or wiring)
+
+
+def test_shared_modules_reach_kinds_only_from_wiring() -> None:
+    broken = [i for i in IMPORTS if _shared_not_wiring(i.source) and kind_of(i.target)]
+    assert not broken, _report(
+        "Rule 4, of the shared modules of evaluations and suites only the wiring (urls, "
+        "models, apps, admin, management commands, template tags) imports a kind package: "
+        "shared code serves every kind alike.",
+        broken,
+    )
+
+
+def _shortest_cycle(graph: dict[str, dict[str, Import]], start: str) -> list[Import]:
+    """The shortest import cycle through `start` (breadth first), as its edges; [] if none."""
+    came: dict[str, Import] = {}
+    queue = deque([start])
+    while queue and start not in came:
+        for target, edge in sorted(graph[queue.popleft()].items()):
+            if target not in came:
+                came[target] = edge
+                queue.append(target)
+    edges = [came[start]] if start in came else []
+    while edges and edges[-1].source != start:
+        edges.append(came[edges[-1].source])
+    return edges[::-1]
+
+
+def test_no_import_cycle() -> None:
+    graph: dict[str, dict[str, Import]] = {module: {} for module in MODULES}
+    for i in IMPORTS:  # at import time; a package holding the module is imported anyway
+        if i.at_import and not within(i.source, i.target):
+            graph[i.source].setdefault(i.target, i)
+    cycles: list[list[Import]] = []
+    for module in sorted(graph):
+        if not any(module == edge.source for cycle in cycles for edge in cycle):
+            cycles += [cycle] if (cycle := _shortest_cycle(graph, module)) else []
+    assert not cycles, (
+        "Rule 5, no import cycle among the project's modules at import time: a cycle makes "
+        "what a module sees depend on which one was imported first.\n"
+        + "\n".join(_report(" -> ".join([c[0].source] + [e.target for e in c]), c) for c in cycles)
+    )
