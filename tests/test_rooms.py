@@ -18,10 +18,15 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 APPS = ("evaluations", "suites")
-KINDS = tuple(
-    f"{app}.{kind}"
-    for app, last in (("evaluations", "training"), ("suites", "corpora"))
-    for kind in ("syntaxgym", "minimal_pairs", "probing", last)
+KINDS = (
+    "evaluations.syntaxgym",
+    "evaluations.minimal_pairs",
+    "evaluations.probing",
+    "evaluations.training",
+    "suites.syntaxgym",
+    "suites.minimal_pairs",
+    "suites.probing",
+    "suites.corpora",
 )
 RUN_CORE = "evaluations.runs"
 # A kind's runs may read its own data...
