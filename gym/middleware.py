@@ -1,12 +1,14 @@
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable
 
 from django.conf import settings
 from django.db import InterfaceError, OperationalError
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.template.loader import render_to_string
+from django.urls import Resolver404, resolve
 
 from gym.errors import error_body, too_large_message
 
@@ -15,10 +17,82 @@ logger = logging.getLogger(__name__)
 # Form fields and multipart boundaries around an uploaded file.
 _SLACK_BYTES = 64 * 1024
 
+# Routes (URL names) whose bodies are held to a limit of their own, by the setting that
+# holds it; every other body is held to GYM_MAX_UPLOAD_BYTES. By name, never by a piece of
+# the address: a suite named "corpora" is a suite.
+BODY_LIMITS = {
+    "api-corpora": "GYM_MAX_CORPUS_BYTES",
+    "suites:corpus_upload": "GYM_MAX_CORPUS_BYTES",
+}
+_BODY_METHODS = ("POST", "PUT", "PATCH")
+
+
+def route_name(request: HttpRequest) -> str:
+    """The URL name of the route the request's address resolves to ('' for none)."""
+    try:
+        return resolve(request.path_info).view_name
+    except Resolver404:
+        return ""
+
+
+def body_limit(request: HttpRequest) -> tuple[int, str]:
+    """The most bytes a request's body may hold, and the setting that says so. A page's
+    upload of a larger kind is held to the common limit until its sender is signed in:
+    the CSRF check reads a form's body before any view can send a stranger away."""
+    setting = BODY_LIMITS.get(route_name(request), "GYM_MAX_UPLOAD_BYTES")
+    if setting != "GYM_MAX_UPLOAD_BYTES" and not request.path.startswith("/api/"):
+        user = getattr(request, "user", None)
+        if user is None or not user.is_authenticated:
+            setting = "GYM_MAX_UPLOAD_BYTES"
+    return int(getattr(settings, setting)), setting
+
+
+def _refusal(request: HttpRequest, status: int, code: str, message: str) -> HttpResponse:
+    """An error answer in the API's shape on /api/, else the site's page for `status`."""
+    if request.path.startswith("/api/"):
+        return JsonResponse(error_body({"code": code, "message": message}), status=status)
+    html = render_to_string(f"{status}.html", {"message": message}, request=request)
+    return HttpResponse(html, status=status)
+
+
+class _Slots:
+    """How many large uploads this process receives at once (GYM_LARGE_UPLOADS_PER_PROCESS):
+    each holds a server thread while its body streams in, for minutes at gigabytes, and the
+    threads not held keep serving pages."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.busy = 0
+
+    def take(self) -> bool:
+        with self._lock:
+            if self.busy >= settings.GYM_LARGE_UPLOADS_PER_PROCESS:
+                return False
+            self.busy += 1
+            return True
+
+    def give_back(self) -> None:
+        with self._lock:
+            self.busy -= 1
+
+
+LARGE_UPLOADS = _Slots()
+
+
+def uploads_busy_message(what: str) -> str:
+    return (
+        f"This server is receiving {settings.GYM_LARGE_UPLOADS_PER_PROCESS} large uploads "
+        f"already ({what}; GYM_LARGE_UPLOADS_PER_PROCESS), and holds the rest of its threads "
+        "for pages. Send the file again in a minute."
+    )
+
 
 class UploadLimitMiddleware:
-    """Refuse request bodies above GYM_MAX_UPLOAD_BYTES with a clear 413 before Django
-    reads them (Django's own limit would answer with a bare 400)."""
+    """Refuse a request body above its route's limit (BODY_LIMITS, else
+    GYM_MAX_UPLOAD_BYTES) with a clear 413 before Django reads it (Django's own limit would
+    answer with a bare 400), and hold the uploads of larger kinds to a few at a time per
+    process (503 with Retry-After beyond them). After the authentication middleware, so
+    that it knows who is sending."""
 
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
         self.get_response = get_response
@@ -28,18 +102,20 @@ class UploadLimitMiddleware:
             length = int(request.META.get("CONTENT_LENGTH") or 0)
         except ValueError:
             length = 0
-        limit, setting = settings.GYM_MAX_UPLOAD_BYTES, "GYM_MAX_UPLOAD_BYTES"
-        if "/corpora/" in request.path:  # corpora have their own limit
-            limit, setting = settings.GYM_MAX_CORPUS_BYTES, "GYM_MAX_CORPUS_BYTES"
+        limit, setting = body_limit(request)
         if length > limit + _SLACK_BYTES:
             message = too_large_message(length, limit, setting)
-            if request.path.startswith("/api/"):
-                return JsonResponse(
-                    error_body({"code": "too_large", "message": message}), status=413
-                )
-            html = render_to_string("413.html", {"message": message}, request=request)
-            return HttpResponse(html, status=413)
-        return self.get_response(request)
+            return _refusal(request, 413, "too_large", message)
+        if setting == "GYM_MAX_UPLOAD_BYTES" or request.method not in _BODY_METHODS:
+            return self.get_response(request)
+        if not LARGE_UPLOADS.take():
+            response = _refusal(request, 503, "busy", uploads_busy_message(setting))
+            response["Retry-After"] = "60"
+            return response
+        try:
+            return self.get_response(request)
+        finally:
+            LARGE_UPLOADS.give_back()
 
 
 class HostileInputMiddleware:

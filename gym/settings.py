@@ -151,13 +151,15 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
-    "gym.middleware.UploadLimitMiddleware",
     "gym.middleware.HostileInputMiddleware",
     "gym.middleware.DatabaseUnavailableMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    # After authentication (a larger kind's page upload is for the signed in); its check
+    # runs before the CSRF check's view hook, the first to read a form's body.
+    "gym.middleware.UploadLimitMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
@@ -262,6 +264,13 @@ FILE_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024 * 1024
 # Corpora (training text) have their own, larger limit (uncompressed bytes) and are kept
 # as files in GYM_CORPUS_DIR, streamed in and out, never held in memory whole.
 GYM_MAX_CORPUS_BYTES = envint("GYM_MAX_CORPUS_BYTES", 2 * 1024 * 1024 * 1024)
+# The longest line of a corpus (bytes): the reader holds one line at a time, so this bounds
+# what one upload can take of the web server's memory, whatever the file's compression.
+GYM_MAX_CORPUS_LINE_BYTES = envint("GYM_MAX_CORPUS_LINE_BYTES", 1024 * 1024)
+# How many corpus uploads one web server process receives at once; each holds a server
+# thread while it streams in, and the process's other threads keep serving pages (the
+# embedded site runs 2 processes of 4 threads). Beyond it: 503 with Retry-After.
+GYM_LARGE_UPLOADS_PER_PROCESS = envint("GYM_LARGE_UPLOADS_PER_PROCESS", 2)
 GYM_CORPUS_DIR = Path(envstr("GYM_CORPUS_DIR", str(VAR_DIR / "corpora")))
 # Where training runs write models ("": trained/ in the first of GYM_MODEL_DIRS).
 GYM_TRAINING_DIR = envstr("GYM_TRAINING_DIR", "")

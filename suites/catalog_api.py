@@ -153,7 +153,11 @@ class RawBodyParser(BaseParser):
         parser_context: Mapping[str, Any] | None = None,
     ) -> bytes:
         # One byte past the limit is enough to refuse it: a body is never read whole.
-        return stream.read(settings.GYM_MAX_UPLOAD_BYTES + 1) if stream is not None else b""
+        limit = settings.GYM_MAX_UPLOAD_BYTES
+        data = stream.read(limit + 1) if stream is not None else b""
+        if len(data) > limit:
+            raise UploadTooLarge(len(data), limit)
+        return data
 
 
 # Multipart first: DRF takes the first parser whose media type matches.
@@ -339,9 +343,7 @@ def upload_received(request: Request) -> tuple[bytes, str, dict[str, Any]]:
     if upload is not None:
         return upload.read(), upload.name or "", given
     _raw_body_check(request, limit, "GYM_MAX_UPLOAD_BYTES")
-    data = request.data if isinstance(request.data, bytes) else b""
-    if len(data) > limit:
-        raise UploadTooLarge(len(data), limit)
+    data = request.data if isinstance(request.data, bytes) else b""  # RawBodyParser's limit
     return data, "", given
 
 

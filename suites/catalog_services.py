@@ -51,6 +51,13 @@ def can_change(user: User | AnonymousUser | None, suite: GymData) -> bool:
     return bool(user.is_staff) or (owner_id is not None and owner_id == user.pk)
 
 
+def change_check(user: User | AnonymousUser | None, row: GymData, *, what: str, verb: str) -> None:
+    """Raise PermissionDenied unless `user` may change `row` ("only the suite's owner (or
+    staff) may replace it"): the services' check, and the APIs' before they read a body."""
+    if not can_change(user, row):
+        raise PermissionDenied(f"only {what}'s owner (or staff) may {verb} it")
+
+
 def tag_slugs(raw: Iterable[str]) -> list[str]:
     """Tags as stored: lower-case slugs, unique, sorted."""
     # A tag name holds 64 characters (Tag.name).

@@ -31,6 +31,12 @@ FORMATS = (TSV, TEXT)
 # Lengths (in words) above this share the last bucket of the histogram.
 LENGTH_CAP = 256
 SAMPLE_LINES = 20
+# A sample line is kept to this many characters (the rest is cut, and "…" marks the cut):
+# twenty whole lines of a corpus of long lines would make its row and its page megabytes.
+SAMPLE_CHARS = 500
+# The longest line read (bytes, before decoding); the site passes GYM_MAX_CORPUS_LINE_BYTES.
+# The reader never holds more than one line and its read buffer, so this bounds its memory.
+DEFAULT_MAX_LINE_BYTES = 1024 * 1024
 DEFAULT_VALIDATION_FRACTION = 0.01
 DEFAULT_VALIDATION_MAX = 10_000
 DEFAULT_VALIDATION_SEED = 0
@@ -47,7 +53,8 @@ class CorpusError(ValueError):
 
 
 class TooLarge(CorpusError):
-    """The corpus (uncompressed) is larger than the limit it was read under."""
+    """The corpus (uncompressed), or one of its lines, is larger than the limit it was read
+    under."""
 
 
 # --- the held-out split -------------------------------------------------------------------
@@ -146,14 +153,28 @@ def _decoded(raw: bytes, number: int) -> str:
     return text
 
 
-def _binary_lines(handle: IO[bytes], gzipped: bool) -> Iterator[bytes]:
+def _binary_lines(handle: IO[bytes], gzipped: bool, max_line: int) -> Iterator[bytes]:
+    """The file's lines as bytes, each with its line end; a line longer than `max_line`
+    bytes is refused as soon as that many bytes of it are read (never read whole)."""
     stream: gzip.GzipFile | IO[bytes] = (
         gzip.GzipFile(fileobj=handle, mode="rb") if gzipped else handle
     )
+    # BufferedReader reads through read/readinto, which gzip, open files and Django's
+    # uploaded files have; typeshed asks for a full raw stream. Decompression happens one
+    # buffer at a time, so what is held is bounded whatever the compression ratio.
+    reader = io.BufferedReader(stream, buffer_size=1 << 20)  # type: ignore[type-var]
+    number = 0
     try:
-        # BufferedReader reads through read/readinto, which gzip, open files and Django's
-        # uploaded files have; typeshed asks for a full raw stream.
-        yield from io.BufferedReader(stream, buffer_size=1 << 20)  # type: ignore[type-var]
+        while raw := reader.readline(max_line + 1):
+            number += 1
+            if len(raw) > max_line and not raw.endswith(b"\n"):
+                raise TooLarge(
+                    f"line {number}",
+                    f"the line is longer than {max_line:,} bytes (GYM_MAX_CORPUS_LINE_BYTES); "
+                    "a corpus holds one sequence per line: break long lines at sentence "
+                    "ends, or ask the site's administrators to raise the limit",
+                )
+            yield raw
     except (OSError, EOFError, zlib.error) as exc:
         raise CorpusError("file", f"the gzip stream is damaged or truncated ({exc})") from None
 
@@ -172,6 +193,7 @@ def iter_corpus(
     *,
     name: str = "",
     limit: int | None = None,
+    max_line: int = DEFAULT_MAX_LINE_BYTES,
     summary: CorpusSummary | None = None,
 ) -> Iterator[tuple[int, str]]:
     """(line number in the file, sequence) for each non-blank sequence of a corpus file.
@@ -179,7 +201,8 @@ def iter_corpus(
     `handle` is a seekable binary file, or a buffered stream (a request body), gzipped
     or not. A TSV (a `.tsv` name, or a first
     line with a tab, or a first line that is just `text`) needs a `text` column in its
-    header; other columns are ignored. `limit` bounds the uncompressed bytes read.
+    header; other columns are ignored. `limit` bounds the uncompressed bytes read and
+    `max_line` each line's, both counted as the file is read and decompressed.
     `summary`, when given, learns the format as soon as the header is read.
     """
     gzipped = _is_gzip(handle)
@@ -187,7 +210,7 @@ def iter_corpus(
     text_column: int | None = None
     columns = 0
     read = 0
-    for number, raw in enumerate(_binary_lines(handle, gzipped), start=1):
+    for number, raw in enumerate(_binary_lines(handle, gzipped, max_line), start=1):
         read += len(raw)
         if limit is not None and read > limit:
             raise TooLarge(
@@ -235,6 +258,7 @@ def read_corpus(
     *,
     name: str = "",
     limit: int | None = None,
+    max_line: int = DEFAULT_MAX_LINE_BYTES,
     validation_fraction: float = DEFAULT_VALIDATION_FRACTION,
     validation_max: int = DEFAULT_VALIDATION_MAX,
     validation_seed: int = DEFAULT_VALIDATION_SEED,
@@ -251,7 +275,9 @@ def read_corpus(
     # A seeded reservoir: the sample is the same for the same file.
     rng = np.random.default_rng(validation_seed)
     pending = 0
-    for number, line in iter_corpus(handle, name=name, limit=limit, summary=summary):
+    for number, line in iter_corpus(
+        handle, name=name, limit=limit, max_line=max_line, summary=summary
+    ):
         data = line.encode("utf-8") + b"\n"
         digest.update(data)
         out.write(data)
@@ -266,11 +292,11 @@ def read_corpus(
         summary.bytes += len(data)
         summary.length_counts[min(words, LENGTH_CAP)] += 1
         if len(summary.sample) < SAMPLE_LINES:
-            summary.sample.append((summary.lines, line))
+            summary.sample.append((summary.lines, sample_text(line)))
         else:
             slot = int(rng.integers(summary.lines))
             if slot < SAMPLE_LINES:
-                summary.sample[slot] = (summary.lines, line)
+                summary.sample[slot] = (summary.lines, sample_text(line))
         del number
     chooser.add(pending)
     if summary.lines == 0:
@@ -279,6 +305,11 @@ def read_corpus(
     summary.content_hash = digest.hexdigest()
     summary.validation_threshold, summary.validation_lines = chooser.finish()
     return summary
+
+
+def sample_text(line: str) -> str:
+    """A sample line as kept and shown: at most SAMPLE_CHARS characters, "…" after a cut."""
+    return line if len(line) <= SAMPLE_CHARS else line[: SAMPLE_CHARS - 1] + "…"
 
 
 def open_normalised(path: Path) -> Iterator[str]:

@@ -97,6 +97,7 @@ def corpus_import(
                 out,
                 name=original,
                 limit=settings.GYM_MAX_CORPUS_BYTES,
+                max_line=settings.GYM_MAX_CORPUS_LINE_BYTES,
                 validation_fraction=validation_fraction,
                 validation_max=validation_max,
                 validation_seed=validation_seed,

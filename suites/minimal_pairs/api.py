@@ -26,6 +26,7 @@ from suites.catalog_api import (
     upload_read,
     upload_schema,
 )
+from suites.catalog_services import change_check
 from suites.formats import pair_datasets
 from suites.minimal_pairs import sets as pair_sets
 from suites.models import MinimalPairSet
@@ -150,6 +151,8 @@ class PairSetDetail(APIView):
     )
     def put(self, request: Request, name: str) -> Response:
         pair_set = get_object_or_404(MinimalPairSet.objects.select_related("owner"), name=name)
+        # Before the body is read: a stranger's file is not read at all.
+        change_check(request.user, pair_set, what="the set", verb="replace")
         upload = upload_read(request, PairSetUploadFields)
         report = pair_sets.minimal_pair_set_replace(
             pair_set=pair_set,

@@ -14,8 +14,7 @@ from django.db.models import QuerySet
 from suites.catalog import COMMON_SORTS, catalog_filter
 from suites.catalog_services import (
     DataInvalid,
-    PermissionDenied,
-    can_change,
+    change_check,
     name_problem,
     tag_problems,
     tags_set,
@@ -155,8 +154,7 @@ def minimal_pair_set_replace(
     by another set becomes a free one with `rename_if_taken`). Runs stay, on the old
     content hash (outdated): the old sentences are kept in a PairSetVersion so that
     their analysis reads what they were scored on. The same content writes nothing."""
-    if not can_change(user, pair_set):
-        raise PermissionDenied("only the set's owner (or staff) may replace it")
+    change_check(user, pair_set, what="the set", verb="replace")
     parsed = _parse(data, filename, drop_incomplete_pairs, file_format)
     asked = pair_set.name if name is None else name
     new_name = upload_name(MinimalPairSet, asked, rename_if_taken=rename_if_taken, replace=pair_set)

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
-from typing import IO, Any
+from typing import Any
 
 from django.db.models import QuerySet
 from django.http import HttpResponse
@@ -12,7 +11,6 @@ from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import generics, serializers, status
-from rest_framework.parsers import BaseParser
 from rest_framework.permissions import IsAuthenticatedOrReadOnly
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -24,6 +22,7 @@ from suites.catalog import ListQuery
 from suites.catalog_api import (
     CatalogListCreate,
     GymDataSerializer,
+    RawBodyParser,
     UploadAnswer,
     UploadFields,
     list_schema,
@@ -31,25 +30,18 @@ from suites.catalog_api import (
     upload_read,
     upload_schema,
 )
+from suites.catalog_services import change_check
 from suites.formats.syntaxgym import TAG_MAX_LENGTH, TAGS_MAX_COUNT
 from suites.models import Suite, Tag
 from suites.syntaxgym import selectors, services
 
 
-class RawJSONParser(BaseParser):
+class RawJSONParser(RawBodyParser):
     """Hands the body to the format layer untouched, so that malformed JSON gets the same
-    located error (line, column) as an upload through the page."""
+    located error (line, column) as an upload through the page; read as RawBodyParser
+    reads, never past the upload limit."""
 
     media_type = "application/json"
-
-    # As suites.catalog_api.RawBodyParser: request.data is the bytes.
-    def parse(  # type: ignore[override]
-        self,
-        stream: IO[Any],
-        media_type: str | None = None,
-        parser_context: Mapping[str, Any] | None = None,
-    ) -> bytes:
-        return stream.read()
 
 
 class TagSerializer(serializers.ModelSerializer):
@@ -193,6 +185,8 @@ class SuiteDetail(APIView):
     )
     def put(self, request: Request, name: str) -> Response:
         suite = self._get(name)
+        # Before request.data: a stranger's body is not read at all.
+        change_check(request.user, suite, what="the suite", verb="replace")
         report = services.suite_replace(suite=suite, user=request.user, source=request.data)
         body = SuiteDetailSerializer(report.suite, context={"request": request}).data
         body["warnings"] = report.warnings

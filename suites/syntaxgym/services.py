@@ -15,8 +15,7 @@ from gym.errors import ApplicationError, invalid_entries
 from suites import formats
 from suites.catalog_services import (
     NAME_MAX_LENGTH,
-    PermissionDenied,
-    can_change,
+    change_check,
     name_problem,
     name_taken,
     tag_list_errors,
@@ -258,8 +257,7 @@ def suite_update_meta(
     tags: Iterable[str],
 ) -> Suite:
     """Change what describes a suite; its content (and so its content hash) stays."""
-    if not can_change(user, suite):
-        raise PermissionDenied("only the suite's owner (or staff) may change it")
+    change_check(user, suite, what="the suite", verb="change")
     with transaction.atomic():
         suite.description = description
         suite.reference = reference
@@ -277,8 +275,7 @@ def suite_replace(
     source: str | bytes | dict[str, Any] | formats.FormatResult,
 ) -> ImportReport:
     """Swap a suite's content for a new upload, keeping its identity (owner, evaluations)."""
-    if not can_change(user, suite):
-        raise PermissionDenied("only the suite's owner (or staff) may replace it")
+    change_check(user, suite, what="the suite", verb="replace")
     return suite_import(source=source, owner=suite.owner, replace=suite)
 
 
@@ -319,8 +316,7 @@ def suite_delete(*, suite: Suite, user: User | AnonymousUser | None) -> str:
     """Delete a suite, or archive it when it has results: results are their requesters'
     data, so they stay (with the suite they refer to), and only the lists forget it.
     Returns "deleted" or "archived"."""
-    if not can_change(user, suite):
-        raise PermissionDenied("only the suite's owner (or staff) may delete it")
+    change_check(user, suite, what="the suite", verb="delete")
     with transaction.atomic():
         locked = Suite.objects.select_for_update().get(pk=suite.pk)
         if locked.evaluations.exists():
