@@ -6,7 +6,9 @@ its other threads for pages."""
 from __future__ import annotations
 
 import gzip
+import io
 import json
+import re
 import subprocess
 import sys
 import threading
@@ -16,9 +18,13 @@ from typing import Any
 
 import pytest
 from django.test.client import BOUNDARY, FakePayload, encode_multipart
+from hypothesis import given
+from hypothesis import settings as hypothesis_settings
+from hypothesis import strategies as st
 
 from gym.errors import too_large_message
 from gym.middleware import _SLACK_BYTES, LARGE_UPLOADS, uploads_busy_message
+from suites.corpora import reading
 from suites.corpora.models import Corpus
 from suites.corpora.reading import SAMPLE_CHARS
 from suites.minimal_pairs import sets as pair_sets
@@ -311,3 +317,39 @@ def test_corpus_uploads_beyond_the_slots_get_503_and_pages_keep_answering(alice,
     assert answers == [201, 201]
     assert LARGE_UPLOADS.busy == 0
     assert sorted(Corpus.objects.values_list("name", flat=True)) == ["held0", "held1"]
+
+
+# -- the corpus reader on any bytes ----------------------------------------------------------
+
+_PIECES = st.sampled_from(
+    [b"text", b"\t", b"\n", b"\r\n", b" ", b"word", b"\xef\xbb\xbf", b"\x00", b"\xff", b"\xc3"]
+)
+_CORPUS_BYTES = st.one_of(
+    st.binary(max_size=400),
+    st.lists(st.one_of(_PIECES, st.binary(max_size=8)), max_size=120).map(b"".join),
+)
+
+
+@hypothesis_settings(max_examples=300, deadline=None)
+@given(data=_CORPUS_BYTES, gz=st.booleans(), tsv=st.booleans(), cut=st.integers(0, 40))
+def test_any_bytes_are_read_or_refused_with_a_located_error(
+    data: bytes, gz: bool, tsv: bool, cut: int
+) -> None:
+    # Gzipped or not, whole or truncated: the reader either reads the corpus, with every
+    # line within the line limit, or raises CorpusError naming where; nothing else.
+    body = gzip.compress(data) if gz else data
+    if gz and cut:
+        body = body[: max(2, len(body) - cut)]
+    out = io.BytesIO()
+    try:
+        summary = reading.read_corpus(
+            io.BytesIO(body), out, name="fuzz.tsv" if tsv else "fuzz.txt", limit=300, max_line=64
+        )
+    except reading.CorpusError as exc:
+        assert exc.where == "file" or re.fullmatch(r"line \d+", exc.where), exc.where
+        assert exc.message
+        return
+    lines = out.getvalue().split(b"\n")[:-1]
+    assert len(lines) == summary.lines > 0
+    assert all(0 < len(line) <= 64 for line in lines)
+    assert summary.bytes == len(out.getvalue()) <= 300
