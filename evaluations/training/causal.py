@@ -28,7 +28,9 @@ import contextlib
 import json
 import math
 import os
+import pickle
 import random
+import re
 import shutil
 import time
 import warnings
@@ -39,6 +41,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from numpy._core.multiarray import _reconstruct as np_reconstruct
 
 from evaluations.baseline import END_OF_TEXT, byte_level_bpe
 from evaluations.training.options import (  # noqa: F401 - the options are part of this API
@@ -324,7 +327,53 @@ def _set_rng_state(state: dict[str, Any]) -> None:
     np.random.set_state(state["numpy"])
     torch.set_rng_state(state["torch"])
     if "cuda" in state and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda"])
+        # A checkpoint made where more GPUs were visible: the states of the first ones.
+        for index, cuda_state in enumerate(state["cuda"][: torch.cuda.device_count()]):
+            torch.cuda.set_rng_state(cuda_state, index)
+
+
+# What a training state holds beside tensors, numbers, strings and containers: numpy's
+# random state (an array). torch's weights-only unpickler builds nothing else, so a state
+# file from elsewhere can hold no code that loading it would run.
+_STATE_GLOBALS: list[Any] = [np.ndarray, np.dtype, type(np.dtype(np.uint32)), np_reconstruct]
+
+
+def load_training_state(folder: Path) -> dict[str, Any]:
+    """A checkpoint's training state, every tensor on the CPU: the optimizer's
+    load_state_dict moves its own to the parameters' device, and the random states must
+    stay CPU byte tensors (torch.set_rng_state takes nothing else)."""
+    path = folder / STATE_NAME
+    try:
+        with torch.serialization.safe_globals(_STATE_GLOBALS):
+            state = torch.load(path, map_location="cpu", weights_only=True)
+    except (pickle.UnpicklingError, RuntimeError, EOFError) as exc:
+        # torch's message is mostly advice on loading it anyway; say what the file holds.
+        named = re.search(r"Unsupported global: GLOBAL (\S+)", str(exc))
+        cause = (
+            f"it calls {named.group(1)}, which no training state holds"
+            if named
+            else f"{type(exc).__name__}: {' '.join(str(exc).split())[:120]}"
+        )
+        raise CausalTrainingError(
+            f"{folder.name}/{STATE_NAME} is not a training state Gym wrote, or is damaged "
+            f"({cause}); it was not loaded, nothing in it was run"
+        ) from None
+    if not isinstance(state, dict):
+        raise CausalTrainingError(f"{folder.name}/{STATE_NAME} is not a training state")
+    return state
+
+
+@contextlib.contextmanager
+def training_precision(device: str) -> Iterator[None]:
+    """TF32 for what autocast leaves in float32 (the loss's softmax, norms) on a GPU, for
+    the training only: a worker that scores afterwards does so in full float32 again."""
+    before = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
+    if device.startswith("cuda"):
+        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = before
 
 
 def _prune_states(out_dir: Path, keep: int) -> None:
@@ -466,15 +515,16 @@ def train_causal(
     tokenizer = _prepare(lines, validation, out_dir, options)
     # The same arguments either way; only the ranks after 0 of `_train` give None.
     train = _train_parallel if options.devices > 1 else _train
-    summary = train(
-        out_dir,
-        options,
-        tokenizer,
-        started,
-        on_step=on_step,
-        on_checkpoint=on_checkpoint,
-        should_stop=should_stop,
-    )
+    with training_precision(options.device):
+        summary = train(
+            out_dir,
+            options,
+            tokenizer,
+            started,
+            on_step=on_step,
+            on_checkpoint=on_checkpoint,
+            should_stop=should_stop,
+        )
     assert summary is not None  # None comes from the ranks after 0 only
     return summary
 
@@ -586,7 +636,7 @@ def _train(
     order = BlockOrder(len(train_blocks), options.seed)
     step = 0
     if resume is not None:
-        state = torch.load(resume / STATE_NAME, map_location=device, weights_only=False)
+        state = load_training_state(resume)
         optimizer.load_state_dict(state["optimizer"])
         scheduler.load_state_dict(state["scheduler"])
         _set_rng_state(state["rng"])
@@ -605,11 +655,7 @@ def _train(
     summary.parameters = sum(p.numel() for p in model.parameters()) - unused
     summary.vocabulary = len(tokenizer)
 
-    use_bf16 = device.type == "cuda"
-    if use_bf16:
-        # What autocast leaves in float32 (the loss's softmax, norms) may use TF32.
-        torch.backends.cuda.matmul.allow_tf32 = True
-        torch.backends.cudnn.allow_tf32 = True
+    use_bf16 = device.type == "cuda"  # and TF32, under training_precision
 
     def autocast() -> Any:
         return torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=use_bf16)
@@ -800,16 +846,19 @@ def _rank_main(
         )
         try:
             lead = rank == 0
-            summary = _train(
-                out_dir,
-                options,
-                tokenizer,
-                started,
-                on_step=(lambda entry: reports.put(("step", entry))) if lead else None,
-                on_checkpoint=(lambda point: reports.put(("checkpoint", point))) if lead else None,
-                should_stop=stop.is_set if lead else None,
-                group=_Group(rank, size),
-            )
+            with training_precision(options.device):
+                summary = _train(
+                    out_dir,
+                    options,
+                    tokenizer,
+                    started,
+                    on_step=(lambda entry: reports.put(("step", entry))) if lead else None,
+                    on_checkpoint=(lambda point: reports.put(("checkpoint", point)))
+                    if lead
+                    else None,
+                    should_stop=stop.is_set if lead else None,
+                    group=_Group(rank, size),
+                )
             if lead:
                 reports.put(("summary", summary))
             # Every rank leaves the group together: a rank that tears its group down while

@@ -8,6 +8,7 @@ import io
 import json
 import math
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -169,3 +170,55 @@ def test_an_odd_vocabulary_trains_padded_and_is_saved_with_its_own_rows(corpus, 
     again = weights(resumed)
     for name, tensor in saved.items():
         assert torch.allclose(again[name], tensor, atol=1e-6), name
+
+
+class _Touches:
+    """Unpickled, it would create `path`: what a hostile training state could run."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def __reduce__(self) -> tuple[Any, tuple[Path]]:
+        return (Path.touch, (self.path,))
+
+
+def test_a_training_state_is_read_as_data_on_the_cpu_and_one_holding_code_is_refused(
+    corpus, tmp_path
+) -> None:
+    # Issue 46, defect 1: the state was loaded with weights_only=False (a file that holds
+    # code runs it) and onto the training device (the random state then leaves the CPU,
+    # where torch.set_rng_state needs it).
+    out = tmp_path / "run"
+    train(corpus, out, "--stop-after-step", "4")
+    folder = causal.latest_checkpoint(out)
+    assert folder is not None
+    state = causal.load_training_state(folder)
+    assert state["step"] == 4
+    rng = state["rng"]["torch"]
+    assert (rng.device.type, rng.dtype) == ("cpu", torch.uint8)
+
+    marker = tmp_path / "ran"
+    torch.save({**state, "optimizer": _Touches(marker)}, folder / causal.STATE_NAME)
+    with pytest.raises(
+        CommandError, match="it calls getattr, which no training state holds"
+    ) as refused:
+        train(corpus, out)
+    assert "training_state.pt is not a training state Gym wrote" in str(refused.value)
+    assert not marker.exists()
+
+
+def test_tf32_is_on_for_a_gpu_training_only() -> None:
+    # Issue 46, defect 3: training switched TF32 on for the whole worker process, so a
+    # later float32 scoring in the same GPU worker ran at lower precision.
+    def flags() -> tuple[bool, bool]:
+        return torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+
+    before = flags()
+    with causal.training_precision("cuda"):
+        assert flags() == (True, True)
+    assert flags() == before
+    with causal.training_precision("cpu"):
+        assert flags() == before
+    with pytest.raises(RuntimeError), causal.training_precision("cuda:0"):
+        raise RuntimeError("the training failed")
+    assert flags() == before

@@ -10,7 +10,6 @@ import time
 from pathlib import Path
 
 import pytest
-import torch
 
 from evaluations.models import LanguageModel
 from evaluations.runs.lifecycle import run_cancel
@@ -60,7 +59,7 @@ def test_killed_training_worker_resumes_from_its_last_checkpoint(
     gpu.kill()
     resume_from = causal.latest_checkpoint(out)
     assert resume_from is not None
-    resumed_step = torch.load(resume_from / causal.STATE_NAME, weights_only=False)["step"]
+    resumed_step = causal.load_training_state(resume_from)["step"]
     assert 1 <= resumed_step < 8
 
     pace.release()
