@@ -43,32 +43,49 @@ def age_of_acquisition(points: list[dict[str, Any]], threshold: float) -> int | 
     return found
 
 
+def _point(point: dict[str, Any], found: Any, kind: str) -> dict[str, Any]:
+    """A checkpoint's point on one benchmark from the run `found` for it (or None): its
+    accuracy only when that run is done on the benchmark's current content. `status`
+    says why a point has none: "outdated" (only runs on older content), "not asked", or
+    the current run's status."""
+    current = found is not None and not found.outdated
+    done = current and found.status == Evaluation.Status.DONE
+    # A probing run's accuracy: te at the layer chosen on va.
+    accuracy = getattr(found, "best_te" if kind == "probing" else "accuracy", None)
+    if found is None:
+        status = "not asked"
+    else:
+        status = found.status if current else "outdated"
+    return {
+        "tokens": point["tokens"],
+        "step": point["step"],
+        "model": point["model"],
+        "accuracy": accuracy if done else None,
+        "status": status,
+        "evaluation": found.pk if found else None,
+        "url": found.get_absolute_url() if found else "",
+    }
+
+
 def _curve(
     run: TrainingRun, found: dict[str, Any], name: str, kind: str, threshold: float
 ) -> dict[str, Any]:
-    points = []
-    for point in run.checkpoints:
-        evaluation = found.get(point["model"])
-        done = evaluation is not None and evaluation.status == Evaluation.Status.DONE
-        # A probing run's accuracy: te at the layer chosen on va.
-        accuracy = getattr(evaluation, "best_te" if kind == "probing" else "accuracy", None)
-        points.append(
-            {
-                "tokens": point["tokens"],
-                "step": point["step"],
-                "model": point["model"],
-                "accuracy": accuracy if done else None,
-                "status": evaluation.status if evaluation else "not asked",
-                "evaluation": evaluation.pk if evaluation else None,
-                "url": evaluation.get_absolute_url() if evaluation else "",
-            }
-        )
+    points = [_point(point, found.get(point["model"]), kind) for point in run.checkpoints]
     return {
         "kind": kind,
         "suite": name,
         "points": points,
         "age_of_acquisition": age_of_acquisition(points, threshold),
+        "outdated": sum(p["status"] == "outdated" for p in points),
+        "missing": sum(p["accuracy"] is None and p["status"] != "outdated" for p in points),
     }
+
+
+def _rank(found: Any) -> tuple[bool, bool, int]:
+    """Which of a checkpoint's runs on a benchmark its point shows: a run on the
+    benchmark's current content before one on older content, a done one before the rest,
+    then the latest."""
+    return (not found.outdated, found.status == Evaluation.Status.DONE, found.pk)
 
 
 def _kind_curves(
@@ -87,9 +104,20 @@ def _kind_curves(
     for found in (
         runs_of_kind.filter(model__name__in=names, **{f"{field}__in": benchmarks})
         .select_related("model", field)
-        .only("pk", "status", score, "model__name", f"{field}__name", "content_hash")
+        .only(
+            "pk",
+            "status",
+            score,
+            "model__name",
+            f"{field}__name",
+            f"{field}__content_hash",
+            "content_hash",
+        )
     ):
-        by_name[getattr(found, field).name][found.model.name] = found
+        kept = by_name[getattr(found, field).name]
+        other = kept.get(found.model.name)
+        if other is None or _rank(found) > _rank(other):
+            kept[found.model.name] = found
     return [_curve(run, by_name[b.name], b.name, kind, threshold) for b in benchmarks]
 
 
@@ -113,7 +141,12 @@ def learning_curves(run: TrainingRun, *, threshold: float | None = None) -> dict
         rows += _kind_curves(
             run, names, threshold, list(benchmarks.order_by("name")), of_kind, field, kind, score
         )
-    return {"threshold": threshold, "suites": rows}
+    return {
+        "threshold": threshold,
+        "suites": rows,
+        "outdated": sum(row["outdated"] for row in rows),
+        "missing": sum(row["missing"] for row in rows),
+    }
 
 
 def curves_csv(curves: dict[str, Any]) -> str:

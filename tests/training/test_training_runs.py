@@ -20,7 +20,7 @@ from suites.corpora.services import corpus_import
 from suites.minimal_pairs.sets import minimal_pair_set_import
 from suites.probing.services import probing_task_import
 from suites.syntaxgym.services import suite_import
-from tests.conftest import EXAMPLES, single_torch_thread
+from tests.conftest import EXAMPLES, single_torch_thread, suite_evaluation
 from tests.training.conftest import PAGE_FORM, book_file
 
 pytestmark = pytest.mark.django_db
@@ -297,3 +297,53 @@ def test_a_name_with_a_nul_names_nothing(corpus, alice) -> None:
         assert response.status_code == 400, (field, response.content)
         assert response.json()["errors"][0]["message"] == "Invalid value."
     assert not TrainingRun.objects.exists()
+
+
+def test_learning_curves_read_current_done_runs_only(corpus, suite) -> None:
+    # Issue 46, defect 4: of a checkpoint's runs on a benchmark the curve kept whichever
+    # the query gave last, on any content: after a suite changed, a curve could mix
+    # outdated and current results. Only a done run on the current content counts; a
+    # point with only outdated runs says so.
+    names = ["curve-64", "curve-128", "curve-256"]
+    made = LanguageModel.objects.create(name="curve", display_name="Curve", source="/tmp/c")
+    checkpoints = [LanguageModel.objects.create(name=n, source=f"/tmp/{n}") for n in names]
+    run = TrainingRun.objects.create(
+        model=made,
+        corpus=corpus,
+        content_hash=corpus.content_hash,
+        training_kind="causal",
+        out_dir="/tmp/c",
+        status="done",
+        checkpoints=[
+            {"step": step, "tokens": 64 * step, "model": name}
+            for step, name in zip((1, 2, 4), names, strict=True)
+        ],
+    )
+    run.suites.set([suite])
+    old = "0" * 64
+    # 64: a current done run, then an older run on older content (made later, so that
+    # the newest row is the outdated one).
+    current = suite_evaluation(checkpoints[0], suite, status="done", accuracy=0.75)
+    Evaluation.objects.filter(pk=current.pk).update(content_hash="1" * 64)
+    outdated = suite_evaluation(checkpoints[0], suite, status="done", accuracy=0.25)
+    Evaluation.objects.filter(pk=outdated.pk).update(content_hash=old)
+    Evaluation.objects.filter(pk=current.pk).update(content_hash=suite.content_hash)
+    # 128: a done run on older content, and a current one that failed.
+    older = suite_evaluation(checkpoints[1], suite, status="done", accuracy=0.5)
+    Evaluation.objects.filter(pk=older.pk).update(content_hash=old)
+    suite_evaluation(checkpoints[1], suite, status="failed")
+    # 256: only a done run on older content.
+    stale = suite_evaluation(checkpoints[2], suite, status="done", accuracy=1.0)
+    Evaluation.objects.filter(pk=stale.pk).update(content_hash=old)
+
+    (row,) = selectors.learning_curves(run)["suites"]
+    assert [(p["accuracy"], p["status"]) for p in row["points"]] == [
+        (0.75, "done"),
+        (None, "failed"),
+        (None, "outdated"),
+    ]
+    assert (row["outdated"], row["missing"]) == (1, 1)
+    assert row["age_of_acquisition"] is None  # the last point has no current result
+    page = Client().get(f"/training/{run.pk}/").content.decode()
+    assert "1 point has only results on older content of its benchmark" in page
+    assert "1 point has no result yet" in page
