@@ -17,6 +17,7 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth.models import AnonymousUser, User
 from django.core.cache import cache
 from django.db import transaction
@@ -53,6 +54,7 @@ STOP_FILE = "STOP"
 MAX_STEPS = 10_000_000
 # Room for "-<tokens>" after the name in a checkpoint's URL name (100 characters).
 NAME_MAX_LENGTH = 80
+MIB = 2**20
 
 
 class TrainingRequestInvalid(FieldErrors):
@@ -188,9 +190,9 @@ def training_options(
         named["tokenizer_model"] = tokenizer_model
     preset = str(raw.get("preset", "tiny"))
     overrides: dict[str, Any] = {}
-    for field in ("layers", "width", "heads", "context", "vocab"):
+    for field, most in causal_options.SHAPE_MAXIMA.items():
         if raw.get(field) not in (None, ""):
-            overrides[field] = _integer(raw[field], field, 1, 1_000_000, errors)
+            overrides[field] = _integer(raw[field], field, 1, most, errors)
     if raw.get("arch") not in (None, ""):
         overrides["arch"] = str(raw["arch"])
     try:
@@ -234,10 +236,7 @@ def training_options(
         keep_last=_integer(raw.get("keep_last", 0), "keep_last", 0, 10_000, errors),
     )
     if not errors:
-        try:
-            settings_.check()
-        except causal_options.CausalTrainingError as exc:
-            errors["options"] = str(exc)
+        errors.update(_causal_problems(settings_))
     stored = asdict(settings_)
     for private in ("device", "stop_after_step", "base_model", "tokenizer_source"):
         stored.pop(private)
@@ -247,6 +246,54 @@ def training_options(
     if tokenizer_model is not None:
         stored["tokenizer_model"] = tokenizer_model.name
     return stored, errors, named
+
+
+def _causal_problems(options: causal_options.CausalOptions) -> dict[str, str]:
+    """What is wrong with causal options whose fields are each valid, at "options": what
+    CausalOptions.check finds, else what is over the site's caps on a run's size."""
+    try:
+        options.check()
+    except causal_options.CausalTrainingError as exc:
+        return {"options": str(exc)}
+    problems = [p for p in (_parameters_problem(options), _memory_problem(options)) if p]
+    return {"options": "; ".join(problems)} if problems else {}
+
+
+def _parameters_problem(options: causal_options.CausalOptions) -> str:
+    count = causal_options.parameter_count(options.shape)
+    cap = settings.GYM_TRAINING_MAX_PARAMETERS
+    if count <= cap:
+        return ""
+    smaller = (
+        "train a smaller base model"
+        if options.base_model
+        else "give fewer layers, a smaller width or a smaller vocabulary"
+    )
+    return (
+        f"the model would have {count:,} parameters; the site's cap is {cap:,} "
+        f"(GYM_TRAINING_MAX_PARAMETERS): {smaller}"
+    )
+
+
+def _memory_problem(options: causal_options.CausalOptions) -> str:
+    """The estimate of `causal_options.training_memory` against the cap, in MiB (rounded
+    up, so that a run over the cap never reads as equal to it)."""
+    estimate = causal_options.training_memory(options.shape, options.micro_batch)
+    cap = settings.GYM_TRAINING_MAX_MEMORY_MB
+    if estimate.total <= cap * MIB:
+        return ""
+
+    def mb(size: int) -> str:
+        return f"{-(-size // MIB):,} MB"
+
+    return (
+        f"training would need about {mb(estimate.total)} of memory on its GPU (weights, "
+        f"gradients and optimizer state {mb(estimate.state)}; the activations of a "
+        f"micro-batch of {options.micro_batch:,} sequences of {options.shape.context:,} "
+        f"tokens {mb(estimate.activations)}); the site's cap is {cap:,} MB "
+        "(GYM_TRAINING_MAX_MEMORY_MB): give a smaller micro_batch (batch_tokens keeps the "
+        "tokens per step), a shorter context or a smaller model"
+    )
 
 
 def training_request(
