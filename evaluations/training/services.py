@@ -20,6 +20,7 @@ from typing import Any
 from django.conf import settings
 from django.contrib.auth.models import AnonymousUser, User
 from django.core.cache import cache
+from django.core.exceptions import NON_FIELD_ERRORS
 from django.db import transaction
 from django.utils import timezone
 from django.utils.text import slugify
@@ -44,6 +45,7 @@ TRAINING_RUNS = runs.RunKind(
     label="Training",
     api_detail="api-training-run",
     stop="evaluations.training.services.ask_to_stop",
+    retry_check="evaluations.training.services.training_retry_problem",
 )
 runs.register(TRAINING_RUNS)
 
@@ -59,6 +61,19 @@ MIB = 2**20
 
 class TrainingRequestInvalid(FieldErrors):
     """A training run that cannot be asked for; `errors` maps the field to the reason."""
+
+
+class TrainingRunsLimit(TrainingRequestInvalid):
+    """The user has as many training runs queued or running as the site allows
+    (GYM_TRAINING_MAX_ACTIVE_PER_USER): about the request as a whole, not a field."""
+
+    code = "too_many_runs"
+
+    def __init__(self, message: str) -> None:
+        super().__init__({NON_FIELD_ERRORS: message})
+
+    def error_list(self) -> list[dict[str, Any]]:
+        return [{"code": self.code, "message": str(self)}]
 
 
 def _integer(raw: Any, name: str, low: int, high: int, errors: dict[str, str]) -> int:
@@ -296,6 +311,40 @@ def _memory_problem(options: causal_options.CausalOptions) -> str:
     )
 
 
+def _active_runs_problem(user: User | None, *, retry: bool = False) -> str:
+    """Why `user` may not have one more training run queued or running: the site's
+    GYM_TRAINING_MAX_ACTIVE_PER_USER ("" when they may). Staff, and runs nobody asked for
+    (the command line), are not held to it."""
+    if user is None or user.is_staff:
+        return ""
+    cap = settings.GYM_TRAINING_MAX_ACTIVE_PER_USER
+    active = TrainingRun.objects.filter(requested_by=user, status__in=(S.QUEUED, S.RUNNING)).count()
+    if active < cap:
+        return ""
+    again = "retried" if retry else "asked for"
+    return (
+        f"{user.username} has {active:,} training runs queued or running; the site's cap "
+        f"is {cap:,} per user (GYM_TRAINING_MAX_ACTIVE_PER_USER): another can be {again} "
+        "once one of them is done, failed or cancelled"
+    )
+
+
+def _check_active_runs(user: User | None) -> None:
+    """Inside the transaction that creates the run: the user's row is locked first, so
+    that two requests at once count one after the other on PostgreSQL (SQLite's
+    transactions take the write lock when they begin, so they do already)."""
+    if user is not None and not user.is_staff:
+        list(User.objects.select_for_update().filter(pk=user.pk).values_list("pk"))
+    problem = _active_runs_problem(user)
+    if problem:
+        raise TrainingRunsLimit(problem)
+
+
+def training_retry_problem(run: TrainingRun) -> str:
+    """A failed or cancelled run retried is queued again: its requester's cap holds."""
+    return _active_runs_problem(run.requested_by, retry=True)
+
+
 def training_request(
     *,
     corpus: Corpus,
@@ -313,7 +362,8 @@ def training_request(
     """Register the model to be trained and its run in one transaction, and send the run
     to the gpu queue once that commits. `tags`: the suites with any of these tags are
     evaluated too. `validation_corpus`: its text gives the validation loss, and every
-    line of `corpus` is trained on. Raises TrainingRequestInvalid (nothing written)."""
+    line of `corpus` is trained on. Raises TrainingRequestInvalid (nothing written),
+    TrainingRunsLimit when the user has as many runs queued or running as the site allows."""
     stored, errors, named = training_options(kind, options or {})
     if validation_corpus is not None and kind == TrainingRun.Kind.NGRAM:
         errors["validation_corpus"] = (
@@ -352,6 +402,7 @@ def training_request(
     source = out_dir / NGRAM_ARPA if kind == TrainingRun.Kind.NGRAM else out_dir
     requester = user if user is not None and user.is_authenticated else None
     with transaction.atomic():
+        _check_active_runs(requester)
         model = LanguageModel.objects.create(
             name=slug,
             display_name=display,

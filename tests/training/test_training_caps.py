@@ -1,23 +1,28 @@
 """Caps on what one request for a training run may ask of the GPU workers (issue 43,
 finding 3): the model's parameters and the memory training it needs, estimated from its
 shape and micro-batch before it is queued (GYM_TRAINING_MAX_PARAMETERS,
-GYM_TRAINING_MAX_MEMORY_MB), and bounds on each field of a shape."""
+GYM_TRAINING_MAX_MEMORY_MB), bounds on each field of a shape, and the training runs one
+user may have queued or running (GYM_TRAINING_MAX_ACTIVE_PER_USER, staff exempt)."""
 
 from __future__ import annotations
 
 import html
 import json
+import threading
 from dataclasses import replace
 from typing import Any
 
 import pytest
 import torch
 from django.contrib.auth.models import User
+from django.db import connection, transaction
 
 from evaluations.models import LanguageModel
 from evaluations.training import causal, services
 from evaluations.training import options as causal_options
 from evaluations.training.models import TrainingRun
+from suites.corpora.models import Corpus
+from tests.celery_harness import until
 from tests.conftest import token_client
 from tests.training.conftest import PAGE_FORM
 
@@ -201,3 +206,95 @@ def test_the_memory_estimate_meets_the_measured_peaks() -> None:
             assert abs(estimate / peak_mib - 1) < 0.03, (shape.arch, micro_batch, estimate)
         else:
             assert estimate > peak_mib
+
+
+# --- runs queued or running per user ------------------------------------------------------
+
+
+def _cap_message(count: int, cap: int, verb: str = "asked for") -> str:
+    return (
+        f"alice has {count} training runs queued or running; the site's cap is {cap} per "
+        f"user (GYM_TRAINING_MAX_ACTIVE_PER_USER): another can be {verb} once one of them "
+        "is done, failed or cancelled"
+    )
+
+
+@pytest.mark.django_db
+def test_a_user_has_at_most_the_cap_of_runs_queued_or_running(
+    book_corpus, alice, bob, dana
+) -> None:
+    for n in range(3):  # the default cap
+        assert ask(alice, f"alice-{n}", {"order": 3}, "ngram").status_code == 201
+    assert refused(ask(alice, "alice-3", {"order": 3}, "ngram")) == [
+        {"code": "too_many_runs", "message": _cap_message(3, 3)}
+    ]
+    assert not LanguageModel.objects.filter(name="alice-3").exists()
+    # Another user's runs are their own; staff are not held to it.
+    assert ask(bob, "bob-0", {"preset": "tiny"}).status_code == 201
+    for n in range(4):
+        assert ask(dana, f"dana-{n}", {"order": 3}, "ngram").status_code == 201
+    # A running run holds its slot; a done, failed or cancelled one frees it.
+    first, second, third = TrainingRun.objects.filter(requested_by=alice).order_by("pk")
+    TrainingRun.objects.filter(pk=first.pk).update(status="running")
+    assert refused(ask(alice, "alice-3", {"order": 3}, "ngram"))[0]["code"] == "too_many_runs"
+    for run, status in ((first, "done"), (second, "failed"), (third, "cancelled")):
+        TrainingRun.objects.filter(pk=run.pk).update(status=status)
+        assert ask(alice, f"again-{status}", {"order": 3}, "ngram").status_code == 201
+    # At the cap again, a retry of the cancelled run would make four: refused.
+    response = token_client(alice).post(f"/api/training-runs/{third.pk}/retry/")
+    assert response.status_code == 409
+    assert response.json()["errors"][0]["message"] == _cap_message(3, 3, "retried")
+    assert TrainingRun.objects.get(pk=third.pk).status == "cancelled"
+
+
+@pytest.mark.django_db
+def test_the_run_cap_is_a_setting_and_a_form_error(settings, book_corpus, alice_client) -> None:
+    settings.GYM_TRAINING_MAX_ACTIVE_PER_USER = 1
+    assert alice_client.post_form("/training/new/", PAGE_FORM).status_code == 302
+    page = alice_client.post_form("/training/new/", {**PAGE_FORM, "name": "second"})
+    assert page.status_code == 400
+    assert _cap_message(1, 1) in html.unescape(page.content.decode())
+    assert TrainingRun.objects.count() == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_requests_at_once_are_counted_one_after_the_other(settings, book_corpus, alice) -> None:
+    """Two requests of one user at once, with a cap of 1: the second counts the first's
+    run, though neither has committed when it begins. Both are held where they insert
+    the run (its row's key lock on the corpus, which this test holds) until both wait on
+    a lock; then they go on. PostgreSQL only: SQLite serialises write transactions."""
+    if connection.vendor != "postgresql":
+        pytest.skip("row locks are PostgreSQL's; SQLite's write transactions run one at a time")
+    settings.GYM_TRAINING_MAX_ACTIVE_PER_USER = 1
+    answers: dict[str, Any] = {}
+
+    def request(name: str) -> None:
+        try:
+            services.training_request(corpus=book_corpus, name=name, kind="ngram", user=alice)
+            answers[name] = "queued"
+        except services.TrainingRunsLimit as limit:
+            answers[name] = limit
+        finally:
+            connection.close()
+
+    def waiting() -> int:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_stat_clear_snapshot()")
+            cursor.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                "AND wait_event_type = 'Lock'"
+            )
+            return int(cursor.fetchone()[0])
+
+    threads = [threading.Thread(target=request, args=(name,)) for name in ("first", "second")]
+    with transaction.atomic():
+        Corpus.objects.select_for_update().get(pk=book_corpus.pk)
+        threads[0].start()
+        until("the first request to wait", lambda: waiting() == 1, timeout=60, every=0.05)
+        threads[1].start()
+        until("the second request to wait", lambda: waiting() == 2, timeout=60, every=0.05)
+    for thread in threads:
+        thread.join(timeout=60)
+    assert answers["first"] == "queued"
+    assert isinstance(answers["second"], services.TrainingRunsLimit), answers
+    assert TrainingRun.objects.count() == 1
