@@ -274,6 +274,12 @@ GYM_LARGE_UPLOADS_PER_PROCESS = envint("GYM_LARGE_UPLOADS_PER_PROCESS", 2)
 GYM_CORPUS_DIR = Path(envstr("GYM_CORPUS_DIR", str(VAR_DIR / "corpora")))
 # Where training runs write models ("": trained/ in the first of GYM_MODEL_DIRS).
 GYM_TRAINING_DIR = envstr("GYM_TRAINING_DIR", "")
+# Training runs asked for on the site: the most parameters a model may have, the most
+# memory (MiB, estimated from the shape and micro-batch) training it may need on one
+# device, and how many runs one user (staff excepted) may have queued or running at once.
+GYM_TRAINING_MAX_PARAMETERS = envint("GYM_TRAINING_MAX_PARAMETERS", 1_000_000_000)
+GYM_TRAINING_MAX_MEMORY_MB = envint("GYM_TRAINING_MAX_MEMORY_MB", 80 * 1024)
+GYM_TRAINING_MAX_ACTIVE_PER_USER = envint("GYM_TRAINING_MAX_ACTIVE_PER_USER", 3)
 
 # Scoring: what a token whose characters fall in several regions counts for. "missing"
 # gives it wholly to its first character's region (a region it swallowed has no value);

@@ -139,7 +139,11 @@ class TrainingRunListCreate(generics.ListAPIView):
         "base_model: a registered causal model to train further). `validation_corpus`: "
         "a second corpus as the validation text. Each checkpoint is registered as a model and "
         "evaluated on `suites`, the suites with any of `tags`, `pair_sets` and "
-        "`probing_tasks` (mean pooling, logistic regression; causal runs only). 400 names each bad field; 503 when the queue is down.",
+        "`probing_tasks` (mean pooling, logistic regression; causal runs only). 400 names each bad field; "
+        "a model over GYM_TRAINING_MAX_PARAMETERS parameters, or whose training is estimated "
+        "to need more than GYM_TRAINING_MAX_MEMORY_MB on one GPU, is a 400 at $.options; a "
+        "user with GYM_TRAINING_MAX_ACTIVE_PER_USER training runs queued or running gets 400 "
+        "too_many_runs (staff excepted); 503 when the queue is down.",
     )
     def post(self, request: Request) -> Response:
         body = request_body(TrainingRequestSerializer, request)

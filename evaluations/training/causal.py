@@ -51,11 +51,14 @@ from evaluations.training.options import (  # noqa: F401 - the options are part 
     PRESETS,
     RETENTIONS,
     TOKENIZERS,
+    VOCAB_MULTIPLE,
     CausalOptions,
     CausalTrainingError,
     ModelShape,
     base_shape,
+    llama_intermediate,
     model_tokenizer,
+    padded_vocab,
     separator_id,
     shape_for,
     usable_devices,
@@ -65,11 +68,6 @@ UNKNOWN = "<unk>"
 STATE_NAME = "training_state.pt"
 INFO_NAME = "training.json"
 DATA_DIR = "data"
-# The embedding and output layer have a multiple of this many rows (the tokenizer's tokens
-# and unused rows after them): a matrix product with an odd dimension, as GPT-2's 50,257
-# is, runs well below the card's rate. The loss reads the real tokens' logits only, and a
-# saved model has the real rows only, so no probability ever goes to an unused row.
-VOCAB_MULTIPLE = 64
 # Validation loss is the mean over at most this many blocks.
 MAX_EVAL_BLOCKS = 64
 
@@ -219,7 +217,7 @@ def build_model(shape: ModelShape, tokenizer: Any) -> Any:
     llama = LlamaConfig(
         vocab_size=vocab,
         hidden_size=shape.width,
-        intermediate_size=int(8 * shape.width / 3 + 63) // 64 * 64,
+        intermediate_size=llama_intermediate(shape.width),
         num_hidden_layers=shape.layers,
         num_attention_heads=shape.heads,
         num_key_value_heads=shape.heads,
@@ -229,10 +227,6 @@ def build_model(shape: ModelShape, tokenizer: Any) -> Any:
         tie_word_embeddings=True,
     )
     return LlamaForCausalLM(llama)
-
-
-def padded_vocab(tokens: int) -> int:
-    return -(-tokens // VOCAB_MULTIPLE) * VOCAB_MULTIPLE
 
 
 def _rows(model: Any) -> int:

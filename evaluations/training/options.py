@@ -44,6 +44,86 @@ PRESETS: dict[str, ModelShape] = {
 }
 
 
+# The largest value a request may give each field of a shape: far above the presets, far
+# below what one GPU holds; the caps on parameters and memory (services) hold the whole.
+SHAPE_MAXIMA = {"layers": 256, "width": 16_384, "heads": 256, "context": 32_768, "vocab": 262_144}
+# The embedding and output layer have a multiple of this many rows (the tokenizer's tokens
+# and unused rows after them): a matrix product with an odd dimension, as GPT-2's 50,257
+# is, runs well below the card's rate. The loss reads the real tokens' logits only, and a
+# saved model has the real rows only, so no probability ever goes to an unused row.
+VOCAB_MULTIPLE = 64
+# Memory while training (see training_memory_bytes): bytes per parameter (float32 weights,
+# gradients and AdamW's two moments), bytes per token of a micro-batch for each layer and
+# unit of width (activations kept for the backward pass, bf16 autocast, eager; another
+# architecture, a base model's, counts as the larger), and per vocabulary row (logits).
+BYTES_PER_PARAMETER = 4 + 4 + 2 * 4
+ACTIVATION_BYTES = {"gpt2": 88, "llama": 56}
+LOGIT_BYTES = 12
+
+
+def padded_vocab(tokens: int) -> int:
+    return -(-tokens // VOCAB_MULTIPLE) * VOCAB_MULTIPLE
+
+
+def llama_intermediate(width: int) -> int:
+    """The Llama style's MLP width: 8/3 of the width, rounded up to a multiple of 64."""
+    return int(8 * width / 3 + 63) // 64 * 64
+
+
+def parameter_count(shape: ModelShape) -> int:
+    """The parameters of a model of `shape` as `causal.build_model` builds it, with the
+    vocabulary's rows only (the saved model's count). GPT-2: the token and position
+    embeddings, and per layer 12 x width^2 + 13 x width (attention's four matrices and
+    the 4 x width MLP, their biases, two layer norms), a last layer norm; the output layer
+    is the token embedding. Llama: the token embedding (tied), per layer 4 x width^2
+    (attention, no biases), 3 x width x the MLP's width (SwiGLU) and two norms, a last
+    norm. Another architecture (a base model's) is counted as GPT-2: an estimate."""
+    s = shape
+    if s.arch == "llama":
+        layer = 4 * s.width**2 + 3 * s.width * llama_intermediate(s.width) + 2 * s.width
+        return s.vocab * s.width + s.layers * layer + s.width
+    layer = 12 * s.width**2 + 13 * s.width
+    return (s.vocab + s.context) * s.width + s.layers * layer + 2 * s.width
+
+
+@dataclass(frozen=True)
+class MemoryEstimate:
+    """What a training process needs on its device, in bytes: the model's state and the
+    activations of one micro-batch."""
+
+    state: int
+    activations: int
+
+    @property
+    def total(self) -> int:
+        return self.state + self.activations
+
+
+def training_memory(shape: ModelShape, micro_batch: int) -> MemoryEstimate:
+    """The memory of training `shape` on micro-batches of `micro_batch` sequences of its
+    context, on a GPU (bf16 autocast, eager), per device:
+
+        16 x P  +  micro_batch x context x (k x layers x width + 12 x V)
+
+    16 bytes per parameter P: float32 weights, gradients and AdamW's two moments. Per
+    token, the activations every layer keeps for the backward pass, k bytes per unit of
+    width (k = 88 for GPT-2, 56 for Llama), and the logits, 12 bytes per row of the
+    padded vocabulary V (the bf16 output, its float32 copy, the log-softmax and their
+    gradients). Attention is PyTorch's fused kernel, which keeps no context x context
+    matrix. k and 12 are fitted to the peaks measured on an H200 (docs/training.md:
+    `small`, 16 eager, 23,852 MiB; `small-llama`, 32 eager, 29,723 MiB; the estimate is
+    within 1% of both). Not counted: the CUDA context and allocator slack (a few hundred
+    MB), DistributedDataParallel's gradient buckets (4 more bytes per parameter on each of
+    several devices). A compiled run (the worker compiles when it can) needs about half
+    the activations; a CPU run keeps them in float32 with the attention matrices, more."""
+    per_layer = ACTIVATION_BYTES.get(shape.arch, max(ACTIVATION_BYTES.values()))
+    per_token = per_layer * shape.layers * shape.width + LOGIT_BYTES * padded_vocab(shape.vocab)
+    return MemoryEstimate(
+        state=BYTES_PER_PARAMETER * parameter_count(shape),
+        activations=micro_batch * shape.context * per_token,
+    )
+
+
 @dataclass
 class CausalOptions:
     shape: ModelShape

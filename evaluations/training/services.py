@@ -17,8 +17,10 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth.models import AnonymousUser, User
 from django.core.cache import cache
+from django.core.exceptions import NON_FIELD_ERRORS
 from django.db import transaction
 from django.utils import timezone
 from django.utils.text import slugify
@@ -43,6 +45,7 @@ TRAINING_RUNS = runs.RunKind(
     label="Training",
     api_detail="api-training-run",
     stop="evaluations.training.services.ask_to_stop",
+    retry_check="evaluations.training.services.training_retry_problem",
 )
 runs.register(TRAINING_RUNS)
 
@@ -53,10 +56,24 @@ STOP_FILE = "STOP"
 MAX_STEPS = 10_000_000
 # Room for "-<tokens>" after the name in a checkpoint's URL name (100 characters).
 NAME_MAX_LENGTH = 80
+MIB = 2**20
 
 
 class TrainingRequestInvalid(FieldErrors):
     """A training run that cannot be asked for; `errors` maps the field to the reason."""
+
+
+class TrainingRunsLimit(TrainingRequestInvalid):
+    """The user has as many training runs queued or running as the site allows
+    (GYM_TRAINING_MAX_ACTIVE_PER_USER): about the request as a whole, not a field."""
+
+    code = "too_many_runs"
+
+    def __init__(self, message: str) -> None:
+        super().__init__({NON_FIELD_ERRORS: message})
+
+    def error_list(self) -> list[dict[str, Any]]:
+        return [{"code": self.code, "message": str(self)}]
 
 
 def _integer(raw: Any, name: str, low: int, high: int, errors: dict[str, str]) -> int:
@@ -188,9 +205,9 @@ def training_options(
         named["tokenizer_model"] = tokenizer_model
     preset = str(raw.get("preset", "tiny"))
     overrides: dict[str, Any] = {}
-    for field in ("layers", "width", "heads", "context", "vocab"):
+    for field, most in causal_options.SHAPE_MAXIMA.items():
         if raw.get(field) not in (None, ""):
-            overrides[field] = _integer(raw[field], field, 1, 1_000_000, errors)
+            overrides[field] = _integer(raw[field], field, 1, most, errors)
     if raw.get("arch") not in (None, ""):
         overrides["arch"] = str(raw["arch"])
     try:
@@ -234,10 +251,7 @@ def training_options(
         keep_last=_integer(raw.get("keep_last", 0), "keep_last", 0, 10_000, errors),
     )
     if not errors:
-        try:
-            settings_.check()
-        except causal_options.CausalTrainingError as exc:
-            errors["options"] = str(exc)
+        errors.update(_causal_problems(settings_))
     stored = asdict(settings_)
     for private in ("device", "stop_after_step", "base_model", "tokenizer_source"):
         stored.pop(private)
@@ -247,6 +261,88 @@ def training_options(
     if tokenizer_model is not None:
         stored["tokenizer_model"] = tokenizer_model.name
     return stored, errors, named
+
+
+def _causal_problems(options: causal_options.CausalOptions) -> dict[str, str]:
+    """What is wrong with causal options whose fields are each valid, at "options": what
+    CausalOptions.check finds, else what is over the site's caps on a run's size."""
+    try:
+        options.check()
+    except causal_options.CausalTrainingError as exc:
+        return {"options": str(exc)}
+    problems = [p for p in (_parameters_problem(options), _memory_problem(options)) if p]
+    return {"options": "; ".join(problems)} if problems else {}
+
+
+def _parameters_problem(options: causal_options.CausalOptions) -> str:
+    count = causal_options.parameter_count(options.shape)
+    cap = settings.GYM_TRAINING_MAX_PARAMETERS
+    if count <= cap:
+        return ""
+    smaller = (
+        "train a smaller base model"
+        if options.base_model
+        else "give fewer layers, a smaller width or a smaller vocabulary"
+    )
+    return (
+        f"the model would have {count:,} parameters; the site's cap is {cap:,} "
+        f"(GYM_TRAINING_MAX_PARAMETERS): {smaller}"
+    )
+
+
+def _memory_problem(options: causal_options.CausalOptions) -> str:
+    """The estimate of `causal_options.training_memory` against the cap, in MiB (rounded
+    up, so that a run over the cap never reads as equal to it)."""
+    estimate = causal_options.training_memory(options.shape, options.micro_batch)
+    cap = settings.GYM_TRAINING_MAX_MEMORY_MB
+    if estimate.total <= cap * MIB:
+        return ""
+
+    def mb(size: int) -> str:
+        return f"{-(-size // MIB):,} MB"
+
+    return (
+        f"training would need about {mb(estimate.total)} of memory on its GPU (weights, "
+        f"gradients and optimizer state {mb(estimate.state)}; the activations of a "
+        f"micro-batch of {options.micro_batch:,} sequences of {options.shape.context:,} "
+        f"tokens {mb(estimate.activations)}); the site's cap is {cap:,} MB "
+        "(GYM_TRAINING_MAX_MEMORY_MB): give a smaller micro_batch (batch_tokens keeps the "
+        "tokens per step), a shorter context or a smaller model"
+    )
+
+
+def _active_runs_problem(user: User | None, *, retry: bool = False) -> str:
+    """Why `user` may not have one more training run queued or running: the site's
+    GYM_TRAINING_MAX_ACTIVE_PER_USER ("" when they may). Staff, and runs nobody asked for
+    (the command line), are not held to it."""
+    if user is None or user.is_staff:
+        return ""
+    cap = settings.GYM_TRAINING_MAX_ACTIVE_PER_USER
+    active = TrainingRun.objects.filter(requested_by=user, status__in=(S.QUEUED, S.RUNNING)).count()
+    if active < cap:
+        return ""
+    again = "retried" if retry else "asked for"
+    return (
+        f"{user.username} has {active:,} training runs queued or running; the site's cap "
+        f"is {cap:,} per user (GYM_TRAINING_MAX_ACTIVE_PER_USER): another can be {again} "
+        "once one of them is done, failed or cancelled"
+    )
+
+
+def _check_active_runs(user: User | None) -> None:
+    """Inside the transaction that creates the run: the user's row is locked first, so
+    that two requests at once count one after the other on PostgreSQL (SQLite's
+    transactions take the write lock when they begin, so they do already)."""
+    if user is not None and not user.is_staff:
+        list(User.objects.select_for_update().filter(pk=user.pk).values_list("pk"))
+    problem = _active_runs_problem(user)
+    if problem:
+        raise TrainingRunsLimit(problem)
+
+
+def training_retry_problem(run: TrainingRun) -> str:
+    """A failed or cancelled run retried is queued again: its requester's cap holds."""
+    return _active_runs_problem(run.requested_by, retry=True)
 
 
 def training_request(
@@ -266,7 +362,8 @@ def training_request(
     """Register the model to be trained and its run in one transaction, and send the run
     to the gpu queue once that commits. `tags`: the suites with any of these tags are
     evaluated too. `validation_corpus`: its text gives the validation loss, and every
-    line of `corpus` is trained on. Raises TrainingRequestInvalid (nothing written)."""
+    line of `corpus` is trained on. Raises TrainingRequestInvalid (nothing written),
+    TrainingRunsLimit when the user has as many runs queued or running as the site allows."""
     stored, errors, named = training_options(kind, options or {})
     if validation_corpus is not None and kind == TrainingRun.Kind.NGRAM:
         errors["validation_corpus"] = (
@@ -305,6 +402,7 @@ def training_request(
     source = out_dir / NGRAM_ARPA if kind == TrainingRun.Kind.NGRAM else out_dir
     requester = user if user is not None and user.is_authenticated else None
     with transaction.atomic():
+        _check_active_runs(requester)
         model = LanguageModel.objects.create(
             name=slug,
             display_name=display,
