@@ -196,7 +196,7 @@ def test_an_invalid_file_gets_located_errors_and_saves_nothing(alice, kind: str,
 def test_tags_beyond_the_limits_are_refused_and_nothing_is_saved(
     alice, kind: str, form: str
 ) -> None:
-    # Every kind holds its tags to the same limits (20 tags, 64 characters each), saying
+    # Every kind holds its tags to the same limits (20 tags, 40 characters each), saying
     # what is tagged, instead of cutting a long tag short or keeping any number of them.
     client = token_client(alice)
     many = ",".join(f"t{n}" for n in range(TAGS_MAX_COUNT + 1))

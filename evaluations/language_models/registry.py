@@ -14,7 +14,7 @@ from django.utils.text import slugify
 from evaluations import model_sources
 from evaluations.models import LanguageModel
 from gym.errors import FieldErrors
-from suites.catalog_services import invisible_characters
+from suites.catalog_services import description_problem, invisible_characters
 
 
 class ModelRegistrationError(FieldErrors):
@@ -43,9 +43,6 @@ def detect_kind(source: str, revision: str = "") -> tuple[str, str]:
         if path.is_file():
             raise ModelRegistrationError({"source": str(exc)}) from None
         return LanguageModel.Kind.UNKNOWN, str(exc)
-
-
-MODEL_DESCRIPTION_MAX_LENGTH = 10_000
 
 
 def model_dirs() -> list[Path]:
@@ -87,11 +84,8 @@ def model_register(
         errors["source"] = str(invalid)
     if invisible := invisible_characters(display_name):
         errors["display_name"] = f"the name may not contain {invisible}"
-    if len(description) > MODEL_DESCRIPTION_MAX_LENGTH:
-        errors["description"] = (
-            f"the description is {len(description):,} characters long; shorten it to at "
-            f"most {MODEL_DESCRIPTION_MAX_LENGTH:,}"
-        )
+    if too_long := description_problem(description):
+        errors["description"] = too_long
     name = slugify(name or display_name or source.rstrip("/").split("/")[-1])
     if not name:
         errors["name"] = "give a short name of letters, digits and hyphens"

@@ -70,7 +70,12 @@ def corpus_import(
     name = upload_name(Corpus, name.strip(), rename_if_taken=rename_if_taken)
     tags = list(tags)
     errors = name_and_tag_errors(
-        name=name, model=Corpus, noun="corpus", reserved=RESERVED_NAMES, tags=tags
+        name=name,
+        model=Corpus,
+        noun="corpus",
+        reserved=RESERVED_NAMES,
+        tags=tags,
+        description=description,
     )
     if not 0.0 <= validation_fraction < 1.0:
         errors.append(
