@@ -7,8 +7,9 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
-from django.contrib.auth.models import User
+from django.contrib.auth.models import AnonymousUser, User
 from django.db import IntegrityError, transaction
+from django.db.models import Q, QuerySet
 from django.utils.text import slugify
 
 from evaluations import model_sources
@@ -116,6 +117,17 @@ def model_register(
             )
     except IntegrityError:
         raise ModelRegistrationError({"name": "that model was registered a moment ago"}) from None
+
+
+def visible_models(user: User | AnonymousUser | None) -> QuerySet[LanguageModel]:
+    """The models `user` may see in lists and by name, pages and API alike: every one for
+    staff; others see the models not hidden, and those they registered themselves."""
+    models = LanguageModel.objects.all()
+    if user is not None and user.is_staff:
+        return models
+    if user is not None and user.is_authenticated:
+        return models.filter(Q(is_hidden=False) | Q(registered_by=user.pk))
+    return models.filter(is_hidden=False)
 
 
 def model_set_hidden(*, model: LanguageModel, hidden: bool) -> LanguageModel:
