@@ -263,6 +263,8 @@ FILE_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024 * 1024
 # as files in GYM_CORPUS_DIR, streamed in and out, never held in memory whole.
 GYM_MAX_CORPUS_BYTES = envint("GYM_MAX_CORPUS_BYTES", 2 * 1024 * 1024 * 1024)
 GYM_CORPUS_DIR = Path(envstr("GYM_CORPUS_DIR", str(VAR_DIR / "corpora")))
+# A corpus's sample lines are kept, shown and answered cut to this many characters.
+GYM_SAMPLE_LINE_CHARS = envint("GYM_SAMPLE_LINE_CHARS", 500)
 # Where training runs write models ("": trained/ in the first of GYM_MODEL_DIRS).
 GYM_TRAINING_DIR = envstr("GYM_TRAINING_DIR", "")
 
