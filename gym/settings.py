@@ -272,6 +272,8 @@ GYM_MAX_CORPUS_LINE_BYTES = envint("GYM_MAX_CORPUS_LINE_BYTES", 1024 * 1024)
 # embedded site runs 2 processes of 4 threads). Beyond it: 503 with Retry-After.
 GYM_LARGE_UPLOADS_PER_PROCESS = envint("GYM_LARGE_UPLOADS_PER_PROCESS", 2)
 GYM_CORPUS_DIR = Path(envstr("GYM_CORPUS_DIR", str(VAR_DIR / "corpora")))
+# A corpus's sample lines are kept, shown and answered cut to this many characters.
+GYM_SAMPLE_LINE_CHARS = envint("GYM_SAMPLE_LINE_CHARS", 500)
 # Where training runs write models ("": trained/ in the first of GYM_MODEL_DIRS).
 GYM_TRAINING_DIR = envstr("GYM_TRAINING_DIR", "")
 # Training runs asked for on the site: the most parameters a model may have, the most

@@ -296,6 +296,8 @@ def _multipart_file(
     None for any other body."""
     if not request.content_type.startswith("multipart/form-data"):
         return None
+    # Before the form is parsed: a chunked form without a length reads as an empty one.
+    _chunked_check(request)
     upload = request.FILES.get("file")
     given.update({k: request.data.get(k) for k in request.data if k not in request.FILES})
     if upload is None:
@@ -307,20 +309,31 @@ def _multipart_file(
 
 NO_LENGTH = (
     "the body came in chunks, without a Content-Length, and cannot be read here; send it "
-    "with its length (curl --data-binary @FILE does) or as the multipart field 'file'"
+    "with its length, as curl -F file=@FILE and curl --data-binary @FILE do"
 )
 
 
-def _raw_body_check(request: Request, limit: int, setting: str) -> None:
-    """Refuse a raw body whose Content-Length is over `limit` (413), or that came chunked
-    without one (400: the server's WSGI layer would hand on an empty body, and the file
-    would seem empty)."""
+def _declared_length(request: Request) -> int:
     try:
-        declared = max(0, int(request.META.get("CONTENT_LENGTH") or 0))
+        return max(0, int(request.META.get("CONTENT_LENGTH") or 0))
     except ValueError:
-        declared = 0
-    if not declared and "chunked" in request.META.get("HTTP_TRANSFER_ENCODING", "").lower():
+        return 0
+
+
+def _chunked_check(request: Request) -> None:
+    """Refuse a body (raw or multipart) that came chunked without a Content-Length (400:
+    the server's WSGI layer hands on an empty body, and the file would seem empty or
+    missing)."""
+    chunked = "chunked" in request.META.get("HTTP_TRANSFER_ENCODING", "").lower()
+    if chunked and not _declared_length(request):
         raise serializers.ValidationError({"file": [NO_LENGTH]})
+
+
+def _length_check(request: Request, limit: int, setting: str) -> None:
+    """Refuse a raw body whose Content-Length is over `limit` (413), or that came chunked
+    without one (400, `_chunked_check`)."""
+    _chunked_check(request)
+    declared = _declared_length(request)
     if declared > limit:
         raise UploadTooLarge(declared, limit, setting)
 
@@ -342,7 +355,7 @@ def upload_received(request: Request) -> tuple[bytes, str, dict[str, Any]]:
     upload = _multipart_file(request, given, limit, "GYM_MAX_UPLOAD_BYTES")
     if upload is not None:
         return upload.read(), upload.name or "", given
-    _raw_body_check(request, limit, "GYM_MAX_UPLOAD_BYTES")
+    _length_check(request, limit, "GYM_MAX_UPLOAD_BYTES")
     data = request.data if isinstance(request.data, bytes) else b""  # RawBodyParser's limit
     return data, "", given
 
@@ -369,7 +382,7 @@ def upload_stream(
     if upload is not None:
         stream, filename = upload, upload.name or ""
     else:
-        _raw_body_check(request, limit, setting)
+        _length_check(request, limit, setting)
         body = request.stream
         stream = io.BufferedReader(_RequestBody(body)) if body is not None else io.BytesIO()
         filename = ""

@@ -18,7 +18,7 @@ from django.utils.text import slugify
 
 from gym.errors import ApplicationError, invalid_entries
 from suites.formats.report import SuiteError
-from suites.formats.syntaxgym import TAG_MAX_LENGTH, TAGS_MAX_COUNT
+from suites.formats.syntaxgym import DESCRIPTION_MAX_LENGTH, TAG_MAX_LENGTH, TAGS_MAX_COUNT
 from suites.models import GymData, Tag
 
 NAME_MAX_LENGTH = 200
@@ -59,9 +59,9 @@ def change_check(user: User | AnonymousUser | None, row: GymData, *, what: str, 
 
 
 def tag_slugs(raw: Iterable[str]) -> list[str]:
-    """Tags as stored: lower-case slugs, unique, sorted."""
-    # A tag name holds 64 characters (Tag.name).
-    return sorted({slug for slug in (slugify(str(t))[:64] for t in raw) if slug})
+    """Tags as stored: lower-case slugs, unique, sorted. Not cut short: tag_list_errors
+    refuses a long one with its real length, before anything is stored."""
+    return sorted({slug for slug in (slugify(str(t)) for t in raw) if slug})
 
 
 def tag_list_errors(
@@ -110,6 +110,17 @@ def invisible_characters(text: str) -> str:
     return ""
 
 
+def description_problem(description: str) -> str:
+    """What is wrong with `description` as any kind's description: '' when it is within
+    DESCRIPTION_MAX_LENGTH characters."""
+    if len(description) > DESCRIPTION_MAX_LENGTH:
+        return (
+            f"the description is {len(description):,} characters long; shorten it to at most "
+            f"{DESCRIPTION_MAX_LENGTH:,}"
+        )
+    return ""
+
+
 def name_problem(
     *,
     name: str,
@@ -120,9 +131,9 @@ def name_problem(
     advice: str = "choose another name",
 ) -> str:
     """What is wrong with `name` as the name of a `model` row (a suite, a minimal-pair
-    set, a probing task; `noun` says which in the message): empty, reserved by the
-    kind's URLs, too long, slashes or control or invisible characters, spaces at either
-    end, or taken by a row other than `replace`. '' when it is free. `advice` ends the
+    set, a probing task, a corpus; `noun` says which in the message): empty, reserved by
+    the kind's URLs, too long, slashes or control or invisible characters, dots only,
+    spaces at either end, or taken by a row other than `replace`. '' when it is free. `advice` ends the
     message about a taken name."""
     if not name.strip():
         return f"the {noun} needs a name"
@@ -132,6 +143,12 @@ def name_problem(
         return f"the name is {len(name)} characters long; shorten it to at most {NAME_MAX_LENGTH}"
     if _NAME_FORBIDDEN.search(name):
         return "the name may not contain slashes or control characters"
+    if not name.strip("."):
+        # '.' and '..' are steps in a URL's path: /corpora/../ is /.
+        return (
+            f"a name of dots only ({name[:10]!r}) would be read as a step in the page's "
+            "address; add a letter or digit"
+        )
     if invisible := invisible_characters(name):
         return f"the name may not contain {invisible}"
     if name != name.strip():
@@ -149,13 +166,18 @@ def name_and_tag_errors(
     noun: str,
     reserved: Collection[str],
     tags: Iterable[str] = (),
+    description: str = "",
 ) -> list[SuiteError]:
-    """What is wrong with `name` as the name of a new `model` row (see name_problem) and
-    with `tags` as its tags, each error at "name" or "tags": the checks of an import
-    whose errors are SuiteErrors (probing tasks, corpora) before it writes anything."""
+    """What is wrong with `name` as the name of a new `model` row (see name_problem), with
+    `tags` as its tags and with its `description`, each error at "name", "tags" or
+    "description": the checks of an import whose errors are SuiteErrors (probing tasks,
+    corpora) before it writes anything."""
     problem = name_problem(name=name, model=model, noun=noun, reserved=reserved)
     errors = [SuiteError("name", problem)] if problem else []
-    return errors + [SuiteError("tags", message) for message in tag_problems(tags, noun=noun)]
+    errors += [SuiteError("tags", message) for message in tag_problems(tags, noun=noun)]
+    if problem := description_problem(description):
+        errors.append(SuiteError("description", problem))
+    return errors
 
 
 @contextmanager

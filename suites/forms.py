@@ -11,7 +11,12 @@ from django.core.files.uploadedfile import UploadedFile
 from suites.catalog_services import NAME_MAX_LENGTH, tag_list_errors, tag_slugs
 from suites.formats import pair_datasets
 from suites.formats.probing import TASK_TYPES
-from suites.formats.syntaxgym import META_TEXT_MAX_LENGTH, TAG_MAX_LENGTH, TAGS_MAX_COUNT
+from suites.formats.syntaxgym import (
+    DESCRIPTION_MAX_LENGTH,
+    META_TEXT_MAX_LENGTH,
+    TAG_MAX_LENGTH,
+    TAGS_MAX_COUNT,
+)
 
 
 def upload_size_check(upload: UploadedFile) -> None:
@@ -53,7 +58,9 @@ class NamedFileForm(TaggedForm):
         required=False,
         help_text="Default: the file name without extension.",
     )
-    description = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 3}))
+    description = forms.CharField(
+        required=False, max_length=DESCRIPTION_MAX_LENGTH, widget=forms.Textarea(attrs={"rows": 3})
+    )
 
 
 class SignupForm(UserCreationForm):
@@ -172,7 +179,12 @@ class PairSetUploadForm(TaggedForm, FileUploadForm):
         help_text="Detected from the content unless you choose one.",
     )
     name = forms.CharField(label="Name", max_length=200)
-    description = forms.CharField(label="Description", required=False, widget=forms.Textarea)
+    description = forms.CharField(
+        label="Description",
+        required=False,
+        max_length=DESCRIPTION_MAX_LENGTH,
+        widget=forms.Textarea,
+    )
     tags = forms.CharField(label="Tags", required=False, help_text="comma-separated")
     drop_incomplete_pairs = forms.BooleanField(
         label="Leave out incomplete pairs",

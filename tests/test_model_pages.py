@@ -9,7 +9,7 @@ import pytest
 from evaluations.language_models import registry as model_registry
 from evaluations.models import Evaluation, LanguageModel
 from suites.syntaxgym import services as suite_services
-from tests.conftest import small_suite
+from tests.conftest import signed_in_client, small_suite
 
 pytestmark = pytest.mark.django_db
 
@@ -55,6 +55,32 @@ def test_models_api_and_hidden_models(anon_client, alice, dana_client, tiny_gpt2
     staff_names = [m["name"] for m in dana_client.get("/api/models/").json()["results"]]
     assert sorted(staff_names) == ["hidden", "tiny"]
     assert anon_client.get("/api/models/tiny/").json()["kind"] == "causal"
+
+
+def test_a_hidden_model_is_hidden_alike_in_the_api_and_the_pages(
+    alice, bob, dana, anon_client
+) -> None:
+    # Seen by staff and by whoever registered it, in both; a 404 for everyone else, in
+    # both (the page answered 200 while the API answered 404).
+    model_registry.model_register(source="x/secret", name="secret", user=alice)
+    model_registry.model_set_hidden(model=LanguageModel.objects.get(), hidden=True)
+    seen = {"anon": anon_client, "bob": signed_in_client(bob), "alice": signed_in_client(alice)}
+    seen["dana"] = signed_in_client(dana)
+    answers = {
+        who: (
+            client.get("/api/models/secret/").status_code,
+            client.get("/models/secret/").status_code,
+            [m["name"] for m in client.get("/api/models/").json()["results"]],
+            "/models/secret/" in client.get("/models/").content.decode(),
+        )
+        for who, client in seen.items()
+    }
+    assert answers == {
+        "anon": (404, 404, [], False),
+        "bob": (404, 404, [], False),
+        "alice": (200, 200, ["secret"], True),
+        "dana": (200, 200, ["secret"], True),
+    }
 
 
 def test_request_page_by_tag_and_evaluation_pages(

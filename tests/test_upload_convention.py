@@ -196,7 +196,7 @@ def test_an_invalid_file_gets_located_errors_and_saves_nothing(alice, kind: str,
 def test_tags_beyond_the_limits_are_refused_and_nothing_is_saved(
     alice, kind: str, form: str
 ) -> None:
-    # Every kind holds its tags to the same limits (20 tags, 64 characters each), saying
+    # Every kind holds its tags to the same limits (20 tags, 40 characters each), saying
     # what is tagged, instead of cutting a long tag short or keeping any number of them.
     client = token_client(alice)
     many = ",".join(f"t{n}" for n in range(TAGS_MAX_COUNT + 1))
@@ -283,6 +283,27 @@ def test_a_chunked_raw_body_without_its_length_is_refused_not_read_as_empty(
         "errors": [{"code": "invalid", "message": NO_LENGTH, "path": "$.file"}]
     }
     assert k.model.objects.count() == 0
+
+
+@pytest.mark.parametrize(
+    "url", [*(k.url for k in KINDS.values()), "/api/minimal-pairs/conv/", "predictions"]
+)
+def test_a_chunked_multipart_body_without_its_length_is_told_so(alice, url: str) -> None:
+    # The same empty body as a raw one's: a form that sent its `file` is not told to send
+    # its `file`, but why it arrived without one.
+    pair_sets.minimal_pair_set_import(data=PAIRS, name="conv", owner=alice)
+    method = "put" if url == "/api/minimal-pairs/conv/" else "post"
+    url = "/api/minimal-pairs/conv/predictions/?model=m&register=1" if url == "predictions" else url
+    body = encode_multipart(BOUNDARY, {"file": SimpleUploadedFile("conv.tsv", PAIRS)})
+    response = getattr(token_client(alice), method)(
+        url, body, content_type=MULTIPART, CONTENT_LENGTH="", HTTP_TRANSFER_ENCODING="chunked"
+    )
+    assert response.status_code == 400, response.content
+    assert response.json() == {
+        "errors": [{"code": "invalid", "message": NO_LENGTH, "path": "$.file"}]
+    }
+    assert MinimalPairSet.objects.get().pair_count == 1
+    assert not any(k.model.objects.exclude(name="conv").exists() for k in KINDS.values())
 
 
 def test_curl_f_file_uploads_a_pair_set_named_after_the_file(alice) -> None:

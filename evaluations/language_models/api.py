@@ -65,9 +65,7 @@ class ModelListCreate(generics.ListAPIView):
     permission_classes = [IsAuthenticatedOrReadOnly]
 
     def get_queryset(self) -> QuerySet[LanguageModel]:
-        models = LanguageModel.objects.select_related("registered_by")
-        user = self.request.user
-        return models if user.is_staff else models.filter(is_hidden=False)
+        return model_registry.visible_models(self.request.user).select_related("registered_by")
 
     @extend_schema(request=LanguageModelSerializer, responses={201: LanguageModelSerializer})
     def post(self, request: Request) -> Response:
@@ -87,5 +85,4 @@ class ModelDetail(generics.RetrieveAPIView):
     lookup_field = "name"
 
     def get_queryset(self) -> QuerySet[LanguageModel]:
-        models = LanguageModel.objects.all()
-        return models if self.request.user.is_staff else models.filter(is_hidden=False)
+        return model_registry.visible_models(self.request.user)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from django import forms
 
+from suites.formats.syntaxgym import DESCRIPTION_MAX_LENGTH
+
 
 class ModelRegisterForm(forms.Form):
     source = forms.CharField(
@@ -18,5 +20,7 @@ class ModelRegisterForm(forms.Form):
     name = forms.SlugField(
         max_length=100, required=False, help_text="Short id for URLs; made from the source if empty"
     )
-    description = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 3}))
+    description = forms.CharField(
+        required=False, max_length=DESCRIPTION_MAX_LENGTH, widget=forms.Textarea(attrs={"rows": 3})
+    )
     reference_url = forms.URLField(required=False, max_length=500, assume_scheme="https")

@@ -7,14 +7,15 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
-from django.contrib.auth.models import User
+from django.contrib.auth.models import AnonymousUser, User
 from django.db import IntegrityError, transaction
+from django.db.models import Q, QuerySet
 from django.utils.text import slugify
 
 from evaluations import model_sources
 from evaluations.models import LanguageModel
 from gym.errors import FieldErrors
-from suites.catalog_services import invisible_characters
+from suites.catalog_services import description_problem, invisible_characters
 
 
 class ModelRegistrationError(FieldErrors):
@@ -43,9 +44,6 @@ def detect_kind(source: str, revision: str = "") -> tuple[str, str]:
         if path.is_file():
             raise ModelRegistrationError({"source": str(exc)}) from None
         return LanguageModel.Kind.UNKNOWN, str(exc)
-
-
-MODEL_DESCRIPTION_MAX_LENGTH = 10_000
 
 
 def model_dirs() -> list[Path]:
@@ -87,11 +85,8 @@ def model_register(
         errors["source"] = str(invalid)
     if invisible := invisible_characters(display_name):
         errors["display_name"] = f"the name may not contain {invisible}"
-    if len(description) > MODEL_DESCRIPTION_MAX_LENGTH:
-        errors["description"] = (
-            f"the description is {len(description):,} characters long; shorten it to at "
-            f"most {MODEL_DESCRIPTION_MAX_LENGTH:,}"
-        )
+    if too_long := description_problem(description):
+        errors["description"] = too_long
     name = slugify(name or display_name or source.rstrip("/").split("/")[-1])
     if not name:
         errors["name"] = "give a short name of letters, digits and hyphens"
@@ -122,6 +117,17 @@ def model_register(
             )
     except IntegrityError:
         raise ModelRegistrationError({"name": "that model was registered a moment ago"}) from None
+
+
+def visible_models(user: User | AnonymousUser | None) -> QuerySet[LanguageModel]:
+    """The models `user` may see in lists and by name, pages and API alike: every one for
+    staff; others see the models not hidden, and those they registered themselves."""
+    models = LanguageModel.objects.all()
+    if user is not None and user.is_staff:
+        return models
+    if user is not None and user.is_authenticated:
+        return models.filter(Q(is_hidden=False) | Q(registered_by=user.pk))
+    return models.filter(is_hidden=False)
 
 
 def model_set_hidden(*, model: LanguageModel, hidden: bool) -> LanguageModel:

@@ -15,9 +15,7 @@ from gym.accounts import signed_in
 
 
 def model_list(request: HttpRequest) -> HttpResponse:
-    models = LanguageModel.objects.all()
-    if not request.user.is_staff:
-        models = models.filter(is_hidden=False)
+    models = model_registry.visible_models(request.user)
     return render(request, "evaluations/model_list.html", {"models": models})
 
 

@@ -34,6 +34,7 @@ from evaluations.comparison_api import (
     left_out_schema,
     paired_test_schema,
 )
+from evaluations.language_models import registry as model_registry
 from evaluations.leaderboard import board_query
 from evaluations.models import Evaluation, LanguageModel
 from evaluations.statistics import paired_test_data
@@ -67,9 +68,9 @@ def leaderboard_csv_view(request: HttpRequest) -> HttpResponse:
 
 
 def model_page(request: HttpRequest, name: str) -> HttpResponse:
-    # A hidden model stays reachable by its address (its results are still linked from
-    # evaluation pages); it is only left out of lists and the leaderboard.
-    model = get_object_or_404(LanguageModel, name=name)
+    # A hidden model's page is seen by those who see it in the API (staff, whoever
+    # registered it); to anyone else it is a 404, as in the API.
+    model = get_object_or_404(model_registry.visible_models(request.user), name=name)
     staff = bool(request.user.is_staff)
     return render(
         request,

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.conf import settings
 from django.db.models import QuerySet
 from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -29,6 +32,7 @@ from suites.corpora.services import (
     corpus_histogram,
     corpus_import,
     corpus_list,
+    sample_lines,
 )
 from suites.corpora.views import corpus_name_from_file
 
@@ -56,8 +60,17 @@ class CorpusSerializer(GymDataSerializer):
         ]
 
 
+_SAMPLE_SCHEMA = {
+    "type": "array",
+    "description": "Sample lines as [line number, text]; a text longer than "
+    "GYM_SAMPLE_LINE_CHARS characters is cut to them and ends in '…'",
+    "items": {"type": "array", "items": {"oneOf": [{"type": "integer"}, {"type": "string"}]}},
+}
+
+
 class CorpusDetailSerializer(CorpusSerializer):
     histogram = serializers.SerializerMethodField()
+    sample = serializers.SerializerMethodField()
 
     class Meta(CorpusSerializer.Meta):
         fields = [
@@ -73,6 +86,10 @@ class CorpusDetailSerializer(CorpusSerializer):
 
     def get_histogram(self, corpus: Corpus) -> dict:
         return corpus_histogram(corpus)
+
+    @extend_schema_field(_SAMPLE_SCHEMA)
+    def get_sample(self, corpus: Corpus) -> list[list[Any]]:
+        return sample_lines(corpus.sample)
 
 
 class CorpusUploadSerializer(CorpusDetailSerializer, UploadAnswer):

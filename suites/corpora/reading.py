@@ -31,9 +31,9 @@ FORMATS = (TSV, TEXT)
 # Lengths (in words) above this share the last bucket of the histogram.
 LENGTH_CAP = 256
 SAMPLE_LINES = 20
-# A sample line is kept to this many characters (the rest is cut, and "…" marks the cut):
+# A sample line is kept to this many characters (the site passes GYM_SAMPLE_LINE_CHARS):
 # twenty whole lines of a corpus of long lines would make its row and its page megabytes.
-SAMPLE_CHARS = 500
+DEFAULT_SAMPLE_CHARS = 500
 # The longest line read (bytes, before decoding); the site passes GYM_MAX_CORPUS_LINE_BYTES.
 # The reader never holds more than one line and its read buffer, so this bounds its memory.
 DEFAULT_MAX_LINE_BYTES = 1024 * 1024
@@ -259,6 +259,7 @@ def read_corpus(
     name: str = "",
     limit: int | None = None,
     max_line: int = DEFAULT_MAX_LINE_BYTES,
+    sample_chars: int = DEFAULT_SAMPLE_CHARS,
     validation_fraction: float = DEFAULT_VALIDATION_FRACTION,
     validation_max: int = DEFAULT_VALIDATION_MAX,
     validation_seed: int = DEFAULT_VALIDATION_SEED,
@@ -292,11 +293,11 @@ def read_corpus(
         summary.bytes += len(data)
         summary.length_counts[min(words, LENGTH_CAP)] += 1
         if len(summary.sample) < SAMPLE_LINES:
-            summary.sample.append((summary.lines, sample_text(line)))
+            summary.sample.append((summary.lines, sample_text(line, sample_chars)))
         else:
             slot = int(rng.integers(summary.lines))
             if slot < SAMPLE_LINES:
-                summary.sample[slot] = (summary.lines, sample_text(line))
+                summary.sample[slot] = (summary.lines, sample_text(line, sample_chars))
         del number
     chooser.add(pending)
     if summary.lines == 0:
@@ -307,9 +308,11 @@ def read_corpus(
     return summary
 
 
-def sample_text(line: str) -> str:
-    """A sample line as kept and shown: at most SAMPLE_CHARS characters, "…" after a cut."""
-    return line if len(line) <= SAMPLE_CHARS else line[: SAMPLE_CHARS - 1] + "…"
+def sample_text(line: str, chars: int) -> str:
+    """A sample line as kept and shown: its first `chars` characters (at least one), and
+    "…" after them when it was longer."""
+    chars = max(1, chars)
+    return line if len(line) <= chars else f"{line[:chars]}…"
 
 
 def open_normalised(path: Path) -> Iterator[str]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -70,7 +70,12 @@ def corpus_import(
     name = upload_name(Corpus, name.strip(), rename_if_taken=rename_if_taken)
     tags = list(tags)
     errors = name_and_tag_errors(
-        name=name, model=Corpus, noun="corpus", reserved=RESERVED_NAMES, tags=tags
+        name=name,
+        model=Corpus,
+        noun="corpus",
+        reserved=RESERVED_NAMES,
+        tags=tags,
+        description=description,
     )
     if not 0.0 <= validation_fraction < 1.0:
         errors.append(
@@ -98,6 +103,7 @@ def corpus_import(
                 name=original,
                 limit=settings.GYM_MAX_CORPUS_BYTES,
                 max_line=settings.GYM_MAX_CORPUS_LINE_BYTES,
+                sample_chars=settings.GYM_SAMPLE_LINE_CHARS,
                 validation_fraction=validation_fraction,
                 validation_max=validation_max,
                 validation_seed=validation_seed,
@@ -126,7 +132,7 @@ def corpus_import(
                 char_count=summary.characters,
                 blank_lines=summary.blank_lines,
                 length_counts=summary.length_histogram(),
-                sample=[list(pair) for pair in summary.sample],
+                sample=sample_lines(summary.sample),
                 validation_fraction=validation_fraction,
                 validation_max=validation_max,
                 validation_seed=validation_seed,
@@ -144,6 +150,14 @@ def corpus_import(
         temp.unlink(missing_ok=True)
         if kept is not None and not Corpus.objects.filter(file_name=kept.name).exists():
             kept.unlink(missing_ok=True)
+
+
+def sample_lines(sample: Iterable[Sequence[Any]]) -> list[list[Any]]:
+    """A corpus's sample as [line number, text] pairs, each text cut to
+    GYM_SAMPLE_LINE_CHARS characters with '…' after it when it was longer: what is stored,
+    what the page shows and what the API answers (one 10 MB line would be 10 MB in each)."""
+    limit = settings.GYM_SAMPLE_LINE_CHARS
+    return [[number, reading.sample_text(text, limit)] for number, text in sample]
 
 
 def corpus_list(*, q: str = "", tag: str = "", sort: str = "name") -> QuerySet[Corpus]:

@@ -20,7 +20,7 @@ from suites.catalog import (
     upload_page,
 )
 from suites.corpora.models import Corpus
-from suites.corpora.services import corpus_histogram, corpus_import, corpus_list
+from suites.corpora.services import corpus_histogram, corpus_import, corpus_list, sample_lines
 from suites.forms import NamedFileForm
 from suites.models import Tag
 
@@ -85,6 +85,8 @@ def corpus_detail(request: HttpRequest, name: str) -> HttpResponse:
             "corpus": corpus,
             "tags": list(corpus.tags.all()),
             "histogram": corpus_histogram(corpus),
+            "sample": sample_lines(corpus.sample),
+            "sample_chars": settings.GYM_SAMPLE_LINE_CHARS,
         },
     )
 

@@ -146,7 +146,14 @@ def parse_suite_data(data: object) -> FormatResult:
 LABEL_MAX_LENGTH = 200
 TAG_MAX_LENGTH = 40
 TAGS_MAX_COUNT = 20
-META_TEXT_MAX_LENGTH = {"description": 10_000, "reference": 5_000, "author": 500, "comment": 10_000}
+# Every kind's description (suites, minimal-pair sets, probing tasks, corpora, models).
+DESCRIPTION_MAX_LENGTH = 10_000
+META_TEXT_MAX_LENGTH = {
+    "description": DESCRIPTION_MAX_LENGTH,
+    "reference": 5_000,
+    "author": 500,
+    "comment": 10_000,
+}
 
 # A lone UTF-16 surrogate ("\udc00" in JSON) cannot be encoded as UTF-8, and NUL cannot be
 # stored in a PostgreSQL text column: either would fail deep inside the save.

@@ -15,6 +15,7 @@ from suites.catalog import COMMON_SORTS, catalog_filter
 from suites.catalog_services import (
     DataInvalid,
     change_check,
+    description_problem,
     name_problem,
     tag_problems,
     tags_set,
@@ -48,9 +49,12 @@ RESERVED_NAMES = {"upload"}
 
 
 def _name_errors(
-    name: str, replace: MinimalPairSet | None = None, tags: Iterable[str] | None = None
+    name: str,
+    replace: MinimalPairSet | None = None,
+    tags: Iterable[str] | None = None,
+    description: str | None = None,
 ) -> list[mp.PairSetError]:
-    """What is wrong with the set's name and, when given, its tags."""
+    """What is wrong with the set's name and, when given, its tags and description."""
     problem = name_problem(name=name, model=MinimalPairSet, noun="minimal-pair set",
                            replace=replace, reserved=RESERVED_NAMES)  # fmt: skip
     errors = [mp.PairSetError(None, "name", problem)] if problem else []
@@ -59,6 +63,8 @@ def _name_errors(
             mp.PairSetError(None, "tags", message)
             for message in tag_problems(tags, noun="minimal-pair set")
         ]
+    if description is not None and (problem := description_problem(description)):
+        errors.append(mp.PairSetError(None, "description", problem))
     return errors
 
 
@@ -83,7 +89,7 @@ def minimal_pair_set_import(
     asked = name
     name = upload_name(MinimalPairSet, name, rename_if_taken=rename_if_taken)
     tags = list(tags)
-    errors = _name_errors(name, tags=tags)
+    errors = _name_errors(name, tags=tags, description=description)
     if errors:
         raise PairSetInvalid(errors)
     try:
@@ -159,7 +165,7 @@ def minimal_pair_set_replace(
     asked = pair_set.name if name is None else name
     new_name = upload_name(MinimalPairSet, asked, rename_if_taken=rename_if_taken, replace=pair_set)
     tags = None if tags is None else list(tags)
-    errors = _name_errors(new_name, replace=pair_set, tags=tags)
+    errors = _name_errors(new_name, replace=pair_set, tags=tags, description=description)
     if errors:
         raise PairSetInvalid(errors)
     report = PairSetReport(pair_set, parsed.source_format, parsed.warnings)

@@ -93,7 +93,12 @@ def probing_task_import(
         raise ProbingTaskInvalid([SuiteError("type", str(exc))]) from None
     tags = list(tags)
     errors = name_and_tag_errors(
-        name=name, model=ProbingTask, noun="probing task", reserved=RESERVED_NAMES, tags=tags
+        name=name,
+        model=ProbingTask,
+        noun="probing task",
+        reserved=RESERVED_NAMES,
+        tags=tags,
+        description=description,
     )
     if errors:
         raise ProbingTaskInvalid(errors)

@@ -257,6 +257,28 @@ def test_api(alice_client, anon_client) -> None:
     assert json.loads(anon_client.get("/api/corpora/?ordering=words").content)["count"] == 1
 
 
+def test_sample_lines_are_cut_to_the_setting_in_the_api_and_on_the_page(
+    alice, anon_client, settings
+) -> None:
+    # One long line made the detail answer (and the page, and the row) as long as it.
+    long = " ".join(f"w{n}" for n in range(40_000))
+    text = f"text\nshort line\n{long}\n".encode()
+    upload = token_client(alice).post("/api/corpora/?name=long", text, content_type="text/plain")
+    assert upload.status_code == 201, upload.content
+    cut = [[1, "short line"], [2, long[:500] + "…"]]  # GYM_SAMPLE_LINE_CHARS's default
+    assert upload.json()["sample"] == cut
+    assert anon_client.get("/api/corpora/long/").json()["sample"] == cut
+    assert Corpus.objects.get().sample == cut
+    page = anon_client.get("/corpora/long/").content.decode()
+    assert cut[1][1] in page and long[:501] not in page
+    # A row stored whole (before the cut was made when it is stored) is answered cut too,
+    # to the setting's length.
+    Corpus.objects.update(sample=[[2, long]])
+    settings.GYM_SAMPLE_LINE_CHARS = 10
+    assert anon_client.get("/api/corpora/long/").json()["sample"] == [[2, long[:10] + "…"]]
+    assert f"{long[:10]}…" in anon_client.get("/corpora/long/").content.decode()
+
+
 def test_command_reports_the_line(tmp_path) -> None:
     path = write(tmp_path / "c.tsv", b"id\n1\n")
     err = io.StringIO()

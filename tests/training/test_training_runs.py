@@ -213,9 +213,12 @@ def test_request_errors_change_nothing(corpus, attractors, alice) -> None:
         "probing_tasks": "an n-gram model has no hidden states (no layers) to probe; "
         "probe causal runs"
     }
-    with pytest.raises(services.TrainingRequestInvalid) as caught:
-        services.training_request(corpus=corpus, name="!!!", kind="ngram", user=alice)
-    assert caught.value.errors == {"name": "give the model a name of letters, digits and hyphens"}
+    for name in ("!!!", ".", ".."):  # the model's name is a slug: dots leave nothing
+        with pytest.raises(services.TrainingRequestInvalid) as caught:
+            services.training_request(corpus=corpus, name=name, kind="ngram", user=alice)
+        assert caught.value.errors == {
+            "name": "give the model a name of letters, digits and hyphens"
+        }
     assert not TrainingRun.objects.exists() and not LanguageModel.objects.exists()
 
 
