@@ -125,12 +125,13 @@ def upload_page(
     template: str,
     max_bytes: int,
     save: Callable[[UploadedFile], tuple[str, str]],
+    limits: dict[str, int] | None = None,
 ) -> HttpResponse:
     """The upload page of a kind whose form has a `file`: the form (400 while it has
     errors); once it is valid, `save(upload)` imports the file and gives the message to
     show and the address to go to, or raises DataInvalid, whose errors the page lists
-    (400, nothing saved)."""
-    context: dict[str, Any] = {"form": form, "max_bytes": max_bytes}
+    (400, nothing saved). `limits`: the kind's other limits, for its page to state."""
+    context: dict[str, Any] = {"form": form, "max_bytes": max_bytes, "limits": limits or {}}
     if request.method == "POST" and form.is_valid():
         try:
             message, url = save(form.cleaned_data["file"])

@@ -351,3 +351,9 @@ def test_any_bytes_are_read_or_refused_with_a_located_error(
     assert len(lines) == summary.lines > 0
     assert all(0 < len(line) <= 64 for line in lines)
     assert summary.bytes == len(out.getvalue()) <= 300
+
+
+def test_the_upload_page_states_the_line_limit(alice, settings) -> None:
+    settings.GYM_MAX_CORPUS_LINE_BYTES = 2 * MB
+    page = signed_in_client(alice).get("/corpora/upload/").content.decode()
+    assert "Up to 2.0\xa0GB uncompressed,\nand 2.0\xa0MB a line." in page

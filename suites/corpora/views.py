@@ -117,4 +117,5 @@ def corpus_upload(request: HttpRequest) -> HttpResponse:
         template="corpora/corpus_upload.html",
         max_bytes=settings.GYM_MAX_CORPUS_BYTES,
         save=save,
+        limits={"line_bytes": settings.GYM_MAX_CORPUS_LINE_BYTES},
     )
