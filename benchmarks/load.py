@@ -31,6 +31,9 @@ import tempfile
 import threading
 import time
 from collections import Counter, defaultdict
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -115,6 +118,62 @@ def start_server(env: dict[str, str], port: int, log: Path) -> subprocess.Popen[
             time.sleep(0.2)
     server.kill()
     raise SystemExit("the server did not start within 60 s")
+
+
+@dataclass
+class Site:
+    """A running site (`site_served`): its port, one token per user, its folder, gunicorn's
+    master process; the last traceback of its log is in `last_error` once it has stopped."""
+
+    port: int
+    tokens: list[str]
+    var_dir: Path
+    server_pid: int
+    last_error: str = ""
+
+
+@contextmanager
+def site_served(clients: int, *, prefix: str = "gym-load-") -> Iterator[Site]:
+    """The run command's server shape on a throw-away GYM_VAR_DIR: its private broker,
+    `setup` (the examples, a model, `clients` users with tokens) and gunicorn. Stopped and
+    its folder removed on the way out, an exception or Ctrl-C too."""
+    var_dir = Path(tempfile.mkdtemp(prefix=prefix))
+    env = _environment(var_dir)
+    server = None
+    site = None
+    from gym.embedded import RedisServer
+
+    # The run command's broker: requests publish their runs to it (no worker takes them).
+    broker = RedisServer(var_dir)
+    broker.start()
+    try:
+        tokens = setup(env, clients)
+        port = free_port()
+        server = start_server(env, port, var_dir / "server.log")
+        site = Site(port, tokens, var_dir, server.pid)
+        yield site
+    finally:
+        if server is not None:
+            server.terminate()
+            server.wait(timeout=30)
+        broker.stop()
+        if site is not None:
+            site.last_error = last_traceback(var_dir / "server.log")
+        shutil.rmtree(var_dir, ignore_errors=True)
+
+
+def last_traceback(log: Path) -> str:
+    """The last exception the server logged, to say what a 5xx was ('' for none)."""
+    errors = log.read_text(errors="replace").split("Traceback") if log.exists() else []
+    return ("Traceback" + errors[-1])[-1500:] if len(errors) > 1 else ""
+
+
+def example_suite_names() -> list[str]:
+    """The names of the example suites `setup` imports."""
+    suites = sorted(p.stem for p in (REPO / "examples").glob("*.json"))
+    return [
+        json.loads((REPO / "examples" / f"{s}.json").read_text())["meta"]["name"] for s in suites
+    ]
 
 
 def small_suite(name: str) -> dict[str, Any]:
@@ -226,54 +285,29 @@ def main() -> int:
     if args.smoke:
         args.seconds = 8.0
 
-    var_dir = Path(tempfile.mkdtemp(prefix="gym-load-"))
-    env = _environment(var_dir)
-    server = None
-    from gym.embedded import RedisServer
-
-    # The run command's broker: requests publish their runs to it (no worker takes them).
-    broker = RedisServer(var_dir)
-    broker.start()
-    try:
-        tokens = setup(env, args.clients)
-        suites = sorted(p.stem for p in (REPO / "examples").glob("*.json"))
-        names = [
-            json.loads((REPO / "examples" / f"{s}.json").read_text())["meta"]["name"]
-            for s in suites
-        ]
-        port = free_port()
-        server = start_server(env, port, var_dir / "server.log")
+    with site_served(args.clients) as site:
+        names = example_suite_names()
         until = time.monotonic() + args.seconds
-        clients = [Client(i, port, tokens[i], names, until) for i in range(args.clients)]
+        clients = [Client(i, site.port, site.tokens[i], names, until) for i in range(args.clients)]
         started = time.monotonic()
         for client in clients:
             client.start()
         for client in clients:
             client.join()
         elapsed = time.monotonic() - started
-    finally:
-        if server is not None:
-            server.terminate()
-            server.wait(timeout=30)
-        broker.stop()
-        log = var_dir / "server.log"
-        # The last exception the server logged, to say what a 5xx was.
-        errors = log.read_text(errors="replace").split("Traceback") if log.exists() else []
-        last_error = ("Traceback" + errors[-1])[-1500:] if len(errors) > 1 else ""
-        shutil.rmtree(var_dir, ignore_errors=True)
 
     samples = [s for c in clients for s in c.samples]
     statuses = Counter(status for _k, status, _t in samples)
     server_errors = sum(n for status, n in statuses.items() if status >= 500)
-    print(f"load: {args.clients} clients for {elapsed:.0f} s against http://{HOST}:{port}/")
+    print(f"load: {args.clients} clients for {elapsed:.0f} s against http://{HOST}:{site.port}/")
     print(f"requests      {len(samples)} ({len(samples) / elapsed:.1f}/s)")
     print(f"5xx           {server_errors}   (target 0)")
     print(f"429           {statuses.get(429, 0)}")
     print("statuses      " + ", ".join(f"{s}: {n}" for s, n in sorted(statuses.items())))
     for line in latency_lines(samples, kind_width=26, errors="5xx"):
         print(line)
-    if server_errors and last_error:
-        print("the last server error:\n" + last_error)
+    if server_errors and site.last_error:
+        print("the last server error:\n" + site.last_error)
     if not samples:
         print("no request completed", file=sys.stderr)
         return 1
