@@ -83,7 +83,7 @@ def uploads_busy_message(what: str) -> str:
     return (
         f"This server is receiving {settings.GYM_LARGE_UPLOADS_PER_PROCESS} large uploads "
         f"already ({what}; GYM_LARGE_UPLOADS_PER_PROCESS), and holds the rest of its threads "
-        "for pages. Send the file again in a minute."
+        f"for pages. Send the file again in {settings.GYM_UPLOAD_RETRY_AFTER} seconds."
     )
 
 
@@ -110,7 +110,7 @@ class UploadLimitMiddleware:
             return self.get_response(request)
         if not LARGE_UPLOADS.take():
             response = _refusal(request, 503, "busy", uploads_busy_message(setting))
-            response["Retry-After"] = "60"
+            response["Retry-After"] = str(settings.GYM_UPLOAD_RETRY_AFTER)
             return response
         try:
             return self.get_response(request)

@@ -271,6 +271,9 @@ GYM_MAX_CORPUS_LINE_BYTES = envint("GYM_MAX_CORPUS_LINE_BYTES", 1024 * 1024)
 # thread while it streams in, and the process's other threads keep serving pages (the
 # embedded site runs 2 processes of 4 threads). Beyond it: 503 with Retry-After.
 GYM_LARGE_UPLOADS_PER_PROCESS = envint("GYM_LARGE_UPLOADS_PER_PROCESS", 2)
+# ... and the Retry-After it answers with: a refused attempt costs the server little (its
+# body is not read), and another process of the server may have a slot free.
+GYM_UPLOAD_RETRY_AFTER = envint("GYM_UPLOAD_RETRY_AFTER", 10)
 GYM_CORPUS_DIR = Path(envstr("GYM_CORPUS_DIR", str(VAR_DIR / "corpora")))
 # A corpus's sample lines are kept, shown and answered cut to this many characters.
 GYM_SAMPLE_LINE_CHARS = envint("GYM_SAMPLE_LINE_CHARS", 500)
