@@ -32,6 +32,8 @@ import pickle
 import random
 import re
 import shutil
+import subprocess
+import sys
 import time
 import warnings
 from collections.abc import Callable, Iterable, Iterator
@@ -805,85 +807,78 @@ def _train(
 POLL_SECONDS = 0.2
 
 
-def _rank_main(
-    rank: int,
-    size: int,
-    out_dir: Path,
-    options: CausalOptions,
-    tokenizer: Any,
-    started: float,
-    rendezvous: str,
-    threads: int,
-    parent: int,
-    reports: Any,
-    stop: Any,
+def options_from_dict(raw: dict[str, Any]) -> CausalOptions:
+    """The CausalOptions that `asdict` wrote (the ranks of a training on several devices
+    read theirs from the job's JSON)."""
+    return CausalOptions(**{**raw, "shape": ModelShape(**raw["shape"])})
+
+
+def _launch_command(size: int, job_dir: Path) -> list[str]:
+    """torch's elastic launcher (torchrun) on this machine: `size` ranks of
+    evaluations.training.ranks, a rendezvous of its own on a free local port, and no
+    restart (a failed rank fails the training, whose retry resumes from its checkpoint)."""
+    return [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        f"--nproc-per-node={size}",
+        "--max-restarts=0",
+        "--monitor-interval=0.2",
+        "-m",
+        "evaluations.training.ranks",
+        str(job_dir),
+    ]
+
+
+class _ReportReader:
+    """What the ranks have reported so far (ranks.Reports' file), read a whole line at a
+    time as it grows."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._offset = 0
+
+    def new(self) -> list[dict[str, Any]]:
+        if not self.path.is_file():
+            return []
+        with self.path.open("rb") as handle:
+            handle.seek(self._offset)
+            data = handle.read()
+        whole = data[: data.rfind(b"\n") + 1]
+        self._offset += len(whole)
+        return [json.loads(line) for line in whole.splitlines() if line.strip()]
+
+
+def _relay(
+    message: dict[str, Any],
+    outcome: dict[str, Any],
+    on_step: Callable[[dict[str, Any]], None] | None,
+    on_checkpoint: Callable[[Checkpoint], None] | None,
 ) -> None:
-    """One process of a training on several devices (started by torch.multiprocessing):
-    rank 0 sends its steps, checkpoints and summary to the parent through `reports`,
-    and reads the parent's `stop` event after every step; an error is reported before
-    it ends the process. torch's spawn has the kernel interrupt (SIGINT) each process
-    when the parent dies, and a watchdog thread ends the process outright once the parent
-    is gone (an interrupt can wait behind a collective or be caught on its way), so that
-    a killed worker leaves no process holding a device."""
-    _end_with_parent(parent)
-    try:
-        if options.device == "cuda":
-            torch.cuda.set_device(rank)
-        else:
-            # The CPU's cores are shared by the ranks.
-            torch.set_num_threads(max(1, threads // size))
-        torch.distributed.init_process_group(
-            "nccl" if options.device == "cuda" else "gloo",
-            init_method=rendezvous,
-            rank=rank,
-            world_size=size,
-        )
-        try:
-            lead = rank == 0
-            with training_precision(options.device):
-                summary = _train(
-                    out_dir,
-                    options,
-                    tokenizer,
-                    started,
-                    on_step=(lambda entry: reports.put(("step", entry))) if lead else None,
-                    on_checkpoint=(lambda point: reports.put(("checkpoint", point)))
-                    if lead
-                    else None,
-                    should_stop=stop.is_set if lead else None,
-                    group=_Group(rank, size),
-                )
-            if lead:
-                reports.put(("summary", summary))
-            # Every rank leaves the group together: a rank that tears its group down while
-            # another still holds it (rank 0 saves and evaluates after the last step) can
-            # have gloo's threads abort the process ("terminate called without an active
-            # exception", seen once in CI as SIGABRT of rank 1).
-            torch.distributed.barrier()
-        finally:
-            torch.distributed.destroy_process_group()
-    except BaseException as exc:
-        import traceback
-
-        if os.getppid() != parent:
-            # Nobody reads the reports any more: leave without waiting to hand them over.
-            reports.cancel_join_thread()
-        known = isinstance(exc, CausalTrainingError)
-        reports.put(("error", rank, known, f"{type(exc).__name__}: {exc}", traceback.format_exc()))
-        raise
+    kind, body = message["kind"], message["body"]
+    if kind == "step" and on_step is not None:
+        on_step(body)
+    elif kind == "checkpoint" and on_checkpoint is not None:
+        on_checkpoint(Checkpoint(**{**body, "path": Path(body["path"])}))
+    elif kind == "summary":
+        outcome["summary"] = CausalSummary(**body)
+    elif kind == "error":
+        outcome["errors"].append(tuple(body))
 
 
-def _end_with_parent(parent: int) -> None:
-    """End this process (no clean-up: nobody is left to hear of it) as soon as its parent
-    is gone, checked by a daemon thread every POLL_SECONDS."""
-    import threading
-
-    def watch() -> None:
-        while os.getppid() == parent:
-            time.sleep(POLL_SECONDS)
-        os._exit(1)
-
-    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
+def _write_job(
+    job_dir: Path, out_dir: Path, options: CausalOptions, tokenizer: Any, started: float
+) -> None:
+    tokenizer.save_pretrained(job_dir / "tokenizer")
+    job = {
+        "out_dir": str(out_dir),
+        "options": asdict(options),
+        "started": started,
+        "threads": torch.get_num_threads(),
+        "watch": os.getpid(),
+    }
+    (job_dir / "job.json").write_text(json.dumps(job), encoding="utf-8")
 
 
 def _train_parallel(
@@ -896,115 +891,69 @@ def _train_parallel(
     on_checkpoint: Callable[[Checkpoint], None] | None,
     should_stop: Callable[[], bool] | None,
 ) -> CausalSummary:
-    """Train in `options.devices` processes (torch.multiprocessing, spawned), one a
-    device, joined by torch.distributed (NCCL on GPUs, gloo on the CPU) with the model in
-    DistributedDataParallel. This process calls the callbacks as rank 0 reports and asks
-    `should_stop`; a process that fails ends the others, and its error is raised here."""
-    import queue
+    """Train in `options.devices` processes, one a device, started by torch's elastic
+    launcher (torchrun, as a process of its own: a Celery pool process, which
+    multiprocessing would not let start children, starts it as any program) and joined by
+    torch.distributed (NCCL on GPUs, gloo on the CPU) with the model in
+    DistributedDataParallel. This process relays rank 0's reports to the callbacks, asks
+    `should_stop` and passes a stop on (a file the ranks look for); a rank that fails
+    ends the others and the launcher, and its error is raised here."""
     import tempfile
 
-    import torch.multiprocessing as mp
-    from torch.multiprocessing.spawn import ProcessException
-
-    size = options.devices
-    spawn = mp.get_context("spawn")
-    reports = spawn.Queue()
-    stop = spawn.Event()
-    summary: CausalSummary | None = None
-    errors: list[tuple[int, bool, str, str]] = []
-
-    def relay() -> None:
-        nonlocal summary
-        while True:
-            try:
-                message = reports.get(timeout=POLL_SECONDS)
-            except queue.Empty:
-                return
-            kind = message[0]
-            if kind == "step" and on_step is not None:
-                on_step(message[1])
-            elif kind == "checkpoint" and on_checkpoint is not None:
-                on_checkpoint(message[1])
-            elif kind == "summary":
-                summary = message[1]
-            elif kind == "error":
-                errors.append(message[1:])
-
-    # A stop asked before the start ends the training after its first step, as in one process.
-    if should_stop is not None and should_stop():
-        stop.set()
-    with tempfile.TemporaryDirectory(prefix="gym-ddp-") as meeting, _may_start_processes():
-        processes = mp.start_processes(
-            _rank_main,
-            args=(
-                size,
-                out_dir,
-                options,
-                tokenizer,
-                started,
-                f"file://{meeting}/rendezvous",
-                torch.get_num_threads(),
-                os.getpid(),
-                reports,
-                stop,
-            ),
-            nprocs=size,
-            join=False,
-            start_method="spawn",
-        )
-        failure: Exception | None = None
+    outcome: dict[str, Any] = {"summary": None, "errors": []}
+    with tempfile.TemporaryDirectory(prefix="gym-ddp-") as folder:
+        job_dir = Path(folder)
+        _write_job(job_dir, out_dir, options, tokenizer, started)
+        stop = job_dir / "STOP"
+        reader = _ReportReader(job_dir / "reports.jsonl")
+        env = {
+            **os.environ,
+            "OMP_NUM_THREADS": str(max(1, torch.get_num_threads() // options.devices)),
+        }
+        with (job_dir / "launcher.log").open("wb") as log:
+            launcher = subprocess.Popen(
+                _launch_command(options.devices, job_dir),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=env,
+            )
         try:
             while True:
-                relay()
-                if should_stop is not None and not stop.is_set() and should_stop():
-                    stop.set()
-                try:
-                    if processes.join(timeout=0.0):
-                        break
-                except ProcessException as exc:
-                    failure = exc
+                # A stop asked before the start ends the training after its first step.
+                if should_stop is not None and not stop.exists() and should_stop():
+                    stop.touch()
+                ended = launcher.poll() is not None
+                for message in reader.new():
+                    _relay(message, outcome, on_step, on_checkpoint)
+                if ended:
                     break
-            relay()
+                time.sleep(POLL_SECONDS)
         finally:
-            # A callback that raised, or an interrupt: the processes go with this one.
-            for process in processes.processes:
-                if process.is_alive():
-                    process.terminate()
-                process.join()
-    if failure is not None or summary is None:
-        raise _process_error(size, errors, failure)
-    return summary
+            # A callback that raised, or an interrupt: the launcher ends its ranks with it.
+            if launcher.poll() is None:
+                launcher.terminate()
+                try:
+                    launcher.wait(30)
+                except subprocess.TimeoutExpired:
+                    launcher.kill()
+                    launcher.wait()
+        failure = (
+            "" if launcher.returncode == 0 else _launcher_failure(job_dir, launcher.returncode)
+        )
+    if failure or outcome["summary"] is None:
+        raise _process_error(options.devices, outcome["errors"], failure or "no summary")
+    return outcome["summary"]
 
 
-@contextlib.contextmanager
-def _may_start_processes() -> Iterator[None]:
-    """Let a process of a Celery prefork pool (billiard's, where the training worker
-    runs) start the training's processes. multiprocessing refuses a daemonic process
-    children, since it is ended without a chance to end them: here they end themselves
-    (rank 0 sees at every step whether the process that started them is gone, and all
-    of them leave). And billiard leaves its own authentication key in multiprocessing's
-    record of the process, which refuses to be sent to a spawned process: it is given
-    as multiprocessing's own while the processes start."""
-    import multiprocessing.process
-
-    config = multiprocessing.current_process()._config  # type: ignore[attr-defined]
-    before = dict(config)
-    config["daemon"] = False
-    # Not in typeshed: the bytes type that multiprocessing sends to a spawned process.
-    own = multiprocessing.process.AuthenticationString  # type: ignore[attr-defined]
-    key = config.get("authkey")
-    if key is not None and type(key) is not own:
-        config["authkey"] = own(bytes(key))
-    try:
-        yield
-    finally:
-        config.clear()
-        config.update(before)
+def _launcher_failure(job_dir: Path, code: int) -> str:
+    """How the launcher ended, with the last lines it printed."""
+    lines = (job_dir / "launcher.log").read_text(errors="replace").strip().splitlines()
+    tail = " | ".join(line.strip() for line in lines[-3:])
+    how = f"signal {-code}" if code < 0 else f"code {code}"
+    return f"the launcher ended with {how}" + (f" ({tail[:500]})" if tail else "")
 
 
-def _process_error(
-    size: int, errors: list[tuple[int, bool, str, str]], failure: Exception | None
-) -> Exception:
+def _process_error(size: int, errors: list[tuple[int, bool, str, str]], failure: str) -> Exception:
     """The error to raise for a training on several devices that failed: the first
     error a process reported (a CausalTrainingError as it is), else how it ended."""
     if errors:
@@ -1014,13 +963,6 @@ def _process_error(
         error = TrainingProcessError(f"training process {rank} of {size} failed: {message}")
         error.add_note(trace)
         return error
-    if isinstance(failure, torch.multiprocessing.ProcessExitedException):
-        how = (
-            f"signal {failure.signal_name}" if failure.signal_name else f"code {failure.exit_code}"
-        )
-        return TrainingProcessError(
-            f"training process {failure.error_index} of {size} ended with {how}"
-        )
     return TrainingProcessError(f"the training processes ended without a result: {failure}")
 
 

@@ -184,16 +184,23 @@ def test_the_processes_leave_when_the_process_that_started_them_is_killed(corpus
                 break
             time.sleep(0.5)
         assert first.is_file(), parent.poll()
-        ranks = [pid for pid in children(parent.pid) if b"spawn_main" in cmdline(pid)]
-        assert len(ranks) == 2
+        # torch's launcher (torchrun) and the two ranks it started.
+        started = descendants(parent.pid)
+        launchers = [pid for pid in started if b"torch.distributed.run" in cmdline(pid)]
+        ranks = [
+            pid
+            for pid in started
+            if b"evaluations.training.ranks" in cmdline(pid) and pid not in launchers
+        ]
+        assert (len(launchers), len(ranks)) == (1, 2)
     finally:
         parent.kill()
         parent.wait()
     for _ in range(600):
-        if not any(alive(pid) for pid in ranks):
+        if not any(alive(pid) for pid in ranks + launchers):
             break
         time.sleep(0.5)
-    assert not any(alive(pid) for pid in ranks)
+    assert not any(alive(pid) for pid in ranks + launchers)
     # What they wrote before is a checkpoint to resume from.
     assert causal.latest_checkpoint(out) is not None
 
@@ -202,6 +209,16 @@ def children(pid: int) -> list[int]:
     found: list[int] = []
     for task in Path(f"/proc/{pid}/task").iterdir():
         found += [int(p) for p in (task / "children").read_text().split()]
+    return found
+
+
+def descendants(pid: int) -> list[int]:
+    found = children(pid)
+    for child in list(found):
+        try:
+            found += descendants(child)
+        except FileNotFoundError:
+            pass  # gone meanwhile
     return found
 
 
