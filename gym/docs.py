@@ -153,6 +153,15 @@ def _site_href(href: str) -> str:
     return f"/docs/{match['slug']}/{match['anchor'] or ''}"
 
 
+def _align_by_class(cell: Token) -> None:
+    """A table column's alignment (`| ---: |`) as a class: markdown-it writes it as a
+    style attribute, which the Content Security Policy refuses (gym.css: .align-*)."""
+    style = str(cell.attrGet("style") or "")
+    if style.startswith("text-align:"):
+        del cell.attrs["style"]
+        cell.attrSet("class", f"align-{style.removeprefix('text-align:')}")
+
+
 def render_page(text: str, *, slug: str, order: int, summary: str) -> Page:
     tokens = _MD.parse(text)
     title = ""
@@ -186,6 +195,8 @@ def render_page(text: str, *, slug: str, order: int, summary: str) -> Page:
             texts[-1].append(_plain(token))
         elif token.type in ("fence", "code_block"):
             texts[-1].append(token.content)
+        elif token.type in ("th_open", "td_open"):
+            _align_by_class(token)
     if not title:
         raise FrontMatterError(f"docs/{slug}.md has no '# ' title")
     for section, parts in zip(sections, texts, strict=True):

@@ -148,8 +148,36 @@ INSTALLED_APPS = [
     "evaluations",
 ]
 
+# Content Security Policy (django-csp): a page runs only the site's own script files and
+# uses only its own stylesheets, images, fonts and connections; no inline script, style
+# element or style attribute, no eval, no plugin, no other site may frame it. Browsers
+# report what they block to /csp-report/ (gym/csp_reports.py logs it). GYM_CSP_EXTRA_SOURCES:
+# origins allowed beside the site itself (e.g. a CDN that serves STATIC_URL), comma
+# separated. The API's docs page adds data: images for Swagger UI's icons (gym/urls.py).
+GYM_CSP_EXTRA_SOURCES = envlist("GYM_CSP_EXTRA_SOURCES", "")
+# The largest violation report read; a larger one gets 413 unread.
+GYM_CSP_REPORT_MAX_BYTES = envint("GYM_CSP_REPORT_MAX_BYTES", 16 * 1024)
+_csp_sources = ["'self'", *GYM_CSP_EXTRA_SOURCES]
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": _csp_sources,
+        "script-src": _csp_sources,
+        "style-src": _csp_sources,
+        "img-src": _csp_sources,
+        "connect-src": _csp_sources,
+        "font-src": _csp_sources,
+        "object-src": ["'none'"],
+        "base-uri": ["'self'"],
+        "form-action": ["'self'"],
+        "frame-ancestors": ["'none'"],
+        "report-uri": ["/csp-report/"],
+    }
+}
+
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # Second, so that every answer gets the policy, those of the middleware below too.
+    "csp.middleware.CSPMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "gym.middleware.HostileInputMiddleware",
     "gym.middleware.DatabaseUnavailableMiddleware",

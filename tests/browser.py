@@ -21,7 +21,7 @@ import pytest
 from django.db import connections
 
 if TYPE_CHECKING:
-    from playwright.sync_api import Browser, BrowserContext, Page, ViewportSize
+    from playwright.sync_api import Browser, BrowserContext, ConsoleMessage, Page, ViewportSize
 
 # Playwright's sync API runs an event loop in the test thread, and Django refuses ORM calls
 # from a thread with a running loop. The tests' own ORM calls are plain synchronous code
@@ -42,6 +42,16 @@ CHROMIUM_ARGS = [
     "--disable-sync",
 ]
 TIMEOUT_MS = 10_000
+# Every page reports each Content Security Policy violation to the console, where the
+# browser context collects it: Chromium logs a line of its own for some violations, the
+# page's event fires for every one.
+CSP_LISTENER = """
+document.addEventListener("securitypolicyviolation", (event) => {
+  console.error(`Content Security Policy violation: ${event.effectiveDirective} blocked `
+    + `${event.blockedURI || "(inline)"} at ${event.sourceFile || event.documentURI}:`
+    + `${event.lineNumber}`);
+});
+"""
 
 
 def _unavailable(reason: str) -> None:
@@ -82,16 +92,47 @@ def browser() -> Iterator[Browser]:
 
 
 @pytest.fixture
-def browser_context(browser: Browser, live_server: Any) -> Iterator[BrowserContext]:
+def csp_violations() -> list[str]:
+    """What the Content Security Policy blocked in the test's pages, as the console said
+    it. Any left at the test's end fail it (`browser_context`); a test that provokes one on
+    purpose checks it and empties the list."""
+    return []
+
+
+@pytest.fixture
+def browser_context(
+    browser: Browser, live_server: Any, csp_violations: list[str]
+) -> Iterator[BrowserContext]:
     """A fresh profile (no cookies) per test; relative URLs go to the live server, and
-    pages may use the clipboard, so that tests can paste as a user does."""
+    pages may use the clipboard, so that tests can paste as a user does. A test whose
+    pages break the site's Content Security Policy fails, naming what was blocked."""
     context = browser.new_context(
         viewport=VIEWPORT, base_url=live_server.url, accept_downloads=True
     )
     context.grant_permissions(["clipboard-read", "clipboard-write"], origin=live_server.url)
     context.set_default_timeout(TIMEOUT_MS)
+    context.add_init_script(CSP_LISTENER)
+
+    def collect(message: ConsoleMessage) -> None:
+        if "Content Security Policy" in message.text:
+            csp_violations.append(f"{message.page and message.page.url}: {message.text}")
+
+    context.on("console", collect)
     yield context
+    from playwright.sync_api import Error as PlaywrightError  # there: `browser` found it
+
+    # A round trip to each open page, so that the console lines it sent before are in.
+    for open_page in context.pages:
+        try:
+            open_page.evaluate("() => true")
+        except PlaywrightError:
+            pass  # closed, or navigating: its console lines are in already
     context.close()
+    if csp_violations:
+        pytest.fail(
+            "The Content Security Policy blocked something:\n" + "\n".join(csp_violations),
+            pytrace=False,
+        )
 
 
 @pytest.fixture

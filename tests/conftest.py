@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
 # Browser fixtures, registered once for every module: the session's one Playwright and
 # chromium must not be started again by a second module.
-from tests.browser import browser, browser_context, page  # noqa: F401
+from tests.browser import browser, browser_context, csp_violations, page  # noqa: F401
 from tests.celery_harness import pace, redis_broker, workers  # noqa: F401
 
 REPO = Path(__file__).resolve().parents[1]

@@ -3,6 +3,7 @@ results by model."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -18,23 +19,28 @@ from suites.models import Suite
 
 register = template.Library()
 
-# Hues from red (0% of items pass) through yellow to green (all pass). Lightness stays
-# high so that dark text on any cell keeps a contrast ratio above 7:1; the number is
-# always printed too, so colour is never the only carrier of the value.
-_HUE_LOW, _HUE_HIGH = 4.0, 130.0
+
+@register.filter(name="share")
+def share_class(value: Any) -> str:
+    """The class that marks a value between 0 and 1 (clamped) in hundredths, "share-0" to
+    "share-100", for gym.css's colour scales (alone: for an element whose own rule picks
+    the colour, as .tok does); "" for no value. Classes, not style attributes: the
+    Content Security Policy refuses those."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return ""
+    if math.isnan(number):
+        return ""
+    return f"share-{round(min(1.0, max(0.0, number)) * 100)}"
 
 
 @register.filter
-def heat(accuracy: float | None) -> str:
-    """A CSS background colour for an accuracy between 0 and 1 ("" for no value)."""
-    if accuracy is None:
-        return ""
-    try:
-        share = min(1.0, max(0.0, float(accuracy)))
-    except (TypeError, ValueError):
-        return ""
-    hue = _HUE_LOW + (_HUE_HIGH - _HUE_LOW) * share
-    return f"hsl({hue:.0f} 68% 83%)"
+def heat(accuracy: Any) -> str:
+    """The classes of a background coloured by an accuracy between 0 and 1, from red
+    through yellow to green (gym.css's .heat-bg); "" for no value."""
+    marked = share_class(accuracy)
+    return f"heat-bg {marked}" if marked else ""
 
 
 @register.filter
@@ -171,9 +177,7 @@ def board_cells(
     parts: list[str] = []
     for block in row.blocks:
         mean = '<span class="muted">—</span>' if block.mean is None else score(block.mean)
-        parts.append(
-            f'<td class="lb-mean lb-first num" style="background:{heat(block.mean)}">{mean}</td>'
-        )
+        parts.append(f'<td class="lb-mean lb-first num {heat(block.mean)}">{mean}</td>')
         for cell in block.cells:
             suite = escape(cell.suite.name)
             if cell.evaluation_id is not None:
@@ -181,7 +185,7 @@ def board_cells(
                 bounds = row.intervals.get(cell.suite.id)
                 shown = f'<span class="lb-ci">{interval(bounds)}</span>' if bounds else ""
                 parts.append(
-                    f'<td class="num lb-cell" style="background:{heat(cell.accuracy)}">'
+                    f'<td class="num lb-cell {heat(cell.accuracy)}">'
                     f'<a href="{result_head}{cell.evaluation_id}{result_tail}" '
                     f'title="{who} on {suite}{note}">{score(cell.accuracy)}{mark}{shown}</a></td>'
                 )

@@ -12,6 +12,7 @@ from django import template
 from evaluations import leaderboard as boards
 from evaluations.probing import selectors as probing_selectors
 from evaluations.probing.forms import ProbingRunRequestForm
+from evaluations.templatetags.evaluation_tags import share_class
 from suites.models import ProbingTask
 
 register = template.Library()
@@ -51,13 +52,11 @@ def bits(value: float | None) -> str:
 
 
 @register.filter
-def shade(share: Any) -> str:
-    """A blue background for a share between 0 and 1, light enough for dark text."""
-    try:
-        value = min(1.0, max(0.0, float(share)))
-    except (TypeError, ValueError):
-        return ""
-    return f"hsl(210 75% {97 - 37 * value:.0f}%)"
+def shade(value: Any) -> str:
+    """The classes of a blue background for a share between 0 and 1, light enough for dark
+    text (gym.css's .shade-bg); "" for no value."""
+    marked = share_class(value)
+    return f"shade-bg {marked}" if marked else ""
 
 
 @register.filter

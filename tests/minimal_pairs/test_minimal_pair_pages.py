@@ -159,7 +159,7 @@ def pair_order(page: str) -> list[str]:
 
 
 def card(page: str, name: str) -> str:
-    match = re.search(rf'data-card="{name}"><span class="value"[^>]*>([^<]*)<', page)
+    match = re.search(rf'data-card="{name}"><span class="value[^"]*"[^>]*>([^<]*)<', page)
     assert match, name
     return match.group(1)
 
