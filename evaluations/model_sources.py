@@ -103,11 +103,11 @@ def model_source_check(
             f"folder {_base(resolved, folders)}; save the model there first"
         )
     if resolved.is_dir():
-        _folder_check(resolved)
+        folder_check(resolved)
     return ModelSource(source=str(resolved), local=True)
 
 
-def _folder_check(folder: Path) -> None:
+def folder_check(folder: Path) -> None:
     """A transformers model folder: a config and a tokenizer (the weights are the
     worker's to read)."""
     if not (folder / "config.json").is_file():

@@ -23,6 +23,9 @@ _SLACK_BYTES = 64 * 1024
 BODY_LIMITS = {
     "api-corpora": "GYM_MAX_CORPUS_BYTES",
     "suites:corpus_upload": "GYM_MAX_CORPUS_BYTES",
+    # Model uploads hold a server thread as long as a corpus's do: they share the slots.
+    "api-models": "GYM_MAX_MODEL_UPLOAD_BYTES",
+    "evaluations:register": "GYM_MAX_MODEL_UPLOAD_BYTES",
 }
 _BODY_METHODS = ("POST", "PUT", "PATCH")
 

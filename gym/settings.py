@@ -307,6 +307,17 @@ GYM_CORPUS_DIR = Path(envstr("GYM_CORPUS_DIR", str(VAR_DIR / "corpora")))
 GYM_SAMPLE_LINE_CHARS = envint("GYM_SAMPLE_LINE_CHARS", 500)
 # Where training runs write models ("": trained/ in the first of GYM_MODEL_DIRS).
 GYM_TRAINING_DIR = envstr("GYM_TRAINING_DIR", "")
+# Models uploaded on the site ("": uploads/ in the first of GYM_MODEL_DIRS, where the
+# workers load local models from), each in a folder named by its content hash.
+GYM_UPLOADED_MODELS_DIR = envstr("GYM_UPLOADED_MODELS_DIR", "")
+# An uploaded model's limits: the file as sent (a 1B-parameter model in bf16 is about
+# 2.5 GB), an archive's members, all of them unpacked (a gzipped ARPA file's text too),
+# and each member but the weights (config and tokenizer files, which the web process reads
+# to check them). Counted as the upload is read and unpacked, never after.
+GYM_MAX_MODEL_UPLOAD_BYTES = envint("GYM_MAX_MODEL_UPLOAD_BYTES", 3 * 1024 * 1024 * 1024)
+GYM_MAX_MODEL_FILES = envint("GYM_MAX_MODEL_FILES", 100)
+GYM_MAX_MODEL_UNPACKED_BYTES = envint("GYM_MAX_MODEL_UNPACKED_BYTES", 4 * 1024 * 1024 * 1024)
+GYM_MAX_MODEL_MEMBER_BYTES = envint("GYM_MAX_MODEL_MEMBER_BYTES", 64 * 1024 * 1024)
 # Training runs asked for on the site: the most parameters a model may have, the most
 # memory (MiB, estimated from the shape and micro-batch) training it may need on one
 # device, and how many runs one user (staff excepted) may have queued or running at once.

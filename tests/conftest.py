@@ -424,8 +424,11 @@ def _fresh_counters():
 @pytest.fixture(autouse=True)
 def _temporary_model_dirs(settings, tmp_path_factory):
     """Tests build tiny models in temporary folders: those count as model folders
-    (GYM_MODEL_DIRS), as var/models does on a real site."""
-    settings.GYM_MODEL_DIRS = [*settings.GYM_MODEL_DIRS, tmp_path_factory.getbasetemp()]
+    (GYM_MODEL_DIRS), as var/models does on a real site. Uploaded models go to one of
+    them too, never to the checkout's var/."""
+    base = tmp_path_factory.getbasetemp()
+    settings.GYM_MODEL_DIRS = [*settings.GYM_MODEL_DIRS, base]
+    settings.GYM_UPLOADED_MODELS_DIR = str(base / "uploaded-models")
     yield
 
 

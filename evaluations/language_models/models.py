@@ -21,6 +21,14 @@ class LanguageModel(models.Model):
         NGRAM = "ngram", "n-gram (word back-off model)"
         UNKNOWN = "unknown", "not yet known"
 
+    class Status(models.TextChoices):
+        """Whether a worker may run it: an uploaded model is checked first (loaded, and
+        one sentence scored); a model registered any other way is ready at once."""
+
+        CHECKING = "checking", "checking"
+        READY = "ready", "ready"
+        REFUSED = "refused", "refused"
+
     # What a page reads to name a model with its badges (_model_badges.html): the fields
     # a list of runs loads with `.only()`, as `model__<field>`.
     SHOWN_FIELDS = (
@@ -30,6 +38,7 @@ class LanguageModel(models.Model):
         "is_hidden",
         "kind",
         "weights_removed_at",
+        "status",
     )
 
     name = models.SlugField(max_length=100, unique=True, help_text="Short id used in URLs")
@@ -50,6 +59,14 @@ class LanguageModel(models.Model):
     # A training run's checkpoint whose folder its retention deleted: its results stay,
     # but no worker can load it any more.
     weights_removed_at = models.DateTimeField(null=True, blank=True)
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.READY)
+    reason = models.TextField(blank=True, help_text="Why its check refused it")
+    # An uploaded model: the SHA-256 of the file sent, and where its files lie, relative to
+    # the uploads folder (evaluations.language_models.uploads.uploaded_model_dir).
+    content_hash = models.CharField(max_length=64, blank=True)
+    upload_key = models.CharField(max_length=200, blank=True)
+    # When its check was last handed to the task queue (None: not yet; the sweep sends it).
+    check_sent_at = models.DateTimeField(null=True, blank=True)
     registered_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
     )

@@ -83,15 +83,18 @@ def model_register(
         source = checked.source
     except model_sources.ModelSourceError as invalid:
         errors["source"] = str(invalid)
-    if invisible := invisible_characters(display_name):
-        errors["display_name"] = f"the name may not contain {invisible}"
-    if too_long := description_problem(description):
-        errors["description"] = too_long
-    name = slugify(name or display_name or source.rstrip("/").split("/")[-1])
-    if not name:
-        errors["name"] = "give a short name of letters, digits and hyphens"
-    elif LanguageModel.objects.filter(name=name).exists():
-        errors["name"] = f"a model named {name!r} is already registered; choose another name"
+    if checked is not None and checked.local and _inside_uploads(Path(checked.source)):
+        errors["source"] = (
+            "that folder holds the site's uploaded models, each registered by its upload; "
+            "upload the model instead"
+        )
+    name, naming = naming_errors(
+        name=name,
+        display_name=display_name,
+        description=description,
+        default=source.rstrip("/").split("/")[-1],
+    )
+    errors.update(naming)
     if LanguageModel.objects.filter(source=source, revision=revision).exists():
         errors["source"] = f"{source!r} (revision {revision or 'default'}) is already registered"
     if errors:
@@ -117,6 +120,43 @@ def model_register(
             )
     except IntegrityError:
         raise ModelRegistrationError({"name": "that model was registered a moment ago"}) from None
+
+
+def naming_errors(
+    *, name: str, display_name: str, description: str, default: str
+) -> tuple[str, dict[str, str]]:
+    """The short name a new model gets (`name`, else made from the display name, else
+    from `default`), and what is wrong with the names and description given, by field."""
+    errors: dict[str, str] = {}
+    if invisible := invisible_characters(display_name):
+        errors["display_name"] = f"the name may not contain {invisible}"
+    if too_long := description_problem(description):
+        errors["description"] = too_long
+    # A made name is cut to the column's length (a file's name may be longer).
+    name = slugify(name or display_name or default)[:100].strip("-")
+    if not name:
+        errors["name"] = "give a short name of letters, digits and hyphens"
+    elif LanguageModel.objects.filter(name=name).exists():
+        errors["name"] = f"a model named {name!r} is already registered; choose another name"
+    return name, errors
+
+
+def uploaded_models_root() -> Path:
+    """Where uploaded models lie: GYM_UPLOADED_MODELS_DIR, else `uploads/` in the first of
+    `model_dirs` (a folder the workers load local models from)."""
+    configured = settings.GYM_UPLOADED_MODELS_DIR
+    return Path(configured) if configured else model_dirs()[0] / "uploads"
+
+
+def uploaded_model_dir(content_hash: str) -> Path:
+    """The folder of the uploaded model whose file has this SHA-256: the one place that
+    says where an upload's files are (a shared store will answer it later)."""
+    return uploaded_models_root() / content_hash
+
+
+def _inside_uploads(path: Path) -> bool:
+    root = uploaded_models_root().expanduser().resolve()
+    return path == root or root in path.parents
 
 
 def visible_models(user: User | AnonymousUser | None) -> QuerySet[LanguageModel]:

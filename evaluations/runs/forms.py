@@ -16,11 +16,17 @@ from evaluations.runs import lifecycle as runs
 IMPORTED_NOTE = "results imported, cannot run here"
 WEIGHTS_REMOVED_NOTE = "weights removed, cannot run"
 NGRAM_NOTE = "n-gram: no layers to probe"
+NOT_READY_NOTES: dict[str, str] = {
+    LanguageModel.Status.CHECKING: "being checked, cannot run yet",
+    LanguageModel.Status.REFUSED: "refused by its check, cannot run",
+}
 
 
 def imported_note(model: LanguageModel) -> str:
     if model.weights_removed_at is not None:
         return WEIGHTS_REMOVED_NOTE
+    if model.status != LanguageModel.Status.READY:
+        return NOT_READY_NOTES[model.status]
     return IMPORTED_NOTE if model.is_imported else ""
 
 

@@ -94,15 +94,34 @@ class WeightsRemoved(ModelNotRunnable):
         )
 
 
+class ModelNotReady(ModelNotRunnable):
+    """An uploaded model that its check has not passed (yet): no run is queued on it."""
+
+    code = "not_ready"
+
+    def __init__(self, models: Sequence[Any]) -> None:
+        reasons = [
+            f"{m.name}: refused by its check ({m.reason or 'no reason given'})"
+            if m.status == "refused"
+            else f"{m.name}: still being checked (a worker loads it and scores one "
+            "sentence first); ask again once its page says it is ready"
+            for m in models
+        ]
+        ApplicationError.__init__(self, "; ".join(reasons))
+
+
 def check_runnable(models: Sequence[Any]) -> None:
-    """Every request service calls this: an imported-results model, or a checkpoint
-    whose weights were removed, is never queued."""
+    """Every request service calls this: an imported-results model, a checkpoint whose
+    weights were removed, or an uploaded model not (yet) ready, is never queued."""
     imported = [m.name for m in models if m.is_imported]
     if imported:
         raise ModelNotRunnable(imported)
     removed = [m.name for m in models if getattr(m, "weights_removed_at", None)]
     if removed:
         raise WeightsRemoved(removed)
+    not_ready = [m for m in models if getattr(m, "status", "ready") != "ready"]
+    if not_ready:
+        raise ModelNotReady(not_ready)
 
 
 def run_get_or_create(model: type[R], key: dict[str, Any], **defaults: Any) -> tuple[R, bool]:

@@ -238,7 +238,7 @@ def _fail_all(kind: str, targets: list[tuple[int, int]], reason: str) -> None:
 def _work_failed(task: Any, exc: Exception, kind: str, targets: list[tuple[int, int]]) -> None:
     """A transient error is retried with back-off (raises Retry); any other, or the last
     try, fails every run of the message with the reason."""
-    transient = _is_transient(exc)
+    transient = is_transient(exc)
     if transient and task.request.retries < task.max_retries:
         raise task.retry(exc=exc, countdown=retry_countdown(task.request.retries)) from exc
     if not transient:
@@ -547,12 +547,12 @@ def failure_reason(
         return f"The model could not be loaded: {exc}"
     if isinstance(exc, ScoringError):
         return f"{work} failed: {exc}"
-    if _is_transient(exc):
+    if is_transient(exc):
         return f"Gave up after {retries} retries: {exc.__class__.__name__}: {exc}"
     return f"{work} failed: {exc.__class__.__name__}: {exc}"
 
 
-def _is_transient(exc: BaseException) -> bool:
+def is_transient(exc: BaseException) -> bool:
     """Worth retrying: out of memory (a busy GPU, CUDA included) or a lost connection."""
     return isinstance(exc, MemoryError | ConnectionError | TransientScoringError) or (
         exc.__class__.__name__ == "OutOfMemoryError"
@@ -585,9 +585,8 @@ class StoreTask(Task):
 
 RESULTS_LOST = "The worker's results were lost before they could be stored. Retry the run."
 
-_STORE_OPTIONS: dict[str, Any] = {
-    "bind": True,
-    "base": StoreTask,
+# A write on the default queue: kept until done, and retried through transient errors.
+STORE_RETRY_OPTIONS: dict[str, Any] = {
     "acks_late": True,
     "reject_on_worker_lost": True,
     "autoretry_for": TRANSIENT_STORE_ERRORS,
@@ -597,6 +596,7 @@ _STORE_OPTIONS: dict[str, Any] = {
     "retry_backoff_max": 60,
     "retry_jitter": True,
 }
+_STORE_OPTIONS: dict[str, Any] = {"bind": True, "base": StoreTask, **STORE_RETRY_OPTIONS}
 
 
 @shared_task(name="runs.store", **_STORE_OPTIONS)
@@ -708,5 +708,9 @@ def sweep() -> None:
     if holds is not None:
         holds.record_status()
     runs.runs_sweep(holds=holds)
+    # Uploaded models' checks that never reached the queue, or were lost with it.
+    from evaluations.language_models.checks import model_checks_sweep
+
+    model_checks_sweep()
     # A week: far beyond any store's retries, short enough that lost files do not pile up.
     results_prune(older_than_seconds=7 * 24 * 3600)

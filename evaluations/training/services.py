@@ -111,6 +111,8 @@ def model_to_train_problem(model: LanguageModel, *, purpose: str) -> str:
         )
     if model.weights_removed_at is not None:
         return f"the model {model.name!r} has its weights removed, so it cannot {role}"
+    if model.status != LanguageModel.Status.READY:
+        return f"the model {model.name!r} has not passed its check (it is {model.status}), so it cannot {role}"
     if model.revision:
         return (
             f"the model {model.name!r} names the hub revision {model.revision!r}; training "

@@ -4,6 +4,7 @@
 (function () {
   "use strict";
   const POLL_MS = 1500;
+  const FINISHED = ["done", "failed", "cancelled", "ready", "refused"];
 
   function update(el, data) {
     const status = el.querySelector("[data-status]");
@@ -23,7 +24,8 @@
     if (waiting) waiting.hidden = !(data.status === "queued" && data.enqueued === false);
     const link = el.querySelector("[data-results-link]");
     if (link && data.status === "done") link.hidden = false;
-    const finished = data.status === "done" || data.status === "failed" || data.status === "cancelled";
+    // A run's ends, and an uploaded model's (its check: data-api names the model).
+    const finished = FINISHED.includes(data.status);
     el.dataset.finished = finished ? "1" : "0";
     const cancel = el.querySelector("[data-cancel]");
     if (cancel && finished) cancel.hidden = true;

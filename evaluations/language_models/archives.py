@@ -1,0 +1,265 @@
+"""Unpacking an uploaded model archive (.tar, .tar.gz or .zip) into a folder, member by
+member, refusing on the way whatever a model folder has no need of and an attacker would
+use: absolute names, `..`, links, devices and fifos, pickled weights, code, and more
+members or bytes than the limits allow. Sizes are counted as the bytes are written, so an
+archive that lies about them is held to the limits all the same. No Django here: the
+caller gives the limits and the folder, and removes the folder when this refuses."""
+
+from __future__ import annotations
+
+import gzip
+import stat
+import tarfile
+import zipfile
+import zlib
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path, PurePosixPath
+from typing import IO
+
+# Weights that unpickling would run as code; transformers reads them when no safetensors
+# file is there.
+PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl", ".pickle")
+CODE_SUFFIXES = (".py", ".pyc")
+WEIGHTS_SUFFIX = ".safetensors"
+TO_SAFETENSORS = (
+    "convert the weights to safetensors: load the model with transformers and save it "
+    "again with model.save_pretrained(folder, safe_serialization=True) (the default since "
+    "transformers 4.35), then pack that folder without its .bin/.pt files"
+)
+NO_CODE = (
+    "models that need code of their own cannot be uploaded (nothing sent is ever run "
+    "here): save a model of an architecture transformers has, without auto_map"
+)
+# macOS's archiver adds this folder of resource forks; it is no part of the model.
+_MAC_FOLDER = "__MACOSX"
+_CHUNK = 1024 * 1024
+_NAME_PART_BYTES = 255
+
+
+@dataclass(frozen=True)
+class Limits:
+    """How much one archive may unpack to: `files` members (folders too), `unpacked`
+    bytes in all, `member` bytes in any member but the weights (.safetensors, held to
+    `unpacked` alone); each with the setting that holds it, for the message."""
+
+    files: int
+    unpacked: int
+    member: int
+    files_setting: str = "GYM_MAX_MODEL_FILES"
+    unpacked_setting: str = "GYM_MAX_MODEL_UNPACKED_BYTES"
+    member_setting: str = "GYM_MAX_MODEL_MEMBER_BYTES"
+
+
+class ArchiveRefused(ValueError):
+    """The archive cannot be a model: `member` (when one member is the cause) and why.
+    `too_large` when a limit was reached."""
+
+    def __init__(self, message: str, *, member: str = "", too_large: bool = False) -> None:
+        super().__init__(f"member '{member}': {message}" if member else message)
+        self.member = member
+        self.too_large = too_large
+
+
+@dataclass(frozen=True)
+class Member:
+    """One entry of an archive: its name as written, what it is ("file", "folder", or
+    what it is instead: "a symbolic link", ...), its declared size, and how to read it."""
+
+    name: str
+    what: str
+    size: int
+    open: Callable[[], IO[bytes]]
+
+
+def _tar_what(info: tarfile.TarInfo) -> str:
+    if info.isfile():
+        return "file"
+    if info.isdir():
+        return "folder"
+    if info.issym():
+        return "a symbolic link"
+    if info.islnk():
+        return "a hard link"
+    if info.ischr() or info.isblk():
+        return "a device"
+    if info.isfifo():
+        return "a fifo"
+    return "not a plain file or folder"
+
+
+def _tar_members(path: Path, *, gzipped: bool) -> Iterator[Member]:
+    # Read as a stream, front to back: a member is unpacked before the next is read.
+    with tarfile.open(path, mode="r|gz" if gzipped else "r|") as tar:
+        for info in tar:
+            yield Member(info.name, _tar_what(info), info.size, partial(_tar_file, tar, info))
+
+
+def _tar_file(tar: tarfile.TarFile, info: tarfile.TarInfo) -> IO[bytes]:
+    return _opened(tar.extractfile(info))
+
+
+def _opened(handle: IO[bytes] | None) -> IO[bytes]:
+    if handle is None:
+        raise ArchiveRefused("a file whose contents cannot be read")
+    return handle
+
+
+def _zip_what(info: zipfile.ZipInfo) -> str:
+    mode = info.external_attr >> 16
+    kind = stat.S_IFMT(mode)
+    if info.flag_bits & 0x1:
+        return "an encrypted file"
+    if stat.S_ISLNK(mode):
+        return "a symbolic link"
+    if kind and not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+        return "a device or fifo"
+    return "folder" if info.is_dir() else "file"
+
+
+def _zip_members(path: Path) -> Iterator[Member]:
+    with zipfile.ZipFile(path) as archive:
+        for info in archive.infolist():
+            yield Member(
+                info.filename, _zip_what(info), info.file_size, partial(archive.open, info)
+            )
+
+
+def _safe_name(name: str) -> PurePosixPath | None:
+    """The member's place inside the folder, or None for the folder itself ('.', './').
+    Raises ArchiveRefused for a name that would reach outside it."""
+    if "\x00" in name or "\\" in name:
+        raise ArchiveRefused("a NUL or backslash in the name", member=name)
+    if name.startswith("/") or (len(name) > 1 and name[1] == ":"):
+        raise ArchiveRefused("an absolute path; pack the folder with relative names", member=name)
+    parts = [part for part in PurePosixPath(name).parts if part != "."]
+    if ".." in parts:
+        raise ArchiveRefused("'..' in the name would place it outside the folder", member=name)
+    if any(len(part.encode()) > _NAME_PART_BYTES for part in parts):
+        raise ArchiveRefused(f"a name longer than {_NAME_PART_BYTES} bytes", member=name)
+    return PurePosixPath(*parts) if parts else None
+
+
+def _content_check(name: str, place: PurePosixPath) -> None:
+    suffix = place.suffix.lower()
+    if suffix in PICKLE_SUFFIXES:
+        raise ArchiveRefused(
+            f"pickled weights ({suffix}) are not accepted; {TO_SAFETENSORS}", member=name
+        )
+    if suffix in CODE_SUFFIXES:
+        raise ArchiveRefused(f"Python code; {NO_CODE}", member=name)
+
+
+class _Counter:
+    """Members and bytes unpacked so far, held to the limits."""
+
+    def __init__(self, limits: Limits) -> None:
+        self.limits = limits
+        self.members = 0
+        self.bytes = 0
+
+    def member(self, name: str) -> None:
+        self.members += 1
+        if self.members > self.limits.files:
+            raise ArchiveRefused(
+                f"the archive has more than {self.limits.files} members "
+                f"({self.limits.files_setting})",
+                member=name,
+                too_large=True,
+            )
+
+    def declared(self, name: str, size: int, place: PurePosixPath) -> None:
+        """Refuse a member whose declared size is over a limit before a byte is written."""
+        self._check(name, size, self.bytes + size, place)
+
+    def wrote(self, name: str, count: int, member_bytes: int, place: PurePosixPath) -> None:
+        """Count `count` more bytes of a member now `member_bytes` long."""
+        self.bytes += count
+        self._check(name, member_bytes, self.bytes, place)
+
+    def _check(self, name: str, member_bytes: int, total: int, place: PurePosixPath) -> None:
+        if total > self.limits.unpacked:
+            raise ArchiveRefused(
+                f"the archive unpacks to more than {self.limits.unpacked:,} bytes "
+                f"({self.limits.unpacked_setting})",
+                member=name,
+                too_large=True,
+            )
+        if place.suffix.lower() != WEIGHTS_SUFFIX and member_bytes > self.limits.member:
+            raise ArchiveRefused(
+                f"unpacks to more than {self.limits.member:,} bytes, the limit of any one "
+                f"file but the weights ({self.limits.member_setting})",
+                member=name,
+                too_large=True,
+            )
+
+
+def _write(member: Member, target: Path, place: PurePosixPath, counter: _Counter) -> None:
+    counter.declared(member.name, member.size, place)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    written = 0
+    # "x": a name that appears twice in the archive is refused, not overwritten.
+    with member.open() as source, target.open("xb") as out:
+        while chunk := source.read(_CHUNK):
+            written += len(chunk)
+            counter.wrote(member.name, len(chunk), written, place)
+            out.write(chunk)
+
+
+def _unpack_member(member: Member, folder: Path, counter: _Counter) -> None:
+    place = _safe_name(member.name)
+    counter.member(member.name)
+    if place is None or place.parts[0] == _MAC_FOLDER:
+        return
+    if member.what not in ("file", "folder"):
+        raise ArchiveRefused(
+            f"{member.what}; only plain files and folders are accepted", member=member.name
+        )
+    target = folder.joinpath(*place.parts)
+    try:
+        if member.what == "folder":
+            target.mkdir(parents=True, exist_ok=True)
+            return
+        _content_check(member.name, place)
+        _write(member, target, place, counter)
+    except (FileExistsError, NotADirectoryError):
+        raise ArchiveRefused(
+            "the name is given twice, or as a file and a folder", member=member.name
+        ) from None
+
+
+@contextmanager
+def _damage_refused() -> Iterator[None]:
+    """What a cut-short or damaged archive raises, as ArchiveRefused."""
+    try:
+        yield
+    except (tarfile.TarError, zipfile.BadZipFile, EOFError, zlib.error, gzip.BadGzipFile) as exc:
+        raise ArchiveRefused(
+            f"the archive is damaged or cut short (truncated): {exc}; send it again whole"
+        ) from None
+    except NotImplementedError as exc:  # a zip compression method Python cannot read
+        raise ArchiveRefused(f"the archive cannot be read: {exc}") from None
+
+
+def unpack(path: Path, *, fmt: str, folder: Path, limits: Limits) -> None:
+    """Unpack the archive at `path` (`fmt`: "tar", "tar.gz" or "zip") into `folder`,
+    which must exist and be empty. Raises ArchiveRefused; what was written before then is
+    the caller's to remove."""
+    counter = _Counter(limits)
+    members = _zip_members(path) if fmt == "zip" else _tar_members(path, gzipped=fmt == "tar.gz")
+    with _damage_refused():
+        for member in members:
+            _unpack_member(member, folder, counter)
+
+
+def model_root(folder: Path) -> Path:
+    """The folder the model's files are in: `folder` itself, or its one subfolder when
+    the archive packed a folder (`tar czf model.tar.gz my-model/`)."""
+    if (folder / "config.json").exists():
+        return folder
+    entries = [entry for entry in folder.iterdir() if entry.name != _MAC_FOLDER]
+    if len(entries) == 1 and entries[0].is_dir():
+        return entries[0]
+    return folder
