@@ -13,7 +13,7 @@ from django.shortcuts import redirect, render
 
 from evaluations.runs import lifecycle as runs
 from evaluations.runs.views import request_form_page, run_action_views
-from evaluations.training import selectors, services
+from evaluations.training import corpus_check, selectors, services
 from evaluations.training.forms import TrainingRequestForm
 from evaluations.training.models import TrainingRun
 
@@ -74,6 +74,7 @@ def training_run(request: HttpRequest, pk: int) -> HttpResponse:
             "curves": curves,
             "plot": {"loss": selectors.loss_curves(run), "learning": curves},
             "suites": curves["suites"],
+            "check": corpus_check.run_check(run),
         },
     )
 
