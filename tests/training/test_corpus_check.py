@@ -1,20 +1,26 @@
 """The corpus check: how many sentences of a run's suites, minimal-pair sets and probing
 tasks are lines of its training corpus (after one normalisation), before training (the
-API the form asks) and on the run's page and API; cached, read once."""
+API the form asks) and on the run's page and API; cached, read once; the example corpus
+holds none of the example benchmarks' sentences."""
 
 from __future__ import annotations
 
+import io
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+from django.core.management import call_command
 
 from evaluations.training import corpus_check, services
+from gym.embedded import EXAMPLE_CORPUS, PREPARE
 from suites.corpora import overlap
 from suites.corpora.models import Corpus
 from suites.corpora.services import corpus_import
 from suites.models import MinimalPairSet, ProbingTask, Suite
 from suites.syntaxgym.services import suite_import
-from tests.conftest import EXAMPLES
+from tests.conftest import EXAMPLES, REPO
 from tests.training.conftest import example_pair_set, example_probing_task
 
 pytestmark = pytest.mark.django_db
@@ -154,3 +160,35 @@ def test_the_run_page_and_api(corpus, benchmarks, alice, anon_client) -> None:
     assert "3 of the 3 benchmarks have sentences in the corpus mixed" in page
     assert page.count('<tr class="overlap-found">') == 3
     assert "<q>the teachers are in the classroom</q>" in page
+
+
+def test_the_example_corpus_holds_no_example_sentence(
+    benchmarks, tmp_path, alice_client, anon_client
+) -> None:
+    """The run command's bootstrap imports the example corpus (and again changes
+    nothing), the Training page offers it, and its sentences are the generator's own:
+    none is one of the example benchmarks'."""
+    assert "No corpus yet" in anon_client.get("/training/").content.decode()
+    (step,) = [s for s in PREPARE if s[1] == "import_corpus"]
+    for _ in range(2):
+        call_command(*step[1:], stdout=io.StringIO())
+    corpus = Corpus.objects.get()
+    assert corpus.name == EXAMPLE_CORPUS and corpus.owner is None
+    listed = alice_client.get("/training/").content.decode()
+    assert (
+        f'href="/training/new/?corpus={EXAMPLE_CORPUS}">Train a model on {EXAMPLE_CORPUS}' in listed
+    )
+    assert f'href="/corpora/{EXAMPLE_CORPUS}/"' in anon_client.get("/training/").content.decode()
+    assert corpus.line_count == 5000 and corpus.bytes <= 400_000  # as docs/training.md says
+    suites = [
+        suite_import(source=path.read_text(), owner=None).suite
+        for path in sorted(EXAMPLES.glob("*.json"))
+        if path.name != "agreement_local.json"  # imported by `benchmarks`
+    ]
+    check = corpus_check.corpus_check(corpus, [*suites, *benchmarks])
+    assert len(check["benchmarks"]) == 8 and check["found"] == 0, check
+    # The file is the generator's: it writes it again byte for byte.
+    script = REPO / "examples" / "corpora" / "make_example_corpus.py"
+    again = tmp_path / "again.txt"
+    subprocess.run([sys.executable, str(script), "--out", str(again)], check=True, cwd=REPO)
+    assert again.read_bytes() == (REPO / "examples" / "corpora" / "example_corpus.txt").read_bytes()
