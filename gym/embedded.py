@@ -358,6 +358,8 @@ def probe_worker(watch: Watch) -> dict[str, Any] | None:
         return None
 
 
+# The example corpus's name: a first visit can train a model on it from the page.
+EXAMPLE_CORPUS = "example-corpus"
 # Run before the services start, once (each is safe to run again).
 PREPARE: list[list[str]] = [
     ["manage.py", "migrate", "--noinput"],
@@ -382,6 +384,19 @@ PREPARE: list[list[str]] = [
         "agreement",
         "--description",
         "Subject number with attractor nouns (the project's own example)",
+    ],
+    [
+        "manage.py",
+        "import_corpus",
+        "examples/corpora/example_corpus.txt",
+        "--name",
+        EXAMPLE_CORPUS,
+        "--skip-existing",
+        "--tag",
+        "example",
+        "--description",
+        "Gym's example corpus: 5,000 sentences of a small grammar written for the project "
+        "(examples/corpora/make_example_corpus.py), with the example suites' phenomena",
     ],
     ["manage.py", "gym_bootstrap", "--evaluate-examples"],
 ]

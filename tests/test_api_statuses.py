@@ -263,6 +263,10 @@ TABLE: dict[str, dict[str, Reach]] = {
         ),
     },
     "GET /api/corpora/{name}/": ONE_BY_NAME,
+    "GET /api/corpora/{name}/overlap/": {
+        **ONE_BY_NAME,
+        "400": lambda w: Ask(query={"suites": UNKNOWN_NAME}),
+    },
     # SyntaxGym suites
     "GET /api/suites/": LIST,
     "POST /api/suites/": {**CREATE, "201": json_body(_new_suite)},

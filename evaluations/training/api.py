@@ -7,16 +7,18 @@ from typing import Any
 from django.db.models import QuerySet
 from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import generics, serializers, status
 from rest_framework.permissions import IsAuthenticatedOrReadOnly
 from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.views import APIView
 
 from evaluations.runs.api import request_body, run_action_apis
-from evaluations.training import selectors, services
+from evaluations.training import corpus_check, selectors, services
 from evaluations.training.models import TrainingRun
 from gym.rest import NameField
+from suites.catalog_api import not_found
 from suites.corpora.models import Corpus
 from suites.models import MinimalPairSet, ProbingTask, Suite
 
@@ -81,15 +83,25 @@ class TrainingRunSerializer(serializers.ModelSerializer):
 class TrainingRunDetailSerializer(TrainingRunSerializer):
     loss = serializers.SerializerMethodField()
     learning_curves = serializers.SerializerMethodField()
+    corpus_check = serializers.SerializerMethodField()
 
     class Meta(TrainingRunSerializer.Meta):
-        fields = [*TrainingRunSerializer.Meta.fields, "summary", "loss", "learning_curves"]
+        fields = [
+            *TrainingRunSerializer.Meta.fields,
+            "summary",
+            "loss",
+            "learning_curves",
+            "corpus_check",
+        ]
 
     def get_loss(self, run: TrainingRun) -> dict[str, Any]:
         return selectors.loss_curves(run)
 
     def get_learning_curves(self, run: TrainingRun) -> dict[str, Any]:
         return selectors.learning_curves(run)
+
+    def get_corpus_check(self, run: TrainingRun) -> dict[str, Any]:
+        return corpus_check.run_check(run)
 
 
 def _names(queryset: QuerySet[Any], *, max_length: int) -> serializers.ListField:
@@ -119,6 +131,59 @@ class TrainingRequestSerializer(serializers.Serializer):
     threshold = serializers.FloatField(required=False, default=0.8)
 
 
+CHECK_FIELDS = ("suites", "pair_sets", "probing_tasks", "tags")
+
+
+class CorpusCheckQuery(serializers.Serializer):
+    """The benchmarks to check a corpus against, as a run request names them."""
+
+    suites = _names(Suite.objects.all(), max_length=500)
+    pair_sets = _names(MinimalPairSet.objects.all(), max_length=500)
+    probing_tasks = _names(ProbingTask.objects.all(), max_length=100)
+    tags = serializers.ListField(
+        child=serializers.CharField(max_length=64), required=False, default=list, max_length=50
+    )
+
+
+class CorpusCheck(APIView):
+    """How many sentences of the named suites (and the suites with any of `tags`),
+    minimal-pair sets and probing tasks occur in the corpus, as whole lines after
+    normalisation (docs/training.md, The corpus check). Each name is a parameter of its
+    own, repeated for several (`?suites=A&suites=B`). The first check of a benchmark
+    reads the whole corpus once; the answer is cached."""
+
+    permission_classes = [IsAuthenticatedOrReadOnly]
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter(field, str, many=True, description=f"{field} to check (repeat)")
+            for field in CHECK_FIELDS
+        ],
+        responses={200: OpenApiTypes.OBJECT, 400: OpenApiTypes.OBJECT, 404: OpenApiTypes.OBJECT},
+    )
+    def get(self, request: Request, name: str) -> Response:
+        corpus = Corpus.objects.filter(name=name).first()
+        if corpus is None:
+            return not_found("corpus", name)
+        unknown = sorted(set(request.query_params) - set(CHECK_FIELDS))
+        if unknown:
+            raise services.TrainingRequestInvalid(
+                {
+                    field: f"unknown parameter {field[:40]!r}: give suites, pair_sets, "
+                    "probing_tasks or tags"
+                    for field in unknown
+                }
+            )
+        query = CorpusCheckQuery(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        asked = query.validated_data
+        tagged, problems = services.tagged_suites(asked["tags"])
+        if problems:
+            raise services.TrainingRequestInvalid(problems)
+        benchmarks = [*asked["suites"], *tagged, *asked["pair_sets"], *asked["probing_tasks"]]
+        return Response({"corpus": corpus.name, **corpus_check.corpus_check(corpus, benchmarks)})
+
+
 class TrainingRunListCreate(generics.ListAPIView):
     """Training runs, newest first (paged), or ask for a new one."""
 
@@ -133,7 +198,7 @@ class TrainingRunListCreate(generics.ListAPIView):
         responses={201: TrainingRunSerializer, 400: OpenApiTypes.OBJECT, 503: None},
         description="Train a model on a corpus: kind 'ngram' (options order 2-6, "
         "min_count) or 'causal' (options preset, steps, batch_tokens, micro_batch, "
-        "learning_rate, warmup_steps, checkpoints, save_every, retention (all, schedule, "
+        "learning_rate, warmup_steps, weight_decay (0 to 1), checkpoints, save_every, retention (all, schedule, "
         "last) with keep_last, keep_states, seed; layers, width, heads, context, vocab, "
         "arch change the preset; tokenizer bpe, unigram or model with tokenizer_model; "
         "base_model: a registered causal model to train further). `validation_corpus`: "

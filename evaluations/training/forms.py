@@ -1,12 +1,71 @@
+"""The training form: its fields in groups, one fieldset each (`GROUPS`). A group for
+one kind of model names it (`kinds`), and the page shows it only while that kind is
+chosen (static/js/training-form.js; without JavaScript every group shows, each with its
+legend). A kind's options are one more group; a field or group that serves several kinds
+names them all."""
+
 from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
 
 from django import forms
 
 from evaluations.models import LanguageModel
 from evaluations.training.models import TrainingRun
-from evaluations.training.options import PRESETS
+from evaluations.training.options import ARCHITECTURES, PRESETS
 from suites.corpora.models import Corpus
 from suites.models import MinimalPairSet, ProbingTask, Suite, Tag
+
+# The preset whose shape the form's shape fields change.
+CUSTOM = "custom"
+SHAPE_FIELDS = ("layers", "width", "heads", "context", "vocab", "arch")
+
+
+@dataclass(frozen=True)
+class Group:
+    legend: str
+    fields: tuple[str, ...]
+    kinds: str = ""  # the kinds of model it is for, space-separated ("": every kind)
+    preset: str = ""  # shown only with this preset
+    help: str = ""
+
+
+GROUPS = (
+    Group("Corpus and model", ("corpus", "name", "kind")),
+    Group("n-gram model", ("order", "min_count"), kinds="ngram"),
+    Group(
+        "Transformer and tokenizer",
+        ("preset", "base_model", "tokenizer", "tokenizer_model", "validation_corpus"),
+        kinds="causal",
+    ),
+    Group(
+        "Custom shape",
+        SHAPE_FIELDS,
+        kinds="causal",
+        preset=CUSTOM,
+        help="The custom preset is GPT-2 small with these changes; a blank field keeps "
+        "GPT-2 small's value.",
+    ),
+    Group(
+        "Optimisation",
+        ("steps", "batch_tokens", "micro_batch", "learning_rate", "warmup_steps", "weight_decay", "seed"),
+        kinds="causal",
+    ),
+    Group(
+        "Checkpoints",
+        ("checkpoints", "save_every", "retention", "keep_last", "keep_states"),
+        kinds="causal",
+    ),
+    Group(
+        "Evaluate the checkpoints on",
+        ("suites", "tags", "pair_sets", "probing_tasks", "threshold"),
+        help="Every checkpoint, and the finished model, is evaluated on these (learning "
+        "curves). The corpus check below says how many of their sentences the corpus holds.",
+    ),
+)  # fmt: skip
+# Single fields for only some kinds, inside a group for every kind.
+FIELD_KINDS = {"probing_tasks": "causal"}
 
 
 class TrainingRequestForm(forms.Form):
@@ -56,11 +115,50 @@ class TrainingRequestForm(forms.Form):
         required=False,
         help_text="With the tokenizer of a registered model: which model.",
     )
+    layers = forms.IntegerField(required=False, min_value=1, help_text="blank: 12")
+    width = forms.IntegerField(required=False, min_value=1, help_text="blank: 768")
+    heads = forms.IntegerField(required=False, min_value=1, help_text="blank: 12")
+    context = forms.IntegerField(
+        required=False, min_value=1, help_text="Tokens per training block; blank: 1024"
+    )
+    vocab = forms.IntegerField(
+        required=False,
+        min_value=1,
+        label="Vocabulary",
+        help_text="The trained tokenizer's tokens at most; blank: 50257",
+    )
+    arch = forms.ChoiceField(
+        choices=[("", "GPT-2 (blank)"), *[(a, a) for a in ARCHITECTURES]],
+        required=False,
+        label="Architecture",
+        help_text="gpt2: GPT-2's; llama: RoPE, SwiGLU, RMSNorm, no biases",
+    )
     steps = forms.IntegerField(initial=1000, min_value=1)
     batch_tokens = forms.IntegerField(
         initial=0, min_value=0, help_text="Tokens per step (gradient accumulation); 0: one pass"
     )
+    micro_batch = forms.IntegerField(
+        label="Micro-batch",
+        required=False,
+        initial=8,
+        min_value=1,
+        max_value=4096,
+        help_text="Sequences per forward pass; blank: 8",
+    )
     learning_rate = forms.FloatField(initial=1e-3, min_value=1e-8, max_value=1.0)
+    warmup_steps = forms.IntegerField(
+        label="Warm-up steps",
+        required=False,
+        min_value=0,
+        help_text="Linear warm-up of the learning rate; blank: 5% of the steps",
+    )
+    weight_decay = forms.FloatField(
+        required=False,
+        initial=0.1,
+        min_value=0.0,
+        max_value=1.0,
+        help_text="AdamW's, not on biases and norms; blank: 0.1",
+    )
     checkpoints = forms.IntegerField(
         initial=8, min_value=1, max_value=100, help_text="Log-spaced by tokens seen"
     )
@@ -124,6 +222,43 @@ class TrainingRequestForm(forms.Form):
         help_text="Age of acquisition: the accuracy a suite must keep from a checkpoint on.",
     )
 
+    def fieldsets(self) -> list[dict[str, Any]]:
+        """The groups for the template: legend, kinds, preset, help and bound fields
+        (with the kinds of a field that serves only some)."""
+        return [
+            {
+                "legend": group.legend,
+                "kinds": group.kinds,
+                "preset": group.preset,
+                "help": group.help,
+                "fields": [(self[name], FIELD_KINDS.get(name, "")) for name in group.fields],
+            }
+            for group in GROUPS
+        ]
+
+    def _unused(self, kind: str, preset: str) -> set[str]:
+        """The fields the chosen kind (and preset) does not read: their errors (a field
+        hidden on the page, still sent) are no reason to refuse the form."""
+        unused = set()
+        for group in GROUPS:
+            if group.kinds and kind not in group.kinds.split():
+                unused |= set(group.fields)
+            elif group.preset and group.preset != preset:
+                unused |= set(group.fields)
+        return unused | {name for name, kinds in FIELD_KINDS.items() if kind not in kinds.split()}
+
+    def full_clean(self) -> None:
+        """As Django's, then the fields the chosen kind does not read are left empty and
+        without errors: a page with JavaScript hides them but still sends them."""
+        super().full_clean()
+        if not self.is_bound or "kind" not in self.cleaned_data:
+            return
+        kind, preset = self.cleaned_data["kind"], self.cleaned_data.get("preset", "")
+        for name in self._unused(kind, preset):
+            self.errors.pop(name, None)
+            many = isinstance(self.fields[name], forms.ModelMultipleChoiceField)
+            self.cleaned_data[name] = [] if many else None
+
     def options(self) -> dict[str, object]:
         data = self.cleaned_data
         if data["kind"] == TrainingRun.Kind.NGRAM:
@@ -144,11 +279,17 @@ class TrainingRequestForm(forms.Form):
             )
         }
         options["retention"] = options["retention"] or "all"
+        # Left blank: the service's default.
+        for key in ("micro_batch", "warmup_steps", "weight_decay"):
+            if data.get(key) is not None:
+                options[key] = data[key]
         if data.get("base_model"):
             options["base_model"] = data["base_model"].name
             options.pop("preset")
-        else:
-            options["tokenizer"] = data.get("tokenizer") or "bpe"
-            if options["tokenizer"] == "model" and data.get("tokenizer_model"):
-                options["tokenizer_model"] = data["tokenizer_model"].name
+            return options
+        options["tokenizer"] = data.get("tokenizer") or "bpe"
+        if options["tokenizer"] == "model" and data.get("tokenizer_model"):
+            options["tokenizer_model"] = data["tokenizer_model"].name
+        if data["preset"] == CUSTOM:
+            options |= {key: data[key] for key in SHAPE_FIELDS if data.get(key)}
         return options

@@ -9,10 +9,15 @@ import io
 from pathlib import Path
 from typing import Any
 
-from django.db.models import QuerySet
+from django.db.models import F, QuerySet
 
+from evaluations.baseline import BASELINE_NAME
 from evaluations.models import Evaluation, LanguageModel, PairEvaluation, ProbingRun
 from evaluations.training.models import TrainingRun
+
+# A minimal pair is right or wrong: a model that picks one sentence at random is right
+# half the time.
+PAIRS_CHANCE = 0.5
 
 
 def loss_curves(run: TrainingRun) -> dict[str, list[list[float]]]:
@@ -68,12 +73,18 @@ def _point(point: dict[str, Any], found: Any, kind: str) -> dict[str, Any]:
 
 
 def _curve(
-    run: TrainingRun, found: dict[str, Any], name: str, kind: str, threshold: float
+    run: TrainingRun,
+    found: dict[str, Any],
+    benchmark: Any,
+    kind: str,
+    threshold: float,
+    chance: float | None,
 ) -> dict[str, Any]:
     points = [_point(point, found.get(point["model"]), kind) for point in run.checkpoints]
     return {
         "kind": kind,
-        "suite": name,
+        "suite": benchmark.name,
+        "chance": chance,
         "points": points,
         "age_of_acquisition": age_of_acquisition(points, threshold),
         "outdated": sum(p["status"] == "outdated" for p in points),
@@ -118,7 +129,37 @@ def _kind_curves(
         other = kept.get(found.model.name)
         if other is None or _rank(found) > _rank(other):
             kept[found.model.name] = found
-    return [_curve(run, by_name[b.name], b.name, kind, threshold) for b in benchmarks]
+    chances = _chances(kind, benchmarks)
+    return [_curve(run, by_name[b.name], b, kind, threshold, chances.get(b.pk)) for b in benchmarks]
+
+
+def majority_rate(counts: dict[str, dict[str, int]]) -> float | None:
+    """A probing task's chance: the te accuracy of always answering the label most
+    frequent in tr (what a probe that learnt only the labels' prior scores)."""
+    train, test = counts.get("tr") or {}, counts.get("te") or {}
+    if not train or not sum(test.values()):
+        return None
+    majority = max(sorted(train), key=lambda label: train[label])
+    return test.get(majority, 0) / sum(test.values())
+
+
+def _chances(kind: str, benchmarks: list[Any]) -> dict[int, float | None]:
+    """Each benchmark's chance level, by its id: 0.5 for minimal pairs, the majority
+    label's rate for probing tasks, and for suites the random baseline's done result on
+    the suite's current content where there is one (a suite's predictions have no chance
+    level in general: a model at random satisfies an unknown share of them)."""
+    if kind == "pairs":
+        return {b.pk: PAIRS_CHANCE for b in benchmarks}
+    if kind == "probing":
+        return {b.pk: majority_rate(b.counts) for b in benchmarks}
+    baseline = Evaluation.objects.filter(
+        model__name=BASELINE_NAME,
+        suite__in=benchmarks,
+        status=Evaluation.Status.DONE,
+        word_probability="tokens",
+        content_hash=F("suite__content_hash"),
+    ).order_by("pk")
+    return dict(baseline.values_list("suite_id", "accuracy"))
 
 
 def learning_curves(run: TrainingRun, *, threshold: float | None = None) -> dict[str, Any]:

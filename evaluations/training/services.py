@@ -160,7 +160,7 @@ def training_options(
     change it), or base_model (continued pre-training: the shape and tokenizer are the
     model's; context may shorten it); tokenizer (bpe, unigram, model) and
     tokenizer_model; steps, batch_tokens, micro_batch, learning_rate, warmup_steps,
-    checkpoints, save_every, retention, keep_last, keep_states, seed."""
+    weight_decay, checkpoints, save_every, retention, keep_last, keep_states, seed."""
     errors: dict[str, str] = {}
     named: dict[str, LanguageModel] = {}
     if kind == TrainingRun.Kind.NGRAM:
@@ -242,6 +242,7 @@ def training_options(
         micro_batch=_integer(raw.get("micro_batch", 8), "micro_batch", 1, 4096, errors),
         learning_rate=_number(raw.get("learning_rate", 1e-3), "learning_rate", 1e-8, 1.0, errors),
         warmup_steps=_integer(raw.get("warmup_steps", -1), "warmup_steps", -1, MAX_STEPS, errors),
+        weight_decay=_number(raw.get("weight_decay", 0.1), "weight_decay", 0.0, 1.0, errors),
         checkpoints=_integer(raw.get("checkpoints", 8), "checkpoints", 1, 100, errors),
         keep_states=_integer(raw.get("keep_states", 0), "keep_states", 0, 100, errors),
         seed=_integer(raw.get("seed", 0), "seed", 0, 2**31 - 1, errors),
@@ -347,6 +348,18 @@ def training_retry_problem(run: TrainingRun) -> str:
     return _active_runs_problem(run.requested_by, retry=True)
 
 
+def tagged_suites(tags: list[str]) -> tuple[list[Suite], dict[str, str]]:
+    """The suites (not archived) with any of `tags`, and the error of a tag that has none."""
+    suites: list[Suite] = []
+    errors: dict[str, str] = {}
+    for tag in tags:
+        tagged = list(Suite.objects.filter(tags__name=tag, archived_at__isnull=True))
+        if not tagged:
+            errors["tags"] = f"no suite has the tag {tag[:64]!r}"
+        suites += tagged
+    return suites, errors
+
+
 def training_request(
     *,
     corpus: Corpus,
@@ -389,12 +402,9 @@ def training_request(
         errors["name"] = f"a trained model folder named {slug!r} exists; choose another name"
     if not 0.0 < threshold <= 1.0 or not math.isfinite(threshold):
         errors["threshold"] = f"the threshold is an accuracy above 0 and at most 1; got {threshold}"
-    suites = list(suites or [])
-    for tag in tags or []:
-        tagged = list(Suite.objects.filter(tags__name=tag, archived_at__isnull=True))
-        if not tagged:
-            errors["tags"] = f"no suite has the tag {tag[:64]!r}"
-        suites += tagged
+    tagged, problems = tagged_suites(tags or [])
+    suites = [*(suites or []), *tagged]
+    errors.update(problems)
     if probing_tasks and kind == TrainingRun.Kind.NGRAM:
         errors["probing_tasks"] = (
             "an n-gram model has no hidden states (no layers) to probe; probe causal runs"

@@ -22,12 +22,16 @@ urlpatterns = [
     path("training/<int:pk>/curves.json", views.training_curves_json, name="training_curves_json"),
 ]
 
-api_urlpatterns = run_api_urls(
-    "training-runs/",
-    one="training-run",
-    many="training-runs",
-    list_create=api.TrainingRunListCreate,
-    detail=api.TrainingRunDetail,
-    retry=api.TrainingRunRetry,
-    cancel=api.TrainingRunCancel,
-)
+api_urlpatterns = [
+    *run_api_urls(
+        "training-runs/",
+        one="training-run",
+        many="training-runs",
+        list_create=api.TrainingRunListCreate,
+        detail=api.TrainingRunDetail,
+        retry=api.TrainingRunRetry,
+        cancel=api.TrainingRunCancel,
+    ),
+    # The corpus check before a run is asked for: a corpus's, read by training.
+    path("corpora/<str:name>/overlap/", api.CorpusCheck.as_view(), name="api-corpus-overlap"),
+]

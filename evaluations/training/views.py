@@ -13,9 +13,13 @@ from django.shortcuts import redirect, render
 
 from evaluations.runs import lifecycle as runs
 from evaluations.runs.views import request_form_page, run_action_views
-from evaluations.training import selectors, services
+from evaluations.training import corpus_check, selectors, services
 from evaluations.training.forms import TrainingRequestForm
 from evaluations.training.models import TrainingRun
+from suites.corpora.models import Corpus
+
+# The corpora the Training page lists to train on (the Corpora page lists them all).
+CORPORA_LISTED = 50
 
 
 def _run(pk: int) -> TrainingRun:
@@ -74,13 +78,19 @@ def training_run(request: HttpRequest, pk: int) -> HttpResponse:
             "curves": curves,
             "plot": {"loss": selectors.loss_curves(run), "learning": curves},
             "suites": curves["suites"],
+            "check": corpus_check.run_check(run),
         },
     )
 
 
 def training_runs(request: HttpRequest) -> HttpResponse:
     listed = TrainingRun.objects.select_related("model", "corpus", "requested_by")[:200]
-    return render(request, "training/run_list.html", {"runs": listed})
+    corpora = Corpus.objects.order_by("name")
+    return render(
+        request,
+        "training/run_list.html",
+        {"runs": listed, "corpora": corpora[:CORPORA_LISTED], "more": corpora.count()},
+    )
 
 
 def _threshold(request: HttpRequest, run: TrainingRun) -> float:

@@ -1,11 +1,14 @@
 // A training run's page: the loss curve (train and validation, updated while the run
-// trains), the learning curves (accuracy per suite against tokens seen, log axis) and an
-// estimate of the time left. Data: json_script "training-data"; live: the run's API.
+// trains), the learning curves (accuracy per benchmark against tokens seen, log axis, with
+// each one's chance level; updated as the checkpoints' evaluations finish, also after the
+// training is done) and an estimate of the time left. Data: json_script "training-data";
+// live: the run's API.
 (function () {
   "use strict";
   const POLL_MS = 3000;
   const COLOURS = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000", "#F0E442"];
   let lossChart = null;
+  let learningChart = null;
 
   function points(pairs) {
     return pairs.map(function (p) { return { x: p[0], y: p[1] }; });
@@ -35,17 +38,26 @@
     return new window.Chart(canvas, {
       type: "line",
       data: { datasets: datasets },
-      options: { animation: false, maintainAspectRatio: false, parsing: false, scales: scales },
+      options: {
+        animation: false, maintainAspectRatio: false, parsing: false, scales: scales,
+        // Chance lines are explained by the caption, not the legend.
+        plugins: { legend: { labels: { filter: function (item, data) { return !data.datasets[item.datasetIndex].chance; } } } },
+      },
       plugins: plugins,
     });
   }
 
-  function drawLearning(learning) {
-    const canvas = document.getElementById("learning-plot");
-    if (!canvas || !window.Chart) return;
-    const datasets = learning.suites.map(function (row, i) {
+  // A benchmark's points with an accuracy, and its chance level as a dashed line across
+  // the checkpoints' tokens (in its colour, out of the legend).
+  function learningDatasets(learning) {
+    const tokens = [];
+    learning.suites.forEach(function (row) {
+      row.points.forEach(function (p) { tokens.push(p.tokens); });
+    });
+    const datasets = [];
+    learning.suites.forEach(function (row, i) {
       const colour = COLOURS[i % COLOURS.length];
-      return {
+      datasets.push({
         label: row.suite,
         data: row.points.filter(function (p) { return p.accuracy !== null; })
           .map(function (p) { return { x: p.tokens, y: p.accuracy }; }),
@@ -53,9 +65,33 @@
         backgroundColor: colour,
         pointRadius: 3,
         borderWidth: 2,
-      };
+      });
+      if (row.chance !== null && row.chance !== undefined && tokens.length) {
+        datasets.push({
+          label: row.suite + ": chance",
+          chance: true,
+          data: [{ x: Math.min.apply(null, tokens), y: row.chance }, { x: Math.max.apply(null, tokens), y: row.chance }],
+          borderColor: colour,
+          backgroundColor: colour,
+          borderDash: [6, 4],
+          borderWidth: 1,
+          pointRadius: 0,
+        });
+      }
     });
-    lineChart(canvas, datasets, {
+    return datasets;
+  }
+
+  function drawLearning(learning) {
+    const canvas = document.getElementById("learning-plot");
+    if (!canvas || !window.Chart) return;
+    const datasets = learningDatasets(learning);
+    if (learningChart) {
+      learningChart.data.datasets = datasets;
+      learningChart.update();
+      return;
+    }
+    learningChart = lineChart(canvas, datasets, {
       x: { type: "logarithmic", title: { display: true, text: "Tokens seen (log scale)" } },
       y: { min: 0, max: 1, title: { display: true, text: "Accuracy" } },
     }, [{
@@ -73,6 +109,37 @@
         ctx.restore();
       },
     }]);
+  }
+
+  // The table under the chart: each point's accuracy (or status) and the age of acquisition.
+  function fillTable(learning) {
+    learning.suites.forEach(function (row, i) {
+      const tr = document.querySelector('tr[data-curve="' + i + '"]');
+      if (!tr) return;
+      row.points.forEach(function (p, j) {
+        const td = tr.querySelector('td[data-point="' + j + '"]');
+        if (!td) return;
+        const shown = document.createElement(p.accuracy !== null && p.url ? "a" : "span");
+        if (p.accuracy !== null) {
+          shown.textContent = p.accuracy.toFixed(3);
+          if (p.url) shown.href = p.url;
+        } else {
+          shown.textContent = p.status;
+          shown.className = "muted small";
+        }
+        td.replaceChildren(shown);
+      });
+      const age = tr.querySelector("td[data-age]");
+      if (age) age.textContent = row.age_of_acquisition === null ? "—" : String(row.age_of_acquisition);
+    });
+  }
+
+  // Whether a checkpoint's evaluation is still to finish: the page keeps asking, also
+  // once the training itself is done.
+  function evaluating(learning) {
+    return learning.suites.some(function (row) {
+      return row.points.some(function (p) { return p.status === "queued" || p.status === "running"; });
+    });
   }
 
   function timeLeft(data) {
@@ -93,8 +160,11 @@
       if (response.ok) {
         const data = await response.json();
         drawLoss(data.loss);
+        drawLearning(data.learning_curves);
+        fillTable(data.learning_curves);
         timeLeft(data);
-        if (data.status === "done" || data.status === "failed" || data.status === "cancelled") return;
+        const finished = data.status === "done" || data.status === "failed" || data.status === "cancelled";
+        if (finished && !evaluating(data.learning_curves)) return;
       }
     } catch (e) { /* retried on the next tick */ }
     setTimeout(function () { poll(section); }, POLL_MS);
@@ -107,7 +177,9 @@
     drawLoss(data.loss);
     drawLearning(data.learning);
     const section = document.getElementById("training-status");
-    if (section && section.dataset.finished === "0") setTimeout(function () { poll(section); }, POLL_MS);
+    if (section && (section.dataset.finished === "0" || evaluating(data.learning))) {
+      setTimeout(function () { poll(section); }, POLL_MS);
+    }
   }
 
   if (document.readyState === "loading") {

@@ -10,9 +10,14 @@ from typing import Any
 import pytest
 from django.core.management import call_command
 
+from evaluations.models import LanguageModel
+from evaluations.training.models import TrainingRun
 from suites.corpora.models import Corpus
 from suites.corpora.services import corpus_import
-from tests.conftest import single_torch_thread
+from suites.minimal_pairs.sets import minimal_pair_set_import
+from suites.models import MinimalPairSet, ProbingTask
+from suites.probing.services import probing_task_import
+from tests.conftest import EXAMPLES, single_torch_thread
 from tests.probing.conftest import sample
 
 # The training page's form filled in for a tiny causal run named "from-page" on the
@@ -89,3 +94,42 @@ def assert_refused(
         assert response.json()["errors"] == [
             {"code": "invalid", "message": message, "path": f"$.{field}"}
         ]
+
+
+def example_pair_set(name: str = "pairs") -> MinimalPairSet:
+    """The example minimal-pair set, imported as the site's `name`."""
+    return minimal_pair_set_import(
+        data=(EXAMPLES / "minimal_pairs" / "agreement_minimal_pairs.tsv").read_text(),
+        name=name,
+        owner=None,
+    ).pair_set
+
+
+def example_probing_task(name: str = "attractors") -> ProbingTask:
+    """The example probing task, imported as the site's `name`."""
+    return probing_task_import(
+        source=EXAMPLES / "probing" / "subject_number_attractors.txt",
+        name=name,
+        owner=None,
+        task_type="custom",
+    )
+
+
+def run_with_checkpoints(
+    corpus: Corpus, name: str, steps: Iterable[int], **fields: Any
+) -> TrainingRun:
+    """A causal training run of the model `name` (registered) on `corpus` whose
+    checkpoints are at `steps` (64 tokens a step, models `<name>-<tokens>`, not
+    registered), as its worker's reports would leave it; `fields` are the rest of the row."""
+    made = LanguageModel.objects.create(name=name, display_name=name, source=f"/tmp/{name}")
+    return TrainingRun.objects.create(
+        model=made,
+        corpus=corpus,
+        content_hash=corpus.content_hash,
+        training_kind="causal",
+        out_dir=f"/tmp/{name}",
+        checkpoints=[
+            {"step": step, "tokens": 64 * step, "model": f"{name}-{64 * step}"} for step in steps
+        ],
+        **fields,
+    )

@@ -64,3 +64,84 @@ def test_request_page_trains_from_the_corpus_page(training_dirs, page, alice, tm
     assert page.locator("h1").inner_text() == "Training kids-3gram"
     page.goto("/corpora/kids/")
     assert page.get_by_role("link", name="kids-3gram").count() == 1
+
+
+def test_learning_curves_follow_the_evaluations(training_dirs, tmp_path, page) -> None:
+    """Issue 46: the chart was drawn at page load only. A done run whose checkpoints'
+    evaluations finish while its page is open redraws them, and its table, without a
+    reload; each benchmark has its chance line (minimal pairs: 0.5)."""
+    from evaluations.models import LanguageModel
+    from tests.conftest import suite_evaluation
+    from tests.training.conftest import example_pair_set, run_with_checkpoints
+
+    text = tmp_path / "tiny.txt"
+    text.write_text("a line\nanother line\n")
+    corpus = corpus_import(source=text, name="tiny", owner=None)
+    suite = suite_import(source=(EXAMPLES / "agreement_local.json").read_text(), owner=None).suite
+    run = run_with_checkpoints(corpus, "live", [1, 4, 16], status="done")
+    run.suites.set([suite])
+    run.pair_sets.set([example_pair_set()])
+    evaluations = [
+        suite_evaluation(
+            LanguageModel.objects.create(name=c["model"], source=f"/tmp/{c['model']}"),
+            suite,
+            status="queued",
+        )
+        for c in run.checkpoints
+    ]
+    page.goto(f"/training/{run.pk}/")
+    chart = page.locator("#learning-plot")
+    shown = "c => window.Chart.getChart(c).data.datasets.map(d => [d.label, d.data.length])"
+    assert chart.evaluate(shown) == [
+        [suite.name, 0],
+        ["pairs", 0],
+        ["pairs: chance", 2],
+    ]
+    chance = chart.evaluate(
+        "c => window.Chart.getChart(c).data.datasets.filter(d => d.chance)"
+        ".map(d => d.data.map(p => [p.x, p.y]))"
+    )
+    assert chance == [[[64, 0.5], [1024, 0.5]]]
+    Evaluation.objects.filter(pk=evaluations[1].pk).update(status="done", accuracy=0.7)
+    page.wait_for_function(
+        "() => window.Chart.getChart(document.getElementById('learning-plot'))"
+        ".data.datasets[0].data.length === 1"
+    )
+    point = chart.evaluate("c => window.Chart.getChart(c).data.datasets[0].data[0]")
+    assert point == {"x": 256, "y": 0.7}
+    cell = page.locator('tr[data-curve="0"] td[data-point="1"]')
+    assert cell.inner_text() == "0.700"
+    page.screenshot(path=artifact("training-curves-live.png"), full_page=True)
+
+
+def test_the_form_shows_the_chosen_kind_and_checks_the_corpus(
+    training_dirs, page, alice, tmp_path
+) -> None:
+    from tests.browser import login
+
+    suite = suite_import(source=(EXAMPLES / "agreement_local.json").read_text(), owner=None).suite
+    text = tmp_path / "school.txt"
+    text.write_text("The teacher is in the classroom.\nThe bell rang.\n" * 5)
+    corpus_import(source=text, name="school", owner=alice)
+    login(page, "alice", "alice-pass-1234", next_url="/training/new/?corpus=school")
+    ngram = page.locator('fieldset[data-kind="ngram"]')
+    custom = page.locator('fieldset[data-preset="custom"]')
+    loop = page.locator("fieldset", has_text="Optimisation")
+    assert ngram.is_hidden() and custom.is_hidden() and loop.is_visible()
+    page.get_by_label("Kind").select_option("ngram")
+    assert ngram.is_visible() and loop.is_hidden()
+    assert page.get_by_label("Probing tasks").is_hidden()
+    page.get_by_label("Kind").select_option("causal")
+    page.get_by_label("Preset").select_option("custom")
+    assert custom.is_visible() and page.get_by_label("Layers").is_visible()
+    assert page.get_by_label("Weight decay").is_visible()
+    page.get_by_label("Suites").select_option([suite.name])
+    found = page.locator("#corpus-check tr.overlap-found")
+    found.wait_for()
+    assert found.locator("td").nth(2).inner_text() == "80"
+    assert found.locator("td").nth(3).inner_text() == "1"
+    assert (
+        "1 of the 1 benchmarks have sentences in the corpus school"
+        in page.locator("#corpus-check").inner_text()
+    )
+    page.screenshot(path=artifact("training-form.png"), full_page=True)

@@ -21,7 +21,12 @@ from suites.minimal_pairs.sets import minimal_pair_set_import
 from suites.probing.services import probing_task_import
 from suites.syntaxgym.services import suite_import
 from tests.conftest import EXAMPLES, single_torch_thread, suite_evaluation
-from tests.training.conftest import PAGE_FORM, book_file
+from tests.training.conftest import (
+    PAGE_FORM,
+    book_file,
+    example_pair_set,
+    run_with_checkpoints,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -350,3 +355,30 @@ def test_learning_curves_read_current_done_runs_only(corpus, suite) -> None:
     page = Client().get(f"/training/{run.pk}/").content.decode()
     assert "1 point has only results on older content of its benchmark" in page
     assert "1 point has no result yet" in page
+
+
+def test_chance_levels(corpus, suite, attractors) -> None:
+    """Each benchmark's chance line: 0.5 for minimal pairs; for a probing task the test
+    accuracy of always answering the label most frequent in training (the example task:
+    SG is 120 of tr's 200 lines, and 18 of te's 50); for a suite the random baseline's
+    done result on its current content, else none."""
+    from evaluations.baseline import BASELINE_NAME
+
+    run = run_with_checkpoints(corpus, "chance", [1])
+    run.suites.set([suite])
+    run.pair_sets.set([example_pair_set()])
+    run.probing_tasks.set([attractors])
+
+    def chances() -> dict[str, float | None]:
+        return {row["kind"]: row["chance"] for row in selectors.learning_curves(run)["suites"]}
+
+    assert chances() == {"suite": None, "pairs": 0.5, "probing": 18 / 50}
+    assert selectors.majority_rate({"tr": {"a": 3, "b": 3}, "te": {"a": 1, "b": 3}}) == 0.25
+    assert selectors.majority_rate({"tr": {}, "te": {"a": 1}}) is None
+    baseline = LanguageModel.objects.create(name=BASELINE_NAME, source="/tmp/random")
+    result = suite_evaluation(baseline, suite, status="done", accuracy=0.45)
+    assert chances()["suite"] == 0.45
+    Evaluation.objects.filter(pk=result.pk).update(content_hash="0" * 64)  # outdated
+    assert chances()["suite"] is None
+    page = Client().get(f"/training/{run.pk}/").content.decode()
+    assert "The dashed line in a benchmark's colour is its chance level" in page

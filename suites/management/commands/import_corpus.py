@@ -38,12 +38,19 @@ class Command(ImportCommand):
             "--validation-max", type=int, default=10_000, help="at most this many (10,000)"
         )
         parser.add_argument("--validation-seed", type=int, default=0)
+        parser.add_argument(
+            "--skip-existing",
+            action="store_true",
+            help="skip the file when a corpus of its name exists (the run command's example)",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         path = Path(options["path"])
         if not path.is_file():
             raise CommandError(f"{path}: no such file")
         name = options["name"] or corpus_name_from_file(path.name)
+        if options["skip_existing"] and self.skipped(path, name):
+            return
         started = time.perf_counter()
         try:
             corpus = corpus_import(
