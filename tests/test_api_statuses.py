@@ -32,6 +32,7 @@ from evaluations.training.models import TrainingRun
 from gym.middleware import _SLACK_BYTES
 from tests.celery_harness import broker
 from tests.conftest import signed_in_client, small_suite, token_client
+from tests.scoring.test_ngram import TINY_ARPA
 from tests.test_api_against_schema import (  # noqa: F401 (fixtures)
     CHECKS,
     _inside_the_test_transaction,
@@ -122,7 +123,11 @@ def too_large(w: World) -> Ask:
     return Ask(
         body=b"x" * (_SLACK_BYTES + 1),
         media_type="application/octet-stream",
-        settings={"GYM_MAX_UPLOAD_BYTES": 0, "GYM_MAX_CORPUS_BYTES": 0},
+        settings={
+            "GYM_MAX_UPLOAD_BYTES": 0,
+            "GYM_MAX_CORPUS_BYTES": 0,
+            "GYM_MAX_MODEL_UPLOAD_BYTES": 0,
+        },
     )
 
 
@@ -370,6 +375,12 @@ TABLE: dict[str, dict[str, Reach]] = {
     "POST /api/models/": {
         **CREATE,
         "201": json_body({"source": "EleutherAI/pythia-14m"}),
+        # An uploaded model file: accepted at once, checked by a worker.
+        "202": lambda w: Ask(
+            body=TINY_ARPA.encode(),
+            query={"name": "uploaded-arpa", "filename": "tiny.arpa"},
+            media_type="text/plain",
+        ),
     },
     "GET /api/models/{name}/": ONE_BY_NAME,
     # Probing
