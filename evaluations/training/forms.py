@@ -4,7 +4,7 @@ from django import forms
 
 from evaluations.models import LanguageModel
 from evaluations.training.models import TrainingRun
-from evaluations.training.options import PRESETS
+from evaluations.training.options import MASK_PROBABILITY, MASKED_PRESETS, PRESETS
 from suites.corpora.models import Corpus
 from suites.models import MinimalPairSet, ProbingTask, Suite, Tag
 
@@ -29,9 +29,10 @@ class TrainingRequestForm(forms.Form):
         initial=1, min_value=1, help_text="n-gram: words seen fewer times become <unk>"
     )
     preset = forms.ChoiceField(
-        choices=[(p, p) for p in [*PRESETS, "custom"]],
+        choices=[(p, p) for p in [*PRESETS, *MASKED_PRESETS, "custom"]],
         initial="tiny",
-        help_text="tiny: for trying; small: GPT-2 small (124M); -llama: the Llama style",
+        help_text="tiny: for trying; small: GPT-2 small (124M); -llama: the Llama style; "
+        "-bert: masked runs' (small-bert: BERT-base's shape)",
     )
     base_model = forms.ModelChoiceField(
         queryset=LanguageModel.objects.filter(kind=LanguageModel.Kind.CAUSAL).order_by("name"),
@@ -44,6 +45,7 @@ class TrainingRequestForm(forms.Form):
     tokenizer = forms.ChoiceField(
         choices=[
             ("bpe", "byte-level BPE trained on the corpus"),
+            ("wordpiece", "WordPiece trained on the corpus (masked runs)"),
             ("unigram", "Unigram trained on the corpus"),
             ("model", "the tokenizer of a registered model"),
         ],
@@ -55,6 +57,15 @@ class TrainingRequestForm(forms.Form):
         to_field_name="name",
         required=False,
         help_text="With the tokenizer of a registered model: which model.",
+    )
+    mask_probability = forms.FloatField(
+        required=False,
+        initial=MASK_PROBABILITY,
+        help_text="Masked runs: the share of tokens predicted (BERT's 0.15); a chosen token "
+        "is [MASK] 80% of the time, a random token 10%, itself 10%.",
+    )
+    whole_word_masking = forms.BooleanField(
+        required=False, help_text="Masked runs: choose whole words, all their tokens at once."
     )
     steps = forms.IntegerField(initial=1000, min_value=1)
     batch_tokens = forms.IntegerField(
@@ -151,4 +162,8 @@ class TrainingRequestForm(forms.Form):
             options["tokenizer"] = data.get("tokenizer") or "bpe"
             if options["tokenizer"] == "model" and data.get("tokenizer_model"):
                 options["tokenizer_model"] = data["tokenizer_model"].name
+        if data["kind"] == TrainingRun.Kind.MASKED:
+            options["whole_word_masking"] = data["whole_word_masking"]
+            if data.get("mask_probability") is not None:
+                options["mask_probability"] = data["mask_probability"]
         return options
