@@ -224,6 +224,8 @@ def training_options(
             overrides[field] = _integer(raw[field], field, 1, most, errors)
     if raw.get("arch") not in (None, ""):
         overrides["arch"] = str(raw["arch"])
+    # Where a problem of the shape is said: the base model, the tokenizer's model, the preset.
+    shaping = "base_model" if base is not None else "preset"
     try:
         if base is not None:
             if set(overrides) - {"context"}:
@@ -236,10 +238,11 @@ def training_options(
         else:
             shape = causal_options.shape_for(preset, kind, **overrides)
             if tokenizer_model is not None and "tokenizer" not in errors:
+                shaping = "tokenizer_model"
                 loaded = causal_options.model_tokenizer(tokenizer_model.source, kind)
                 shape = replace(shape, vocab=len(loaded))
     except causal_options.CausalTrainingError as exc:
-        errors["base_model" if base is not None else "preset"] = str(exc)
+        errors[shaping] = str(exc)
         return {}, errors, named
     retention = str(raw.get("retention", "all"))
     if retention not in causal_options.RETENTIONS:

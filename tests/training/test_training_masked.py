@@ -225,6 +225,33 @@ def test_a_checkpoint_scores_as_a_masked_model(corpus, tmp_path) -> None:
         "--out", str(results), stderr=io.StringIO(),
     )  # fmt: skip
     assert 0.0 <= json.loads(results.read_text())["results"]["accuracy"] <= 1.0
+    # Another masked run with this model's tokenizer, as it is.
+    borrowed = tmp_path / "borrowed"
+    train(corpus, borrowed, "--steps", "1", "--checkpoints", "1", "--tokenizer-from", str(out))
+    assert (borrowed / "tokenizer.json").read_text() == (out / "tokenizer.json").read_text()
+
+
+@pytest.mark.django_db
+def test_a_masked_run_takes_a_tokenizer_with_a_mask_token(
+    book_corpus, alice, tiny_bert, tiny_gpt2
+) -> None:
+    from evaluations.language_models import registry as model_registry
+
+    bert = model_registry.model_register(source=str(tiny_bert), name="tiny-bert-model")
+    model_registry.model_register(source=str(tiny_gpt2), name="tiny-gpt2")
+    response = ask(alice)("with-bert", {"tokenizer_model": "tiny-bert-model"})
+    assert response.status_code == 201, response.content
+    options = response.json()["options"]
+    assert (options["tokenizer"], options["tokenizer_model"]) == ("model", bert.name)
+    assert options["shape"]["vocab"] == len(
+        training_options.model_tokenizer(str(tiny_bert), "masked")
+    )
+    message = (
+        f"the tokenizer of {str(tiny_gpt2)!r} has no mask token, which a masked model predicts"
+    )
+    assert_refused(
+        ask(alice), "with-gpt2", [({"tokenizer_model": "tiny-gpt2"}, "tokenizer_model", message)]
+    )
 
 
 @pytest.mark.django_db
