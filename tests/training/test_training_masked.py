@@ -23,7 +23,7 @@ from evaluations.models import Evaluation
 from evaluations.runs import tasks
 from evaluations.scoring import worker as scoring_worker
 from evaluations.scoring.engine import score_sentences
-from evaluations.scoring.loading import load_model
+from evaluations.scoring.loading import LoadedModel, load_model
 from evaluations.syntaxgym import services as suite_runs
 from evaluations.training import causal, masked, selectors, services
 from evaluations.training import options as training_options
@@ -213,11 +213,13 @@ def test_a_checkpoint_scores_as_a_masked_model(corpus, tmp_path) -> None:
     assert weights["bert.embeddings.word_embeddings.weight"].shape == (300, 64)
     assert weights["cls.predictions.bias"].shape == (300,)
     model = load_model(str(checkpoint), device="cpu")
+    assert isinstance(model, LoadedModel)
     assert model.kind == "masked" and model.vocab_size == 300
     assert model.mask_token_id == model.tokenizer.convert_tokens_to_ids("[MASK]")
     scores = score_sentences(model, [["The keys to the cabinet", " are", " on the table ."]])
     surprisals = [token.surprisal for token in scores[0].tokens]
-    assert len(surprisals) >= 8 and all(math.isfinite(s) and s > 0 for s in surprisals)
+    assert len(surprisals) >= 8
+    assert all(s is not None and math.isfinite(s) and s > 0 for s in surprisals)
     assert all(math.isfinite(region.metrics["sum"] or math.nan) for region in scores[0].regions)
     results = tmp_path / "scores.json"
     call_command(
