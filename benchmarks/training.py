@@ -1,19 +1,22 @@
-"""Training throughput: n-gram words per second and peak memory, and causal tokens per
-second, with the code the `train` command and the training worker use.
+"""Training throughput: n-gram words per second and peak memory, and causal and masked
+tokens per second, with the code the `train` command and the training worker use.
 
 - n-gram: a 3-gram and a 5-gram (interpolated modified Kneser-Ney, ARPA written) on a
   generated corpus (Zipf-distributed words over a 50,000-word vocabulary, sentences of
   5-25 words, seeded), each in a fresh process so that its peak memory (max RSS) is its
   own. With NLTK installed, `nltk.lm.KneserNeyInterpolated` on a sample it can finish
   (the first --nltk-words words of the same corpus, same order): fit only, no ARPA.
-- causal: optimizer steps per second and tokens per second for the presets asked
-  (tiny by default; small = GPT-2 small) on the device asked (CPU by default), after
-  the tokenizer and the packed data are built (those are timed apart). On a GPU with
+- causal and masked: optimizer steps per second and tokens per second for the presets
+  asked (tiny and tiny-bert by default, a causal and a masked model of the same size;
+  small = GPT-2 small, small-bert = BERT-base) on the device asked (CPU by default),
+  after the tokenizer and the packed data are built (those are timed apart). A masked
+  preset trains with BERT's objective (15% of the tokens predicted) and counts every
+  token of its blocks, as a causal one does. On a GPU with
   --peak-tflops, the model FLOPs utilisation: (6 * parameters + 12 * layers * width *
   context) FLOPs per token, times tokens per second, over the peak; --measure-peak also
   times a bf16 matrix product, the ceiling the card reaches here.
 
-    .venv/bin/python benchmarks/training.py [--words 10000000] [--presets tiny,small]
+    .venv/bin/python benchmarks/training.py [--words 10000000] [--presets tiny,tiny-bert]
         [--steps 20] [--device cpu|cuda] [--peak-tflops 989] [--json OUT] [--smoke]
         [--micro-batches 4,16] [--compile auto|on|off|off,on] [--measure-peak]
         [--devices 1,2 --batch-tokens 4096]
@@ -150,8 +153,9 @@ def causal_throughput(
     from evaluations.training.data import corpus_file
 
     source = corpus_file(corpus)
-    shape = causal.PRESETS[preset]
-    options = causal.CausalOptions(
+    kind = "masked" if preset in causal.MASKED_PRESETS else "causal"
+    shape = causal.presets_of(kind)[preset]
+    options = causal.options_class(kind)(
         shape=shape,
         steps=steps,
         batch_tokens=batch_tokens,
@@ -180,6 +184,7 @@ def causal_throughput(
     measured = times[-1] - times[0]
     tokens = (len(times) - 1) * options.tokens_per_step
     result = {
+        "objective": kind,
         "preset": preset,
         "device": device,
         "devices": devices,
@@ -237,7 +242,11 @@ def main() -> None:
     parser.add_argument("--words", type=int, default=10_000_000)
     parser.add_argument("--orders", default="3,5")
     parser.add_argument("--nltk-words", type=int, default=200_000)
-    parser.add_argument("--presets", default="tiny")
+    parser.add_argument(
+        "--presets",
+        default="tiny,tiny-bert",
+        help="causal and masked presets, e.g. small,small-bert",
+    )
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--peak-tflops", type=float, default=0.0)
@@ -272,9 +281,9 @@ def main() -> None:
     args = parser.parse_args()
     if args.smoke:
         args.words, args.orders, args.nltk_words = 200_000, "3", 20_000
-        args.presets, args.steps = "tiny", 5
+        args.presets, args.steps = "tiny,tiny-bert", 5
     work = Path(tempfile.mkdtemp(prefix="gym-train-bench-"))
-    figures: dict[str, Any] = {"ngram": [], "nltk": [], "causal": []}
+    figures: dict[str, Any] = {"ngram": [], "nltk": [], "causal": [], "masked": []}
     try:
         corpus = work / "corpus.txt"
         started = time.perf_counter()
@@ -330,7 +339,7 @@ def main() -> None:
                     devices,
                     args.batch_tokens,
                 )
-                figures["causal"].append(result)
+                figures[result["objective"]].append(result)
                 if args.json:  # as it goes: a run stopped at a time limit keeps what it had
                     Path(args.json).write_text(json.dumps(figures, indent=2) + "\n")
                 extra = ""
@@ -343,7 +352,7 @@ def main() -> None:
                 if "peak_gpu_mb" in result:
                     extra += f", peak {result['peak_gpu_mb']:,} MB"
                 print(
-                    f"causal {preset} on {args.device} x {devices} "
+                    f"{result['objective']} {preset} on {args.device} x {devices} "
                     f"({result['threads']} threads each), "
                     f"micro-batch {result['micro_batch']}, "
                     f"{'compiled' if result['compiled'] else 'eager'}: "

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -74,10 +74,16 @@ def build_random_gpt2(
     return target
 
 
-def byte_level_bpe(lines: Iterable[str], vocab: int, *, trim_offsets: bool) -> Any:
+def byte_level_bpe(
+    lines: Iterable[str],
+    vocab: int,
+    *,
+    trim_offsets: bool,
+    special_tokens: Sequence[str] = (END_OF_TEXT,),
+) -> Any:
     """A byte-level BPE (GPT-2 style) `tokenizers.Tokenizer` trained on `lines`, with
-    `<|endoftext|>` its one special token. With `trim_offsets` False the offsets of
-    "Ġword" include the space, as in GPT-2's own tokenizer.json."""
+    `special_tokens` (`<|endoftext|>` alone by default). With `trim_offsets` False the
+    offsets of "Ġword" include the space, as in GPT-2's own tokenizer.json."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 
     core = Tokenizer(models.BPE())
@@ -86,7 +92,7 @@ def byte_level_bpe(lines: Iterable[str], vocab: int, *, trim_offsets: bool) -> A
     core.post_processor = processors.ByteLevel(trim_offsets=trim_offsets)
     trainer = trainers.BpeTrainer(
         vocab_size=vocab,
-        special_tokens=[END_OF_TEXT],
+        special_tokens=list(special_tokens),
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )

@@ -1,5 +1,7 @@
 """Training a causal language model, from scratch or further from a causal model's folder
-(continued pre-training: its weights and tokenizer): a byte-level BPE or Unigram
+(continued pre-training: its weights and tokenizer), or a masked one from scratch
+(`MaskedOptions`: BERT's objective, see `evaluations.training.masked`, which this module
+asks for its tokenizer, data framing, model and loss): a byte-level BPE or Unigram
 tokenizer trained on the corpus with `tokenizers` (or a model's own), a GPT-2- or
 Llama-style model from transformers, AdamW with linear warm-up and cosine decay, bf16
 autocast on a GPU (never on the CPU), gradient accumulation to a token batch size,
@@ -46,21 +48,28 @@ import torch
 from numpy._core.multiarray import _reconstruct as np_reconstruct
 
 from evaluations.baseline import END_OF_TEXT, byte_level_bpe
+from evaluations.training import masked
 from evaluations.training.options import (  # noqa: F401 - the options are part of this API
     ARCHITECTURES,
     CHECKPOINT_PREFIX,
     COMPILE_MODES,
+    MASKED_ARCHITECTURES,
+    MASKED_PRESETS,
+    MASKED_TOKENIZERS,
     PRESETS,
     RETENTIONS,
     TOKENIZERS,
     VOCAB_MULTIPLE,
     CausalOptions,
     CausalTrainingError,
+    MaskedOptions,
     ModelShape,
     base_shape,
     llama_intermediate,
     model_tokenizer,
+    options_class,
     padded_vocab,
+    presets_of,
     separator_id,
     shape_for,
     usable_devices,
@@ -72,6 +81,8 @@ INFO_NAME = "training.json"
 DATA_DIR = "data"
 # Validation loss is the mean over at most this many blocks.
 MAX_EVAL_BLOCKS = 64
+# Embeddings of positions (and BERT's token types): no weight decay, as on biases and norms.
+NOT_DECAYED = ("wpe", "position_embeddings", "token_type_embeddings")
 
 
 def checkpoint_steps(steps: int, count: int) -> list[int]:
@@ -127,15 +138,20 @@ def train_tokenizer(lines: Iterable[str], vocab: int, kind: str = "bpe") -> Any:
     )
 
 
-def _token_file(tokenizer: Any, lines: Iterable[str], path: Path) -> int:
+def _token_file(tokenizer: Any, lines: Iterable[str], path: Path, masked_lm: bool = False) -> int:
     """The separator (`<|endoftext|>` when the tokenizer is trained here) + the tokens of
-    each line, as uint32, into `path`; returns the tokens."""
-    eot = separator_id(tokenizer)
+    each line, as uint32, into `path`; returns the tokens. `masked_lm`: each line framed
+    as the tokenizer frames it, with its words' starts (masked.line_tokens)."""
+    eot = None if masked_lm else separator_id(tokenizer)
     total = 0
     batch: list[str] = []
     temp = path.with_suffix(".part")
 
     def flush(out: Any) -> int:
+        if eot is None:
+            framed = masked.line_tokens(tokenizer, batch)
+            framed.tofile(out)
+            return len(framed)
         encoded = tokenizer(batch, add_special_tokens=False)["input_ids"]
         flat: list[int] = []
         for ids in encoded:
@@ -200,6 +216,8 @@ class BlockOrder:
 def build_model(shape: ModelShape, tokenizer: Any) -> Any:
     from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
 
+    if shape.arch in MASKED_ARCHITECTURES:
+        return masked.bert_model(shape, tokenizer)
     eot = separator_id(tokenizer)
     vocab = padded_vocab(len(tokenizer))
     if shape.arch == "gpt2":
@@ -231,6 +249,17 @@ def build_model(shape: ModelShape, tokenizer: Any) -> Any:
     return LlamaForCausalLM(llama)
 
 
+def _vocab_tensors(model: Any) -> list[torch.Tensor]:
+    """The tensors with a row per token: the input embedding, and the output layer's
+    weight (often the same) and bias (BERT's MLM head has one)."""
+    found: dict[int, torch.Tensor] = {}
+    for layer in (model.get_input_embeddings(), model.get_output_embeddings()):
+        for tensor in (getattr(layer, "weight", None), getattr(layer, "bias", None)):
+            if tensor is not None:
+                found[id(tensor)] = tensor
+    return list(found.values())
+
+
 def _rows(model: Any) -> int:
     """The rows of the model's input embedding."""
     return int(model.get_input_embeddings().weight.shape[0])
@@ -251,6 +280,36 @@ def lm_loss(model: Any, ids: torch.Tensor, tokens: int) -> torch.Tensor:
     return torch.nn.functional.cross_entropy(predicted.reshape(-1, tokens), ids[:, 1:].reshape(-1))
 
 
+class NextToken:
+    """The causal objective, as `masked.Masking` is the masked one: a block is its own
+    input and labels (`arrays`), its loss `lm_loss`, weighted by the blocks."""
+
+    @staticmethod
+    def arrays(blocks: np.ndarray, key: tuple[int, int]) -> tuple[np.ndarray, ...]:
+        return (blocks.astype(np.int64),)
+
+    @staticmethod
+    def loss(model: Any, ids: torch.Tensor, tokens: int) -> torch.Tensor:
+        return lm_loss(model, ids, tokens)
+
+    @staticmethod
+    def weight(arrays: tuple[np.ndarray, ...]) -> int:
+        return len(arrays[0])
+
+
+def _objective(options: CausalOptions, tokenizer: Any) -> Any:
+    if isinstance(options, MaskedOptions):
+        return masked.Masking.of(options, tokenizer)
+    return NextToken()
+
+
+def _model_class(options: CausalOptions) -> Any:
+    """The class a checkpoint of this training loads with."""
+    from transformers import AutoModelForCausalLM, AutoModelForMaskedLM
+
+    return AutoModelForMaskedLM if isinstance(options, MaskedOptions) else AutoModelForCausalLM
+
+
 def _optimizer(model: Any, options: CausalOptions) -> torch.optim.Optimizer:
     """AdamW; no weight decay on biases, norms and embeddings of positions."""
     decay: list[torch.nn.Parameter] = []
@@ -258,7 +317,8 @@ def _optimizer(model: Any, options: CausalOptions) -> torch.optim.Optimizer:
     for name, parameter in model.named_parameters():
         if not parameter.requires_grad:
             continue
-        (decay if parameter.dim() >= 2 and "wpe" not in name else plain).append(parameter)
+        positions = any(part in name for part in NOT_DECAYED)
+        (decay if parameter.dim() >= 2 and not positions else plain).append(parameter)
     groups = [
         {"params": decay, "weight_decay": options.weight_decay},
         {"params": plain, "weight_decay": 0.0},
@@ -434,8 +494,15 @@ def latest_checkpoint(out_dir: Path) -> Path | None:
 
 
 def _evaluate(
-    model: Any, blocks: np.ndarray, options: CausalOptions, autocast: Any, tokens: int
+    model: Any,
+    blocks: np.ndarray,
+    options: CausalOptions,
+    autocast: Any,
+    tokens: int,
+    objective: Any,
 ) -> float | None:
+    """The objective's mean loss on the first MAX_EVAL_BLOCKS validation blocks (masked
+    the same way at every checkpoint)."""
     if len(blocks) == 0:
         return None
     model.eval()
@@ -444,12 +511,15 @@ def _evaluate(
     with torch.no_grad():
         for start in range(0, min(len(blocks), MAX_EVAL_BLOCKS), options.micro_batch):
             chunk = blocks[start : min(start + options.micro_batch, MAX_EVAL_BLOCKS)]
-            ids = torch.from_numpy(chunk.astype(np.int64)).to(options.device)
+            arrays = objective.arrays(chunk, (masked.VALIDATION_STREAM, start))
+            tensors = [torch.from_numpy(a).to(options.device) for a in arrays]
             with autocast():
-                loss = lm_loss(model, ids, tokens)
+                loss = objective.loss(model, *tensors, tokens)
             losses.append(float(loss.float()))
-            weights.append(len(chunk))
+            weights.append(objective.weight(arrays))
     model.train()
+    if not sum(weights):
+        return None
     return float(np.average(losses, weights=weights))
 
 
@@ -461,11 +531,7 @@ def _save_folder(model: Any, tokenizer: Any, folder: Path, tokens: int) -> None:
     if rows == tokens:
         model.save_pretrained(folder)
     else:
-        shared = {
-            layer.weight.data_ptr()
-            for layer in (model.get_input_embeddings(), model.get_output_embeddings())
-            if layer is not None
-        }
+        shared = {weight.data_ptr() for weight in _vocab_tensors(model)}
         state = {
             name: value[:tokens] if value.data_ptr() in shared else value
             for name, value in model.state_dict().items()
@@ -539,21 +605,24 @@ def _prepare(
     data_dir = out_dir / DATA_DIR
     data_dir.mkdir(exist_ok=True)
     resume = latest_checkpoint(out_dir)
+    masked_lm = isinstance(options, MaskedOptions)
     if resume is not None:
         tokenizer = AutoTokenizer.from_pretrained(resume)
     elif (data_dir / "tokenizer_config.json").is_file():
         tokenizer = AutoTokenizer.from_pretrained(data_dir)
     else:
         if options.trains_tokenizer:
-            tokenizer = train_tokenizer(lines(), options.shape.vocab, options.tokenizer)
+            train = masked.train_tokenizer if masked_lm else train_tokenizer
+            tokenizer = train(lines(), options.shape.vocab, options.tokenizer)
         else:
-            tokenizer = model_tokenizer(options.base_model or options.tokenizer_source)
+            source = options.base_model or options.tokenizer_source
+            tokenizer = model_tokenizer(source, options.objective)
         tokenizer.save_pretrained(data_dir)
     train_file, valid_file = data_dir / "train.bin", data_dir / "validation.bin"
     if not train_file.is_file():
-        _token_file(tokenizer, lines(), train_file)
+        _token_file(tokenizer, lines(), train_file, masked_lm)
     if not valid_file.is_file():
-        _token_file(tokenizer, validation(), valid_file)
+        _token_file(tokenizer, validation(), valid_file, masked_lm)
     if len(_blocks(train_file, options.shape.context)) == 0:
         raise CausalTrainingError(
             f"the training text is {train_file.stat().st_size // 4} tokens, less than one "
@@ -585,8 +654,6 @@ def _train(
     (torch.distributed's, already set up): there rank 0 alone evaluates, writes
     checkpoints and the summary, hears `should_stop` and calls the callbacks, and its
     decision to stop reaches every rank. Returns the summary (None on other ranks)."""
-    from transformers import AutoModelForCausalLM
-
     rank, size = (group.rank, group.size) if group else (0, 1)
     lead = rank == 0
     data_dir = out_dir / DATA_DIR
@@ -606,7 +673,7 @@ def _train(
     # `vocab_rows`: the rows of the model's own vocabulary (a loaded model's may be more than
     # its tokenizer's entries); the model trains with them padded (see VOCAB_MULTIPLE).
     if resume is not None:
-        model = AutoModelForCausalLM.from_pretrained(resume, dtype=torch.float32)
+        model = _model_class(options).from_pretrained(resume, dtype=torch.float32)
         vocab_rows = _rows(model)
     elif options.base_model:
         model = _base_model(options.base_model, tokenizer)
@@ -615,8 +682,7 @@ def _train(
         model = build_model(options.shape, tokenizer)
         vocab_rows = len(tokenizer)
     _pad_vocab(model, vocab_rows)
-    # transformers types the wrapper of `.to`, not the method it wraps.
-    model.to(device)  # type: ignore[arg-type]
+    model.to(device)
     model.train()
     # What trains: the model, or its DistributedDataParallel wrapper, which averages the
     # gradients of every rank in the backward pass of each rank's last micro-batch.
@@ -642,12 +708,10 @@ def _train(
         summary.checkpoints = list(state["checkpoints"])
         summary.resumed_from_step = step
     # The unused rows of the embedding are not parameters of the model that is saved.
-    vocab_weights: dict[int, Any] = {
-        id(layer.weight): layer.weight
-        for layer in (model.get_input_embeddings(), model.get_output_embeddings())
-        if layer is not None
-    }
-    unused = sum((int(w.shape[0]) - vocab_rows) * int(w.shape[1]) for w in vocab_weights.values())
+    unused = sum(
+        (int(w.shape[0]) - vocab_rows) * (w.numel() // int(w.shape[0]))
+        for w in _vocab_tensors(model)
+    )
     summary.parameters = sum(p.numel() for p in model.parameters()) - unused
     summary.vocabulary = len(tokenizer)
 
@@ -659,19 +723,20 @@ def _train(
     # The compiled model trains; `model` itself is what is saved and evaluated (another
     # batch shape would compile again). Every micro-batch has the same shape, so the
     # forward and backward compile once per process.
+    objective = _objective(options, tokenizer)
     compiled: list[Any] = []
     if options.compiles:
 
-        def training_loss(ids: torch.Tensor) -> torch.Tensor:
-            return lm_loss(trained, ids, vocab_rows)
+        def training_loss(*tensors: torch.Tensor) -> torch.Tensor:
+            return objective.loss(trained, *tensors, vocab_rows)
 
         compiled.append(torch.compile(training_loss))
 
-    def micro_loss(ids: torch.Tensor) -> torch.Tensor:
+    def micro_loss(*tensors: torch.Tensor) -> torch.Tensor:
         if compiled:
             try:
                 with autocast():
-                    return compiled[0](ids)
+                    return compiled[0](*tensors)
             except Exception as exc:  # noqa: BLE001 - any failure of the compiler
                 if options.compile == "on":
                     raise CausalTrainingError(f"torch.compile failed: {exc}") from exc
@@ -679,7 +744,7 @@ def _train(
                 warnings.warn(f"torch.compile failed, training without it: {exc}", stacklevel=1)
                 compiled.clear()
         with autocast():
-            return lm_loss(trained, ids, vocab_rows)
+            return objective.loss(trained, *tensors, vocab_rows)
 
     schedule = checkpoint_steps(options.steps, options.checkpoints)
     saves = set(schedule)
@@ -696,13 +761,14 @@ def _train(
         # The loss stays on the device until the step ends: one synchronisation a step.
         summed = torch.zeros((), device=device)
         for index, chosen in enumerate(mine):
-            ids = torch.from_numpy(train_blocks[chosen].astype(np.int64)).to(
-                device, non_blocking=True
-            )
+            # The micro-batch's place in the step, whichever rank runs it: the masks of a
+            # masked model depend on it and the seed only.
+            arrays = objective.arrays(train_blocks[chosen], (step, rank + index * size))
+            tensors = [torch.from_numpy(a).to(device, non_blocking=True) for a in arrays]
             # Gradients are averaged across ranks once a step, in the last backward pass.
             waits = index < share - 1
             with parallel.no_sync() if parallel is not None and waits else contextlib.nullcontext():
-                loss = micro_loss(ids) / share
+                loss = micro_loss(*tensors) / share
                 loss.backward()
             summed += loss.detach().float()
         if group:
@@ -726,7 +792,7 @@ def _train(
             on_step({**entry, "steps": options.steps, "tokens_total": options.steps * per_step})
         if step in saves and lead:
             tokens = step * per_step
-            valid_loss = _evaluate(model, valid_blocks, options, autocast, vocab_rows)
+            valid_loss = _evaluate(model, valid_blocks, options, autocast, vocab_rows, objective)
             summary.log.append({"step": step, "tokens": tokens, "validation_loss": valid_loss})
             folder = out_dir / f"{CHECKPOINT_PREFIX}{tokens}"
             record = {
@@ -794,7 +860,7 @@ def _train(
     if not summary.stopped:
         _save_folder(model, tokenizer, out_dir, vocab_rows)
     (out_dir / INFO_NAME).write_text(
-        json.dumps({"kind": "causal", **asdict(summary)}, indent=2, default=str) + "\n",
+        json.dumps({"kind": options.objective, **asdict(summary)}, indent=2, default=str) + "\n",
         encoding="utf-8",
     )
     return summary

@@ -13,7 +13,7 @@ from django import forms
 
 from evaluations.models import LanguageModel
 from evaluations.training.models import TrainingRun
-from evaluations.training.options import ARCHITECTURES, PRESETS
+from evaluations.training.options import ARCHITECTURES, MASK_PROBABILITY, MASKED_PRESETS, PRESETS
 from suites.corpora.models import Corpus
 from suites.models import MinimalPairSet, ProbingTask, Suite, Tag
 
@@ -37,25 +37,26 @@ GROUPS = (
     Group(
         "Transformer and tokenizer",
         ("preset", "base_model", "tokenizer", "tokenizer_model", "validation_corpus"),
-        kinds="causal",
+        kinds="causal masked",
     ),
+    Group("Masking", ("mask_probability", "whole_word_masking"), kinds="masked"),
     Group(
         "Custom shape",
         SHAPE_FIELDS,
-        kinds="causal",
+        kinds="causal masked",
         preset=CUSTOM,
-        help="The custom preset is GPT-2 small with these changes; a blank field keeps "
-        "GPT-2 small's value.",
+        help="The custom preset is GPT-2 small (small-bert for a masked model) with these "
+        "changes; a blank field keeps its value.",
     ),
     Group(
         "Optimisation",
         ("steps", "batch_tokens", "micro_batch", "learning_rate", "warmup_steps", "weight_decay", "seed"),
-        kinds="causal",
+        kinds="causal masked",
     ),
     Group(
         "Checkpoints",
         ("checkpoints", "save_every", "retention", "keep_last", "keep_states"),
-        kinds="causal",
+        kinds="causal masked",
     ),
     Group(
         "Evaluate the checkpoints on",
@@ -65,7 +66,7 @@ GROUPS = (
     ),
 )  # fmt: skip
 # Single fields for only some kinds, inside a group for every kind.
-FIELD_KINDS = {"probing_tasks": "causal"}
+FIELD_KINDS = {"probing_tasks": "causal masked", "base_model": "causal"}
 
 
 class TrainingRequestForm(forms.Form):
@@ -88,9 +89,10 @@ class TrainingRequestForm(forms.Form):
         initial=1, min_value=1, help_text="n-gram: words seen fewer times become <unk>"
     )
     preset = forms.ChoiceField(
-        choices=[(p, p) for p in [*PRESETS, "custom"]],
+        choices=[(p, p) for p in [*PRESETS, *MASKED_PRESETS, "custom"]],
         initial="tiny",
-        help_text="tiny: for trying; small: GPT-2 small (124M); -llama: the Llama style",
+        help_text="tiny: for trying; small: GPT-2 small (124M); -llama: the Llama style; "
+        "-bert: masked models' (small-bert: BERT-base's shape)",
     )
     base_model = forms.ModelChoiceField(
         queryset=LanguageModel.objects.filter(kind=LanguageModel.Kind.CAUSAL).order_by("name"),
@@ -104,6 +106,7 @@ class TrainingRequestForm(forms.Form):
         choices=[
             ("bpe", "byte-level BPE trained on the corpus"),
             ("unigram", "Unigram trained on the corpus"),
+            ("wordpiece", "WordPiece trained on the corpus (masked models)"),
             ("model", "the tokenizer of a registered model"),
         ],
         initial="bpe",
@@ -132,6 +135,15 @@ class TrainingRequestForm(forms.Form):
         required=False,
         label="Architecture",
         help_text="gpt2: GPT-2's; llama: RoPE, SwiGLU, RMSNorm, no biases",
+    )
+    mask_probability = forms.FloatField(
+        required=False,
+        initial=MASK_PROBABILITY,
+        help_text="The share of tokens predicted (BERT's 0.15); a chosen token is [MASK] 80% "
+        "of the time, a random token 10%, itself 10%.",
+    )
+    whole_word_masking = forms.BooleanField(
+        required=False, help_text="Choose whole words, all their tokens at once."
     )
     steps = forms.IntegerField(initial=1000, min_value=1)
     batch_tokens = forms.IntegerField(
@@ -292,4 +304,8 @@ class TrainingRequestForm(forms.Form):
             options["tokenizer_model"] = data["tokenizer_model"].name
         if data["preset"] == CUSTOM:
             options |= {key: data[key] for key in SHAPE_FIELDS if data.get(key)}
+        if data["kind"] == TrainingRun.Kind.MASKED:
+            options["whole_word_masking"] = bool(data["whole_word_masking"])
+            if data.get("mask_probability") is not None:
+                options["mask_probability"] = data["mask_probability"]
         return options

@@ -18,6 +18,7 @@ class TrainingRun(Run):
     class Kind(models.TextChoices):
         NGRAM = "ngram", "n-gram (interpolated modified Kneser-Ney)"
         CAUSAL = "causal", "causal transformer from scratch"
+        MASKED = "masked", "masked transformer from scratch (BERT-style)"
 
     model = models.ForeignKey(LanguageModel, on_delete=models.CASCADE, related_name="training_runs")
     corpus = models.ForeignKey(
@@ -50,7 +51,8 @@ class TrainingRun(Run):
         related_name="tokenizer_for_runs",
     )
     training_kind = models.CharField(max_length=10, choices=Kind.choices)
-    # n-gram: order, min_count; causal: shape, steps, batch_tokens, learning_rate, ...
+    # n-gram: order, min_count; causal: shape, steps, batch_tokens, learning_rate, ...;
+    # masked: those and mask_probability, whole_word_masking
     options = models.JSONField(default=dict)
     out_dir = models.CharField(max_length=500)
     suites = models.ManyToManyField("suites.Suite", blank=True, related_name="training_runs")
@@ -95,6 +97,11 @@ class TrainingRun(Run):
     def disk_bytes(self) -> int:
         """What the checkpoint folders still on disk take."""
         return sum(c.get("bytes") or 0 for c in self.checkpoints if not c.get("removed"))
+
+    @property
+    def trains_transformer(self) -> bool:
+        """A causal or masked run: steps, a loss curve and checkpoints."""
+        return self.training_kind in (self.Kind.CAUSAL, self.Kind.MASKED)
 
     @property
     def steps(self) -> int:

@@ -1,16 +1,29 @@
-"""The options of causal training: presets, shapes and checks, without torch, so that
-the web process can check a request. `evaluations.training.causal` trains with them."""
+"""The options of transformer training (causal, and masked: `MaskedOptions`): presets,
+shapes and checks, without torch, so that the web process can check a request.
+`evaluations.training.causal` trains with them."""
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, ClassVar
 
 ARCHITECTURES = ("gpt2", "llama")
+# A masked model's architecture: BERT's (post-norm layers, learned positions, an MLM head).
+MASKED_ARCHITECTURES = ("bert",)
 CHECKPOINT_PREFIX = "checkpoint-"  # a checkpoint's folder: checkpoint-<tokens>
 # Tokenizers trained on the corpus; "model": a registered model's, as it is.
 TOKENIZERS = ("bpe", "unigram", "model")
+# A masked model's: byte-level BPE (the default, as RoBERTa's) or WordPiece (BERT's),
+# each with [CLS], [SEP], [MASK], [PAD] and [UNK]; or a registered model's that has a mask
+# token. BPE by default: it spells every word (WordPiece makes a word with a character the
+# corpus never had [UNK] whole), it is the causal runs' (the same corpus then gives both
+# objectives nearly the same pieces), and tokenizers trains it the same way every time
+# (WordPiece breaks ties between equally frequent pairs in an order that varies).
+MASKED_TOKENIZERS = ("bpe", "wordpiece", "model")
+# BERT's masking: each chosen token is [MASK] in 80% of cases, a random token in 10%, and
+# left as it is in 10% (Devlin et al. 2019, 3.1).
+MASK_PROBABILITY = 0.15
 # Which checkpoint folders stay: every one, those on the log-spaced schedule (the
 # `save_every` ones are resume points only), or the last `keep_last`.
 RETENTIONS = ("all", "schedule", "last")
@@ -25,7 +38,7 @@ class CausalTrainingError(ValueError):
 
 @dataclass(frozen=True)
 class ModelShape:
-    arch: str  # "gpt2" or "llama"
+    arch: str  # "gpt2", "llama" or (masked) "bert"
     layers: int
     width: int
     heads: int
@@ -42,6 +55,12 @@ PRESETS: dict[str, ModelShape] = {
     # The same size in the Llama style (RoPE, SwiGLU, RMSNorm, no biases).
     "small-llama": ModelShape("llama", layers=12, width=768, heads=12, context=1024, vocab=32000),
 }
+# Masked models' shapes (BERT style; "custom" changes small-bert's).
+MASKED_PRESETS: dict[str, ModelShape] = {
+    "tiny-bert": ModelShape("bert", layers=2, width=64, heads=2, context=64, vocab=512),
+    # BERT-base: 12 layers of 768, 512 positions (110M parameters with its 30,522 tokens).
+    "small-bert": ModelShape("bert", layers=12, width=768, heads=12, context=512, vocab=30522),
+}
 
 
 # The largest value a request may give each field of a shape: far above the presets, far
@@ -57,7 +76,9 @@ VOCAB_MULTIPLE = 64
 # unit of width (activations kept for the backward pass, bf16 autocast, eager; another
 # architecture, a base model's, counts as the larger), and per vocabulary row (logits).
 BYTES_PER_PARAMETER = 4 + 4 + 2 * 4
-ACTIVATION_BYTES = {"gpt2": 88, "llama": 56}
+# BERT's layer is GPT-2's (attention, a 4 x width GELU MLP, two layer norms): its k is
+# GPT-2's, not measured on a GPU.
+ACTIVATION_BYTES = {"gpt2": 88, "llama": 56, "bert": 88}
 LOGIT_BYTES = 12
 
 
@@ -77,8 +98,15 @@ def parameter_count(shape: ModelShape) -> int:
     the 4 x width MLP, their biases, two layer norms), a last layer norm; the output layer
     is the token embedding. Llama: the token embedding (tied), per layer 4 x width^2
     (attention, no biases), 3 x width x the MLP's width (SwiGLU) and two norms, a last
-    norm. Another architecture (a base model's) is counted as GPT-2: an estimate."""
+    norm. BERT: the token, position and two token-type embeddings and their layer norm,
+    per layer what GPT-2's has, the MLM head's transform (width^2 + width and a layer
+    norm) and its output bias (a row's; the output weight is the token embedding).
+    Another architecture (a base model's) is counted as GPT-2: an estimate."""
     s = shape
+    if s.arch == "bert":
+        layer = 12 * s.width**2 + 13 * s.width
+        embeddings = (s.vocab + s.context + 2) * s.width + 2 * s.width
+        return embeddings + s.layers * layer + s.width**2 + 3 * s.width + s.vocab
     if s.arch == "llama":
         layer = 4 * s.width**2 + 3 * s.width * llama_intermediate(s.width) + 2 * s.width
         return s.vocab * s.width + s.layers * layer + s.width
@@ -107,7 +135,7 @@ def training_memory(shape: ModelShape, micro_batch: int) -> MemoryEstimate:
 
     16 bytes per parameter P: float32 weights, gradients and AdamW's two moments. Per
     token, the activations every layer keeps for the backward pass, k bytes per unit of
-    width (k = 88 for GPT-2, 56 for Llama), and the logits, 12 bytes per row of the
+    width (k = 88 for GPT-2 and BERT, 56 for Llama), and the logits, 12 bytes per row of the
     padded vocabulary V (the bf16 output, its float32 copy, the log-softmax and their
     gradients). Attention is PyTorch's fused kernel, which keeps no context x context
     matrix. k and 12 are fitted to the peaks measured on an H200 (docs/training.md:
@@ -126,6 +154,13 @@ def training_memory(shape: ModelShape, micro_batch: int) -> MemoryEstimate:
 
 @dataclass
 class CausalOptions:
+    """A transformer's training options: a causal model's, and with `MaskedOptions`'s
+    two more, a masked model's (the same training with another objective)."""
+
+    objective: ClassVar[str] = "causal"
+    architectures: ClassVar[tuple[str, ...]] = ARCHITECTURES
+    tokenizers: ClassVar[tuple[str, ...]] = TOKENIZERS
+
     shape: ModelShape
     steps: int
     batch_tokens: int = 0  # tokens per optimizer step; 0: one micro-batch
@@ -169,16 +204,22 @@ class CausalOptions:
     def check(self) -> None:
         s = self.shape
         problems = []
-        if not self.base_model and s.arch not in ARCHITECTURES:
-            problems.append(f"architecture {s.arch!r} is not one of {', '.join(ARCHITECTURES)}")
+        if not self.base_model and s.arch not in self.architectures:
+            problems.append(
+                f"architecture {s.arch!r} is not one of a {self.objective} model's: "
+                f"{', '.join(self.architectures)}"
+            )
         if min(s.layers, s.width, s.heads, s.context) < 1:
             problems.append("layers, width, heads and context must be 1 or more")
         elif s.width % s.heads:
             problems.append(f"the width ({s.width}) must be a multiple of the heads ({s.heads})")
         if self.trains_tokenizer and s.vocab < 260:
             problems.append(f"the vocabulary must hold the 256 bytes and more; got {s.vocab}")
-        if self.tokenizer not in TOKENIZERS:
-            problems.append(f"tokenizer {self.tokenizer!r} is not one of {', '.join(TOKENIZERS)}")
+        if self.tokenizer not in self.tokenizers:
+            problems.append(
+                f"tokenizer {self.tokenizer!r} is not one of a {self.objective} model's: "
+                f"{', '.join(self.tokenizers)}"
+            )
         elif self.tokenizer == "model" and not (self.tokenizer_source or self.base_model):
             problems.append("tokenizer 'model' needs the model whose tokenizer to use")
         elif self.base_model and self.tokenizer != "model":
@@ -221,8 +262,12 @@ class CausalOptions:
                     f"{per_pass * self.devices} ({self.devices} x {self.micro_batch} sequences "
                     f"x {s.context} tokens)"
                 )
+        problems += self.objective_problems()
         if problems:
             raise CausalTrainingError("; ".join(problems))
+
+    def objective_problems(self) -> list[str]:
+        return []
 
     @property
     def accumulation(self) -> int:
@@ -240,19 +285,60 @@ class CausalOptions:
         return max(1, round(0.05 * self.steps))
 
 
+@dataclass
+class MaskedOptions(CausalOptions):
+    """A masked model's training: BERT's masked-LM objective (see
+    `evaluations.training.masked`), from scratch (no base model)."""
+
+    objective: ClassVar[str] = "masked"
+    architectures: ClassVar[tuple[str, ...]] = MASKED_ARCHITECTURES
+    tokenizers: ClassVar[tuple[str, ...]] = MASKED_TOKENIZERS
+
+    # The share of tokens chosen for prediction (each independently; with whole-word
+    # masking, each word independently, with all its tokens).
+    mask_probability: float = MASK_PROBABILITY
+    whole_word_masking: bool = False
+
+    def objective_problems(self) -> list[str]:
+        problems = []
+        if self.base_model:
+            problems.append(
+                "continued pre-training trains a causal model; a masked one starts afresh"
+            )
+        if not 0.0 < self.mask_probability < 1.0:
+            problems.append(
+                f"the mask probability must be above 0 and below 1; got {self.mask_probability}"
+            )
+        return problems
+
+
+def options_class(kind: str) -> type[CausalOptions]:
+    """The options of a transformer run of `kind` ("causal" or "masked")."""
+    return MaskedOptions if kind == MaskedOptions.objective else CausalOptions
+
+
+def presets_of(kind: str) -> dict[str, ModelShape]:
+    return MASKED_PRESETS if kind == MaskedOptions.objective else PRESETS
+
+
 def usable_devices(accumulation: int, available: int) -> int:
     """The most of `available` devices that a step's `accumulation` micro-batches split
     evenly across: a training run then sees the same batches however many it gets."""
     return max(d for d in range(1, max(1, available) + 1) if accumulation % d == 0)
 
 
-def shape_for(preset: str, **overrides: int | str | None) -> ModelShape:
-    """A preset's shape ("custom": GPT-2 small's) with the given fields replaced."""
-    if preset != "custom" and preset not in PRESETS:
+def shape_for(preset: str, kind: str = "causal", **overrides: int | str | None) -> ModelShape:
+    """A preset of a `kind` of run ("causal" or "masked") with the given fields replaced;
+    "custom": GPT-2 small's shape, or BERT-base's (small-bert) for a masked run."""
+    presets = presets_of(kind)
+    if preset != "custom" and preset not in presets:
+        known = preset in PRESETS or preset in MASKED_PRESETS
         raise CausalTrainingError(
-            f"unknown preset {preset!r}; choose one of {', '.join([*PRESETS, 'custom'])}"
+            f"{'the' if known else 'unknown'} preset {preset!r}"
+            f"{f' is not a {kind} model' if known else ''}; choose one of "
+            f"{', '.join([*presets, 'custom'])}"
         )
-    shape = PRESETS.get(preset, PRESETS["small"])
+    shape = presets.get(preset, presets["small-bert" if presets is MASKED_PRESETS else "small"])
     changes = {k: v for k, v in overrides.items() if v is not None}
     return replace(shape, **changes)  # type: ignore[arg-type]
 
@@ -315,9 +401,9 @@ def separator_id(tokenizer: Any) -> int:
     )
 
 
-def model_tokenizer(source: str) -> Any:
+def model_tokenizer(source: str, kind: str = "causal") -> Any:
     """A registered model's tokenizer (a fast one, for offsets), checked to have a token
-    to start each line with."""
+    to start each line with (causal) or a mask token (masked)."""
     from transformers import AutoTokenizer
 
     try:
@@ -326,5 +412,10 @@ def model_tokenizer(source: str) -> Any:
         raise CausalTrainingError(f"cannot load the tokenizer of {source!r}: {exc}") from None
     if not getattr(tokenizer, "is_fast", False):
         raise CausalTrainingError(f"the tokenizer of {source!r} is not a fast tokenizer")
-    separator_id(tokenizer)
+    if kind != MaskedOptions.objective:
+        separator_id(tokenizer)
+    elif tokenizer.mask_token_id is None:
+        raise CausalTrainingError(
+            f"the tokenizer of {source!r} has no mask token, which a masked model predicts"
+        )
     return tokenizer

@@ -57,6 +57,8 @@ MAX_STEPS = 10_000_000
 # Room for "-<tokens>" after the name in a checkpoint's URL name (100 characters).
 NAME_MAX_LENGTH = 80
 MIB = 2**20
+# Options of masked runs only.
+MASKING_OPTIONS = ("mask_probability", "whole_word_masking")
 
 
 class TrainingRequestInvalid(FieldErrors):
@@ -160,9 +162,16 @@ def training_options(
     change it), or base_model (continued pre-training: the shape and tokenizer are the
     model's; context may shorten it); tokenizer (bpe, unigram, model) and
     tokenizer_model; steps, batch_tokens, micro_batch, learning_rate, warmup_steps,
-    weight_decay, checkpoints, save_every, retention, keep_last, keep_states, seed."""
+    weight_decay, checkpoints, save_every, retention, keep_last, keep_states, seed. masked:
+    those of causal but base_model, its own presets and tokenizers (bpe, wordpiece, model),
+    and mask_probability and whole_word_masking."""
     errors: dict[str, str] = {}
     named: dict[str, LanguageModel] = {}
+    masked = kind == TrainingRun.Kind.MASKED
+    if not masked:
+        for field in MASKING_OPTIONS:
+            if raw.get(field) not in (None, ""):
+                errors[field] = f"{field} is an option of masked runs, not of {str(kind)[:40]} runs"
     if kind == TrainingRun.Kind.NGRAM:
         for field in ("base_model", "tokenizer", "tokenizer_model"):
             if raw.get(field) not in (None, ""):
@@ -175,13 +184,19 @@ def training_options(
             errors,
             named,
         )
-    if kind != TrainingRun.Kind.CAUSAL:
+    if kind not in (TrainingRun.Kind.CAUSAL, TrainingRun.Kind.MASKED):
         return (
             {},
             {"kind": f"kind must be one of {', '.join(KINDS)}, not {str(kind)[:40]!r}"},
             named,
         )
-    base = _registered(raw.get("base_model"), "base_model", errors)
+    kind_options = causal_options.options_class(kind)
+    if masked and raw.get("base_model") not in (None, ""):
+        errors["base_model"] = (
+            "base_model is an option of causal runs: continued pre-training trains a causal "
+            "model, and a masked run starts afresh"
+        )
+    base = None if masked else _registered(raw.get("base_model"), "base_model", errors)
     tokenizer = str(raw.get("tokenizer") or ("model" if raw.get("tokenizer_model") else "bpe"))
     tokenizer_model = _registered(raw.get("tokenizer_model"), "tokenizer_model", errors)
     if base is not None:
@@ -192,10 +207,9 @@ def training_options(
                 "and tokenizer_model out"
             )
         tokenizer = "model"
-    elif tokenizer not in causal_options.TOKENIZERS:
+    elif tokenizer not in kind_options.tokenizers:
         errors["tokenizer"] = (
-            f"tokenizer must be one of {', '.join(causal_options.TOKENIZERS)}, not "
-            f"{tokenizer[:40]!r}"
+            f"tokenizer must be one of {', '.join(kind_options.tokenizers)}, not {tokenizer[:40]!r}"
         )
     elif tokenizer == "model" and tokenizer_model is None and "tokenizer_model" not in errors:
         errors["tokenizer_model"] = "tokenizer 'model' needs tokenizer_model: a registered model"
@@ -205,13 +219,15 @@ def training_options(
         )
     if tokenizer_model is not None and "tokenizer" not in errors:
         named["tokenizer_model"] = tokenizer_model
-    preset = str(raw.get("preset", "tiny"))
+    preset = str(raw.get("preset", "tiny-bert" if masked else "tiny"))
     overrides: dict[str, Any] = {}
     for field, most in causal_options.SHAPE_MAXIMA.items():
         if raw.get(field) not in (None, ""):
             overrides[field] = _integer(raw[field], field, 1, most, errors)
     if raw.get("arch") not in (None, ""):
         overrides["arch"] = str(raw["arch"])
+    # Where a problem of the shape is said: the base model, the tokenizer's model, the preset.
+    shaping = "base_model" if base is not None else "preset"
     try:
         if base is not None:
             if set(overrides) - {"context"}:
@@ -222,12 +238,13 @@ def training_options(
             shape = causal_options.base_shape(base.source, overrides.get("context"))
             preset = ""
         else:
-            shape = causal_options.shape_for(preset, **overrides)
+            shape = causal_options.shape_for(preset, kind, **overrides)
             if tokenizer_model is not None and "tokenizer" not in errors:
-                loaded = causal_options.model_tokenizer(tokenizer_model.source)
+                shaping = "tokenizer_model"
+                loaded = causal_options.model_tokenizer(tokenizer_model.source, kind)
                 shape = replace(shape, vocab=len(loaded))
     except causal_options.CausalTrainingError as exc:
-        errors["base_model" if base is not None else "preset"] = str(exc)
+        errors[shaping] = str(exc)
         return {}, errors, named
     retention = str(raw.get("retention", "all"))
     if retention not in causal_options.RETENTIONS:
@@ -235,7 +252,7 @@ def training_options(
             f"retention must be one of {', '.join(causal_options.RETENTIONS)}, not "
             f"{retention[:40]!r}"
         )
-    settings_ = causal_options.CausalOptions(
+    settings_ = kind_options(
         shape=shape,
         steps=_integer(raw.get("steps", 1000), "steps", 1, MAX_STEPS, errors),
         batch_tokens=_integer(raw.get("batch_tokens", 0), "batch_tokens", 0, 2**31, errors),
@@ -252,6 +269,7 @@ def training_options(
         save_every=_integer(raw.get("save_every", 0), "save_every", 0, MAX_STEPS, errors),
         retention=retention,
         keep_last=_integer(raw.get("keep_last", 0), "keep_last", 0, 10_000, errors),
+        **(_masking(raw, errors) if masked else {}),
     )
     if not errors:
         errors.update(_causal_problems(settings_))
@@ -264,6 +282,29 @@ def training_options(
     if tokenizer_model is not None:
         stored["tokenizer_model"] = tokenizer_model.name
     return stored, errors, named
+
+
+def _masking(raw: dict[str, Any], errors: dict[str, str]) -> dict[str, Any]:
+    """A masked run's mask_probability (above 0, below 1) and whole_word_masking (true
+    or false), their problems into `errors`."""
+    given = raw.get("mask_probability", causal_options.MASK_PROBABILITY)
+    try:
+        probability = float(given)
+    except (TypeError, ValueError):
+        errors["mask_probability"] = f"mask_probability must be a number, not {str(given)[:40]!r}"
+        probability = causal_options.MASK_PROBABILITY
+    else:
+        if isinstance(given, bool) or not 0.0 < probability < 1.0:
+            errors["mask_probability"] = (
+                f"mask_probability must be above 0 and below 1 (BERT's is 0.15); got "
+                f"{str(given)[:40]}"
+            )
+    whole = raw.get("whole_word_masking", False)
+    if not isinstance(whole, bool):
+        errors["whole_word_masking"] = (
+            f"whole_word_masking must be true or false, not {str(whole)[:40]!r}"
+        )
+    return {"mask_probability": probability, "whole_word_masking": whole is True}
 
 
 def _causal_problems(options: causal_options.CausalOptions) -> dict[str, str]:
@@ -558,7 +599,7 @@ def _checkpoint_model(run: TrainingRun, point: dict[str, Any]) -> LanguageModel:
         defaults={
             "name": name,
             "display_name": f"{base.display_name}@{tokens}",
-            "kind": LanguageModel.Kind.CAUSAL,
+            "kind": run.training_kind,
             "description": f"Checkpoint of {base.display_name} after {tokens:,} tokens "
             f"(step {point['step']}), trained on the corpus {run.corpus.name}.",
             "registered_by": run.requested_by,

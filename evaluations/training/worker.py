@@ -73,11 +73,18 @@ def _ngram(
     return {"kind": "ngram", "summary": asdict(summary), "checkpoints": [], "log": []}
 
 
-def causal_options(raw: dict[str, Any], device: str) -> Any:
-    """The CausalOptions of a run's stored options, on `device`."""
+def causal_options(raw: dict[str, Any], device: str, kind: str = "causal") -> Any:
+    """The options of a run's stored options, on `device`: CausalOptions, or for a
+    masked run MaskedOptions (with its masking)."""
     from evaluations.training import causal
 
-    return causal.CausalOptions(
+    masking: dict[str, Any] = {}
+    if kind == causal.MaskedOptions.objective:
+        masking = {
+            "mask_probability": float(raw["mask_probability"]),
+            "whole_word_masking": bool(raw["whole_word_masking"]),
+        }
+    return causal.options_class(kind)(
         shape=causal.ModelShape(**raw["shape"]),
         steps=int(raw["steps"]),
         batch_tokens=int(raw["batch_tokens"]),
@@ -97,6 +104,7 @@ def causal_options(raw: dict[str, Any], device: str) -> Any:
         retention=str(raw.get("retention", "all")),
         keep_last=int(raw.get("keep_last", 0)),
         device=device,
+        **masking,
     )
 
 
@@ -108,7 +116,8 @@ def _causal(
     from evaluations.training import causal, tasks
 
     run_id, attempt = int(payload["run"]), int(payload["attempt"])
-    options = causal_options(payload["options"], "cuda" if torch.cuda.is_available() else "cpu")
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    options = causal_options(payload["options"], device, payload["kind"])
     if options.device == "cuda":
         # Every visible GPU that the step's micro-batches split evenly across: a run
         # trains on the same batches, to the same model, however many a worker has.
@@ -165,7 +174,7 @@ def _causal(
     log_entries = facts.pop("log")
     checkpoints = facts.pop("checkpoints")
     return {
-        "kind": "causal",
+        "kind": options.objective,
         "summary": facts,
         "checkpoints": checkpoints,
         # The whole curve: reports lost on the way are made good here.

@@ -70,12 +70,12 @@ def sentences_file(path: Path, *tasks: str) -> Path:
     return path
 
 
-def train_causal(corpus: Path, out: Path, *options: str) -> str:
-    """`train --kind causal` on `corpus` into `out` with `options` (later ones win): what
-    it printed."""
+def train_causal(corpus: Path, out: Path, *options: str, kind: str = "causal") -> str:
+    """`train --kind causal` (or `kind`) on `corpus` into `out` with `options` (later
+    ones win): what it printed."""
     stdout = io.StringIO()
     call_command(
-        "train", "--corpus", str(corpus), "--kind", "causal", "--out", str(out), *options,
+        "train", "--corpus", str(corpus), "--kind", kind, "--out", str(out), *options,
         stdout=stdout,
     )  # fmt: skip
     return stdout.getvalue()

@@ -202,7 +202,7 @@ def test_request_errors_change_nothing(corpus, attractors, alice) -> None:
             {"learning_rate": "learning_rate must be from 1e-08 to 1; got nan"},
         ),
         ("causal", {"heads": 3}, {"options": "the width (64) must be a multiple of the heads (3)"}),
-        ("rnn", {}, {"kind": "kind must be one of ngram, causal, not 'rnn'"}),
+        ("rnn", {}, {"kind": "kind must be one of ngram, causal, masked, not 'rnn'"}),
     ]
     for kind, options, errors in cases:
         with pytest.raises(services.TrainingRequestInvalid) as caught:

@@ -13,7 +13,9 @@ from evaluations.training import causal, ngram
 from evaluations.training.data import corpus_file, with_validation_file
 from suites.corpora.reading import CorpusError
 
-KINDS = ("ngram", "causal")
+KINDS = ("ngram", "causal", "masked")
+# Options of --kind masked only.
+MASKING_FLAGS = ("mask_probability", "whole_word_masking")
 
 
 class Command(StandaloneCommand):
@@ -21,8 +23,9 @@ class Command(StandaloneCommand):
         "Train a language model on a corpus file (NLPScholar TSV with a 'text' column, or "
         "plain text with one sequence per line, either gzipped), with the same code as a "
         "training run's worker. --kind ngram writes OUT/model.arpa (interpolated modified "
-        "Kneser-Ney); --kind causal writes a save_pretrained folder. Both are read as they "
-        "are by `manage.py score --model`. A held-out share of the lines (--validation-"
+        "Kneser-Ney); --kind causal writes a save_pretrained folder, and so does --kind masked "
+        "(a BERT-style model, BERT's masked-LM objective). All are read as they are by "
+        "`manage.py score --model`. A held-out share of the lines (--validation-"
         "fraction, default 0.01, at most 10,000 lines) is left out of training."
     )
 
@@ -48,13 +51,14 @@ class Command(StandaloneCommand):
         self.add_causal_arguments(parser)
 
     def add_causal_arguments(self, parser: CommandParser) -> None:
-        """Options of --kind causal (see evaluations.training.causal)."""
+        """Options of --kind causal and masked (see evaluations.training.causal)."""
         parser.add_argument(
             "--preset",
-            default="tiny",
-            choices=[*causal.PRESETS, "custom"],
-            help="model shape: tiny (tests), small (GPT-2 small), their -llama twins, or "
-            "custom (GPT-2 small changed by --arch/--layers/--width/--heads/--context/--vocab)",
+            choices=[*causal.PRESETS, *causal.MASKED_PRESETS, "custom"],
+            help="model shape: tiny (tests; the default), small (GPT-2 small), their -llama "
+            "twins, or custom (GPT-2 small changed by --arch/--layers/--width/--heads/"
+            "--context/--vocab); --kind masked: tiny-bert (the default), small-bert (BERT-base) "
+            "or custom (BERT-base changed)",
         )
         parser.add_argument("--arch", choices=causal.ARCHITECTURES)
         parser.add_argument("--layers", type=int)
@@ -70,8 +74,20 @@ class Command(StandaloneCommand):
         )
         parser.add_argument(
             "--tokenizer",
-            choices=("bpe", "unigram"),
-            help="the tokenizer trained on the corpus: byte-level BPE (default) or Unigram",
+            choices=("bpe", "unigram", "wordpiece"),
+            help="the tokenizer trained on the corpus: byte-level BPE (the default) or Unigram; "
+            "--kind masked: byte-level BPE (the default) or WordPiece (BERT's)",
+        )
+        parser.add_argument(
+            "--mask-probability",
+            type=float,
+            help="--kind masked: the share of tokens chosen for prediction (0.15); a chosen "
+            "token is [MASK] 80%% of the time, a random token 10%%, itself 10%%",
+        )
+        parser.add_argument(
+            "--whole-word-masking",
+            action="store_true",
+            help="--kind masked: choose whole words, all their tokens at once",
         )
         parser.add_argument(
             "--tokenizer-from",
@@ -153,7 +169,13 @@ class Command(StandaloneCommand):
                 source = with_validation_file(source, validation)
             except CorpusError as exc:
                 raise CommandError(f"--validation-file {validation}, {exc}") from None
-        if options["kind"] == "ngram":
+        kind = options["kind"]
+        for flag in MASKING_FLAGS if kind != "masked" else ():
+            if options[flag] not in (None, False):
+                raise CommandError(
+                    f"--{flag.replace('_', '-')} is an option of --kind masked, not of {kind}"
+                )
+        if kind == "ngram":
             for flag in ("from_model", "tokenizer", "tokenizer_from"):
                 if options[flag]:
                     raise CommandError(
@@ -227,7 +249,14 @@ class Command(StandaloneCommand):
             ) from None
 
     def train_causal(self, source: Any, out: Path, options: dict[str, Any]) -> None:
+        """--kind causal, or masked (the same training, BERT's objective)."""
+        kind = options["kind"]
         base = tokenizer_source = ""
+        if options["from_model"] and kind == "masked":
+            raise CommandError(
+                "--from-model is an option of --kind causal: continued pre-training trains a "
+                "causal model, and a masked one starts afresh"
+            )
         if options["from_model"]:
             if options["tokenizer"] or options["tokenizer_from"]:
                 raise CommandError(
@@ -239,7 +268,13 @@ class Command(StandaloneCommand):
             if options["tokenizer"]:
                 raise CommandError("give --tokenizer or --tokenizer-from, not both")
             tokenizer_source = self.model_source(options["tokenizer_from"], "tokenizer-from", "")
+        kind_options = causal.options_class(kind)
         tokenizer = "model" if base or tokenizer_source else options["tokenizer"] or "bpe"
+        masking: dict[str, Any] = {}
+        if kind == "masked":
+            masking["whole_word_masking"] = options["whole_word_masking"]
+            if options["mask_probability"] is not None:
+                masking["mask_probability"] = options["mask_probability"]
         try:
             if base:
                 shaped = [k for k in ("arch", "layers", "width", "heads", "vocab") if options[k]]
@@ -250,7 +285,8 @@ class Command(StandaloneCommand):
                 shape = causal.base_shape(base, options["context"])
             else:
                 shape = causal.shape_for(
-                    options["preset"],
+                    options["preset"] or ("tiny-bert" if kind == "masked" else "tiny"),
+                    kind,
                     arch=options["arch"],
                     layers=options["layers"],
                     width=options["width"],
@@ -259,9 +295,9 @@ class Command(StandaloneCommand):
                     vocab=options["vocab"],
                 )
                 if tokenizer_source:
-                    loaded = causal.model_tokenizer(tokenizer_source)
+                    loaded = causal.model_tokenizer(tokenizer_source, kind)
                     shape = replace(shape, vocab=len(loaded))
-            settings = causal.CausalOptions(
+            settings = kind_options(
                 shape=shape,
                 steps=options["steps"],
                 batch_tokens=options["batch_tokens"],
@@ -282,6 +318,7 @@ class Command(StandaloneCommand):
                 save_every=options["save_every"],
                 retention=options["retention"],
                 keep_last=options["keep_last"],
+                **masking,
             )
             settings.check()
         except causal.CausalTrainingError as exc:
