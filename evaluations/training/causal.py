@@ -873,10 +873,11 @@ def _train(
 POLL_SECONDS = 0.2
 
 
-def options_from_dict(raw: dict[str, Any]) -> CausalOptions:
-    """The CausalOptions that `asdict` wrote (the ranks of a training on several devices
-    read theirs from the job's JSON)."""
-    return CausalOptions(**{**raw, "shape": ModelShape(**raw["shape"])})
+def options_from_dict(raw: dict[str, Any], objective: str) -> CausalOptions:
+    """The options that `asdict` wrote of a training of `objective` ("causal" or
+    "masked"): the ranks of a training on several devices read theirs from the job's
+    JSON."""
+    return options_class(objective)(**{**raw, "shape": ModelShape(**raw["shape"])})
 
 
 def _launch_command(size: int, job_dir: Path) -> list[str]:
@@ -940,6 +941,7 @@ def _write_job(
     job = {
         "out_dir": str(out_dir),
         "options": asdict(options),
+        "objective": options.objective,
         "started": started,
         "threads": torch.get_num_threads(),
         "watch": os.getpid(),

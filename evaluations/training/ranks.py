@@ -71,7 +71,7 @@ def _end_with(pid: int) -> None:
 def _train_here(job_dir: Path, job: dict[str, Any], rank: int, size: int) -> None:
     from transformers import AutoTokenizer
 
-    options = causal.options_from_dict(job["options"])
+    options = causal.options_from_dict(job["options"], job["objective"])
     reports = Reports(job_dir)
     lead = rank == 0
     stop_file = job_dir / STOP

@@ -36,15 +36,24 @@ def test_every_field_is_in_one_group() -> None:
 def test_the_page_groups_the_fields_by_kind(alice_client) -> None:
     html = alice_client.get("/training/new/").content.decode()
     kinds = re.findall(r'<fieldset class="form-group"(?: data-kind="([^"]*)")?', html)
-    assert kinds == ["", "ngram", "causal", "causal", "causal", "causal", ""]
-    assert '<fieldset class="form-group" data-kind="causal" data-preset="custom">' in html
+    assert kinds == [
+        "",
+        "ngram",
+        "causal masked",
+        "masked",
+        "causal masked",
+        "causal masked",
+        "causal masked",
+        "",
+    ]
+    assert '<fieldset class="form-group" data-kind="causal masked" data-preset="custom">' in html
     for legend in ("n-gram model", "Custom shape", "Optimisation", "Checkpoints"):
         assert f"<legend>{legend} " in html or f"<legend>{legend}<" in html
     for field in ("layers", "width", "heads", "context", "vocab", "arch", "micro_batch"):
         assert f'name="{field}"' in html
     assert 'name="warmup_steps"' in html and 'name="weight_decay"' in html
     # Probing needs hidden states: the field is for causal models only.
-    assert '<p data-kind="causal"><label for="id_probing_tasks">' in html
+    assert '<p data-kind="causal masked"><label for="id_probing_tasks">' in html
     # A strict Content-Security-Policy: no inline script or style.
     assert "style=" not in html
     scripts = re.findall(r"<script([^>]*)>", html)
