@@ -405,6 +405,10 @@ SPECTACULAR_SETTINGS = {
             ("tokens", "sum of token surprisals"),
             ("corrected", "word-corrected"),
         ],
+        # A model's check (checking / ready / refused), not a run's status.
+        "ModelStatusEnum": "evaluations.language_models.models.LanguageModel.Status",
+        # Every kind's run status, under the name it had before models had one.
+        "StatusEnum": "evaluations.runs.models.Run.Status",
     },
 }
 
