@@ -288,6 +288,16 @@ GYM_MAX_LOADED_MODELS = envint("GYM_MAX_LOADED_MODELS", 2)
 GYM_MAX_UPLOAD_BYTES = envint("GYM_MAX_UPLOAD_BYTES", 20 * 1024 * 1024)
 DATA_UPLOAD_MAX_MEMORY_SIZE = GYM_MAX_UPLOAD_BYTES + 1024 * 1024
 FILE_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024 * 1024
+# What one uploaded suite, minimal-pair set, probing task or predictions file may hold,
+# counted while it is read (suites/formats/limits.py): a small file must not build more
+# in memory than a large one may. A file over a limit gets a 400 that names the setting.
+GYM_UPLOAD_MAX_ROWS = envint("GYM_UPLOAD_MAX_ROWS", 500_000)
+GYM_UPLOAD_MAX_LINE_CHARS = envint("GYM_UPLOAD_MAX_LINE_CHARS", 1_000_000)
+GYM_UPLOAD_MAX_FIELD_CHARS = envint("GYM_UPLOAD_MAX_FIELD_CHARS", 100_000)
+GYM_UPLOAD_MAX_VALUES = envint("GYM_UPLOAD_MAX_VALUES", 3_000_000)
+GYM_UPLOAD_MAX_JSON_DEPTH = envint("GYM_UPLOAD_MAX_JSON_DEPTH", 64)
+GYM_UPLOAD_MAX_UNPACKED_BYTES = envint("GYM_UPLOAD_MAX_UNPACKED_BYTES", 128 * 1024 * 1024)
+GYM_UPLOAD_MAX_PARQUET_META_BYTES = envint("GYM_UPLOAD_MAX_PARQUET_META_BYTES", 1024 * 1024)
 
 # Corpora (training text) have their own, larger limit (uncompressed bytes) and are kept
 # as files in GYM_CORPUS_DIR, streamed in and out, never held in memory whole.

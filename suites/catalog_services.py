@@ -11,12 +11,14 @@ from collections.abc import Collection, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth.models import AnonymousUser, User
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.db import IntegrityError, models, transaction
 from django.utils.text import slugify
 
 from gym.errors import ApplicationError, invalid_entries
+from suites.formats.limits import SETTINGS, InputLimits
 from suites.formats.report import SuiteError
 from suites.formats.syntaxgym import DESCRIPTION_MAX_LENGTH, TAG_MAX_LENGTH, TAGS_MAX_COUNT
 from suites.models import GymData, Tag
@@ -242,3 +244,10 @@ def tags_set(*, target: GymData, raw: Iterable[str]) -> None:
         Tag.objects.bulk_create(missing, ignore_conflicts=True)
         existing = {t.name: t for t in Tag.objects.filter(name__in=slugs)}
     target.tags.set([existing[s] for s in slugs])
+
+
+def upload_limits() -> InputLimits:
+    """What one uploaded file may hold (the GYM_UPLOAD_MAX_* settings, named by
+    suites.formats.limits.SETTINGS), for the readers in suites/formats, which know no
+    settings."""
+    return InputLimits(**{limit: getattr(settings, name) for limit, name in SETTINGS.items()})

@@ -58,6 +58,7 @@ from evaluations.scoring import WORD_PROBABILITY
 from gym.errors import error_body, invalid_entries
 from gym.rest import NameField
 from suites.catalog_api import UPLOAD_PARSERS, file_body, upload_received
+from suites.catalog_services import upload_limits
 from suites.formats.minimal_pairs import MinimalPairFormatError
 from suites.minimal_pairs import sets as pair_sets
 from suites.models import MinimalPairSet
@@ -92,7 +93,7 @@ class PairSetAnalyze(APIView):
         try:
             if table not in ("by_cond", "by_pair", "by_word"):
                 raise AnalysisError("table must be by_cond, by_pair or by_word")
-            tokens = parse_predictions_tsv(data)
+            tokens = parse_predictions_tsv(data, upload_limits())
             options = AnalysisOptions(
                 pred_measure=params.get("pred_measure", "surp"),
                 word_summary=params.get("word_summary", "mean"),

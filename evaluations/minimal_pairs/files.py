@@ -23,6 +23,7 @@ from evaluations.minimal_pairs.analysis import (
     table_to_tsv,
 )
 from evaluations.minimal_pairs.tokens import TokenTable, parse_predictions_tsv, predictions_to_tsv
+from suites.formats.limits import UNLIMITED
 from suites.formats.minimal_pairs import MinimalPairSet, load_minimal_pairs_file
 
 Log = Callable[[str], None]
@@ -100,11 +101,13 @@ def _text(value: object) -> str:
 
 
 def load_pairs(path: Path, *, drop_incomplete_pairs: bool) -> MinimalPairSet:
-    return load_minimal_pairs_file(str(path), drop_incomplete_pairs=drop_incomplete_pairs)
+    return load_minimal_pairs_file(
+        str(path), drop_incomplete_pairs=drop_incomplete_pairs, limits=UNLIMITED
+    )
 
 
 def load_predictions(path: Path) -> TokenTable:
-    return parse_predictions_tsv(path.read_bytes())
+    return parse_predictions_tsv(path.read_bytes(), UNLIMITED)
 
 
 def evaluate_file(

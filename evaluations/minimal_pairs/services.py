@@ -26,7 +26,9 @@ from evaluations.models import IMPORTED_PREFIX, LanguageModel, PairEvaluation, P
 from evaluations.runs import lifecycle as runs
 from evaluations.scoring import WORD_PROBABILITY
 from gym.errors import ApplicationError
+from suites.catalog_services import upload_limits
 from suites.formats import minimal_pairs as mp
+from suites.formats.limits import InputLimits
 from suites.minimal_pairs import sets as pair_sets
 from suites.models import MinimalPairSet, PairSetVersion
 
@@ -450,13 +452,15 @@ def predictions_check(
     pair_set_data: mp.MinimalPairSet,
     file_model: str = "",
     drop_unknown_rows: bool = False,
+    limits: InputLimits | None = None,
 ) -> ImportedPredictions:
     """Read and check a predictions TSV against the set: every row's sentid in the set
     (or, with `drop_unknown_rows`, rows of other sentids left out with a warning), every
     sentence of the set present, numbers that parse, an analysis that works.
-    Raises PredictionsInvalid listing every problem."""
+    Raises PredictionsInvalid listing every problem. `limits`: what the file may hold
+    (default: an upload's, the GYM_UPLOAD_MAX_* settings)."""
     try:
-        table = parse_predictions_tsv(data)
+        table = parse_predictions_tsv(data, limits or upload_limits())
     except mp.MinimalPairFormatError as exc:
         raise PredictionsInvalid(exc.errors) from None
     table, errors = _pick_model(table, file_model.strip())
@@ -517,6 +521,7 @@ def pair_predictions_import(
     file_model: str = "",
     drop_unknown_rows: bool = False,
     check_permission: bool = True,
+    limits: InputLimits | None = None,
 ) -> PairEvaluation:
     """An NLPScholar predictions TSV (its own word, wordpos and punctuation taken as
     given) as the results of the model `model_name` on the set's current content: a done
@@ -525,7 +530,8 @@ def pair_predictions_import(
     whose sentid is not in the set are left out (their count is in the evaluation's
     `diagnostics["import_warnings"]`), as an upload may leave out incomplete pairs.
     All or nothing.
-    `check_permission=False` is for the site's administrators' command line."""
+    `check_permission=False` is for the site's administrators' command line (which may
+    also lift the `limits` an upload is held to)."""
     if check_permission and not may_import(user, pair_set):
         raise PermissionDenied("Only the set's owner or staff may import results onto it.")
     model = _import_model(model_name.strip(), register=register)
@@ -534,6 +540,7 @@ def pair_predictions_import(
         pair_set_data=pair_sets.pair_set_data(pair_set),
         file_model=file_model,
         drop_unknown_rows=drop_unknown_rows,
+        limits=limits,
     )
     with transaction.atomic():
         if model is None:

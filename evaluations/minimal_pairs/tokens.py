@@ -12,9 +12,11 @@ import io
 import math
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
+from suites.formats.limits import DEFAULT_LIMITS, InputLimits, LimitExceeded, LineFeed
 from suites.formats.minimal_pairs import (
     MinimalPairFormatError,
     PairSetError,
@@ -142,17 +144,27 @@ def predictions_to_tsv(table: TokenTable, *, word_probability: str | None = None
     return out.getvalue()
 
 
-def parse_predictions_tsv(data: str | bytes) -> TokenTable:
+def parse_predictions_tsv(data: str | bytes, limits: InputLimits = DEFAULT_LIMITS) -> TokenTable:
     """Read an evaluate table (NLPScholar's own output or Gym's). NLPScholar's `word`,
     `wordpos` and `punctuation` are taken as given. Extra columns (a pandas index) are
-    ignored. Raises MinimalPairFormatError listing every problem with row and column."""
-    reader = csv.reader(io.StringIO(decode_text(data), newline=""), delimiter="\t", quotechar='"')
-    at, width = _read_header(reader)
+    ignored. Rows, lines and fields are held to `limits` as they are read. Raises
+    MinimalPairFormatError listing every problem with row and column."""
+    feed = LineFeed(decode_text(data), limits)
+    reader = csv.reader(feed, delimiter="\t", quotechar='"')
+    try:
+        return _token_table(reader, feed)
+    except LimitExceeded as exc:
+        raise MinimalPairFormatError.of(exc) from None
+
+
+def _token_table(reader: Any, feed: LineFeed) -> TokenTable:
+    at, width = _read_header(reader, feed)
     errors: list[PairSetError] = []
     rows: list[tuple] = []
     lines: list[int] = []
     try:
         for fields in reader:
+            feed.record(fields)
             if len(fields) != width:
                 if not any(cell.strip() for cell in fields):
                     continue
@@ -177,10 +189,11 @@ def parse_predictions_tsv(data: str | bytes) -> TokenTable:
     return table
 
 
-def _read_header(reader: Iterator[list[str]]) -> tuple[list[int], int]:
+def _read_header(reader: Iterator[list[str]], feed: LineFeed) -> tuple[list[int], int]:
     """(where each of COLUMNS stands, how many columns the header has)."""
     try:
         header = next(reader)
+        feed.record(header)
     except StopIteration:
         raise MinimalPairFormatError([PairSetError(None, None, "the file is empty")]) from None
     except csv.Error as exc:

@@ -23,6 +23,17 @@ import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from suites.formats.limits import (
+    DEFAULT_LIMITS,
+    InputLimits,
+    LimitExceeded,
+    LineFeed,
+    count_values,
+    field_too_long,
+    text_lines,
+    too_many_values,
+)
+
 EXPECTED = "expected"
 UNEXPECTED = "unexpected"
 LABELS = (EXPECTED, UNEXPECTED)
@@ -39,6 +50,8 @@ BLIMP_JSONL = "blimp-jsonl"
 
 # A broken file can produce an error per row; the first few usually share one cause.
 MAX_ERRORS = 200
+# The left-out pairs a warning names before it says how many more there are.
+DROPPED_SHOWN = 50
 
 
 class MinimalPairFormatError(ValueError):
@@ -47,6 +60,11 @@ class MinimalPairFormatError(ValueError):
     def __init__(self, errors: list[PairSetError]) -> None:
         self.errors = cap_errors(errors)
         super().__init__("\n".join(str(error) for error in self.errors))
+
+    @classmethod
+    def of(cls, exc: LimitExceeded) -> MinimalPairFormatError:
+        """The refusal of a file over a limit, where the limit was met."""
+        return cls([PairSetError(exc.row, exc.column, exc.message)])
 
 
 @dataclass(frozen=True)
@@ -74,10 +92,35 @@ class PairSetError:
         return f"{self.path}: {self.message}"
 
 
+class ErrorList(list[PairSetError]):
+    """A file's errors as a reader finds them: the first MAX_ERRORS kept, every one
+    counted (`total`), so that a file of a million bad rows builds two hundred errors."""
+
+    def __init__(self, errors: Iterable[PairSetError] = ()) -> None:
+        super().__init__()
+        self.total = 0
+        self.extend(errors)
+
+    def append(self, error: PairSetError) -> None:
+        self.total += 1
+        if len(self) < MAX_ERRORS:
+            super().append(error)
+
+    def extend(self, errors: Iterable[PairSetError]) -> None:
+        for error in errors:
+            self.append(error)
+
+
+def error_count(errors: list[PairSetError]) -> int:
+    """How many errors were found (an ErrorList keeps only the first of them)."""
+    return errors.total if isinstance(errors, ErrorList) else len(errors)
+
+
 def cap_errors(errors: list[PairSetError], limit: int = MAX_ERRORS) -> list[PairSetError]:
-    if len(errors) <= limit:
-        return errors
-    rest = len(errors) - limit
+    total = error_count(errors)
+    if total <= limit:
+        return list(errors)
+    rest = total - limit
     return [*errors[:limit], PairSetError(None, None, f"... and {rest} more errors not shown")]
 
 
@@ -196,7 +239,11 @@ def decode_text(data: str | bytes) -> str:
 
 
 def parse_minimal_pairs(
-    data: str | bytes, *, filename: str = "", drop_incomplete_pairs: bool = False
+    data: str | bytes,
+    *,
+    filename: str = "",
+    drop_incomplete_pairs: bool = False,
+    limits: InputLimits = DEFAULT_LIMITS,
 ) -> MinimalPairSet:
     """Read an NLPScholar TSV or a BLiMP JSONL file (chosen by the name's suffix, else by
     whether the first non-blank character is `{`). Raises MinimalPairFormatError with
@@ -207,32 +254,15 @@ def parse_minimal_pairs(
     if lowered.endswith((".jsonl", ".json")) or (
         not lowered.endswith((".tsv", ".txt")) and text.lstrip().startswith("{")
     ):
-        return parse_blimp_jsonl(text, drop_incomplete_pairs=drop_incomplete_pairs)
-    return parse_nlpscholar_tsv(text, drop_incomplete_pairs=drop_incomplete_pairs)
+        return parse_blimp_jsonl(text, drop_incomplete_pairs=drop_incomplete_pairs, limits=limits)
+    return parse_nlpscholar_tsv(text, drop_incomplete_pairs=drop_incomplete_pairs, limits=limits)
 
 
 def parse_nlpscholar_tsv(
-    data: str | bytes, *, drop_incomplete_pairs: bool = False
+    data: str | bytes, *, drop_incomplete_pairs: bool = False, limits: InputLimits = DEFAULT_LIMITS
 ) -> MinimalPairSet:
-    text = decode_text(data)
-    reader = csv.reader(io.StringIO(text, newline=""), delimiter="\t", quotechar='"')
-    errors: list[PairSetError] = []
-    header: list[str] | None = None
-    rows: list[tuple[int, list[str]]] = []
-    try:
-        for fields in reader:
-            if not any(cell.strip() for cell in fields):
-                continue  # blank lines, as pandas skips them
-            if header is None:
-                header = [cell.strip() for cell in fields]
-                continue
-            rows.append((reader.line_num, fields))
-    except csv.Error as exc:
-        raise MinimalPairFormatError(
-            [PairSetError(reader.line_num, None, f"cannot read the TSV here: {exc}")]
-        ) from None
-    if header is None:
-        raise MinimalPairFormatError([PairSetError(None, None, "the file is empty")])
+    header, rows = _tsv_rows(decode_text(data), limits)
+    errors = ErrorList()
     seen: set[str] = set()
     for index, name in enumerate(header):
         if not name:
@@ -275,42 +305,92 @@ def parse_nlpscholar_tsv(
         NLPSCHOLAR_TSV,
         errors,
         drop_incomplete_pairs=drop_incomplete_pairs,
+        limits=limits,
     )
 
 
-def jsonl_records(text: str) -> tuple[list[tuple[int, dict[str, object]]], list[PairSetError]]:
+def _tsv_rows(text: str, limits: InputLimits) -> tuple[list[str], list[tuple[int, list[str]]]]:
+    """The header and the other rows that are not blank (each with its line), held to
+    `limits` as they are read."""
+    feed = LineFeed(text, limits)
+    reader = csv.reader(feed, delimiter="\t", quotechar='"')
+    header: list[str] | None = None
+    rows: list[tuple[int, list[str]]] = []
+    try:
+        for fields in reader:
+            feed.record(fields, header)
+            if not any(cell.strip() for cell in fields):
+                continue  # blank lines, as pandas skips them
+            if header is None:
+                header = [cell.strip() for cell in fields]
+                continue
+            rows.append((reader.line_num, fields))
+    except LimitExceeded as exc:
+        raise MinimalPairFormatError.of(exc) from None
+    except csv.Error as exc:
+        raise MinimalPairFormatError(
+            [PairSetError(reader.line_num, None, f"cannot read the TSV here: {exc}")]
+        ) from None
+    if header is None:
+        raise MinimalPairFormatError([PairSetError(None, None, "the file is empty")])
+    return header, rows
+
+
+def jsonl_records(
+    text: str, limits: InputLimits = DEFAULT_LIMITS
+) -> tuple[list[tuple[int, dict[str, object]]], list[PairSetError]]:
     """(line number, object) of every non-blank line, and an error for each line that
-    is not one JSON object."""
+    is not one JSON object. Lines and values are held to `limits` as they are read."""
     records: list[tuple[int, dict[str, object]]] = []
-    errors: list[PairSetError] = []
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            value = json.loads(line)
-        except json.JSONDecodeError as exc:
-            errors.append(
-                PairSetError(number, None, f"not valid JSON: {exc.msg} at column {exc.colno}")
-            )
-            continue
-        if not isinstance(value, dict):
-            errors.append(PairSetError(number, None, "each line must be one JSON object (a pair)"))
-            continue
-        records.append((number, value))
+    errors = ErrorList()
+    values = 0
+    try:
+        for number, line in text_lines(text, limits):
+            if not line.strip():
+                continue
+            value = _json_line(line, number, errors)
+            if value is None:
+                continue
+            values += count_values(value, limits.values - values)
+            if values > limits.values:
+                found = f"line {number:,} takes the file past {limits.values:,} JSON values"
+                raise too_many_values(limits, found, row=number)
+            records.append((number, value))
+    except LimitExceeded as exc:
+        raise MinimalPairFormatError.of(exc) from None
     return records, errors
 
 
-def parse_blimp_jsonl(data: str | bytes, *, drop_incomplete_pairs: bool = False) -> MinimalPairSet:
+def _json_line(line: str, number: int, errors: list[PairSetError]) -> dict[str, object] | None:
+    """The object on one line, or None with an error added."""
+    try:
+        value = json.loads(line)
+    except json.JSONDecodeError as exc:
+        errors.append(
+            PairSetError(number, None, f"not valid JSON: {exc.msg} at column {exc.colno}")
+        )
+        return None
+    except RecursionError:
+        errors.append(PairSetError(number, None, "the JSON is nested too deeply to be a pair"))
+        return None
+    except ValueError:  # what json.loads raises for a number of over 4,300 digits
+        errors.append(PairSetError(number, None, "a number on this line has over 4,300 digits"))
+        return None
+    if not isinstance(value, dict):
+        errors.append(PairSetError(number, None, "each line must be one JSON object (a pair)"))
+        return None
+    return value
+
+
+def parse_blimp_jsonl(
+    data: str | bytes, *, drop_incomplete_pairs: bool = False, limits: InputLimits = DEFAULT_LIMITS
+) -> MinimalPairSet:
     """One pair per line: sentence_good -> expected, sentence_bad -> unexpected, pairID ->
     pairid (the line number when absent), every other field -> a condition column."""
-    objects, errors = jsonl_records(decode_text(data))
+    objects, errors = jsonl_records(decode_text(data), limits)
     if not objects and not errors:
         errors.append(PairSetError(None, None, "the file holds no pairs"))
-    conditions: list[str] = []
-    for _, value in objects:
-        for key in value:
-            if key not in ("sentence_good", "sentence_bad", "pairID") and key not in conditions:
-                conditions.append(key)
+    conditions = condition_fields(objects, ("sentence_good", "sentence_bad", "pairID"), limits)
     bad = [name for name in conditions if name in RESERVED]
     for name in bad:
         errors.append(
@@ -347,8 +427,35 @@ def parse_blimp_jsonl(data: str | bytes, *, drop_incomplete_pairs: bool = False)
         errors,
         drop_incomplete_pairs=drop_incomplete_pairs,
         one_pair_per_row=True,
+        limits=limits,
     )
     return result
+
+
+def _too_many_cells(limits: InputLimits, columns: int, line: int) -> LimitExceeded:
+    found = (
+        f"row {line:,} takes the set past {limits.values // max(1, columns):,} sentences of "
+        f"{columns} columns"
+    )
+    return too_many_values(limits, found, row=line)
+
+
+def condition_fields(
+    records: list[tuple[int, dict[str, object]]], taken: Iterable[str], limits: InputLimits
+) -> list[str]:
+    """The fields of `records` that are not in `taken`, in first-seen order: the set's
+    condition columns. Refused when the table they make (two sentences a record, a cell
+    for each column) would have more cells than `limits.values`."""
+    skip = set(taken)
+    fields = list(dict.fromkeys(key for _, record in records for key in record if key not in skip))
+    cells = 2 * len(records) * (len(fields) + len(RESERVED))
+    if cells > limits.values:
+        found = (
+            f"the records make a table of {2 * len(records):,} sentences by "
+            f"{len(fields) + len(RESERVED):,} columns, {cells:,} cells"
+        )
+        raise MinimalPairFormatError.of(too_many_values(limits, found))
+    return fields
 
 
 def cell_text(value: object) -> str:
@@ -364,7 +471,7 @@ def cell_text(value: object) -> str:
 
 
 def _build(
-    records: list[tuple[int, dict[str, str]]],
+    records: Iterable[tuple[int, dict[str, str]]],
     columns: list[str],
     conditions: list[str],
     source_format: str,
@@ -372,16 +479,22 @@ def _build(
     *,
     drop_incomplete_pairs: bool,
     one_pair_per_row: bool = False,
+    limits: InputLimits = DEFAULT_LIMITS,
 ) -> MinimalPairSet:
     has_pairs = PAIRID in columns
     has_roi = ROI in columns
     sentences: list[PairSentence] = []
     first_row: dict[str, int] = {}
     pair_rows: dict[str, int] = {}
+    # The table the set makes, held to `limits.values` cells as it grows.
+    most_rows = limits.values // max(1, len(columns))
     for line, record in records:
+        if len(sentences) >= most_rows:
+            raise MinimalPairFormatError.of(_too_many_cells(limits, len(columns), line))
         sentid = record[SENTID].strip()
         sentence = record[SENTENCE].strip()
-        row_errors = len(errors)
+        row_errors = error_count(errors)
+        _check_fields(record, line, limits, errors)
         _check_sentid(sentid, line, first_row, errors)
         if not sentence:
             errors.append(PairSetError(line, SENTENCE, "the sentence is empty"))
@@ -391,7 +504,7 @@ def _build(
         roi = None
         if has_roi and record[ROI].strip():
             roi = _parse_roi(record[ROI], sentence, line, errors)
-        if len(errors) > row_errors:
+        if error_count(errors) > row_errors:
             continue
         sentences.append(
             PairSentence(
@@ -405,14 +518,8 @@ def _build(
             )
         )
     dropped: list[str] = []
-    warnings: list[str] = []
     if has_pairs and not errors:
         dropped = _incomplete_pairs(sentences, drop_incomplete_pairs, errors)
-        if dropped:
-            warnings.append(
-                "pairs left out because they lack an expected or an unexpected sentence: "
-                + ", ".join(dropped)
-            )
     if errors:
         raise MinimalPairFormatError(errors)
     return MinimalPairSet(
@@ -420,9 +527,29 @@ def _build(
         columns=list(columns),
         condition_columns=list(conditions),
         source_format=source_format,
-        warnings=warnings,
+        warnings=_dropped_warnings(dropped),
         dropped_pairs=dropped,
     )
+
+
+def _dropped_warnings(dropped: list[str]) -> list[str]:
+    if not dropped:
+        return []
+    more = len(dropped) - DROPPED_SHOWN
+    return [
+        "pairs left out because they lack an expected or an unexpected sentence: "
+        + ", ".join(dropped[:DROPPED_SHOWN])
+        + (f" and {more:,} more" if more > 0 else "")
+    ]
+
+
+def _check_fields(
+    record: dict[str, str], line: int, limits: InputLimits, errors: list[PairSetError]
+) -> None:
+    """Every cell of a record within `limits.field_chars`."""
+    for name, value in record.items():
+        if len(value) > limits.field_chars:
+            errors.append(PairSetError(line, name, field_too_long(limits, len(value)).message))
 
 
 def _check_sentid(
@@ -509,7 +636,7 @@ def _incomplete_pairs(
 def _parse_roi(
     cell: str, sentence: str, line: int, errors: list[PairSetError]
 ) -> tuple[int, ...] | None:
-    positions: list[int] = []
+    positions: dict[int, None] = {}  # in the cell's order, each once
     count = len(split_words(sentence))
     for part in cell.split(","):
         item = part.strip()
@@ -534,8 +661,7 @@ def _parse_roi(
                 )
             )
             return None
-        if value not in positions:
-            positions.append(value)
+        positions[value] = None
     return tuple(positions)
 
 
@@ -572,9 +698,11 @@ def content_hash(pair_set: MinimalPairSet) -> str:
     return hashlib.sha256(to_tsv_text(pair_set).encode("utf-8")).hexdigest()
 
 
-def load_minimal_pairs_file(path: str, *, drop_incomplete_pairs: bool = False) -> MinimalPairSet:
+def load_minimal_pairs_file(
+    path: str, *, drop_incomplete_pairs: bool = False, limits: InputLimits = DEFAULT_LIMITS
+) -> MinimalPairSet:
     with open(path, "rb") as handle:
         data = handle.read()
     return parse_minimal_pairs(
-        data, filename=str(path), drop_incomplete_pairs=drop_incomplete_pairs
+        data, filename=str(path), drop_incomplete_pairs=drop_incomplete_pairs, limits=limits
     )

@@ -14,18 +14,28 @@ from __future__ import annotations
 
 import csv
 import io
+import itertools
 import json
-from collections.abc import Sequence
+import re
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import PurePosixPath
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from suites.formats import minimal_pairs as mp
+from suites.formats import parquet_footer
+from suites.formats.limits import (
+    DEFAULT_LIMITS,
+    InputLimits,
+    LimitExceeded,
+    LineFeed,
+    exceeded,
+    text_lines,
+    too_many_rows,
+    too_many_values,
+)
 
 PARQUET_MAGIC = b"PAR1"
-# A Parquet file is compressed: what it holds once read is bounded separately from the
-# upload's size, so a small file cannot unpack into more memory than a large upload.
-MAX_PARQUET_BYTES = 128 * 1024 * 1024
 
 TSV, JSONL, PARQUET, TXT = "tsv", "jsonl", "parquet", "txt"
 PARADIGM = "paradigm"  # the condition column that a file's name fills, where it has none
@@ -94,6 +104,15 @@ def _error(message: str, *, row: int | None = None, column: str | None = None) -
     raise mp.MinimalPairFormatError([mp.PairSetError(row, column, message)])
 
 
+@dataclass(frozen=True)
+class _Options:
+    """What every reader of one upload is told."""
+
+    filename: str
+    drop_incomplete_pairs: bool
+    limits: InputLimits
+
+
 def shape_name(chosen: str) -> str:
     """A format's shape from what a user typed: `jblimp`, or a recorded name such as
     `jblimp-parquet` ('' = detect). Raises MinimalPairFormatError naming the choices."""
@@ -121,12 +140,28 @@ def read_pair_dataset(
     filename: str = "",
     file_format: str = "",
     drop_incomplete_pairs: bool = False,
+    limits: InputLimits = DEFAULT_LIMITS,
 ) -> mp.MinimalPairSet:
     """Read a minimal-pair file of any format Gym knows. `file_format` names the shape
     (see FORMATS; '' detects it). The file's name only helps: `.jsonl`/`.json` reads
-    JSON Lines, and its stem names the paradigm of a file that carries none. Raises
-    MinimalPairFormatError with every problem found."""
+    JSON Lines, and its stem names the paradigm of a file that carries none. Lines,
+    rows, fields and values are held to `limits` as they are read. Raises
+    MinimalPairFormatError with every problem found (the first limit met, if one is)."""
+    try:
+        return _read(data, filename, file_format, drop_incomplete_pairs, limits)
+    except LimitExceeded as exc:
+        raise mp.MinimalPairFormatError.of(exc) from None
+
+
+def _read(
+    data: str | bytes,
+    filename: str,
+    file_format: str,
+    drop_incomplete_pairs: bool,
+    limits: InputLimits,
+) -> mp.MinimalPairSet:
     shape = shape_name(file_format)
+    opts = _Options(filename, drop_incomplete_pairs, limits)
     suffix = PurePosixPath(filename).suffix.lower()
     if isinstance(data, bytes) and data.startswith(PARQUET_MAGIC):
         if shape in (NLPSCHOLAR, CLAMS, ZORRO):
@@ -135,8 +170,7 @@ def read_pair_dataset(
                 f"the file is Parquet, but the format {shape} is text; choose a format "
                 f"whose records hold two sentences: {shapes}"
             )
-        rows = _parquet_records(data)
-        return _from_records(rows, shape, PARQUET, filename, drop_incomplete_pairs, "row")
+        return _from_records(_parquet_records(data, limits), shape, PARQUET, "row", opts)
     if suffix == ".parquet":
         _error(
             "the file's name ends in .parquet, but it does not start as a Parquet file "
@@ -144,44 +178,54 @@ def read_pair_dataset(
         )
     text = mp.decode_text(data)
     if not shape:
-        shape = _detect_text(text, suffix)
+        shape = _detect_text(text, suffix, limits)
     if shape == NLPSCHOLAR:
-        return mp.parse_nlpscholar_tsv(text, drop_incomplete_pairs=drop_incomplete_pairs)
+        return mp.parse_nlpscholar_tsv(
+            text, drop_incomplete_pairs=drop_incomplete_pairs, limits=limits
+        )
     if shape == CLAMS:
-        return _read_clams(text, filename, drop_incomplete_pairs)
+        return _read_clams(text, opts)
     if shape == ZORRO:
-        return _read_zorro(text, filename, drop_incomplete_pairs)
+        return _read_zorro(text, opts)
     chosen = _shape(shape)
     if _looks_like_jsonl(text) or suffix in (".jsonl", ".json") or chosen is not LM_SYNEVAL:
-        records = mp.jsonl_records(text)
-        return _from_records(records, shape, JSONL, filename, drop_incomplete_pairs, "line")
-    return _from_records(_tsv_records(text), shape, TSV, filename, drop_incomplete_pairs, "row")
+        return _from_records(mp.jsonl_records(text, limits), shape, JSONL, "line", opts)
+    return _from_records(_tsv_records(text, limits), shape, TSV, "row", opts)
 
 
 def _shape(name: str) -> Shape:
     return next(s for s in RECORD_SHAPES if s.name == name)
 
 
+def _first_char(text: str) -> str:
+    """The first character that is not white space ('' for none), the text not copied."""
+    found = _NOT_SPACE.search(text)
+    return found.group() if found else ""
+
+
+_NOT_SPACE = re.compile(r"\S")
+
+
 def _looks_like_jsonl(text: str) -> bool:
-    return text.lstrip().startswith(("{", "["))
+    return _first_char(text) in ("{", "[")
 
 
-def _detect_text(text: str, suffix: str) -> str:
+def _detect_text(text: str, suffix: str, limits: InputLimits) -> str:
     """The shape of a text file, from its first line (and, for JSON Lines, the fields of
     its first object)."""
-    stripped = text.lstrip()
-    if not stripped:
+    first_char = _first_char(text)
+    if not first_char:
         _error("the file is empty")
-    if stripped.startswith("[") and suffix not in (".tsv", ".txt"):
+    if first_char == "[" and suffix not in (".tsv", ".txt"):
         _error(
             "the file is one JSON array; Gym reads JSON Lines, one object (one pair) a line. "
             "Hugging Face datasets writes them with `Dataset.to_json(path)`, pandas with "
             "`to_json(path, orient='records', lines=True)`"
         )
-    if stripped.startswith("{") or suffix in (".jsonl", ".json"):
-        return _detect_jsonl(text)
-    lines = [(n, line) for n, line in enumerate(text.splitlines(), start=1) if line.strip()]
-    number, first = lines[0]
+    if first_char == "{" or suffix in (".jsonl", ".json"):
+        return _detect_jsonl(text, limits)
+    lines = _text_lines(text, limits)
+    number, first = next(lines)
     cells = [cell.strip() for cell in first.split("\t")]
     if len(cells) == 1:
         if any("\t" in line for _, line in lines):
@@ -204,14 +248,12 @@ def _detect_text(text: str, suffix: str) -> str:
     return NLPSCHOLAR
 
 
-def _detect_jsonl(text: str) -> str:
+def _detect_jsonl(text: str, limits: InputLimits) -> str:
     """The record shape whose two sentence fields the first object holds."""
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
+    for number, line in _text_lines(text, limits):
         try:
             value = json.loads(line)
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):
             return BLIMP.name  # the reader reports the line
         if not isinstance(value, dict):
             return BLIMP.name
@@ -247,19 +289,23 @@ def _detect_fields(fields: Sequence[str], where: str, *, row: int | None = None)
 # ---------------------------------------------------------------- containers
 
 
-def _tsv_records(text: str) -> tuple[list[tuple[int, dict[str, object]]], list[mp.PairSetError]]:
+def _tsv_records(
+    text: str, limits: InputLimits
+) -> tuple[list[tuple[int, dict[str, object]]], list[mp.PairSetError]]:
     """A TSV with a header as (line number, {column: cell}) rows (quotes as NLPScholar's)."""
-    reader = csv.reader(io.StringIO(text, newline=""), delimiter="\t", quotechar='"')
+    feed = LineFeed(text, limits)
+    reader = csv.reader(feed, delimiter="\t", quotechar='"')
     header: list[str] | None = None
     records: list[tuple[int, dict[str, object]]] = []
-    errors: list[mp.PairSetError] = []
+    errors = mp.ErrorList()
     try:
         for fields in reader:
+            feed.record(fields, header)
             if not any(cell.strip() for cell in fields):
                 continue
             if header is None:
                 header = [cell.strip() for cell in fields]
-                errors += _header_errors(header)
+                errors.extend(_header_errors(header))
                 continue
             if len(fields) != len(header):
                 errors.append(
@@ -292,31 +338,94 @@ def _header_errors(header: list[str]) -> list[mp.PairSetError]:
 
 
 def _parquet_records(
-    data: bytes,
+    data: bytes, limits: InputLimits
 ) -> tuple[list[tuple[int, dict[str, object]]], list[mp.PairSetError]]:
-    """(row number from 1, {column: value}) of every row of a Parquet file."""
+    """(row number from 1, {column: value}) of every row of a Parquet file. What the
+    file holds is checked against `limits` from its metadata before anything is read,
+    then row group by row group before its values become Python's: texts are read as
+    dictionaries (each distinct text once), so that a text repeated a million times is
+    counted, not unpacked, until it is known to fit."""
     import pyarrow.parquet as pq
 
+    rows: list[dict[str, object]] = []
+    _parquet_footer_check(data, limits)
     try:
         parquet = pq.ParquetFile(io.BytesIO(data))
-        meta = parquet.metadata
-        size = sum(meta.row_group(i).total_byte_size for i in range(meta.num_row_groups))
+        _parquet_census(parquet, data, limits)
+        texts = [column.path for column in parquet.schema if column.physical_type == "BYTE_ARRAY"]
+        parquet = pq.ParquetFile(io.BytesIO(data), read_dictionary=texts)
+        budget = limits.unpacked_bytes
+        for group in range(parquet.metadata.num_row_groups):
+            table = parquet.read_row_group(group)
+            budget -= sum(
+                _unpacked_bytes(chunk) for column in table.columns for chunk in column.chunks
+            )
+            if budget < 0:
+                raise _unpacks_to(limits, f"more than {limits.unpacked_bytes:,}")
+            rows.extend(table.to_pylist())
+    except (LimitExceeded, mp.MinimalPairFormatError):
+        raise
     except Exception as exc:  # noqa: BLE001 - a hostile file may fail anywhere in pyarrow
-        _parquet_unreadable(exc)
-    if size > MAX_PARQUET_BYTES:
-        _error(
-            f"the Parquet file holds {size:,} bytes once unpacked, more than the "
-            f"{MAX_PARQUET_BYTES:,} Gym reads; split the data set, or upload it as JSON Lines"
-        )
-    try:
-        rows = parquet.read().to_pylist()
-    except Exception as exc:  # noqa: BLE001
         _parquet_unreadable(exc)
     # pandas' index, when a data frame was written with it, is not data.
     return [
         (number, {k: v for k, v in row.items() if not k.startswith("__index_level_")})
         for number, row in enumerate(rows, start=1)
     ], []
+
+
+def _parquet_footer_check(data: bytes, limits: InputLimits) -> None:
+    """Refuse a file whose metadata (its footer) is over the limit, before pyarrow reads
+    it: a schema of a hundred thousand columns takes hundreds of megabytes to read."""
+    size = parquet_footer.footer_size(data)
+    if size > limits.parquet_meta_bytes:
+        raise exceeded(
+            limits,
+            "parquet_meta_bytes",
+            f"the Parquet file's metadata takes {size:,} bytes",
+            "write it with fewer columns or larger row groups, or upload it as JSON Lines",
+        )
+
+
+def _parquet_census(parquet: Any, data: bytes, limits: InputLimits) -> None:
+    """Refuse, from its metadata, a Parquet file with too many rows, values (lists'
+    items counted: a list of a million values takes a few bytes) or bytes."""
+    meta = parquet.metadata
+    if meta.num_rows > limits.rows:
+        raise too_many_rows(limits, meta.num_rows)
+    values = parquet_footer.leaf_values(parquet_footer.footer(data))
+    if values > limits.values:
+        raise too_many_values(limits, f"the Parquet file holds {values:,} values")
+    size = sum(meta.row_group(i).total_byte_size for i in range(meta.num_row_groups))
+    if size > limits.unpacked_bytes:
+        raise _unpacks_to(limits, f"{size:,}")
+
+
+def _unpacks_to(limits: InputLimits, size: str) -> LimitExceeded:
+    return exceeded(
+        limits,
+        "unpacked_bytes",
+        f"the Parquet file holds {size} bytes once unpacked",
+        "split the data set, or upload it as JSON Lines",
+    )
+
+
+def _unpacked_bytes(array: Any) -> int:
+    """The bytes `array` takes once its dictionaries are unpacked (an upper bound)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    kind = array.type
+    if pa.types.is_dictionary(kind) and (
+        pa.types.is_string(kind.value_type) or pa.types.is_binary(kind.value_type)
+    ):
+        lengths = pc.take(pc.binary_length(array.dictionary), array.indices)
+        return int(array.indices.nbytes) + int(pc.sum(lengths).as_py() or 0)
+    if pa.types.is_struct(kind):
+        return sum(_unpacked_bytes(array.field(i)) for i in range(kind.num_fields))
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_map(kind):
+        return int(array.nbytes - array.values.nbytes) + _unpacked_bytes(array.values)
+    return int(array.nbytes)
 
 
 def _parquet_unreadable(exc: Exception) -> NoReturn:
@@ -333,9 +442,8 @@ def _from_records(
     read: tuple[list[tuple[int, dict[str, object]]], list[mp.PairSetError]],
     shape_name: str,
     container: str,
-    filename: str,
-    drop_incomplete_pairs: bool,
     unit: str,
+    opts: _Options,
 ) -> mp.MinimalPairSet:
     """Pairs from records that each hold one pair: the shape's good sentence is the
     expected one, its bad one the unexpected one, every other field a condition (the
@@ -349,12 +457,7 @@ def _from_records(
             list(records[0][1]), f"{unit} {records[0][0]}", row=records[0][0]
         )
     shape = _shape(shape_name)
-    sentence_fields = (shape.good, shape.bad, shape.id_field)
-    conditions: list[str] = []
-    for _, record in records:
-        for key in record:
-            if key not in sentence_fields and key not in conditions:
-                conditions.append(key)
+    conditions = mp.condition_fields(records, (shape.good, shape.bad, shape.id_field), opts.limits)
     for name in conditions:
         if name in mp.RESERVED:
             errors.append(
@@ -366,14 +469,26 @@ def _from_records(
                 )
             )
     conditions = _paradigm_first(conditions, shape)
-    stem = _stem(filename) if not conditions else ""
-    rows: list[tuple[int, dict[str, str]]] = []
+    stem = _stem(opts.filename) if not conditions else ""
+    kept = [c for c in conditions if c not in mp.RESERVED] + ([PARADIGM] if stem else [])
+    rows = _record_rows(records, shape, kept, stem, errors, unit)
+    return _pair_set(rows, kept, f"{shape.name}-{container}", errors, opts, one_pair_per_row=True)
+
+
+def _record_rows(
+    records: list[tuple[int, dict[str, object]]],
+    shape: Shape,
+    kept: list[str],
+    stem: str,
+    errors: list[mp.PairSetError],
+    unit: str,
+) -> Iterator[tuple[int, dict[str, str]]]:
+    """The two sentences of each record as rows, made as they are read (a missing or
+    wrong sentence field is an error in `errors`)."""
     sentid = 0
     for number, record in records:
         pairid = record.get(shape.id_field, number) if shape.id_field else number
-        shared = {
-            name: mp.cell_text(record.get(name)) for name in conditions if name not in mp.RESERVED
-        }
+        shared = {name: mp.cell_text(record.get(name)) for name in kept}
         if stem:
             shared[PARADIGM] = stem
         for key, label in ((shape.good, mp.EXPECTED), (shape.bad, mp.UNEXPECTED)):
@@ -382,23 +497,16 @@ def _from_records(
                 errors.append(_missing(number, key, value, record, shape, unit))
                 continue
             sentid += 1
-            rows.append(
-                (
-                    number,
-                    {
-                        mp.SENTID: str(sentid),
-                        mp.PAIRID: mp.cell_text(pairid),
-                        mp.COMPARISON: label,
-                        mp.SENTENCE: value,
-                        **shared,
-                    },
-                )
+            yield (
+                number,
+                {
+                    mp.SENTID: str(sentid),
+                    mp.PAIRID: mp.cell_text(pairid),
+                    mp.COMPARISON: label,
+                    mp.SENTENCE: value,
+                    **shared,
+                },
             )
-    kept = [c for c in conditions if c not in mp.RESERVED] + ([PARADIGM] if stem else [])
-    source_format = f"{shape.name}-{container}"
-    return _pair_set(
-        rows, kept, source_format, errors, drop_incomplete_pairs, one_pair_per_row=True
-    )
 
 
 def _missing(
@@ -445,11 +553,11 @@ def _stem(filename: str) -> str:
 
 
 def _pair_set(
-    rows: list[tuple[int, dict[str, str]]],
+    rows: Iterable[tuple[int, dict[str, str]]],
     conditions: list[str],
     source_format: str,
     errors: list[mp.PairSetError],
-    drop_incomplete_pairs: bool,
+    opts: _Options,
     *,
     one_pair_per_row: bool = False,
 ) -> mp.MinimalPairSet:
@@ -462,8 +570,9 @@ def _pair_set(
         conditions,
         source_format,
         errors,
-        drop_incomplete_pairs=drop_incomplete_pairs,
+        drop_incomplete_pairs=opts.drop_incomplete_pairs,
         one_pair_per_row=one_pair_per_row,
+        limits=opts.limits,
     )
 
 
@@ -482,33 +591,35 @@ def _record(
     }
 
 
-def _text_lines(text: str) -> list[tuple[int, str]]:
-    return [(n, line) for n, line in enumerate(text.splitlines(), start=1) if line.strip()]
+def _text_lines(text: str, limits: InputLimits) -> Iterator[tuple[int, str]]:
+    """The lines that are not blank, numbered as in the file, held to `limits`."""
+    return ((n, line) for n, line in text_lines(text, limits) if line.strip())
 
 
-def _read_clams(text: str, filename: str, drop_incomplete_pairs: bool) -> mp.MinimalPairSet:
+def _read_clams(text: str, opts: _Options) -> mp.MinimalPairSet:
     """`True<TAB>sentence` starts a test case, each `False<TAB>sentence` after it is one
     pair with it (the grammatical sentence is repeated in each of its pairs). A pair is
     numbered by its ungrammatical line; a test case without one by its own line."""
-    errors: list[mp.PairSetError] = []
-    stem = _stem(filename)
+    errors = mp.ErrorList()
+    stem = _stem(opts.filename)
     shared = {PARADIGM: stem} if stem else {}
-    rows: list[tuple[int, dict[str, str]]] = []
+    rows = _clams_rows(text, opts, shared, errors)
+    first = next(rows, None)
+    if first is None and not errors:
+        _error("the file holds no pairs")
+    every = itertools.chain([first] if first else [], rows)
+    return _pair_set(every, list(shared), f"{CLAMS}-{TSV}", errors, opts)
+
+
+def _clams_rows(
+    text: str, opts: _Options, shared: dict[str, str], errors: list[mp.PairSetError]
+) -> Iterator[tuple[int, dict[str, str]]]:
+    """The rows of a CLAMS file as they are read (bad lines are errors in `errors`)."""
     good: tuple[int, str] | None = None
     paired = False
     sentid = 0
-
-    def add(line: int, pairid: int, label: str, sentence: str) -> None:
-        nonlocal sentid
-        sentid += 1
-        rows.append((line, _record(sentid, pairid, label, sentence, shared)))
-
-    def close() -> None:
-        if good is not None and not paired:
-            add(good[0], good[0], mp.EXPECTED, good[1])  # an incomplete pair, reported as such
-
-    for number, line in _text_lines(text):
-        cells = line.split("\t")
+    for number, line in _text_lines(text, opts.limits):
+        cells = line.split("\t", 2)
         label = TRUE_FALSE.get(cells[0].strip().lower())
         if len(cells) != 2 or label is None:
             errors.append(
@@ -516,12 +627,14 @@ def _read_clams(text: str, filename: str, drop_incomplete_pairs: bool) -> mp.Min
                     number,
                     None,
                     f"a CLAMS line is `True` or `False`, a tab, then the sentence; this line "
-                    f"has {len(cells)} tab-separated fields starting {cells[0][:40]!r}",
+                    f"has {_field_count(line)} tab-separated fields starting {cells[0][:40]!r}",
                 )
             )
             continue
         if label:
-            close()
+            if good is not None and not paired:  # an incomplete pair, reported as such
+                sentid += 1
+                yield good[0], _record(sentid, good[0], mp.EXPECTED, good[1], shared)
             good, paired = (number, cells[1]), False
         elif good is None:
             errors.append(
@@ -534,31 +647,37 @@ def _read_clams(text: str, filename: str, drop_incomplete_pairs: bool) -> mp.Min
             )
         else:
             paired = True
-            add(good[0], number, mp.EXPECTED, good[1])
-            add(number, number, mp.UNEXPECTED, cells[1])
-    close()
-    if not rows and not errors:
-        _error("the file holds no pairs")
-    return _pair_set(rows, list(shared), f"{CLAMS}-{TSV}", errors, drop_incomplete_pairs)
+            yield good[0], _record(sentid + 1, number, mp.EXPECTED, good[1], shared)
+            yield number, _record(sentid + 2, number, mp.UNEXPECTED, cells[1], shared)
+            sentid += 2
+    if good is not None and not paired:
+        yield good[0], _record(sentid + 1, good[0], mp.EXPECTED, good[1], shared)
 
 
-def _read_zorro(text: str, filename: str, drop_incomplete_pairs: bool) -> mp.MinimalPairSet:
+def _field_count(line: str) -> int:
+    return line.count("\t") + 1
+
+
+def _read_zorro(text: str, opts: _Options) -> mp.MinimalPairSet:
     """Sentences one a line, in turn ungrammatical and grammatical: lines 1 and 2 are
     pair 1, 3 and 4 pair 2, ... (blank lines do not count)."""
-    stem = _stem(filename)
+    stem = _stem(opts.filename)
     shared = {PARADIGM: stem} if stem else {}
-    rows: list[tuple[int, dict[str, str]]] = []
-    lines = _text_lines(text)
+    lines = list(_text_lines(text, opts.limits))
     if not lines:
         _error("the file holds no pairs")
-    if len(lines) % 2 and not drop_incomplete_pairs:
+    if len(lines) % 2 and not opts.drop_incomplete_pairs:
         _error(
             f"the file has {len(lines)} sentences: Zorro files hold an ungrammatical and a "
             "grammatical line in turn, so the last one has no grammatical partner; add it, "
             "or ask to leave incomplete pairs out",
             row=lines[-1][0],
         )
-    for index, (number, line) in enumerate(lines):
-        label = mp.UNEXPECTED if index % 2 == 0 else mp.EXPECTED
-        rows.append((number, _record(index + 1, index // 2 + 1, label, line, shared)))
-    return _pair_set(rows, list(shared), f"{ZORRO}-{TXT}", [], drop_incomplete_pairs)
+    rows = (
+        (number, _record(index + 1, index // 2 + 1, _ZORRO_LABELS[index % 2], line, shared))
+        for index, (number, line) in enumerate(lines)
+    )
+    return _pair_set(rows, list(shared), f"{ZORRO}-{TXT}", mp.ErrorList(), opts)
+
+
+_ZORRO_LABELS = (mp.UNEXPECTED, mp.EXPECTED)

@@ -15,13 +15,24 @@ memory.
 from __future__ import annotations
 
 import hashlib
-import io
 import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import cast
 
+from suites.formats.limits import (
+    BYTE_ENDS,
+    DEFAULT_LIMITS,
+    InputLimits,
+    LimitExceeded,
+    field_too_long,
+    file_lines,
+    line_too_long,
+    pieces,
+    too_many_rows,
+)
 from suites.formats.report import MAX_ERRORS, SuiteError
 
 PARTITIONS = ("tr", "va", "te")
@@ -179,8 +190,9 @@ class ProbingReader:
     seen in tr, the label set of the task type) and returns the summary.
     """
 
-    def __init__(self, task_type: str = CUSTOM) -> None:
+    def __init__(self, task_type: str = CUSTOM, limits: InputLimits = DEFAULT_LIMITS) -> None:
         self.task_type = check_task_type(task_type)
+        self.limits = limits
         self.allowed = SENTEVAL_LABELS.get(task_type)
         self.errors: list[SuiteError] = []
         self.counts: dict[str, Counter[str]] = {name: Counter() for name in PARTITIONS}
@@ -219,7 +231,9 @@ class ProbingReader:
         if not text.strip():
             return None  # blank lines (a final empty line, say) carry no instance
         self._hash.update(text.encode("utf-8") + b"\n")
-        fields = text.split("\t")
+        fields = self._fields(number, text)
+        if fields is None:
+            return None
         if len(fields) < 3:
             self._error(
                 number,
@@ -278,6 +292,28 @@ class ProbingReader:
         self.first_line.setdefault((partition, label), number)
         self.n_extra = max(self.n_extra, len(extra))
         return ProbingInstance(number, partition, label, sentence, extra)
+
+    def _fields(self, number: int, text: str) -> list[str] | None:
+        """The line's fields, or None (an error) for a line or a field over the limits
+        (a line from an iterable of lines was held to no limit before)."""
+        if len(text) > self.limits.line_chars:
+            self.limit_met(line_too_long(self.limits, number))
+            return None
+        fields = text.split("\t")
+        longest = max(map(len, fields))
+        if longest > self.limits.field_chars:
+            self.limit_met(field_too_long(self.limits, longest, row=number))
+            return None
+        return fields
+
+    def limit_met(self, exc: LimitExceeded) -> None:
+        """A limit met (a line or a field too long: that line is left out; too many
+        lines: the reader stops) is an error of the file."""
+        where = f"line {exc.row}" if exc.row is not None else "file"
+        if len(self.errors) >= MAX_ERRORS:
+            self._unlisted += 1
+        else:
+            self.errors.append(SuiteError(where, exc.message))
 
     def _label_ok(self, number: int, label: str, sentence: str) -> bool:
         if self.allowed is not None:
@@ -368,16 +404,24 @@ class ProbingReader:
 LineSource = str | bytes | Path | Iterable[str] | Iterable[bytes]
 
 
-def _lines(source: LineSource) -> Iterator[str | bytes]:
+_NEWLINE = re.compile("\n")
+
+
+def _lines(source: LineSource, limits: InputLimits) -> Iterator[str | bytes]:
+    """The lines of `source` (split at newlines only), a path's, a text's and bytes'
+    held to `limits` before a line is copied out."""
     if isinstance(source, Path):
         with source.open("rb") as handle:
-            yield from handle
+            yield from file_lines(handle, limits)
     elif isinstance(source, bytes):
-        yield from io.BytesIO(source)
+        yield from (line for _, line in pieces(source, limits, BYTE_ENDS))
     elif isinstance(source, str):
-        yield from io.StringIO(source, newline="\n")
+        yield from (line for _, line in pieces(source, limits, _NEWLINE))
     else:
-        yield from source
+        for number, line in enumerate(cast(Iterable[str | bytes], source), start=1):
+            if number > limits.rows:
+                raise too_many_rows(limits, number)
+            yield line
 
 
 def iter_probing(
@@ -385,11 +429,15 @@ def iter_probing(
     reader: ProbingReader,
 ) -> Iterator[ProbingInstance]:
     """Stream the good instances of `source` (a path, text, bytes, or lines) through
-    `reader`; call `reader.finish()` afterwards to learn whether the file is valid."""
-    for number, raw in enumerate(_lines(source), start=1):
-        instance = reader.feed(number, raw)
-        if instance is not None:
-            yield instance
+    `reader`; call `reader.finish()` afterwards to learn whether the file is valid. The
+    first limit met (`reader.limits`) is an error, and the file is read no further."""
+    try:
+        for number, raw in enumerate(_lines(source, reader.limits), start=1):
+            instance = reader.feed(number, raw)
+            if instance is not None:
+                yield instance
+    except LimitExceeded as exc:
+        reader.limit_met(exc)
 
 
 def read_probing(
@@ -397,9 +445,10 @@ def read_probing(
     *,
     task_type: str = CUSTOM,
     keep: Callable[[ProbingInstance], bool] | None = None,
+    limits: InputLimits = DEFAULT_LIMITS,
 ) -> ProbingFile:
     """Read and check a whole probing file; `instances` holds those `keep` accepts."""
-    reader = ProbingReader(task_type)
+    reader = ProbingReader(task_type, limits)
     instances = [
         instance for instance in iter_probing(source, reader) if keep is None or keep(instance)
     ]

@@ -68,7 +68,8 @@ class Location:
             found["prediction"] = rest.pop(0)
         elif section == "region_meta" and rest:
             number = rest.pop(0)
-            if isinstance(number, str) and number.isdigit():
+            # A key of thousands of digits is no region number (and int() would refuse it).
+            if isinstance(number, str) and number.isdigit() and len(number) <= 18:
                 found["region_number"] = int(number)
         if rest and isinstance(rest[0], str):
             found["key"] = rest[0]
@@ -127,12 +128,54 @@ class FormatResult:
         return not self.errors
 
 
-def cap_errors(errors: Iterable[SuiteError], limit: int = MAX_ERRORS) -> list[SuiteError]:
-    """The first `limit` errors, plus one line that counts the rest."""
+# How many numbers a message lists before it says how many there are in all.
+NUMBERS_SHOWN = 20
+GAPS_SHOWN = 10
+
+
+def listed(numbers: Sequence[int], shown: int = NUMBERS_SHOWN) -> str:
+    """'1, 2, 5', or the first `shown` and how many there are in all."""
+    text = ", ".join(map(str, numbers[:shown]))
+    return text if len(numbers) <= shown else f"{text}, … ({len(numbers):,} in all)"
+
+
+def first_gaps(numbers: Sequence[int], shown: int = GAPS_SHOWN) -> list[int]:
+    """The first `shown` whole numbers from 1 up that `numbers` (sorted, distinct, from
+    1 up) lack, found without listing the range: a number such as 10**12 would make
+    that list larger than any machine."""
+    gaps: list[int] = []
+    expected = 1
+    for number in numbers:
+        while expected < number and len(gaps) < shown:
+            gaps.append(expected)
+            expected += 1
+        if len(gaps) >= shown:
+            break
+        expected = number + 1
+    return gaps
+
+
+def more_gaps(numbers: Sequence[int], gaps: Sequence[int]) -> str:
+    """' (and 12 more)' when `numbers` lack more than `gaps` lists, else ''."""
+    rest = numbers[-1] - len(numbers) - len(gaps) if numbers else 0
+    return f" (and {rest:,} more)" if rest > 0 else ""
+
+
+# The last error of a list whose reader stopped looking (what follows was not read).
+MORE_NOT_READ = "… and more errors not shown (Gym stopped looking); fix the ones above first"
+
+
+def cap_errors(
+    errors: Iterable[SuiteError], limit: int = MAX_ERRORS, *, unlisted: int = 0
+) -> list[SuiteError]:
+    """The first `limit` errors, plus one line that counts the rest (`unlisted`: errors
+    counted but never kept)."""
     errors = list(errors)
-    if len(errors) <= limit:
+    if errors and errors[-1].message == MORE_NOT_READ:
+        return [*errors[: min(limit, len(errors) - 1)], errors[-1]]
+    if len(errors) + unlisted <= limit:
         return errors
-    rest = len(errors) - limit
+    rest = len(errors) + unlisted - limit
     return [
         *errors[:limit],
         SuiteError(
@@ -142,5 +185,7 @@ def cap_errors(errors: Iterable[SuiteError], limit: int = MAX_ERRORS) -> list[Su
     ]
 
 
-def failed(errors: list[SuiteError], *, source_format: str = "") -> FormatResult:
-    return FormatResult(suite=None, errors=cap_errors(errors), source_format=source_format)
+def failed(errors: list[SuiteError], *, source_format: str = "", unlisted: int = 0) -> FormatResult:
+    return FormatResult(
+        suite=None, errors=cap_errors(errors, unlisted=unlisted), source_format=source_format
+    )

@@ -12,13 +12,14 @@ import json
 import re
 from collections.abc import Iterable, Sequence
 from functools import cache
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
 import jsonschema
 from jsonschema.exceptions import ValidationError
 
-from suites.formats.report import SuiteError, json_path
+from suites.formats.report import MAX_ERRORS, MORE_NOT_READ, SuiteError, json_path
 
 SCHEMA_PATH = Path(__file__).with_name("suite.schema.json")
 # The values a region has (a results file's "metric_value" keys), the one definition
@@ -109,10 +110,17 @@ def inline_refs(schema: dict[str, Any]) -> dict[str, Any]:
 
 
 def schema_errors(data: object) -> list[SuiteError]:
-    """Every schema violation in `data`, in document order."""
-    found = sorted(_validator().iter_errors(data), key=lambda e: _sort_key(e.absolute_path))
+    """The schema violations in `data`, in document order: all of them, or when there are
+    more than MAX_ERRORS the first found and a last line saying that more were left
+    unread (a file of a million bad items would otherwise build a million errors)."""
+    found_iter = _validator().iter_errors(data)
+    found = sorted(islice(found_iter, MAX_ERRORS), key=lambda e: _sort_key(e.absolute_path))
+    more = next(found_iter, None) is not None
     # Two branches of one schema can fault the same value in the same words; say it once.
-    return list(dict.fromkeys(SuiteError.at(list(e.absolute_path), explain(e)) for e in found))
+    errors = list(dict.fromkeys(SuiteError.at(list(e.absolute_path), explain(e)) for e in found))
+    if more:
+        errors.append(SuiteError("$", MORE_NOT_READ))
+    return errors
 
 
 def _sort_key(path: Iterable[str | int]) -> tuple[tuple[int, int, str], ...]:
@@ -129,7 +137,7 @@ def explain(error: ValidationError) -> str:
     if "propertyNames" in error.schema_path:
         return (
             f'region_meta keys must be region numbers written as text ("1", "2", …), '
-            f"and {json.dumps(instance, ensure_ascii=False)} is not one; use the number as "
+            f"and {short(instance)} is not one; use the number (at most ten digits) as "
             "the key and the region's name as the value"
         )
     if kind == "required":

@@ -10,11 +10,13 @@ the type errors in more confusing words.
 from __future__ import annotations
 
 import difflib
+import itertools
 import json
+import math
 import os
 import re
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +24,27 @@ from django.utils.text import slugify
 
 from suites.formats import predictions
 from suites.formats.canonical import DEFAULT_METRIC, META_KNOWN_KEYS, META_TEXT_KEYS
-from suites.formats.report import FormatResult, SuiteError, cap_errors, failed, json_path
+from suites.formats.limits import (
+    DEFAULT_LIMITS,
+    InputLimits,
+    LimitExceeded,
+    exceeded,
+    field_too_long,
+    json_census,
+)
+from suites.formats.report import (
+    GAPS_SHOWN,
+    MAX_ERRORS,
+    NUMBERS_SHOWN,
+    FormatResult,
+    SuiteError,
+    cap_errors,
+    failed,
+    first_gaps,
+    json_path,
+    listed,
+    more_gaps,
+)
 from suites.formats.schema import describe_value, schema_errors, short
 
 # source_format values: which version of the SyntaxGym format the upload was written in.
@@ -52,12 +74,17 @@ _KNOWN_KEYS = {
     "relation": {"relation", "region_number", "l_operand", "r_operand"},
 }
 
+# What an item number may be: what the database's column holds (PostgreSQL's integer).
+ITEM_NUMBERS = (-(2**31), 2**31 - 1)
+# The absent condition names a misspelt one is compared with.
+DID_YOU_MEAN_CANDIDATES = 50
 # Beyond this many, stripped regions are summarised instead of listed one by one.
 STRAY_SPACES_LISTED = 5
 
 
-def parse_suite_text(text: str | bytes) -> FormatResult:
-    """Read a suite from the text (or bytes, UTF-8 with or without a BOM) of a JSON file."""
+def parse_suite_text(text: str | bytes, limits: InputLimits = DEFAULT_LIMITS) -> FormatResult:
+    """Read a suite from the text (or bytes, UTF-8 with or without a BOM) of a JSON file,
+    held to `limits` (a file with too many JSON values is refused before it is decoded)."""
     if isinstance(text, bytes):
         try:
             text = text.decode("utf-8-sig")
@@ -74,6 +101,10 @@ def parse_suite_text(text: str | bytes) -> FormatResult:
                 ]
             )
     text = text.removeprefix("\ufeff")
+    try:
+        json_census(text, limits)
+    except LimitExceeded as exc:
+        return failed([SuiteError("$", exc.message)])
     duplicates: list[str] = []
 
     def keep_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -100,27 +131,44 @@ def parse_suite_text(text: str | bytes) -> FormatResult:
         )
     except RecursionError:
         return failed([SuiteError("$", "the JSON is nested too deeply to be a suite")])
-    result = parse_suite_data(data)
-    for key, count in Counter(duplicates).items():
-        times = "twice" if count == 1 else f"{count + 1} times"
-        result.warnings.insert(
-            0,
-            f"the key {json.dumps(key, ensure_ascii=False)} appears {times} in one JSON object; "
-            "only the last value was used",
-        )
+    except ValueError:  # what json.loads raises for a number of over 4,300 digits
+        return failed([SuiteError("$", TOO_MANY_DIGITS)])
+    result = parse_suite_data(data, limits)
+    result.warnings[:0] = _duplicate_notes(Counter(duplicates))
     return result
 
 
-def load_suite_file(path: str | os.PathLike[str]) -> FormatResult:
+def _duplicate_notes(counted: Counter[str]) -> list[str]:
+    """A note for each key given twice in one object (the last key first), the first
+    MAX_ERRORS of them."""
+    notes = []
+    for key, count in itertools.islice(counted.items(), MAX_ERRORS):
+        times = "twice" if count == 1 else f"{count + 1} times"
+        notes.append(
+            f"the key {short(key)} appears {times} in one JSON object; only the last value was used"
+        )
+    notes.reverse()
+    if len(counted) > MAX_ERRORS:
+        notes.append(
+            f"{len(counted) - MAX_ERRORS:,} more keys appear more than once in one JSON object; "
+            "only the last value of each was used"
+        )
+    return notes
+
+
+def load_suite_file(
+    path: str | os.PathLike[str], limits: InputLimits = DEFAULT_LIMITS
+) -> FormatResult:
     try:
         raw = Path(path).read_bytes()
     except OSError as exc:
         return failed([SuiteError("$", f"cannot read {os.fspath(path)}: {exc.strerror or exc}")])
-    return parse_suite_text(raw)
+    return parse_suite_text(raw, limits)
 
 
-def parse_suite_data(data: object) -> FormatResult:
-    """Read a suite already decoded from JSON (dicts, lists, strings, numbers)."""
+def parse_suite_data(data: object, limits: InputLimits = DEFAULT_LIMITS) -> FormatResult:
+    """Read a suite already decoded from JSON (dicts, lists, strings, numbers); texts
+    and nesting held to `limits`."""
     if not isinstance(data, dict):
         return failed(
             [
@@ -131,7 +179,7 @@ def parse_suite_data(data: object) -> FormatResult:
                 )
             ]
         )
-    unstorable = unstorable_text(data)
+    unstorable = unstorable_text(data, limits=limits)
     if unstorable:
         return failed(unstorable)
     source_format = detect_source_format(data)
@@ -160,39 +208,85 @@ META_TEXT_MAX_LENGTH = {
 _UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 
 
-def unstorable_text(data: object, limit: int = 5) -> list[SuiteError]:
-    """Strings (keys or values) holding a NUL or a lone surrogate, with their JSON paths.
-    Iterative, so that a deeply nested value cannot exhaust the stack."""
+def unstorable_text(
+    data: object, limit: int = 5, limits: InputLimits = DEFAULT_LIMITS
+) -> list[SuiteError]:
+    """Strings (keys or values) holding a NUL or a lone surrogate, or longer than
+    `limits.field_chars`, and lists or objects nested deeper than `limits.json_depth`,
+    with their JSON paths. Iterative, and holding one path per open list or object, so
+    that neither a deep nor a wide value can exhaust the stack or the memory."""
     errors: list[SuiteError] = []
-    stack: list[tuple[object, list[str | int]]] = [(data, [])]
+    stack: list[tuple[list[str | int], Iterator[tuple[str | int, object]]]] = [
+        ([], _children(data))
+    ]
     while stack and len(errors) < limit:
-        value, path = stack.pop()
-        texts: list[tuple[str, list[str | int]]] = []
-        if isinstance(value, str):
-            texts.append((value, path))
-        elif isinstance(value, dict):
-            for key, sub in value.items():
-                texts.append((str(key), path))
+        path, children = stack[-1]
+        child = next(children, None)
+        if child is None:
+            stack.pop()
+            continue
+        key, value = child
+        if isinstance(key, str):
+            problem = _text_problem(key, limits)
+            if problem:
                 # Below a bad key the path could not be printed; the key's error suffices.
-                if not _UNSTORABLE.search(str(key)):
-                    stack.append((sub, [*path, str(key)]))
-        elif isinstance(value, list):
-            stack.extend((sub, [*path, i]) for i, sub in enumerate(value))
-        for text, where in texts:
-            bad = _UNSTORABLE.search(text)
-            if bad is None:
+                errors.append(SuiteError.at(path, problem))
                 continue
-            what = (
-                "a NUL character (\\u0000)"
-                if bad.group() == "\x00"
-                else f"a lone surrogate (\\u{ord(bad.group()):04x}), which is not a character"
-            )
-            errors.append(
-                SuiteError.at(
-                    where, f"the text holds {what} at position {bad.start() + 1}; remove it"
-                )
-            )
+        where = [*path, key]
+        if isinstance(value, str):
+            problem = _text_problem(value, limits)
+            if problem:
+                errors.append(SuiteError.at(where, problem))
+        elif isinstance(value, float) and not math.isfinite(value) and where[0] == "meta":
+            # Only meta is stored as it is (a results file's NaN scores are dropped).
+            errors.append(SuiteError.at(where, NOT_FINITE))
+        elif isinstance(value, dict | list):
+            if len(stack) + 1 > limits.json_depth:
+                errors.append(SuiteError.at(where, _too_deep(limits)))
+            else:
+                stack.append((where, _children(value)))
     return errors
+
+
+TOO_MANY_DIGITS = (
+    "the file holds a number of more than 4,300 digits, which is no number a suite needs; remove it"
+)
+NOT_FINITE = (
+    "the number is not finite (NaN or Infinity, or too large for a decimal number); "
+    "write a number, or the text in quotes"
+)
+
+
+def _children(value: object) -> Iterator[tuple[str | int, object]]:
+    if isinstance(value, dict):
+        return iter(value.items())
+    if isinstance(value, list):
+        return enumerate(value)
+    return iter(())
+
+
+def _text_problem(text: str, limits: InputLimits) -> str:
+    """Why the text cannot be stored ('' when it can)."""
+    if len(text) > limits.field_chars:
+        return field_too_long(limits, len(text)).message
+    bad = _UNSTORABLE.search(text)
+    if bad is None:
+        return ""
+    what = (
+        "a NUL character (\\u0000)"
+        if bad.group() == "\x00"
+        else f"a lone surrogate (\\u{ord(bad.group()):04x}), which is not a character"
+    )
+    return f"the text holds {what} at position {bad.start() + 1}; remove it"
+
+
+def _too_deep(limits: InputLimits) -> str:
+    return exceeded(
+        limits,
+        "json_depth",
+        f"lists and objects are nested here more than {limits.json_depth} deep",
+        "a suite needs seven levels; flatten what meta holds",
+    ).message
 
 
 def detect_source_format(data: dict[str, Any]) -> str:
@@ -240,9 +334,15 @@ class _SuiteReader:
         self.source_format = source_format
         self.errors: list[SuiteError] = []
         self.warnings: list[str] = []
+        # Errors past MAX_ERRORS are counted, not kept: a million bad items stay small.
+        self.unlisted = 0
+        self._order: list[str] = []  # the condition names, in the first item's order
 
     def error(self, path: list[str | int], message: str) -> None:
-        self.errors.append(SuiteError.at(path, message))
+        if len(self.errors) >= MAX_ERRORS:
+            self.unlisted += 1
+        else:
+            self.errors.append(SuiteError.at(path, message))
 
     def read(self) -> FormatResult:
         data = self.data
@@ -261,7 +361,7 @@ class _SuiteReader:
         if self.errors:
             return FormatResult(
                 suite=None,
-                errors=cap_errors(self.errors),
+                errors=cap_errors(self.errors, unlisted=self.unlisted),
                 warnings=self.warnings,
                 source_format=self.source_format,
                 original_predictions=originals,
@@ -309,23 +409,32 @@ class _SuiteReader:
 
     def _check_region_meta(self, region_meta: dict[int, str]) -> None:
         numbers = sorted(region_meta)
-        if numbers == list(range(1, len(numbers) + 1)):
+        if numbers[-1] == len(numbers):
             return
-        gaps = sorted(set(range(1, numbers[-1] + 1)) - set(numbers))
+        gaps = first_gaps(numbers)
         missing = _numbers_words("region", gaps)
         verb = "is" if len(gaps) == 1 else "are"
         additions = ", ".join(f'"{n}": "<name>"' for n in gaps)
         self.error(
             ["region_meta"],
-            f"region_meta numbers its regions {', '.join(map(str, numbers))}, but region numbers "
-            f"must run from 1 without gaps: {missing} {verb} missing; add {additions} to "
-            "region_meta, or renumber the regions (in region_meta and in every condition)",
+            f"region_meta numbers its regions {listed(numbers)}, but region numbers must run "
+            f"from 1 without gaps: {missing} {verb} missing{more_gaps(numbers, gaps)}; add "
+            f"{additions} to region_meta, or renumber the regions (in region_meta and in "
+            "every condition)",
         )
 
     def _check_item_numbers(self, items: list[dict[str, Any]]) -> None:
         first: dict[int, int] = {}
+        low, high = ITEM_NUMBERS
         for i, item in enumerate(items):
             number = int(item["item_number"])
+            if not low <= number <= high:
+                self.error(
+                    ["items", i, "item_number"],
+                    f"item number {short(number)} is out of range; item numbers are whole "
+                    f"numbers from {low:,} to {high:,}",
+                )
+                continue
             if number in first:
                 self.error(
                     ["items", i, "item_number"],
@@ -339,8 +448,9 @@ class _SuiteReader:
         """Condition names, unique and alike in every item. Returns the canonical order:
         that of the first item."""
         order = list(dict.fromkeys(c["condition_name"] for c in items[0]["conditions"]))
+        self._order = order
         expected = set(order)
-        listing = ", ".join(order)
+        listing = _names_listing(order)
         first_label = _item_label(items[0], 0)
         for i, item in enumerate(items):
             who = _item_label(item, i)
@@ -350,41 +460,63 @@ class _SuiteReader:
                 if name in seen:
                     self.error(
                         ["items", i, "conditions", j, "condition_name"],
-                        f"{who} has two conditions named {name!r} (conditions[{seen[name]}] and "
-                        f"conditions[{j}]); condition names must differ within an item: rename "
-                        "or remove one",
+                        f"{who} has two conditions named {_quoted(name)} (conditions[{seen[name]}] "
+                        f"and conditions[{j}]); condition names must differ within an item: "
+                        "rename or remove one",
                     )
                 else:
                     seen[name] = j
             if i == 0:
                 continue
-            absent = [name for name in order if name not in seen]
-            for name in absent:
-                self.error(
-                    ["items", i, "conditions"],
-                    f"{who} has no condition {name!r}; every item needs the same conditions: "
-                    f"{listing}",
-                )
+            absent = self._absent_conditions(i, who, seen, expected, listing)
             for name, j in seen.items():
-                if name not in expected:
+                if name in expected:
+                    continue
+                if len(self.errors) >= MAX_ERRORS:
+                    self.unlisted += 1  # not worded: the did-you-mean costs time
+                else:
                     self.error(
                         ["items", i, "conditions", j, "condition_name"],
-                        f"{who} has a condition {name!r} that the first item ({first_label}) "
-                        f"does not have{_did_you_mean(name, absent)}; every item needs the same "
-                        f"conditions: {listing}",
+                        f"{who} has a condition {_quoted(name)} that the first item "
+                        f"({first_label}) does not have{_did_you_mean(name, absent)}; every "
+                        f"item needs the same conditions: {listing}",
                     )
         return order
+
+    def _absent_conditions(
+        self, i: int, who: str, seen: dict[str, int], expected: set[str], listing: str
+    ) -> list[str]:
+        """Report the conditions of the first item that item `i` lacks, and return the
+        first few: errors past MAX_ERRORS are counted without their names being looked
+        up (an item of a suite with thousands of conditions is not read name by name)."""
+        count = len(expected) - sum(1 for name in seen if name in expected)
+        if not count:
+            return []
+        room = max(0, MAX_ERRORS - len(self.errors))
+        wanted = min(count, max(room, DID_YOU_MEAN_CANDIDATES))
+        absent = list(itertools.islice((n for n in self._order if n not in seen), wanted))
+        for name in absent[:room]:
+            self.error(
+                ["items", i, "conditions"],
+                f"{who} has no condition {_quoted(name)}; every item needs the same "
+                f"conditions: {listing}",
+            )
+        self.unlisted += count - min(count, room)
+        return absent
 
     def _check_regions(self, items: list[dict[str, Any]], region_meta: dict[int, str]) -> None:
         known = set(region_meta)
         used: set[int] = set()
         unknown_at: dict[int, list[str | int]] = {}
         unknown_count: Counter[int] = Counter()
-        incomplete: list[tuple[list[str | int], str, list[int]]] = []
+        # Conditions that lack a region: the first few with the regions they list, the
+        # rest only by how many known regions they list (enough to count their errors).
+        incomplete: list[tuple[list[str | int], str, set[int]]] = []
+        uncounted: Counter[int] = Counter()
         for i, item in enumerate(items):
             who = _item_label(item, i)
             for j, condition in enumerate(item["conditions"]):
-                where = f"{who}, condition {condition['condition_name']!r}"
+                where = f"{who}, condition {_quoted(condition['condition_name'])}"
                 seen: dict[int, int] = {}
                 for k, region in enumerate(condition["regions"]):
                     number = int(region["region_number"])
@@ -401,10 +533,53 @@ class _SuiteReader:
                         unknown_at.setdefault(number, [*path, "region_number"])
                         unknown_count[number] += 1
                 used.update(seen)
-                missing = sorted(known - seen.keys())
-                if missing:
-                    incomplete.append((["items", i, "conditions", j, "regions"], where, missing))
+                listed_known = sum(1 for number in seen if number in known)
+                if listed_known == len(known):
+                    continue
+                if len(incomplete) < MAX_ERRORS:
+                    where_path: list[str | int] = ["items", i, "conditions", j, "regions"]
+                    incomplete.append((where_path, where, set(seen)))
+                else:
+                    uncounted[listed_known] += 1
+        self._report_unknown(unknown_at, unknown_count, known)
+        never_used = known - used
+        for number in sorted(never_used):
+            self.error(
+                ["region_meta", str(number)],
+                f"region {number} ({_quoted(region_meta[number])}) is in region_meta but no "
+                "condition lists it; remove it from region_meta, or add it to every condition",
+            )
+        # A region no condition lists was reported once above, not once per condition.
+        wanted = sorted(known & used)
+        self._report_incomplete(incomplete, wanted, region_meta)
+        # The rest are counted only: they lack a region some condition lists.
+        self.unlisted += sum(n for count, n in uncounted.items() if count < len(wanted))
 
+    def _report_incomplete(
+        self,
+        incomplete: list[tuple[list[str | int], str, set[int]]],
+        wanted: list[int],
+        region_meta: dict[int, str],
+    ) -> None:
+        """An error for each condition that lacks a region some condition lists (the first
+        few it lacks named: found among the first of `wanted` that it does not list)."""
+        known = set(region_meta)
+        for path, where, seen_here in incomplete:
+            missing = list(itertools.islice((n for n in wanted if n not in seen_here), GAPS_SHOWN))
+            if not missing:
+                continue
+            names = ", ".join(f"{n} ({_quoted(region_meta[n])})" for n in missing)
+            more = len(wanted) - sum(1 for n in seen_here if n in known) - GAPS_SHOWN
+            names += f" (and {more:,} more)" if more > 0 else ""
+            self.error(
+                path,
+                f"{where} has no region {names}; every condition lists each region of "
+                'region_meta once (an empty region is written with "content": "")',
+            )
+
+    def _report_unknown(
+        self, unknown_at: dict[int, list[str | int]], unknown_count: Counter[int], known: set[int]
+    ) -> None:
         named = _numbers_words("region", sorted(known))
         for number in sorted(unknown_at):
             count = unknown_count[number]
@@ -414,23 +589,6 @@ class _SuiteReader:
                 f'"{number}": "<name>" to region_meta, or remove region {number} from the items '
                 f"(it appears in {count} condition{'s' if count != 1 else ''})",
             )
-        never_used = known - used
-        for number in sorted(never_used):
-            self.error(
-                ["region_meta", str(number)],
-                f"region {number} ({region_meta[number]!r}) is in region_meta but no condition "
-                "lists it; remove it from region_meta, or add it to every condition",
-            )
-        for path, where, missing in incomplete:
-            # A region no condition lists was reported once above, not once per condition.
-            missing = [n for n in missing if n not in never_used]
-            if missing:
-                names = ", ".join(f"{n} ({region_meta[n]!r})" for n in missing)
-                self.error(
-                    path,
-                    f"{where} has no region {names}; every condition lists each region of "
-                    'region_meta once (an empty region is written with "content": "")',
-                )
 
     def _check_empty_conditions(self, items: list[dict[str, Any]]) -> None:
         """A condition whose regions are all empty has no sentence: a model would score it
@@ -568,7 +726,8 @@ class _SuiteReader:
             # An empty description is no information; the site writes none back either.
             if given.get(key):
                 meta[key] = given[key]
-        if "tags" in given:
+        # Too many tags is an error (_check_lengths): no note for each.
+        if "tags" in given and len(given["tags"]) <= TAGS_MAX_COUNT:
             tags = self._tags(given["tags"])
             if tags:
                 meta["tags"] = tags
@@ -598,12 +757,21 @@ class _SuiteReader:
     def _note_unknown_keys(self) -> None:
         found: dict[str, list[str | int]] = {}
         count: Counter[str] = Counter()
+        others = 0  # keys past the MAX_ERRORS different ones, counted only
 
         def check(obj: dict[str, Any], kind: str, path: list[str | int]) -> None:
+            nonlocal others
             for key in obj:
-                if key not in _KNOWN_KEYS[kind]:
-                    found.setdefault(f"{kind}\0{key}", [*path, key])
-                    count[f"{kind}\0{key}"] += 1
+                if key in _KNOWN_KEYS[kind]:
+                    continue
+                marker = f"{kind}\0{key}"
+                if marker in found:
+                    count[marker] += 1
+                elif len(found) < MAX_ERRORS:
+                    found[marker] = [*path, key]
+                    count[marker] += 1
+                else:
+                    others += 1
 
         data = self.data
         check(data, "suite", [])
@@ -624,9 +792,11 @@ class _SuiteReader:
                 where += f" and {more} other place{'s' if more != 1 else ''}"
             hint = "; move it into meta to keep it" if kind == "suite" else ""
             self.warnings.append(
-                f"ignored the key {json.dumps(key, ensure_ascii=False)} at {where}: it is not "
+                f"ignored the key {short(key)} at {where}: it is not "
                 f"part of the SyntaxGym format{hint}"
             )
+        if others:
+            self.warnings.append(f"ignored {others:,} more keys that are not part of the format")
 
     # -- the canonical items -------------------------------------------------------------
 
@@ -681,12 +851,25 @@ def _item_label(item: dict[str, Any], index: int) -> str:
 
 
 def _numbers_words(noun: str, numbers: list[int]) -> str:
-    """'region 3', 'regions 3 and 5', 'regions 1, 2 and 4'."""
+    """'region 3', 'regions 3 and 5', 'regions 1, 2 and 4' (a long list cut short)."""
     if len(numbers) == 1:
         return f"{noun} {numbers[0]}"
     if not numbers:
         return f"no {noun}s"
+    if len(numbers) > NUMBERS_SHOWN:
+        return f"{noun}s {listed(numbers)}"
     return f"{noun}s {', '.join(map(str, numbers[:-1]))} and {numbers[-1]}"
+
+
+def _names_listing(names: list[str]) -> str:
+    """'a, b, c', a long list (or long names) cut short."""
+    shown = ", ".join(name if len(name) <= 80 else name[:79] + "…" for name in names[:20])
+    return shown if len(names) <= 20 else f"{shown}, … ({len(names):,} in all)"
+
+
+def _quoted(text: str, width: int = 80) -> str:
+    """repr() of a name, a long one cut short (messages repeat names many times)."""
+    return repr(text) if len(text) <= width else repr(text[: width - 1]) + "…"
 
 
 def _did_you_mean(name: str, candidates: list[str]) -> str:

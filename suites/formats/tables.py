@@ -9,13 +9,30 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from suites.formats.report import FormatResult, SuiteError, failed
+from suites.formats.limits import (
+    DEFAULT_LIMITS,
+    InputLimits,
+    LimitExceeded,
+    LineFeed,
+    too_many_values,
+)
+from suites.formats.report import (
+    MAX_ERRORS,
+    FormatResult,
+    SuiteError,
+    failed,
+    first_gaps,
+    listed,
+    more_gaps,
+)
 from suites.formats.syntaxgym import parse_suite_data
 
 CSV_FORMAT = "csv"
 CSV_HEADER = ("item_number", "condition_name", "region_number", "region_name", "content")
 
-_WHOLE_NUMBER = re.compile(r"^[+-]?\d+$")
+# Whole numbers as Python reads them at any size (an item number past the database's
+# range is refused as a suite's is); past a few thousand digits int() would refuse.
+_WHOLE_NUMBER = re.compile(r"^[+-]?\d{1,100}$")
 
 
 def to_csv_text(suite: dict[str, Any]) -> str:
@@ -56,56 +73,84 @@ def parse_suite_csv(
     *,
     meta: dict[str, Any],
     predictions: list[Any] | None = None,
+    limits: InputLimits = DEFAULT_LIMITS,
 ) -> FormatResult:
     """Build a suite from CSV rows (the columns of CSV_HEADER, in any order) plus `meta` and
     `predictions` (any form parse_suite_data accepts), then check it like a JSON upload.
-    Errors point at CSV rows: `csv line 7, column content`."""
-    rows, problem = _csv_rows(text)
-    if problem is not None:
-        return failed([problem], source_format=CSV_FORMAT)
-    header_line, header = rows[0]
-    columns = [name.strip().lower() for name in header]
-    errors = _header_errors(columns, header_line)
-    if not errors and len(rows) == 1:
-        errors = [
-            SuiteError.at_row(
-                header_line + 1,
-                None,
-                "the CSV has a header but no rows; add one row per item, condition and region",
-            )
-        ]
-    if errors:
-        return failed(errors, source_format=CSV_FORMAT)
-    table = _Table(columns)
-    for line, row in rows[1:]:
-        table.add_row(line, row)
-    table.check_region_numbers()
-    if table.errors:
-        return failed(table.errors, source_format=CSV_FORMAT)
-    return _check_as_suite(table, meta=meta, predictions=predictions)
-
-
-def _csv_rows(text: str | bytes) -> tuple[list[tuple[int, list[str]]], SuiteError | None]:
-    """The non-blank rows of UTF-8 CSV text (a BOM is dropped), or why there are none."""
+    Errors point at CSV rows: `csv line 7, column content`. Rows, lines, fields and the
+    values the rows make are held to `limits` while they are read."""
     if isinstance(text, bytes):
         try:
             text = text.decode("utf-8-sig")
         except UnicodeDecodeError as exc:
             line = exc.object[: exc.start].count(b"\n") + 1
-            return [], SuiteError.at_row(line, None, "the CSV is not UTF-8 text; save it as UTF-8")
-    rows, problem = _read_rows(text.removeprefix("\ufeff"))
-    if problem is None and not rows:
-        problem = SuiteError.at_row(
-            1,
-            None,
-            "the CSV is empty; it needs a header row (" + ",".join(CSV_HEADER) + ") and one row "
-            "per item, condition and region",
-        )
-    return rows, problem
+            problem = SuiteError.at_row(line, None, "the CSV is not UTF-8 text; save it as UTF-8")
+            return failed([problem], source_format=CSV_FORMAT)
+    table, problems = _read_table(text.removeprefix("\ufeff"), limits)
+    if problems or table is None:
+        return failed(problems, source_format=CSV_FORMAT)
+    table.check_region_numbers()
+    if table.errors:
+        return failed(table.errors, source_format=CSV_FORMAT, unlisted=table.unlisted)
+    return _check_as_suite(table, meta=meta, predictions=predictions, limits=limits)
+
+
+def _read_table(text: str, limits: InputLimits) -> tuple[_Table | None, list[SuiteError]]:
+    """The CSV's rows gathered into a table as they are read (each with the line it starts
+    on: a quoted field may span lines), or what keeps the file from being one: no
+    header, a bad header, no rows, a line the csv module cannot read, a limit met."""
+    feed = LineFeed(text, limits)
+    reader = csv.reader(feed, strict=True)
+    header: list[str] | None = None
+    problems: list[SuiteError] = []
+    table: _Table | None = None
+    last = rows = 0
+    try:
+        for row in reader:
+            feed.record(row, header)
+            start, last = last + 1, reader.line_num
+            if not any(value.strip() for value in row):
+                continue
+            if header is None:
+                header = [name.strip().lower() for name in row]
+                problems = _header_errors(header, start)
+                table = None if problems else _Table(header, limits, start)
+            elif table is not None:
+                rows += 1
+                table.add_row(start, row)
+    except LimitExceeded as exc:
+        return None, [SuiteError.at_row(exc.row, exc.column, exc.message)]
+    except csv.Error as exc:
+        return None, [
+            SuiteError.at_row(
+                reader.line_num,
+                None,
+                f"the CSV cannot be read here ({exc}); a field with a double quote in it must "
+                'be quoted, with each " inside written twice ("")',
+            )
+        ]
+    if header is None:
+        return None, [
+            SuiteError.at_row(
+                1,
+                None,
+                "the CSV is empty; it needs a header row (" + ",".join(CSV_HEADER) + ") and one "
+                "row per item, condition and region",
+            )
+        ]
+    if table is not None and not rows:
+        problems = [
+            SuiteError.at_row(
+                table.header_line + 1,
+                None,
+                "the CSV has a header but no rows; add one row per item, condition and region",
+            )
+        ]
+    return table, problems
 
 
 def _check_as_suite(
-    table: _Table, *, meta: dict[str, Any], predictions: list[Any] | None
+    table: _Table, *, meta: dict[str, Any], predictions: list[Any] | None, limits: InputLimits
 ) -> FormatResult:
     """The gathered rows plus meta and predictions, checked like a JSON upload; errors
     pointed back at the rows they came from."""
@@ -115,7 +160,7 @@ def _check_as_suite(
         "predictions": list(predictions) if predictions is not None else [],
         "items": table.items,
     }
-    result = parse_suite_data(data)
+    result = parse_suite_data(data, limits)
     result.errors = [_row_error(e, table.lines) for e in result.errors]
     ignored = [name for name in table.columns if name not in CSV_HEADER]
     result.warnings = [
@@ -150,8 +195,13 @@ class _Table:
     """The rows of a CSV gathered into items, conditions and regions, in the order they
     first appear, with the row each came from; errors collected on the way."""
 
-    def __init__(self, columns: list[str]) -> None:
+    def __init__(self, columns: list[str], limits: InputLimits, header_line: int) -> None:
         self.columns = columns
+        self.limits = limits
+        self.header_line = header_line
+        # The JSON values the suite built from the rows will hold, held to limits.values:
+        # CSV rows are ten times denser than the JSON they become.
+        self.values = 0
         self.index = {name: columns.index(name) for name in CSV_HEADER}
         self.items: list[dict[str, Any]] = []
         self.item_index: dict[int, int] = {}
@@ -160,10 +210,17 @@ class _Table:
         self.region_meta: dict[int, tuple[str, int]] = {}
         self.lines = _Lines()
         self.errors: list[SuiteError] = []
+        self.unlisted = 0  # errors past MAX_ERRORS, counted only
+
+    def error(self, error: SuiteError) -> None:
+        if len(self.errors) < MAX_ERRORS:
+            self.errors.append(error)
+        else:
+            self.unlisted += 1
 
     def add_row(self, line: int, row: list[str]) -> None:
         if len(row) != len(self.columns):
-            self.errors.append(
+            self.error(
                 SuiteError.at_row(
                     line,
                     None,
@@ -184,7 +241,7 @@ class _Table:
     def _item_number(self, line: int, text: str) -> int | None:
         number = _whole_number(text)
         if number is None:
-            self.errors.append(
+            self.error(
                 SuiteError.at_row(
                     line,
                     "item_number",
@@ -196,7 +253,7 @@ class _Table:
     def _region_number(self, line: int, text: str) -> int | None:
         number = _whole_number(text)
         if number is None or number < 1:
-            self.errors.append(
+            self.error(
                 SuiteError.at_row(
                     line,
                     "region_number",
@@ -213,7 +270,7 @@ class _Table:
             self.lines.region_numbers[number] = line
         elif self.region_meta[number][0] != name:
             first_name, first_line = self.region_meta[number]
-            self.errors.append(
+            self.error(
                 SuiteError.at_row(
                     line,
                     "region_name",
@@ -226,14 +283,17 @@ class _Table:
         self, line: int, item_number: int, name: str, region_number: int, values: dict[str, str]
     ) -> None:
         """Append the row's region to its item and condition, creating them on first use."""
+        self._count(line, 3)  # the region: an object, its number, its content
         i = self.item_index.get(item_number)
         if i is None:
+            self._count(line, 3)  # the item: an object, its number, its conditions
             i = self.item_index[item_number] = len(self.items)
             self.items.append({"item_number": item_number, "conditions": []})
             self.lines.items[i] = line
         conditions = self.items[i]["conditions"]
         j = self.condition_index.get((item_number, name))
         if j is None:
+            self._count(line, 3)  # the condition: an object, its name, its regions
             j = self.condition_index[(item_number, name)] = len(conditions)
             conditions.append({"condition_name": name, "regions": []})
             self.lines.conditions[(i, j)] = line
@@ -241,41 +301,27 @@ class _Table:
         self.lines.regions[(i, j, len(regions))] = line
         regions.append({"region_number": region_number, "content": values["content"]})
 
+    def _count(self, line: int, values: int) -> None:
+        self.values += values
+        if self.values > self.limits.values:
+            found = f"line {line:,} takes the suite past {self.limits.values:,} JSON values"
+            raise too_many_values(self.limits, found, row=line)
+
     def check_region_numbers(self) -> None:
         """Region numbers run from 1 without gaps (checked only on otherwise clean rows)."""
         numbers = sorted(self.region_meta)
-        if self.errors or numbers == list(range(1, len(numbers) + 1)):
+        if self.errors or not numbers or numbers[-1] == len(numbers):
             return
-        gaps = [n for n in range(1, numbers[-1] + 1) if n not in self.region_meta]
+        gaps = first_gaps(numbers)
         self.errors.append(
             SuiteError.at_row(
                 None,
                 "region_number",
-                f"the rows number their regions {', '.join(map(str, numbers))}, but region "
-                f"numbers must run from 1 without gaps: no row has region "
-                f"{', '.join(map(str, gaps))}; add rows for it or renumber the regions",
+                f"the rows number their regions {listed(numbers)}, but region numbers must "
+                f"run from 1 without gaps: no row has region {', '.join(map(str, gaps))}"
+                f"{more_gaps(numbers, gaps)}; add rows for it or renumber the regions",
             )
         )
-
-
-def _read_rows(text: str) -> tuple[list[tuple[int, list[str]]], SuiteError | None]:
-    """Non-blank rows, each with the line it starts on (a quoted field may span lines)."""
-    reader = csv.reader(io.StringIO(text, newline=""), strict=True)
-    rows: list[tuple[int, list[str]]] = []
-    last = 0
-    try:
-        for row in reader:
-            start, last = last + 1, reader.line_num
-            if any(value.strip() for value in row):
-                rows.append((start, row))
-    except csv.Error as exc:
-        return rows, SuiteError.at_row(
-            reader.line_num,
-            None,
-            f"the CSV cannot be read here ({exc}); a field with a double quote in it must be "
-            'quoted, with each " inside written twice ("")',
-        )
-    return rows, None
 
 
 def _whole_number(text: str) -> int | None:

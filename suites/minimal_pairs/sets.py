@@ -19,6 +19,7 @@ from suites.catalog_services import (
     name_problem,
     tag_problems,
     tags_set,
+    upload_limits,
     upload_name,
 )
 from suites.formats import minimal_pairs as mp
@@ -130,6 +131,7 @@ def _parse(
             filename=filename,
             file_format=file_format,
             drop_incomplete_pairs=drop_incomplete_pairs,
+            limits=upload_limits(),
         )
     except mp.MinimalPairFormatError as exc:
         raise PairSetInvalid(exc.errors) from None

@@ -18,6 +18,7 @@ from suites.catalog_services import (
     name_and_tag_errors,
     named_row_write,
     tags_set,
+    upload_limits,
     upload_name,
 )
 from suites.formats.probing import (
@@ -88,7 +89,7 @@ def probing_task_import(
         task_type = guess_task_type(name)
     name = upload_name(ProbingTask, name, rename_if_taken=rename_if_taken)
     try:
-        reader = ProbingReader(task_type)
+        reader = ProbingReader(task_type, upload_limits())
     except ValueError as exc:
         raise ProbingTaskInvalid([SuiteError("type", str(exc))]) from None
     tags = list(tags)

@@ -31,6 +31,7 @@ from gym.rest import AnonThrottle, AnonValidateThrottle, UserThrottle
 from suites import catalog_services, formats
 from suites.catalog import gym_data_or_404
 from suites.formats import SuiteError, predictions
+from suites.formats.limits import json_census
 from suites.formats.schema import METRICS, REGION_METRICS
 from suites.models import Suite
 from suites.syntaxgym import selectors, services
@@ -141,9 +142,13 @@ def _raw_body(request: Request) -> bytes:
 
 
 def _json_body(request: Request) -> object:
-    """The request's body as JSON, or None when it is not JSON (the caller says what to send)."""
+    """The request's body as JSON, or None when it is not JSON or holds more JSON values
+    than an upload may (the caller says what to send)."""
     try:
-        return json.loads(_raw_body(request) or b"null")
+        body = _raw_body(request) or b"null"
+        text = body.decode(json.detect_encoding(body), "surrogatepass")
+        json_census(text, catalog_services.upload_limits())
+        return json.loads(text)
     except (ValueError, UnicodeDecodeError, RecursionError):
         return None
 
@@ -208,10 +213,14 @@ class ValidateSuite(APIView):
             meta = sent.get("meta")
             meta = meta if isinstance(meta, dict) else {}
             preds = sent.get("predictions") if isinstance(sent.get("predictions"), list) else None
-            result = formats.parse_suite_csv(sent["csv"], meta=meta, predictions=preds)
+            result = formats.parse_suite_csv(
+                sent["csv"], meta=meta, predictions=preds, limits=catalog_services.upload_limits()
+            )
         else:
-            result = formats.parse_suite_text(_raw_body(request))
-            raw = _json_body(request)
+            result = formats.parse_suite_text(_raw_body(request), catalog_services.upload_limits())
+            # The name of a suite with errors, from the body read again (which, as the
+            # reader did, refuses a body with more values than an upload may hold).
+            raw = _json_body(request) if result.suite is None else None
         errors = [*result.errors, *_name_errors(result, raw, replace)]
         body: dict[str, Any] = {
             "ok": not errors,

@@ -21,6 +21,7 @@ from suites.catalog_services import (
     tag_list_errors,
     tag_slugs,
     tags_set,
+    upload_limits,
     upload_name,
 )
 from suites.formats import Location, SuiteError
@@ -34,6 +35,8 @@ NAME_LOCATION = Location.of(_NAME)
 # Copies are named "<name> (copy)", "<name> (copy 2)", …; past this many tries something
 # other than a name clash is wrong.
 MAX_COPY_ATTEMPTS = 100
+# Items written per INSERT.
+ITEM_BATCH = 500
 
 
 class SuiteInvalid(ApplicationError):
@@ -163,8 +166,8 @@ def _parsed(source: str | bytes | dict[str, Any] | formats.FormatResult) -> form
     if isinstance(source, formats.FormatResult):
         return source
     if isinstance(source, dict):
-        return formats.parse_suite_data(source)
-    return formats.parse_suite_text(source)
+        return formats.parse_suite_data(source, upload_limits())
+    return formats.parse_suite_text(source, upload_limits())
 
 
 def _merged_tags(own: Any, extra: Iterable[str]) -> tuple[list[str] | None, list[SuiteError]]:
@@ -224,8 +227,10 @@ def _write(
         )
         for i, p in enumerate(data.get("predictions", []))
     )
-    Item.objects.bulk_create(
-        (
+    # In batches: bulk_create lists whatever it is given, and 200,000 Item objects at once
+    # would double what the suite itself takes in memory.
+    for start in range(0, len(items), ITEM_BATCH):
+        Item.objects.bulk_create(
             Item(
                 suite=suite,
                 item_number=item["item_number"],
@@ -238,10 +243,8 @@ def _write(
                     for c in item["conditions"]
                 ],
             )
-            for i, item in enumerate(items)
-        ),
-        batch_size=500,
-    )
+            for i, item in enumerate(items[start : start + ITEM_BATCH], start=start)
+        )
     tags_set(target=suite, raw=meta.get("tags", []))
     return suite
 

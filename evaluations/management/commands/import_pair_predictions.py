@@ -8,6 +8,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from evaluations.language_models.registry import ModelRegistrationError
 from evaluations.minimal_pairs import services as pair_services
 from evaluations.runs import lifecycle as runs
+from suites.formats.limits import UNLIMITED
 from suites.models import MinimalPairSet
 
 
@@ -60,6 +61,7 @@ class Command(BaseCommand):
                 data=data,
                 user=None,
                 check_permission=False,
+                limits=UNLIMITED,
             )
         except pair_services.PredictionsInvalid as invalid:
             for error in invalid.errors:
