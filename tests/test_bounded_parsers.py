@@ -694,3 +694,17 @@ def test_the_settings_the_defaults_and_the_docs_agree() -> None:
         shown = f"{value // MB} MB" if value >= MB and not value % MB else f"{value:,}"
         row = next(line for line in docs.splitlines() if line.startswith(f"| `{name}` |"))
         assert row.endswith(f"| {shown} |"), (row, shown)
+
+
+def test_a_nul_byte_in_a_probing_file_is_a_located_error(alice) -> None:
+    # Found by the fuzz test on PostgreSQL, whose text columns hold no NUL: a 500 there.
+    from suites.models import ProbingTask
+    from tests.conftest import token_client
+
+    body = b"tr\tA\tone two .\nte\tB\tthree\x00 four .\n"
+    response = token_client(alice).post(
+        "/api/probing-tasks/?name=nul&filename=nul.txt", body, content_type="text/plain"
+    )
+    assert response.status_code == 400, response.content
+    assert "a NUL byte at character" in response.content.decode()
+    assert ProbingTask.objects.count() == 0

@@ -230,6 +230,13 @@ class ProbingReader:
             text = text.removeprefix("\ufeff")
         if not text.strip():
             return None  # blank lines (a final empty line, say) carry no instance
+        if "\x00" in text:
+            # No text column of PostgreSQL holds one (the import failed there with a 500).
+            self._error(
+                number,
+                f"a NUL byte at character {text.index(chr(0)) + 1}; remove it (is this a text file?)",
+            )
+            return None
         self._hash.update(text.encode("utf-8") + b"\n")
         fields = self._fields(number, text)
         if fields is None:
