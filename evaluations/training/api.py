@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from django.db.models import QuerySet
@@ -131,6 +132,28 @@ class TrainingRequestSerializer(serializers.Serializer):
     threshold = serializers.FloatField(required=False, default=0.8)
 
 
+def unknown_fields(data: Any) -> dict[str, str]:
+    """Each top-level field of a training request that is none of its fields: a training
+    option given beside `options` instead of in it is said so (it would be dropped, and
+    its default trained with)."""
+    if not isinstance(data, Mapping):
+        return {}
+    known = list(TrainingRequestSerializer().fields)
+    errors: dict[str, str] = {}
+    for key in sorted(str(k) for k in data if k not in known)[:20]:
+        shown = key[:40]
+        if key in services.ALL_OPTIONS:
+            errors[shown] = (
+                f"unknown field {shown!r}: {shown} is a training option and goes under "
+                f'options, as {{"options": {{"{shown}": ...}}}}'
+            )
+        else:
+            errors[shown] = (
+                f"unknown field {shown!r}: a training request's fields are {', '.join(known)}"
+            )
+    return errors
+
+
 CHECK_FIELDS = ("suites", "pair_sets", "probing_tasks", "tags")
 
 
@@ -215,6 +238,9 @@ class TrainingRunListCreate(generics.ListAPIView):
         "too_many_runs (staff excepted); 503 when the queue is down.",
     )
     def post(self, request: Request) -> Response:
+        unknown = unknown_fields(request.data)
+        if unknown:
+            raise services.TrainingRequestInvalid(unknown)
         body = request_body(TrainingRequestSerializer, request)
         run = services.training_request(user=request.user, **body)
         return Response(TrainingRunSerializer(run).data, status=status.HTTP_201_CREATED)

@@ -59,6 +59,37 @@ NAME_MAX_LENGTH = 80
 MIB = 2**20
 # Options of masked runs only.
 MASKING_OPTIONS = ("mask_probability", "whole_word_masking")
+# Every option `training_options` reads, by kind: any other key under options is a 400.
+NGRAM_OPTIONS = ("order", "min_count")
+CAUSAL_OPTIONS = (
+    "preset",
+    *causal_options.SHAPE_MAXIMA,
+    "arch",
+    "base_model",
+    "tokenizer",
+    "tokenizer_model",
+    "steps",
+    "batch_tokens",
+    "micro_batch",
+    "learning_rate",
+    "warmup_steps",
+    "weight_decay",
+    "checkpoints",
+    "keep_states",
+    "seed",
+    "save_every",
+    "retention",
+    "keep_last",
+)
+OPTIONS_BY_KIND: dict[str, tuple[str, ...]] = {
+    TrainingRun.Kind.NGRAM: NGRAM_OPTIONS,
+    TrainingRun.Kind.CAUSAL: CAUSAL_OPTIONS,
+    TrainingRun.Kind.MASKED: tuple(o for o in CAUSAL_OPTIONS if o != "base_model")
+    + MASKING_OPTIONS,
+}
+ALL_OPTIONS = frozenset(o for names in OPTIONS_BY_KIND.values() for o in names)
+# Options of another kind that `training_options` refuses itself, with its own reason.
+SAID_WHERE_READ = frozenset({*MASKING_OPTIONS, "base_model", "tokenizer", "tokenizer_model"})
 
 
 class TrainingRequestInvalid(FieldErrors):
@@ -165,7 +196,7 @@ def training_options(
     weight_decay, checkpoints, save_every, retention, keep_last, keep_states, seed. masked:
     those of causal but base_model, its own presets and tokenizers (bpe, wordpiece, model),
     and mask_probability and whole_word_masking."""
-    errors: dict[str, str] = {}
+    errors: dict[str, str] = unknown_options(kind, raw)
     named: dict[str, LanguageModel] = {}
     masked = kind == TrainingRun.Kind.MASKED
     if not masked:
@@ -282,6 +313,31 @@ def training_options(
     if tokenizer_model is not None:
         stored["tokenizer_model"] = tokenizer_model.name
     return stored, errors, named
+
+
+def unknown_options(kind: str, raw: dict[str, Any]) -> dict[str, str]:
+    """Each key of `raw` that is no option of any kind, at options.<key>, with the kind's
+    options named. (An option of another kind is said where its value is read, with the
+    kind it belongs to.) A misspelt option would otherwise be dropped and its default
+    trained with, silently."""
+    own = OPTIONS_BY_KIND.get(kind)
+    if own is None:
+        return {}
+    errors: dict[str, str] = {}
+    for key in sorted(str(k) for k in raw)[:20]:
+        if key in ALL_OPTIONS:
+            if key not in own and key not in SAID_WHERE_READ:
+                errors[f"options.{key}"] = (
+                    f"{key} is an option of "
+                    f"{' and '.join(k for k, names in OPTIONS_BY_KIND.items() if key in names)} "
+                    f"runs, not of {kind} runs"
+                )
+            continue
+        shown = key[:40]
+        errors[f"options.{shown}"] = (
+            f"unknown option {shown!r}: the options of {kind} runs are {', '.join(own)}"
+        )
+    return errors
 
 
 def _masking(raw: dict[str, Any], errors: dict[str, str]) -> dict[str, Any]:
