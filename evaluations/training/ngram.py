@@ -42,6 +42,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -91,6 +92,11 @@ class NgramSummary:
     unknown_types: int = 0  # word types that became <unk>
     ngrams: dict[str, int] = field(default_factory=dict)  # per order, as in the ARPA file
     discounts: dict[str, list[float]] = field(default_factory=dict)  # per order: D1, D2, D3+
+    # Each discount not computed from the counts of counts (a count of counts was 0, or
+    # the value was clipped), in words: "order 3: D2 ...". Empty when none was.
+    discount_notes: list[str] = field(default_factory=list)
+    # Held-out perplexity (None without held-out lines): see `heldout_perplexity`.
+    heldout: dict[str, Any] | None = None
     seconds: float = 0.0
 
 
@@ -240,16 +246,37 @@ def _count_order(
 
 def discounts(adjusted: np.ndarray) -> list[float]:
     """D1, D2, D3+ from the counts of counts of `adjusted` (see the module docstring)."""
+    return discounts_noted(adjusted)[0]
+
+
+def discounts_noted(adjusted: np.ndarray) -> tuple[list[float], list[str]]:
+    """D1, D2, D3+ and, for each that is not the formula's value, why: a count of counts
+    of 0 (tiny corpora: the discount below, or 0.5), or a value clipped to [0.01, r]."""
     n = [int(np.count_nonzero(adjusted == r)) for r in range(5)]
-    y = n[1] / (n[1] + 2 * n[2]) if n[1] + 2 * n[2] > 0 else 0.5
+    notes: list[str] = []
+    if n[1] + 2 * n[2] > 0:
+        y = n[1] / (n[1] + 2 * n[2])
+    else:
+        y = 0.5
+        notes.append("no n-gram was seen once or twice (n1 = n2 = 0): Y = 0.5 instead")
     found: list[float] = []
     for r in (1, 2, 3):
+        name = f"D{r}" if r < 3 else "D3+"
         if n[r] > 0:
             value = r - (r + 1) * y * n[r + 1] / n[r]
         else:
             value = found[-1] if found else 0.5
-        found.append(min(max(value, MIN_DISCOUNT), float(r)))
-    return found
+            notes.append(
+                f"{name}: no n-gram has an adjusted count of {r} (n{r} = 0), so {name} = "
+                f"{'D' + str(r - 1) if found else '0.5'} ({value:.4g})"
+            )
+        clipped = min(max(value, MIN_DISCOUNT), float(r))
+        if clipped != value:
+            notes.append(
+                f"{name}: {value:.4g} clipped to {clipped:.4g} (within [{MIN_DISCOUNT}, {r}])"
+            )
+        found.append(clipped)
+    return found, notes
 
 
 def _discounted(adjusted: np.ndarray, d: list[float]) -> np.ndarray:
@@ -289,8 +316,9 @@ def _estimate(tables: list[_Order], vocab: int, summary: NgramSummary) -> None:
     for k in range(1, order + 1):
         t = tables[k]
         counted = t.adjusted if k > 1 else np.delete(t.adjusted, BOS)
-        d = discounts(counted)
+        d, notes = discounts_noted(counted)
         summary.discounts[str(k)] = [round(x, 6) for x in d]
+        summary.discount_notes.extend(f"order {k}: {note}" for note in notes)
         contexts = len(tables[k - 1].keys) if k > 1 else 1
         prefix = t.prefix if k > 1 else np.zeros(len(t.keys), np.int64)
         total = np.bincount(prefix, weights=t.adjusted, minlength=contexts)
@@ -313,6 +341,79 @@ def _first_word(tables: list[_Order], k: int) -> np.ndarray:
     for m in range(k, 1, -1):
         ids = tables[m].prefix[ids]
     return tables[1].word[ids]
+
+
+# --- held-out perplexity ------------------------------------------------------------------
+
+
+def heldout_perplexity(
+    tables: list[_Order], words: list[str], lines: Iterable[str]
+) -> dict[str, Any] | None:
+    """The perplexity of held-out `lines` under the model, as the scorer reads it: each
+    line `<s>` words `</s>`, every word and `</s>` predicted (`<s>` never), a word out of
+    the vocabulary scored as `<unk>` (counted in `oov`), log10 probabilities summed and
+    PPL = 10 ** (-sum / predicted). `by_order[k]`: the same with the model cut to its
+    orders 1 to k, by the ARPA back-off rule from the longest n-gram of order at most k
+    (the lower orders are this model's, whose counts are continuation counts: not a
+    separately trained k-gram). None without held-out lines."""
+    vocab = len(words)
+    ids_of = {word: i for i, word in enumerate(words)}
+    stream: list[int] = []
+    oov = 0
+    for line in lines:
+        stream.append(BOS)
+        for word in words_of(line):
+            known = ids_of.get(word, UNK)
+            oov += known == UNK and word != UNKNOWN
+            stream.append(known)
+        stream.append(EOS)
+    ids = np.asarray(stream, dtype=np.int64)
+    predicted = ids != BOS
+    if not predicted.any():
+        return None
+    order = len(tables) - 1
+    logs = _backoff_logs(tables, ids, vocab)
+    by_order = {
+        str(k): round(float(10 ** (-logs[k][predicted].sum() / predicted.sum())), 4)
+        for k in range(1, order + 1)
+    }
+    return {
+        "sentences": int(np.count_nonzero(ids == BOS)),
+        "words": int(predicted.sum()),
+        "oov": int(oov),
+        "perplexity": by_order[str(order)],
+        "by_order": by_order,
+    }
+
+
+def _backoff_logs(tables: list[_Order], ids: np.ndarray, vocab: int) -> list[np.ndarray]:
+    """log10 p_k(w_j | history) at every position j, for k = 1 .. order ([0] unused): the
+    order-k n-gram ending at j if the model has it, else the back-off weight of the
+    (k-1)-gram ending at j-1 (1 where it is no context) times p_{k-1}."""
+    order = len(tables) - 1
+    found_ids = ids.copy()  # order 1: every word is a unigram
+    found = np.ones(len(ids), dtype=bool)
+    probs = tables[1].prob[ids]
+    logs: list[np.ndarray] = [np.zeros(0), _log10(probs)]
+    for k in range(2, order + 1):
+        before = tables[k - 1]
+        ctx_ok = np.zeros(len(ids), dtype=bool)
+        ctx_ok[1:] = found[:-1] & (ids[1:] != BOS)
+        ctx = np.zeros(len(ids), dtype=np.int64)
+        ctx[1:] = found_ids[:-1]
+        weight = np.ones(len(ids))
+        if len(before.gamma):
+            gamma = before.gamma[ctx[ctx_ok]]
+            weight[ctx_ok] = np.where(np.isnan(gamma), 1.0, gamma)
+        key = ctx * vocab + ids
+        table = tables[k].keys
+        where = np.minimum(np.searchsorted(table, key), max(len(table) - 1, 0))
+        has = ctx_ok & (len(table) > 0)
+        has[has] = table[where[has]] == key[has]
+        probs = np.where(has, tables[k].prob[where] if len(table) else 0.0, weight * probs)
+        logs.append(_log10(probs))
+        found, found_ids = has, where
+    return logs
 
 
 # --- writing ----------------------------------------------------------------------------
@@ -382,10 +483,11 @@ def train_ngram(
     min_count: int = 1,
     progress: Callable[[str, int], None] | None = None,
     work_dir: Path | None = None,
+    heldout: Iterable[str] = (),
 ) -> NgramSummary:
     """Train on `lines` (one sentence each) and write `out_dir/model.arpa` and
-    `out_dir/training.json` (the summary). `progress(stage, amount)` hears of the
-    sentences read and of each order counted."""
+    `out_dir/training.json` (the summary, with the perplexity of the `heldout` lines).
+    `progress(stage, amount)` hears of the sentences read and of each order counted."""
     if not MIN_ORDER <= order <= MAX_ORDER:
         raise NgramTrainingError(f"the order must be from {MIN_ORDER} to {MAX_ORDER}; got {order}")
     if min_count < 1:
@@ -418,6 +520,7 @@ def train_ngram(
                 progress("order", k)
         del stream
         _estimate(tables, vocab, summary)
+        summary.heldout = heldout_perplexity(tables, words, heldout)
         summary.ngrams = _write_arpa(tables, words, scratch / ARPA_NAME)
         summary.seconds = round(time.perf_counter() - started, 3)
         os.replace(scratch / ARPA_NAME, out_dir / ARPA_NAME)

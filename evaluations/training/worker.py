@@ -67,7 +67,11 @@ def _ngram(
     options = payload["options"]
     progress(0, 1)
     summary = ngram.train_ngram(
-        source.training(), out_dir, order=int(options["order"]), min_count=int(options["min_count"])
+        source.training(),
+        out_dir,
+        order=int(options["order"]),
+        min_count=int(options["min_count"]),
+        heldout=source.validation(),
     )
     progress(1, 1)
     return {"kind": "ngram", "summary": asdict(summary), "checkpoints": [], "log": []}

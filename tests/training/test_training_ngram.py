@@ -161,3 +161,83 @@ def test_words_are_the_scorers_words() -> None:
     for line in lines:
         expected = [w.text for w in segment(line, lambda _w: True) if w.text != "</s>"]
         assert ngram.words_of(line) == expected, line
+
+
+# --- held-out perplexity and the discounts' fallbacks (issue 46, defect 7) ----------------
+
+
+def test_heldout_perplexity_of_the_hand_computed_bigram(tmp_path) -> None:
+    """The bigram above, on the held-out line "a b" (and "zz b", whose zz is <unk>)."""
+    summary = ngram.train_ngram(["a b", "A b.", "b"], tmp_path, order=2, heldout=["a b", "zz b"])
+    a_s = (2 - 1.7) / 3 + 1.9 / 3 * 0.3125  # p(a | <s>)
+    b_a = (2 - 1.7) / 2 + 1.7 / 2 * 0.1875  # p(b | a)
+    unk_s = 1.9 / 3 * (3 / 4 * 1 / 4)  # p(<unk> | <s>): <s> <unk> unseen, <unk> unseen
+    b_unk = 0.1875  # <unk> is no context: its weight is 1
+    end_b = 0.3125  # p(</s> | b)
+    bigram = (a_s * b_a * end_b * unk_s * b_unk * end_b) ** (-1 / 6)
+    unigram = (0.3125 * 0.1875 * 0.3125 * (3 / 16) * 0.1875 * 0.3125) ** (-1 / 6)
+    assert summary.heldout is not None
+    assert summary.heldout["perplexity"] == pytest.approx(bigram, abs=1e-4)
+    assert summary.heldout["by_order"] == {
+        "1": pytest.approx(unigram, abs=1e-4),
+        "2": pytest.approx(bigram, abs=1e-4),
+    }
+    assert (summary.heldout["sentences"], summary.heldout["words"], summary.heldout["oov"]) == (
+        2,
+        6,
+        1,
+    )
+    info = json.loads((tmp_path / ngram.INFO_NAME).read_text())
+    assert info["heldout"]["perplexity"] == summary.heldout["perplexity"]
+
+
+@pytest.mark.parametrize("order", [2, 3, 5])
+def test_heldout_perplexity_equals_the_arpa_files(tmp_path, order) -> None:
+    """Against the scorer's own reading of the written ARPA file (back-off rule), cut to
+    each order by shortening the history, on held-out lines with unseen words."""
+    lines = bookcorpus(600)
+    held = sample_sentences("past_present")[:60]
+    summary = ngram.train_ngram(lines, tmp_path, order=order, min_count=2, heldout=held)
+    model = read_arpa((tmp_path / ngram.ARPA_NAME).read_text(encoding="utf-8").splitlines())
+    known = {w for (w,) in (key for key in model.probs if len(key) == 1)}
+    assert summary.heldout is not None
+    for k in range(1, order + 1):
+        total, count = 0.0, 0
+        for line in held:
+            words = [w if w in known else "<unk>" for w in ngram.words_of(line)] + ["</s>"]
+            history = ["<s>"]
+            for word in words:
+                total += model.log10_prob(word, tuple(history[-(k - 1) :] if k > 1 else ()))
+                history.append(word)
+                count += 1
+        expected = 10 ** (-total / count)
+        assert summary.heldout["by_order"][str(k)] == pytest.approx(expected, rel=1e-5), k
+    assert summary.heldout["oov"] > 0
+    # More context helps on this text.
+    assert summary.heldout["by_order"]["1"] > summary.heldout["by_order"]["2"]
+
+
+def test_discount_fallbacks_are_said(tmp_path) -> None:
+    """The bigram above: no unigram has an adjusted count of 3, so its D3+ is D2."""
+    summary = ngram.train_ngram(["a b", "A b.", "b"], tmp_path, order=2)
+    info = json.loads((tmp_path / ngram.INFO_NAME).read_text())
+    assert (
+        info["discount_notes"]
+        == summary.discount_notes
+        == ["order 1: D3+: no n-gram has an adjusted count of 3 (n3 = 0), so D3+ = D2 (2)"]
+    )
+    ngram.train_ngram(bookcorpus(700), tmp_path, order=2)
+    assert json.loads((tmp_path / ngram.INFO_NAME).read_text())["discount_notes"] == []
+
+
+def test_the_command_reports_the_heldout_perplexity(tmp_path) -> None:
+    corpus = tmp_path / "book.txt"
+    corpus.write_text("\n".join(bookcorpus(700)) + "\n", encoding="utf-8")
+    out = io.StringIO()
+    call_command(
+        "train", "--corpus", str(corpus), "--kind", "ngram", "--order", "3",
+        "--out", str(tmp_path / "m"), stdout=out,
+    )  # fmt: skip
+    info = json.loads((tmp_path / "m" / ngram.INFO_NAME).read_text())
+    assert info["heldout"]["sentences"] == 7
+    assert f"held-out perplexity {info['heldout']['perplexity']:,} on" in out.getvalue()

@@ -182,6 +182,13 @@ def test_ngram_run_in_process(corpus, alice) -> None:
     assert services.training_results_store(run_id=run.pk, attempt=1, results=results)
     run.refresh_from_db()
     assert run.status == "done" and Path(run.model.source).is_file()
+    # The held-out lines' perplexity (issue 46, defect 7), in the summary and on the page.
+    heldout = run.summary["heldout"]
+    assert heldout["sentences"] == corpus.validation_lines == 7
+    assert set(heldout["by_order"]) == {"1", "2", "3"}
+    assert heldout["perplexity"] == heldout["by_order"]["3"] > 1
+    page = Client().get(run.get_absolute_url()).content.decode()
+    assert "Held-out perplexity" in page and f"{heldout['perplexity']}" in page
 
 
 def test_request_errors_change_nothing(corpus, attractors, alice) -> None:

@@ -199,6 +199,7 @@ class Command(StandaloneCommand):
                 order=options["order"],
                 min_count=options["min_count"],
                 progress=progress,
+                heldout=source.validation(),
             )
         except ngram.NgramTrainingError as exc:
             raise CommandError(str(exc)) from None
@@ -212,6 +213,15 @@ class Command(StandaloneCommand):
             f"{0 if source.validation_from else source.validation_lines:,} lines held out; "
             f"{time.perf_counter() - started:.1f} s"
         )
+        if summary.heldout:
+            orders = ", ".join(f"{k}: {v:,}" for k, v in summary.heldout["by_order"].items())
+            self.stdout.write(
+                f"held-out perplexity {summary.heldout['perplexity']:,} on "
+                f"{summary.heldout['words']:,} words ({summary.heldout['oov']:,} out of the "
+                f"vocabulary, scored as <unk>); by order {orders}"
+            )
+        for note in summary.discount_notes:
+            self.stdout.write(f"discount fallback: {note}")
 
     def model_source(self, given: str, flag: str, purpose: str) -> str:
         """The folder of `given`: a model folder, or a registered model's source."""
