@@ -27,6 +27,7 @@ permutation per epoch.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import math
 import os
@@ -53,6 +54,7 @@ from evaluations.training.options import (  # noqa: F401 - the options are part 
     ARCHITECTURES,
     CHECKPOINT_PREFIX,
     COMPILE_MODES,
+    LOSS_FILE,
     MASKED_ARCHITECTURES,
     MASKED_PRESETS,
     MASKED_TOKENIZERS,
@@ -72,12 +74,19 @@ from evaluations.training.options import (  # noqa: F401 - the options are part 
     presets_of,
     separator_id,
     shape_for,
+    thin_log,
     usable_devices,
 )
 
 UNKNOWN = "<unk>"
 STATE_NAME = "training_state.pt"
 INFO_NAME = "training.json"
+# The inputs of the training in a folder, which a resume must match (`check_inputs`).
+INPUTS_NAME = "inputs.json"
+# The files a training writes in its folder besides checkpoints, `data/` and weights.
+TRAINING_FILES = frozenset(
+    {INFO_NAME, INPUTS_NAME, LOSS_FILE, "config.json", "generation_config.json", "STOP"}
+)
 DATA_DIR = "data"
 # Validation loss is the mean over at most this many blocks.
 MAX_EVAL_BLOCKS = 64
@@ -558,8 +567,10 @@ def train_causal(
     on_step: Callable[[dict[str, Any]], None] | None = None,
     on_checkpoint: Callable[[Checkpoint], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
+    fresh: bool = False,
 ) -> CausalSummary:
-    """Train (or resume) in `out_dir`. `lines` and `validation` give the training and
+    """Train (or resume, when the folder's training had the same inputs: `check_inputs`;
+    `fresh` clears what an earlier training left there first) in `out_dir`. `lines` and `validation` give the training and
     validation lines afresh each time they are called. `on_step` hears of every step
     ({step, tokens, loss, lr, ...}); `on_checkpoint` of every checkpoint once it is on
     disk; `should_stop` is asked after every step (a cancelled run stops there). With
@@ -574,6 +585,9 @@ def train_causal(
                 f"{options.devices} devices, but {torch.cuda.device_count()} GPUs are visible here"
             )
     started = time.time()
+    if fresh:
+        clear_training(out_dir)
+    check_inputs(out_dir, training_inputs(lines, validation, options))
     tokenizer = _prepare(lines, validation, out_dir, options)
     # The same arguments either way; only the ranks after 0 of `_train` give None.
     train = _train_parallel if options.devices > 1 else _train
@@ -589,6 +603,89 @@ def train_causal(
         )
     assert summary is not None  # None comes from the ranks after 0 only
     return summary
+
+
+# What a training's result does not depend on: a resume may change them.
+RESUME_MAY_CHANGE = frozenset(
+    {"device", "devices", "compile", "retention", "keep_last", "keep_states", "save_every",
+     "stop_after_step", "checkpoints"}
+)  # fmt: skip
+
+
+def _lines_hash(lines: Iterator[str]) -> str:
+    digest = hashlib.sha256()
+    count = 0
+    for line in lines:
+        digest.update(line.encode("utf-8", "surrogatepass") + b"\n")
+        count += 1
+    return f"{digest.hexdigest()} ({count:,} lines)"
+
+
+def training_inputs(
+    lines: Callable[[], Iterator[str]],
+    validation: Callable[[], Iterator[str]],
+    options: CausalOptions,
+) -> dict[str, Any]:
+    """What a training in a folder depends on: its objective, the training and the
+    validation lines (hashed) and every option but those in RESUME_MAY_CHANGE."""
+    return {
+        "objective": options.objective,
+        "corpus": _lines_hash(lines()),
+        "validation": _lines_hash(validation()),
+        **{
+            key: value
+            for key, value in sorted(asdict(options).items())
+            if key not in RESUME_MAY_CHANGE
+        },
+    }
+
+
+def check_inputs(out_dir: Path, inputs: dict[str, Any]) -> None:
+    """Record `inputs` in a folder without training in it; in one with, refuse unless
+    they are the recorded ones (a resume on another corpus, tokenizer or options would
+    train a model that neither set of inputs describes). The message names each that
+    differs, and the ways out."""
+    recorded_file = out_dir / INPUTS_NAME
+    earlier = latest_checkpoint(out_dir) is not None or (out_dir / DATA_DIR).is_dir()
+    if recorded_file.is_file():
+        recorded = json.loads(recorded_file.read_text(encoding="utf-8"))
+    elif earlier:
+        recorded = {"corpus": "not recorded (a folder trained before inputs were recorded)"}
+    else:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        recorded_file.write_text(json.dumps(inputs, indent=2, default=str) + "\n", "utf-8")
+        return
+    differ = [
+        f"{key}: {_shown(recorded.get(key))} before, {_shown(inputs.get(key))} now"
+        for key in sorted(set(recorded) | set(inputs))
+        if json.loads(json.dumps(recorded.get(key), default=str))
+        != json.loads(json.dumps(inputs.get(key), default=str))
+    ]
+    if differ:
+        raise CausalTrainingError(
+            f"{out_dir} holds a training with other inputs, so it cannot be resumed: "
+            + "; ".join(differ)
+            + ". Train with the same corpus and options to resume it, start afresh there "
+            "(manage.py train --fresh deletes its checkpoints), or give another folder"
+        )
+
+
+def _shown(value: Any) -> str:
+    text = json.dumps(value, default=str)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def clear_training(out_dir: Path) -> None:
+    """Remove what a training wrote in `out_dir` (checkpoints, token files, logs, the
+    inputs it recorded, the finished model's weights), so that the next starts afresh."""
+    if not out_dir.is_dir():
+        return
+    for child in out_dir.iterdir():
+        trained = child.name.startswith(CHECKPOINT_PREFIX) or child.name == DATA_DIR
+        if trained and child.is_dir():
+            shutil.rmtree(child)
+        elif child.name in TRAINING_FILES or child.suffix == ".safetensors":
+            child.unlink()
 
 
 def _prepare(
@@ -751,6 +848,8 @@ def _train(
     if options.save_every:
         saves.update(range(options.save_every, options.steps, options.save_every))
     per_step = options.tokens_per_step
+    # The whole loss log, one line an entry (the run's row keeps a thinned one).
+    loss_file = _loss_file(out_dir, summary.log) if lead else None
     # Each rank takes every `size`-th of the step's micro-batches, from the one block order
     # all ranks follow: the step sees the same blocks however many ranks share it.
     share = options.accumulation // size
@@ -788,12 +887,14 @@ def _train(
         stop = False
         entry = {"step": step, "tokens": step * per_step, "loss": round(total, 6), "lr": lr}
         summary.log.append(entry)
+        _write_entry(loss_file, entry)
         if on_step is not None:
             on_step({**entry, "steps": options.steps, "tokens_total": options.steps * per_step})
         if step in saves and lead:
             tokens = step * per_step
             valid_loss = _evaluate(model, valid_blocks, options, autocast, vocab_rows, objective)
             summary.log.append({"step": step, "tokens": tokens, "validation_loss": valid_loss})
+            _write_entry(loss_file, summary.log[-1])
             folder = out_dir / f"{CHECKPOINT_PREFIX}{tokens}"
             record = {
                 "step": step,
@@ -849,6 +950,8 @@ def _train(
         if stop:
             summary.stopped = True
             break
+    if loss_file is not None:
+        loss_file.close()
     if not lead:
         return None
     summary.steps_done = step
@@ -864,6 +967,19 @@ def _train(
         encoding="utf-8",
     )
     return summary
+
+
+def _loss_file(out_dir: Path, log: list[dict[str, Any]]) -> Any:
+    """`LOSS_FILE` in `out_dir` written afresh with `log` (the entries a resumed run
+    keeps: none, or those up to its checkpoint), open to append the rest a line each."""
+    handle = (out_dir / LOSS_FILE).open("w", encoding="utf-8", buffering=1)
+    handle.writelines(json.dumps(entry) + "\n" for entry in log)
+    return handle
+
+
+def _write_entry(handle: Any, entry: dict[str, Any]) -> None:
+    if handle is not None:
+        handle.write(json.dumps(entry) + "\n")
 
 
 # --- several devices ----------------------------------------------------------------------

@@ -12,6 +12,10 @@ ARCHITECTURES = ("gpt2", "llama")
 # A masked model's architecture: BERT's (post-norm layers, learned positions, an MLM head).
 MASKED_ARCHITECTURES = ("bert",)
 CHECKPOINT_PREFIX = "checkpoint-"  # a checkpoint's folder: checkpoint-<tokens>
+# Every entry of the loss log, one JSON object a line, in the model's folder; the run's
+# row keeps at most about LOG_POINTS of them (`thin_log`).
+LOSS_FILE = "loss.jsonl"
+LOG_POINTS = 500
 # Tokenizers trained on the corpus; "model": a registered model's, as it is.
 TOKENIZERS = ("bpe", "unigram", "model")
 # A masked model's: byte-level BPE (the default, as RoBERTa's) or WordPiece (BERT's),
@@ -419,3 +423,29 @@ def model_tokenizer(source: str, kind: str = "causal") -> Any:
             f"the tokenizer of {source!r} has no mask token, which a masked model predicts"
         )
     return tokenizer
+
+
+def log_stride(steps: int, points: int = LOG_POINTS) -> int:
+    """The step stride that leaves at most `points` training-loss points of `steps` steps:
+    1, 2, 4, ... (a power of 2, so that the points kept at one stride are kept at the next)."""
+    stride = 1
+    while steps // stride > points:
+        stride *= 2
+    return stride
+
+
+def thin_log(entries: list[dict[str, Any]], steps: int) -> list[dict[str, Any]]:
+    """The loss log as the run's row keeps it: every validation entry, and the training
+    loss of the first step, of every step on a stride of `log_stride(steps)`, and of the
+    last step reported. Thinning what was thinned keeps the same entries, whatever the
+    reports' sizes, so the row can be thinned at each report."""
+    stride = log_stride(max(steps, 1))
+    if stride == 1:
+        return entries
+    train = [e for e in entries if "validation_loss" not in e]
+    last = train[-1]["step"] if train else None
+    return [
+        e
+        for e in entries
+        if "validation_loss" in e or int(e["step"]) % stride == 0 or int(e["step"]) in (1, last)
+    ]

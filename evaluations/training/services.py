@@ -617,15 +617,15 @@ def _open_run(run_id: int, attempt: int) -> TrainingRun | None:
     return run
 
 
-def _merged_log(
-    stored: list[dict[str, Any]], entries: list[dict[str, Any]]
-) -> list[dict[str, Any]]:
-    """`entries` replace what is stored from their first step on: a worker that resumed
-    from a checkpoint reports those steps again."""
+def _merged_log(run: TrainingRun, entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """`entries` replace what is stored from their first step on (a worker that resumed
+    from a checkpoint reports those steps again), thinned to what the row keeps
+    (`thin_log`: about LOG_POINTS entries; the whole log is the folder's loss.jsonl)."""
     if not entries:
-        return stored
+        return run.log
     first = min(int(e["step"]) for e in entries)
-    return [e for e in stored if int(e["step"]) < first] + entries
+    merged = [e for e in run.log if int(e["step"]) < first] + entries
+    return causal_options.thin_log(merged, int(run.options.get("steps") or 0))
 
 
 def training_log_append(*, run_id: int, attempt: int, entries: list[dict[str, Any]]) -> bool:
@@ -634,12 +634,23 @@ def training_log_append(*, run_id: int, attempt: int, entries: list[dict[str, An
         run = _open_run(run_id, attempt)
         if run is None:
             return False
-        run.log = _merged_log(run.log, entries)
+        run.log = _merged_log(run, entries)
         TrainingRun.objects.filter(pk=run.pk).update(log=run.log)
     return True
 
 
+def _is_final(run: TrainingRun, point: dict[str, Any]) -> bool:
+    """Whether `point` is the checkpoint of the run's last step, whose weights are the
+    finished model's (the schedule always ends on the last step)."""
+    return 0 < int(run.options.get("steps") or 0) <= int(point["step"])
+
+
 def _checkpoint_model(run: TrainingRun, point: dict[str, Any]) -> LanguageModel:
+    """The model a checkpoint is registered as: its own, or for the last step's the
+    finished model itself (the same weights: evaluated once, as the finished model,
+    when the run is done, and read as the curve's last point)."""
+    if _is_final(run, point):
+        return run.model
     base = run.model
     tokens = int(point["tokens"])
     folder = str(Path(run.out_dir) / str(point["folder"]))
@@ -732,9 +743,10 @@ def training_checkpoint_store(
             status=S.RUNNING, started_at=now
         )
         TrainingRun.objects.filter(pk=run.pk).update(
-            checkpoints=checkpoints, log=_merged_log(run.log, entries)
+            checkpoints=checkpoints, log=_merged_log(run, entries)
         )
-        _evaluate(run, [model])
+        if not _is_final(run, point):  # the finished model's folder is written after it
+            _evaluate(run, [model])
     return True
 
 
@@ -765,7 +777,7 @@ def training_results_store(*, run_id: int, attempt: int, results: dict[str, Any]
         for point in points:
             if int(point["tokens"]) not in checkpoints:  # a report that never arrived
                 model = _checkpoint_model(run, point)
-                if not point.get("removed"):
+                if not point.get("removed") and model != run.model:
                     models.append(model)
                 checkpoints[int(point["tokens"])] = _record(point, model)
         removed = {int(p["tokens"]) for p in points if p.get("removed")}
@@ -780,7 +792,7 @@ def training_results_store(*, run_id: int, attempt: int, results: dict[str, Any]
             S.DONE,
             summary=summary,
             checkpoints=records,
-            log=_merged_log(run.log, results.get("log") or []),
+            log=_merged_log(run, results.get("log") or []),
             progress_done=steps,
             progress_total=steps,
             finished_at=timezone.now(),

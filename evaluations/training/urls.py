@@ -19,6 +19,7 @@ urlpatterns = [
         detail_name="run",
     ),
     path("training/<int:pk>/curves.csv", views.training_curves_csv, name="training_curves_csv"),
+    path("training/<int:pk>/loss.jsonl", views.training_loss_log, name="training_loss_log"),
     path("training/<int:pk>/curves.json", views.training_curves_json, name="training_curves_json"),
 ]
 

@@ -4,11 +4,12 @@ checkpoints, learning curves), cancel and retry, and the learning curves as CSV 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import FileResponse, Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 
 from evaluations.runs import lifecycle as runs
@@ -16,6 +17,7 @@ from evaluations.runs.views import request_form_page, run_action_views
 from evaluations.training import corpus_check, selectors, services
 from evaluations.training.forms import TrainingRequestForm
 from evaluations.training.models import TrainingRun
+from evaluations.training.options import LOSS_FILE
 from suites.corpora.models import Corpus
 
 # The corpora the Training page lists to train on (the Corpora page lists them all).
@@ -117,6 +119,22 @@ def training_curves_json(request: HttpRequest, pk: int) -> HttpResponse:
     response = HttpResponse(json.dumps(body, indent=2) + "\n", content_type="application/json")
     response["Content-Disposition"] = f'attachment; filename="{run.model.name}.curves.json"'
     return response
+
+
+def training_loss_log(request: HttpRequest, pk: int) -> FileResponse:
+    """The whole loss log (every step's training loss and every validation loss), one
+    JSON object a line, as the worker wrote it into the model's folder; the page and the
+    API show a thinned one."""
+    run = _run(pk)
+    path = Path(run.out_dir) / LOSS_FILE if run.out_dir else None
+    if path is None or not path.is_file():
+        raise Http404(f"Training run {pk} has no loss log file (yet, or on this machine).")
+    return FileResponse(
+        path.open("rb"),
+        as_attachment=True,
+        filename=f"{run.model.name}.loss.jsonl",
+        content_type="application/jsonl",
+    )
 
 
 training_retry, training_cancel = run_action_views(

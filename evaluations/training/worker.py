@@ -175,7 +175,8 @@ def _causal(
     if not summary.stopped:
         causal.remove_training_data(out_dir)
     facts = asdict(summary)
-    log_entries = facts.pop("log")
+    # The row keeps a thinned log; the whole one is the folder's loss.jsonl.
+    log_entries = causal.thin_log(facts.pop("log"), options.steps)
     checkpoints = facts.pop("checkpoints")
     return {
         "kind": options.objective,

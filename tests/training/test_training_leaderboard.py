@@ -27,8 +27,9 @@ def run(training_dirs, tmp_path, alice):
     text.write_text("the dog barks\nthe dogs bark\na cat sleeps\n")
     book = corpus_import(source=text, name="book", owner=None)
     made = services.training_request(
-        corpus=book, name="Book GPT", kind="causal", options={"steps": 8}, user=alice
+        corpus=book, name="Book GPT", kind="causal", options={"steps": 16}, user=alice
     )
+    # Checkpoints before the last step (whose checkpoint is the finished model itself).
     # Reports in any order: the last checkpoint's, which says retention removed the
     # first, arrives before the first's.
     for step, removed in ((8, ["checkpoint-512"]), (1, []), (2, [])):

@@ -81,7 +81,7 @@ def test_causal_run_in_process(
             corpus=corpus,
             name="Book GPT",
             kind="causal",
-            options={"preset": "tiny", "steps": 4, "checkpoints": 2, "micro_batch": 4},
+            options={"preset": "tiny", "steps": 4, "checkpoints": 3, "micro_batch": 4},
             suites=[suite],
             pair_sets=[pair_set],
             probing_tasks=[attractors],
@@ -96,12 +96,12 @@ def test_causal_run_in_process(
     results = run_training(json.loads(json.dumps(payload)), progress=lambda done, total: None)
     # The worker reported each checkpoint on the default queue; store them as that would.
     reported = results["checkpoints"]
-    assert [(c["step"], c["tokens"]) for c in reported] == [(1, 256), (4, 1024)]
+    assert [(c["step"], c["tokens"]) for c in reported] == [(1, 256), (2, 512), (4, 1024)]
     # What each checkpoint takes on disk, its training state included.
     folder = Path(run.out_dir) / "checkpoint-256"
     assert reported[0]["bytes"] == sum(f.stat().st_size for f in folder.rglob("*") if f.is_file())
     # Someone registered the name the second checkpoint would get: it gets another.
-    LanguageModel.objects.create(name="book-gpt-1024", display_name="x", source="gpt2")
+    LanguageModel.objects.create(name="book-gpt-512", display_name="x", source="gpt2")
     services.training_checkpoint_store(run_id=run.pk, attempt=1, point=reported[0], entries=[])
     # A report that comes twice changes nothing.
     services.training_checkpoint_store(run_id=run.pk, attempt=1, point=reported[0], entries=[])
@@ -110,7 +110,14 @@ def test_causal_run_in_process(
     run.refresh_from_db()
     assert run.status == "done" and run.progress_done == 4
     assert [c["bytes"] for c in run.checkpoints] == [c["bytes"] for c in reported]
-    assert [c["model"] for c in run.checkpoints] == ["book-gpt-256", f"book-gpt-1024-run{run.pk}"]
+    # The last step's checkpoint has the finished model's weights: it is the finished
+    # model (issue 46, defect 5), evaluated once.
+    assert [c["model"] for c in run.checkpoints] == [
+        "book-gpt-256",
+        f"book-gpt-512-run{run.pk}",
+        "book-gpt",
+    ]
+    assert not LanguageModel.objects.filter(name__startswith="book-gpt-1024").exists()
     first = LanguageModel.objects.get(name="book-gpt-256")
     assert first.display_name == "Book GPT@256"
     assert first.source == str(Path(run.out_dir) / "checkpoint-256")
@@ -118,8 +125,8 @@ def test_causal_run_in_process(
     asked = Evaluation.objects.filter(suite=suite).order_by("model__name")
     assert [e.model.name for e in asked] == [
         "book-gpt",
-        f"book-gpt-1024-run{run.pk}",
         "book-gpt-256",
+        f"book-gpt-512-run{run.pk}",
     ]
     pairs = PairEvaluation.objects.filter(pair_set=pair_set).order_by("model__name")
     assert [e.model.name for e in pairs] == [e.model.name for e in asked]
@@ -127,10 +134,14 @@ def test_causal_run_in_process(
     assert [(p.model.name, p.pooling, p.probe) for p in probes] == [
         (e.model.name, "mean", "logreg") for e in asked
     ]
-    # The loss curve: 4 steps and 2 validation points.
+    # The loss curve: 4 steps and 3 validation points; the folder's file has them too.
     loss = selectors.loss_curves(run)
     assert [p[0] for p in loss["train"]] == [256, 512, 768, 1024]
-    assert [p[0] for p in loss["validation"]] == [256, 1024]
+    assert [p[0] for p in loss["validation"]] == [256, 512, 1024]
+    logged = (Path(run.out_dir) / "loss.jsonl").read_text().splitlines()
+    assert [json.loads(line) for line in logged] == run.log
+    download = Client().get(f"/training/{run.pk}/loss.jsonl")
+    assert download.getvalue().decode().splitlines() == logged
     # Each model's page names its training run and corpus (provenance).
     client = Client()
     page = client.get("/models/book-gpt-256/").content.decode()
@@ -138,37 +149,45 @@ def test_causal_run_in_process(
     assert f'<a href="/training/{run.pk}/">training run {run.pk}</a> (done)' in page
     page = client.get("/models/book-gpt/").content.decode()
     assert "Causal transformer from scratch,\n  trained on the corpus" in page
-    assert client.get(f"/models/book-gpt-1024-run{run.pk}/").status_code == 200
+    assert client.get(f"/models/book-gpt-512-run{run.pk}/").status_code == 200
     # Learning curves from the checkpoints' suite runs, once they are done.
     Evaluation.objects.filter(model__name="book-gpt-256").update(status="done", accuracy=0.9)
-    Evaluation.objects.filter(model__name=f"book-gpt-1024-run{run.pk}").update(
-        status="done", accuracy=0.85
+    Evaluation.objects.filter(model__name=f"book-gpt-512-run{run.pk}").update(
+        status="done", accuracy=0.8
     )
+    Evaluation.objects.filter(model__name="book-gpt").update(status="done", accuracy=0.85)
     PairEvaluation.objects.filter(pair_set=pair_set).update(status="done", accuracy=0.5)
     curves = selectors.learning_curves(run)
     ProbingRun.objects.filter(model__name="book-gpt-256").update(status="done", best_te=0.7)
     curves = selectors.learning_curves(run)
     row, pair_row, probe_row = curves["suites"]
     assert probe_row["kind"] == "probing"
-    assert [p["accuracy"] for p in probe_row["points"]] == [0.7, None]
+    assert [p["accuracy"] for p in probe_row["points"]] == [0.7, None, None]
     assert (pair_row["kind"], pair_row["suite"], pair_row["age_of_acquisition"]) == (
         "pairs",
         "agreement pairs",
         None,
     )
-    assert [p["accuracy"] for p in pair_row["points"]] == [0.5, 0.5]
-    assert [(p["tokens"], p["accuracy"]) for p in row["points"]] == [(256, 0.9), (1024, 0.85)]
+    assert [p["accuracy"] for p in pair_row["points"]] == [0.5, 0.5, 0.5]
+    assert [(p["tokens"], p["accuracy"]) for p in row["points"]] == [
+        (256, 0.9),
+        (512, 0.8),
+        (1024, 0.85),
+    ]
     assert row["age_of_acquisition"] == 256
     assert selectors.learning_curves(run, threshold=0.88)["suites"][0]["age_of_acquisition"] is None
     assert selectors.learning_curves(run, threshold=0.5)["suites"][1]["age_of_acquisition"] == 256
     assert selectors.curves_csv(curves).splitlines() == [
         "kind,benchmark,tokens,step,model,accuracy,age_of_acquisition",
         f"suite,{suite.name},256,1,book-gpt-256,0.900000,256",
-        f"suite,{suite.name},1024,4,book-gpt-1024-run{run.pk},0.850000,256",
+        f"suite,{suite.name},512,2,book-gpt-512-run{run.pk},0.800000,256",
+        f"suite,{suite.name},1024,4,book-gpt,0.850000,256",
         "pairs,agreement pairs,256,1,book-gpt-256,0.500000,",
-        f"pairs,agreement pairs,1024,4,book-gpt-1024-run{run.pk},0.500000,",
+        f"pairs,agreement pairs,512,2,book-gpt-512-run{run.pk},0.500000,",
+        "pairs,agreement pairs,1024,4,book-gpt,0.500000,",
         "probing,attractors,256,1,book-gpt-256,0.700000,",
-        f"probing,attractors,1024,4,book-gpt-1024-run{run.pk},,",
+        f"probing,attractors,512,2,book-gpt-512-run{run.pk},,",
+        "probing,attractors,1024,4,book-gpt,,",
     ]
 
 
