@@ -143,6 +143,13 @@ class Command(StandaloneCommand):
             default="auto",
             help="torch.compile the model: auto compiles on a GPU only",
         )
+        parser.add_argument(
+            "--fresh",
+            action="store_true",
+            help="start afresh in --out: delete the checkpoints, token files and logs an "
+            "earlier training left there (without it, a folder whose training had other "
+            "inputs is refused, and one with the same inputs is resumed)",
+        )
         parser.add_argument("--stop-after-step", type=int, default=0, help=argparse.SUPPRESS)
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -150,6 +157,7 @@ class Command(StandaloneCommand):
         if not path.is_file():
             raise CommandError(f"--corpus {path}: no such file")
         out = Path(options["out"])
+        self.fresh = bool(options["fresh"])
         try:
             source = corpus_file(
                 path,
@@ -353,6 +361,7 @@ class Command(StandaloneCommand):
                 settings,
                 on_step=progress,
                 on_checkpoint=checkpoint,
+                fresh=bool(self.fresh),
             )
         except causal.CausalTrainingError as exc:
             raise CommandError(str(exc)) from None
