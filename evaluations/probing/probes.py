@@ -351,3 +351,177 @@ def length_baseline(
         return accuracy(predicted, gold)
 
     return score(len_va, y_va), score(len_te, y_te)
+
+
+# Batched logistic regression: the probes of several layers, label sets (the task's and
+# a control's) and seeds at once.
+
+# Bytes of features a batch of layers may hold on its device (standardised copies of tr,
+# va and te); more layers than fit are fitted in several batches.
+BATCH_FEATURE_BYTES = 2 * 1024**3
+
+
+@dataclass
+class Layer:
+    """One layer's vectors of the three partitions (numpy float32)."""
+
+    x_tr: np.ndarray
+    x_va: np.ndarray
+    x_te: np.ndarray
+
+
+@dataclass
+class Labels:
+    """One label set of the three partitions (the task's, or a control task's)."""
+
+    y_tr: np.ndarray
+    y_va: np.ndarray
+    y_te: np.ndarray
+
+
+def fit_logreg_batched(
+    layers: Sequence[Layer],
+    label_sets: Sequence[Labels],
+    n_classes: int,
+    *,
+    seeds: Sequence[int] = (SEED,),
+    grid: Sequence[float] = LOGREG_GRID,
+    device: str = "cpu",
+    max_iter: int = 100,
+    batch_bytes: int = BATCH_FEATURE_BYTES,
+) -> list[list[list[ProbeFit]]]:
+    """`fit_logreg` for every (layer, label set, seed), as one problem per batch of
+    layers: fits[layer][label set][seed]. The same loss, starting weights, grid (strongest
+    first, each l2 starting from the previous one's weights) and choice on va (strictly
+    better only) as `fit_logreg`; the losses of all the probes are summed, so the
+    gradient of each probe's weights is its own loss's, and one L-BFGS (`max_iter`
+    iterations per l2, as `fit_logreg`'s) runs on them all: each layer's features are
+    multiplied once per evaluation for all its probes, instead of once per probe. The
+    optimum of each probe is the same convex optimum; where L-BFGS stops short of it
+    differs, so accuracies agree with `fit_logreg`'s within its own seed-to-seed noise."""
+    if not layers:
+        return []
+    n = max(1, len(layers[0].x_tr) + len(layers[0].x_va) + len(layers[0].x_te))
+    per_layer = 4 * n * layers[0].x_tr.shape[1]
+    step = max(1, min(len(layers), batch_bytes // max(per_layer, 1)))
+    fits: list[list[list[ProbeFit]]] = []
+    for start in range(0, len(layers), step):
+        fits += _fit_batch(
+            layers[start : start + step], label_sets, n_classes, seeds, grid, device, max_iter
+        )
+    return fits
+
+
+def _standardised(layers: Sequence[Layer], device: str) -> tuple[torch.Tensor, ...]:
+    """(L, n, d) tensors of tr, va and te, each layer standardised as `_tensors` does."""
+    prepared = [
+        _tensors(
+            Split(
+                b.x_tr, np.zeros(len(b.x_tr), np.int64), b.x_va, np.zeros(0), b.x_te, np.zeros(0), 1
+            ),
+            device,
+        )  # fmt: skip
+        for b in layers
+    ]
+    return tuple(torch.stack([p[i] for p in prepared]) for i in (0, 2, 3))
+
+
+def _start_weights(width: int, n_classes: int, seeds: Sequence[int]) -> torch.Tensor:
+    """(width, seeds * classes): each seed's starting weights, as `fit_logreg` draws them."""
+    columns = []
+    for seed in seeds:
+        start = torch.zeros((width, n_classes))
+        if seed != SEED:
+            start = 0.01 * torch.randn(
+                (width, n_classes), generator=torch.Generator().manual_seed(seed)
+            )
+        columns.append(start)
+    return torch.cat(columns, dim=1)
+
+
+def _fit_batch(
+    layers: Sequence[Layer],
+    label_sets: Sequence[Labels],
+    n_classes: int,
+    seeds: Sequence[int],
+    grid: Sequence[float],
+    device: str,
+    max_iter: int,
+) -> list[list[list[ProbeFit]]]:
+    x_tr, x_va, x_te = _standardised(layers, device)
+    n_layers, _, width = x_tr.shape
+    probes = len(label_sets) * len(seeds)  # per layer, label set major
+    start = _start_weights(width, n_classes, seeds).repeat(1, len(label_sets))
+    weight = start.expand(n_layers, -1, -1).clone().to(device).requires_grad_(True)
+    bias = torch.zeros((n_layers, 1, probes * n_classes), device=device, requires_grad=True)
+    # Targets (probes, n_tr): each label set's, once per seed.
+    targets = torch.stack(
+        [
+            torch.as_tensor(labels.y_tr, dtype=torch.long) for labels in label_sets for _ in seeds
+        ]  # fmt: skip
+    ).to(device)
+    best: list[list[ProbeFit | None]] = [[None] * probes for _ in range(n_layers)]
+    for l2 in sorted(grid, reverse=True):
+        optimizer = torch.optim.LBFGS(
+            [weight, bias],
+            lr=1.0,
+            max_iter=max_iter,
+            history_size=10,
+            tolerance_grad=1e-6,
+            tolerance_change=1e-9,
+            line_search_fn="strong_wolfe",
+        )
+
+        def closure(l2: float = l2, optimizer: torch.optim.LBFGS = optimizer) -> torch.Tensor:
+            optimizer.zero_grad()
+            logits = (torch.bmm(x_tr, weight) + bias).view(n_layers, -1, probes, n_classes)
+            # (layers, classes, n, probes) against (layers, n, probes) targets.
+            loss = (
+                torch.nn.functional.cross_entropy(
+                    logits.permute(0, 3, 1, 2),
+                    targets.t().expand(n_layers, -1, -1),
+                    reduction="none",
+                )
+                .mean(dim=1)
+                .sum()
+            )
+            loss = loss + 0.5 * l2 * weight.pow(2).sum()
+            loss.backward()
+            return loss
+
+        optimizer.step(closure)
+        _choose(best, x_va, x_te, weight, bias, label_sets, seeds, n_classes, l2)
+    return [
+        [[best[k][s * len(seeds) + i] for i in range(len(seeds))]  # type: ignore[misc]
+         for s in range(len(label_sets))]
+        for k in range(n_layers)
+    ]  # fmt: skip
+
+
+def _choose(
+    best: list[list[ProbeFit | None]],
+    x_va: torch.Tensor,
+    x_te: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor,
+    label_sets: Sequence[Labels],
+    seeds: Sequence[int],
+    n_classes: int,
+    l2: float,
+) -> None:
+    """Keep, for each probe, this l2's fit when its va accuracy is strictly better."""
+    n_layers = x_va.shape[0]
+    probes = len(label_sets) * len(seeds)
+    with torch.no_grad():
+        va = (torch.bmm(x_va, weight) + bias).view(n_layers, -1, probes, n_classes).argmax(3)
+        te = (torch.bmm(x_te, weight) + bias).view(n_layers, -1, probes, n_classes).argmax(3)
+    va_pred, te_pred = va.cpu().numpy(), te.cpu().numpy()
+    for k in range(n_layers):
+        for p in range(probes):
+            labels = label_sets[p // len(seeds)]
+            va_accuracy = accuracy(va_pred[k, :, p], labels.y_va)
+            if best[k][p] is None or va_accuracy > best[k][p].va_accuracy:  # type: ignore[union-attr]
+                predicted = te_pred[k, :, p]
+                best[k][p] = ProbeFit(
+                    va_accuracy, accuracy(predicted, labels.y_te), {"l2": l2}, predicted
+                )

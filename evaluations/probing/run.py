@@ -36,10 +36,14 @@ from suites.formats.probing import PARTITIONS, ProbingInstance, sort_labels
 from . import controls
 from .extract import DEFAULT_MEMORY_LIMIT, Features, extract_features
 from .probes import (
+    BATCH_FEATURE_BYTES,
+    Labels,
+    Layer,
     ProbeFit,
     Split,
     confusion_matrix,
     fit_logreg,
+    fit_logreg_batched,
     fit_probe,
     length_baseline,
     majority_baseline,
@@ -307,10 +311,14 @@ def _fits(
 
 
 def _probe_layer(
-    x: dict[str, np.ndarray], plan: LayerPlan, k: int
+    x: dict[str, np.ndarray],
+    plan: LayerPlan,
+    k: int,
+    fitted: list[list[ProbeFit]] | None = None,
 ) -> tuple[dict[str, Any], np.ndarray]:
-    """One layer's entry of the document, and the first seed's te predictions."""
-    fits = _fits(x, plan, plan.y, "task")
+    """One layer's entry of the document, and the first seed's te predictions. `fitted`:
+    the task's and the control's probes of this layer, fitted in a batch already."""
+    fits = fitted[0] if fitted else _fits(x, plan, plan.y, "task")
     va = [fit.va_accuracy for fit in fits]
     te = [fit.te_accuracy for fit in fits]
     entry: dict[str, Any] = {
@@ -324,7 +332,7 @@ def _probe_layer(
         "seed_te": te,
     }
     if plan.y_control is not None:
-        cfits = _fits(x, plan, plan.y_control, "control")
+        cfits = fitted[1] if fitted else _fits(x, plan, plan.y_control, "control")
         c_te = [fit.te_accuracy for fit in cfits]
         control_te = float(np.mean(c_te))
         entry["control"] = {
@@ -355,14 +363,53 @@ def probe_layers(
     predictions: list[np.ndarray] = []
     if progress is not None:
         progress("probes", 0, features.n_layers)
-    for k in range(features.n_layers):
-        x = {name: features.layer(k, plan.rows[name]) for name in PARTITIONS}
-        entry, te_predictions = _probe_layer(x, plan, k)
-        layers.append(entry)
-        predictions.append(te_predictions)
-        if progress is not None:
-            progress("probes", k + 1, features.n_layers)
+    chunk = _layers_per_batch(features, plan)
+    for first in range(0, features.n_layers, chunk):
+        ks = range(first, min(first + chunk, features.n_layers))
+        xs = [{name: features.layer(k, plan.rows[name]) for name in PARTITIONS} for k in ks]
+        batched = _batched_fits(xs, plan) if plan.probe == "logreg" else [None] * len(xs)
+        for k, x, fitted in zip(ks, xs, batched, strict=True):
+            entry, te_predictions = _probe_layer(x, plan, k, fitted)
+            layers.append(entry)
+            predictions.append(te_predictions)
+            if progress is not None:
+                progress("probes", k + 1, features.n_layers)
     return layers, predictions
+
+
+def _layers_per_batch(features: Features, plan: LayerPlan) -> int:
+    """How many layers' logistic-regression probes fit in one batch: as many as
+    BATCH_FEATURE_BYTES of features allow (1 for the MLP, fitted probe by probe)."""
+    if plan.probe != "logreg" or features.n_layers == 0:
+        return 1
+    n = sum(len(rows) for rows in plan.rows.values())
+    width = features.layer(0, plan.rows["va"][:1]).shape[1]
+    return max(1, min(features.n_layers, BATCH_FEATURE_BYTES // max(1, 4 * n * width)))
+
+
+def _batched_fits(
+    xs: list[dict[str, np.ndarray]], plan: LayerPlan
+) -> list[list[list[ProbeFit]] | None]:
+    """The task's (and the control's) logistic-regression probes of the layers `xs`, each
+    seed, fitted as one batch; the time is shared between the task's and the control's
+    phases by their number of probes."""
+    clock = time.perf_counter()
+    label_sets = [Labels(plan.y["tr"], plan.y["va"], plan.y["te"])]
+    if plan.y_control is not None:
+        c = plan.y_control
+        label_sets.append(Labels(c["tr"], c["va"], c["te"]))
+    fits = fit_logreg_batched(
+        [Layer(x["tr"], x["va"], x["te"]) for x in xs],
+        label_sets,
+        plan.n_classes,
+        seeds=plan.seeds,
+        device=plan.device,
+    )
+    spent = (time.perf_counter() - clock) / len(label_sets)
+    plan.seconds["task"] += spent
+    if plan.y_control is not None:
+        plan.seconds["control"] += spent
+    return list(fits)
 
 
 def _counts(labels: list[str], y: dict[str, np.ndarray]) -> dict[str, dict[str, int]]:
