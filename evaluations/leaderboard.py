@@ -42,6 +42,9 @@ class SuiteColumn:
     # Its number on the leaderboard (1, 2, ... in name order): narrow column headers show
     # it, the legend under the board gives each number's full name.
     number: int = 0
+    # How its accuracies compare pairs (minimal-pair sets: every cell of the column has
+    # the set's metric, so a board compares like with like); "" for suites.
+    metric: str = ""
 
 
 @dataclass
@@ -156,17 +159,24 @@ class Leaderboard:
         }
 
 
-def data_columns(benchmarks: QuerySet[Any]) -> list[SuiteColumn]:
+def data_columns(benchmarks: QuerySet[Any], *, metric: bool = False) -> list[SuiteColumn]:
     """Every benchmark (suites, minimal-pair sets: anything with a name and tags) with its
-    tags, in one query (a left join: one row per benchmark and tag)."""
+    tags (and `metric`, for minimal-pair sets), in one query (a left join: one row per
+    benchmark and tag)."""
     tags: dict[int, list[str]] = {}
     names: dict[int, str] = {}
-    for suite_id, name, tag in benchmarks.order_by("name").values_list("id", "name", "tags__name"):
+    metrics: dict[int, str] = {}
+    fields = ["id", "name", "tags__name", *(["metric"] if metric else [])]
+    for suite_id, name, tag, *rest in benchmarks.order_by("name").values_list(*fields):
         names[suite_id] = name
+        metrics[suite_id] = str(rest[0]) if rest else ""
         bucket = tags.setdefault(suite_id, [])
         if tag is not None:
             bucket.append(tag)
-    return [SuiteColumn(id=i, name=names[i], tags=tuple(sorted(tags[i]))) for i in names]
+    return [
+        SuiteColumn(id=i, name=names[i], tags=tuple(sorted(tags[i])), metric=metrics[i])
+        for i in names
+    ]
 
 
 def tag_groups(suites: Iterable[SuiteColumn]) -> list[Group]:

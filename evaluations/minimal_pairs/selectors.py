@@ -44,7 +44,10 @@ def pair_leaderboard(
     analysing the run where no page has yet."""
     # Word-corrected runs measure another quantity: never ranked with the rest.
     current = PairEvaluation.objects.filter(
-        status=DONE, content_hash=F("pair_set__content_hash"), word_probability="tokens"
+        status=DONE,
+        content_hash=F("pair_set__content_hash"),
+        word_probability="tokens",
+        metric=F("pair_set__metric"),
     ).order_by()
     cell_interval = None
     if intervals:
@@ -55,7 +58,7 @@ def pair_leaderboard(
             return wilson_interval(round(accuracy * count), count)
 
     return boards.board(
-        boards.data_columns(MinimalPairSet.objects.all()),
+        boards.data_columns(MinimalPairSet.objects.all(), metric=True),
         current,
         "pair_set_id",
         tag=tag,
@@ -170,7 +173,7 @@ def model_pair_results(model: LanguageModel) -> list[PairScore]:
             "pair_set_id"
         )
     )
-    columns = boards.data_columns(sets)
+    columns = boards.data_columns(sets, metric=True)
     return _scores(runs, {c.id: c.tags for c in columns})
 
 

@@ -80,13 +80,18 @@ def minimal_pair_set_import(
     drop_incomplete_pairs: bool = False,
     rename_if_taken: bool = False,
     file_format: str = "",
+    parsed: mp.MinimalPairSet | None = None,
+    metric: str = "",
 ) -> PairSetReport:
     """Validate a minimal-pair file (any format of suites/formats/pair_datasets.py,
     detected, or named by `file_format`) and save it as a set, all or nothing. Raises PairSetInvalid with every error found. `drop_incomplete_pairs`
     leaves out (with a warning) the pairs that lack an expected or an unexpected
     sentence, as NLPScholar does, instead of refusing the file. `rename_if_taken`: a
-    taken name becomes the first free '<name> (2)', … (`renamed_from` keeps the asked)."""
-    parsed = _parse(data, filename, drop_incomplete_pairs, file_format)
+    taken name becomes the first free '<name> (2)', … (`renamed_from` keeps the asked).
+    `parsed`: the set already read (an lm-eval task folder), `data` unused; `metric`: the
+    set's metric instead of its format's."""
+    if parsed is None:
+        parsed = _parse(data, filename, drop_incomplete_pairs, file_format)
     asked = name
     name = upload_name(MinimalPairSet, name, rename_if_taken=rename_if_taken)
     tags = list(tags)
@@ -100,6 +105,7 @@ def minimal_pair_set_import(
                 owner=owner,
                 description=description,
                 source_format=parsed.source_format,
+                metric=metric or mp.format_metric(parsed.source_format),
                 columns=parsed.columns,
                 condition_columns=parsed.condition_columns,
                 import_warnings=parsed.warnings,
