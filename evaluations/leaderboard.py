@@ -428,7 +428,13 @@ def leaderboard_data(board: Leaderboard, *, noun: str = "suites") -> dict[str, A
             for g in board.groups
         ],
         noun: [
-            {"name": s.name, "tags": list(s.tags), "compared": s.id in compared}
+            {
+                "name": s.name,
+                "tags": list(s.tags),
+                "compared": s.id in compared,
+                # Minimal-pair sets: the metric of every accuracy in the column.
+                **({"metric": s.metric} if s.metric else {}),
+            }
             for s in board.suites
         ],
         "rows": [

@@ -376,7 +376,11 @@ class PairEvaluationTable(APIView):
         analysis = pair_results.analyze_evaluation(evaluation, options, tables=(table,))
         out = getattr(analysis, table)
         if tsv:
-            return Response(table_to_tsv(with_word_probability(out, corrected)))
+            out = with_word_probability(out, corrected)
+            if options.metric != "nlpscholar":
+                # Named where it is not NLPScholar's, whose files stay as NLPScholar writes them.
+                out = with_column(out, "metric", options.metric)
+            return Response(table_to_tsv(out))
         return Response(
             {
                 "columns": out.columns,
@@ -406,6 +410,15 @@ def word_probability_named(evaluation: PairEvaluation) -> str | None:
 
 def _named(word_probability: str | None) -> dict[str, str]:
     return {} if word_probability is None else {"word_probability": word_probability}
+
+
+def with_column(table: Table, name: str, value: str) -> Table:
+    """The table with a last column `name` holding `value` on every row."""
+    return Table(
+        columns=[*table.columns, name],
+        rows=[[*row, value] for row in table.rows],
+        index=table.index,
+    )
 
 
 def with_word_probability(table: Table, word_probability: str | None) -> Table:

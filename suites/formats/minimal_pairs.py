@@ -168,6 +168,9 @@ class MinimalPairSet:
     source_format: str
     warnings: list[str] = field(default_factory=list)
     dropped_pairs: list[str] = field(default_factory=list)
+    # The metric its publishers report where the data says so (an lm-eval task's
+    # delimiter); "" for the format's own (format_metric).
+    metric: str = ""
 
     @property
     def has_pairs(self) -> bool:

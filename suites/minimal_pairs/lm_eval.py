@@ -14,8 +14,10 @@ that is not one of the two, data that is not local JSONL) is refused with the re
 
 from __future__ import annotations
 
+import io
 import json
 import re
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -24,6 +26,9 @@ import yaml
 
 from suites.formats import minimal_pairs as mp
 from suites.formats.limits import DEFAULT_LIMITS, InputLimits
+
+# The upload format's name (file_format; a zip is detected without it).
+UPLOAD_FORMAT = "lm-eval"
 
 # Gym metric -> the harness's target delimiter that reproduces it.
 DELIMITERS = {"lm_eval": " ", "sentence": ""}
@@ -210,7 +215,7 @@ def _check_shape(config: dict[str, Any], where: str) -> tuple[str, str, int, str
     return choices.group(1), choices.group(2), int(target), delimiter
 
 
-def _data_file(config: dict[str, Any], folder: Path, where: str) -> Path:
+def _data_name(config: dict[str, Any], where: str) -> str:
     if config.get("dataset_path") != "json":
         raise _refuse(
             "dataset_path must be json with local data_files (a hub dataset cannot be "
@@ -220,44 +225,99 @@ def _data_file(config: dict[str, Any], folder: Path, where: str) -> Path:
     files = (config.get("dataset_kwargs") or {}).get("data_files")
     split = config.get("test_split") or config.get("validation_split")
     if isinstance(files, str):
-        named = files
-    elif isinstance(files, dict) and split in files and isinstance(files[split], str):
-        named = files[split]
-    else:
-        raise _refuse(
-            "dataset_kwargs.data_files must name one JSONL file for the task's split",
-            f"{where} dataset_kwargs",
+        return files
+    if isinstance(files, dict) and split in files and isinstance(files[split], str):
+        return str(files[split])
+    raise _refuse(
+        "dataset_kwargs.data_files must name one JSONL file for the task's split",
+        f"{where} dataset_kwargs",
+    )
+
+
+def _data_file(named: str, files: dict[str, bytes], where: str) -> tuple[str, bytes]:
+    """The data file among the folder's files: by its relative path, else (a path
+    written for another machine, as an export's absolute one) by its name alone."""
+    path = PurePosixPath(named.replace("\\", "/"))
+    if ".." not in path.parts:
+        if str(path) in files:
+            return str(path), files[str(path)]
+        by_name = [k for k in files if PurePosixPath(k).name == path.name]
+        if len(by_name) == 1:
+            return by_name[0], files[by_name[0]]
+    raise _refuse(
+        f"data file {named[:200]!r} is not a file inside the task folder", f"{where} data_files"
+    )
+
+
+# What a task folder may hold: its YAML and its data, a few other files at most.
+MAX_FILES = 20
+
+
+def folder_files(folder: Path, limits: InputLimits = DEFAULT_LIMITS) -> dict[str, bytes]:
+    """The folder's files (relative POSIX path -> content), links left out."""
+    found = [p for p in sorted(folder.rglob("*")) if p.is_file() and not p.is_symlink()]
+    if len(found) > MAX_FILES:
+        raise LmEvalTaskInvalid(f"a task folder holds at most {MAX_FILES} files", where="folder")
+    if sum(p.stat().st_size for p in found) > limits.unpacked_bytes:
+        raise LmEvalTaskInvalid("the task folder is over the upload size limit", where="folder")
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in found}
+
+
+def zip_files(data: bytes, limits: InputLimits = DEFAULT_LIMITS) -> dict[str, bytes]:
+    """A zipped task folder's files (path in the zip -> content), held to the limits
+    by the zip's own directory before anything is unpacked, and while unpacking."""
+    try:
+        archive = zipfile.ZipFile(io.BytesIO(data))
+        members = [m for m in archive.infolist() if not m.is_dir()]
+    except (zipfile.BadZipFile, ValueError) as exc:
+        raise LmEvalTaskInvalid(f"not a readable zip ({str(exc)[:200]})", where="zip") from None
+    if len(members) > MAX_FILES:
+        raise LmEvalTaskInvalid(f"a task zip holds at most {MAX_FILES} files", where="zip")
+    if sum(m.file_size for m in members) > limits.unpacked_bytes:
+        raise LmEvalTaskInvalid("the zip unpacks to more than the upload limit", where="zip")
+    files = {}
+    for member in members:
+        try:
+            with archive.open(member) as handle:
+                content = handle.read(member.file_size + 1)
+        except (zipfile.BadZipFile, ValueError, NotImplementedError, OSError) as exc:
+            where = f"zip {member.filename[:100]}"
+            raise LmEvalTaskInvalid(
+                f"{where}: unreadable ({str(exc)[:200]})", where=where
+            ) from None
+        if len(content) > member.file_size:
+            raise LmEvalTaskInvalid("a zip member is larger than it says", where="zip")
+        files[member.filename] = content
+    return files
+
+
+def task_from_files(
+    files: dict[str, bytes], *, limits: InputLimits = DEFAULT_LIMITS
+) -> ImportedTask:
+    """A task folder's files (its one YAML and the local JSONL it names) as a pair set
+    (lm-eval-task format, metric lm_eval for delimiter " ", sentence for ""). Raises
+    LmEvalTaskInvalid (where: the file and setting) or MinimalPairFormatError (rows)."""
+    yamls = sorted(k for k in files if PurePosixPath(k).suffix in (".yaml", ".yml"))
+    if len(yamls) != 1:
+        raise LmEvalTaskInvalid(
+            f"a task folder holds one task YAML file; this one holds {len(yamls)}",
+            where="folder",
         )
-    path = Path(named)
-    if not path.is_absolute():
-        path = folder / path.name if not (folder / path).is_file() else folder / path
-    resolved = path.resolve()
-    if not resolved.is_relative_to(folder.resolve()) or not resolved.is_file():
-        raise _refuse(
-            f"data file {named!r} is not a file inside the task folder", f"{where} data_files"
-        )
-    return resolved
+    where = PurePosixPath(yamls[0]).name
+    config = read_task_yaml(mp.decode_text(files[yamls[0]]), where)
+    first, second, target, delimiter = _check_shape(config, where)
+    data_name, data = _data_file(_data_name(config, where), files, where)
+    good, bad = (first, second) if target == 0 else (second, first)
+    lines = _renamed_records(data, good, bad, PurePosixPath(data_name).name)
+    parsed = mp.parse_blimp_jsonl(lines, limits=limits)
+    parsed.source_format = mp.LM_EVAL_TASK
+    parsed.metric = "lm_eval" if delimiter == " " else "sentence"
+    return ImportedTask(name=str(config["task"]), metric=parsed.metric, pair_set=parsed)
 
 
 def import_task(folder: Path, *, limits: InputLimits = DEFAULT_LIMITS) -> ImportedTask:
-    """The task folder's one YAML file and its data as a pair set (lm-eval-task format,
-    metric lm_eval for delimiter " ", sentence for ""). Raises LmEvalTaskInvalid (where:
-    the file and setting) or MinimalPairFormatError (the data's rows)."""
-    yamls = sorted(p for p in folder.glob("*.y*ml") if p.is_file())
-    if len(yamls) != 1:
-        raise LmEvalTaskInvalid(
-            f"the folder must hold one task YAML file; it holds {len(yamls)}", where=str(folder)
-        )
-    where = yamls[0].name
-    config = read_task_yaml(yamls[0].read_text(encoding="utf-8"), where)
-    first, second, target, delimiter = _check_shape(config, where)
-    data_path = _data_file(config, folder, where)
-    good, bad = (first, second) if target == 0 else (second, first)
-    lines = _renamed_records(data_path.read_bytes(), good, bad, data_path.name)
-    parsed = mp.parse_blimp_jsonl(lines, limits=limits)
-    parsed.source_format = mp.LM_EVAL_TASK
-    metric = "lm_eval" if delimiter == " " else "sentence"
-    return ImportedTask(name=str(config["task"]), metric=metric, pair_set=parsed)
+    """A task folder on disk as a pair set (`task_from_files`)."""
+    return task_from_files(folder_files(folder, limits), limits=limits)
 
 
 def _renamed_records(data: bytes, good: str, bad: str, where: str) -> str:

@@ -110,6 +110,11 @@ def test_the_api_asks_answers_and_analyses_by_metric(alice, pair_set, model) -> 
     whole = client.get(f"/api/pairs/evaluations/{run.pk}/by_cond/?metric=sentence").json()
     assert whole["metric"] == "sentence"
     assert {row[whole["columns"].index("acc")] for row in whole["rows"]} == {0.0}
+    tsv = client.get(f"/api/pairs/evaluations/{run.pk}/by_cond/?metric=sentence&format=tsv")
+    header, first = tsv.content.decode().splitlines()[:2]
+    assert header.endswith("\tmetric") and first.endswith("\tsentence")
+    plain = client.get(f"/api/pairs/evaluations/{run.pk}/by_cond/?format=tsv").content.decode()
+    assert "metric" not in plain.splitlines()[0]  # NLPScholar's own columns
     # lm_eval needs a run scored on the harness's string: a located 400.
     refused = client.get(f"/api/pairs/evaluations/{run.pk}/by_cond/?metric=lm_eval")
     assert refused.status_code == 400 and "$.metric" in refused.content.decode()
@@ -130,6 +135,8 @@ def test_boards_rank_only_runs_of_the_sets_metric(alice, pair_set, model) -> Non
     assert cells["tiny"] == (0.5, own.pk) and cells.get("other") in (None, (None, 0))
     page = token_client(alice).get("/leaderboard/").content.decode()
     assert '<small class="lb-metric">nlpscholar</small>' in page
+    data = token_client(alice).get("/api/leaderboard/minimal-pairs/").json()
+    assert [(s["name"], s["metric"]) for s in data["sets"]] == [("small", "nlpscholar")]
 
 
 def test_export_command_and_api_zip_write_the_task(alice, blimp_set, tmp_path) -> None:
@@ -203,3 +210,42 @@ def test_data_outside_the_folder_is_refused(alice, blimp_set, tmp_path: Path) ->
     path.write_text(yaml.safe_dump(config))
     with pytest.raises(CommandError, match="not a file inside the task folder"):
         call_command("import_lm_eval", str(out), stdout=io.StringIO())
+
+
+def _zipped(files: dict[str, bytes]) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        for name, content in files.items():
+            archive.writestr(name, content)
+    return buffer.getvalue()
+
+
+def test_a_zipped_task_uploads_as_a_set_and_a_bad_one_is_a_located_400(alice, blimp_set) -> None:
+    client = token_client(alice)
+    exported = client.get("/api/minimal-pairs/blimpish/export/?as=lm-eval&metric=sentence")
+    created = client.post(
+        "/api/minimal-pairs/?name=uploaded", exported.content, content_type="application/zip"
+    )
+    assert created.status_code == 201, created.content
+    answer = created.json()
+    assert (answer["source_format"], answer["metric"], answer["pair_count"]) == (
+        "lm-eval-task", "sentence", 2)  # fmt: skip
+    files = dict(
+        (name, zipfile.ZipFile(io.BytesIO(exported.content)).read(name))
+        for name in zipfile.ZipFile(io.BytesIO(exported.content)).namelist()
+    )
+    config = yaml.safe_load(files["gym_blimpish/gym_blimpish.yaml"])
+    config["doc_to_text"] = "Which is right?"
+    files["gym_blimpish/gym_blimpish.yaml"] = yaml.safe_dump(config).encode()
+    for body, where in (
+        (_zipped(files), "gym_blimpish.yaml doc_to_text"),
+        (b"PK\x03\x04 not really a zip", "zip"),
+        (_zipped({"a.txt": b"x"}), "folder"),
+    ):
+        refused = client.post(
+            "/api/minimal-pairs/?name=bad", body, content_type="application/octet-stream"
+        )
+        assert refused.status_code == 400, refused.content
+        (error,) = refused.json()["errors"]
+        assert where in error["path"] + error["message"], error
+    assert not MinimalPairSet.objects.filter(name="bad").exists()
