@@ -21,7 +21,7 @@ from evaluations.models import LanguageModel, PairEvaluation
 from suites.formats import minimal_pairs as mp
 from suites.minimal_pairs import sets as pair_sets
 from suites.models import MinimalPairSet
-from tests.conftest import token_client
+from tests.conftest import signed_in_client, token_client
 from tests.minimal_pairs.test_pair_evaluations import Tok, post_json
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -249,3 +249,27 @@ def test_a_zipped_task_uploads_as_a_set_and_a_bad_one_is_a_located_400(alice, bl
         (error,) = refused.json()["errors"]
         assert where in error["path"] + error["message"], error
     assert not MinimalPairSet.objects.filter(name="bad").exists()
+
+
+def test_the_request_form_asks_for_a_metric(bob, pair_set, model) -> None:
+    client = signed_in_client(bob)
+    assert 'name="metric"' in client.get("/pairs/evaluations/new/").content.decode()
+    sent = client.post_form(
+        "/pairs/evaluations/new/", {"models": ["tiny"], "pair_sets": ["small"], "metric": "lm_eval"}
+    )
+    assert sent.status_code == 302
+    default = client.post_form(
+        "/pairs/evaluations/new/", {"models": ["tiny"], "pair_sets": ["small"]}
+    )
+    assert default.status_code == 302
+    assert sorted(PairEvaluation.objects.values_list("metric", flat=True)) == [
+        "lm_eval",
+        "nlpscholar",
+    ]
+    run = PairEvaluation.objects.get(metric="lm_eval")
+    page = client.get(f"/pairs/evaluations/{run.pk}/").content.decode()
+    assert "<span data-run-metric>lm_eval</span>" in page
+    bad = client.post_form(
+        "/pairs/evaluations/new/", {"models": ["tiny"], "pair_sets": ["small"], "metric": "mean"}
+    )
+    assert bad.status_code == 400 and PairEvaluation.objects.count() == 2
