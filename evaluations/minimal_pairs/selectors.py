@@ -100,6 +100,7 @@ class PairScore:
     outdated: bool
     finished_at: datetime | None
     tags: tuple[str, ...] = ()
+    metric: str = "nlpscholar"  # how the accuracy compares pairs
 
     @property
     def done(self) -> bool:
@@ -126,6 +127,7 @@ def _scores(runs: list[PairEvaluation], tags: dict[int, tuple[str, ...]]) -> lis
                 outdated=outdated,
                 finished_at=run.finished_at,
                 tags=tags.get(run.pair_set_id, ()),
+                metric=run.metric,
             )
         )
 
@@ -153,6 +155,7 @@ def _runs(**filters: object) -> list[PairEvaluation]:
             "status",
             "accuracy",
             "ties",
+            "metric",
             "content_hash",
             "finished_at",
             "created_at",

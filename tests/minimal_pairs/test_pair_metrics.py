@@ -122,6 +122,8 @@ def test_the_api_asks_answers_and_analyses_by_metric(alice, pair_set, model) -> 
     assert listed["count"] == 0
     page = client.get(f"/pairs/evaluations/{run.pk}/?metric=sentence").content.decode()
     assert 'data-metric="sentence"' in page and "accuracy (metric sentence)" in page
+    listed = client.get("/minimal-pairs/small/").content.decode()
+    assert 'title="the metric this accuracy compares pairs by">nlpscholar</span>' in listed
 
 
 def test_boards_rank_only_runs_of_the_sets_metric(alice, pair_set, model) -> None:
@@ -269,6 +271,8 @@ def test_the_request_form_asks_for_a_metric(bob, pair_set, model) -> None:
     run = PairEvaluation.objects.get(metric="lm_eval")
     page = client.get(f"/pairs/evaluations/{run.pk}/").content.decode()
     assert "<span data-run-metric>lm_eval</span>" in page
+    listed = client.get("/minimal-pairs/small/").content.decode()
+    assert listed.count("data-metric") == 0  # neither run is done: no accuracy to name
     bad = client.post_form(
         "/pairs/evaluations/new/", {"models": ["tiny"], "pair_sets": ["small"], "metric": "mean"}
     )
