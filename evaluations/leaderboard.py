@@ -493,7 +493,8 @@ def leaderboard_csv(board: Leaderboard, *, noun: str = "suites") -> str:
     interval follows (`low:<suite>`, `high:<suite>`, the suites in the same order); with
     significance marked, the test against the row above (`versus_above_<noun>`: how many
     were tested, `versus_above_p`: the smallest Holm-adjusted p, `versus_above_significant`:
-    1 or 0; all empty on the first row)."""
+    1 or 0; all empty on the first row). Minimal-pair sets end each line with the metric
+    of each set's column (`metric:<set>`)."""
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     by_tokens = board.training is not None
@@ -509,6 +510,7 @@ def leaderboard_csv(board: Leaderboard, *, noun: str = "suites") -> str:
             if board.significance_shown
             else []
         )
+        + [f"metric:{s.name}" for s in board.suites if s.metric]
     )
     for row in board.rows:
         writer.writerow(
@@ -527,6 +529,7 @@ def leaderboard_csv(board: Leaderboard, *, noun: str = "suites") -> str:
             + [csv_number(row.cells.get(s.id, (None, 0))[0]) for s in board.suites]
             + (_interval_cells(board, row) if board.intervals_shown else [])
             + (_versus_cells(row.versus_above) if board.significance_shown else [])
+            + [s.metric for s in board.suites if s.metric]
         )
     return out.getvalue()
 

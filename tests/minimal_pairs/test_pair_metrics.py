@@ -139,6 +139,9 @@ def test_boards_rank_only_runs_of_the_sets_metric(alice, pair_set, model) -> Non
     assert '<small class="lb-metric">nlpscholar</small>' in page
     data = token_client(alice).get("/api/leaderboard/minimal-pairs/").json()
     assert [(s["name"], s["metric"]) for s in data["sets"]] == [("small", "nlpscholar")]
+    table = token_client(alice).get("/leaderboard/minimal-pairs.csv").content.decode()
+    header, *lines = table.splitlines()
+    assert header.endswith(",metric:small") and all(x.endswith(",nlpscholar") for x in lines)
 
 
 def test_export_command_and_api_zip_write_the_task(alice, blimp_set, tmp_path) -> None:
