@@ -42,6 +42,9 @@ class SuiteColumn:
     # Its number on the leaderboard (1, 2, ... in name order): narrow column headers show
     # it, the legend under the board gives each number's full name.
     number: int = 0
+    # How its accuracies compare pairs (minimal-pair sets: every cell of the column has
+    # the set's metric, so a board compares like with like); "" for suites.
+    metric: str = ""
 
 
 @dataclass
@@ -156,17 +159,24 @@ class Leaderboard:
         }
 
 
-def data_columns(benchmarks: QuerySet[Any]) -> list[SuiteColumn]:
+def data_columns(benchmarks: QuerySet[Any], *, metric: bool = False) -> list[SuiteColumn]:
     """Every benchmark (suites, minimal-pair sets: anything with a name and tags) with its
-    tags, in one query (a left join: one row per benchmark and tag)."""
+    tags (and `metric`, for minimal-pair sets), in one query (a left join: one row per
+    benchmark and tag)."""
     tags: dict[int, list[str]] = {}
     names: dict[int, str] = {}
-    for suite_id, name, tag in benchmarks.order_by("name").values_list("id", "name", "tags__name"):
+    metrics: dict[int, str] = {}
+    fields = ["id", "name", "tags__name", *(["metric"] if metric else [])]
+    for suite_id, name, tag, *rest in benchmarks.order_by("name").values_list(*fields):
         names[suite_id] = name
+        metrics[suite_id] = str(rest[0]) if rest else ""
         bucket = tags.setdefault(suite_id, [])
         if tag is not None:
             bucket.append(tag)
-    return [SuiteColumn(id=i, name=names[i], tags=tuple(sorted(tags[i]))) for i in names]
+    return [
+        SuiteColumn(id=i, name=names[i], tags=tuple(sorted(tags[i])), metric=metrics[i])
+        for i in names
+    ]
 
 
 def tag_groups(suites: Iterable[SuiteColumn]) -> list[Group]:
@@ -418,7 +428,13 @@ def leaderboard_data(board: Leaderboard, *, noun: str = "suites") -> dict[str, A
             for g in board.groups
         ],
         noun: [
-            {"name": s.name, "tags": list(s.tags), "compared": s.id in compared}
+            {
+                "name": s.name,
+                "tags": list(s.tags),
+                "compared": s.id in compared,
+                # Minimal-pair sets: the metric of every accuracy in the column.
+                **({"metric": s.metric} if s.metric else {}),
+            }
             for s in board.suites
         ],
         "rows": [
@@ -477,7 +493,8 @@ def leaderboard_csv(board: Leaderboard, *, noun: str = "suites") -> str:
     interval follows (`low:<suite>`, `high:<suite>`, the suites in the same order); with
     significance marked, the test against the row above (`versus_above_<noun>`: how many
     were tested, `versus_above_p`: the smallest Holm-adjusted p, `versus_above_significant`:
-    1 or 0; all empty on the first row)."""
+    1 or 0; all empty on the first row). Minimal-pair sets end each line with the metric
+    of each set's column (`metric:<set>`)."""
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     by_tokens = board.training is not None
@@ -493,6 +510,7 @@ def leaderboard_csv(board: Leaderboard, *, noun: str = "suites") -> str:
             if board.significance_shown
             else []
         )
+        + [f"metric:{s.name}" for s in board.suites if s.metric]
     )
     for row in board.rows:
         writer.writerow(
@@ -511,6 +529,7 @@ def leaderboard_csv(board: Leaderboard, *, noun: str = "suites") -> str:
             + [csv_number(row.cells.get(s.id, (None, 0))[0]) for s in board.suites]
             + (_interval_cells(board, row) if board.intervals_shown else [])
             + (_versus_cells(row.versus_above) if board.significance_shown else [])
+            + [s.metric for s in board.suites if s.metric]
         )
     return out.getvalue()
 

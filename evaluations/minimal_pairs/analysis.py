@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from operator import itemgetter
 from typing import Any
 
@@ -41,6 +41,13 @@ from suites.formats.minimal_pairs import (
 PRED_MEASURES = ("surp", "prob", "perplexity")
 WORD_SUMMARIES = ("mean", "sum")
 PUNCTUATION = ("previous", "next", "separate", "ignore")
+# How a pair is compared (docs/minimal-pairs.md, "Metrics"): "nlpscholar" is NLPScholar's
+# analysis (the measure over the ROI words, each word summarised over its tokens);
+# "sentence" and "lm_eval" compare the whole sentence's summed surprisal, the BLiMP
+# family's log probability (lm_eval: of tokens scored as lm-evaluation-harness scores
+# them, a leading space after the end-of-text token; the analysis is the same sum).
+METRICS = ("sentence", "nlpscholar", "lm_eval")
+WHOLE_SENTENCE = ("sentence", "lm_eval")
 TABLES = ("by_word", "by_pair", "by_cond")
 
 BY_PAIR_VALUES = ("expected", "unexpected", "diff", "acc", "tie")
@@ -59,9 +66,16 @@ class AnalysisOptions:
     word_summary: str = "mean"
     punctuation: str = "previous"
     conditions: tuple[str, ...] = ()
+    metric: str = "nlpscholar"
+
+    @property
+    def whole_sentence(self) -> bool:
+        return self.metric in WHOLE_SENTENCE
 
     def check(self, pair_set: MinimalPairSet) -> None:
         problems = []
+        if self.metric not in METRICS:
+            problems.append(f"metric must be one of {', '.join(METRICS)}")
         if self.pred_measure not in PRED_MEASURES:
             problems.append(f"pred_measure must be one of {', '.join(PRED_MEASURES)}")
         if self.word_summary not in WORD_SUMMARIES:
@@ -202,6 +216,10 @@ def analyze_minimal_pairs(
     token tables against the set's sentences, pairs, ROIs and conditions."""
     options = options or AnalysisOptions()
     options.check(pair_set)
+    if options.whole_sentence:
+        # The sentence's summed token surprisal: every token counts once, whatever its
+        # word; the word options that would change it do not apply.
+        options = replace(options, pred_measure="surp", word_summary="sum", punctuation="separate")
     for name in tables:
         if name not in TABLES:
             raise AnalysisError(f"{name!r} is not a table; choose from {', '.join(TABLES)}")
@@ -330,8 +348,13 @@ def _by_pair(
     pairs = _pairs(pair_set)
     pair_cond = _pair_conditions(pair_set, pairs, conditions, cond_of_sentence)
     word_count = _check_tokens(pair_set, models, words, pairs)
-    roi_keys, has_roi, span = _rois(pair_set, models, words, pairs, word_count, options)
-    expected, unexpected = _pair_means(words, pairs, len(models), options, roi_keys, has_roi, span)
+    if options.whole_sentence:
+        expected, unexpected = _sentence_sums(words, pairs, len(models))
+    else:
+        roi_keys, has_roi, span = _rois(pair_set, models, words, pairs, word_count, options)
+        expected, unexpected = _pair_means(
+            words, pairs, len(models), options, roi_keys, has_roi, span
+        )
     entries = _pair_order(pair_set, pairs, pair_cond, cond_of_sentence)
     return _by_pair_table(models, conditions, pairs, entries, expected, unexpected, options)
 
@@ -461,6 +484,20 @@ def _pair_means(
     if options.pred_measure == "perplexity":
         means = np.exp2(means)
     return means[:, :, 0], means[:, :, 1]
+
+
+def _sentence_sums(words: _Words, pairs: _Pairs, n_models: int) -> tuple[np.ndarray, np.ndarray]:
+    """(expected, unexpected): each side's whole-sentence surprisal (the sum over all its
+    tokens, ROIs and measure options aside), per model and pair."""
+    n_pairs = len(pairs.ids)
+    selected = pairs.in_pairs[words.sent]
+    group = (words.model * n_pairs + pairs.sent_pair[words.sent]) * 2
+    group = (group + pairs.sent_label[words.sent])[selected]
+    size = n_models * n_pairs * 2
+    sums = np.bincount(group, weights=words.surp[selected], minlength=size).reshape(
+        n_models, n_pairs, 2
+    )
+    return sums[:, :, 0], sums[:, :, 1]
 
 
 def _pair_order(

@@ -27,6 +27,7 @@ from rest_framework.views import APIView
 from evaluations.minimal_pairs import results as pair_results
 from evaluations.minimal_pairs import services as pair_services
 from evaluations.minimal_pairs.analysis import (
+    METRICS,
     PRED_MEASURES,
     PUNCTUATION,
     WORD_SUMMARIES,
@@ -151,6 +152,7 @@ class PairEvaluationSerializer(serializers.ModelSerializer):
             "progress_total",
             "error",
             "word_probability",
+            "metric",
             "accuracy",
             "ties",
             "created_at",
@@ -214,6 +216,17 @@ class PairEvaluationRequestSerializer(serializers.Serializer):
         "docs' evaluation page). Corrected runs are separate runs, left out of the "
         "leaderboard and the comparisons",
     )
+    metric = serializers.ChoiceField(
+        choices=list(METRICS),
+        required=False,
+        default=None,
+        allow_null=True,
+        help_text="How pairs are compared: 'sentence' (the whole sentence's log probability "
+        "after the start token), 'nlpscholar' (NLPScholar's analysis) or 'lm_eval' (the "
+        "whole sentence as lm-evaluation-harness scores it: a leading space after the "
+        "end-of-text token). Without it, each set's own (from its format). Runs of "
+        "another metric are separate runs",
+    )
 
 
 class PairEvaluationListCreate(generics.ListAPIView):
@@ -229,6 +242,7 @@ class PairEvaluationListCreate(generics.ListAPIView):
             OpenApiParameter("set", str, description="A minimal-pair set's name"),
             OpenApiParameter("origin", str, enum=list(PairEvaluation.Origin.values)),
             OpenApiParameter("word_probability", str, enum=list(WORD_PROBABILITY)),
+            OpenApiParameter("metric", str, enum=list(METRICS)),
         ],
         description=f"Newest first, paged (`page`). 400: {BAD_FILTER}",
     )
@@ -248,6 +262,11 @@ class PairEvaluationListCreate(generics.ListAPIView):
                     {"word_probability": f"choose one of {', '.join(WORD_PROBABILITY)}"}
                 )
             runs = runs.filter(word_probability=asked)
+        metric = params.get("metric", "").strip()
+        if metric:
+            if metric not in METRICS:
+                raise serializers.ValidationError({"metric": f"choose one of {', '.join(METRICS)}"})
+            runs = runs.filter(metric=metric)
         return run_filters_of(self.request, runs, kind=pair_services.PAIR_RUNS.name)
 
     @request_schema(
@@ -265,6 +284,7 @@ class PairEvaluationListCreate(generics.ListAPIView):
             models=body["models"],
             pair_sets=body["sets"],
             word_probability=body["word_probability"],
+            metric=body.get("metric"),
         )
         return requested_answer(
             RequestedPairEvaluationSerializer, outcome.evaluations, outcome.created
@@ -324,6 +344,9 @@ class PairEvaluationTable(APIView):
     @extend_schema(
         operation_id="pairs_evaluations_table_retrieve",
         parameters=[
+            OpenApiParameter(
+                "metric", str, enum=list(METRICS), description="default: the run's metric"
+            ),
             OpenApiParameter("pred_measure", str, enum=list(PRED_MEASURES)),
             OpenApiParameter("word_summary", str, enum=list(WORD_SUMMARIES)),
             OpenApiParameter("punctuation", str, enum=list(PUNCTUATION)),
@@ -336,7 +359,7 @@ class PairEvaluationTable(APIView):
         if table not in PAIR_TABLES:
             raise Http404(f"no table {table[:50]!r}; choose one of {', '.join(PAIR_TABLES)}")
         evaluation = _evaluation(pk)
-        options = pair_results.analysis_options(request.query_params)
+        options = pair_results.analysis_options(request.query_params, evaluation.metric)
         if evaluation.status != PairEvaluation.Status.DONE:
             raise runs.RunConflict(
                 f"This evaluation is {evaluation.status}; its tables exist once it is done."
@@ -353,12 +376,17 @@ class PairEvaluationTable(APIView):
         analysis = pair_results.analyze_evaluation(evaluation, options, tables=(table,))
         out = getattr(analysis, table)
         if tsv:
-            return Response(table_to_tsv(with_word_probability(out, corrected)))
+            out = with_word_probability(out, corrected)
+            if options.metric != "nlpscholar":
+                # Named where it is not NLPScholar's, whose files stay as NLPScholar writes them.
+                out = with_column(out, "metric", options.metric)
+            return Response(table_to_tsv(out))
         return Response(
             {
                 "columns": out.columns,
                 "rows": [[json_cell(v) for v in row] for row in out.rows],
                 "options": asdict(options),
+                "metric": options.metric,
                 "warnings": analysis.warnings,
                 **_named(corrected),
             }
@@ -382,6 +410,15 @@ def word_probability_named(evaluation: PairEvaluation) -> str | None:
 
 def _named(word_probability: str | None) -> dict[str, str]:
     return {} if word_probability is None else {"word_probability": word_probability}
+
+
+def with_column(table: Table, name: str, value: str) -> Table:
+    """The table with a last column `name` holding `value` on every row."""
+    return Table(
+        columns=[*table.columns, name],
+        rows=[[*row, value] for row in table.rows],
+        index=table.index,
+    )
 
 
 def with_word_probability(table: Table, word_probability: str | None) -> Table:

@@ -63,6 +63,7 @@ def current_results(
         status=DONE,
         content_hash=pair_set.content_hash,
         word_probability="tokens",
+        metric=pair_set.metric,
     ).select_related("model")
     if not include_hidden:
         runs = runs.filter(model__is_hidden=False)
@@ -83,6 +84,7 @@ def compare_pairs(pair_set: MinimalPairSet, names: Sequence[str]) -> PairCompari
             content_hash=pair_set.content_hash,
             model__name__in=names,
             word_probability="tokens",
+            metric=pair_set.metric,
         ).select_related("model", "pair_set")
     }
     chosen = [
@@ -160,7 +162,7 @@ def compare_across_sets(names: Sequence[str], *, tag: str = "") -> AcrossSets:
     ]
     if len(models) < 2:
         return AcrossSets(models=models, left_out=left_out, tag=tag, sets=[])
-    columns = boards.data_columns(MinimalPairSet.objects.all())
+    columns = boards.data_columns(MinimalPairSet.objects.all(), metric=True)
     if tag:
         groups = [g for g in boards.tag_groups(columns) if g.tag == tag]
         columns = groups[0].suites if groups else []
@@ -172,6 +174,7 @@ def compare_across_sets(names: Sequence[str], *, tag: str = "") -> AcrossSets:
         model__in=models,
         accuracy__isnull=False,
         word_probability="tokens",
+        metric=F("pair_set__metric"),
     ).select_related("model", "pair_set"):
         if run.pair_set_id in wanted:
             runs[(run.model_id, run.pair_set_id)] = run

@@ -1,6 +1,8 @@
 """Evaluate: a minimal-pair set through the scoring engine -> the token table.
 
-Each sentence is scored whole, its first token conditioned on BOS (causal LMs); masked
+Each sentence is scored whole, its first token conditioned on BOS (causal LMs); under
+metric "lm_eval" the string scored is " " + sentence, as lm-evaluation-harness's BLiMP
+tasks score it (target delimiter " " after the end-of-text token; the offsets stay the sentence's). Masked
 LMs use PLL-word-l2r over the set's own words (suites.formats.minimal_pairs.split_words),
 not the tokenizer's, so `wordpos` and ROIs mean the same words for every model. A token
 belongs to the word holding its first non-space character.
@@ -38,10 +40,12 @@ def score_pair_sentences(
     token_budget: int | None = None,
     progress: Callable[[int, int], None] | None = None,
     word_probability: str = "tokens",
+    metric: str = "nlpscholar",
 ) -> list[SentenceScore]:
     """Each sentence scored whole, masked LMs over the model-independent words: what the
     command line and the site's workers both run. `word_probability="corrected"` also
-    measures log2 B at each token (evaluations.scoring.boundary) where the model allows."""
+    measures log2 B at each token (evaluations.scoring.boundary) where the model allows.
+    `metric="lm_eval"` scores the harness's string: " " + sentence after BOS."""
     from evaluations.scoring import score_sentences
 
     return score_sentences(
@@ -51,7 +55,13 @@ def score_pair_sentences(
         progress=progress,
         word_ids=sentence_words,
         word_probability=word_probability,
+        lead=HARNESS_DELIMITER if metric == "lm_eval" else "",
     )
+
+
+# lm-evaluation-harness's target delimiter: its multiple-choice tasks score the choice
+# after the context ("" for BLiMP: the end-of-text token alone) and this delimiter.
+HARNESS_DELIMITER = " "
 
 
 def word_corrections(
@@ -101,6 +111,7 @@ def evaluate_minimal_pairs(
     token_budget: int | None = None,
     progress: Callable[[int, int], None] | None = None,
     word_probability: str = "tokens",
+    metric: str = "nlpscholar",
 ) -> TokenTable:
     """One row per token of every sentence, in NLPScholar's evaluate columns.
 
@@ -116,6 +127,7 @@ def evaluate_minimal_pairs(
         token_budget=token_budget,
         progress=progress,
         word_probability=word_probability,
+        metric=metric,
     )
     rows: list[tuple] = []
     for sentence, score in zip(pair_set.sentences, scores, strict=True):

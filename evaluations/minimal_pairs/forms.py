@@ -29,6 +29,19 @@ class PairRequestForm(forms.Form):
         "(causal LMs whose tokenizer marks word starts; see the docs' evaluation page).",
     )
 
+    metric = forms.ChoiceField(
+        choices=[
+            ("", "The set's own (from its format)"),
+            ("sentence", "Whole-sentence log probability"),
+            ("nlpscholar", "NLPScholar's analysis"),
+            ("lm_eval", "As lm-evaluation-harness (a leading space after end-of-text)"),
+        ],
+        required=False,
+        label="Metric",
+        help_text="How pairs are compared. Runs of a metric other than the set's are "
+        "separate runs, not ranked on the leaderboard (see the docs' minimal-pairs page).",
+    )
+
 
 class PredictionsImportForm(forms.Form):
     file = forms.FileField(

@@ -45,11 +45,24 @@ class PairEvaluation(Run):
         default="tokens",
     )
 
+    # How pairs are compared (evaluations.minimal_pairs.analysis.METRICS): the stored
+    # accuracy's metric. A request without one takes the set's (MinimalPairSet.metric).
+    # Runs before this field were all NLPScholar's analysis (the migration says so).
+    metric = models.CharField(
+        max_length=12,
+        choices=[
+            ("sentence", "whole-sentence log probability"),
+            ("nlpscholar", "NLPScholar's analysis"),
+            ("lm_eval", "whole-sentence, as lm-evaluation-harness"),
+        ],
+        default="nlpscholar",
+    )
+
     class Meta:
         ordering = ["-created_at"]
         constraints = [
             models.UniqueConstraint(
-                fields=["model", "pair_set", "content_hash", "word_probability"],
+                fields=["model", "pair_set", "content_hash", "word_probability", "metric"],
                 name="pair_evaluation_unique_content",
             ),
         ]

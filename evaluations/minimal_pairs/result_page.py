@@ -37,7 +37,7 @@ PAIRS_PER_PAGE = 50
 # A summary is a few megabytes at BLiMP size; it only changes when the run is retried.
 CACHE_SECONDS = 24 * 3600
 CACHE_VERSION = 1
-OPTION_NAMES = ("pred_measure", "word_summary", "punctuation", "conditions")
+OPTION_NAMES = ("metric", "pred_measure", "word_summary", "punctuation", "conditions")
 
 
 class PageQueryError(ValueError):
@@ -52,7 +52,9 @@ def default_conditions(pair_set: MinimalPairSet) -> tuple[str, ...]:
     return tuple(usable[:1])
 
 
-def page_options(query: Mapping[str, Any], pair_set: MinimalPairSet) -> AnalysisOptions:
+def page_options(
+    query: Mapping[str, Any], pair_set: MinimalPairSet, metric: str = "nlpscholar"
+) -> AnalysisOptions:
     """The analysis options of the query string (`pair_results.analysis_options` checks
     them); checkboxes may repeat `conditions`, the API's comma-separated form works too."""
     params: dict[str, str] = {k: str(query.get(k)) for k in OPTION_NAMES if k in query}
@@ -62,7 +64,7 @@ def page_options(query: Mapping[str, Any], pair_set: MinimalPairSet) -> Analysis
     elif "conditions" not in query:
         params["conditions"] = ",".join(default_conditions(pair_set))
     try:
-        return pair_results.analysis_options(params)
+        return pair_results.analysis_options(params, metric)
     except pair_results.PairAnalysisInvalid as bad:
         raise PageQueryError(str(bad)) from None
 
@@ -70,6 +72,7 @@ def page_options(query: Mapping[str, Any], pair_set: MinimalPairSet) -> Analysis
 def options_query(options: AnalysisOptions) -> list[tuple[str, str]]:
     """The options as query parameters (for links that keep them)."""
     return [
+        ("metric", options.metric),
         ("pred_measure", options.pred_measure),
         ("word_summary", options.word_summary),
         ("punctuation", options.punctuation),
@@ -100,6 +103,7 @@ def pair_summary(evaluation: PairEvaluation, options: AnalysisOptions) -> PairSu
     if isinstance(summary, str):
         raise pair_results.PairAnalysisInvalid(summary, path="analysis")
     if summary is None:
+        pair_results.metric_check(evaluation, options.metric)
         data = pair_results.run_set_data(evaluation)
         try:
             summary = summary_build(pair_results.token_table(evaluation), data, options)
@@ -327,7 +331,7 @@ def _summary_for(
     """The options and summary the query asks for. Without `conditions` the page groups
     by the set's first condition column; where that does not fit (a pair's sentences
     differ in it) it groups nothing rather than answering 400 to a plain link."""
-    options = page_options(query, evaluation.pair_set)
+    options = page_options(query, evaluation.pair_set, evaluation.metric)
     try:
         return options, pair_summary(evaluation, options)
     except pair_results.PairAnalysisInvalid as bad:
@@ -363,7 +367,7 @@ def result_page(evaluation: PairEvaluation, query: Mapping[str, Any]) -> PairRes
         page=page,
         rows=pair_rows(evaluation, summary, np.asarray(page.object_list, dtype=np.int64)),
         default_options=replace(options, conditions=())
-        == replace(pair_results.DEFAULT_OPTIONS, conditions=()),
+        == replace(pair_results.run_options(evaluation), conditions=()),
     )
 
 

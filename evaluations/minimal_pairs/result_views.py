@@ -148,18 +148,33 @@ def pair_result_view(request: HttpRequest, pk: int) -> HttpResponse:
         page = pair_result_page.result_page(evaluation, request.GET)
     except pair_result_page.PageQueryError as bad:
         return render(request, "400.html", {"message": str(bad)}, status=400)
-    defaults = pair_results.DEFAULT_OPTIONS
+    defaults = pair_results.run_options(evaluation)
     context.update(
         result=page,
+        metric_choices=metric_choices(evaluation),
         plot=page.summary.plot(),
         option_params=pair_result_page.options_query(page.options),
         measure_choices=MEASURES,
         punctuation_choices=PUNCTUATION,
         tables=_downloads(evaluation),
-        default_label=f"{defaults.pred_measure}, {defaults.word_summary}, "
-        f"punctuation {defaults.punctuation}",
+        default_label=f"metric {defaults.metric}, {defaults.pred_measure}, "
+        f"{defaults.word_summary}, punctuation {defaults.punctuation}",
     )
     return render(request, "evaluations/pair_result.html", context)
+
+
+METRIC_LABELS = {
+    "sentence": "whole-sentence log probability",
+    "nlpscholar": "NLPScholar's analysis",
+    "lm_eval": "as lm-evaluation-harness",
+}
+
+
+def metric_choices(evaluation: PairEvaluation) -> list[tuple[str, str]]:
+    """The metrics the run's tokens allow (an lm_eval run's only its own)."""
+    if evaluation.metric == "lm_eval":
+        return [("lm_eval", METRIC_LABELS["lm_eval"])]
+    return [(m, METRIC_LABELS[m]) for m in ("sentence", "nlpscholar")]
 
 
 def _model_names(request: HttpRequest | Request) -> list[str]:

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 from django.conf import settings
 
 from evaluations.minimal_pairs.analysis import (
+    METRICS,
     PRED_MEASURES,
     PUNCTUATION,
     TABLES,
@@ -58,10 +60,33 @@ class PairAnalysisInvalid(ApplicationError):
         return [entry]
 
 
-def analysis_options(query: Mapping[str, Any]) -> AnalysisOptions:
-    """Options from a query string: pred_measure, word_summary, punctuation (each one of
-    its choices, NLPScholar's default when absent or blank) and conditions (condition
-    columns, comma-separated; checked against the set by `analyze_evaluation`)."""
+def run_options(evaluation: PairEvaluation) -> AnalysisOptions:
+    """The options of a run's stored accuracy: NLPScholar's defaults under the run's metric."""
+    return replace(DEFAULT_OPTIONS, metric=evaluation.metric)
+
+
+def metric_check(evaluation: PairEvaluation, metric: str) -> None:
+    """An lm_eval run's tokens are scored on another string (" " + sentence): only its
+    own metric reads them, and only such a run has that metric."""
+    if (metric == "lm_eval") != (evaluation.metric == "lm_eval"):
+        raise PairAnalysisInvalid(
+            f"metric {metric!r} does not fit this run, scored under metric "
+            f"{evaluation.metric!r}: lm_eval needs a run scored as lm-evaluation-harness "
+            "scores (request metric lm_eval); such a run is analysed only so",
+            path="metric",
+        )
+
+
+def analysis_options(query: Mapping[str, Any], metric: str = "nlpscholar") -> AnalysisOptions:
+    """Options from a query string: metric (one of METRICS; `metric`, the run's, when
+    absent or blank), pred_measure, word_summary, punctuation (each one of its choices,
+    NLPScholar's default when absent or blank) and conditions (condition columns,
+    comma-separated; checked against the set by `analyze_evaluation`)."""
+    raw_metric = str(query.get("metric") or "").strip() or metric
+    if raw_metric not in METRICS:
+        raise PairAnalysisInvalid(
+            f"metric is {raw_metric[:50]!r}; choose one of {', '.join(METRICS)}", path="metric"
+        )
     values: dict[str, str] = {}
     for name, choices in _CHOICES.items():
         raw = query.get(name)
@@ -75,7 +100,7 @@ def analysis_options(query: Mapping[str, Any]) -> AnalysisOptions:
         values[name] = value
     raw = query.get("conditions")
     conditions = tuple(c.strip() for c in str(raw or "").split(",") if c.strip())
-    return AnalysisOptions(conditions=conditions, **values)
+    return AnalysisOptions(conditions=conditions, metric=raw_metric, **values)
 
 
 def packed_table(
@@ -193,7 +218,10 @@ def analyze_evaluation(
     tables: Sequence[str] = TABLES,
 ) -> Analysis:
     """by_word, by_pair, by_cond (those in `tables`) of one evaluation under `options`.
-    Raises PairAnalysisInvalid (400) for options that do not fit the set."""
+    Raises PairAnalysisInvalid (400) for options that do not fit the set or the run."""
+    if options is DEFAULT_OPTIONS:
+        options = run_options(evaluation)
+    metric_check(evaluation, options.metric)
     data = run_set_data(evaluation)
     return analyze_tokens(token_table(evaluation), data, options, tables)
 

@@ -44,7 +44,10 @@ def pair_leaderboard(
     analysing the run where no page has yet."""
     # Word-corrected runs measure another quantity: never ranked with the rest.
     current = PairEvaluation.objects.filter(
-        status=DONE, content_hash=F("pair_set__content_hash"), word_probability="tokens"
+        status=DONE,
+        content_hash=F("pair_set__content_hash"),
+        word_probability="tokens",
+        metric=F("pair_set__metric"),
     ).order_by()
     cell_interval = None
     if intervals:
@@ -55,7 +58,7 @@ def pair_leaderboard(
             return wilson_interval(round(accuracy * count), count)
 
     return boards.board(
-        boards.data_columns(MinimalPairSet.objects.all()),
+        boards.data_columns(MinimalPairSet.objects.all(), metric=True),
         current,
         "pair_set_id",
         tag=tag,
@@ -97,6 +100,7 @@ class PairScore:
     outdated: bool
     finished_at: datetime | None
     tags: tuple[str, ...] = ()
+    metric: str = "nlpscholar"  # how the accuracy compares pairs
 
     @property
     def done(self) -> bool:
@@ -123,6 +127,7 @@ def _scores(runs: list[PairEvaluation], tags: dict[int, tuple[str, ...]]) -> lis
                 outdated=outdated,
                 finished_at=run.finished_at,
                 tags=tags.get(run.pair_set_id, ()),
+                metric=run.metric,
             )
         )
 
@@ -150,6 +155,7 @@ def _runs(**filters: object) -> list[PairEvaluation]:
             "status",
             "accuracy",
             "ties",
+            "metric",
             "content_hash",
             "finished_at",
             "created_at",
@@ -170,7 +176,7 @@ def model_pair_results(model: LanguageModel) -> list[PairScore]:
             "pair_set_id"
         )
     )
-    columns = boards.data_columns(sets)
+    columns = boards.data_columns(sets, metric=True)
     return _scores(runs, {c.id: c.tags for c in columns})
 
 

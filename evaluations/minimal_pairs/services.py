@@ -6,7 +6,7 @@ registers minimal pairs as a kind of run and brings its payload and its store.""
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any
 
@@ -21,6 +21,7 @@ from evaluations import token_data
 from evaluations.language_models.registry import ModelRegistrationError, learn_model_facts
 from evaluations.minimal_pairs import result_page as pair_result_page
 from evaluations.minimal_pairs import results as pair_results
+from evaluations.minimal_pairs.analysis import METRICS
 from evaluations.minimal_pairs.tokens import TokenTable, parse_predictions_tsv
 from evaluations.models import IMPORTED_PREFIX, LanguageModel, PairEvaluation, PairSentenceTokens
 from evaluations.runs import lifecycle as runs
@@ -72,17 +73,22 @@ def pair_evaluation_request(
     models: Iterable[LanguageModel],
     pair_sets: Iterable[MinimalPairSet],
     word_probability: str = "tokens",
+    metric: str | None = None,
 ) -> PairRequestOutcome:
     """One run per (model, set, set content hash, word probability): asking again
     returns the existing one (also an imported one). New runs go to the GPU queue once
     their rows are committed. `word_probability="corrected"` asks for word-corrected
     surprisals (each word's last token carries its boundary correction): separate runs,
-    which the leaderboard and the comparisons leave out.
+    which the leaderboard and the comparisons leave out. `metric` (METRICS) is how the
+    runs compare pairs; without it each set's own (`MinimalPairSet.metric`, from its
+    format): runs of another metric are separate runs.
 
     Raises PairRequestInvalid or ModelNotRunnable (nothing written), BrokerUnavailable
     (rows committed) when the queue cannot be reached."""
     if word_probability not in WORD_PROBABILITY:
         raise PairRequestInvalid(f"word_probability must be one of {', '.join(WORD_PROBABILITY)}")
+    if metric is not None and metric not in METRICS:
+        raise PairRequestInvalid(f"metric must be one of {', '.join(METRICS)}")
     asked_models = list({m.pk: m for m in models}.values())
     asked_sets = list({s.pk: s for s in pair_sets}.values())
     if not asked_models or not asked_sets:
@@ -100,6 +106,7 @@ def pair_evaluation_request(
                     "pair_set": pair_set,
                     "content_hash": pair_set.content_hash,
                     "word_probability": word_probability,
+                    "metric": metric or pair_set.metric,
                 }
                 run, created = runs.run_get_or_create(
                     PairEvaluation,
@@ -144,6 +151,9 @@ def pair_payload(evaluation: PairEvaluation) -> dict[str, Any]:
     if evaluation.word_probability != "tokens":
         # Absent otherwise, so that payloads of ordinary runs stay as they were.
         payload["word_probability"] = evaluation.word_probability
+    if evaluation.metric == "lm_eval":
+        # Scored on lm-evaluation-harness's string; absent for the others (same tokens).
+        payload["metric"] = "lm_eval"
     return payload
 
 
@@ -184,15 +194,14 @@ def _tokens_save(
 
 
 def _default_outcome(
-    table: TokenTable, data: mp.MinimalPairSet
+    table: TokenTable, data: mp.MinimalPairSet, metric: str
 ) -> tuple[float | None, int, list[str]]:
-    """Accuracy and ties under DEFAULT_OPTIONS, and the analysis's warnings (a set
-    without pairs has no accuracy)."""
+    """Accuracy and ties under DEFAULT_OPTIONS and `metric`, and the analysis's warnings
+    (a set without pairs has no accuracy)."""
     if not data.has_pairs:
         return None, 0, []
-    analysis = pair_results.analyze_tokens(
-        table, data, pair_results.DEFAULT_OPTIONS, tables=("by_cond",)
-    )
+    options = replace(pair_results.DEFAULT_OPTIONS, metric=metric)
+    analysis = pair_results.analyze_tokens(table, data, options, tables=("by_cond",))
     accuracy, ties = pair_results.accuracy_and_ties(analysis)
     return accuracy, ties, analysis.warnings
 
@@ -231,7 +240,7 @@ def _worker_outcome(
         tokenizer=str((results.get("model_info") or {}).get("tokenizer") or ""),
     )
     try:
-        accuracy, ties, _warnings = _default_outcome(table, data)
+        accuracy, ties, _warnings = _default_outcome(table, data, evaluation.metric)
     except pair_results.PairAnalysisInvalid as invalid:
         return None, 0, f"the results cannot be analysed: {invalid}"
     return accuracy, ties, ""
@@ -453,6 +462,7 @@ def predictions_check(
     file_model: str = "",
     drop_unknown_rows: bool = False,
     limits: InputLimits | None = None,
+    metric: str = "nlpscholar",
 ) -> ImportedPredictions:
     """Read and check a predictions TSV against the set: every row's sentid in the set
     (or, with `drop_unknown_rows`, rows of other sentids left out with a warning), every
@@ -480,7 +490,7 @@ def predictions_check(
         tokenizer=tokenizer,
     )
     try:
-        accuracy, ties, warnings = _default_outcome(rebuilt, pair_set_data)
+        accuracy, ties, warnings = _default_outcome(rebuilt, pair_set_data, metric)
     except pair_results.PairAnalysisInvalid as invalid:
         raise PredictionsInvalid([mp.PairSetError(None, None, str(invalid))]) from None
     return ImportedPredictions(
@@ -541,6 +551,7 @@ def pair_predictions_import(
         file_model=file_model,
         drop_unknown_rows=drop_unknown_rows,
         limits=limits,
+        metric=imported_metric(pair_set),
     )
     with transaction.atomic():
         if model is None:
@@ -548,6 +559,12 @@ def pair_predictions_import(
                 name=model_name.strip(), display_name=display_name, user=user
             )
         return _imported_save(pair_set=pair_set, model=model, checked=checked, user=user)
+
+
+def imported_metric(pair_set: MinimalPairSet) -> str:
+    """Imported predictions' metric: the set's, but never lm_eval (NLPScholar scores the
+    sentence itself, not the harness's string)."""
+    return "sentence" if pair_set.metric == "lm_eval" else pair_set.metric
 
 
 def _imported_save(
@@ -559,6 +576,7 @@ def _imported_save(
         "pair_set": pair_set,
         "content_hash": pair_set.content_hash,
         "word_probability": "tokens",
+        "metric": imported_metric(pair_set),
     }
     now = timezone.now()
     count = len(checked.sentids)

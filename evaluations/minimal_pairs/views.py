@@ -50,6 +50,7 @@ def pair_request(request: HttpRequest) -> HttpResponse:
             models=data["models"],
             pair_sets=data["pair_sets"],
             word_probability=data["word_probability"],
+            metric=data.get("metric") or None,
         )
         return requested(
             request,

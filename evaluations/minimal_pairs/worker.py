@@ -3,7 +3,7 @@ sentences and the model's source; the result holds each sentence's tokens, packe
 (`evaluations.token_data`), scored exactly as `minimal_pairs evaluate` scores them.
 
 payload: {"model": {"source", "revision", "dtype"?}, "sentences": [sentence, ...],
-          "word_probability"?: "corrected"}
+          "word_probability"?: "corrected", "metric"?: "lm_eval"}
 result: {"sentences": [packed tokens, ...], "diagnostics": {...},
          "model_info": {..., "tokenizer": name}}
 
@@ -12,6 +12,9 @@ boundary correction (`evaluate.word_surprisals`), as `minimal_pairs evaluate
 --word-probability corrected` writes it, and the diagnostics name what was applied
 ("word_probability": "corrected", or "tokens" for a model it does not apply to, with
 "word_boundary" saying why), as the suites' worker does.
+
+With "metric": "lm_eval" each sentence is scored as lm-evaluation-harness scores it,
+" " + sentence after BOS (`evaluate.harness_string`); its offsets are the sentence's.
 
 Small sets share a task (`evaluations.runs.packing`): `run_pairs_groups` takes "groups" (each
 part's sentences) instead of "sentences", scores them in one engine call and gives one
@@ -53,7 +56,10 @@ def run_pairs_groups(
     groups = payload["groups"]
     everything = [sentence for group in groups for sentence in group]
     asked = payload.get("word_probability") or "tokens"
-    scores = score_pair_sentences(model, everything, progress=progress, word_probability=asked)
+    metric = payload.get("metric") or "nlpscholar"
+    scores = score_pair_sentences(
+        model, everything, progress=progress, word_probability=asked, metric=metric
+    )
     info = dict(scoring.model_info(model))
     info["tokenizer"] = model_tokenizer_name(model) or spec["source"]
     word = word_probability_diagnostics(model, asked)

@@ -84,6 +84,7 @@ def score_sentences(
     straddling: str = "missing",
     word_ids: WordIds | None = None,
     word_probability: str = "tokens",
+    lead: str = "",
 ) -> list[SentenceScore]:
     """Token and region surprisals (bits) for sentences given as lists of region texts.
 
@@ -96,7 +97,10 @@ def score_sentences(
     model-independent words (minimal pairs) mask the same words for every model.
     `word_probability="corrected"` corrects each region's `sum` for the word boundary
     (boundary.py) where `applied_word_probability(model)` says the model allows it; the
-    other metrics stay over token surprisals.
+    other metrics stay over token surprisals. `lead` (neural LMs): text the model reads
+    before each sentence, after BOS, and scores with its first tokens: lm-evaluation-
+    harness's " " (its target delimiter); offsets stay the sentence's, a token holding
+    lead characters starts at 0.
     """
     budget = _check_arguments(model, sentences, token_budget, straddling)
     if word_probability not in WORD_PROBABILITY:
@@ -109,7 +113,9 @@ def score_sentences(
         return _score_words(model, sentences, progress, straddling)
     unique = _unique_texts(sentences)
     tracker = _Progress(progress, unique.weight, len(sentences))
-    encoded = _tokenize(model, unique.texts, word_ids)
+    encoded = _tokenize(model, [lead + text for text in unique.texts], word_ids)
+    if lead:
+        encoded = [_without_lead(item, len(lead)) for item in encoded]
     boundary = None
     if word_probability == "corrected" and applied_word_probability(model)[0] == "corrected":
         boundary = model_word_boundary(model)
@@ -209,6 +215,12 @@ def _unique_texts(sentences: Sequence[Sequence[str]]) -> UniqueTexts:
     for index in text_of:
         weight[index] += 1
     return UniqueTexts(built, text_of, list(index_of), weight)
+
+
+def _without_lead(item: EncodedText, shift: int) -> EncodedText:
+    """Offsets into the sentence, not the lead + sentence the tokenizer read."""
+    offsets = [(max(start - shift, 0), max(end - shift, 0)) for start, end in item.offsets]
+    return item._replace(offsets=offsets)
 
 
 def _run_model(

@@ -47,6 +47,23 @@ RESERVED = (SENTID, PAIRID, COMPARISON, SENTENCE, ROI)
 
 NLPSCHOLAR_TSV = "nlpscholar-tsv"
 BLIMP_JSONL = "blimp-jsonl"
+LM_EVAL_TASK = "lm-eval-task"
+
+# The metric each format's publishers report by default, which a set's runs take unless
+# asked otherwise (docs/minimal-pairs.md, "Metrics"): NLPScholar's TSV comes with its
+# analysis; an lm-eval task folder with the harness's own string (a leading space after
+# the end-of-text token); every other format (`<shape>-<container>`: the BLiMP family,
+# JBLiMP, MultiBLiMP, Zorro, CLAMS, LM_syneval) is published with whole-sentence log
+# probabilities.
+FORMAT_METRICS = {NLPSCHOLAR_TSV: "nlpscholar", LM_EVAL_TASK: "lm_eval"}
+
+
+def format_metric(source_format: str) -> str:
+    """The metric of a set read from `source_format` (a recorded format name)."""
+    if not source_format:
+        return "nlpscholar"  # no recorded format: sets from before formats were named
+    return FORMAT_METRICS.get(source_format, "sentence")
+
 
 # A broken file can produce an error per row; the first few usually share one cause.
 MAX_ERRORS = 200
@@ -151,6 +168,9 @@ class MinimalPairSet:
     source_format: str
     warnings: list[str] = field(default_factory=list)
     dropped_pairs: list[str] = field(default_factory=list)
+    # The metric its publishers report where the data says so (an lm-eval task's
+    # delimiter); "" for the format's own (format_metric).
+    metric: str = ""
 
     @property
     def has_pairs(self) -> bool:

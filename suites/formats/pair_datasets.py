@@ -81,6 +81,7 @@ RECORD_SHAPES = (BLIMP, JBLIMP, MULTIBLIMP, LM_SYNEVAL)
 NLPSCHOLAR = "nlpscholar"
 CLAMS = "clams"
 ZORRO = "zorro"
+LM_EVAL = "lm-eval"
 
 # Every format a user may name, with what it is (the upload form lists them in order).
 FORMATS: dict[str, str] = {
@@ -91,6 +92,8 @@ FORMATS: dict[str, str] = {
     LM_SYNEVAL.name: "LM_syneval export (grammatical / ungrammatical columns)",
     CLAMS: "CLAMS (True / False, sentence)",
     ZORRO: "Zorro (ungrammatical and grammatical lines in turn)",
+    # Read by suites.minimal_pairs.sets (a zip of the folder), never by read_pair_dataset.
+    LM_EVAL: "lm-eval task folder, zipped (BLiMP's template, local JSONL)",
 }
 CONTAINERS = (TSV, JSONL, PARQUET, TXT)
 
@@ -161,6 +164,12 @@ def _read(
     limits: InputLimits,
 ) -> mp.MinimalPairSet:
     shape = shape_name(file_format)
+    if shape == LM_EVAL:
+        _error(
+            "an lm-eval task folder is read as a zipped upload of a set or with "
+            "`manage.py import_lm_eval FOLDER`, not as a file of pairs",
+            column="file_format",
+        )
     opts = _Options(filename, drop_incomplete_pairs, limits)
     suffix = PurePosixPath(filename).suffix.lower()
     if isinstance(data, bytes) and data.startswith(PARQUET_MAGIC):

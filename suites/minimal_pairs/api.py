@@ -3,11 +3,14 @@ suites.minimal_pairs.sets (the same import service and reads as the pages)."""
 
 from __future__ import annotations
 
+import io
+import zipfile
+
 from django.db.models import QuerySet
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers, status
 from rest_framework.permissions import IsAuthenticatedOrReadOnly
 from rest_framework.request import Request
@@ -28,6 +31,7 @@ from suites.catalog_api import (
 )
 from suites.catalog_services import change_check
 from suites.formats import pair_datasets
+from suites.minimal_pairs import lm_eval
 from suites.minimal_pairs import sets as pair_sets
 from suites.models import MinimalPairSet
 
@@ -43,6 +47,7 @@ class PairSetSerializer(GymDataSerializer):
             "owner",
             "tags",
             "source_format",
+            "metric",
             "columns",
             "condition_columns",
             "pair_count",
@@ -169,13 +174,57 @@ class PairSetDetail(APIView):
         return Response({**_answer(request, report), "changed": report.changed})
 
 
-class PairSetExport(APIView):
-    """The set as an NLPScholar data TSV, columns in their original order."""
+EXPORTS = ("tsv", "lm-eval")
 
-    @extend_schema(responses={(200, "text/tab-separated-values"): str})
+
+class PairSetExport(APIView):
+    """The set as an NLPScholar data TSV, columns in their original order, or with
+    `as=lm-eval` as a zip of an lm-eval task folder (what `manage.py export_lm_eval`
+    writes; `metric` lm_eval or sentence names the convention it reproduces)."""
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("as", str, enum=list(EXPORTS), description="default: tsv"),
+            OpenApiParameter(
+                "metric",
+                str,
+                enum=sorted(lm_eval.DELIMITERS),
+                description="lm-eval only: the convention (default lm_eval)",
+            ),
+        ],
+        responses={(200, "text/tab-separated-values"): str, (200, "application/zip"): bytes},
+    )
     def get(self, request: Request, name: str) -> HttpResponse:
         pair_set = get_object_or_404(MinimalPairSet, name=name)
+        kind = str(request.query_params.get("as") or "tsv").strip()
+        if kind not in EXPORTS:
+            raise serializers.ValidationError({"as": f"choose one of {', '.join(EXPORTS)}"})
+        if kind == "lm-eval":
+            return _lm_eval_zip(pair_set, str(request.query_params.get("metric") or "lm_eval"))
         return HttpResponse(
             pair_sets.pair_set_export(pair_set),
             content_type="text/tab-separated-values; charset=utf-8",
         )
+
+
+def _lm_eval_zip(pair_set: MinimalPairSet, metric: str) -> HttpResponse:
+    """The task folder zipped as <task>/...; its data_files is relative to where the zip is
+    unpacked, so `lm_eval --include_path <task> --tasks <task>` runs there as it is."""
+    task = lm_eval.task_name(pair_set.name)
+    try:
+        folder = lm_eval.export_task(
+            pair_sets.pair_set_data(pair_set),
+            set_name=pair_set.name,
+            content_hash=pair_set.content_hash,
+            metric=metric,
+            data_dir=task,
+        )
+    except lm_eval.LmEvalTaskInvalid as bad:
+        raise serializers.ValidationError({bad.where or "set": str(bad)}) from None
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        for file_name, content in folder.files.items():
+            archive.writestr(f"{task}/{file_name}", content)
+    response = HttpResponse(buffer.getvalue(), content_type="application/zip")
+    response["Content-Disposition"] = f'attachment; filename="{task}.zip"'
+    return response

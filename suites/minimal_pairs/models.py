@@ -17,6 +17,9 @@ class MinimalPairSet(GymData):
     owner = owner_field("pair_sets")
     tags = tags_field("pair_sets")
     source_format = models.CharField(max_length=40, blank=True)
+    # The metric its runs take when a request names none (suites.minimal_pairs.sets.
+    # format_metric: what the format's publishers report); sets from before it: nlpscholar.
+    metric = models.CharField(max_length=12, default="nlpscholar")
     # The TSV's columns in file order (export writes them back so) and which are conditions.
     columns = models.JSONField(default=list)
     condition_columns = models.JSONField(default=list)

@@ -24,6 +24,7 @@ from suites.catalog_services import (
 )
 from suites.formats import minimal_pairs as mp
 from suites.formats import pair_datasets
+from suites.minimal_pairs import lm_eval
 from suites.models import MinimalPairSet, PairSetSentence, PairSetVersion
 
 BULK_BATCH = 2000
@@ -80,13 +81,18 @@ def minimal_pair_set_import(
     drop_incomplete_pairs: bool = False,
     rename_if_taken: bool = False,
     file_format: str = "",
+    parsed: mp.MinimalPairSet | None = None,
+    metric: str = "",
 ) -> PairSetReport:
     """Validate a minimal-pair file (any format of suites/formats/pair_datasets.py,
     detected, or named by `file_format`) and save it as a set, all or nothing. Raises PairSetInvalid with every error found. `drop_incomplete_pairs`
     leaves out (with a warning) the pairs that lack an expected or an unexpected
     sentence, as NLPScholar does, instead of refusing the file. `rename_if_taken`: a
-    taken name becomes the first free '<name> (2)', … (`renamed_from` keeps the asked)."""
-    parsed = _parse(data, filename, drop_incomplete_pairs, file_format)
+    taken name becomes the first free '<name> (2)', … (`renamed_from` keeps the asked).
+    `parsed`: the set already read (an lm-eval task folder), `data` unused; `metric`: the
+    set's metric instead of its format's."""
+    if parsed is None:
+        parsed = _parse(data, filename, drop_incomplete_pairs, file_format)
     asked = name
     name = upload_name(MinimalPairSet, name, rename_if_taken=rename_if_taken)
     tags = list(tags)
@@ -100,6 +106,7 @@ def minimal_pair_set_import(
                 owner=owner,
                 description=description,
                 source_format=parsed.source_format,
+                metric=metric or parsed.metric or mp.format_metric(parsed.source_format),
                 columns=parsed.columns,
                 condition_columns=parsed.condition_columns,
                 import_warnings=parsed.warnings,
@@ -125,6 +132,10 @@ def minimal_pair_set_import(
 def _parse(
     data: str | bytes, filename: str, drop_incomplete_pairs: bool, file_format: str
 ) -> mp.MinimalPairSet:
+    if file_format == lm_eval.UPLOAD_FORMAT or (
+        isinstance(data, bytes) and data.startswith(ZIP_MAGIC)
+    ):
+        return _parse_task_zip(data)
     try:
         parsed = pair_datasets.read_pair_dataset(
             data,
@@ -142,6 +153,25 @@ def _parse(
     dropped = set(parsed.dropped_pairs)
     kept = [s for s in parsed.sentences if (s.pairid or "") not in dropped]
     return dataclasses.replace(parsed, sentences=kept, dropped_pairs=[])
+
+
+ZIP_MAGIC = b"PK\x03\x04"
+
+
+def _parse_task_zip(data: str | bytes) -> mp.MinimalPairSet:
+    """A zipped lm-eval task folder (suites.minimal_pairs.lm_eval) as a set; what it
+    cannot represent is refused, located at the file and setting."""
+    if not isinstance(data, bytes) or not data.startswith(ZIP_MAGIC):
+        raise PairSetInvalid(
+            [mp.PairSetError(None, "file", "an lm-eval task folder is uploaded as a zip")]
+        )
+    limits = upload_limits()
+    try:
+        return lm_eval.task_from_files(lm_eval.zip_files(data, limits), limits=limits).pair_set
+    except lm_eval.LmEvalTaskInvalid as bad:
+        raise PairSetInvalid([mp.PairSetError(None, bad.where or None, str(bad))]) from None
+    except mp.MinimalPairFormatError as exc:
+        raise PairSetInvalid(exc.errors) from None
 
 
 def minimal_pair_set_replace(

@@ -245,7 +245,7 @@ def test_the_format_can_be_named_and_names_are_checked() -> None:
     assert unknown.column == "file_format"
     assert unknown.message == (
         "unknown format 'blimp2'; leave it empty to detect the format from the content, or "
-        "name one of: nlpscholar, blimp, jblimp, multiblimp, lm-syneval, clams, zorro"
+        "name one of: nlpscholar, blimp, jblimp, multiblimp, lm-syneval, clams, zorro, lm-eval"
     )
     (wrong,) = _errors(JBLIMP, file_format="multiblimp")[:1]
     assert (wrong.row, wrong.column) == (1, "sen")

@@ -1,0 +1,341 @@
+"""lm-evaluation-harness task folders in and out (docs/minimal-pairs.md, "lm-eval").
+
+Out: a pair set as a multiple-choice log-likelihood task in BLiMP's template shape (an
+empty context, the two sentences as choices, the expected one the target) with its pairs
+in a JSONL file named by `data_files`, which `lm_eval --include_path DIR` runs as it is.
+The target delimiter chooses the convention: " " (the harness's BLiMP tasks: accuracy
+equals Gym's metric `lm_eval`) or "" (the sentence itself after the start token: Gym's
+metric `sentence`).
+
+In: such a folder (a YAML file and the local JSONL it names) as a pair set; what the
+task does not say in that shape (a context, a few-shot setting, other choices, a target
+that is not one of the two, data that is not local JSONL) is refused with the reason.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+import yaml
+
+from suites.formats import minimal_pairs as mp
+from suites.formats.limits import DEFAULT_LIMITS, InputLimits
+
+# The upload format's name (file_format; a zip is detected without it).
+UPLOAD_FORMAT = "lm-eval"
+
+# Gym metric -> the harness's target delimiter that reproduces it.
+DELIMITERS = {"lm_eval": " ", "sentence": ""}
+CHOICES = "{{[sentence_good, sentence_bad]}}"
+CONVENTIONS = {
+    "lm_eval": "lm-evaluation-harness's BLiMP convention: the end-of-text token as context, "
+    'target delimiter " " (the sentence with a leading space); equals Gym\'s metric lm_eval',
+    "sentence": "the whole sentence after the start token, no leading space (target "
+    'delimiter ""); equals Gym\'s metric sentence',
+}
+
+
+class LmEvalTaskInvalid(ValueError):
+    """A task folder that is not a pair set; `where` names the file and key."""
+
+    def __init__(self, message: str, *, where: str = "") -> None:
+        super().__init__(message)
+        self.where = where
+
+
+def task_name(set_name: str) -> str:
+    """A task name lm-eval accepts (letters, digits, _ and -) from the set's name."""
+    slug = re.sub(r"[^A-Za-z0-9_-]+", "_", set_name).strip("_") or "pairs"
+    return f"gym_{slug}"
+
+
+def pair_records(data: mp.MinimalPairSet) -> list[dict[str, str]]:
+    """One record per complete pair (its expected and its unexpected sentence), in the
+    set's pair order, with the pair's id and its first sentence's conditions."""
+    records = []
+    for pairid, sentences in data.pairs().items():
+        sides = {s.comparison: s for s in sentences}
+        good, bad = sides.get(mp.EXPECTED), sides.get(mp.UNEXPECTED)
+        if good is None or bad is None or len(sentences) != 2:
+            continue
+        conditions = {k: v for k, v in good.conditions.items() if k not in _RECORD_KEYS}
+        records.append(
+            {"sentence_good": good.sentence, "sentence_bad": bad.sentence, "pairID": pairid}
+            | conditions
+        )
+    return records
+
+
+_RECORD_KEYS = ("sentence_good", "sentence_bad", "pairID")
+
+
+def task_yaml(name: str, data_file: str, *, metric: str, set_name: str, content_hash: str) -> str:
+    """The task's YAML: BLiMP's template with local JSON data and the convention named."""
+    config: dict[str, Any] = {
+        "task": name,
+        "dataset_path": "json",
+        "dataset_kwargs": {"data_files": {"test": data_file}},
+        "test_split": "test",
+        "output_type": "multiple_choice",
+        "doc_to_text": "",
+        "doc_to_target": 0,
+        "doc_to_choice": CHOICES,
+        "target_delimiter": DELIMITERS[metric],
+        "num_fewshot": 0,
+        "metric_list": [{"metric": "acc", "aggregation": "mean", "higher_is_better": True}],
+        "metadata": {
+            "version": 1.0,
+            "gym_set": set_name,
+            "gym_content_hash": content_hash,
+            "gym_metric": metric,
+            "convention": CONVENTIONS[metric],
+        },
+    }
+    header = (
+        f"# Exported by Gym from the minimal-pair set {set_name!r}.\n"
+        f"# Convention: {CONVENTIONS[metric]}.\n"
+        "# Ties: the harness counts a tie as correct (the first choice wins), Gym as a failure.\n"
+    )
+    return header + yaml.safe_dump(config, sort_keys=False, allow_unicode=True)
+
+
+@dataclass
+class TaskFolder:
+    name: str
+    files: dict[str, bytes]  # file name -> content
+
+
+def export_task(
+    data: mp.MinimalPairSet,
+    *,
+    set_name: str,
+    content_hash: str,
+    metric: str = "lm_eval",
+    data_dir: str = "",
+) -> TaskFolder:
+    """The task folder's files. `data_dir`: where `data_files` says the JSONL is (the
+    folder's absolute path for the command; "" for a path relative to where lm_eval runs).
+    Raises LmEvalTaskInvalid for a metric the harness cannot reproduce or a set without
+    pairs."""
+    if metric not in DELIMITERS:
+        raise LmEvalTaskInvalid(
+            f"metric {metric!r} has no lm-eval convention; choose one of "
+            f"{', '.join(DELIMITERS)} (NLPScholar's word analysis is not a harness metric)",
+            where="metric",
+        )
+    records = pair_records(data)
+    if not records:
+        raise LmEvalTaskInvalid("the set has no complete pairs to export", where="set")
+    name = task_name(set_name)
+    data_name = f"{name}.jsonl"
+    path = str(PurePosixPath(data_dir) / data_name) if data_dir else data_name
+    lines = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
+    yaml_text = task_yaml(name, path, metric=metric, set_name=set_name, content_hash=content_hash)
+    return TaskFolder(
+        name=name, files={f"{name}.yaml": yaml_text.encode(), data_name: lines.encode()}
+    )
+
+
+def write_task(folder: TaskFolder, out: Path) -> list[Path]:
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    for file_name, content in folder.files.items():
+        path = out / file_name
+        path.write_bytes(content)
+        written.append(path)
+    return written
+
+
+# --- in ------------------------------------------------------------------------------------
+
+_CHOICE = re.compile(r"^\{\{\s*\[\s*(\w+)\s*,\s*(\w+)\s*\]\s*\}\}$")
+_FIELD = re.compile(r"^\{\{\s*(\w+)\s*\}\}$")
+
+
+@dataclass
+class ImportedTask:
+    name: str
+    metric: str  # the Gym metric its delimiter reproduces
+    pair_set: mp.MinimalPairSet
+
+
+def _refuse(message: str, where: str) -> LmEvalTaskInvalid:
+    return LmEvalTaskInvalid(f"{where}: {message}", where=where)
+
+
+def read_task_yaml(text: str, where: str) -> dict[str, Any]:
+    try:
+        config = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise _refuse(f"not YAML ({str(exc)[:200]})", where) from None
+    if not isinstance(config, dict):
+        raise _refuse("the YAML is not a mapping of task settings", where)
+    return config
+
+
+def _check_shape(config: dict[str, Any], where: str) -> tuple[str, str, int, str]:
+    """(good field, bad field... as choices, target index, delimiter) of a task in
+    BLiMP's shape; LmEvalTaskInvalid naming the first setting that is not."""
+    if "include" in config or "group" in config or "task" not in config:
+        raise _refuse(
+            "a task with its own `task` name and every setting in the file is needed "
+            "(no `include` of another template, no `group`)",
+            where,
+        )
+    if config.get("output_type") != "multiple_choice":
+        raise _refuse("output_type must be multiple_choice (log-likelihood of choices)", where)
+    if str(config.get("doc_to_text", "")) != "":
+        raise _refuse(
+            'doc_to_text must be "" (each choice scored on its own after the start token); '
+            "a pair set has no shared context",
+            f"{where} doc_to_text",
+        )
+    if int(config.get("num_fewshot") or 0) != 0:
+        raise _refuse("num_fewshot must be 0", f"{where} num_fewshot")
+    choices = _CHOICE.match(str(config.get("doc_to_choice", "")))
+    if not choices:
+        raise _refuse(
+            "doc_to_choice must be two document fields, as {{[sentence_good, sentence_bad]}}",
+            f"{where} doc_to_choice",
+        )
+    target = config.get("doc_to_target")
+    if target not in (0, 1):
+        raise _refuse("doc_to_target must be 0 or 1 (which choice is expected)", where)
+    delimiter = str(config.get("target_delimiter", " "))
+    if delimiter not in (" ", ""):
+        raise _refuse('target_delimiter must be " " or ""', f"{where} target_delimiter")
+    if config.get("process_docs") or config.get("filter_list"):
+        raise _refuse("process_docs and filter_list cannot be represented", where)
+    return choices.group(1), choices.group(2), int(target), delimiter
+
+
+def _data_name(config: dict[str, Any], where: str) -> str:
+    if config.get("dataset_path") != "json":
+        raise _refuse(
+            "dataset_path must be json with local data_files (a hub dataset cannot be "
+            "fetched here)",
+            f"{where} dataset_path",
+        )
+    files = (config.get("dataset_kwargs") or {}).get("data_files")
+    split = config.get("test_split") or config.get("validation_split")
+    if isinstance(files, str):
+        return files
+    if isinstance(files, dict) and split in files and isinstance(files[split], str):
+        return str(files[split])
+    raise _refuse(
+        "dataset_kwargs.data_files must name one JSONL file for the task's split",
+        f"{where} dataset_kwargs",
+    )
+
+
+def _data_file(named: str, files: dict[str, bytes], where: str) -> tuple[str, bytes]:
+    """The data file among the folder's files: by its relative path, else (a path
+    written for another machine, as an export's absolute one) by its name alone."""
+    path = PurePosixPath(named.replace("\\", "/"))
+    if ".." not in path.parts:
+        if str(path) in files:
+            return str(path), files[str(path)]
+        by_name = [k for k in files if PurePosixPath(k).name == path.name]
+        if len(by_name) == 1:
+            return by_name[0], files[by_name[0]]
+    raise _refuse(
+        f"data file {named[:200]!r} is not a file inside the task folder", f"{where} data_files"
+    )
+
+
+# What a task folder may hold: its YAML and its data, a few other files at most.
+MAX_FILES = 20
+
+
+def folder_files(folder: Path, limits: InputLimits = DEFAULT_LIMITS) -> dict[str, bytes]:
+    """The folder's files (relative POSIX path -> content), links left out."""
+    found = [p for p in sorted(folder.rglob("*")) if p.is_file() and not p.is_symlink()]
+    if len(found) > MAX_FILES:
+        raise LmEvalTaskInvalid(f"a task folder holds at most {MAX_FILES} files", where="folder")
+    if sum(p.stat().st_size for p in found) > limits.unpacked_bytes:
+        raise LmEvalTaskInvalid("the task folder is over the upload size limit", where="folder")
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in found}
+
+
+def zip_files(data: bytes, limits: InputLimits = DEFAULT_LIMITS) -> dict[str, bytes]:
+    """A zipped task folder's files (path in the zip -> content), held to the limits
+    by the zip's own directory before anything is unpacked, and while unpacking."""
+    try:
+        archive = zipfile.ZipFile(io.BytesIO(data))
+        members = [m for m in archive.infolist() if not m.is_dir()]
+    except (zipfile.BadZipFile, ValueError) as exc:
+        raise LmEvalTaskInvalid(f"not a readable zip ({str(exc)[:200]})", where="zip") from None
+    if len(members) > MAX_FILES:
+        raise LmEvalTaskInvalid(f"a task zip holds at most {MAX_FILES} files", where="zip")
+    if sum(m.file_size for m in members) > limits.unpacked_bytes:
+        raise LmEvalTaskInvalid("the zip unpacks to more than the upload limit", where="zip")
+    files = {}
+    for member in members:
+        try:
+            with archive.open(member) as handle:
+                content = handle.read(member.file_size + 1)
+        except (zipfile.BadZipFile, ValueError, NotImplementedError, OSError) as exc:
+            where = f"zip {member.filename[:100]}"
+            raise LmEvalTaskInvalid(
+                f"{where}: unreadable ({str(exc)[:200]})", where=where
+            ) from None
+        if len(content) > member.file_size:
+            raise LmEvalTaskInvalid("a zip member is larger than it says", where="zip")
+        files[member.filename] = content
+    return files
+
+
+def task_from_files(
+    files: dict[str, bytes], *, limits: InputLimits = DEFAULT_LIMITS
+) -> ImportedTask:
+    """A task folder's files (its one YAML and the local JSONL it names) as a pair set
+    (lm-eval-task format, metric lm_eval for delimiter " ", sentence for ""). Raises
+    LmEvalTaskInvalid (where: the file and setting) or MinimalPairFormatError (rows)."""
+    yamls = sorted(k for k in files if PurePosixPath(k).suffix in (".yaml", ".yml"))
+    if len(yamls) != 1:
+        raise LmEvalTaskInvalid(
+            f"a task folder holds one task YAML file; this one holds {len(yamls)}",
+            where="folder",
+        )
+    where = PurePosixPath(yamls[0]).name
+    config = read_task_yaml(mp.decode_text(files[yamls[0]]), where)
+    first, second, target, delimiter = _check_shape(config, where)
+    data_name, data = _data_file(_data_name(config, where), files, where)
+    good, bad = (first, second) if target == 0 else (second, first)
+    lines = _renamed_records(data, good, bad, PurePosixPath(data_name).name)
+    parsed = mp.parse_blimp_jsonl(lines, limits=limits)
+    parsed.source_format = mp.LM_EVAL_TASK
+    parsed.metric = "lm_eval" if delimiter == " " else "sentence"
+    return ImportedTask(name=str(config["task"]), metric=parsed.metric, pair_set=parsed)
+
+
+def import_task(folder: Path, *, limits: InputLimits = DEFAULT_LIMITS) -> ImportedTask:
+    """A task folder on disk as a pair set (`task_from_files`)."""
+    return task_from_files(folder_files(folder, limits), limits=limits)
+
+
+def _renamed_records(data: bytes, good: str, bad: str, where: str) -> str:
+    """The JSONL with the expected and unexpected fields named as BLiMP's; a line
+    without them is refused here with its number."""
+    out = []
+    for number, line in enumerate(mp.decode_text(data).splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise _refuse(f"line {number} is not JSON ({exc.msg})", where) from None
+        if not isinstance(record, dict) or good not in record or bad not in record:
+            raise _refuse(f"line {number} lacks the choice fields {good} and {bad}", where)
+        renamed = {k: v for k, v in record.items() if k not in (good, bad, *_RECORD_KEYS)}
+        renamed["sentence_good"], renamed["sentence_bad"] = record[good], record[bad]
+        if "pairID" in record:
+            renamed["pairID"] = record["pairID"]
+        out.append(json.dumps(renamed, ensure_ascii=False))
+    return "\n".join(out) + "\n"
