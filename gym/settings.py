@@ -415,6 +415,12 @@ SPECTACULAR_SETTINGS = {
             ("tokens", "sum of token surprisals"),
             ("corrected", "word-corrected"),
         ],
+        # A pair run's metric (evaluations.minimal_pairs.analysis.METRICS), not a region's.
+        "PairMetricEnum": [
+            ("sentence", "whole-sentence log probability"),
+            ("nlpscholar", "NLPScholar's analysis"),
+            ("lm_eval", "whole-sentence, as lm-evaluation-harness"),
+        ],
         # A model's check (checking / ready / refused), not a run's status.
         "ModelStatusEnum": "evaluations.language_models.models.LanguageModel.Status",
         # Every kind's run status, under the name it had before models had one.

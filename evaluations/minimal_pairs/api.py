@@ -217,7 +217,7 @@ class PairEvaluationRequestSerializer(serializers.Serializer):
         "leaderboard and the comparisons",
     )
     metric = serializers.ChoiceField(
-        choices=list(METRICS),
+        choices=PairEvaluation._meta.get_field("metric").choices or list(METRICS),
         required=False,
         default=None,
         allow_null=True,
