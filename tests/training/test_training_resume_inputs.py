@@ -75,3 +75,19 @@ def test_the_same_inputs_resume(corpora, tmp_path) -> None:
     # What a resume may change: retention, saves, compile.
     printed = train_causal(book, out, *TINY, "--steps", "4", "--save-every", "3")
     assert "4 steps (resumed at step 1)" in printed
+
+
+BERT = ("--preset", "tiny-bert", "--micro-batch", "4", "--checkpoints", "2", "--steps", "4")
+
+
+def test_a_masked_training_resumes_only_with_its_masking(corpora, tmp_path) -> None:
+    book, _other = corpora
+    out = tmp_path / "m"
+    train_causal(book, out, *BERT, "--stop-after-step", "1", kind="masked")
+    with pytest.raises(CommandError) as caught:
+        train_causal(book, out, *BERT, "--mask-probability", "0.2", kind="masked")
+    assert "mask_probability: 0.15 before, 0.2 now" in str(caught.value)
+    with pytest.raises(CommandError, match=r"whole_word_masking: false before, true now"):
+        train_causal(book, out, *BERT, "--whole-word-masking", kind="masked")
+    printed = train_causal(book, out, *BERT, "--save-every", "3", kind="masked")
+    assert "4 steps (resumed at step 1)" in printed
