@@ -16,6 +16,7 @@ from typing import TypeVar
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
+from gym.artifacts import artifact_storage
 from gym.embedded import embedded_broker_url
 
 # Not upper-case: Django takes every upper-case name of this module for a setting.
@@ -277,6 +278,22 @@ STORAGES = {
     },
 }
 WHITENOISE_USE_FINDERS = not GYM_COLLECTED_STATIC
+
+# The artifact store (gym/artifacts.py): corpora, uploaded models and what runs make,
+# addressed by key. "" keeps them in a local folder (GYM_ARTIFACTS_DIR); s3://bucket/prefix
+# puts them in an S3-compatible object store (django-storages, boto3), reached with the
+# standard AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and AWS_DEFAULT_REGION.
+GYM_ARTIFACTS_URL = envstr("GYM_ARTIFACTS_URL", "")
+GYM_ARTIFACTS_DIR = Path(envstr("GYM_ARTIFACTS_DIR", str(VAR_DIR / "artifacts")))
+STORAGES["artifacts"] = artifact_storage(
+    GYM_ARTIFACTS_URL,
+    GYM_ARTIFACTS_DIR,
+    endpoint=envstr("AWS_ENDPOINT_URL", ""),
+    region=envstr("AWS_DEFAULT_REGION", "us-east-1"),
+)
+# A worker's cache of fetched artifacts, and its size bound (least recently used go first).
+GYM_ARTIFACT_CACHE_DIR = Path(envstr("GYM_ARTIFACT_CACHE_DIR", str(VAR_DIR / "cache")))
+GYM_ARTIFACT_CACHE_BYTES = envint("GYM_ARTIFACT_CACHE_BYTES", 20 * 1024 * 1024 * 1024)
 
 # Models: local model folders and files must lie under one of these folders (symlinks and
 # ".." resolved), so that nobody can register /etc or the site's own database as a model.

@@ -1,0 +1,263 @@
+"""The artifact store: files every machine of a site shares, addressed by key.
+
+Corpora, uploaded models and what runs make live here, never under a host path that a
+payload or a row would carry. The store is Django's named storage "artifacts"
+(settings.STORAGES): a local folder by default (GYM_ARTIFACTS_DIR, no process of its own),
+or an S3-compatible object store when GYM_ARTIFACTS_URL is s3://bucket/prefix.
+
+Keys are slash-separated names. Immutable content is keyed by its SHA-256
+(`corpora/<sha256>`); a folder (a model, a checkpoint) is a manifest
+(`<prefix>/manifest.json`, each file's relative path, size and hash) beside its files
+(`<prefix>/files/<path>`), so that a worker can fetch, check and cache each file alone and
+two folders that share a file cost nothing more to check. This module knows no kind of
+artifact: the kinds import it.
+
+Every call that reaches the store raises StoreUnavailable when the store cannot be reached,
+with a message that names where it was looked for.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import IO, Any
+from urllib.parse import urlparse
+
+CHUNK = 1024 * 1024
+
+
+class StoreUnavailable(Exception):
+    """The artifact store could not be reached (a network fault, a server down)."""
+
+
+class BadKey(ValueError):
+    """A key that is not a plain relative slash-separated name."""
+
+
+def artifact_storage(url: str, folder: Path, *, endpoint: str, region: str) -> dict[str, Any]:
+    """The STORAGES entry for GYM_ARTIFACTS_URL ("" or s3://bucket/prefix)."""
+    if not url:
+        return {
+            "BACKEND": "django.core.files.storage.FileSystemStorage",
+            "OPTIONS": {"location": str(folder), "base_url": None},
+        }
+    parsed = urlparse(url)
+    if parsed.scheme != "s3" or not parsed.netloc:
+        from django.core.exceptions import ImproperlyConfigured
+
+        raise ImproperlyConfigured(
+            f"GYM_ARTIFACTS_URL={url!r}: expected s3://bucket/prefix, or nothing for the "
+            "local folder GYM_ARTIFACTS_DIR."
+        )
+    options: dict[str, Any] = {
+        "bucket_name": parsed.netloc,
+        "location": parsed.path.strip("/"),
+        "region_name": region,
+        "file_overwrite": True,
+        "querystring_auth": False,
+    }
+    if endpoint:
+        options["endpoint_url"] = endpoint
+    return {"BACKEND": "storages.backends.s3.S3Storage", "OPTIONS": options}
+
+
+def check_key(key: str) -> str:
+    path = PurePosixPath(key)
+    if (
+        not key
+        or key.startswith("/")
+        or "\\" in key
+        or any(p in ("", ".", "..") for p in key.split("/"))
+    ):
+        raise BadKey(f"Artifact key {key!r}: expected a relative name such as corpora/<sha256>.")
+    return str(path)
+
+
+def _storage() -> Any:
+    from django.core.files.storage import storages
+
+    return storages["artifacts"]
+
+
+def where() -> str:
+    """Where the store is, for messages: its endpoint and bucket, or its folder."""
+    from django.conf import settings
+
+    if settings.GYM_ARTIFACTS_URL:
+        endpoint = getattr(_storage(), "endpoint_url", None) or "the default AWS endpoint"
+        return f"{settings.GYM_ARTIFACTS_URL} ({endpoint})"
+    return str(settings.GYM_ARTIFACTS_DIR)
+
+
+def _unreachable(error: BaseException) -> StoreUnavailable:
+    return StoreUnavailable(
+        f"The artifact store at {where()} could not be reached: {type(error).__name__}: {error}"
+    )
+
+
+def _guarded_errors() -> tuple[type[Exception], ...]:
+    errors: list[type[Exception]] = [OSError]
+    try:
+        from botocore.exceptions import (  # type: ignore[import-untyped]
+            BotoCoreError,
+            ClientError,
+        )
+
+        errors += [BotoCoreError, ClientError]
+    except ImportError:  # pragma: no cover - boto3 is in requirements.txt
+        pass
+    return tuple(errors)
+
+
+@dataclass(frozen=True)
+class Stored:
+    key: str
+    sha256: str
+    size: int
+
+
+def sha256_of(source: str | Path | IO[bytes]) -> tuple[str, int]:
+    """The SHA-256 and size of a file or a binary stream, read in chunks."""
+    digest, size = hashlib.sha256(), 0
+    with _opened(source) as stream:
+        while chunk := stream.read(CHUNK):
+            digest.update(chunk)
+            size += len(chunk)
+    return digest.hexdigest(), size
+
+
+class _opened:
+    """A path opened for reading, or a stream rewound and left open."""
+
+    def __init__(self, source: str | Path | IO[bytes]) -> None:
+        self.source = source
+        self.stream: IO[bytes] | None = None
+
+    def __enter__(self) -> IO[bytes]:
+        if isinstance(self.source, str | Path):
+            stream = open(self.source, "rb")  # noqa: SIM115 - closed in __exit__
+            self.stream = stream
+            return stream
+        self.source.seek(0)
+        return self.source
+
+    def __exit__(self, *exc: object) -> None:
+        if self.stream is not None:
+            self.stream.close()
+
+
+def put_file(key: str, source: str | Path | IO[bytes]) -> Stored:
+    """Write a file or stream under key, streamed, replacing what was there."""
+    from django.core.files import File
+
+    key = check_key(key)
+    sha, size = sha256_of(source)
+    storage = _storage()
+    try:
+        with _opened(source) as stream:
+            if storage.exists(key):
+                storage.delete(key)
+            saved = storage.save(key, File(stream, name=PurePosixPath(key).name))
+    except _guarded_errors() as error:
+        raise _unreachable(error) from error
+    if saved != key:  # a local folder renames rather than overwrite; we deleted first
+        raise StoreUnavailable(f"The artifact store at {where()} kept {key} as {saved}.")
+    return Stored(key, sha, size)
+
+
+def put_content(source: str | Path | IO[bytes], prefix: str) -> Stored:
+    """Write immutable content under <prefix>/<sha256>; a second put of it writes nothing."""
+    sha, _ = sha256_of(source)
+    key = f"{prefix.rstrip('/')}/{sha}"
+    if exists(key):
+        return Stored(key, sha, size(key))
+    return put_file(key, source)
+
+
+def _call(method: str, *args: Any) -> Any:
+    try:
+        return getattr(_storage(), method)(*args)
+    except _guarded_errors() as error:
+        raise _unreachable(error) from error
+
+
+def exists(key: str) -> bool:
+    return bool(_call("exists", check_key(key)))
+
+
+def size(key: str) -> int:
+    return int(_call("size", check_key(key)))
+
+
+def open_file(key: str) -> IO[bytes]:
+    """The stored file, opened for reading in binary (a stream, not read whole)."""
+    key = check_key(key)
+    if not exists(key):
+        raise FileNotFoundError(f"No artifact {key} in the store at {where()}.")
+    stream: IO[bytes] = _call("open", key, "rb")
+    return stream
+
+
+def stream(key: str) -> Iterator[bytes]:
+    """The stored file's bytes in chunks."""
+    handle = open_file(key)
+    try:
+        while True:
+            try:
+                chunk = handle.read(CHUNK)
+            except _guarded_errors() as error:
+                raise _unreachable(error) from error
+            if not chunk:
+                return
+            yield chunk
+    finally:
+        handle.close()
+
+
+def delete(key: str) -> None:
+    _call("delete", check_key(key))
+
+
+def list_prefix(prefix: str) -> list[str]:
+    """Every key under prefix (a folder name; "" for all), sorted."""
+    prefix = check_key(prefix.rstrip("/")) if prefix.strip("/") else ""
+    keys: list[str] = []
+    pending = [prefix]
+    while pending:
+        folder = pending.pop()
+        folders, files = _call("listdir", folder)
+        base = f"{folder}/" if folder else ""
+        keys += [base + name for name in files]
+        pending += [base + name for name in folders]
+    return sorted(keys)
+
+
+# Folders (a model's save_pretrained folder, a checkpoint): a manifest and its files.
+
+
+def put_folder(prefix: str, folder: Path) -> Stored:
+    """Store every file of folder under <prefix>/files/ and its manifest last, so that a
+    reader who finds the manifest finds every file it names. Returns the manifest's entry."""
+    prefix = check_key(prefix.rstrip("/"))
+    entries = []
+    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        relative = path.relative_to(folder).as_posix()
+        stored = put_file(f"{prefix}/files/{relative}", path)
+        entries.append({"path": relative, "sha256": stored.sha256, "size": stored.size})
+    manifest = json.dumps({"files": entries}, indent=1, sort_keys=True).encode()
+    import io
+
+    return put_file(f"{prefix}/manifest.json", io.BytesIO(manifest))
+
+
+def read_manifest(prefix: str) -> list[dict[str, Any]]:
+    """The files a stored folder holds: path, sha256, size each."""
+    with open_file(f"{check_key(prefix.rstrip('/'))}/manifest.json") as handle:
+        try:
+            files: list[dict[str, Any]] = json.loads(handle.read())["files"]
+        except _guarded_errors() as error:
+            raise _unreachable(error) from error
+    return files
