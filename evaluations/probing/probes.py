@@ -114,25 +114,12 @@ def fit_logreg(
     weights drawn with it. The loss is convex, so seeds differ only as far as L-BFGS
     stops short of the optimum."""
     x_tr, y_tr, x_va, x_te = _tensors(split, device)
-    width = x_tr.shape[1]
-    start = torch.zeros((width, split.n_classes))
-    if seed != SEED:
-        start = 0.01 * torch.randn(
-            (width, split.n_classes), generator=torch.Generator().manual_seed(seed)
-        )
+    start = _start_weights(x_tr.shape[1], split.n_classes, (seed,))
     weight = start.to(device).requires_grad_(True)
     bias = torch.zeros(split.n_classes, device=device, requires_grad=True)
     best: ProbeFit | None = None
     for l2 in sorted(grid, reverse=True):
-        optimizer = torch.optim.LBFGS(
-            [weight, bias],
-            lr=1.0,
-            max_iter=max_iter,
-            history_size=10,
-            tolerance_grad=1e-6,
-            tolerance_change=1e-9,
-            line_search_fn="strong_wolfe",
-        )
+        optimizer = _lbfgs([weight, bias], max_iter)
 
         def closure(l2: float = l2, optimizer: torch.optim.LBFGS = optimizer) -> torch.Tensor:
             optimizer.zero_grad()
@@ -155,6 +142,19 @@ def fit_logreg(
                     best.te_log2_gold = _log2_gold(te_logits, split.y_te)
     assert best is not None, "the grid is empty"
     return best
+
+
+def _lbfgs(params: list[torch.Tensor], max_iter: int) -> torch.optim.LBFGS:
+    """The L-BFGS of the logistic-regression probes, alone or in a batch."""
+    return torch.optim.LBFGS(
+        params,
+        lr=1.0,
+        max_iter=max_iter,
+        history_size=10,
+        tolerance_grad=1e-6,
+        tolerance_change=1e-9,
+        line_search_fn="strong_wolfe",
+    )
 
 
 class _MLP(torch.nn.Module):
@@ -462,15 +462,7 @@ def _fit_batch(
     ).to(device)
     best: list[list[ProbeFit | None]] = [[None] * probes for _ in range(n_layers)]
     for l2 in sorted(grid, reverse=True):
-        optimizer = torch.optim.LBFGS(
-            [weight, bias],
-            lr=1.0,
-            max_iter=max_iter,
-            history_size=10,
-            tolerance_grad=1e-6,
-            tolerance_change=1e-9,
-            line_search_fn="strong_wolfe",
-        )
+        optimizer = _lbfgs([weight, bias], max_iter)
 
         def closure(l2: float = l2, optimizer: torch.optim.LBFGS = optimizer) -> torch.Tensor:
             optimizer.zero_grad()

@@ -14,7 +14,6 @@ import yaml
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from evaluations import token_data
 from evaluations.minimal_pairs import selectors as pair_selectors
 from evaluations.minimal_pairs import services as pair_services
 from evaluations.models import LanguageModel, PairEvaluation
@@ -22,7 +21,7 @@ from suites.formats import minimal_pairs as mp
 from suites.minimal_pairs import sets as pair_sets
 from suites.models import MinimalPairSet
 from tests.conftest import signed_in_client, token_client
-from tests.minimal_pairs.test_pair_evaluations import Tok, post_json
+from tests.minimal_pairs.test_pair_evaluations import post_json, word_tokens
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -36,20 +35,10 @@ BLIMP = (
 )
 
 
-def _packed(sentence: str, surprisals: list[float]) -> dict:
-    tokens, start = [], 0
-    for word, surp in zip(sentence.split(" "), surprisals, strict=True):
-        tokens.append(
-            Tok(("Ġ" if start else "") + word, max(start - 1, 0), start + len(word), surp)
-        )
-        start += len(word) + 1
-    return token_data.pack_tokens(tokens)
-
-
 def _store(run: PairEvaluation, pair_set: MinimalPairSet) -> PairEvaluation:
     rows = pair_set.sentences.order_by("position").values_list("sentid", "sentence")
     results = {
-        "sentences": [_packed(text, SURPRISALS[sentid]) for sentid, text in rows],
+        "sentences": [word_tokens(text, SURPRISALS[sentid]) for sentid, text in rows],
         "diagnostics": {},
         "model_info": {"tokenizer": "tok"},
     }
