@@ -248,3 +248,17 @@ def _alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
+
+
+def forget(key: str) -> bool:
+    """Remove the cached copy of key (a file or a folder), waiting while one is in use.
+    True when there was one."""
+    entries, locks, tmp = _folders(cache_dir())
+    name = _entry_name(key.rstrip("/"))
+    with _locked(locks / f"{name}.lock", fcntl.LOCK_EX):
+        if not (entries / name).is_dir():
+            return False
+        doomed = tmp / f"evicted-{name}-{os.getpid()}"
+        os.rename(entries / name, doomed)
+        shutil.rmtree(doomed, ignore_errors=True)
+    return True

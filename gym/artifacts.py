@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -168,13 +169,35 @@ def put_file(key: str, source: str | Path | IO[bytes]) -> Stored:
     return Stored(key, sha, size)
 
 
-def put_content(source: str | Path | IO[bytes], prefix: str) -> Stored:
-    """Write immutable content under <prefix>/<sha256>; a second put of it writes nothing."""
-    sha, _ = sha256_of(source)
+def put_content(source: str | Path | IO[bytes], prefix: str, *, link: bool = False) -> Stored:
+    """Write immutable content under <prefix>/<sha256>; a second put of it writes nothing.
+    `link`: the source file never changes, so a local-folder store on its filesystem may
+    hold it as a hard link instead of a second copy (a laptop keeps a corpus once)."""
+    sha, length = sha256_of(source)
     key = f"{prefix.rstrip('/')}/{sha}"
     if exists(key):
         return Stored(key, sha, size(key))
+    if link and isinstance(source, str | Path) and _linked(key, Path(source)):
+        return Stored(key, sha, length)
     return put_file(key, source)
+
+
+def _linked(key: str, source: Path) -> bool:
+    """Hard-link source as key in a local-folder store (False where it cannot)."""
+    from django.core.files.storage import FileSystemStorage
+
+    storage = _storage()
+    if not isinstance(storage, FileSystemStorage):
+        return False
+    target = Path(storage.path(key))
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        os.link(source, target)
+    except FileExistsError:
+        return True
+    except OSError:  # another filesystem, or links not allowed: copy instead
+        return False
+    return True
 
 
 def _call(method: str, *args: Any) -> Any:

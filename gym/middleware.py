@@ -10,6 +10,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.template.loader import render_to_string
 from django.urls import Resolver404, resolve
 
+from gym.artifacts import StoreUnavailable
 from gym.errors import error_body, too_large_message
 
 logger = logging.getLogger(__name__)
@@ -157,7 +158,8 @@ class DatabaseUnavailableMiddleware:
     """A request whose database connection is lost on the way (the server restarting, a
     connection ended by an administrator, SQLite's lock held too long) answers 503 with
     Retry-After, as a request answers while the task queue is down, instead of a 500:
-    asking again is the remedy. Its transaction was rolled back with the connection."""
+    asking again is the remedy. Its transaction was rolled back with the connection.
+    An artifact store out of reach (gym.artifacts.StoreUnavailable) answers the same way."""
 
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
         self.get_response = get_response
@@ -166,15 +168,21 @@ class DatabaseUnavailableMiddleware:
         return self.get_response(request)
 
     def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
-        if not isinstance(exception, OperationalError | InterfaceError):
+        if isinstance(exception, StoreUnavailable):
+            # The artifact store (gym.artifacts) is down: an upload that needed it kept
+            # nothing, and is sent again once the store is back.
+            code, message = "store_unavailable", f"{exception} Nothing was kept; send it again."
+        elif isinstance(exception, OperationalError | InterfaceError):
+            code, message = "database_unavailable", DATABASE_UNAVAILABLE
+        else:
             return None
-        logger.warning("database unavailable for %s: %s", request.path, exception)
+        logger.warning("%s for %s: %s", code, request.path, exception)
         if request.path.startswith("/api/"):
-            body = error_body({"code": "database_unavailable", "message": DATABASE_UNAVAILABLE})
+            body = error_body({"code": code, "message": message})
             response: HttpResponse = JsonResponse(body, status=503)
         else:
             # Rendered without a request context: reading the user needs the database.
-            html = render_to_string("503.html", {"message": DATABASE_UNAVAILABLE})
+            html = render_to_string("503.html", {"message": message})
             response = HttpResponse(html, status=503)
         response["Retry-After"] = "5"
         return response

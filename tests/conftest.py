@@ -411,6 +411,37 @@ def _private_broker():
     _switch(*before)
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _private_artifact_store(tmp_path_factory):
+    """The artifact store (a local folder) and the artifact cache of this test process, in
+    its temporary folder rather than the checkout's var/: set in the settings and in the
+    environment, which the workers the tests start inherit."""
+    from django.test import override_settings
+
+    from gym import artifacts
+
+    base = tmp_path_factory.getbasetemp()
+    store, cache = base / "artifact-store", base / "artifact-cache"
+    options = artifacts.artifact_storage("", store, endpoint="", region="us-east-1")
+    saved = {key: os.environ.get(key) for key in ("GYM_ARTIFACTS_DIR", "GYM_ARTIFACT_CACHE_DIR")}
+    os.environ.update(GYM_ARTIFACTS_DIR=str(store), GYM_ARTIFACT_CACHE_DIR=str(cache))
+    from django.conf import settings
+
+    override = override_settings(
+        STORAGES={**settings.STORAGES, "artifacts": options},
+        GYM_ARTIFACTS_DIR=store,
+        GYM_ARTIFACT_CACHE_DIR=cache,
+    )
+    override.enable()
+    yield store
+    override.disable()
+    for key, value in saved.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+
+
 @pytest.fixture(autouse=True)
 def _fresh_counters():
     """Throttle and failed-log-in counters live in the cache: each test starts at zero,

@@ -20,6 +20,7 @@ from evaluations.probing.selectors import annotation_sample
 from evaluations.runs import lifecycle as runs
 from gym.errors import ApplicationError, FieldErrors
 from suites.corpora.models import Corpus
+from suites.corpora.services import corpus_in_store
 from suites.models import ProbingTask
 
 PROBING_RUNS = runs.RunKind(
@@ -193,7 +194,11 @@ def probing_payload(run: ProbingRun) -> dict[str, Any]:
         "form": forms if forms and all(forms) else None,
         "frequency": None
         if corpus is None
-        else {"corpus": corpus.name, "path": str(corpus.path), "content_hash": corpus.content_hash},
+        else {
+            "corpus": corpus.name,
+            "key": corpus_in_store(corpus),
+            "content_hash": corpus.content_hash,
+        },
     }
 
 

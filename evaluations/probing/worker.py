@@ -24,6 +24,7 @@ from typing import Any
 
 from evaluations.scoring.loading import LoadedModel, load_model
 from evaluations.scoring.schema import ScoringError
+from gym import artifact_cache
 from suites.corpora.reading import open_normalised
 from suites.formats.probing import ProbingInstance
 
@@ -68,12 +69,20 @@ def frequency_source(
         return None
     try:
         return controls.corpus_unigrams(
-            open_normalised(Path(spec["path"])), forms, name=spec["corpus"]
+            open_normalised(_frequency_file(spec)), forms, name=spec["corpus"]
         )
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
+    except (OSError, UnicodeDecodeError, ValueError, artifact_cache.CorruptArtifact) as exc:
         raise ScoringError(
             f"the frequency corpus {spec['corpus']!r} could not be read ({exc})"
         ) from None
+
+
+def _frequency_file(spec: dict[str, Any]) -> Path:
+    """The frequency corpus's text in this worker's artifact cache (a payload queued before
+    the store named this host's path instead)."""
+    if spec.get("key"):
+        return artifact_cache.fetch_file(str(spec["key"]), sha256=spec.get("content_hash"))
+    return Path(spec["path"])
 
 
 def probing_model(spec: dict[str, Any]) -> LoadedModel:

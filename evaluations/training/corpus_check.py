@@ -16,6 +16,7 @@ from django.core.cache import cache
 
 from suites.corpora import overlap
 from suites.corpora.models import Corpus
+from suites.corpora.services import corpus_local_path
 from suites.models import (
     Item,
     MinimalPairSet,
@@ -76,7 +77,7 @@ def _key(corpus: Corpus, benchmark: Benchmark) -> str:
 def _answers(corpus: Corpus, missing: Sequence[Benchmark]) -> dict[str, dict[str, Any]]:
     """Each benchmark of `missing` checked against the corpus in one pass, by cache key."""
     sentences = {_key(corpus, b): benchmark_sentences(b) for b in missing}
-    found = overlap.sentences_found(corpus.path, set().union(*sentences.values()))
+    found = overlap.sentences_found(corpus_local_path(corpus), set().union(*sentences.values()))
     answers = {}
     for key, own in sentences.items():
         seen = own & found

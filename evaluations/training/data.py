@@ -4,7 +4,7 @@ its held-out validation lines. No Django."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -23,6 +23,10 @@ class CorpusSource:
     validation_lines: int = 0
     # A second corpus as the validation text: then every line of this one is trained on.
     validation_from: CorpusSource | None = None
+    # A stored corpus's key in the artifact store and its SHA-256: what a payload names
+    # (a worker fetches it into its own cache), never `path`, which is this host's.
+    key: str = ""
+    sha256: str = ""
 
     def sequences(self) -> Iterator[str]:
         if self.normalised:
@@ -43,8 +47,9 @@ class CorpusSource:
         return self.split.lines(self.sequences(), validation=True)
 
     def as_payload(self) -> dict[str, object]:
+        where = {"key": self.key, "sha256": self.sha256} if self.key else {"path": str(self.path)}
         return {
-            "path": str(self.path),
+            **where,
             "seed": self.split.seed,
             "threshold": self.split.threshold,
             "normalised": self.normalised,
@@ -55,15 +60,28 @@ class CorpusSource:
         }
 
     @classmethod
-    def from_payload(cls, data: dict[str, Any]) -> CorpusSource:
+    def from_payload(
+        cls, data: dict[str, Any], fetch: Callable[..., Path] | None = None
+    ) -> CorpusSource:
+        """The source a payload names. A stored corpus is named by key: `fetch(key,
+        sha256=...)` gives its local path (gym.artifact_cache.fetch_file on a worker)."""
+        key, sha256 = str(data.get("key") or ""), str(data.get("sha256") or "")
+        if key:
+            if fetch is None:
+                raise ValueError(f"the corpus {key} is in the artifact store: give fetch")
+            path = fetch(key, sha256=sha256 or None)
+        else:
+            path = Path(str(data["path"]))
         return cls(
-            path=Path(str(data["path"])),
+            path=path,
             split=reading.Split(seed=int(data["seed"]), threshold=int(data["threshold"])),
             normalised=bool(data["normalised"]),
             validation_lines=int(data.get("validation_lines", 0)),
-            validation_from=cls.from_payload(data["validation_from"])
+            validation_from=cls.from_payload(data["validation_from"], fetch)
             if data.get("validation_from")
             else None,
+            key=key,
+            sha256=sha256,
         )
 
 

@@ -33,7 +33,7 @@ from evaluations.training.data import CorpusSource
 from evaluations.training.models import TrainingRun
 from gym.errors import FieldErrors
 from suites.corpora.models import Corpus
-from suites.corpora.services import corpus_validation_split
+from suites.corpora.services import corpus_in_store, corpus_validation_split
 from suites.models import MinimalPairSet, ProbingTask, Suite
 
 TRAINING_RUNS = runs.RunKind(
@@ -551,7 +551,7 @@ def _description(corpus: Corpus, kind: str, base: LanguageModel | None) -> str:
 
 
 def training_payload(run: TrainingRun) -> dict[str, Any]:
-    """Everything the GPU worker needs: where the corpus file is, its split (or the
+    """Everything the GPU worker needs: the corpus file's key in the artifact store, its split (or the
     validation corpus's file), the options with the folders of the models they name,
     and the folder to write to (see evaluations.training.worker)."""
     corpus = run.corpus
@@ -560,6 +560,8 @@ def training_payload(run: TrainingRun) -> dict[str, Any]:
         split=corpus_validation_split(corpus),
         normalised=True,
         validation_lines=corpus.validation_lines,
+        key=corpus_in_store(corpus),
+        sha256=corpus.content_hash,
     )
     if run.validation_corpus is not None:
         other = run.validation_corpus
@@ -571,6 +573,8 @@ def training_payload(run: TrainingRun) -> dict[str, Any]:
                 split=corpus_validation_split(other),
                 normalised=True,
                 validation_lines=other.line_count,
+                key=corpus_in_store(other),
+                sha256=other.content_hash,
             ),
         )
     options = dict(run.options)

@@ -51,8 +51,9 @@ def _stop_requested(run_id: int, attempt: int, out_dir: Path) -> bool:
 
 def run_training(payload: dict[str, Any], progress: Callable[[int, int], None]) -> dict[str, Any]:
     from evaluations.training.data import CorpusSource
+    from gym import artifact_cache
 
-    source = CorpusSource.from_payload(payload["corpus"])
+    source = CorpusSource.from_payload(payload["corpus"], fetch=artifact_cache.fetch_file)
     out_dir = Path(payload["out_dir"])
     if payload["kind"] == "ngram":
         return _ngram(payload, source, out_dir, progress)

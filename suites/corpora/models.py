@@ -10,7 +10,8 @@ from suites.catalog_models import GymData, owner_field, tags_field
 
 class Corpus(GymData):
     """Training text. The text is a file under GYM_CORPUS_DIR named by its content hash
-    (the normalised text: one sequence per line), never rows; this row holds what pages
+    (the normalised text: one sequence per line), and in the artifact store under
+    `artifact_key` for the workers of other machines, never rows; this row holds what pages
     show without reading it: counts, the length histogram, a sample and the held-out
     validation split (a seeded hash of the line number at or below `validation_threshold`)."""
 
@@ -43,6 +44,12 @@ class Corpus(GymData):
     @property
     def path(self) -> Path:
         return Path(settings.GYM_CORPUS_DIR) / self.file_name
+
+    @property
+    def artifact_key(self) -> str:
+        """Its key in the artifact store (gym.artifacts): what a payload names, never
+        the path, which is this host's."""
+        return f"corpora/{self.content_hash}"
 
     @property
     def training_lines(self) -> int:

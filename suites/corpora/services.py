@@ -13,6 +13,7 @@ from django.conf import settings
 from django.contrib.auth.models import User
 from django.db.models import QuerySet
 
+from gym import artifacts
 from suites.catalog import COMMON_SORTS, catalog_filter
 from suites.catalog_services import (
     DataInvalid,
@@ -114,6 +115,9 @@ def corpus_import(
         else:
             os.replace(temp, final)
             kept = final
+        # In the artifact store before the row exists: a worker on another machine reads
+        # it there. A store out of reach raises StoreUnavailable and keeps nothing.
+        artifacts.put_content(final, "corpora", link=True)
         with named_row_write(
             name=name, model=Corpus, noun="corpus", reserved=RESERVED_NAMES, invalid=CorpusInvalid
         ):
@@ -192,3 +196,23 @@ def corpus_histogram(corpus: Corpus) -> dict[str, list[Any]]:
 
 def corpus_validation_split(corpus: Corpus) -> reading.Split:
     return reading.Split(seed=corpus.validation_seed, threshold=corpus.validation_threshold)
+
+
+def corpus_in_store(corpus: Corpus) -> str:
+    """The corpus's key in the artifact store, put there first from this host's file when
+    it is not there yet (a corpus imported before the store existed). A payload names this
+    key, never a path: a worker on another machine fetches it into its own cache."""
+    key = corpus.artifact_key
+    if not artifacts.exists(key) and corpus.path.is_file():
+        artifacts.put_content(corpus.path, "corpora", link=True)
+    return key
+
+
+def corpus_local_path(corpus: Corpus) -> Path:
+    """A local path of the corpus's text: this host's file, or the artifact cache's copy
+    (fetched from the store and checked by its hash) on a host that has none."""
+    if corpus.path.is_file():
+        return corpus.path
+    from gym import artifact_cache
+
+    return artifact_cache.fetch_file(corpus.artifact_key, sha256=corpus.content_hash)

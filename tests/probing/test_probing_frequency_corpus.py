@@ -19,6 +19,7 @@ from evaluations.probing import controls
 from evaluations.probing import services as probing_services
 from evaluations.probing.worker import frequency_source, payload_instances, run_probing
 from evaluations.scoring.schema import ScoringError
+from gym import artifact_cache, artifacts
 from suites.corpora.models import Corpus
 from suites.corpora.services import corpus_import
 from suites.models import ProbingTask
@@ -109,11 +110,14 @@ def test_api_request_stores_the_corpus_and_the_worker_counts_in_it(
     assert run.frequency_corpus == corpus
 
     payload = probing_services.PROBING_RUNS.build_payload(run)
+    # The payload names the corpus by its key in the artifact store, never by a path of
+    # this host: the worker fetches it into its own cache.
     assert payload["frequency"] == {
         "corpus": "counts",
-        "path": str(corpus.path),
+        "key": f"corpora/{corpus.content_hash}",
         "content_hash": corpus.content_hash,
     }
+    assert str(corpus.path.parent) not in json.dumps(payload)
     instances = payload_instances(payload)
     source = frequency_source(payload, instances)
     assert source is not None
@@ -197,6 +201,9 @@ def test_a_corpus_file_the_worker_cannot_read_fails_the_run_with_the_reason(
         models=[gpt2], task=task, seeds=1, frequency_corpus=corpus
     ).runs[0]
     payload = probing_services.PROBING_RUNS.build_payload(run)
+    # Gone from this host, the artifact store and the worker's cache alike.
     corpus.path.unlink()
+    artifacts.delete(corpus.artifact_key)
+    artifact_cache.forget(corpus.artifact_key)
     with pytest.raises(ScoringError, match="the frequency corpus 'counts' could not be read"):
         run_probing(payload)

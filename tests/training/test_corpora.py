@@ -285,3 +285,40 @@ def test_command_reports_the_line(tmp_path) -> None:
     with pytest.raises(CommandError):
         call_command("import_corpus", str(path), stderr=err)
     assert "line 1 a TSV corpus needs a column named 'text'" in err.getvalue().replace(":", "")
+
+
+def test_an_upload_is_in_the_artifact_store_before_its_row(alice, corpus_dir) -> None:
+    from gym import artifacts
+
+    response = token_client(alice).post(
+        "/api/corpora/?filename=s.txt", b"the dog ran\n", content_type="text/plain"
+    )
+    assert response.status_code == 201, response.content
+    corpus = Corpus.objects.get()
+    assert corpus.artifact_key == f"corpora/{corpus.content_hash}"
+    assert b"".join(artifacts.stream(corpus.artifact_key)) == b"the dog ran\n"
+    assert hashlib.sha256(b"the dog ran\n").hexdigest() == corpus.content_hash
+
+
+def test_an_unreachable_store_answers_503_and_keeps_nothing(alice, corpus_dir, settings) -> None:
+    from gym import artifacts
+
+    # An S3 store whose endpoint answers nothing (a closed port of this machine).
+    settings.STORAGES = {
+        **settings.STORAGES,
+        "artifacts": artifacts.artifact_storage(
+            "s3://gym/artifacts", corpus_dir, endpoint="http://127.0.0.1:9", region="us-east-1"
+        ),
+    }
+    settings.GYM_ARTIFACTS_URL = "s3://gym/artifacts"
+    response = token_client(alice).post(
+        "/api/corpora/?filename=s.txt", b"the dog ran\n", content_type="text/plain"
+    )
+    assert response.status_code == 503, response.content
+    error = response.json()["errors"][0]
+    assert error["code"] == "store_unavailable"
+    assert "s3://gym/artifacts (http://127.0.0.1:9) could not be reached" in error["message"]
+    assert "Nothing was kept" in error["message"]
+    assert response["Retry-After"] == "5"
+    assert not Corpus.objects.exists()
+    assert not corpus_dir.exists() or [p.name for p in corpus_dir.iterdir()] == []

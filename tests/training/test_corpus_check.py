@@ -14,6 +14,7 @@ import pytest
 from django.core.management import call_command
 
 from evaluations.training import corpus_check, services
+from gym import artifact_cache, artifacts
 from gym.embedded import EXAMPLE_CORPUS, PREPARE
 from suites.corpora import overlap
 from suites.corpora.models import Corpus
@@ -102,6 +103,8 @@ def test_answers_are_cached_per_content(corpus, benchmarks) -> None:
     # Without its file the corpus cannot be read: what was checked is answered from the
     # cache, what was not says so.
     corpus.path.unlink()
+    artifacts.delete(corpus.artifact_key)
+    artifact_cache.forget(corpus.artifact_key)
     assert corpus_check.corpus_check(corpus, [suite, pairs]) == first
     again = corpus_check.corpus_check(corpus, [pairs, task])
     assert again["benchmarks"][0] == first["benchmarks"][1]

@@ -92,6 +92,10 @@ def test_causal_run_in_process(
     assert _private_broker("gpu") == waiting + 1  # sent to the gpu queue on commit
     payload = services.training_payload(run)
     assert payload["corpus"]["normalised"] is True
+    # The corpus by its key in the artifact store and its hash: never a path of this host.
+    assert payload["corpus"]["key"] == corpus.artifact_key
+    assert payload["corpus"]["sha256"] == corpus.content_hash
+    assert str(corpus.path) not in json.dumps(payload)
     assert payload["corpus"]["validation_lines"] == corpus.validation_lines == 7
     results = run_training(json.loads(json.dumps(payload)), progress=lambda done, total: None)
     # The worker reported each checkpoint on the default queue; store them as that would.

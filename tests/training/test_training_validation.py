@@ -124,7 +124,9 @@ def test_a_run_validates_on_a_second_corpus(
     assert response.json()["validation_corpus"] == "held"
     run = TrainingRun.objects.get()
     payload = services.training_payload(run)
-    assert payload["corpus"]["validation_from"]["path"] == str(other.path)
+    # Both corpora by their keys in the artifact store, no path of this host.
+    assert payload["corpus"]["validation_from"]["key"] == f"corpora/{other.content_hash}"
+    assert "path" not in payload["corpus"] and "path" not in payload["corpus"]["validation_from"]
     assert payload["corpus"]["validation_lines"] == 40
     results = run_training(json.loads(json.dumps(payload)), progress=lambda done, total: None)
     out = Path(run.out_dir)
