@@ -40,6 +40,7 @@ and fails runs that have been running longer than any worker may take."""
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 import os
@@ -60,6 +61,8 @@ from django.utils.module_loading import import_string
 from kombu.exceptions import OperationalError as BrokerError
 
 from evaluations.runs import broker_watch
+from gym import artifacts
+from gym.artifacts import StoreUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -454,8 +457,14 @@ class _PackProgress(_Progress):
 def results_pack(kind: str, run_id: int, attempt: int, results: dict[str, Any]) -> dict[str, Any]:
     """What travels to `store`: a reference to a file when the workers share a results
     folder (the embedded default: a 100,000-item suite gives a result of 100 MB, too big
-    to be one message), else the results themselves."""
+    to be one message), or a key in the artifact store when there is no such folder and
+    the store is an object store (many machines), else the results themselves."""
     folder = settings.GYM_RUN_RESULTS_DIR
+    if not folder and settings.GYM_ARTIFACTS_URL:
+        # Many machines: through the artifact store every one of them reaches.
+        key = f"results/{kind}-{run_id}-{attempt}-{uuid.uuid4().hex}.json"
+        artifacts.put_file(key, io.BytesIO(json.dumps(results, separators=(",", ":")).encode()))
+        return {"key": key}
     if not folder:
         return {"inline": results}
     Path(folder).mkdir(parents=True, exist_ok=True)
@@ -479,6 +488,13 @@ def _results_path(packed: dict[str, Any]) -> Path | None:
 
 def results_unpack(packed: dict[str, Any]) -> dict[str, Any] | None:
     """The results, or None when their file is gone (stored before: a re-delivery)."""
+    if "key" in packed:
+        key = _results_key(packed)
+        if not artifacts.exists(key):
+            return None
+        with artifacts.open_file(key) as data:
+            loaded: dict[str, Any] = json.loads(data.read())
+        return loaded
     path = _results_path(packed)
     if path is None:
         return packed["inline"]
@@ -489,7 +505,15 @@ def results_unpack(packed: dict[str, Any]) -> dict[str, Any] | None:
         return None
 
 
+def _results_key(packed: dict[str, Any]) -> str:
+    # Only a name under results/, whatever the message says.
+    return f"results/{Path(str(packed['key'])).name}"
+
+
 def results_discard(packed: dict[str, Any]) -> None:
+    if "key" in packed:
+        artifacts.delete(_results_key(packed))
+        return
     path = _results_path(packed)
     if path is not None:
         path.unlink(missing_ok=True)
@@ -547,16 +571,22 @@ def failure_reason(
         return f"The model could not be loaded: {exc}"
     if isinstance(exc, ScoringError):
         return f"{work} failed: {exc}"
+    if isinstance(exc, StoreUnavailable):
+        return (
+            f"{exc} (tried {retries + 1} times). Nothing was lost: retry the run once the "
+            "store is back."
+        )
     if is_transient(exc):
         return f"Gave up after {retries} retries: {exc.__class__.__name__}: {exc}"
     return f"{work} failed: {exc.__class__.__name__}: {exc}"
 
 
 def is_transient(exc: BaseException) -> bool:
-    """Worth retrying: out of memory (a busy GPU, CUDA included) or a lost connection."""
-    return isinstance(exc, MemoryError | ConnectionError | TransientScoringError) or (
-        exc.__class__.__name__ == "OutOfMemoryError"
-    )
+    """Worth retrying: out of memory (a busy GPU, CUDA included), a lost connection, or
+    the artifact store out of reach (it may be back by the next try)."""
+    return isinstance(
+        exc, MemoryError | ConnectionError | TransientScoringError | StoreUnavailable
+    ) or (exc.__class__.__name__ == "OutOfMemoryError")
 
 
 class StoreTask(Task):

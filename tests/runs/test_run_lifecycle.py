@@ -183,6 +183,41 @@ def test_the_sweep_prunes_result_files_nobody_stored(tmp_path, settings) -> None
     assert tasks.results_unpack(new) == {"sentences": []}
 
 
+def test_results_travel_through_the_artifact_store_without_a_shared_folder(settings) -> None:
+    """Many machines share no results folder: with an object store configured the results
+    go through it, by key, and are deleted once stored."""
+    from evaluations.runs import tasks
+    from gym import artifacts
+
+    settings.GYM_RUN_RESULTS_DIR = ""
+    settings.GYM_ARTIFACTS_URL = "s3://gym/site"
+    packed = tasks.results_pack("suite", 7, 2, {"sentences": [1, 2]})
+    assert set(packed) == {"key"} and packed["key"].startswith("results/suite-7-2-")
+    assert artifacts.exists(packed["key"])
+    assert tasks.results_unpack(packed) == {"sentences": [1, 2]}
+    # A message naming something outside results/ reads only under results/.
+    assert tasks.results_unpack({"key": "corpora/../../etc/passwd"}) is None
+    tasks.results_discard(packed)
+    assert tasks.results_unpack(packed) is None  # stored before: a re-delivery
+    settings.GYM_ARTIFACTS_URL = ""
+    assert tasks.results_pack("suite", 7, 2, {"x": 1}) == {"inline": {"x": 1}}
+
+
+def test_an_unreachable_store_is_retried_then_said() -> None:
+    from evaluations.runs.tasks import failure_reason, is_transient
+    from gym.artifacts import StoreUnavailable
+
+    down = StoreUnavailable(
+        "The artifact store at s3://gym (http://s3:8333) could not be reached: x"
+    )
+    assert is_transient(down)
+    reason = failure_reason(down, retries=5, kind="training")
+    assert reason.startswith("The artifact store at s3://gym (http://s3:8333) could not be")
+    assert reason.endswith(
+        "(tried 6 times). Nothing was lost: retry the run once the store is back."
+    )
+
+
 @pytest.mark.django_db(transaction=True)
 def test_work_is_published_only_when_the_rows_are_committed(alice, _private_broker) -> None:
     from django.db import transaction
