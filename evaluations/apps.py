@@ -22,6 +22,12 @@ class EvaluationsConfig(AppConfig):
     verbose_name = "Evaluations"
 
     def ready(self) -> None:
+        # Models in the artifact store ("artifact:<key>") load through this process's
+        # cache of it.
+        from evaluations.scoring import sources
+        from gym import artifact_cache
+
+        sources.register(sources.ARTIFACT, artifact_cache.model_path)
         # Registers the run kinds, so that every process (web, storing worker, GPU
         # worker) knows them before the first message arrives.
         if LEAN_STARTUP:

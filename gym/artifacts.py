@@ -182,6 +182,18 @@ def put_content(source: str | Path | IO[bytes], prefix: str, *, link: bool = Fal
     return put_file(key, source)
 
 
+def local_file(key: str) -> Path | None:
+    """The file of key on this machine's disk when the store is a local folder (a cache
+    can then hard-link it instead of copying it), else None."""
+    from django.core.files.storage import FileSystemStorage
+
+    storage = _storage()
+    if not isinstance(storage, FileSystemStorage):
+        return None
+    path = Path(storage.path(check_key(key)))
+    return path if path.is_file() else None
+
+
 def _linked(key: str, source: Path) -> bool:
     """Hard-link source as key in a local-folder store (False where it cannot)."""
     from django.core.files.storage import FileSystemStorage

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import nn
 
-from . import kinds
+from . import kinds, sources
 from .forward import find_split_head, verify_split_head
 from .ngram import NgramModel, load_ngram
 from .schema import ModelLoadError, ScoringError
@@ -154,6 +154,7 @@ def load_model(
     `kind` overrides detection ("causal", "masked" or "ngram"). Raises ModelLoadError
     with a message meant for the person who asked for the run.
     """
+    source = sources.resolve(source)  # an artifact: source becomes a local path
     if kind == kinds.NGRAM or (kind is None and Path(source).expanduser().is_file()):
         return _load_ngram(source)
     resolved_device = resolve_device(device)
