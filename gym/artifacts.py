@@ -21,7 +21,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import IO, Any
@@ -150,12 +150,20 @@ class _opened:
             self.stream.close()
 
 
-def put_file(key: str, source: str | Path | IO[bytes]) -> Stored:
-    """Write a file or stream under key, streamed, replacing what was there."""
+def put_file(key: str, source: str | Path | IO[bytes], *, link: bool = False) -> Stored:
+    """Write a file or stream under key, streamed, replacing what was there. `link`: the
+    source file is never changed again (a checkpoint's file), so a local-folder store on
+    its filesystem may hold it as a hard link."""
     from django.core.files import File
 
     key = check_key(key)
     sha, size = sha256_of(source)
+    if link and isinstance(source, str | Path):
+        target = local_file(key)
+        if target is not None:
+            target.unlink()
+        if _linked(key, Path(source)):
+            return Stored(key, sha, size)
     storage = _storage()
     try:
         with _opened(source) as stream:
@@ -256,6 +264,16 @@ def delete(key: str) -> None:
     _call("delete", check_key(key))
 
 
+def delete_prefix(prefix: str) -> int:
+    """Delete every key under prefix (a stored folder: its manifest first, so that no
+    reader finds a manifest whose files are going); returns how many."""
+    keys = list_prefix(prefix)
+    keys.sort(key=lambda k: not k.endswith("/manifest.json"))
+    for key in keys:
+        delete(key)
+    return len(keys)
+
+
 def list_prefix(prefix: str) -> list[str]:
     """Every key under prefix (a folder name; "" for all), sorted."""
     prefix = check_key(prefix.rstrip("/")) if prefix.strip("/") else ""
@@ -263,7 +281,12 @@ def list_prefix(prefix: str) -> list[str]:
     pending = [prefix]
     while pending:
         folder = pending.pop()
-        folders, files = _call("listdir", folder)
+        try:
+            folders, files = _storage().listdir(folder)
+        except FileNotFoundError:  # a local folder store: nothing under that name yet
+            continue
+        except _guarded_errors() as error:
+            raise _unreachable(error) from error
         base = f"{folder}/" if folder else ""
         keys += [base + name for name in files]
         pending += [base + name for name in folders]
@@ -273,14 +296,23 @@ def list_prefix(prefix: str) -> list[str]:
 # Folders (a model's save_pretrained folder, a checkpoint): a manifest and its files.
 
 
-def put_folder(prefix: str, folder: Path) -> Stored:
-    """Store every file of folder under <prefix>/files/ and its manifest last, so that a
-    reader who finds the manifest finds every file it names. Returns the manifest's entry."""
+def put_folder(
+    prefix: str,
+    folder: Path,
+    *,
+    link: bool = False,
+    include: Callable[[Path], bool] | None = None,
+) -> Stored:
+    """Store every file of folder (those `include(relative path)` accepts) under
+    <prefix>/files/ and its manifest last, so that a reader who finds the manifest finds
+    every file it names. Returns the manifest's entry. `link`: as for put_file."""
     prefix = check_key(prefix.rstrip("/"))
     entries = []
     for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        if include is not None and not include(path.relative_to(folder)):
+            continue
         relative = path.relative_to(folder).as_posix()
-        stored = put_file(f"{prefix}/files/{relative}", path)
+        stored = put_file(f"{prefix}/files/{relative}", path, link=link)
         entries.append({"path": relative, "sha256": stored.sha256, "size": stored.size})
     manifest = json.dumps({"files": entries}, indent=1, sort_keys=True).encode()
     import io

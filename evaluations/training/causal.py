@@ -49,6 +49,7 @@ import torch
 from numpy._core.multiarray import _reconstruct as np_reconstruct
 
 from evaluations.baseline import END_OF_TEXT, byte_level_bpe
+from evaluations.scoring import sources
 from evaluations.training import masked
 from evaluations.training.options import (  # noqa: F401 - the options are part of this API
     ARCHITECTURES,
@@ -713,7 +714,7 @@ def _prepare(
             tokenizer = train(lines(), options.shape.vocab, options.tokenizer)
         else:
             source = options.base_model or options.tokenizer_source
-            tokenizer = model_tokenizer(source, options.objective)
+            tokenizer = model_tokenizer(sources.resolve(source), options.objective)
         tokenizer.save_pretrained(data_dir)
     train_file, valid_file = data_dir / "train.bin", data_dir / "validation.bin"
     if not train_file.is_file():
@@ -773,7 +774,8 @@ def _train(
         model = _model_class(options).from_pretrained(resume, dtype=torch.float32)
         vocab_rows = _rows(model)
     elif options.base_model:
-        model = _base_model(options.base_model, tokenizer)
+        # An artifact: source (a model of the site) is fetched into this worker's cache.
+        model = _base_model(sources.resolve(options.base_model), tokenizer)
         vocab_rows = _rows(model)
     else:
         model = build_model(options.shape, tokenizer)

@@ -28,7 +28,9 @@ from django.utils.text import slugify
 from evaluations.language_models import registry as model_registry
 from evaluations.models import LanguageModel
 from evaluations.runs import lifecycle as runs
+from evaluations.scoring import sources
 from evaluations.training import options as causal_options
+from evaluations.training import stored as in_store
 from evaluations.training.data import CorpusSource
 from evaluations.training.models import TrainingRun
 from gym.errors import FieldErrors
@@ -508,6 +510,7 @@ def training_request(
         )
     if errors:
         raise TrainingRequestInvalid(errors)
+    # Set to where every machine will find it (the artifact store) once the run exists.
     source = out_dir / NGRAM_ARPA if kind == TrainingRun.Kind.NGRAM else out_dir
     requester = user if user is not None and user.is_authenticated else None
     with transaction.atomic():
@@ -534,6 +537,8 @@ def training_request(
             base_model=named.get("base_model"),
             tokenizer_model=named.get("tokenizer_model"),
         )
+        model.source = model_artifact_source(run)
+        model.save(update_fields=["source"])
         if suites:
             run.suites.set(suites)
         if pair_sets:
@@ -542,6 +547,19 @@ def training_request(
             run.probing_tasks.set(probing_tasks)
         runs.runs_enqueue_on_commit(kind=TRAINING_RUNS, runs=[run])
     return run
+
+
+def store_folder(run: TrainingRun) -> str:
+    """The run's folder in the artifact store (evaluations.training.stored): its model's
+    name, its id and when it was asked for, so that no two trainings share a key (a
+    worker's cache takes a key it holds for the same content)."""
+    return f"{Path(run.out_dir).name}-{run.pk}-{run.created_at:%Y%m%d%H%M%S%f}"
+
+
+def model_artifact_source(run: TrainingRun) -> str:
+    """Where every machine finds the run's finished model: the artifact store."""
+    name = NGRAM_ARPA if run.training_kind == TrainingRun.Kind.NGRAM else in_store.MODEL
+    return sources.artifact_source(f"{in_store.prefix(store_folder(run))}/{name}")
 
 
 def _description(corpus: Corpus, kind: str, base: LanguageModel | None) -> str:
@@ -589,7 +607,10 @@ def training_payload(run: TrainingRun) -> dict[str, Any]:
         "name": run.model.name,
         "corpus": source.as_payload(),
         "options": options,
-        "out_dir": run.out_dir,
+        # The run's folder by name: each worker keeps it under its own training folder,
+        # and its checkpoints in the artifact store (evaluations.training.stored).
+        "folder": Path(run.out_dir).name,
+        "store": store_folder(run),
     }
 
 
@@ -657,7 +678,12 @@ def _checkpoint_model(run: TrainingRun, point: dict[str, Any]) -> LanguageModel:
         return run.model
     base = run.model
     tokens = int(point["tokens"])
-    folder = str(Path(run.out_dir) / str(point["folder"]))
+    # Where any worker finds it: the artifact store (a report from a worker before the
+    # store named its folder on the shared disk).
+    if point.get("key"):
+        folder = sources.artifact_source(str(point["key"]))
+    else:
+        folder = str(Path(run.out_dir) / str(point["folder"]))
     existing = LanguageModel.objects.filter(source=folder, revision="").first()
     if existing is not None:
         return existing
@@ -804,5 +830,9 @@ def training_results_store(*, run_id: int, attempt: int, results: dict[str, Any]
         parameters = summary.get("parameters")
         if isinstance(parameters, int):
             LanguageModel.objects.filter(pk=run.model_id).update(parameter_count=parameters)
+        if results.get("model_key"):
+            # The finished model as any worker finds it: in the artifact store.
+            run.model.source = sources.artifact_source(str(results["model_key"]))
+            LanguageModel.objects.filter(pk=run.model_id).update(source=run.model.source)
         _evaluate(run, [*models, run.model])
     return True

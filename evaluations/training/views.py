@@ -14,10 +14,11 @@ from django.shortcuts import redirect, render
 
 from evaluations.runs import lifecycle as runs
 from evaluations.runs.views import request_form_page, run_action_views
-from evaluations.training import corpus_check, selectors, services
+from evaluations.training import corpus_check, selectors, services, stored
 from evaluations.training.forms import TrainingRequestForm
 from evaluations.training.models import TrainingRun
 from evaluations.training.options import LOSS_FILE
+from gym import artifacts
 from suites.corpora.models import Corpus
 
 # The corpora the Training page lists to train on (the Corpora page lists them all).
@@ -127,10 +128,16 @@ def training_loss_log(request: HttpRequest, pk: int) -> FileResponse:
     API show a thinned one."""
     run = _run(pk)
     path = Path(run.out_dir) / LOSS_FILE if run.out_dir else None
-    if path is None or not path.is_file():
-        raise Http404(f"Training run {pk} has no loss log file (yet, or on this machine).")
+    if path is not None and path.is_file():
+        handle: Any = path.open("rb")
+    else:
+        # Trained on another machine: the finished model's copy in the artifact store.
+        key = f"{stored.prefix(services.store_folder(run))}/{stored.MODEL}/files/{LOSS_FILE}"
+        if not run.out_dir or not artifacts.exists(key):
+            raise Http404(f"Training run {pk} has no loss log file (yet, or on this machine).")
+        handle = artifacts.open_file(key)
     return FileResponse(
-        path.open("rb"),
+        handle,
         as_attachment=True,
         filename=f"{run.model.name}.loss.jsonl",
         content_type="application/jsonl",

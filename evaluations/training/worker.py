@@ -15,6 +15,8 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from evaluations.training import stored
+
 log = logging.getLogger(__name__)
 
 KIND = "training"
@@ -49,12 +51,26 @@ def _stop_requested(run_id: int, attempt: int, out_dir: Path) -> bool:
         return False
 
 
+def run_folder(payload: dict[str, Any]) -> Path:
+    """The run's folder on this worker: its name under this machine's training folder
+    (what is kept there is also in the artifact store). A payload queued before the
+    store named the web host's path instead."""
+    from evaluations.language_models.registry import training_dir
+
+    if "folder" not in payload:
+        return Path(payload["out_dir"])
+    name = Path(str(payload["folder"])).name
+    if not name or name in (".", ".."):
+        raise ValueError(f"the payload names no run folder: {payload['folder']!r}")
+    return training_dir() / name
+
+
 def run_training(payload: dict[str, Any], progress: Callable[[int, int], None]) -> dict[str, Any]:
     from evaluations.training.data import CorpusSource
     from gym import artifact_cache
 
     source = CorpusSource.from_payload(payload["corpus"], fetch=artifact_cache.fetch_file)
-    out_dir = Path(payload["out_dir"])
+    out_dir = run_folder(payload)
     if payload["kind"] == "ngram":
         return _ngram(payload, source, out_dir, progress)
     return _causal(payload, source, out_dir, progress)
@@ -75,7 +91,14 @@ def _ngram(
         heldout=source.validation(),
     )
     progress(1, 1)
-    return {"kind": "ngram", "summary": asdict(summary), "checkpoints": [], "log": []}
+    model_key = stored.push_file(payload["store"], out_dir, ngram.ARPA_NAME)
+    return {
+        "kind": "ngram",
+        "summary": asdict(summary),
+        "checkpoints": [],
+        "log": [],
+        "model_key": model_key,
+    }
 
 
 def causal_options(raw: dict[str, Any], device: str, kind: str = "causal") -> Any:
@@ -131,6 +154,10 @@ def _causal(
             log.info("run %s trains on %d GPUs", run_id, options.devices)
     pending: list[dict[str, Any]] = []
     last = {"report": time.monotonic(), "stop": False}
+    pushed = {"inputs": False}
+    store = str(payload["store"])
+    # Killed on another machine: its last checkpoint comes from the store.
+    stored.pull_for_resume(store, out_dir, causal.STATE_NAME)
 
     def on_step(entry: dict[str, Any]) -> None:
         pending.append({k: entry[k] for k in ("step", "tokens", "loss", "lr")})
@@ -143,6 +170,14 @@ def _causal(
         progress(entry["step"], options.steps)
 
     def on_checkpoint(point: causal.Checkpoint) -> None:
+        # In the store before it is reported: any worker may evaluate it, and a worker
+        # on another machine may resume from it.
+        if not pushed["inputs"]:
+            pushed["inputs"] = bool(stored.push_file(store, out_dir, causal.INPUTS_NAME))
+        key = stored.push_checkpoint(store, point.path, causal.STATE_NAME)
+        for name in point.removed:
+            stored.drop_checkpoint(store, str(name))
+        stored.prune_states(store, out_dir, causal.STATE_NAME)
         evaluation = {
             "step": point.step,
             "tokens": point.tokens,
@@ -157,6 +192,7 @@ def _causal(
             "bytes": point.bytes,
             "scheduled": point.scheduled,
             "removed": point.removed,
+            "key": key,
         }
         _send(tasks.checkpoint, KIND, run_id, attempt, record, [*pending, evaluation])
         pending.clear()
@@ -173,16 +209,22 @@ def _causal(
         on_checkpoint=on_checkpoint,
         should_stop=should_stop,
     )
+    model_key = None
     if not summary.stopped:
         causal.remove_training_data(out_dir)
+        model_key = stored.push_model(store, out_dir, {causal.INFO_NAME, causal.LOSS_FILE})
     facts = asdict(summary)
     # The row keeps a thinned log; the whole one is the folder's loss.jsonl.
     log_entries = causal.thin_log(facts.pop("log"), options.steps)
-    checkpoints = facts.pop("checkpoints")
+    checkpoints = [
+        {**c, "key": stored.checkpoint_key(store, str(c["folder"]))}
+        for c in facts.pop("checkpoints")
+    ]
     return {
         "kind": options.objective,
         "summary": facts,
         "checkpoints": checkpoints,
         # The whole curve: reports lost on the way are made good here.
         "log": log_entries,
+        "model_key": model_key,
     }

@@ -37,10 +37,13 @@ def one_torch_thread() -> Iterator[None]:
 
 
 @pytest.fixture
-def training_dirs(settings, tmp_path: Path) -> None:
-    """Corpora and trained models in this test's temporary folder."""
+def training_dirs(settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Corpora and trained models in this test's temporary folder. A payload names the
+    run's folder, not its path: the workers the test starts train in the same training
+    folder because they inherit it from the environment."""
     settings.GYM_CORPUS_DIR = tmp_path / "corpora"
     settings.GYM_TRAINING_DIR = tmp_path / "trained"
+    monkeypatch.setenv("GYM_TRAINING_DIR", str(settings.GYM_TRAINING_DIR))
 
 
 @pytest.fixture

@@ -1,7 +1,9 @@
 """Integration: a training worker SIGKILLed mid-training. Redis gives its task to a new
-worker, which resumes from the last checkpoint in the run's folder (weights, optimizer,
-scheduler, random states, position in the data), not from zero: the finished model is
-the one training straight through gives, each checkpoint is registered once."""
+worker, which resumes from the last checkpoint (weights, optimizer, scheduler, random
+states, position in the data), not from zero: the finished model is the one training
+straight through gives, each checkpoint is registered once. The new worker is on the
+same machine (the run's folder) or on another one, with a training folder and an artifact
+cache of its own (the checkpoint comes from the artifact store)."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from evaluations.training import causal, services
 from evaluations.training.data import CorpusSource
 from evaluations.training.models import TrainingRun
 from evaluations.training.worker import causal_options
+from gym import artifact_cache
 from suites.corpora.services import corpus_import
 from tests.celery_harness import redelivery_env, wait_finished
 from tests.conftest import single_torch_thread
@@ -24,8 +27,9 @@ from tests.conftest import single_torch_thread
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
 
+@pytest.mark.parametrize("machine", ["same", "another"])
 def test_killed_training_worker_resumes_from_its_last_checkpoint(
-    book_corpus, redis_broker, workers, alice, pace, settings, tmp_path
+    book_corpus, redis_broker, workers, alice, pace, settings, tmp_path, machine
 ) -> None:
     # Redis re-delivers a killed worker's message after the visibility timeout.
     env = {**redelivery_env(settings, pace), "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
@@ -63,6 +67,15 @@ def test_killed_training_worker_resumes_from_its_last_checkpoint(
     assert 1 <= resumed_step < 8
 
     pace.release()
+    other = tmp_path / "another-machine"
+    if machine == "another":
+        # Nothing of the first machine's folders: only the services and the store.
+        env = {
+            **env,
+            "GYM_TRAINING_DIR": str(other / "trained"),
+            "GYM_ARTIFACT_CACHE_DIR": str(other / "cache"),
+            "GYM_VAR_DIR": str(other / "var"),
+        }
     workers("gpu", **env)
     run = wait_finished(TrainingRun, run.pk, what="the resumed training run", timeout=300)
     assert run.status == "done", run.error
@@ -73,13 +86,21 @@ def test_killed_training_worker_resumes_from_its_last_checkpoint(
     assert LanguageModel.objects.filter(name__startswith="book-tiny").count() == 4
     assert TrainingRun.objects.count() == 1
     assert [e["step"] for e in run.log if "loss" in e] == list(range(1, 9))
+    if machine == "another":
+        # It trained on in its own folder, from the checkpoint the store held.
+        resumed_here = other / "trained" / out.name
+        assert (resumed_here / "model.safetensors").is_file()
+        assert not (out / "model.safetensors").exists()
+        assert (resumed_here / resume_from.name / causal.STATE_NAME).is_file()
 
     # The same as training straight through, in this process, with the same options.
     payload = services.training_payload(run)
     with single_torch_thread():
         straight = causal.train_causal(
-            CorpusSource.from_payload(payload["corpus"]).training,
-            CorpusSource.from_payload(payload["corpus"]).validation,
+            CorpusSource.from_payload(payload["corpus"], fetch=artifact_cache.fetch_file).training,
+            CorpusSource.from_payload(
+                payload["corpus"], fetch=artifact_cache.fetch_file
+            ).validation,
             tmp_path / "straight",
             causal_options(payload["options"], "cpu"),
         )

@@ -16,6 +16,7 @@ from evaluations.models import Evaluation, LanguageModel, PairEvaluation, Probin
 from evaluations.training import selectors, services
 from evaluations.training.models import TrainingRun
 from evaluations.training.worker import run_training
+from gym import artifacts
 from suites.corpora.services import corpus_import
 from suites.minimal_pairs.sets import minimal_pair_set_import
 from suites.probing.services import probing_task_import
@@ -124,7 +125,18 @@ def test_causal_run_in_process(
     assert not LanguageModel.objects.filter(name__startswith="book-gpt-1024").exists()
     first = LanguageModel.objects.get(name="book-gpt-256")
     assert first.display_name == "Book GPT@256"
-    assert first.source == str(Path(run.out_dir) / "checkpoint-256")
+    # In the artifact store, where any worker finds it; no path of a host in the row.
+    folder = services.store_folder(run)
+    assert folder.startswith(f"book-gpt-{run.pk}-")
+    assert first.source == f"artifact:trained/{folder}/checkpoint-256"
+    assert run.model.source == f"artifact:trained/{folder}/model"
+    stored_files = {f["path"] for f in artifacts.read_manifest(f"trained/{folder}/checkpoint-256")}
+    assert "model.safetensors" in stored_files and "training_state.pt" not in stored_files
+    assert {"model.safetensors", "loss.jsonl", "training.json"} <= {
+        f["path"] for f in artifacts.read_manifest(f"trained/{folder}/model")
+    }
+    assert artifacts.exists(f"trained/{folder}/inputs.json")
+    assert artifacts.exists(f"trained/{folder}/states/checkpoint-256/training_state.pt")
     # Each checkpoint and the finished model on the suite: ordinary runs, queued once.
     asked = Evaluation.objects.filter(suite=suite).order_by("model__name")
     assert [e.model.name for e in asked] == [
@@ -199,12 +211,17 @@ def test_ngram_run_in_process(corpus, alice) -> None:
     run = services.training_request(
         corpus=corpus, name="book-3gram", kind="ngram", options={"order": 3}, user=alice
     )
-    assert run.model.source == str(Path(run.out_dir) / "model.arpa")
+    folder = services.store_folder(run)
+    assert run.model.source == f"artifact:trained/{folder}/model.arpa"
     results = run_training(services.training_payload(run), progress=lambda done, total: None)
     assert results["summary"]["sentences"] == corpus.training_lines == 703
     assert services.training_results_store(run_id=run.pk, attempt=1, results=results)
     run.refresh_from_db()
-    assert run.status == "done" and Path(run.model.source).is_file()
+    assert run.status == "done"
+    assert (
+        b"".join(artifacts.stream(f"trained/{folder}/model.arpa"))
+        == (Path(run.out_dir) / "model.arpa").read_bytes()
+    )
     # The held-out lines' perplexity (issue 46, defect 7), in the summary and on the page.
     heldout = run.summary["heldout"]
     assert heldout["sentences"] == corpus.validation_lines == 7

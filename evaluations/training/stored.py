@@ -1,0 +1,129 @@
+"""A training's files in the artifact store, so that any machine can evaluate its
+checkpoints and resume it (gym.artifacts). The worker side: no database.
+
+Under `trained/<store folder>/` (the run's model name, its id and when it was asked for:
+never the same for two trainings, so a cached key never stands for other content):
+
+    checkpoint-<tokens>/    each checkpoint's model and tokenizer (a stored folder),
+                            written before the checkpoint is reported
+    states/checkpoint-<tokens>   its training state (optimizer, scheduler, random states,
+                            data position), kept for the last `keep_states` as on disk
+    inputs.json             what a resume must match (causal.check_inputs)
+    model/                  the finished model, with training.json and loss.jsonl
+    model.arpa              an n-gram run's model
+
+A killed worker's training resumes on another machine from the last checkpoint whose
+state is in the store (`pull_for_resume`)."""
+
+from __future__ import annotations
+
+import logging
+import shutil
+from pathlib import Path
+
+from gym import artifact_cache, artifacts
+
+from .options import CHECKPOINT_PREFIX
+
+log = logging.getLogger(__name__)
+
+ROOT = "trained"
+STATES = "states"
+MODEL = "model"
+
+
+def prefix(folder: str) -> str:
+    return f"{ROOT}/{artifacts.check_key(folder)}"
+
+
+def checkpoint_key(folder: str, name: str) -> str:
+    return f"{prefix(folder)}/{name}"
+
+
+def state_key(folder: str, name: str, state_name: str) -> str:
+    return f"{prefix(folder)}/{STATES}/{name}/{state_name}"
+
+
+def push_checkpoint(store: str, checkpoint: Path, state_name: str) -> str:
+    """Store a checkpoint's model (and its training state apart): returns its key."""
+    key = checkpoint_key(store, checkpoint.name)
+    state = checkpoint / state_name
+    if state.is_file():
+        artifacts.put_file(state_key(store, checkpoint.name, state_name), state, link=True)
+    artifacts.put_folder(key, checkpoint, link=True, include=lambda p: p.name != state_name)
+    return key
+
+
+def push_file(store: str, out_dir: Path, name: str) -> str | None:
+    """A file of the run's folder (inputs.json, model.arpa) under its name."""
+    path = out_dir / name
+    if not path.is_file():
+        return None
+    key = f"{prefix(store)}/{name}"
+    artifacts.put_file(key, path)
+    return key
+
+
+def push_model(store: str, out_dir: Path, kept: set[str]) -> str:
+    """The finished model: the files at the top of the run's folder that `kept` names or
+    that are weights or tokenizer files (not the checkpoints, the token files or STOP)."""
+    key = f"{prefix(store)}/{MODEL}"
+
+    def include(relative: Path) -> bool:
+        return len(relative.parts) == 1 and relative.name in kept | _model_files(out_dir)
+
+    artifacts.put_folder(key, out_dir, link=False, include=include)
+    return key
+
+
+def _model_files(out_dir: Path) -> set[str]:
+    skip = {"STOP", "inputs.json"}
+    return {
+        p.name
+        for p in out_dir.iterdir()
+        if p.is_file() and p.name not in skip and not p.name.endswith(".part")
+    }
+
+
+def drop_checkpoint(store: str, name: str) -> None:
+    """A checkpoint retention removed: gone from the store too."""
+    artifacts.delete_prefix(checkpoint_key(store, name))
+    artifacts.delete_prefix(f"{prefix(store)}/{STATES}/{name}")
+
+
+def prune_states(store: str, out_dir: Path, state_name: str) -> None:
+    """The training states the folder no longer keeps (keep_states) leave the store."""
+    for key in artifacts.list_prefix(f"{prefix(store)}/{STATES}"):
+        name = key.split("/")[-2]
+        if not (out_dir / name / state_name).is_file():
+            artifacts.delete(key)
+
+
+def pull_for_resume(store: str, out_dir: Path, state_name: str) -> str | None:
+    """A folder with nothing to resume from, whose training has a checkpoint with its
+    state in the store (its worker died on another machine): that checkpoint and the
+    recorded inputs are fetched into the folder. Returns the checkpoint's name, or None."""
+    if any(out_dir.glob(f"{CHECKPOINT_PREFIX}*/{state_name}")):
+        return None
+    found = []
+    for key in artifacts.list_prefix(f"{prefix(store)}/{STATES}"):
+        name = key.split("/")[-2]
+        tokens = name.removeprefix(CHECKPOINT_PREFIX)
+        manifest = f"{checkpoint_key(store, name)}/manifest.json"
+        if key.endswith(f"/{state_name}") and tokens.isdigit() and artifacts.exists(manifest):
+            found.append((int(tokens), name, key))
+    if not found:
+        return None
+    _tokens, name, key = max(found)
+    target = out_dir / name
+    shutil.rmtree(target, ignore_errors=True)
+    partial = out_dir / f".{name}.fetching"
+    shutil.rmtree(partial, ignore_errors=True)
+    shutil.copytree(artifact_cache.fetch_folder(checkpoint_key(store, name)), partial)
+    shutil.copyfile(artifact_cache.fetch_file(key), partial / state_name)
+    inputs = f"{prefix(store)}/inputs.json"
+    if artifacts.exists(inputs):
+        shutil.copyfile(artifact_cache.fetch_file(inputs), out_dir / "inputs.json")
+    partial.rename(target)  # the state inside: a checkpoint to resume from only now
+    log.info("resuming %s from %s, fetched from the artifact store", store, name)
+    return name
