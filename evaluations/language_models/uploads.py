@@ -32,10 +32,13 @@ from evaluations import model_sources
 from evaluations.language_models import archives, checks
 from evaluations.language_models import registry as model_registry
 from evaluations.models import LanguageModel
-from evaluations.scoring import kinds
+from evaluations.scoring import kinds, sources
+from gym import artifacts
 from gym.errors import ApplicationError, UploadTooLarge
 
 _CHUNK = 1024 * 1024
+# Uploaded models in the artifact store: <this>/<content hash>[/model.arpa...]
+UPLOADED_PREFIX = "models/uploaded"
 ARCHIVE_FORMATS = ("tar", "tar.gz", "zip")
 # The suffixes a model file's name may end in, longest first: the default name drops them.
 _SUFFIXES = (".tar.gz", ".arpa.gz", ".tgz", ".tar", ".zip", ".arpa", ".gz", ".lm")
@@ -370,14 +373,28 @@ def model_upload(
             raise
 
 
+def _stored(source: Path, content_hash: str) -> str:
+    """The checked upload in the artifact store, where every worker finds it (a hard link
+    in a local-folder store, no second copy): its artifact: source. StoreUnavailable
+    when the store cannot be reached (the upload is refused; nothing is kept)."""
+    key = f"{UPLOADED_PREFIX}/{content_hash}"
+    if source.is_file():  # an ARPA model
+        key = f"{key}/{source.name}"
+        artifacts.put_file(key, source, link=True)
+    else:
+        artifacts.put_folder(key, source, link=True)
+    return sources.artifact_source(key)
+
+
 def _model_create(final: Path, *, content_hash: str, hidden: bool, **fields: Any) -> LanguageModel:
     """The upload's row, and its check sent once the row is committed."""
     arpa = [path for path in final.iterdir() if path.name.startswith("model.arpa")]
     source = arpa[0] if arpa else final
+    stored = _stored(source, content_hash)
     try:
         with transaction.atomic():
             model = LanguageModel.objects.create(
-                source=str(source.resolve()),
+                source=stored,
                 content_hash=content_hash,
                 upload_key=source.relative_to(model_registry.uploaded_models_root()).as_posix(),
                 status=LanguageModel.Status.CHECKING,

@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from . import kinds
+from . import kinds, sources
 from .schema import ModelLoadError
 
 CHECK_SENTENCE = ["The keys to the cabinet", " are on the table."]
@@ -54,7 +54,7 @@ def check_model(source: str, *, kind: str) -> dict[str, Any]:
     from .loading import load_model, model_info
 
     if kind in (kinds.CAUSAL, kinds.MASKED):
-        _weights_match(source, kind)
+        _weights_match(sources.resolve(source), kind)  # an artifact: source is fetched
     model = load_model(source, kind=kind)
     (score,) = score_sentences(model, [CHECK_SENTENCE])
     values = [token.surprisal for token in score.tokens if token.surprisal is not None]

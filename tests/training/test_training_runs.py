@@ -126,17 +126,17 @@ def test_causal_run_in_process(
     first = LanguageModel.objects.get(name="book-gpt-256")
     assert first.display_name == "Book GPT@256"
     # In the artifact store, where any worker finds it; no path of a host in the row.
-    folder = services.store_folder(run)
-    assert folder.startswith(f"book-gpt-{run.pk}-")
-    assert first.source == f"artifact:trained/{folder}/checkpoint-256"
-    assert run.model.source == f"artifact:trained/{folder}/model"
-    stored_files = {f["path"] for f in artifacts.read_manifest(f"trained/{folder}/checkpoint-256")}
+    stored_folder = services.store_folder(run)
+    assert stored_folder.startswith(f"book-gpt-{run.pk}-")
+    assert first.source == f"artifact:trained/{stored_folder}/checkpoint-256"
+    assert run.model.source == f"artifact:trained/{stored_folder}/model"
+    stored_files = {f["path"] for f in artifacts.read_manifest(f"trained/{stored_folder}/checkpoint-256")}
     assert "model.safetensors" in stored_files and "training_state.pt" not in stored_files
     assert {"model.safetensors", "loss.jsonl", "training.json"} <= {
-        f["path"] for f in artifacts.read_manifest(f"trained/{folder}/model")
+        f["path"] for f in artifacts.read_manifest(f"trained/{stored_folder}/model")
     }
-    assert artifacts.exists(f"trained/{folder}/inputs.json")
-    assert artifacts.exists(f"trained/{folder}/states/checkpoint-256/training_state.pt")
+    assert artifacts.exists(f"trained/{stored_folder}/inputs.json")
+    assert artifacts.exists(f"trained/{stored_folder}/states/checkpoint-256/training_state.pt")
     # Each checkpoint and the finished model on the suite: ordinary runs, queued once.
     asked = Evaluation.objects.filter(suite=suite).order_by("model__name")
     assert [e.model.name for e in asked] == [

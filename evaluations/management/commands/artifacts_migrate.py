@@ -1,0 +1,186 @@
+"""manage.py artifacts_migrate: move an existing install's files into the artifact store.
+
+Copies what the database references and the store lacks (corpora, uploaded models,
+trained models with their checkpoints and training states), checks each copy by its hash,
+points the model rows at the store, and reports what it could not find. Idempotent: a
+second run copies nothing and changes nothing. The files stay where they were (remove
+them by hand once every machine reads the store)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError
+from django.db import transaction
+
+from evaluations.language_models.uploads import UPLOADED_PREFIX
+from evaluations.models import LanguageModel
+from evaluations.scoring import sources
+from evaluations.training import causal
+from evaluations.training import stored as in_store
+from evaluations.training.models import TrainingRun
+from evaluations.training.services import model_artifact_source, store_folder
+from gym import artifacts
+from suites.corpora.models import Corpus
+
+
+@dataclass
+class Report:
+    copied: list[str] = field(default_factory=list)
+    present: list[str] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)
+    repointed: list[str] = field(default_factory=list)
+
+
+class Command(BaseCommand):
+    help = __doc__
+
+    def add_arguments(self, parser: Any) -> None:
+        parser.add_argument(
+            "--dry-run",
+            action="store_true",
+            help="say what would be copied and changed, and copy or change nothing",
+        )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        dry = bool(options["dry_run"])
+        report = Report()
+        try:
+            _corpora(report, dry)
+            _uploads(report, dry)
+            _trained(report, dry)
+        except artifacts.StoreUnavailable as exc:
+            raise CommandError(f"{exc} Nothing more was copied; run the command again.") from None
+        verb = "would copy" if dry else "copied"
+        self.stdout.write(
+            f"artifacts_migrate into {artifacts.where()}: {verb} {len(report.copied)}, "
+            f"{len(report.present)} there already, {len(report.repointed)} model row(s) "
+            f"{'to point' if dry else 'pointed'} at the store, {len(report.missing)} missing"
+        )
+        for line in report.copied:
+            self.stdout.write(f"  {verb}: {line}")
+        for line in report.repointed:
+            self.stdout.write(f"  {'would point' if dry else 'pointed'}: {line}")
+        for line in report.missing:
+            self.stdout.write(f"  missing: {line}")
+        if report.missing:
+            self.stderr.write(
+                f"{len(report.missing)} file(s) the database names were found neither here nor "
+                "in the store: run the command on the machine that has them, or restore them "
+                "from a backup."
+            )
+
+
+def _corpora(report: Report, dry: bool) -> None:
+    for corpus in Corpus.objects.order_by("pk"):
+        key = corpus.artifact_key
+        what = f"corpus {corpus.name} ({key})"
+        if artifacts.exists(key):
+            report.present.append(what)
+        elif not corpus.path.is_file():
+            report.missing.append(f"{what}: no file {corpus.file_name} in GYM_CORPUS_DIR")
+        else:
+            if not dry:
+                put = artifacts.put_content(corpus.path, "corpora", link=True)
+                if put.key != key:  # the file is not the text the row describes
+                    artifacts.delete(put.key)
+                    report.missing.append(f"{what}: the file's hash is {put.sha256}")
+                    continue
+            report.copied.append(what)
+
+
+def _uploads(report: Report, dry: bool) -> None:
+    for model in LanguageModel.objects.exclude(upload_key="").order_by("pk"):
+        if sources.artifact_key(model.source) is not None:
+            report.present.append(f"uploaded model {model.name}")
+            continue
+        path = Path(model.source)
+        key = f"{UPLOADED_PREFIX}/{model.content_hash}"
+        key = f"{key}/{path.name}" if path.is_file() else key
+        _put_and_point(report, dry, model, path, key, f"uploaded model {model.name}")
+
+
+def _trained(report: Report, dry: bool) -> None:
+    for run in TrainingRun.objects.select_related("model").order_by("pk"):
+        folder = store_folder(run)
+        out_dir = Path(run.out_dir)
+        for record in run.checkpoints:
+            if record.get("removed") or record["model"] == run.model.name:
+                continue
+            model = LanguageModel.objects.filter(name=record["model"]).first()
+            name = f"{causal.CHECKPOINT_PREFIX}{record['tokens']}"
+            if model is not None and sources.artifact_key(model.source) is None:
+                checkpoint = out_dir / name
+                key = in_store.checkpoint_key(folder, name)
+                _put_and_point(report, dry, model, checkpoint, key, f"checkpoint {model.name}")
+                state = checkpoint / causal.STATE_NAME
+                if state.is_file() and not dry:
+                    artifacts.put_file(
+                        in_store.state_key(folder, name, causal.STATE_NAME), state, link=True
+                    )
+        if run.status != TrainingRun.Status.DONE:
+            continue
+        if sources.artifact_key(run.model.source):
+            report.present.append(f"trained model {run.model.name}")
+            continue
+        key = sources.artifact_key(model_artifact_source(run)) or ""
+        if run.training_kind == TrainingRun.Kind.NGRAM:
+            _put_and_point(report, dry, run.model, out_dir / Path(key).name, key, run.model.name)
+        else:
+            _put_and_point(report, dry, run.model, out_dir, key, f"trained model {run.model.name}")
+
+
+def _put_and_point(
+    report: Report, dry: bool, model: LanguageModel, path: Path, key: str, what: str
+) -> None:
+    """Store `path` (a file, or a model folder without its checkpoints and token files)
+    under `key` unless it is there, then point the model's row at it."""
+    manifest = f"{key}/manifest.json"
+    there = artifacts.exists(key) or artifacts.exists(manifest)
+    if there:
+        report.present.append(what)
+    elif path.is_file():
+        if not dry:
+            artifacts.put_file(key, path, link=True)
+            _check_file(key, path)
+        report.copied.append(f"{what} ({key})")
+    elif path.is_dir():
+        if not dry:
+            artifacts.put_folder(key, path, link=True, include=_model_file)
+            _check_folder(key, path)
+        report.copied.append(f"{what} ({key})")
+    else:
+        report.missing.append(f"{what}: nothing at {path}")
+        return
+    report.repointed.append(f"{model.name} -> {sources.artifact_source(key)}")
+    if not dry:
+        with transaction.atomic():
+            LanguageModel.objects.filter(pk=model.pk).update(source=sources.artifact_source(key))
+
+
+def _model_file(relative: Path) -> bool:
+    """What a model folder's copy holds: not the checkpoints, the token files, a training
+    state or a stop request."""
+    top = relative.parts[0]
+    return not (
+        top.startswith(causal.CHECKPOINT_PREFIX)
+        or top == causal.DATA_DIR
+        or relative.name in (causal.STATE_NAME, "STOP")
+    )
+
+
+def _check_file(key: str, path: Path) -> None:
+    stored_sha, _ = artifacts.sha256_of(artifacts.open_file(key))
+    if stored_sha != artifacts.sha256_of(path)[0]:
+        raise CommandError(f"{key}: the stored copy's hash differs from {path}'s; run again.")
+
+
+def _check_folder(key: str, path: Path) -> None:
+    for entry in artifacts.read_manifest(key):
+        if artifacts.sha256_of(path / entry["path"])[0] != entry["sha256"]:
+            raise CommandError(f"{key}: {entry['path']} changed while it was copied; run again.")
+        with artifacts.open_file(f"{key}/files/{entry['path']}") as handle:
+            if artifacts.sha256_of(handle)[0] != entry["sha256"]:
+                raise CommandError(f"{key}: the stored {entry['path']} is damaged; run again.")

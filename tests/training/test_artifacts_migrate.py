@@ -1,0 +1,102 @@
+"""manage.py artifacts_migrate: an install from before the artifact store (corpora in
+GYM_CORPUS_DIR, models named by their paths) moved into the store: what the database
+references is copied and checked, the model rows point at the store, what cannot be
+found is reported, and a second run does nothing."""
+
+from __future__ import annotations
+
+import io
+import shutil
+from pathlib import Path
+
+import pytest
+from django.core.management import call_command
+from django.test import override_settings
+
+from evaluations.models import LanguageModel
+from evaluations.scoring.loading import clear_model_cache, load_model
+from evaluations.training import services
+from evaluations.training.worker import run_training
+from gym import artifacts
+from suites.corpora.services import corpus_import
+from tests.scoring.test_ngram import TINY_ARPA
+
+pytestmark = pytest.mark.django_db
+
+
+def _migrate(*args: str) -> str:
+    out, err = io.StringIO(), io.StringIO()
+    call_command("artifacts_migrate", *args, stdout=out, stderr=err)
+    return out.getvalue() + err.getvalue()
+
+
+def test_an_old_install_moves_into_the_store_once(book_corpus, alice, tmp_path) -> None:
+    run = services.training_request(
+        corpus=book_corpus, name="book-3gram", kind="ngram", options={"order": 2}, user=alice
+    )
+    results = run_training(services.training_payload(run), progress=lambda done, total: None)
+    assert services.training_results_store(run_id=run.pk, attempt=1, results=results)
+    run.refresh_from_db()
+    arpa = Path(run.out_dir) / "model.arpa"
+    upload = tmp_path / "uploads" / "f00d" / "model.arpa"
+    upload.parent.mkdir(parents=True)
+    upload.write_text(TINY_ARPA, encoding="utf-8")
+    mine = LanguageModel.objects.create(
+        name="mine",
+        display_name="Mine",
+        source=str(upload),
+        kind="ngram",
+        upload_key="f00d/model.arpa",
+        content_hash="f00d" * 16,
+    )
+    gone = corpus_import(source=_text(tmp_path / "gone.txt"), name="gone", owner=None)
+    # As before the store: rows name paths, and the store (a new folder) holds nothing.
+    LanguageModel.objects.filter(pk=run.model.pk).update(source=str(arpa))
+    gone.path.unlink()
+    fresh = artifacts.artifact_storage("", tmp_path / "new-store", endpoint="", region="x")
+    with override_settings(
+        STORAGES={"artifacts": fresh, "default": fresh}, GYM_ARTIFACTS_DIR=tmp_path / "new-store"
+    ):
+        said = _migrate("--dry-run")
+        assert f"artifacts_migrate into {tmp_path / 'new-store'}:" in said
+        assert "would copy 3, 0 there already, 2 model row(s) to point at the store" in said
+        assert "1 missing" in said and "missing: corpus gone" in said
+        assert artifacts.list_prefix("") == []
+        assert LanguageModel.objects.get(pk=mine.pk).source == str(upload)
+
+        said = _migrate()
+        assert "copied 3, 0 there already, 2 model row(s) pointed at the store, 1 missing" in said
+        assert artifacts.exists(book_corpus.artifact_key)
+        model = LanguageModel.objects.get(pk=run.model.pk)
+        assert model.source == services.model_artifact_source(run)
+        assert LanguageModel.objects.get(pk=mine.pk).source == (
+            f"artifact:models/uploaded/{'f00d' * 16}/model.arpa"
+        )
+        clear_model_cache()
+        loaded = load_model(model.source, kind="ngram")
+        assert loaded.order == 2  # type: ignore[union-attr]
+        # The files were left where they were.
+        assert arpa.is_file() and upload.is_file()
+
+        keys = artifacts.list_prefix("")
+        said = _migrate()
+        assert "copied 0, 3 there already, 0 model row(s) pointed at the store" in said
+        assert artifacts.list_prefix("") == keys
+
+
+def _text(path: Path) -> Path:
+    path.write_text("a line that will be lost\n", encoding="utf-8")
+    return path
+
+
+def test_a_copy_whose_hash_differs_is_refused(book_corpus, tmp_path) -> None:
+    # A corpus file changed on disk after its import: it is not the text the row names.
+    fresh = artifacts.artifact_storage("", tmp_path / "new-store", endpoint="", region="x")
+    shutil.copyfile(book_corpus.path, tmp_path / "saved")
+    book_corpus.path.unlink()
+    (tmp_path / "changed.txt").write_text("other text\n", encoding="utf-8")
+    shutil.copyfile(tmp_path / "changed.txt", book_corpus.path)
+    with override_settings(STORAGES={"artifacts": fresh, "default": fresh}):
+        said = _migrate()
+        assert "missing: corpus book" in said and "the file's hash is" in said
+        assert artifacts.list_prefix("corpora") == []
