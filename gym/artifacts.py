@@ -62,6 +62,13 @@ def artifact_storage(url: str, folder: Path, *, endpoint: str, region: str) -> d
     }
     if endpoint:
         options["endpoint_url"] = endpoint
+    # A store out of reach is said within seconds (StoreUnavailable), not after boto3's
+    # minute of waiting; the run core retries the work with back-off instead.
+    from botocore.config import Config  # type: ignore[import-untyped]
+
+    options["client_config"] = Config(
+        connect_timeout=5, read_timeout=60, retries={"max_attempts": 3, "mode": "standard"}
+    )
     return {"BACKEND": "storages.backends.s3.S3Storage", "OPTIONS": options}
 
 

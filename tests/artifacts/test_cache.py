@@ -13,6 +13,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from django.conf import settings
 from django.test import override_settings
 
 from gym import artifact_cache, artifacts
@@ -21,13 +22,11 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
-def store_and_cache(tmp_path: Path):
-    options = artifacts.artifact_storage("", tmp_path / "store", endpoint="", region="us-east-1")
+def store_and_cache(any_store: str, tmp_path: Path):
+    """A local-folder store, then SeaweedFS's S3 (tests/artifacts/conftest.py), with a
+    cache of 10,000 bytes."""
     with override_settings(
-        STORAGES={"artifacts": options, "default": options},
-        GYM_ARTIFACTS_DIR=tmp_path / "store",
-        GYM_ARTIFACT_CACHE_DIR=tmp_path / "cache",
-        GYM_ARTIFACT_CACHE_BYTES=10_000,
+        GYM_ARTIFACT_CACHE_DIR=tmp_path / "cache", GYM_ARTIFACT_CACHE_BYTES=10_000
     ):
         artifact_cache.FETCHES.clear()
         yield tmp_path
@@ -139,7 +138,9 @@ RACER = textwrap.dedent(
 )
 
 
-def test_two_processes_fetch_one_key(store_and_cache: Path) -> None:
+def test_two_processes_fetch_one_key(
+    store_and_cache: Path, any_store: str, request: pytest.FixtureRequest
+) -> None:
     folder = _model_folder(store_and_cache / "model", os.urandom(3_000_000))
     artifacts.put_folder("models/race", folder)
     go = store_and_cache / "go"
@@ -150,6 +151,9 @@ def test_two_processes_fetch_one_key(store_and_cache: Path) -> None:
         "GYM_ARTIFACTS_DIR": str(store_and_cache / "store"),
         "GYM_ARTIFACT_CACHE_DIR": str(store_and_cache / "cache"),
     }
+    if any_store == "s3":
+        seaweed = request.getfixturevalue("seaweed")
+        env.update(seaweed.settings(prefix=settings.GYM_ARTIFACTS_URL.split("/", 3)[3]))
     env.pop("DATABASE_URL", None)
     racers = [
         subprocess.Popen(

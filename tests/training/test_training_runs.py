@@ -130,7 +130,9 @@ def test_causal_run_in_process(
     assert stored_folder.startswith(f"book-gpt-{run.pk}-")
     assert first.source == f"artifact:trained/{stored_folder}/checkpoint-256"
     assert run.model.source == f"artifact:trained/{stored_folder}/model"
-    stored_files = {f["path"] for f in artifacts.read_manifest(f"trained/{stored_folder}/checkpoint-256")}
+    stored_files = {
+        f["path"] for f in artifacts.read_manifest(f"trained/{stored_folder}/checkpoint-256")
+    }
     assert "model.safetensors" in stored_files and "training_state.pt" not in stored_files
     assert {"model.safetensors", "loss.jsonl", "training.json"} <= {
         f["path"] for f in artifacts.read_manifest(f"trained/{stored_folder}/model")
