@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from django.conf import settings
 from django.test import override_settings
 
 from gym import artifacts, object_store
@@ -28,7 +29,8 @@ def s3_settings(store: object_store.ObjectStore, prefix: str) -> dict[str, objec
     )
     options["OPTIONS"]["access_key"] = store.access_key
     options["OPTIONS"]["secret_key"] = store.secret_key
-    return {"STORAGES": {"artifacts": options, "default": options}, "GYM_ARTIFACTS_URL": url}
+    storages = {**settings.STORAGES, "artifacts": options}
+    return {"STORAGES": storages, "GYM_ARTIFACTS_URL": url}
 
 
 @pytest.fixture(params=["local", "s3"])
@@ -38,7 +40,7 @@ def any_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     if request.param == "local":
         options = artifacts.artifact_storage("", tmp_path / "store", endpoint="", region="x")
         overrides: dict[str, object] = {
-            "STORAGES": {"artifacts": options, "default": options},
+            "STORAGES": {**settings.STORAGES, "artifacts": options},
             "GYM_ARTIFACTS_DIR": tmp_path / "store",
             "GYM_ARTIFACTS_URL": "",
         }
