@@ -116,6 +116,7 @@ def start(
     access_key: str = "gym",
     secret_key: str = "gym-secret",
     timeout: float = 180.0,
+    host: str = "127.0.0.1",
 ) -> ObjectStore:
     """Start SeaweedFS (master, volume, filer and S3 gateway in one process) on data in
     `folder`, its S3 gateway on `port` (0: a free one), and make the bucket. Waits until
@@ -141,8 +142,8 @@ def start(
         str(weed_binary()),
         "server",
         f"-dir={folder / 'data'}",
-        "-ip=127.0.0.1",
-        "-ip.bind=127.0.0.1",
+        f"-ip={host if host != '0.0.0.0' else '127.0.0.1'}",
+        f"-ip.bind={host}",
         f"-master.port={master}",
         f"-volume.port={volume}",
         f"-filer.port={filer}",
@@ -165,7 +166,7 @@ def start(
     store = ObjectStore(
         process=process,
         folder=folder,
-        endpoint=f"http://127.0.0.1:{s3_port}",
+        endpoint=f"http://{host if host != '0.0.0.0' else '127.0.0.1'}:{s3_port}",
         access_key=access_key,
         secret_key=secret_key,
         bucket=bucket,
@@ -228,6 +229,11 @@ def main(argv: list[str] | None = None, out: IO[str] = sys.stdout) -> int:
     parser = argparse.ArgumentParser(prog="python -m gym.object_store", description=__doc__)
     parser.add_argument("--dir", default=os.environ.get("GYM_OBJECTS_DIR", "var/objects"))
     parser.add_argument("--port", type=int, default=8333)
+    parser.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="the address to serve on (0.0.0.0 in a container that other machines reach)",
+    )
     parser.add_argument("--bucket", default=BUCKET)
     parser.add_argument("--access-key", default=os.environ.get("AWS_ACCESS_KEY_ID", "gym"))
     parser.add_argument(
@@ -241,6 +247,7 @@ def main(argv: list[str] | None = None, out: IO[str] = sys.stdout) -> int:
             bucket=args.bucket,
             access_key=args.access_key,
             secret_key=args.secret_key,
+            host=args.host,
         )
     except ObjectStoreError as exc:
         print(f"object store: {exc}", file=sys.stderr)

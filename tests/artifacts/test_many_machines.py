@@ -185,3 +185,27 @@ def test_many_machines_share_only_the_services_and_the_store(
                 payload = json.dumps(runs.kind_named(kind).build_payload(row), default=str)
                 assert str(machines) not in payload, (kind, payload[:500])
         assert services.training_payload(run)["folder"] == "book-tiny"
+
+
+def test_the_compose_file_has_the_same_shape() -> None:
+    import yaml  # type: ignore[import-untyped]
+
+    from tests.conftest import REPO
+
+    compose = yaml.safe_load((REPO / "docker-compose.yml").read_text())
+    services = compose["services"]
+    roles = ["web", "worker", "beat", "gpu-worker-1", "gpu-worker-2"]
+    assert set(roles) | {"postgres", "redis", "objects"} == set(services)
+    for role in roles:
+        env = services[role]["environment"]
+        assert env["GYM_ARTIFACTS_URL"].startswith("s3://"), role
+        assert env["AWS_ENDPOINT_URL"] == "http://objects:8333", role
+        assert env["GYM_RUN_RESULTS_DIR"] == "", role
+    mounted = [
+        (role, volume.split(":")[0])
+        for role in roles
+        for volume in services[role].get("volumes", [])
+    ]
+    names = [volume for _role, volume in mounted]
+    assert len(names) == len(set(names)), f"a volume shared between roles: {mounted}"
+    assert "gym.object_store" in services["objects"]["command"]
