@@ -109,6 +109,10 @@ def store_roles() -> list[Store]:
     for i, folder in enumerate(settings.GYM_MODEL_DIRS):
         roles.append(Store(f"model-dir-{i}", f"GYM_MODEL_DIRS (entry {i + 1})", _absolute(folder)))
     roles.append(Store("trained", "GYM_TRAINING_DIR", _absolute(training_dir())))
+    if not settings.GYM_ARTIFACTS_URL:
+        # The artifact store as a local folder (an object store is backed up with its own
+        # tools: docs/backup.md); the workers' caches are not, they are fetched again.
+        roles.append(Store("artifacts", "GYM_ARTIFACTS_DIR", _absolute(settings.GYM_ARTIFACTS_DIR)))
     roles.append(Store("var", "GYM_VAR_DIR", var))
     return roles
 

@@ -32,6 +32,7 @@ from evaluations.models import (
     TrainingRun,
 )
 from evaluations.syntaxgym.services import evaluation_create
+from gym.artifacts import artifact_storage
 from suites.corpora.services import corpus_import
 from suites.minimal_pairs import sets as pair_sets
 from suites.models import PairSetSentence, ProbingInstance, Suite
@@ -57,6 +58,10 @@ def site(settings, tmp_path, alice) -> dict[str, Any]:
     settings.GYM_TRAINING_DIR = ""
     settings.GYM_RUN_RESULTS_DIR = str(var / "results")
     settings.CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+    # The artifact store as the embedded default keeps it: var/artifacts.
+    settings.GYM_ARTIFACTS_DIR = var / "artifacts"
+    store = artifact_storage("", var / "artifacts", endpoint="", region="us-east-1")
+    settings.STORAGES = {**settings.STORAGES, "artifacts": store}
 
     agreement = suite_services.suite_import(
         source=small_suite("agreement kept", tags=["agreement"]), owner=alice
@@ -261,6 +266,8 @@ def test_restore_into_an_empty_site_finds_everything(site, tmp_path, empty_datab
     files = {(f["store"], f["path"]): f for f in manifest["files"]}
     assert set(files) == {
         ("corpora", site["corpus"].file_name),
+        # The artifact store, a local folder here: the corpus as the workers read it.
+        ("artifacts", site["corpus"].artifact_key),
         ("results", "suite-9-1-abc.json"),
         ("models", "local-lm/config.json"),
         ("models", "trained/run-1/checkpoint-64/weights.bin"),
@@ -507,4 +514,4 @@ def test_backups_kept_in_the_var_folder_are_not_backed_up_again(site) -> None:
     call_command("gym_backup", str(second))
     manifest = json.loads((second / "manifest.json").read_text())
     assert not [f for f in manifest["files"] if f["path"].startswith("backups/")]
-    assert {f["store"] for f in manifest["files"]} == {"corpora", "results", "models"}
+    assert {f["store"] for f in manifest["files"]} == {"corpora", "results", "models", "artifacts"}

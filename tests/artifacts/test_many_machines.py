@@ -188,7 +188,7 @@ def test_many_machines_share_only_the_services_and_the_store(
 
 
 def test_the_compose_file_has_the_same_shape() -> None:
-    import yaml  # type: ignore[import-untyped]
+    import yaml
 
     from tests.conftest import REPO
 
