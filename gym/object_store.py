@@ -20,6 +20,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -82,6 +83,7 @@ class ObjectStore:
     secret_key: str
     bucket: str
     log: Path
+    ports: tuple[int, ...] = ()
 
     def settings(self, prefix: str = "artifacts") -> dict[str, str]:
         """The environment every role of a site needs for this store."""
@@ -99,6 +101,7 @@ class ObjectStore:
     def stop(self, *, kill: bool = False) -> None:
         """Stop the server (SIGKILL with kill: as a machine's crash would)."""
         if self.process.poll() is not None:
+            self._remove_sockets()
             return
         self.process.send_signal(signal.SIGKILL if kill else signal.SIGTERM)
         try:
@@ -106,6 +109,15 @@ class ObjectStore:
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
+        self._remove_sockets()
+
+    def _remove_sockets(self) -> None:
+        """The local sockets SeaweedFS makes in /tmp, named by port (a killed one leaves
+        them behind)."""
+        for port in self.ports:
+            for grpc in (port, port + GRPC_OFFSET):
+                for leftover in Path(tempfile.gettempdir()).glob(f"seaweedfs-*-{grpc}.sock"):
+                    leftover.unlink(missing_ok=True)
 
 
 def start(
@@ -155,6 +167,9 @@ def start(
         "-s3.port.iceberg=0",
         "-s3.port.lance=0",
         "-master.telemetry=false",
+        # One master: no raft state to resume (a resumed one waits some 20 s for an
+        # election); it learns the volumes again from the volume server.
+        "-master.resumeState=false",
         # Small volumes: a laptop's disk is not taken by empty preallocated space.
         "-master.volumeSizeLimitMB=256",
         "-volume.max=0",
@@ -171,6 +186,7 @@ def start(
         secret_key=secret_key,
         bucket=bucket,
         log=log,
+        ports=(master, volume, filer, s3_port),
     )
     try:
         _wait_and_make_bucket(store, timeout)

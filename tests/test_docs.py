@@ -82,6 +82,7 @@ def test_the_contents_list_every_file_in_order() -> None:
         "command-line",
         "api",
         "configuration",
+        "many-machines",
         "backup",
         "faults",
         "benchmarks",
