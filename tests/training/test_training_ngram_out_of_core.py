@@ -5,6 +5,7 @@ after a finished run, a failed one, and a killed one (removed by the next run)."
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import signal
@@ -14,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from django.core.management import CommandError, call_command
 
 from evaluations.training import ngram
 from tests.training.conftest import sample_sentences
@@ -89,6 +91,8 @@ def test_a_failed_run_leaves_no_scratch(tmp_path: Path) -> None:
 KILLED = """
 import sys, time
 from pathlib import Path
+from django.core.management import CommandError, call_command
+
 from evaluations.training import ngram
 
 def lines():
@@ -124,3 +128,45 @@ def test_a_killed_run_is_cleaned_by_the_next(tmp_path: Path) -> None:
     ngram.train_ngram(corpus(), tmp_path, order=2)
     assert scratch_folders(tmp_path) == [live]
     assert (tmp_path / ngram.ARPA_NAME).exists()
+
+
+def test_train_command_memory_budget(tmp_path: Path) -> None:
+    lines = sample_sentences("tree_depth")[:400]
+    corpus_file = tmp_path / "corpus.tsv"
+    corpus_file.write_text("id\ttext\n" + "".join(f"{n}\t{s}\n" for n, s in enumerate(lines)))
+    texts = []
+    for memory in ("1", "4096"):
+        out = tmp_path / f"model-{memory}"
+        stdout = io.StringIO()
+        call_command(
+            "train",
+            "--corpus",
+            str(corpus_file),
+            "--kind",
+            "ngram",
+            "--order",
+            "4",
+            "--memory-mb",
+            memory,
+            "--out",
+            str(out),
+            stdout=stdout,
+        )
+        info = json.loads((out / ngram.INFO_NAME).read_text(encoding="utf-8"))
+        assert info["memory_mb"] == int(memory)
+        assert f"counted {info['counting']} (budget {int(memory):,} MB" in stdout.getvalue()
+        texts.append((out / ngram.ARPA_NAME).read_text(encoding="utf-8"))
+        assert scratch_folders(out) == []
+    assert texts[0] == texts[1]
+    with pytest.raises(CommandError, match="the memory budget must be 1 MB or more; got 0"):
+        call_command(
+            "train",
+            "--corpus",
+            str(corpus_file),
+            "--kind",
+            "ngram",
+            "--memory-mb",
+            "0",
+            "--out",
+            str(tmp_path / "x"),
+        )
