@@ -70,6 +70,10 @@ class NgramTrainingError(ValueError):
     """The options or the corpus cannot give a model; the message says why."""
 
 
+class NgramTrainingStopped(Exception):
+    """`should_stop` answered yes: the run was cancelled (its scratch folder is gone)."""
+
+
 def words_of(line: str) -> list[str]:
     """A line's words as the scorer splits them, without the scorer's final `</s>`.
 
@@ -700,6 +704,7 @@ def train_ngram(
     memory_mb: int | None = None,
     out_of_core: bool | None = None,
     memory_bytes: int | None = None,
+    should_stop: Callable[[], bool] | None = None,
 ) -> NgramSummary:
     """Train on `lines` (one sentence each) and write `out_dir/model.arpa` and
     `out_dir/training.json` (the summary, with the perplexity of the `heldout` lines).
@@ -710,6 +715,7 @@ def train_ngram(
     sorted runs on disk and estimating a budget's worth of rows at a time, the tables
     kept as files in the scratch folder. `out_of_core` forces either path; `memory_bytes`
     (tests) sets the budget in bytes. Both paths give the same model to the last digit.
+    `should_stop()` is asked between stages; yes raises NgramTrainingStopped.
     The scratch folder (`work_dir` or `out_dir`, `.ngram-*`) is removed when the run
     ends, however it ends; one left by a killed run is removed by the next run there."""
     if not MIN_ORDER <= order <= MAX_ORDER:
@@ -727,6 +733,11 @@ def train_ngram(
     remove_stale_scratch(parent)
     scratch = Path(tempfile.mkdtemp(prefix=SCRATCH_PREFIX, dir=parent))
     (scratch / "pid").write_text(str(os.getpid()), encoding="ascii")
+
+    def check() -> None:
+        if should_stop is not None and should_stop():
+            raise NgramTrainingStopped("the n-gram training was stopped")
+
     try:
         stream_path = scratch / "ids.int32"
         counts, provisional, sentences = _write_stream(
@@ -750,11 +761,14 @@ def train_ngram(
         raw = np.bincount(remap, weights=counts, minlength=vocab).astype(np.int64)
         tables.append(_Order(keys=np.arange(vocab, dtype=np.int64), raw=raw))
         for k in range(2, order + 1):
+            check()
             tables.append(_count_order(k, stream, remap, tables, vocab, store))
             if progress is not None:
                 progress("order", k)
         del stream
+        check()
         _estimate(tables, vocab, summary, store)
+        check()
         summary.heldout = heldout_perplexity(tables, words, heldout)
         arpa = scratch / ARPA_NAME
         summary.ngrams = _write_arpa(tables, words, arpa, min(500_000, store.block))

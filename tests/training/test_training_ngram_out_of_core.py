@@ -88,6 +88,31 @@ def test_a_failed_run_leaves_no_scratch(tmp_path: Path) -> None:
     assert scratch_folders(tmp_path) == []
 
 
+def test_a_cancelled_run_leaves_no_scratch(tmp_path: Path) -> None:
+    asked: list[int] = []
+
+    def should_stop() -> bool:
+        asked.append(1)
+        # Stopped once the second order is counted: runs and tables are on disk by then.
+        if len(asked) == 2:
+            assert any(scratch_folders(tmp_path)[0].glob("*.bin"))
+            return True
+        return False
+
+    with pytest.raises(ngram.NgramTrainingStopped):
+        ngram.train_ngram(
+            corpus(),
+            tmp_path,
+            order=4,
+            out_of_core=True,
+            memory_bytes=4_800,
+            should_stop=should_stop,
+        )
+    assert len(asked) == 2
+    assert scratch_folders(tmp_path) == []
+    assert not (tmp_path / ngram.ARPA_NAME).exists()
+
+
 KILLED = """
 import sys, time
 from pathlib import Path
