@@ -55,12 +55,19 @@ BOS, EOS, UNK = 0, 1, 2
 CHUNK_TOKENS = 4_000_000
 # Merge the counted chunks of one order when this many keys are pending.
 MERGE_KEYS = 16_000_000
+# Out of core: the most sorted runs merged in one pass; more are merged in groups first.
+MAX_FAN_IN = 16
 MIN_DISCOUNT = 0.01
 # Out of core: bytes of working memory per pending n-gram while counting (key, count and
-# the sort's scratch), per token of a counting chunk, and per row of an estimating block.
-BYTES_PER_PENDING = 48
-BYTES_PER_TOKEN = 96
-BYTES_PER_ROW = 192
+# the merge's scratch), per token of a counting chunk (the pending n-grams and the chunk
+# share the budget half and half), per row of an estimating block, and per line of the
+# ARPA file while it is written (its text). Reading the corpus holds a chunk of tokens
+# as Python ints (`BYTES_PER_READ`) on either path.
+BYTES_PER_PENDING = 192
+BYTES_PER_TOKEN = 320
+BYTES_PER_ROW = 256
+BYTES_PER_LINE = 640
+BYTES_PER_READ = 64
 SCRATCH_PREFIX = ".ngram-"
 ARPA_NAME = "model.arpa"
 INFO_NAME = "training.json"
@@ -144,9 +151,11 @@ class _Store:
         self.peak = stream_bytes
         self.runs = 0
         self.names = 0
-        self.pending_entries = max(2, budget // BYTES_PER_PENDING) if folder else MERGE_KEYS
-        self.chunk_tokens = max(16, budget // BYTES_PER_TOKEN) if folder else CHUNK_TOKENS
+        half = budget // 2
+        self.pending_entries = max(2, half // BYTES_PER_PENDING) if folder else MERGE_KEYS
+        self.chunk_tokens = max(16, half // BYTES_PER_TOKEN) if folder else CHUNK_TOKENS
         self.block = max(16, budget // BYTES_PER_ROW) if folder else 1 << 62
+        self.lines = max(16, min(500_000, budget // BYTES_PER_LINE)) if folder else 500_000
 
     def grew(self, size: int) -> None:
         self.disk += size
@@ -181,7 +190,10 @@ class _Store:
 
 
 def _write_stream(
-    lines: Iterable[str], path: Path, progress: Callable[[int], None] | None
+    lines: Iterable[str],
+    path: Path,
+    progress: Callable[[int], None] | None,
+    chunk_tokens: int = CHUNK_TOKENS,
 ) -> tuple[np.ndarray, list[str], int]:
     """Words to provisional ids in first-seen order (0-2 are `<s>`, `</s>`, `<unk>`),
     written as int32 to `path`. Returns the count of each provisional id, the words, and
@@ -212,7 +224,7 @@ def _write_stream(
                 buffer.append(known)
             buffer.append(EOS)
             sentences += 1
-            if len(buffer) >= CHUNK_TOKENS:
+            if len(buffer) >= chunk_tokens:
                 flush()
                 if progress is not None:
                     progress(sentences)
@@ -353,7 +365,24 @@ def _write_run(store: _Store, keys: np.ndarray, counts: np.ndarray) -> tuple[Pat
 
 
 def _merge_runs(store: _Store, runs: list[tuple[Path, Path, int]]) -> _Order:
-    """The sorted runs merged in one streaming pass into the order's table on disk.
+    """The sorted runs merged into the order's table on disk: in groups of at most
+    MAX_FAN_IN runs per pass (each group a longer run) until one pass merges them all."""
+    while len(runs) > MAX_FAN_IN:
+        runs = [
+            _merge_pass(store, runs[start : start + MAX_FAN_IN])
+            for start in range(0, len(runs), MAX_FAN_IN)
+        ]
+    key_path, raw_path, total = _merge_pass(store, runs)
+    if total == 0:
+        return _Order(keys=np.zeros(0, np.int64), raw=np.zeros(0, np.int64))
+    return _Order(
+        keys=np.memmap(key_path, dtype=np.int64, mode="r"),
+        raw=np.memmap(raw_path, dtype=np.int64, mode="r"),
+    )
+
+
+def _merge_pass(store: _Store, runs: list[tuple[Path, Path, int]]) -> tuple[Path, Path, int]:
+    """One streaming pass: `runs` merged into one, which is returned; they are removed.
 
     A k-way merge as heapq.merge does it, a block at a time: take the next block of
     every run, the smallest of their last keys bounds what is complete, every entry up
@@ -366,7 +395,7 @@ def _merge_runs(store: _Store, runs: list[tuple[Path, Path, int]]) -> _Order:
     ]
     step = max(1, store.pending_entries // max(1, len(maps)) // 2)
     at = [0] * len(maps)
-    key_path, raw_path = store.path("keys"), store.path("raw")
+    key_path, raw_path = store.path("run-keys"), store.path("run-counts")
     total = 0
     with key_path.open("wb") as key_out, raw_path.open("wb") as raw_out:
         while True:
@@ -378,8 +407,7 @@ def _merge_runs(store: _Store, runs: list[tuple[Path, Path, int]]) -> _Order:
             parts_c: list[np.ndarray] = []
             for i in live:
                 keys, counts = maps[i]
-                end = min(at[i] + step, len(keys))
-                block = np.asarray(keys[at[i] : end])
+                block = np.asarray(keys[at[i] : min(at[i] + step, len(keys))])
                 upto = at[i] + int(np.searchsorted(block, bound, side="right"))
                 parts_k.append(np.asarray(keys[at[i] : upto]))
                 parts_c.append(np.asarray(counts[at[i] : upto]))
@@ -394,12 +422,7 @@ def _merge_runs(store: _Store, runs: list[tuple[Path, Path, int]]) -> _Order:
         kp.unlink()
         cp.unlink()
         store.shrank(2 * 8 * n)
-    if total == 0:
-        return _Order(keys=np.zeros(0, np.int64), raw=np.zeros(0, np.int64))
-    return _Order(
-        keys=np.memmap(key_path, dtype=np.int64, mode="r"),
-        raw=np.memmap(raw_path, dtype=np.int64, mode="r"),
-    )
+    return key_path, raw_path, total
 
 
 # --- estimating -------------------------------------------------------------------------
@@ -741,7 +764,10 @@ def train_ngram(
     try:
         stream_path = scratch / "ids.int32"
         counts, provisional, sentences = _write_stream(
-            lines, stream_path, (lambda n: progress("sentences", n)) if progress else None
+            lines,
+            stream_path,
+            (lambda n: progress("sentences", n)) if progress else None,
+            max(16, min(CHUNK_TOKENS, budget // BYTES_PER_READ)),
         )
         if sentences == 0:
             raise NgramTrainingError("the corpus has no sentences")
@@ -771,7 +797,7 @@ def train_ngram(
         check()
         summary.heldout = heldout_perplexity(tables, words, heldout)
         arpa = scratch / ARPA_NAME
-        summary.ngrams = _write_arpa(tables, words, arpa, min(500_000, store.block))
+        summary.ngrams = _write_arpa(tables, words, arpa, store.lines)
         store.grew(arpa.stat().st_size)
         summary.runs = store.runs
         summary.temp_disk_peak_bytes = store.peak

@@ -38,20 +38,21 @@ def test_out_of_core_gives_the_in_memory_model(tmp_path: Path, order: int) -> No
     memory = ngram.train_ngram(
         lines, tmp_path / "memory", order=order, out_of_core=False, heldout=heldout
     )
-    # 4,800 bytes: 100 pending n-grams per run, chunks of 50 tokens, blocks of 25 rows.
+    # 20,000 bytes: runs of 52 n-grams, chunks of 31 tokens, blocks of 78 rows: 50 or
+    # more runs per order, merged in two passes (at most MAX_FAN_IN runs in one).
     disk = ngram.train_ngram(
         lines,
         tmp_path / "disk",
         order=order,
         out_of_core=True,
-        memory_bytes=4_800,
+        memory_bytes=20_000,
         heldout=heldout,
     )
     text = (tmp_path / "memory" / ngram.ARPA_NAME).read_text(encoding="utf-8")
     assert text == (tmp_path / "disk" / ngram.ARPA_NAME).read_text(encoding="utf-8")
     assert memory.counting == "in memory" and memory.runs == 0
     assert disk.counting == "out of core"
-    assert disk.runs > 10 * (order - 1)  # many runs for every order counted
+    assert disk.runs > ngram.MAX_FAN_IN * (order - 1)  # many runs for every order
     assert disk.temp_disk_peak_bytes > 0
     assert disk.discounts == memory.discounts
     assert disk.heldout == memory.heldout
@@ -80,7 +81,7 @@ def test_a_failed_run_leaves_no_scratch(tmp_path: Path) -> None:
         raise RuntimeError("the corpus broke")
 
     with pytest.raises(RuntimeError, match="the corpus broke"):
-        ngram.train_ngram(failing(), tmp_path, order=3, out_of_core=True, memory_bytes=4_800)
+        ngram.train_ngram(failing(), tmp_path, order=3, out_of_core=True, memory_bytes=20_000)
     assert scratch_folders(tmp_path) == []
     assert not (tmp_path / ngram.ARPA_NAME).exists()
     with pytest.raises(ngram.NgramTrainingError, match="no sentences"):
@@ -105,7 +106,7 @@ def test_a_cancelled_run_leaves_no_scratch(tmp_path: Path) -> None:
             tmp_path,
             order=4,
             out_of_core=True,
-            memory_bytes=4_800,
+            memory_bytes=20_000,
             should_stop=should_stop,
         )
     assert len(asked) == 2
