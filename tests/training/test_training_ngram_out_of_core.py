@@ -196,3 +196,27 @@ def test_train_command_memory_budget(tmp_path: Path) -> None:
             "--out",
             str(tmp_path / "x"),
         )
+
+
+@pytest.mark.django_db
+def test_a_cancelled_site_run_stops_and_leaves_no_scratch(book_corpus) -> None:
+    from evaluations.training import services
+    from evaluations.training.worker import STOP_FILE, run_training
+
+    run = services.training_request(
+        corpus=book_corpus, name="book-kn3", kind="ngram", options={"order": 3}
+    )
+    folder = Path(run.out_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    # What cancelling writes (services.ask_to_stop) where the worker reads it.
+    (folder / STOP_FILE).write_text(f"{run.attempt}\n")
+    results = run_training(services.training_payload(run), progress=lambda d, t: None)
+    assert results["summary"] == {"stopped": True}
+    assert scratch_folders(folder) == []
+    assert not (folder / ngram.ARPA_NAME).exists()
+    # Not cancelled: the same run trains to its model, its summary saying the path.
+    (folder / STOP_FILE).unlink()
+    results = run_training(services.training_payload(run), progress=lambda d, t: None)
+    assert results["summary"]["counting"] == "in memory"
+    assert results["summary"]["memory_mb"] == ngram.default_memory_mb()
+    assert (folder / ngram.ARPA_NAME).exists() and scratch_folders(folder) == []
