@@ -180,6 +180,16 @@ class _Store:
             out[:] = fill
         return out
 
+    def free(self, array: np.ndarray) -> np.ndarray:
+        """Drop an array no longer needed: its file is removed (its disk is free once
+        the last reference goes). Returns an empty array to put in its place."""
+        if isinstance(array, np.memmap) and array.filename is not None:
+            path = Path(array.filename)
+            if path.parent == self.folder and path.exists():
+                path.unlink()
+                self.shrank(array.nbytes)
+        return np.zeros(0, array.dtype)
+
     def blocks(self, n: int) -> Iterator[tuple[int, int]]:
         step = min(self.block, max(n, 1))
         for start in range(0, n, step):
@@ -514,7 +524,10 @@ def _estimate(
         for a, b in store.blocks(n):
             starts_bos = _first_word(tables, k, np.arange(a, b)) == BOS
             t.adjusted[a:b] = np.where(starts_bos, t.raw[a:b], left[a:b])
+        store.free(left)
         del left
+    for k in range(1, order + 1):
+        tables[k].raw = store.free(tables[k].raw)
     # Unigrams: <s> is never predicted.
     uni = tables[1]
     uni.adjusted[BOS] = 0
@@ -565,11 +578,14 @@ def _estimate(
             t.prob[a:b] = own + np.asarray(gamma[prefix]) * backed
         if k == 1:
             t.prob[BOS] = 0.0
+            store.free(gamma)
         else:  # a context's back-off weight; NaN: never a context (no weight written)
-            context = tables[k - 1]
-            context.gamma = store.empty(contexts, np.float64)
             for a, b in store.blocks(contexts):
-                context.gamma[a:b] = np.where(total[a:b] > 0, gamma[a:b], np.nan)
+                gamma[a:b] = np.where(total[a:b] > 0, gamma[a:b], np.nan)
+            tables[k - 1].gamma = gamma
+        for done in (total, ones, twos, more):
+            store.free(done)
+        t.adjusted, t.suffix = store.free(t.adjusted), store.free(t.suffix)
         del total, ones, twos, more, gamma
 
 
