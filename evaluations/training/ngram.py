@@ -13,6 +13,12 @@ first k-1 words as an order k-1 n-gram, last word), packed as `prefix * V + word
 table of an order is one sorted array, its contexts are contiguous runs, and the id of an
 n-gram is its index there.
 
+Out of core (when the tables would not fit the memory budget, or when asked), the
+counted chunks are written as sorted runs on disk, merged in streaming passes into each
+order's table kept as a file, and the estimate below is computed a block of rows at a
+time over those files (`_Store`). Every step is exact whatever the block (integer sums,
+then per-row arithmetic), so both paths write the same ARPA file.
+
 The estimate, for an n-gram (h, w) of order k with adjusted count a (the raw count at the
 highest order and for n-grams that start with `<s>`, else the number of distinct words
 seen before it):
