@@ -13,6 +13,12 @@ first k-1 words as an order k-1 n-gram, last word), packed as `prefix * V + word
 table of an order is one sorted array, its contexts are contiguous runs, and the id of an
 n-gram is its index there.
 
+Out of core (when the tables would not fit the memory budget, or when asked), the
+counted chunks are written as sorted runs on disk, merged in streaming passes into each
+order's table kept as a file, and the estimate below is computed a block of rows at a
+time over those files (`_Store`). Every step is exact whatever the block (integer sums,
+then per-row arithmetic), so both paths write the same ARPA file.
+
 The estimate, for an n-gram (h, w) of order k with adjusted count a (the raw count at the
 highest order and for n-grams that start with `<s>`, else the number of distinct words
 seen before it):
@@ -55,13 +61,30 @@ BOS, EOS, UNK = 0, 1, 2
 CHUNK_TOKENS = 4_000_000
 # Merge the counted chunks of one order when this many keys are pending.
 MERGE_KEYS = 16_000_000
+# Out of core: the most sorted runs merged in one pass; more are merged in groups first.
+MAX_FAN_IN = 16
 MIN_DISCOUNT = 0.01
+# Out of core: bytes of working memory per pending n-gram while counting (key, count and
+# the merge's scratch), per token of a counting chunk (the pending n-grams and the chunk
+# share the budget half and half), per row of an estimating block, and per line of the
+# ARPA file while it is written (its text). Reading the corpus holds a chunk of tokens
+# as Python ints (`BYTES_PER_READ`) on either path.
+BYTES_PER_PENDING = 192
+BYTES_PER_TOKEN = 320
+BYTES_PER_ROW = 256
+BYTES_PER_LINE = 640
+BYTES_PER_READ = 64
+SCRATCH_PREFIX = ".ngram-"
 ARPA_NAME = "model.arpa"
 INFO_NAME = "training.json"
 
 
 class NgramTrainingError(ValueError):
     """The options or the corpus cannot give a model; the message says why."""
+
+
+class NgramTrainingStopped(Exception):
+    """`should_stop` answered yes: the run was cancelled (its scratch folder is gone)."""
 
 
 def words_of(line: str) -> list[str]:
@@ -98,13 +121,95 @@ class NgramSummary:
     # Held-out perplexity (None without held-out lines): see `heldout_perplexity`.
     heldout: dict[str, Any] | None = None
     seconds: float = 0.0
+    # "in memory" or "out of core" (sorted runs on disk, merged in streaming passes).
+    counting: str = "in memory"
+    memory_mb: int = 0  # the budget the path was chosen by (and out of core kept to)
+    runs: int = 0  # sorted runs written to disk, all orders together
+    temp_disk_peak_bytes: int = 0  # the scratch folder's largest size, id stream included
+
+
+def default_memory_mb() -> int:
+    """A quarter of the machine's memory, in MB (MemTotal of /proc/meminfo, else
+    sysconf; 1024 when neither answers)."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemTotal:"):
+                    return max(1, int(line.split()[1]) // 1024 // 4)
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        return max(1, total // (1024 * 1024) // 4)
+    except (OSError, ValueError, AttributeError):
+        return 1024
+
+
+class _Store:
+    """Where the big arrays live: in memory (`folder` None) or as files in the scratch
+    folder, mapped. Tracks the bytes on disk and their peak; `budget` is the working
+    memory in bytes out of core."""
+
+    def __init__(self, folder: Path | None, budget: int, stream_bytes: int) -> None:
+        self.folder = folder
+        self.budget = budget
+        self.disk = stream_bytes
+        self.peak = stream_bytes
+        self.runs = 0
+        self.names = 0
+        half = budget // 2
+        self.pending_entries = max(2, half // BYTES_PER_PENDING) if folder else MERGE_KEYS
+        self.chunk_tokens = max(16, half // BYTES_PER_TOKEN) if folder else CHUNK_TOKENS
+        self.block = max(16, budget // BYTES_PER_ROW) if folder else 1 << 62
+        self.lines = max(16, min(500_000, budget // BYTES_PER_LINE)) if folder else 500_000
+
+    def grew(self, size: int) -> None:
+        self.disk += size
+        self.peak = max(self.peak, self.disk)
+
+    def shrank(self, size: int) -> None:
+        self.disk -= size
+
+    def path(self, stem: str) -> Path:
+        assert self.folder is not None
+        self.names += 1
+        return self.folder / f"{stem}-{self.names}.bin"
+
+    def empty(self, n: int, dtype: Any, fill: float | None = None) -> np.ndarray:
+        if self.folder is None or n == 0:
+            out = np.empty(n, dtype=dtype)
+        else:
+            path = self.path("array")
+            out = np.memmap(path, dtype=dtype, mode="w+", shape=(n,))
+            self.grew(out.nbytes)
+        if fill is not None:
+            out[:] = fill
+        return out
+
+    def free(self, array: np.ndarray) -> np.ndarray:
+        """Drop an array no longer needed: its file is removed (its disk is free once
+        the last reference goes). Returns an empty array to put in its place."""
+        if isinstance(array, np.memmap) and array.filename is not None:
+            path = Path(array.filename)
+            if path.parent == self.folder and path.exists():
+                path.unlink()
+                self.shrank(array.nbytes)
+        return np.zeros(0, array.dtype)
+
+    def blocks(self, n: int) -> Iterator[tuple[int, int]]:
+        step = min(self.block, max(n, 1))
+        for start in range(0, n, step):
+            yield start, min(n, start + step)
 
 
 # --- the id stream ----------------------------------------------------------------------
 
 
 def _write_stream(
-    lines: Iterable[str], path: Path, progress: Callable[[int], None] | None
+    lines: Iterable[str],
+    path: Path,
+    progress: Callable[[int], None] | None,
+    chunk_tokens: int = CHUNK_TOKENS,
 ) -> tuple[np.ndarray, list[str], int]:
     """Words to provisional ids in first-seen order (0-2 are `<s>`, `</s>`, `<unk>`),
     written as int32 to `path`. Returns the count of each provisional id, the words, and
@@ -135,7 +240,7 @@ def _write_stream(
                 buffer.append(known)
             buffer.append(EOS)
             sentences += 1
-            if len(buffer) >= CHUNK_TOKENS:
+            if len(buffer) >= chunk_tokens:
                 flush()
                 if progress is not None:
                     progress(sentences)
@@ -186,28 +291,39 @@ def _merge(keys: list[np.ndarray], counts: list[np.ndarray]) -> tuple[np.ndarray
 
 
 def _chunks(
-    stream: np.ndarray, remap: np.ndarray, overlap: int
+    stream: np.ndarray, remap: np.ndarray, overlap: int, size: int = CHUNK_TOKENS
 ) -> Iterator[tuple[np.ndarray, int]]:
-    """Final ids of the stream in chunks; each but the first starts `overlap` tokens
-    early (returned as how many leading positions end no n-gram of this chunk)."""
+    """Final ids of the stream in chunks of `size`; each but the first starts `overlap`
+    tokens early (returned as how many leading positions end no n-gram of this chunk)."""
     total = len(stream)
     start = 0
     while start < total:
         begin = max(0, start - overlap)
-        end = min(total, start + CHUNK_TOKENS)
+        end = min(total, start + size)
         yield remap[stream[begin:end]].astype(np.int64), start - begin
         start = end
 
 
 def _count_order(
-    k: int, stream: np.ndarray, remap: np.ndarray, tables: list[_Order], vocab: int
+    k: int,
+    stream: np.ndarray,
+    remap: np.ndarray,
+    tables: list[_Order],
+    vocab: int,
+    store: _Store | None = None,
 ) -> _Order:
     """Raw counts of the order-k n-grams: keys prefix * V + word, prefix being the id of
-    the first k-1 words among the order k-1 n-grams (the word itself for k = 2)."""
+    the first k-1 words among the order k-1 n-grams (the word itself for k = 2).
+
+    In memory the counted chunks are merged as they come. Out of core (a `store` with a
+    folder) the pending keys are merged and written as a sorted run whenever they pass
+    the budget, and the runs are merged in a streaming pass (`_merge_runs`)."""
+    store = store or _Store(None, 0, 0)
     pending_keys: list[np.ndarray] = []
     pending_counts: list[np.ndarray] = []
     pending = 0
-    for ids, skip in _chunks(stream, remap, k - 1):
+    runs: list[tuple[Path, Path, int]] = []
+    for ids, skip in _chunks(stream, remap, k - 1, store.chunk_tokens):
         # ctx[j]: id of the (m-1)-gram ending at j-1 ... built up order by order.
         gram = ids.copy()  # order 1: the word id is the unigram id
         valid = np.ones(len(ids), dtype=bool)
@@ -231,14 +347,98 @@ def _count_order(
         pending_keys.append(found)
         pending_counts.append(counts.astype(np.int64))
         pending += len(found)
-        if pending >= MERGE_KEYS:
+        if pending >= store.pending_entries:
             merged = _merge(pending_keys, pending_counts)
-            pending_keys, pending_counts = [merged[0]], [merged[1]]
-            pending = len(merged[0])
+            if store.folder is not None:
+                runs.append(_write_run(store, *merged))
+                pending_keys, pending_counts, pending = [], [], 0
+            else:
+                pending_keys, pending_counts = [merged[0]], [merged[1]]
+                pending = len(merged[0])
+    if runs:
+        if pending_keys:
+            runs.append(_write_run(store, *_merge(pending_keys, pending_counts)))
+        return _merge_runs(store, runs)
     if not pending_keys:
         return _Order(keys=np.zeros(0, np.int64), raw=np.zeros(0, np.int64))
     keys, raw = _merge(pending_keys, pending_counts)
+    if store.folder is not None:  # kept on disk like the merged runs
+        on_disk = _Order(keys=store.empty(len(keys), np.int64), raw=store.empty(len(raw), np.int64))
+        on_disk.keys[:] = keys
+        on_disk.raw[:] = raw
+        return on_disk
     return _Order(keys=keys, raw=raw)
+
+
+def _write_run(store: _Store, keys: np.ndarray, counts: np.ndarray) -> tuple[Path, Path, int]:
+    """One sorted run (unique keys and their counts) as two raw int64 files."""
+    key_path, count_path = store.path("run-keys"), store.path("run-counts")
+    keys.astype(np.int64).tofile(key_path)
+    counts.astype(np.int64).tofile(count_path)
+    store.grew(2 * 8 * len(keys))
+    store.runs += 1
+    return key_path, count_path, len(keys)
+
+
+def _merge_runs(store: _Store, runs: list[tuple[Path, Path, int]]) -> _Order:
+    """The sorted runs merged into the order's table on disk: in groups of at most
+    MAX_FAN_IN runs per pass (each group a longer run) until one pass merges them all."""
+    while len(runs) > MAX_FAN_IN:
+        runs = [
+            _merge_pass(store, runs[start : start + MAX_FAN_IN])
+            for start in range(0, len(runs), MAX_FAN_IN)
+        ]
+    key_path, raw_path, total = _merge_pass(store, runs)
+    if total == 0:
+        return _Order(keys=np.zeros(0, np.int64), raw=np.zeros(0, np.int64))
+    return _Order(
+        keys=np.memmap(key_path, dtype=np.int64, mode="r"),
+        raw=np.memmap(raw_path, dtype=np.int64, mode="r"),
+    )
+
+
+def _merge_pass(store: _Store, runs: list[tuple[Path, Path, int]]) -> tuple[Path, Path, int]:
+    """One streaming pass: `runs` merged into one, which is returned; they are removed.
+
+    A k-way merge as heapq.merge does it, a block at a time: take the next block of
+    every run, the smallest of their last keys bounds what is complete, every entry up
+    to it is summed by key and appended, and the rest waits for the next round. At most
+    the budget's worth of entries is in memory at once."""
+    maps = [
+        (np.memmap(kp, dtype=np.int64, mode="r"), np.memmap(cp, dtype=np.int64, mode="r"))
+        for kp, cp, n in runs
+        if n
+    ]
+    step = max(1, store.pending_entries // max(1, len(maps)) // 2)
+    at = [0] * len(maps)
+    key_path, raw_path = store.path("run-keys"), store.path("run-counts")
+    total = 0
+    with key_path.open("wb") as key_out, raw_path.open("wb") as raw_out:
+        while True:
+            live = [i for i, (keys, _c) in enumerate(maps) if at[i] < len(keys)]
+            if not live:
+                break
+            bound = min(int(maps[i][0][min(at[i] + step, len(maps[i][0])) - 1]) for i in live)
+            parts_k: list[np.ndarray] = []
+            parts_c: list[np.ndarray] = []
+            for i in live:
+                keys, counts = maps[i]
+                block = np.asarray(keys[at[i] : min(at[i] + step, len(keys))])
+                upto = at[i] + int(np.searchsorted(block, bound, side="right"))
+                parts_k.append(np.asarray(keys[at[i] : upto]))
+                parts_c.append(np.asarray(counts[at[i] : upto]))
+                at[i] = upto
+            merged_k, merged_c = _merge(parts_k, parts_c)
+            merged_k.tofile(key_out)
+            merged_c.tofile(raw_out)
+            total += len(merged_k)
+    store.grew(2 * 8 * total)
+    del maps
+    for kp, cp, n in runs:
+        kp.unlink()
+        cp.unlink()
+        store.shrank(2 * 8 * n)
+    return key_path, raw_path, total
 
 
 # --- estimating -------------------------------------------------------------------------
@@ -252,7 +452,11 @@ def discounts(adjusted: np.ndarray) -> list[float]:
 def discounts_noted(adjusted: np.ndarray) -> tuple[list[float], list[str]]:
     """D1, D2, D3+ and, for each that is not the formula's value, why: a count of counts
     of 0 (tiny corpora: the discount below, or 0.5), or a value clipped to [0.01, r]."""
-    n = [int(np.count_nonzero(adjusted == r)) for r in range(5)]
+    return _discounts_of([int(np.count_nonzero(adjusted == r)) for r in range(5)])
+
+
+def _discounts_of(n: list[int]) -> tuple[list[float], list[str]]:
+    """`discounts_noted` from the counts of counts n0 .. n4."""
     notes: list[str] = []
     if n[1] + 2 * n[2] > 0:
         y = n[1] / (n[1] + 2 * n[2])
@@ -284,30 +488,52 @@ def _discounted(adjusted: np.ndarray, d: list[float]) -> np.ndarray:
     return table[np.minimum(adjusted, 3)]
 
 
-def _estimate(tables: list[_Order], vocab: int, summary: NgramSummary) -> None:
+def _estimate(
+    tables: list[_Order], vocab: int, summary: NgramSummary, store: _Store | None = None
+) -> None:
+    """Adjusted counts, discounts, probabilities and back-off weights of every order, a
+    block of rows at a time (the whole table in memory, a budget's worth out of core).
+    Every step is exact in blocks: integer sums, and per-row arithmetic."""
+    store = store or _Store(None, 0, 0)
     order = len(tables) - 1
     # Structure: prefix, word and suffix ids of every n-gram.
     for k in range(1, order + 1):
         t = tables[k]
-        t.prefix = t.keys // vocab
-        t.word = t.keys % vocab
-        if k == 1:
-            t.suffix = np.zeros(len(t.keys), np.int64)
-        else:
+        n = len(t.keys)
+        t.prefix, t.word = store.empty(n, np.int64), store.empty(n, np.int64)
+        t.suffix = store.empty(n, np.int64)
+        for a, b in store.blocks(n):
+            keys = np.asarray(t.keys[a:b])
+            prefix, word = keys // vocab, keys % vocab
+            t.prefix[a:b], t.word[a:b] = prefix, word
+            if k == 1:
+                t.suffix[a:b] = 0
+                continue
             below = tables[k - 1]
-            wanted = tables[k - 1].suffix[t.prefix] if k > 2 else np.zeros(len(t.keys), np.int64)
-            wanted = wanted * vocab + t.word
-            t.suffix = np.searchsorted(below.keys, wanted)
+            wanted = np.asarray(below.suffix[prefix]) if k > 2 else np.zeros(b - a, np.int64)
+            t.suffix[a:b] = np.searchsorted(below.keys, wanted * vocab + word)
     # Adjusted counts: raw at the top and for n-grams starting with <s>; else the number
     # of distinct words before (order k+1 n-grams with this suffix).
     for k in range(1, order + 1):
         t = tables[k]
+        n = len(t.keys)
+        t.adjusted = store.empty(n, np.int64)
         if k == order:
-            t.adjusted = t.raw.copy()
+            for a, b in store.blocks(n):
+                t.adjusted[a:b] = t.raw[a:b]
             continue
-        left = np.bincount(tables[k + 1].suffix, minlength=len(t.keys)).astype(np.int64)
-        starts_bos = _first_word(tables, k) == BOS
-        t.adjusted = np.where(starts_bos, t.raw, left)
+        left = store.empty(n, np.int64, fill=0)
+        above = tables[k + 1]
+        for a, b in store.blocks(len(above.keys)):
+            found, times = np.unique(np.asarray(above.suffix[a:b]), return_counts=True)
+            left[found] += times
+        for a, b in store.blocks(n):
+            starts_bos = _first_word(tables, k, np.arange(a, b)) == BOS
+            t.adjusted[a:b] = np.where(starts_bos, t.raw[a:b], left[a:b])
+        store.free(left)
+        del left
+    for k in range(1, order + 1):
+        tables[k].raw = store.free(tables[k].raw)
     # Unigrams: <s> is never predicted.
     uni = tables[1]
     uni.adjusted[BOS] = 0
@@ -315,32 +541,66 @@ def _estimate(tables: list[_Order], vocab: int, summary: NgramSummary) -> None:
     lower[BOS] = 0.0
     for k in range(1, order + 1):
         t = tables[k]
-        counted = t.adjusted if k > 1 else np.delete(t.adjusted, BOS)
-        d, notes = discounts_noted(counted)
+        n = len(t.keys)
+        of_counts = [0] * 5
+        for a, b in store.blocks(n):
+            found = np.bincount(np.minimum(np.asarray(t.adjusted[a:b]), 5), minlength=6)
+            of_counts = [x + int(y) for x, y in zip(of_counts, found[:5], strict=True)]
+        d, notes = _discounts_of(of_counts)
         summary.discounts[str(k)] = [round(x, 6) for x in d]
         summary.discount_notes.extend(f"order {k}: {note}" for note in notes)
         contexts = len(tables[k - 1].keys) if k > 1 else 1
-        prefix = t.prefix if k > 1 else np.zeros(len(t.keys), np.int64)
-        total = np.bincount(prefix, weights=t.adjusted, minlength=contexts)
-        taken = _discounted(t.adjusted, d)
-        mass = np.bincount(prefix, weights=taken, minlength=contexts)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            gamma = np.where(total > 0, mass / total, 0.0)
-            own = np.where(total[prefix] > 0, (t.adjusted - taken) / total[prefix], 0.0)
-        below = lower[t.word] if k == 1 else tables[k - 1].prob[t.suffix]
-        t.prob = own + gamma[prefix] * below
+        # Per context (contiguous: the table is sorted by prefix): the sum of adjusted
+        # counts and how many n-grams have 1, 2, 3 or more.
+        total = store.empty(contexts, np.int64, fill=0)
+        ones, twos, more = (store.empty(contexts, np.int64, fill=0) for _ in range(3))
+        for a, b in store.blocks(n):
+            prefix = np.asarray(t.prefix[a:b]) if k > 1 else np.zeros(b - a, np.int64)
+            adjusted = np.asarray(t.adjusted[a:b])
+            at, first = np.unique(prefix, return_index=True)
+            total[at] += np.add.reduceat(adjusted, first)
+            for column, hit in (
+                (ones, adjusted == 1),
+                (twos, adjusted == 2),
+                (more, adjusted >= 3),
+            ):
+                column[at] += np.add.reduceat(hit.astype(np.int64), first)
+        gamma = store.empty(contexts, np.float64)
+        for a, b in store.blocks(contexts):
+            mass = d[0] * ones[a:b] + d[1] * twos[a:b] + d[2] * more[a:b]
+            sums = np.asarray(total[a:b])
+            with np.errstate(divide="ignore", invalid="ignore"):
+                gamma[a:b] = np.where(sums > 0, mass / sums, 0.0)
+        t.prob = store.empty(n, np.float64)
+        for a, b in store.blocks(n):
+            prefix = np.asarray(t.prefix[a:b]) if k > 1 else np.zeros(b - a, np.int64)
+            adjusted = np.asarray(t.adjusted[a:b])
+            taken = _discounted(adjusted, d)
+            sums = np.asarray(total[prefix]).astype(np.float64)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                own = np.where(sums > 0, (adjusted - taken) / sums, 0.0)
+            word = np.asarray(t.word[a:b])
+            backed = lower[word] if k == 1 else np.asarray(tables[k - 1].prob[t.suffix[a:b]])
+            t.prob[a:b] = own + np.asarray(gamma[prefix]) * backed
         if k == 1:
             t.prob[BOS] = 0.0
+            store.free(gamma)
         else:  # a context's back-off weight; NaN: never a context (no weight written)
-            tables[k - 1].gamma = np.where(total > 0, gamma, np.nan)
+            for a, b in store.blocks(contexts):
+                gamma[a:b] = np.where(total[a:b] > 0, gamma[a:b], np.nan)
+            tables[k - 1].gamma = gamma
+        for done in (total, ones, twos, more):
+            store.free(done)
+        t.adjusted, t.suffix = store.free(t.adjusted), store.free(t.suffix)
+        del total, ones, twos, more, gamma
 
 
-def _first_word(tables: list[_Order], k: int) -> np.ndarray:
-    """The first word of every order-k n-gram."""
-    ids = np.arange(len(tables[k].keys))
+def _first_word(tables: list[_Order], k: int, rows: np.ndarray | None = None) -> np.ndarray:
+    """The first word of the order-k n-grams `rows` (all of them by default)."""
+    ids = np.arange(len(tables[k].keys)) if rows is None else rows
     for m in range(k, 1, -1):
-        ids = tables[m].prefix[ids]
-    return tables[1].word[ids]
+        ids = np.asarray(tables[m].prefix[ids])
+    return np.asarray(tables[1].word[ids])
 
 
 # --- held-out perplexity ------------------------------------------------------------------
@@ -436,7 +696,10 @@ def _log10(values: np.ndarray) -> np.ndarray:
     return np.where(np.isfinite(logs), logs, -99.0)
 
 
-def _write_arpa(tables: list[_Order], words: list[str], path: Path) -> dict[str, int]:
+def _write_arpa(
+    tables: list[_Order], words: list[str], path: Path, step: int = 500_000
+) -> dict[str, int]:
+    """The ARPA file, written in a stream of `step` rows at a time."""
     order = len(tables) - 1
     counts = {str(k): len(tables[k].keys) for k in range(1, order + 1)}
     with path.open("w", encoding="utf-8", newline="\n") as out:
@@ -447,7 +710,6 @@ def _write_arpa(tables: list[_Order], words: list[str], path: Path) -> dict[str,
         for k in range(1, order + 1):
             t = tables[k]
             out.write(f"\n\\{k}-grams:\n")
-            step = 500_000
             for start in range(0, len(t.keys), step):
                 rows = np.arange(start, min(start + step, len(t.keys)))
                 text = [
@@ -484,28 +746,60 @@ def train_ngram(
     progress: Callable[[str, int], None] | None = None,
     work_dir: Path | None = None,
     heldout: Iterable[str] = (),
+    memory_mb: int | None = None,
+    out_of_core: bool | None = None,
+    memory_bytes: int | None = None,
+    should_stop: Callable[[], bool] | None = None,
 ) -> NgramSummary:
     """Train on `lines` (one sentence each) and write `out_dir/model.arpa` and
     `out_dir/training.json` (the summary, with the perplexity of the `heldout` lines).
-    `progress(stage, amount)` hears of the sentences read and of each order counted."""
+    `progress(stage, amount)` hears of the sentences read and of each order counted.
+
+    `memory_mb` (default: a quarter of the machine's memory) chooses the path: in memory
+    when the estimate of the tables (`_memory_needed`) fits, else out of core, counting in
+    sorted runs on disk and estimating a budget's worth of rows at a time, the tables
+    kept as files in the scratch folder. `out_of_core` forces either path; `memory_bytes`
+    (tests) sets the budget in bytes. Both paths give the same model to the last digit.
+    `should_stop()` is asked between stages; yes raises NgramTrainingStopped.
+    The scratch folder (`work_dir` or `out_dir`, `.ngram-*`) is removed when the run
+    ends, however it ends; one left by a killed run is removed by the next run there."""
     if not MIN_ORDER <= order <= MAX_ORDER:
         raise NgramTrainingError(f"the order must be from {MIN_ORDER} to {MAX_ORDER}; got {order}")
     if min_count < 1:
         raise NgramTrainingError(f"the vocabulary cutoff must be 1 or more; got {min_count}")
+    if memory_mb is not None and memory_mb < 1:
+        raise NgramTrainingError(f"the memory budget must be 1 MB or more; got {memory_mb}")
     started = time.perf_counter()
     summary = NgramSummary(order=order, min_count=min_count)
+    summary.memory_mb = memory_mb or default_memory_mb()
+    budget = memory_bytes if memory_bytes is not None else summary.memory_mb * 1024 * 1024
     out_dir.mkdir(parents=True, exist_ok=True)
-    scratch = Path(tempfile.mkdtemp(prefix=".ngram-", dir=work_dir or out_dir))
+    parent = work_dir or out_dir
+    remove_stale_scratch(parent)
+    scratch = Path(tempfile.mkdtemp(prefix=SCRATCH_PREFIX, dir=parent))
+    (scratch / "pid").write_text(str(os.getpid()), encoding="ascii")
+
+    def check() -> None:
+        if should_stop is not None and should_stop():
+            raise NgramTrainingStopped("the n-gram training was stopped")
+
     try:
         stream_path = scratch / "ids.int32"
         counts, provisional, sentences = _write_stream(
-            lines, stream_path, (lambda n: progress("sentences", n)) if progress else None
+            lines,
+            stream_path,
+            (lambda n: progress("sentences", n)) if progress else None,
+            max(16, min(CHUNK_TOKENS, budget // BYTES_PER_READ)),
         )
         if sentences == 0:
             raise NgramTrainingError("the corpus has no sentences")
         remap, words, unknown = _vocabulary(counts, provisional, min_count)
         vocab = len(words)
         stream = np.memmap(stream_path, dtype=np.int32, mode="r")
+        if out_of_core is None:
+            out_of_core = _memory_needed(len(stream), order) > budget
+        store = _Store(scratch if out_of_core else None, budget, stream_path.stat().st_size)
+        summary.counting = "out of core" if out_of_core else "in memory"
         summary.sentences = sentences
         summary.words = int(len(stream) - sentences)
         summary.vocabulary = vocab
@@ -515,18 +809,63 @@ def train_ngram(
         raw = np.bincount(remap, weights=counts, minlength=vocab).astype(np.int64)
         tables.append(_Order(keys=np.arange(vocab, dtype=np.int64), raw=raw))
         for k in range(2, order + 1):
-            tables.append(_count_order(k, stream, remap, tables, vocab))
+            check()
+            tables.append(_count_order(k, stream, remap, tables, vocab, store))
             if progress is not None:
                 progress("order", k)
         del stream
-        _estimate(tables, vocab, summary)
+        check()
+        _estimate(tables, vocab, summary, store)
+        check()
         summary.heldout = heldout_perplexity(tables, words, heldout)
-        summary.ngrams = _write_arpa(tables, words, scratch / ARPA_NAME)
+        arpa = scratch / ARPA_NAME
+        summary.ngrams = _write_arpa(tables, words, arpa, store.lines)
+        store.grew(arpa.stat().st_size)
+        summary.runs = store.runs
+        summary.temp_disk_peak_bytes = store.peak
         summary.seconds = round(time.perf_counter() - started, 3)
-        os.replace(scratch / ARPA_NAME, out_dir / ARPA_NAME)
+        os.replace(arpa, out_dir / ARPA_NAME)
         (out_dir / INFO_NAME).write_text(
             json.dumps({"kind": "ngram", **asdict(summary)}, indent=2) + "\n", encoding="utf-8"
         )
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     return summary
+
+
+def _memory_needed(tokens: int, order: int) -> int:
+    """A bound on the in-memory path's peak in bytes: at most one n-gram of each order
+    per token, about 12 int64 or float arrays over every table while estimating."""
+    return tokens * order * 12 * 8
+
+
+def remove_stale_scratch(folder: Path) -> list[Path]:
+    """Remove the scratch folders in `folder` whose run is gone (its pid no longer runs,
+    or no pid was written): what a killed run left. Returns them."""
+    removed: list[Path] = []
+    if not folder.is_dir():
+        return removed
+    for found in folder.glob(SCRATCH_PREFIX + "*"):
+        if not found.is_dir():
+            continue
+        try:
+            pid = int((found / "pid").read_text(encoding="ascii"))
+        except (OSError, ValueError):
+            pid = 0
+        if pid == os.getpid() or (pid and _running(pid)):
+            continue  # a live run's (this process's own: another thread's)
+        if not pid and time.time() - found.stat().st_mtime < 60:
+            continue  # just made: its run has not written its pid yet
+        shutil.rmtree(found, ignore_errors=True)
+        removed.append(found)
+    return removed
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

@@ -82,14 +82,30 @@ def _ngram(
     from evaluations.training import ngram
 
     options = payload["options"]
+    run_id, attempt = int(payload["run"]), int(payload["attempt"])
+    asked = {"at": 0.0}
+
+    def should_stop() -> bool:  # a cancel: between the trainer's stages, every 2 s at most
+        now = time.monotonic()
+        if now - asked["at"] < REPORT_EVERY_SECONDS and asked["at"]:
+            return False
+        asked["at"] = now
+        return _stop_requested(run_id, attempt, out_dir)
+
     progress(0, 1)
-    summary = ngram.train_ngram(
-        source.training(),
-        out_dir,
-        order=int(options["order"]),
-        min_count=int(options["min_count"]),
-        heldout=source.validation(),
-    )
+    try:
+        summary = ngram.train_ngram(
+            source.training(),
+            out_dir,
+            order=int(options["order"]),
+            min_count=int(options["min_count"]),
+            heldout=source.validation(),
+            should_stop=should_stop,
+        )
+    except ngram.NgramTrainingStopped:
+        # Cancelled: the trainer removed its scratch folder; the store ignores a
+        # cancelled run's results, as it does a stopped causal run's.
+        return {"kind": "ngram", "summary": {"stopped": True}, "checkpoints": [], "log": []}
     progress(1, 1)
     model_key = stored.push_file(payload["store"], out_dir, ngram.ARPA_NAME)
     return {

@@ -40,6 +40,13 @@ class Command(StandaloneCommand):
             default=1,
             help="n-gram vocabulary: words seen fewer times become <unk> (1: keep all)",
         )
+        parser.add_argument(
+            "--memory-mb",
+            type=int,
+            default=None,
+            help="n-gram memory budget in MB: above it, count in sorted runs on disk "
+            "(default: a quarter of the machine's memory)",
+        )
         parser.add_argument("--validation-fraction", type=float, default=0.01)
         parser.add_argument("--validation-max", type=int, default=10_000)
         parser.add_argument("--validation-seed", type=int, default=0)
@@ -206,6 +213,7 @@ class Command(StandaloneCommand):
                 out,
                 order=options["order"],
                 min_count=options["min_count"],
+                memory_mb=options["memory_mb"],
                 progress=progress,
                 heldout=source.validation(),
             )
@@ -228,6 +236,10 @@ class Command(StandaloneCommand):
                 f"{summary.heldout['words']:,} words ({summary.heldout['oov']:,} out of the "
                 f"vocabulary, scored as <unk>); by order {orders}"
             )
+        self.stdout.write(
+            f"counted {summary.counting} (budget {summary.memory_mb:,} MB; {summary.runs:,} "
+            f"sorted runs; temporary disk at peak {summary.temp_disk_peak_bytes / 1e6:,.1f} MB)"
+        )
         for note in summary.discount_notes:
             self.stdout.write(f"discount fallback: {note}")
 
