@@ -87,7 +87,7 @@ def plain_loop(model_dir: Path, texts: list[str], device: str, dtype: str) -> tu
     import torch
     from transformers import AutoModel, AutoTokenizer
 
-    from evaluations.scoring.loading import DTYPES
+    from evaluations.scoring.loaded import DTYPES
 
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     if tokenizer.pad_token is None:

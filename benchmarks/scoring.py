@@ -97,7 +97,7 @@ def plain_loop(
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from evaluations.scoring.loading import DTYPES
+    from evaluations.scoring.loaded import DTYPES
 
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=DTYPES[dtype])

@@ -16,6 +16,11 @@ KIND_MODULES = (
     "evaluations.training.services",
 )
 
+# The modules of the tasks that the services send by name (`evaluations.runs.publish`):
+# imported here, a task so sent is this process's own task object, which an eager test
+# run runs in place.
+TASK_MODULES = ("evaluations.runs.tasks", "evaluations.language_models.tasks")
+
 
 class EvaluationsConfig(AppConfig):
     name = "evaluations"
@@ -32,5 +37,5 @@ class EvaluationsConfig(AppConfig):
         # worker) knows them before the first message arrives.
         if LEAN_STARTUP:
             return
-        for module in KIND_MODULES:
+        for module in (*KIND_MODULES, *TASK_MODULES):
             import_module(module)

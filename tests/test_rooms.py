@@ -4,14 +4,16 @@ Kind packages hold one kind each: `evaluations.<kind>` its runs, `suites.<kind>`
 `evaluations.runs` is the run core that every kind registers with. The rest of
 `evaluations` and `suites` is shared; of it, only the wiring modules (urls, models, apps,
 admin, management commands, template tags) may reach into a kind. Imports among the
-project's modules at import time form no cycle.
+project's modules form no cycle, counting those inside functions and those for type
+checkers; nor do the grid editor's JavaScript modules (static/js/editor).
 """
 
 from __future__ import annotations
 
 import ast
+import re
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from importlib.util import resolve_name
 from pathlib import Path
@@ -47,6 +49,7 @@ class Import:
     where: str  # file:line
     text: str
     at_import: bool  # executed when the source module is imported
+    typing_only: bool = False  # under `if TYPE_CHECKING:`, never executed
 
     def __str__(self) -> str:
         return f"{self.where}: `{self.text}` ({self.source} -> {self.target})"
@@ -76,27 +79,29 @@ MODULES = _modules()
 Statement = ast.Import | ast.ImportFrom
 
 
-def _imports(node: ast.AST, in_function: bool = False) -> Iterator[tuple[Statement, bool]]:
-    """Every import statement below `node`, with whether it runs inside a function; the
-    body of an `if TYPE_CHECKING:` (or `typing.TYPE_CHECKING`) is left out, its else not."""
-    children: Iterable[ast.AST] = ast.iter_child_nodes(node)
-    test = getattr(node, "test", None)
+def _imports(
+    node: ast.AST, in_function: bool = False, typing_only: bool = False
+) -> Iterator[tuple[Statement, bool, bool]]:
+    """Every import statement below `node`, with whether it runs inside a function and
+    whether it is in the body of an `if TYPE_CHECKING:` (or `typing.TYPE_CHECKING`), read
+    by type checkers only (its else is not)."""
+    checked: list[ast.stmt] = []  # the body of an `if TYPE_CHECKING:`
     if isinstance(node, ast.If) and "TYPE_CHECKING" in (
-        getattr(test, "id", 0),
-        getattr(test, "attr", 0),
+        getattr(node.test, "id", 0),
+        getattr(node.test, "attr", 0),
     ):
-        children = node.orelse
-    for child in children:
+        checked = node.body
+    for child in ast.iter_child_nodes(node):
         if isinstance(child, Statement):
-            yield child, in_function
+            yield child, in_function, typing_only
         else:
             inner = in_function or isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef)
-            yield from _imports(child, inner)
+            yield from _imports(child, inner, typing_only or any(child is c for c in checked))
 
 
 def _imports_of(module: str, path: Path) -> Iterator[Import]:
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
-    for node, in_function in _imports(ast.parse(path.read_text(), str(path))):
+    for node, in_function, typing_only in _imports(ast.parse(path.read_text(), str(path))):
         where = f"{path.relative_to(ROOT)}:{node.lineno}"
         for alias in node.names:
             if isinstance(node, ast.Import):
@@ -106,10 +111,13 @@ def _imports_of(module: str, path: Path) -> Iterator[Import]:
                 target = f"{base}.{alias.name}" if f"{base}.{alias.name}" in MODULES else base
                 text = f"from {'.' * node.level}{node.module or ''} import {alias.name}"
             if target in MODULES:
-                yield Import(module, target, where, text, not in_function)
+                yield Import(module, target, where, text, not in_function, typing_only)
 
 
-IMPORTS = [found for module, path in MODULES.items() for found in _imports_of(module, path)]
+# Every import, those for type checkers only too (the import cycles count them all);
+# the room rules read the others.
+ALL_IMPORTS = [found for module, path in MODULES.items() for found in _imports_of(module, path)]
+IMPORTS = [found for found in ALL_IMPORTS if not found.typing_only]
 
 
 def _report(rule: str, imports: list[Import]) -> str:
@@ -189,15 +197,61 @@ def _shortest_cycle(graph: dict[str, dict[str, Import]], start: str) -> list[Imp
 
 def test_no_import_cycle() -> None:
     graph: dict[str, dict[str, Import]] = {module: {} for module in MODULES}
-    for i in IMPORTS:  # at import time; a package holding the module is imported anyway
-        if i.at_import and not within(i.source, i.target):
+    for i in ALL_IMPORTS:  # a package holding the module is imported anyway
+        if not within(i.source, i.target):
             graph[i.source].setdefault(i.target, i)
     cycles: list[list[Import]] = []
     for module in sorted(graph):
         if not any(module == edge.source for cycle in cycles for edge in cycle):
             cycles += [cycle] if (cycle := _shortest_cycle(graph, module)) else []
     assert not cycles, (
-        "Rule 5, no import cycle among the project's modules at import time: a cycle makes "
-        "what a module sees depend on which one was imported first.\n"
+        "Rule 5, no import cycle among the project's modules, counting the imports inside "
+        "functions and those for type checkers: a cycle at import time makes what a module "
+        "sees depend on which one was imported first, and one anywhere ties the modules "
+        "into one piece that can be neither read nor changed a part at a time.\n"
         + "\n".join(_report(" -> ".join([c[0].source] + [e.target for e in c]), c) for c in cycles)
+    )
+
+
+EDITOR = ROOT / "static" / "js" / "editor"
+# The module that holds the editor's shared state (the model, the calls up the order).
+EDITOR_STATE = "context.js"
+JS_IMPORT = re.compile(r"""^\s*import\b[^;]*?\bfrom\s*["']\./([\w.-]+\.js)["']""", re.M | re.S)
+
+
+def _editor_imports() -> dict[str, dict[str, Import]]:
+    """Each editor module's imports of its siblings, as {module: {imported: import}}."""
+    graph: dict[str, dict[str, Import]] = {}
+    for path in sorted(EDITOR.glob("*.js")):
+        text = path.read_text()
+        graph[path.name] = {}
+        for found in JS_IMPORT.finditer(text):
+            line = text.count("\n", 0, found.start()) + 1
+            where = f"{path.relative_to(ROOT)}:{line}"
+            statement = f"import ... from './{found.group(1)}'"
+            graph[path.name][found.group(1)] = Import(
+                path.name, found.group(1), where, statement, True
+            )
+    return graph
+
+
+def test_editor_modules_import_no_cycle() -> None:
+    graph = _editor_imports()
+    assert EDITOR_STATE in graph and sum(map(len, graph.values())) > len(graph), (
+        "the editor's modules or their imports were not found"
+    )
+    missing = [
+        str(i) for imports in graph.values() for i in imports.values() if i.target not in graph
+    ]
+    assert not missing, f"editor modules import files that are not there: {missing}"
+    assert not graph[EDITOR_STATE], _report(
+        f"{EDITOR_STATE}, the editor's shared state, imports no other module.",
+        list(graph[EDITOR_STATE].values()),
+    )
+    cycles: list[list[Import]] = []
+    for module in sorted(graph):
+        if not any(module == edge.source for cycle in cycles for edge in cycle):
+            cycles += [cycle] if (cycle := _shortest_cycle(graph, module)) else []
+    assert not cycles, "The editor's modules import each other in a circle:\n" + "\n".join(
+        _report(" -> ".join([c[0].source] + [e.target for e in c]), c) for c in cycles
     )

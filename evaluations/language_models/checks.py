@@ -16,22 +16,30 @@ from django.utils import timezone
 
 from evaluations.model_sources import public_error
 from evaluations.models import LanguageModel
+from evaluations.runs import publish
 
 log = logging.getLogger(__name__)
 
 Status = LanguageModel.Status
 
+# The check's task (`evaluations.language_models.tasks.check`), sent by name.
+CHECK_TASK = "models.check"
+# How the broker's delivery counter and the logs name a check.
+CHECK_LABEL = "model-check"
+
+
+def enqueue_check(model_id: int, source: str, kind: str) -> None:
+    publish.send_gpu_task(CHECK_TASK, [model_id, source, kind], f"{CHECK_LABEL} {model_id}")
+
 
 def check_send(model_id: int) -> bool:
     """Hand the model's check to the gpu queue and note when; False (logged) when the task
     queue cannot be reached: the sweep sends it later."""
-    from evaluations.language_models import tasks
-
     model = LanguageModel.objects.filter(pk=model_id, status=Status.CHECKING).first()
     if model is None:
         return False
     try:
-        tasks.enqueue_check(model.pk, model.source, model.kind)
+        enqueue_check(model.pk, model.source, model.kind)
     except Exception as exc:  # noqa: BLE001 - any broker failure leaves it to the sweep
         log.warning("could not send the check of model %s: %s", model_id, exc)
         return False

@@ -14,35 +14,17 @@ from celery import Task, shared_task
 from celery.exceptions import SoftTimeLimitExceeded, TimeLimitExceeded
 from django.conf import settings
 
+from evaluations.language_models.checks import CHECK_LABEL, CHECK_TASK, model_check_record
 from evaluations.runs import broker_watch
+from evaluations.runs.publish import DEFAULT_QUEUE, HANDOVER_RETRY_POLICY
 from evaluations.runs.tasks import (
-    DEFAULT_QUEUE,
-    GPU_QUEUE,
-    HANDOVER_RETRY_POLICY,
-    PUBLISH_RETRY_POLICY,
     STORE_RETRY_OPTIONS,
     is_transient,
     lost_too_often_reason,
     retry_countdown,
-    soft_time_limit,
 )
 
 log = logging.getLogger(__name__)
-
-# How the broker's delivery counter and the logs name a check.
-CHECK_LABEL = "model-check"
-
-
-def enqueue_check(model_id: int, source: str, kind: str) -> None:
-    hard = settings.CELERY_TASK_HARD_TIME_LIMIT
-    _send(
-        check,
-        [model_id, source, kind],
-        queue=GPU_QUEUE,
-        time_limit=hard,
-        soft_time_limit=soft_time_limit(hard),
-        retry_policy=PUBLISH_RETRY_POLICY,
-    )
 
 
 def _hand_over(model_id: int, reason: str, info: dict[str, Any]) -> None:
@@ -88,7 +70,7 @@ class CheckTask(Task):
 
 
 @shared_task(
-    name="models.check",
+    name=CHECK_TASK,
     base=CheckTask,
     bind=True,
     acks_late=True,
@@ -117,6 +99,4 @@ def check(self: Any, model_id: int, source: str, kind: str) -> None:
 
 @shared_task(name="models.check_record", **STORE_RETRY_OPTIONS)
 def check_record(model_id: int, reason: str, info: dict[str, Any]) -> bool:
-    from evaluations.language_models import checks
-
-    return checks.model_check_record(model_id=model_id, reason=reason, info=info)
+    return model_check_record(model_id=model_id, reason=reason, info=info)

@@ -27,7 +27,7 @@ from django.utils.module_loading import import_string
 
 from evaluations.model_sources import public_error
 from evaluations.models import IMPORTED_PREFIX, Run, RunPart
-from evaluations.runs import broker_watch, packing
+from evaluations.runs import broker_watch, packing, publish
 from gym.errors import ApplicationError
 
 log = logging.getLogger(__name__)
@@ -458,12 +458,10 @@ def _mark_sent(kind: RunKind, run: Run) -> None:
 
 def _publish_each(kind: RunKind, runs: Sequence[Run]) -> int:
     """One task per run; returns how many were published."""
-    from evaluations.runs import tasks
-
     sent = 0
     for run in runs:
         try:
-            tasks.enqueue_work(kind.name, run.pk, run.attempt, kind.build_payload(run))
+            publish.enqueue_work(kind.name, run.pk, run.attempt, kind.build_payload(run))
         except Exception as exc:  # noqa: BLE001 - any broker failure is reported the same way
             # The broker is down: the others would wait out the same timeouts for nothing.
             log.warning("could not enqueue %s run %s: %s", kind.name, run.pk, exc)
@@ -477,8 +475,6 @@ def _publish_packed(kind: RunKind, runs: Sequence[Run]) -> int:
     """Runs whose payloads agree but for their sentences (one model, one set of
     options) share tasks of about GYM_PACK_TOKEN_BUDGET tokens. A run is marked sent
     when all its parts are published; returns how many were."""
-    from evaluations.runs import tasks
-
     families: dict[str, tuple[dict[str, Any], list[tuple[Run, list[Any]]]]] = {}
     for run in runs:
         payload = kind.build_payload(run)
@@ -498,7 +494,7 @@ def _publish_packed(kind: RunKind, runs: Sequence[Run]) -> int:
         for parts in plan:
             groups = [by_id[p.run_id][1][p.start : p.stop] for p in parts]
             try:
-                tasks.enqueue_pack(
+                publish.enqueue_pack(
                     kind.name, [p.entry() for p in parts], {**shared, "groups": groups}
                 )
             except Exception as exc:  # noqa: BLE001 - any broker failure is reported the same way

@@ -61,29 +61,19 @@ from django.utils.module_loading import import_string
 from kombu.exceptions import OperationalError as BrokerError
 
 from evaluations.runs import broker_watch
+from evaluations.runs.publish import (
+    DEFAULT_QUEUE,
+    GPU_QUEUE,
+    HANDOVER_RETRY_POLICY,
+    WORK_PACK_TASK,
+    WORK_TASK,
+    soft_time_limit,
+)
 from gym import artifacts
 from gym.artifacts import StoreUnavailable
 
 log = logging.getLogger(__name__)
 
-GPU_QUEUE = "gpu"
-DEFAULT_QUEUE = "celery"
-# Publishing from a web request must fail fast when the broker is down, so that the
-# request can say so.
-PUBLISH_RETRY_POLICY = {
-    "max_retries": 2,
-    "interval_start": 0.2,
-    "interval_step": 0.5,
-    "interval_max": 1,
-}
-# A worker handing over results (or a failure) waits out a broker hiccup: losing the
-# message would lose a run's work. About two minutes in all.
-HANDOVER_RETRY_POLICY = {
-    "max_retries": 15,
-    "interval_start": 0.5,
-    "interval_step": 2,
-    "interval_max": 10,
-}
 # Database and broker errors that pass: storing and failing retry them with back-off.
 TRANSIENT_STORE_ERRORS = (DatabaseError, InterfaceError, BrokerError, ConnectionError)
 STORE_MAX_RETRIES = 8
@@ -116,12 +106,6 @@ def import_work_functions(**_kwargs: Any) -> None:
             import_string(kind.warm_up)()
 
 
-def soft_time_limit(hard: int) -> int:
-    """A little before the hard limit, so that a run that is too long can say so itself
-    instead of being killed without a word."""
-    return max(hard - min(60, max(hard // 10, 1)), 1)
-
-
 class TransientScoringError(Exception):
     """A failure worth retrying (out of memory on a busy GPU, a lost connection)."""
 
@@ -129,33 +113,6 @@ class TransientScoringError(Exception):
 class RunCancelled(Exception):
     """Raised by the progress callback between two batches when every run of the task
     was cancelled: the work stops, stores nothing, and its message is acknowledged."""
-
-
-def enqueue_work(kind: str, run_id: int, attempt: int, payload: dict[str, Any]) -> None:
-    """Publish a run's work. Its time limits travel in the message, from this site's
-    settings at the time of the request, so every worker applies the same ones."""
-    _publish_work(work, [kind, run_id, attempt, payload])
-
-
-def enqueue_pack(kind: str, entries: list[dict[str, int]], payload: dict[str, Any]) -> None:
-    """Publish a packed task: parts of one or more runs, each entry {"run", "attempt",
-    "part", "parts"} with its sentences in payload["groups"] (see evaluations.runs.packing)."""
-    _publish_work(work_pack, [kind, entries, payload])
-
-
-def _publish_work(task: Any, args: list[Any]) -> None:
-    hard = settings.CELERY_TASK_HARD_TIME_LIMIT
-    task.apply_async(
-        args=args,
-        # The runs it is about, for the sweep (evaluations.runs.broker_watch) and the logs.
-        argsrepr=broker_watch.run_label(args[0], _work_labels(args)),
-        queue=GPU_QUEUE,
-        time_limit=hard,
-        soft_time_limit=soft_time_limit(hard),
-        retry=True,
-        retry_policy=PUBLISH_RETRY_POLICY,
-        compression="zlib",
-    )
 
 
 def _hand_over(task: Any, *args: Any) -> None:
@@ -168,13 +125,6 @@ def _hand_over(task: Any, *args: Any) -> None:
         retry_policy=HANDOVER_RETRY_POLICY,
         compression="zlib",
     )
-
-
-def _work_labels(args: list[Any]) -> list[tuple[int, ...]]:
-    """What a work message's label names: its runs, and for a packed task each part."""
-    if isinstance(args[1], list):
-        return [(e["run"], e["attempt"], e["part"], e["parts"]) for e in args[1]]
-    return [(args[1], args[2])]
 
 
 def _hand_over_label(task: Any, args: tuple[Any, ...]) -> tuple[int, ...]:
@@ -255,7 +205,7 @@ def _work_failed(task: Any, exc: Exception, kind: str, targets: list[tuple[int, 
 
 # The GPU work tasks' options: a run is acknowledged only when its work is handed
 # over, and re-delivered when its worker dies. The time limits are defaults only:
-# enqueue_work sets the limits of each message.
+# publish.enqueue_work sets the limits of each message.
 WORK_TASK_OPTIONS: dict[str, Any] = {
     "base": WorkTask,
     "bind": True,
@@ -293,7 +243,7 @@ def _worked(
     return None
 
 
-@shared_task(name="runs.work", **WORK_TASK_OPTIONS)
+@shared_task(name=WORK_TASK, **WORK_TASK_OPTIONS)
 def work(self: Any, kind: str, run_id: int, attempt: int, payload: dict[str, Any]) -> None:
     from evaluations.runs import lifecycle as runs
 
@@ -313,7 +263,7 @@ def work(self: Any, kind: str, run_id: int, attempt: int, payload: dict[str, Any
     _hand_over(store, kind, run_id, attempt, results_pack(kind, run_id, attempt, results))
 
 
-@shared_task(name="runs.work_pack", **WORK_TASK_OPTIONS)
+@shared_task(name=WORK_PACK_TASK, **WORK_TASK_OPTIONS)
 def work_pack(self: Any, kind: str, entries: list[dict[str, int]], payload: dict[str, Any]) -> None:
     """Parts of several runs (or of one big run) in one engine call; each part's
     results go to `store_part` in their own message, so each run is stored on its own."""

@@ -24,7 +24,7 @@ from .forward import body_forward, gathered_with_boundary, padded_inputs, plan_b
 from .prefix import PrefixTrie, Row
 
 if TYPE_CHECKING:
-    from .loading import LoadedModel
+    from .loaded import LoadedModel
 
 # Rows of the packed trie hold up to this many nodes (more when one path is longer).
 # Attention work grows with the square of the row length, the rest linearly, so short

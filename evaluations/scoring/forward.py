@@ -18,7 +18,7 @@ from torch import nn
 if TYPE_CHECKING:
     from transformers import PreTrainedModel
 
-    from .loading import LoadedModel
+    from .loaded import LoadedModel
 
 LN2 = math.log(2.0)
 

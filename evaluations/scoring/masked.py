@@ -19,7 +19,7 @@ import torch
 from .forward import body_forward, gathered_surprisals, padded_inputs, plan_batches
 
 if TYPE_CHECKING:
-    from .loading import LoadedModel
+    from .loaded import LoadedModel
 
 BatchDone = Callable[[list[int]], None]
 

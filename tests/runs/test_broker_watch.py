@@ -3,7 +3,7 @@ the queues and the workers to know which runs and parts somebody holds."""
 
 from __future__ import annotations
 
-from evaluations.runs import broker_watch, tasks
+from evaluations.runs import broker_watch, publish, tasks
 
 
 def test_a_label_names_runs_and_the_parts_of_split_runs() -> None:
@@ -34,8 +34,8 @@ def test_each_message_of_the_chain_is_labelled_with_its_runs() -> None:
         ],
         {},
     ]
-    assert tasks._work_labels(pack_args) == [(3, 1, 0, 1), (4, 2, 1, 2)]
-    assert tasks._work_labels(["pairs", 7, 1, {}]) == [(7, 1)]
+    assert publish.work_labels(pack_args) == [(3, 1, 0, 1), (4, 2, 1, 2)]
+    assert publish.work_labels(["pairs", 7, 1, {}]) == [(7, 1)]
     store_part_args = ("suite", 4, 2, 1, 2, {"file": "x"})
     assert tasks._hand_over_label(tasks.store_part, store_part_args) == (4, 2, 1, 2)
     assert tasks._hand_over_label(tasks.store, ("suite", 4, 2, {})) == (4, 2)

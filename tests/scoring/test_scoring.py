@@ -34,8 +34,8 @@ from evaluations.scoring import (
     score_sentences,
 )
 from evaluations.scoring import causal as causal_module
+from evaluations.scoring import checks as checks_module
 from evaluations.scoring import engine as engine_module
-from evaluations.scoring import loading as loading_module
 from evaluations.scoring.alignment import align_tokens
 from evaluations.scoring.loading import require_offsets
 from evaluations.scoring.masked import word_l2r_masks
@@ -505,7 +505,7 @@ def test_load_time_checks_are_cached_per_model(
         raise AssertionError("a load-time check ran again")
 
     monkeypatch.setattr(causal_module, "check_tree_attention", probe_again)
-    monkeypatch.setattr(loading_module, "verify_split_head", probe_again)
+    monkeypatch.setattr(checks_module, "verify_split_head", probe_again)
     second = neural_model(str(tiny_gpt2))
     assert second is not first and "checks_cached" in second.timings
     assert second.tree_attention == first.tree_attention is True
@@ -562,12 +562,12 @@ def test_load_time_checks_run_on_one_block_and_leave_the_model_whole(
 
     # A block list that cannot be told from the config is checked whole.
     config = lm.model.config
-    with loading_module._one_block(lm.model, config) as sliced:
+    with checks_module._one_block(lm.model, config) as sliced:
         assert sliced and len(blocks_of(lm)) == 1
     assert blocks_of(lm) is blocks
     config.layer_types = ["sliding_attention", "full_attention"]
     try:
-        with loading_module._one_block(lm.model, config) as sliced:
+        with checks_module._one_block(lm.model, config) as sliced:
             assert not sliced and len(blocks_of(lm)) == 2
     finally:
         del config.layer_types

@@ -1,14 +1,20 @@
 /* The grid (Tabulator): one row per item and condition, regions as columns. Every edit,
  * paste or new item updates the model first; the grid is redrawn from it. */
 
-import { GHOST_ID, editable } from "./context.js";
+import { GHOST_ID, editable, hooks } from "./context.js";
 import { $, el, parseTSV } from "./dom.js";
-import { TABULATOR_KEYBINDINGS, onGridKeydown } from "./keys.js";
 import { ensureConditions, fieldOf, groupOfRow, itemGroups, keyOf, maxItemNumber, newRowId, state } from "./model.js";
-import { renderConditions, schedulePreview } from "./panels.js";
-import { pasteBlock } from "./paste.js";
 import { changed, setStatus } from "./undo.js";
 
+
+// Tabulator's navigation bindings (its defaults and those of range selection), all off;
+// its copy binding (Ctrl+C) stays.
+const TABULATOR_NAVIGATION = [
+  "navPrev", "navNext", "navUp", "navDown", "navLeft", "navRight",
+  "scrollPageUp", "scrollPageDown", "scrollToStart", "scrollToEnd",
+  ...["Jump", "Expand", "ExpandJump"].flatMap((kind) => ["Up", "Down", "Left", "Right"].map((way) => `range${kind}${way}`)),
+];
+const TABULATOR_KEYBINDINGS = Object.fromEntries(TABULATOR_NAVIGATION.map((name) => [name, false]));
 
 const gridEl = $("grid");
 export let table = null;
@@ -200,7 +206,7 @@ export function selectCells(anchor, end, { takeFocus = true } = {}) {
       const element = last.getElement();
       if (takeFocus && element instanceof Element) element.scrollIntoView({ block: "nearest", inline: "nearest" });
     });
-  schedulePreview();
+  hooks.schedulePreview();
 }
 
 export function focusCell(target, options = {}) {
@@ -304,7 +310,7 @@ function onCellEdited(cell) {
     renderGrid();
   } else if (field === "cond") {
     setRowField(row, field, value);
-    if (ensureConditions([row.cond])) renderConditions();
+    if (ensureConditions([row.cond])) hooks.renderConditions();
     if (row.cond !== value) renderGrid();
   } else {
     // The cell has re-run its formatter already; reformatting the row here would
@@ -322,7 +328,7 @@ function addItemFromGhost(field, value) {
   if (field === "item") for (const row of rows) row.item = rows[0].item;
   state.rows.push(...rows);
   ensureConditions([rows[0].cond]);
-  renderConditions();
+  hooks.renderConditions();
   renderGrid({ focus: { rowId: rows[0].id, field }, takeFocus: true });
   changed();
 }
@@ -377,12 +383,12 @@ export function buildTable() {
       return block.length ? { block } : false;
     },
     clipboardPasteAction: (parsed) => {
-      pasteBlock(parsed.block);
+      hooks.pasteBlock(parsed.block);
       return [];
     },
   });
   table.on("cellEdited", onCellEdited);
-  table.on("rangeChanged", schedulePreview);
+  table.on("rangeChanged", () => hooks.schedulePreview());
   table.on("tableBuilt", () => {
     tableBuilt = true;
     updateEmptyState();
@@ -390,7 +396,7 @@ export function buildTable() {
     const first = state.rows[0];
     if (first && state.regions.length) focusCell({ rowId: first.id, field: fieldOf(state.regions[0].key) }, { takeFocus: false });
   });
-  gridEl.addEventListener("keydown", onGridKeydown, true);
+  gridEl.addEventListener("keydown", (event) => hooks.onGridKeydown(event), true);
 }
 
 // -- items ------------------------------------------------------------------------------

@@ -2,10 +2,9 @@
  * uses, so the grid can never save something the importer would refuse. */
 
 import { showProblems, validateTimer } from "./checks.js";
-import { config, root } from "./context.js";
+import { config, hooks, root } from "./context.js";
 import { $, download, el, safeFilename, send, urlFor } from "./dom.js";
 import { activeCell, flushEditor } from "./grid.js";
-import { renderAll } from "./main.js";
 import { fromCanonical, itemGroups, setState, state, toCanonical } from "./model.js";
 import { schedulePreview } from "./panels.js";
 import { changed, commit, markSaved, setStatus } from "./undo.js";
@@ -74,7 +73,7 @@ export async function importApply() {
     if (keepName) state.meta.name = keepName;
     state.predictions = incoming.predictions;
   }
-  renderAll({ focus: null });
+  hooks.renderAll({ focus: null });
   changed();
   $("import-dialog").close();
   $("import-file").value = "";
@@ -136,7 +135,7 @@ async function reloadSaved() {
   if (!response.ok) return;
   const active = activeCell();
   setState(fromCanonical(await response.json()));
-  renderAll({ focus: null });
+  hooks.renderAll({ focus: null });
   markSaved();
   if (active) schedulePreview();
 }

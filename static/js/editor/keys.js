@@ -3,21 +3,12 @@
  * turn a typed character into a key code ("(" becomes 40, the code of ArrowDown), so on
  * a layout where "(" needs no Shift (AZERTY) typing it moved the cursor and sent the next
  * keys into another cell. Tabulator is therefore given no navigation binding at all
- * (TABULATOR_KEYBINDINGS), and this module moves the cursor. */
+ * (grid.js, TABULATOR_KEYBINDINGS), and this module moves the cursor. */
 
 import { GHOST_ID, editable } from "./context.js";
 import { activeCell, activeCellComponent, afterRender, columnFields, gridHolder, pendingRenders, selectCells, startEditing, table } from "./grid.js";
 
 const NAVIGATION = ["ArrowUp", "ArrowDown", "ArrowLeft", "ArrowRight", "Home", "End", "PageUp", "PageDown"];
-
-// Tabulator's navigation bindings (its defaults and those of range selection), all off;
-// its copy binding (Ctrl+C) stays.
-const TABULATOR_NAVIGATION = [
-  "navPrev", "navNext", "navUp", "navDown", "navLeft", "navRight",
-  "scrollPageUp", "scrollPageDown", "scrollToStart", "scrollToEnd",
-  ...["Jump", "Expand", "ExpandJump"].flatMap((kind) => ["Up", "Down", "Left", "Right"].map((way) => `range${kind}${way}`)),
-];
-export const TABULATOR_KEYBINDINGS = Object.fromEntries(TABULATOR_NAVIGATION.map((name) => [name, false]));
 
 // A Shift+key selection: the cell it grows from and its moving end, valid while the
 // grid's range is still the one these keys made (a click starts afresh).

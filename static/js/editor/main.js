@@ -3,14 +3,15 @@
  * grid.js, panels.js, predictions.js, checks.js (the server's checks) and io.js
  * (import, export, saving). Native ES modules, loaded as static files: no build step. */
 
-import { validateNow } from "./checks.js";
-import { GHOST_ID, config, editable, initialSuite, root } from "./context.js";
+import { scheduleValidate, validateNow } from "./checks.js";
+import { GHOST_ID, config, editable, hooks, initialSuite, root } from "./context.js";
 import { $ } from "./dom.js";
-import { activeCell, buildTable, columnFields, deleteItem, newItem, renderColumns, table, updateEmptyState } from "./grid.js";
+import { activeCell, buildTable, columnFields, deleteItem, flushEditor, newItem, renderColumns, table, updateEmptyState } from "./grid.js";
 import { exportCSV, exportJSON, importApply, save } from "./io.js";
+import { onGridKeydown } from "./keys.js";
 import { fromCanonical, keyOf, setState, state, toCanonical } from "./model.js";
 import { addCondition, addRegion, bindMeta, renderConditions, renderMeta, renderRegions, schedulePreview } from "./panels.js";
-import { pasteItemsFromDialog } from "./paste.js";
+import { pasteBlock, pasteItemsFromDialog } from "./paste.js";
 import { addPrediction, insertIntoFormula, renderPredictions } from "./predictions.js";
 import { markSaved, redo, savedSnapshot, setStatus, snapshot, undo } from "./undo.js";
 
@@ -25,6 +26,18 @@ export function renderAll({ focus = undefined, takeFocus = false } = {}) {
   updateEmptyState();
   schedulePreview();
 }
+
+// The calls that go up the modules' order (see `hooks` in context.js).
+Object.assign(hooks, {
+  activeCell,
+  flushEditor,
+  onGridKeydown,
+  scheduleValidate,
+  renderConditions,
+  schedulePreview,
+  pasteBlock,
+  renderAll,
+});
 
 function on(id, type, handler) {
   const node = $(id);

@@ -2,8 +2,10 @@
  * condition, predictions) and its conversions from and to the canonical suite the
  * server reads. The grid and the panels only display it. */
 
-import { META_KNOWN, META_TEXT } from "./context.js";
+import { META_KNOWN, META_TEXT, setState, state } from "./context.js";
 import { parseTags } from "./dom.js";
+
+export { setState, state };
 
 /** The sentence the scoring engine builds from a row: every region stripped, empty
  * regions dropped, the rest joined with single spaces. */
@@ -13,13 +15,6 @@ export function regionParts(row) {
     .filter((part) => part.text !== "");
 }
 
-
-export let state = null;
-
-/** Swap the whole model (undo, a reload after saving, the page's start). */
-export function setState(next) {
-  state = next;
-}
 let keySeq = 0;
 let rowSeq = 0;
 export const newKey = () => `r${++keySeq}`;

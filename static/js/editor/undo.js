@@ -2,13 +2,9 @@
  * condition changes too, which Tabulator's own history cannot see. Also the status line
  * and the "unsaved changes" mark. */
 
-import { scheduleValidate } from "./checks.js";
-import { HISTORY_LIMIT, editable, root } from "./context.js";
+import { HISTORY_LIMIT, editable, hooks, root } from "./context.js";
 import { $ } from "./dom.js";
-import { activeCell, flushEditor } from "./grid.js";
-import { renderAll } from "./main.js";
 import { setState, state } from "./model.js";
-import { schedulePreview } from "./panels.js";
 
 
 let history = [];
@@ -52,17 +48,17 @@ function queueCommit() {
 }
 
 function restore(snap) {
-  const previous = activeCell();
+  const previous = hooks.activeCell();
   setState(JSON.parse(snap));
-  renderAll({ focus: previous, takeFocus: false });
+  hooks.renderAll({ focus: previous, takeFocus: false });
   dirty = snap !== savedSnapshot;
   updateUndoButtons();
   updateDirtyStatus();
-  scheduleValidate();
+  hooks.scheduleValidate();
 }
 
 export function undo() {
-  flushEditor();
+  hooks.flushEditor();
   commit();
   if (historyIndex <= 0) return;
   historyIndex -= 1;
@@ -71,7 +67,7 @@ export function undo() {
 }
 
 export function redo() {
-  flushEditor();
+  hooks.flushEditor();
   commit();
   if (historyIndex >= history.length - 1) return;
   historyIndex += 1;
@@ -90,8 +86,8 @@ export function changed({ record = true } = {}) {
   dirty = true;
   updateDirtyStatus();
   if (record) queueCommit();
-  scheduleValidate();
-  schedulePreview();
+  hooks.scheduleValidate();
+  hooks.schedulePreview();
 }
 
 // -- status line --------------------------------------------------------------------------
