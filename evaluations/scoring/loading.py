@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import tempfile
 import threading
@@ -96,6 +97,8 @@ class LoadedModel:
     def torch_dtype(self) -> torch.dtype:
         return DTYPES[self.dtype]
 
+
+log = logging.getLogger(__name__)
 
 # Least recently used first: a worker asked for many models keeps only the last few in
 # memory (set_max_loaded_models), instead of growing until the machine runs out.
@@ -291,6 +294,9 @@ def _load(
     )
     lap("weights")
     _run_checks(lm, config, local_dir)
+    # One line per load from disk (never for a model found in the cache): what the
+    # worker's log says of how often a model was loaded.
+    log.info("loaded model %s (revision %s)", source, revision or "default")
     return lm
 
 

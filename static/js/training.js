@@ -92,7 +92,7 @@
       return;
     }
     learningChart = lineChart(canvas, datasets, {
-      x: { type: "logarithmic", title: { display: true, text: "Tokens seen (log scale)" } },
+      x: { type: "logarithmic", title: { display: true, text: (learning.axis || "Tokens seen") + " (log scale)" } },
       y: { min: 0, max: 1, title: { display: true, text: "Accuracy" } },
     }, [{
       id: "threshold",
