@@ -162,7 +162,7 @@ def revision_list(body: dict[str, Any]) -> list[str]:
         if not REVISION.fullmatch(revision) or ".." in revision:
             raise SeriesInvalid(
                 {
-                    f"revisions[{index}]": f"{revision[:100]!r} is no revision: letters, "
+                    f"revisions.{index}": f"{revision[:100]!r} is no revision: letters, "
                     "digits, '.', '_', '-' and '/', at most 100, not starting with '-' or "
                     "'/', and no '..'"
                 }
@@ -193,12 +193,12 @@ def source_members(
         folder = (Path(checked.source) / revision).resolve()
         if Path(checked.source) not in folder.parents or not folder.is_dir():
             raise SeriesInvalid(
-                {f"revisions[{index}]": f"the source folder has no revision {revision!r}"}
+                {f"revisions.{index}": f"the source folder has no revision {revision!r}"}
             )
         try:
             model_sources.folder_check(folder)
         except model_sources.ModelSourceError as bad:
-            raise SeriesInvalid({f"revisions[{index}]": f"{revision}: {bad}"}) from None
+            raise SeriesInvalid({f"revisions.{index}": f"{revision}: {bad}"}) from None
         found.append(Member(revision, str(folder), "", step, tokens))
     return found
 
