@@ -321,6 +321,7 @@ class SeriesMemberSerializer(serializers.ModelSerializer):
 
 
 class ModelSeriesSerializer(serializers.ModelSerializer):
+    name = serializers.CharField(read_only=True)
     url = serializers.CharField(source="get_absolute_url", read_only=True)
     members = SeriesMemberSerializer(many=True, read_only=True)
 

@@ -35,8 +35,8 @@ def test_each_checkpoint_is_loaded_once_per_request(
     assert response.status_code == 202, response.content
     for run in Evaluation.objects.all():
         assert wait_finished(Evaluation, run.pk, what="suite run").status == "done"
-    for run in PairEvaluation.objects.all():
-        assert wait_finished(PairEvaluation, run.pk, what="pair run").status == "done"
+    for pair_run in PairEvaluation.objects.all():
+        assert wait_finished(PairEvaluation, pair_run.pk, what="pair run").status == "done"
     assert Evaluation.objects.count() == PairEvaluation.objects.count() == 3
     log = worker.log.read_text()
     for member in made.members.select_related("model"):
