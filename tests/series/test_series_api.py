@@ -206,7 +206,9 @@ def test_curves_and_age_of_acquisition_from_the_members_results(
     )  # the column head and the age
     csv = client.get("/series/trainer/curves.csv").content.decode()
     assert csv.splitlines()[1].startswith("suite,agree,")
-    assert client.get("/series/").status_code == 200
+    listed = client.get("/series/").content.decode()
+    assert 'href="/series/trainer/"' in listed
+    assert 'href="/series/"' in client.get("/training/").content.decode()
     assert client.get("/series/nothing/").status_code == 404
     assert client.get("/api/model-series/nothing/curves/").status_code == 404
 
