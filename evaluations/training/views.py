@@ -174,6 +174,8 @@ def model_series(request: HttpRequest, name: str) -> HttpResponse:
     series = _series(name)
     curves = selectors.series_curves(series, threshold=_series_threshold(request, series))
     curves["axis"] = AXIS.get(series.unit, "Tokens seen")
+    seeds = selectors.seed_curves(series)
+    curves["seeds"] = seeds
     members = list(series.members.select_related("model").order_by("position"))
     return render(
         request,
@@ -184,7 +186,7 @@ def model_series(request: HttpRequest, name: str) -> HttpResponse:
             "checkpoints": series.checkpoints(),
             "curves": curves,
             "axis": curves["axis"],
-            "seeds": selectors.seed_curves(series),
+            "seeds": seeds,
             "plot": {"loss": {"train": [], "validation": []}, "learning": curves},
         },
     )
