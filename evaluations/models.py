@@ -16,7 +16,7 @@ from evaluations.syntaxgym.models import (
     ItemResult,
     PredictionResult,
 )
-from evaluations.training.models import TrainingRun
+from evaluations.training.models import ModelSeries, SeriesMember, TrainingRun
 
 __all__ = [
     "IMPORTED_PREFIX",
@@ -33,5 +33,7 @@ __all__ = [
     "ProbingRun",
     "Run",
     "RunPart",
+    "ModelSeries",
+    "SeriesMember",
     "TrainingRun",
 ]

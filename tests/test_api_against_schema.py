@@ -28,7 +28,7 @@ from schemathesis.specs.openapi.checks import (
 
 from evaluations.minimal_pairs.api import PAIR_TABLES
 from evaluations.models import LanguageModel, ProbingRun
-from evaluations.training.models import TrainingRun
+from evaluations.training.models import ModelSeries, SeriesMember, TrainingRun
 from suites.corpora.services import corpus_import
 from suites.probing.services import probing_task_import
 from suites.syntaxgym import services as suite_services
@@ -158,6 +158,11 @@ def site(alice, settings, tmp_path) -> dict[str, str]:
         training_kind="ngram",
         out_dir="trained",
     )
+    # A series of the one name, its member the model (a series' name is a slug when
+    # registered; made here by hand, so that every read by name reaches it).
+    series = ModelSeries.objects.create(name=suite.name, display_name=suite.name)
+    SeriesMember.objects.create(series=series, model=model, step=1, tokens=100)
+    series.suites.add(suite)
     return {"name": suite.name, "model": model.name, "id": str(evaluation.pk)}
 
 

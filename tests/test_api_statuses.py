@@ -416,6 +416,21 @@ TABLE: dict[str, dict[str, Reach]] = {
     "GET /api/training-runs/{id}/": ONE_BY_ID,
     "POST /api/training-runs/{id}/cancel/": TRAINING_RUNS["cancel"],
     "POST /api/training-runs/{id}/retry/": TRAINING_RUNS["retry"],
+    # Model series
+    "GET /api/model-series/": LIST,
+    "POST /api/model-series/": {
+        **CREATE,
+        "201": json_body(lambda w: {"name": "another-series", "models": [w.model], "steps": [1]}),
+    },
+    "GET /api/model-series/{name}/": ONE_BY_NAME,
+    "GET /api/model-series/{name}/curves/": ONE_BY_NAME,
+    "POST /api/model-series/{name}/evaluate/": {
+        **CREATE,
+        "202": json_body(lambda w: {"suites": [w.name]}),
+        "404": lambda w: Ask(
+            path={"name": UNKNOWN_NAME}, body={"suites": [w.name]}, media_type="application/json"
+        ),
+    },
     "GET /api/runs/": {**LIST, **MINE},
     # Accounts
     "POST /api/token/": {

@@ -79,6 +79,7 @@ def test_the_contents_list_every_file_in_order() -> None:
         "minimal-pairs",
         "probing",
         "training",
+        "series",
         "command-line",
         "api",
         "configuration",

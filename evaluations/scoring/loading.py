@@ -6,6 +6,7 @@ tests' tiny local models exercise the code path a hub model takes.
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import time
@@ -39,6 +40,8 @@ _PADDING_OFFSET_POSITIONS = {
     "xmod",
     "mpnet",
 }
+
+log = logging.getLogger(__name__)
 
 # Least recently used first: a worker asked for many models keeps only the last few in
 # memory (set_max_loaded_models), instead of growing until the machine runs out.
@@ -235,6 +238,9 @@ def _load(
     )
     lap("weights")
     run_checks(lm, config, local_dir)
+    # One line per load from disk (never for a model found in the cache): what the
+    # worker's log says of how often a model was loaded.
+    log.info("loaded model %s (revision %s)", source, revision or "default")
     return lm
 
 

@@ -15,9 +15,10 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from evaluations.models import LanguageModel
 from evaluations.runs.api import request_body, run_action_apis
-from evaluations.training import corpus_check, selectors, services
-from evaluations.training.models import TrainingRun
+from evaluations.training import corpus_check, selectors, series, services
+from evaluations.training.models import ModelSeries, SeriesMember, TrainingRun
 from gym.rest import NameField
 from suites.catalog_api import not_found
 from suites.corpora.models import Corpus
@@ -258,3 +259,157 @@ def _run(pk: int) -> TrainingRun:
 
 
 TrainingRunRetry, TrainingRunCancel = run_action_apis("TrainingRun", _run, TrainingRunSerializer)
+
+
+# Model series (docs/series.md): checkpoints trained elsewhere, read as learning curves.
+
+
+def _text(max_length: int) -> serializers.CharField:
+    return serializers.CharField(
+        max_length=max_length, required=False, default="", allow_blank=True, trim_whitespace=True
+    )
+
+
+class SeriesRegisterSerializer(serializers.Serializer):
+    name = serializers.CharField(max_length=100)
+    display_name = _text(200)
+    folder = _text(500)
+    source = _text(500)  # type: ignore[assignment]  # a field named source
+    revisions = serializers.ListField(
+        child=serializers.CharField(max_length=100), required=False, default=list, max_length=200
+    )
+    pattern = _text(100)
+    steps = serializers.ListField(
+        child=serializers.IntegerField(min_value=0, max_value=10**12),
+        required=False,
+        default=list,
+        max_length=200,
+    )
+    models = _names(LanguageModel.objects.all(), max_length=200)
+    tokens = serializers.ListField(
+        child=serializers.IntegerField(min_value=0, max_value=10**15, allow_null=True),
+        required=False,
+        default=list,
+        max_length=200,
+    )
+    tokens_per_step = serializers.IntegerField(
+        min_value=1, max_value=10**9, required=False, allow_null=True, default=None
+    )
+    group = _text(100)
+    threshold = serializers.FloatField(min_value=0.0, max_value=1.0, required=False, default=0.8)
+
+
+class SeriesEvaluateSerializer(serializers.Serializer):
+    suites = _names(Suite.objects.all(), max_length=500)
+    pair_sets = _names(MinimalPairSet.objects.all(), max_length=500)
+    probing_tasks = _names(ProbingTask.objects.all(), max_length=100)
+    tags = serializers.ListField(
+        child=serializers.CharField(max_length=64), required=False, default=list, max_length=50
+    )
+    subset = serializers.ListField(
+        child=serializers.CharField(max_length=100), required=False, default=list, max_length=200
+    )
+
+
+class SeriesMemberSerializer(serializers.ModelSerializer):
+    model = serializers.CharField(source="model.name", read_only=True)
+    revision = serializers.CharField(source="model.revision", read_only=True)
+
+    class Meta:
+        model = SeriesMember
+        fields = ["model", "revision", "step", "tokens"]
+
+
+class ModelSeriesSerializer(serializers.ModelSerializer):
+    name = serializers.CharField(read_only=True)
+    url = serializers.CharField(source="get_absolute_url", read_only=True)
+    members = SeriesMemberSerializer(many=True, read_only=True)
+
+    class Meta:
+        model = ModelSeries
+        fields = [
+            "name",
+            "display_name",
+            "url",
+            "source",
+            "group",
+            "unit",
+            "threshold",
+            "members",
+            "created_at",
+        ]
+
+
+def _refuse_unknown(data: Any, serializer: type[serializers.Serializer]) -> None:
+    """400 for each top-level field the request does not know (it would be dropped)."""
+    if not isinstance(data, Mapping):
+        return
+    known = list(serializer().fields)
+    unknown = sorted(str(k) for k in data if k not in known)[:20]
+    if unknown:
+        raise series.SeriesInvalid(
+            {
+                key[:40]: f"unknown field {key[:40]!r}: the fields are {', '.join(known)}"
+                for key in unknown
+            }
+        )
+
+
+def _series(name: str) -> ModelSeries:
+    return get_object_or_404(ModelSeries, name=name)
+
+
+class ModelSeriesListCreate(generics.ListAPIView):
+    """Model series, or register one."""
+
+    serializer_class = ModelSeriesSerializer
+    permission_classes = [IsAuthenticatedOrReadOnly]
+    queryset = ModelSeries.objects.prefetch_related("members__model")
+
+    @extend_schema(
+        request=SeriesRegisterSerializer,
+        responses={201: ModelSeriesSerializer, 400: OpenApiTypes.OBJECT},
+        description="Register a series of checkpoints: `folder` (a folder of Trainer "
+        "checkpoints, checkpoint-<step>, under the model folders GYM_MODEL_DIRS), or "
+        "`source` with `revisions` (or `pattern` such as step{N} with `steps`; BabyLM's "
+        "chck_<N>M count words), or registered `models` with their `steps` (and `tokens`). "
+        "Tokens seen come from trainer_state.json, `tokens_per_step` or the revision's name.",
+    )
+    def post(self, request: Request) -> Response:
+        _refuse_unknown(request.data, SeriesRegisterSerializer)
+        body = request_body(SeriesRegisterSerializer, request)
+        made = series.series_register(user=request.user, **body)
+        return Response(ModelSeriesSerializer(made).data, status=status.HTTP_201_CREATED)
+
+
+class ModelSeriesDetail(generics.RetrieveAPIView):
+    serializer_class = ModelSeriesSerializer
+    queryset = ModelSeries.objects.prefetch_related("members__model")
+    lookup_field = "name"
+
+
+class ModelSeriesEvaluate(APIView):
+    """Evaluate every member (or `subset`) on suites, tags, pair sets and probing tasks."""
+
+    permission_classes = [IsAuthenticatedOrReadOnly]
+
+    @extend_schema(
+        request=SeriesEvaluateSerializer,
+        responses={202: OpenApiTypes.OBJECT, 400: OpenApiTypes.OBJECT, 404: None, 503: None},
+    )
+    def post(self, request: Request, name: str) -> Response:
+        found = _series(name)
+        _refuse_unknown(request.data, SeriesEvaluateSerializer)
+        body = request_body(SeriesEvaluateSerializer, request)
+        asked = series.series_evaluate(series=found, user=request.user, **body)
+        return Response(asked, status=status.HTTP_202_ACCEPTED)
+
+
+class ModelSeriesCurves(APIView):
+    """Each benchmark's accuracy at each member, with its age of acquisition."""
+
+    permission_classes = [IsAuthenticatedOrReadOnly]
+
+    @extend_schema(responses={200: OpenApiTypes.OBJECT, 404: None})
+    def get(self, request: Request, name: str) -> Response:
+        return Response(selectors.series_curves_body(_series(name)))

@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+from typing import Any
+
+from django.conf import settings
 from django.db import models
 from django.urls import reverse
 
@@ -120,3 +123,78 @@ class TrainingRun(Run):
             f"step {done:,} of {self.steps:,}, {done * self.tokens_per_step:,} of "
             f"{self.steps * self.tokens_per_step:,} tokens"
         )
+
+
+class ModelSeries(models.Model):
+    """Checkpoints of one training, registered as models and read as a learning curve:
+    a training run's are made by the run; a series is one made of checkpoints trained
+    elsewhere (hub revisions, a folder of Trainer checkpoints, uploaded models). Series
+    with the same `group` are seeds of one training, drawn as a mean with a band."""
+
+    class Unit(models.TextChoices):
+        TOKENS = "tokens", "tokens seen"
+        WORDS = "words", "words seen"
+        STEPS = "steps", "training steps"
+
+    name = models.SlugField(max_length=100, unique=True)
+    display_name = models.CharField(max_length=200)
+    # Where its members came from: a hub id (or a local stand-in laid out like
+    # revisions), a folder of checkpoints, or "" (registered models).
+    source = models.CharField(max_length=500, blank=True)
+    group = models.SlugField(max_length=100, blank=True)
+    # What a member's `tokens` counts (steps: nothing known beside the step).
+    unit = models.CharField(max_length=10, choices=Unit.choices, default=Unit.TOKENS)
+    threshold = models.FloatField(default=0.8)
+    # The benchmarks it was evaluated on (what its curves show).
+    suites = models.ManyToManyField("suites.Suite", blank=True, related_name="model_series")
+    pair_sets = models.ManyToManyField(
+        "suites.MinimalPairSet", blank=True, related_name="model_series"
+    )
+    probing_tasks = models.ManyToManyField(
+        "suites.ProbingTask", blank=True, related_name="model_series"
+    )
+    registered_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        app_label = "evaluations"
+        ordering = ["name"]
+        verbose_name_plural = "model series"
+
+    def __str__(self) -> str:
+        return self.display_name or self.name
+
+    def get_absolute_url(self) -> str:
+        return reverse("evaluations:model_series", args=[self.name])
+
+    def checkpoints(self) -> list[dict[str, Any]]:
+        """Its members as a training run's checkpoints read: {step, tokens, model}, in
+        order of tokens (of steps where the tokens are not known)."""
+        members = self.members.select_related("model").order_by("position")
+        return [
+            {
+                "step": m.step,
+                "tokens": m.step if self.unit == self.Unit.STEPS else m.tokens,
+                "model": m.model.name,
+            }
+            for m in members
+        ]
+
+
+class SeriesMember(models.Model):
+    """One checkpoint of a series: a registered model, its step and what it had seen."""
+
+    series = models.ForeignKey(ModelSeries, on_delete=models.CASCADE, related_name="members")
+    model = models.ForeignKey(LanguageModel, on_delete=models.CASCADE, related_name="series_of")
+    step = models.BigIntegerField(null=True, blank=True)
+    tokens = models.BigIntegerField(null=True, blank=True)
+    position = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        app_label = "evaluations"
+        ordering = ["series", "position"]
+        constraints = [
+            models.UniqueConstraint(fields=["series", "model"], name="series_member_unique"),
+        ]

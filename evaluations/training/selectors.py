@@ -14,7 +14,7 @@ from django.db.models import F, QuerySet
 from evaluations.baseline import BASELINE_NAME
 from evaluations.models import Evaluation, LanguageModel, PairEvaluation, ProbingRun
 from evaluations.scoring import sources
-from evaluations.training.models import TrainingRun
+from evaluations.training.models import ModelSeries, TrainingRun
 
 # A minimal pair is right or wrong: a model that picks one sentence at random is right
 # half the time.
@@ -74,14 +74,14 @@ def _point(point: dict[str, Any], found: Any, kind: str) -> dict[str, Any]:
 
 
 def _curve(
-    run: TrainingRun,
+    checkpoints: list[dict[str, Any]],
     found: dict[str, Any],
     benchmark: Any,
     kind: str,
     threshold: float,
     chance: float | None,
 ) -> dict[str, Any]:
-    points = [_point(point, found.get(point["model"]), kind) for point in run.checkpoints]
+    points = [_point(point, found.get(point["model"]), kind) for point in checkpoints]
     return {
         "kind": kind,
         "suite": benchmark.name,
@@ -101,7 +101,7 @@ def _rank(found: Any) -> tuple[bool, bool, int]:
 
 
 def _kind_curves(
-    run: TrainingRun,
+    checkpoints: list[dict[str, Any]],
     names: list[str],
     threshold: float,
     benchmarks: list[Any],
@@ -131,7 +131,10 @@ def _kind_curves(
         if other is None or _rank(found) > _rank(other):
             kept[found.model.name] = found
     chances = _chances(kind, benchmarks)
-    return [_curve(run, by_name[b.name], b, kind, threshold, chances.get(b.pk)) for b in benchmarks]
+    return [
+        _curve(checkpoints, by_name[b.name], b, kind, threshold, chances.get(b.pk))
+        for b in benchmarks
+    ]
 
 
 def majority_rate(counts: dict[str, dict[str, int]]) -> float | None:
@@ -168,20 +171,46 @@ def learning_curves(run: TrainingRun, *, threshold: float | None = None) -> dict
     layer chosen on va) the run is evaluated on, at each checkpoint (tokens seen), from
     the checkpoints' done runs, with each one's age of acquisition. `suites` lists them
     all ("kind": "suite", "pairs" or "probing"; "suite": the name)."""
-    threshold = run.threshold if threshold is None else threshold
-    names = [c["model"] for c in run.checkpoints]
+    return checkpoint_curves(
+        run.checkpoints,
+        suites=run.suites.all(),
+        pair_sets=run.pair_sets.all(),
+        probing_tasks=run.probing_tasks.all(),
+        threshold=run.threshold if threshold is None else threshold,
+    )
+
+
+def checkpoint_curves(
+    checkpoints: list[dict[str, Any]],
+    *,
+    suites: QuerySet[Any],
+    pair_sets: QuerySet[Any],
+    probing_tasks: QuerySet[Any],
+    threshold: float,
+) -> dict[str, Any]:
+    """The learning curves of `checkpoints` ({step, tokens, model} in order of tokens: a
+    training run's, or a model series' members) on those benchmarks, as
+    `learning_curves` gives them."""
+    names = [c["model"] for c in checkpoints]
     # Each kind: its benchmarks, its runs that count, their benchmark field and the
     # kind's name in the curves.
     kinds = [
-        (run.suites, Evaluation.objects.filter(word_probability="tokens"), "suite", "suite"),
-        (run.pair_sets, PairEvaluation.objects.filter(word_probability="tokens"), "pair_set", "pairs"),
-        (run.probing_tasks, ProbingRun.objects.filter(pooling="mean", probe="logreg"), "task", "probing"),
+        (suites, Evaluation.objects.filter(word_probability="tokens"), "suite", "suite"),
+        (pair_sets, PairEvaluation.objects.filter(word_probability="tokens"), "pair_set", "pairs"),
+        (probing_tasks, ProbingRun.objects.filter(pooling="mean", probe="logreg"), "task", "probing"),
     ]  # fmt: skip
     rows = []
     for benchmarks, of_kind, field, kind in kinds:
         score = "best_te" if kind == "probing" else "accuracy"
         rows += _kind_curves(
-            run, names, threshold, list(benchmarks.order_by("name")), of_kind, field, kind, score
+            checkpoints,
+            names,
+            threshold,
+            list(benchmarks.order_by("name")),
+            of_kind,
+            field,
+            kind,
+            score,
         )
     return {
         "threshold": threshold,
@@ -246,3 +275,88 @@ def model_provenance(model: LanguageModel) -> dict[str, Any]:
             if point["model"] == model.name:
                 return {"run": run, "checkpoint": point}
     return {}
+
+
+def series_curves(series: ModelSeries, *, threshold: float | None = None) -> dict[str, Any]:
+    """A model series' learning curves, as a training run's (`learning_curves`)."""
+    return checkpoint_curves(
+        series.checkpoints(),
+        suites=series.suites.all(),
+        pair_sets=series.pair_sets.all(),
+        probing_tasks=series.probing_tasks.all(),
+        threshold=series.threshold if threshold is None else threshold,
+    )
+
+
+def series_curves_body(series: ModelSeries, *, threshold: float | None = None) -> dict[str, Any]:
+    """The API's answer: {"series", "unit", "threshold", "curves": [{"benchmark", "kind",
+    "chance", "age_of_acquisition", "points": [{"model", "step", "tokens", "accuracy",
+    "status"}]}]}; `tokens` counts what `unit` says (tokens, words, or steps)."""
+    curves = series_curves(series, threshold=threshold)
+    return {
+        "series": series.name,
+        "group": series.group,
+        "unit": series.unit,
+        "threshold": curves["threshold"],
+        "curves": [
+            {
+                "benchmark": row["suite"],
+                "kind": row["kind"],
+                "chance": row["chance"],
+                "age_of_acquisition": row["age_of_acquisition"],
+                "points": [
+                    {key: p[key] for key in ("model", "step", "tokens", "accuracy", "status")}
+                    for p in row["points"]
+                ],
+            }
+            for row in curves["suites"]
+        ],
+        "seeds": seed_curves(series),
+    }
+
+
+def seed_curves(series: ModelSeries) -> list[dict[str, Any]]:
+    """The curves of the series of its group (seeds of one training) on each benchmark
+    they share: at each x the mean accuracy over the seeds that have one there, with its
+    lowest and highest (the band), and each seed's age of acquisition with their mean and
+    spread (lowest to highest). [] for a series without a group or alone in it."""
+    if not series.group:
+        return []
+    seeds = list(ModelSeries.objects.filter(group=series.group).order_by("name"))
+    if len(seeds) < 2:
+        return []
+    by_benchmark: dict[tuple[str, str], dict[str, Any]] = {}
+    for seed in seeds:
+        for row in series_curves(seed, threshold=series.threshold)["suites"]:
+            entry = by_benchmark.setdefault((row["kind"], row["suite"]), {"points": {}, "ages": {}})
+            entry["ages"][seed.name] = row["age_of_acquisition"]
+            for point in row["points"]:
+                if point["accuracy"] is not None:
+                    entry["points"].setdefault(point["tokens"], []).append(point["accuracy"])
+    out = []
+    for (kind, name), entry in sorted(by_benchmark.items()):
+        if len(entry["ages"]) < 2:
+            continue
+        ages = [a for a in entry["ages"].values() if a is not None]
+        out.append(
+            {
+                "kind": kind,
+                "benchmark": name,
+                "seeds": len(entry["ages"]),
+                "points": [
+                    {
+                        "tokens": x,
+                        "mean": sum(values) / len(values),
+                        "low": min(values),
+                        "high": max(values),
+                        "seeds": len(values),
+                    }
+                    for x, values in sorted(entry["points"].items())
+                ],
+                "ages": entry["ages"],
+                "age_mean": sum(ages) / len(ages) if ages else None,
+                "age_low": min(ages) if ages else None,
+                "age_high": max(ages) if ages else None,
+            }
+        )
+    return out

@@ -21,6 +21,9 @@ urlpatterns = [
     path("training/<int:pk>/curves.csv", views.training_curves_csv, name="training_curves_csv"),
     path("training/<int:pk>/loss.jsonl", views.training_loss_log, name="training_loss_log"),
     path("training/<int:pk>/curves.json", views.training_curves_json, name="training_curves_json"),
+    path("series/", views.model_series_list, name="model_series_list"),
+    path("series/<str:name>/", views.model_series, name="model_series"),
+    path("series/<str:name>/curves.csv", views.model_series_csv, name="model_series_csv"),
 ]
 
 api_urlpatterns = [
@@ -35,4 +38,16 @@ api_urlpatterns = [
     ),
     # The corpus check before a run is asked for: a corpus's, read by training.
     path("corpora/<str:name>/overlap/", api.CorpusCheck.as_view(), name="api-corpus-overlap"),
+    path("model-series/", api.ModelSeriesListCreate.as_view(), name="api-model-series-list"),
+    path("model-series/<str:name>/", api.ModelSeriesDetail.as_view(), name="api-model-series"),
+    path(
+        "model-series/<str:name>/evaluate/",
+        api.ModelSeriesEvaluate.as_view(),
+        name="api-model-series-evaluate",
+    ),
+    path(
+        "model-series/<str:name>/curves/",
+        api.ModelSeriesCurves.as_view(),
+        name="api-model-series-curves",
+    ),
 ]

@@ -16,7 +16,7 @@ from evaluations.runs import lifecycle as runs
 from evaluations.runs.views import request_form_page, run_action_views
 from evaluations.training import corpus_check, selectors, services, stored
 from evaluations.training.forms import TrainingRequestForm
-from evaluations.training.models import TrainingRun
+from evaluations.training.models import ModelSeries, TrainingRun
 from evaluations.training.options import LOSS_FILE
 from gym import artifacts
 from suites.corpora.models import Corpus
@@ -148,3 +148,60 @@ training_retry, training_cancel = run_action_views(
     _run,
     cancelled="Cancelled: the worker stops at its next step.",
 )
+
+
+# Model series (docs/series.md): a training run's learning curves for checkpoints trained
+# elsewhere.
+
+AXIS = {"tokens": "Tokens seen", "words": "Words seen", "steps": "Training step"}
+
+
+def _series(name: str) -> ModelSeries:
+    found = ModelSeries.objects.filter(name=name).first()
+    if found is None:
+        raise Http404(f"No model series {name!r}.")
+    return found
+
+
+def _series_threshold(request: HttpRequest, series: ModelSeries) -> float:
+    raw = request.GET.get("threshold", "")
+    try:
+        value = float(raw) if raw else series.threshold
+    except ValueError:
+        return series.threshold
+    return value if 0.0 < value <= 1.0 else series.threshold
+
+
+def model_series_list(request: HttpRequest) -> HttpResponse:
+    listed = ModelSeries.objects.prefetch_related("members")[:500]
+    return render(request, "training/series_list.html", {"series_list": listed})
+
+
+def model_series(request: HttpRequest, name: str) -> HttpResponse:
+    series = _series(name)
+    curves = selectors.series_curves(series, threshold=_series_threshold(request, series))
+    curves["axis"] = AXIS.get(series.unit, "Tokens seen")
+    seeds = selectors.seed_curves(series)
+    curves["seeds"] = seeds
+    members = list(series.members.select_related("model").order_by("position"))
+    return render(
+        request,
+        "training/series.html",
+        {
+            "series": series,
+            "members": members,
+            "checkpoints": series.checkpoints(),
+            "curves": curves,
+            "axis": curves["axis"],
+            "seeds": seeds,
+            "plot": {"loss": {"train": [], "validation": []}, "learning": curves},
+        },
+    )
+
+
+def model_series_csv(request: HttpRequest, name: str) -> HttpResponse:
+    series = _series(name)
+    curves = selectors.series_curves(series, threshold=_series_threshold(request, series))
+    response = HttpResponse(selectors.curves_csv(curves), content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="{series.name}.curves.csv"'
+    return response

@@ -79,6 +79,17 @@
         });
       }
     });
+    // A series' seeds (docs/series.md): each benchmark's mean over the seeds, and the
+    // band from the lowest to the highest seed (out of the legend, as chance lines are).
+    (learning.seeds || []).forEach(function (row, i) {
+      const colour = COLOURS[(learning.suites.length + i) % COLOURS.length];
+      const at = function (key) {
+        return row.points.map(function (p) { return { x: p.tokens, y: p[key] }; });
+      };
+      datasets.push({ label: row.benchmark + ": lowest seed", chance: true, data: at("low"), borderWidth: 0, pointRadius: 0, fill: false });
+      datasets.push({ label: row.benchmark + ": highest seed", chance: true, data: at("high"), borderWidth: 0, pointRadius: 0, fill: "-1", backgroundColor: colour + "33" });
+      datasets.push({ label: row.benchmark + " (mean of " + row.seeds + " seeds)", data: at("mean"), borderColor: colour, backgroundColor: colour, pointRadius: 3, borderWidth: 2 });
+    });
     return datasets;
   }
 
@@ -92,7 +103,7 @@
       return;
     }
     learningChart = lineChart(canvas, datasets, {
-      x: { type: "logarithmic", title: { display: true, text: "Tokens seen (log scale)" } },
+      x: { type: "logarithmic", title: { display: true, text: (learning.axis || "Tokens seen") + " (log scale)" } },
       y: { min: 0, max: 1, title: { display: true, text: "Accuracy" } },
     }, [{
       id: "threshold",

@@ -1,0 +1,244 @@
+"""Checkpoint series through the API and pages: registered from a folder of Trainer
+checkpoints and from a hub-style source's revisions (a local stand-in: no hub is
+reachable here), curves and ages of acquisition from their members' results, and
+hostile input answered 400 with where it is wrong."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from evaluations.models import Evaluation, LanguageModel, ModelSeries, PairEvaluation
+from evaluations.training import series as series_services
+from suites.syntaxgym import services as suite_services
+from tests.conftest import small_suite, suite_evaluation, token_client
+from tests.series.conftest import TOKENS_PER_STEP, TRAINER_STEPS
+
+pytestmark = pytest.mark.django_db
+
+
+def post(client: Any, url: str, body: Any) -> Any:
+    return client.post(url, json.dumps(body), content_type="application/json")
+
+
+def paths(response: Any) -> list[str]:
+    return [e.get("path") for e in response.json()["errors"]]
+
+
+def test_a_folder_of_trainer_checkpoints_is_a_series(alice, trainer_folder: Path) -> None:
+    client = token_client(alice)
+    # Named relative to the model folder that holds it.
+    relative = f"{trainer_folder.parent.name}/{trainer_folder.name}"
+    response = post(client, "/api/model-series/", {"name": "trainer", "folder": relative})
+    assert response.status_code == 201, response.content
+    body = response.json()
+    assert body["unit"] == "tokens"
+    assert [(m["step"], m["tokens"]) for m in body["members"]] == [
+        (step, step * TOKENS_PER_STEP) for step in TRAINER_STEPS
+    ]
+    # Each member is a registered model of its checkpoint's folder.
+    for member, step in zip(body["members"], TRAINER_STEPS, strict=True):
+        model = LanguageModel.objects.get(name=member["model"])
+        assert model.source == str((trainer_folder / f"checkpoint-{step}").resolve())
+        assert model.kind == "causal"
+    # The server's folders are not shown.
+    assert str(trainer_folder.parent.parent) not in response.content.decode()
+
+
+def test_revisions_of_a_hub_style_source(alice, hub_standin: Path) -> None:
+    client = token_client(alice)
+    listed = post(
+        client,
+        "/api/model-series/",
+        {"name": "pythia-like", "source": str(hub_standin), "revisions": ["step2000", "step1000"]},
+    )
+    assert listed.status_code == 201, listed.content
+    assert listed.json()["unit"] == "steps"
+    assert [m["step"] for m in listed.json()["members"]] == [1000, 2000]
+    patterned = post(
+        client,
+        "/api/model-series/",
+        {
+            "name": "patterned",
+            "source": str(hub_standin),
+            "pattern": "step{N}",
+            "steps": [1000, 2000, 4000],
+            "tokens_per_step": 100,
+        },
+    )
+    assert patterned.status_code == 201, patterned.content
+    assert [(m["step"], m["tokens"]) for m in patterned.json()["members"]] == [
+        (1000, 100_000), (2000, 200_000), (4000, 400_000)]  # fmt: skip
+    # The same checkpoint is one model, shared by both series.
+    assert listed.json()["members"][0]["model"] == patterned.json()["members"][0]["model"]
+    babylm = post(
+        client,
+        "/api/model-series/",
+        {"name": "babylm", "source": str(hub_standin),
+         "revisions": ["chck_1M", "chck_100M", "chck_10M"]},
+    )  # fmt: skip
+    assert babylm.status_code == 201, babylm.content
+    assert babylm.json()["unit"] == "words"
+    assert [m["tokens"] for m in babylm.json()["members"]] == [10**6, 10**7, 10**8]
+
+
+def test_a_hub_id_registers_each_revision(alice) -> None:
+    made = series_services.series_register(
+        name="pythia", source="EleutherAI/pythia-70m", revisions=["step1000", "step3000"]
+    )
+    members = made.members.select_related("model").order_by("position")
+    assert [(m.model.source, m.model.revision, m.step) for m in members] == [
+        ("EleutherAI/pythia-70m", "step1000", 1000),
+        ("EleutherAI/pythia-70m", "step3000", 3000),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("body", "where"),
+    [
+        ({"name": "x", "folder": "/etc"}, "$.folder"),
+        ({"name": "x", "folder": "../../../../etc"}, "$.folder"),
+        ({"name": "x", "folder": "nothing-here"}, "$.folder"),
+        ({"name": "x"}, "$.folder"),
+        ({"name": "x", "source": "HUB", "revisions": ["../../etc"]}, "$.revisions.0"),
+        ({"name": "x", "source": "owner/model", "revisions": ["-rf"]}, "$.revisions.0"),
+        ({"name": "x", "source": "owner/model", "revisions": ["a", "a"]}, "$.revisions"),
+        ({"name": "x", "source": "owner/model"}, "$.revisions"),
+        ({"name": "x", "source": "owner/model", "pattern": "step"}, "$.pattern"),
+        ({"name": "x", "source": "owner/model", "revisions": "step1"}, "$.revisions"),
+        ({"name": "x", "source": "bad..id", "revisions": ["step1"]}, "$.source"),
+        ({"name": "x", "source": "owner/model", "revisions": ["main"]}, "$.revisions"),
+        ({"name": "x", "source": "HUB", "revisions": ["step9"]}, "$.revisions.0"),
+        ({"name": "\x00", "folder": "x"}, None),  # refused as JSON: no path
+        ({"name": "---", "folder": "x"}, "$.name"),
+        ({"name": "x", "folder": "x", "colour": "red"}, "$.colour"),
+        ({"name": "x", "models": ["no-such-model"], "steps": [1]}, "$.models.0"),
+        ({"name": "x", "source": "owner/model", "revisions": ["step1"], "steps": ["a"]},
+         "$.steps.0"),
+        ({"name": "x", "source": "o/m", "revisions": ["step1"], "threshold": 2}, "$.threshold"),
+    ],
+)  # fmt: skip
+def test_hostile_registrations_are_400_with_where(alice, hub_standin, body, where) -> None:
+    body = {k: str(hub_standin) if v == "HUB" else v for k, v in body.items()}
+    response = post(token_client(alice), "/api/model-series/", body)
+    assert response.status_code == 400, response.content
+    assert where in paths(response), response.json()
+    assert not ModelSeries.objects.exists()
+    assert "/etc/" not in response.content.decode()
+
+
+def test_a_name_taken_and_anonymous_requests(alice, client, trainer_folder: Path) -> None:
+    body = {"name": "trainer", "folder": str(trainer_folder)}
+    assert post(client, "/api/model-series/", body).status_code in (401, 403)
+    assert post(token_client(alice), "/api/model-series/", body).status_code == 201
+    again = post(token_client(alice), "/api/model-series/", body)
+    assert again.status_code == 400 and paths(again) == ["$.name"]
+
+
+@pytest.fixture
+def trainer_series(trainer_folder: Path) -> ModelSeries:
+    return series_services.series_register(name="trainer", folder=str(trainer_folder))
+
+
+def test_evaluate_asks_for_every_kind_and_hostile_bodies(
+    alice, trainer_series: ModelSeries, example_pairs, _private_broker
+) -> None:
+    suite_services.suite_import(source=small_suite("agree"), owner=alice)
+    client = token_client(alice)
+    url = "/api/model-series/trainer/evaluate/"
+    for body, where in [
+        ({"suites": ["no-such-suite"]}, "$.suites.0"),
+        ({"pair_sets": "agreement"}, "$.pair_sets"),
+        ({"tags": ["no-such-tag"]}, "$.tags"),
+        ({}, "$.suites"),
+        ({"suites": ["agree"], "subset": ["99"]}, "$.subset"),
+        ({"suites": ["agree"], "models": ["x"]}, "$.models"),
+    ]:
+        response = post(client, url, body)
+        assert response.status_code == 400, (body, response.content)
+        assert where in paths(response), (body, response.json())
+    assert (
+        post(client, "/api/model-series/nothing/evaluate/", {"suites": ["agree"]}).status_code
+        == 404
+    )
+    asked = post(
+        client, url, {"suites": ["agree"], "pair_sets": ["agreement"], "subset": ["500", "1500"]}
+    )
+    assert asked.status_code == 202, asked.content
+    members = [m.model for m in trainer_series.members.order_by("position")]
+    assert asked.json()["models"] == [members[0].name, members[2].name]
+    assert set(Evaluation.objects.values_list("model__name", flat=True)) == {
+        members[0].name, members[2].name}  # fmt: skip
+    assert PairEvaluation.objects.count() == 2
+    # Asking again makes no new run.
+    assert post(client, url, {"suites": ["agree"], "subset": ["500"]}).status_code == 202
+    assert Evaluation.objects.count() == 2
+
+
+def test_curves_and_age_of_acquisition_from_the_members_results(
+    alice, client, trainer_series: ModelSeries
+) -> None:
+    suite = suite_services.suite_import(source=small_suite("agree"), owner=alice).suite
+    trainer_series.suites.add(suite)
+    members = [m.model for m in trainer_series.members.order_by("position")]
+    for model, accuracy in zip(members, (0.5, 0.9, 0.95), strict=True):
+        suite_evaluation(model, suite, status="done", accuracy=accuracy)
+    body = client.get("/api/model-series/trainer/curves/").json()
+    (curve,) = body["curves"]
+    assert curve["benchmark"] == "agree"
+    assert [(p["model"], p["tokens"], p["accuracy"]) for p in curve["points"]] == [
+        (m.name, step * TOKENS_PER_STEP, a)
+        for m, step, a in zip(members, TRAINER_STEPS, (0.5, 0.9, 0.95), strict=True)
+    ]
+    assert curve["age_of_acquisition"] == 1000 * TOKENS_PER_STEP
+    page = client.get("/series/trainer/")
+    assert page.status_code == 200
+    text = page.content.decode()
+    assert 'id="learning-plot"' in text and f">{1000 * TOKENS_PER_STEP}<" in text
+    assert (
+        client.get("/series/trainer/?threshold=0.95")
+        .content.decode()
+        .count(f">{1500 * TOKENS_PER_STEP}<")
+        >= 2
+    )  # the column head and the age
+    csv = client.get("/series/trainer/curves.csv").content.decode()
+    assert csv.splitlines()[1].startswith("suite,agree,")
+    listed = client.get("/series/").content.decode()
+    assert 'href="/series/trainer/"' in listed
+    assert 'href="/series/"' in client.get("/training/").content.decode()
+    assert client.get("/series/nothing/").status_code == 404
+    assert client.get("/api/model-series/nothing/curves/").status_code == 404
+
+
+def test_seeds_are_a_mean_with_a_band_and_a_spread_of_ages(
+    alice, client, hub_standin: Path
+) -> None:
+    suite = suite_services.suite_import(source=small_suite("agree"), owner=alice).suite
+    seeds = []
+    for seed, accuracies in (("seed-1", (0.5, 0.9, 0.9)), ("seed-2", (0.9, 0.7, 0.95))):
+        made = series_services.series_register(
+            name=seed, source=str(hub_standin), pattern="step{N}", steps=[1000, 2000, 4000],
+            group="pythia-seeds",
+        )  # fmt: skip
+        made.suites.add(suite)
+        seeds.append(made)
+        for member, accuracy in zip(made.members.order_by("position"), accuracies, strict=True):
+            # Both seeds share the stand-in's checkpoints: each seed's run is told apart
+            # by its model here, so each seed gets models of its own.
+            model = LanguageModel.objects.create(
+                name=f"{seed}-{member.step}", display_name=seed, source=f"{seed}/m{member.step}"
+            )
+            member.model = model
+            member.save()
+            suite_evaluation(model, suite, status="done", accuracy=accuracy)
+    body = client.get("/api/model-series/seed-1/curves/").json()
+    (row,) = body["seeds"]
+    assert row["ages"] == {"seed-1": 2000, "seed-2": 4000}
+    assert (row["age_mean"], row["age_low"], row["age_high"]) == (3000, 2000, 4000)
+    first = row["points"][0]
+    assert (first["tokens"], first["low"], first["high"]) == (1000, 0.5, 0.9)
+    assert first["mean"] == pytest.approx(0.7)
+    assert "Seeds of pythia-seeds" in client.get("/series/seed-2/").content.decode()
