@@ -223,8 +223,11 @@ def _wait_and_make_bucket(store: ObjectStore, timeout: float) -> None:
             existing = {b["Name"] for b in s3.list_buckets().get("Buckets", [])}
             if store.bucket not in existing:
                 s3.create_bucket(Bucket=store.bucket)
+            # Written and read back: just after a start, the gateway may answer before
+            # the volumes are known again and objects already stored fail to read.
             s3.put_object(Bucket=store.bucket, Key=".gym-ready", Body=b"ok")
-            return
+            if s3.get_object(Bucket=store.bucket, Key=".gym-ready")["Body"].read() == b"ok":
+                return
         except Exception as exc:  # noqa: BLE001 - not up yet: the gateway, its filer, a volume
             last = exc
             time.sleep(0.25)
