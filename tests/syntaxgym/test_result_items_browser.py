@@ -29,6 +29,9 @@ def test_items_table_shows_sentences_values_and_counts(page) -> None:
     assert width <= page.viewport_size["width"]
     page.locator("#h-items").scroll_into_view_if_needed()
     page.screenshot(path=artifact("result-items.png"), full_page=True)
-    page.click("text=Failing 2")
+    # The tab is a link: read the items once the failing page has loaded, not while the
+    # browser is between the two pages (which reads none).
+    with page.expect_navigation(url="**items=failed*"):
+        page.click("text=Failing 2")
     shown = page.locator("tbody.item").evaluate_all("els => els.map(e => e.dataset.item)")
     assert shown == ["2", "3"]
