@@ -30,7 +30,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from gym import artifacts
+from gym import artifacts, processes
 
 log = logging.getLogger(__name__)
 
@@ -253,18 +253,8 @@ def _clear_dead_staging(tmp: Path) -> None:
             pid_text = parts[1]
         else:
             continue
-        if pid_text.isdigit() and not _alive(int(pid_text)):
+        if pid_text.isdigit() and not processes.alive(int(pid_text)):
             shutil.rmtree(leftover, ignore_errors=True)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def forget(key: str) -> bool:

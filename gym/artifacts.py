@@ -161,16 +161,19 @@ def put_file(key: str, source: str | Path | IO[bytes], *, link: bool = False) ->
     """Write a file or stream under key, streamed, replacing what was there. `link`: the
     source file is never changed again (a checkpoint's file), so a local-folder store on
     its filesystem may hold it as a hard link."""
+    key = check_key(key)
+    return _put(key, source, *sha256_of(source), link=link)
+
+
+def _put(key: str, source: str | Path | IO[bytes], sha: str, length: int, *, link: bool) -> Stored:
     from django.core.files import File
 
-    key = check_key(key)
-    sha, size = sha256_of(source)
     if link and isinstance(source, str | Path):
         target = local_file(key)
         if target is not None:
             target.unlink()
         if _linked(key, Path(source)):
-            return Stored(key, sha, size)
+            return Stored(key, sha, length)
     storage = _storage()
     try:
         with _opened(source) as stream:
@@ -181,7 +184,7 @@ def put_file(key: str, source: str | Path | IO[bytes], *, link: bool = False) ->
         raise _unreachable(error) from error
     if saved != key:  # a local folder renames rather than overwrite; we deleted first
         raise StoreUnavailable(f"The artifact store at {where()} kept {key} as {saved}.")
-    return Stored(key, sha, size)
+    return Stored(key, sha, length)
 
 
 def put_content(source: str | Path | IO[bytes], prefix: str, *, link: bool = False) -> Stored:
@@ -189,12 +192,10 @@ def put_content(source: str | Path | IO[bytes], prefix: str, *, link: bool = Fal
     `link`: the source file never changes, so a local-folder store on its filesystem may
     hold it as a hard link instead of a second copy (a laptop keeps a corpus once)."""
     sha, length = sha256_of(source)
-    key = f"{prefix.rstrip('/')}/{sha}"
+    key = check_key(f"{prefix.rstrip('/')}/{sha}")
     if exists(key):
         return Stored(key, sha, size(key))
-    if link and isinstance(source, str | Path) and _linked(key, Path(source)):
-        return Stored(key, sha, length)
-    return put_file(key, source)
+    return _put(key, source, sha, length, link=link)
 
 
 def local_file(key: str) -> Path | None:

@@ -439,11 +439,11 @@ def _results_path(packed: dict[str, Any]) -> Path | None:
 def results_unpack(packed: dict[str, Any]) -> dict[str, Any] | None:
     """The results, or None when their file is gone (stored before: a re-delivery)."""
     if "key" in packed:
-        key = _results_key(packed)
-        if not artifacts.exists(key):
+        try:
+            with artifacts.open_file(_results_key(packed)) as data:
+                loaded: dict[str, Any] = json.loads(data.read())
+        except FileNotFoundError:
             return None
-        with artifacts.open_file(key) as data:
-            loaded: dict[str, Any] = json.loads(data.read())
         return loaded
     path = _results_path(packed)
     if path is None:

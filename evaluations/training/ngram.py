@@ -53,6 +53,7 @@ from typing import Any
 import numpy as np
 
 from evaluations.scoring.ngram import SENTENCE_END, SENTENCE_START, UNKNOWN, segment
+from gym import processes
 
 MIN_ORDER = 2
 MAX_ORDER = 6
@@ -852,20 +853,11 @@ def remove_stale_scratch(folder: Path) -> list[Path]:
             pid = int((found / "pid").read_text(encoding="ascii"))
         except (OSError, ValueError):
             pid = 0
-        if pid == os.getpid() or (pid and _running(pid)):
+        if pid == os.getpid() or (pid and processes.alive(pid)):
             continue  # a live run's (this process's own: another thread's)
         if not pid and time.time() - found.stat().st_mtime < 60:
             continue  # just made: its run has not written its pid yet
         shutil.rmtree(found, ignore_errors=True)
         removed.append(found)
     return removed
-
-
-def _running(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
     return True

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import csv
 import io
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any
 
 from django.db.models import F, QuerySet
@@ -14,6 +14,7 @@ from django.db.models import F, QuerySet
 from evaluations.baseline import BASELINE_NAME
 from evaluations.models import Evaluation, LanguageModel, PairEvaluation, ProbingRun
 from evaluations.scoring import sources
+from evaluations.training import stored
 from evaluations.training.models import ModelSeries, TrainingRun
 
 # A minimal pair is right or wrong: a model that picks one sentence at random is right
@@ -264,10 +265,9 @@ def model_provenance(model: LanguageModel) -> dict[str, Any]:
     # A checkpoint's folder lies in its run's folder, on disk or in the artifact store
     # (trained/<the run's folder>/checkpoint-<tokens>).
     key = sources.artifact_key(model.source)
-    if key is not None:  # trained/<model name>-<run id>-<time>/checkpoint-<tokens>
-        parts = PurePosixPath(key).parent.name.split("-")
-        run_id = parts[-2] if len(parts) >= 3 and parts[-2].isdigit() else ""
-        found = TrainingRun.objects.filter(pk=int(run_id)) if run_id else None
+    if key is not None:
+        run_id = stored.run_id_of(key)
+        found = TrainingRun.objects.filter(pk=run_id) if run_id is not None else None
     else:
         found = TrainingRun.objects.filter(out_dir=str(Path(model.source).parent))
     for run in found.select_related("corpus") if found is not None else []:

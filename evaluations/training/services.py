@@ -550,10 +550,8 @@ def training_request(
 
 
 def store_folder(run: TrainingRun) -> str:
-    """The run's folder in the artifact store (evaluations.training.stored): its model's
-    name, its id and when it was asked for, so that no two trainings share a key (a
-    worker's cache takes a key it holds for the same content)."""
-    return f"{Path(run.out_dir).name}-{run.pk}-{run.created_at:%Y%m%d%H%M%S%f}"
+    """The run's folder in the artifact store (evaluations.training.stored)."""
+    return in_store.folder_name(Path(run.out_dir).name, run.pk, run.created_at)
 
 
 def model_artifact_source(run: TrainingRun) -> str:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import shutil
+from datetime import datetime
 from pathlib import Path
 
 from gym import artifact_cache, artifacts
@@ -30,6 +31,22 @@ log = logging.getLogger(__name__)
 ROOT = "trained"
 STATES = "states"
 MODEL = "model"
+
+
+def folder_name(name: str, run_id: int, asked_at: datetime) -> str:
+    """A training's folder in the store: its model's name, its run's id and when it was
+    asked for, so that no two trainings share a key (a worker's cache takes a key it
+    holds for the same content)."""
+    return f"{name}-{run_id}-{asked_at:%Y%m%d%H%M%S%f}"
+
+
+def run_id_of(key: str) -> int | None:
+    """The run whose store folder holds `key` (trained/<folder>/...), else None."""
+    parts = key.split("/")
+    if len(parts) < 3 or parts[0] != ROOT:
+        return None
+    pieces = parts[1].split("-")
+    return int(pieces[-2]) if len(pieces) >= 3 and pieces[-2].isdigit() else None
 
 
 def prefix(folder: str) -> str:
@@ -64,25 +81,22 @@ def push_file(store: str, out_dir: Path, name: str) -> str | None:
     return key
 
 
-def push_model(store: str, out_dir: Path, kept: set[str]) -> str:
-    """The finished model: the files at the top of the run's folder that `kept` names or
-    that are weights or tokenizer files (not the checkpoints, the token files or STOP)."""
+def push_model(store: str, out_dir: Path) -> str:
+    """The finished model: the files at the top of the run's folder (weights, config,
+    tokenizer, training.json, loss.jsonl), not the checkpoints, the token files, the
+    recorded inputs, STOP or a file being written."""
     key = f"{prefix(store)}/{MODEL}"
 
     def include(relative: Path) -> bool:
-        return len(relative.parts) == 1 and relative.name in kept | _model_files(out_dir)
+        name = relative.name
+        return (
+            len(relative.parts) == 1
+            and name not in {"STOP", "inputs.json"}
+            and not (name.endswith(".part"))
+        )
 
-    artifacts.put_folder(key, out_dir, link=False, include=include)
+    artifacts.put_folder(key, out_dir, include=include)
     return key
-
-
-def _model_files(out_dir: Path) -> set[str]:
-    skip = {"STOP", "inputs.json"}
-    return {
-        p.name
-        for p in out_dir.iterdir()
-        if p.is_file() and p.name not in skip and not p.name.endswith(".part")
-    }
 
 
 def drop_checkpoint(store: str, name: str) -> None:

@@ -228,7 +228,7 @@ def _causal(
     model_key = None
     if not summary.stopped:
         causal.remove_training_data(out_dir)
-        model_key = stored.push_model(store, out_dir, {causal.INFO_NAME, causal.LOSS_FILE})
+        model_key = stored.push_model(store, out_dir)
     facts = asdict(summary)
     # The row keeps a thinned log; the whole one is the folder's loss.jsonl.
     log_entries = causal.thin_log(facts.pop("log"), options.steps)

@@ -172,7 +172,8 @@ def _model_file(relative: Path) -> bool:
 
 
 def _check_file(key: str, path: Path) -> None:
-    stored_sha, _ = artifacts.sha256_of(artifacts.open_file(key))
+    with artifacts.open_file(key) as handle:
+        stored_sha, _ = artifacts.sha256_of(handle)
     if stored_sha != artifacts.sha256_of(path)[0]:
         raise CommandError(f"{key}: the stored copy's hash differs from {path}'s; run again.")
 
