@@ -63,6 +63,7 @@ def current_results(
         status=DONE,
         content_hash=pair_set.content_hash,
         word_probability="tokens",
+        subset_size=0,
         metric=pair_set.metric,
     ).select_related("model")
     if not include_hidden:
@@ -84,6 +85,7 @@ def compare_pairs(pair_set: MinimalPairSet, names: Sequence[str]) -> PairCompari
             content_hash=pair_set.content_hash,
             model__name__in=names,
             word_probability="tokens",
+            subset_size=0,
             metric=pair_set.metric,
         ).select_related("model", "pair_set")
     }
@@ -174,6 +176,7 @@ def compare_across_sets(names: Sequence[str], *, tag: str = "") -> AcrossSets:
         model__in=models,
         accuracy__isnull=False,
         word_probability="tokens",
+        subset_size=0,
         metric=F("pair_set__metric"),
     ).select_related("model", "pair_set"):
         if run.pair_set_id in wanted:

@@ -6,16 +6,17 @@ from django.db import models
 from django.urls import reverse
 
 from evaluations.language_models.models import LanguageModel
-from evaluations.runs.models import Run
+from evaluations.runs.models import Run, Sampled
 
 
-class PairEvaluation(Run):
+class PairEvaluation(Run, Sampled):
     """One model on one minimal-pair set's content (identified by its content hash):
     scored by a worker, or imported from an NLPScholar predictions TSV. Token surprisals
     live in `PairSentenceTokens`; the analysis tables are recomputed from them with the
     options a page asks for, and `accuracy` / `ties` hold the default options' result."""
 
     benchmark_field = "pair_set"
+    subset_noun = "pairs"
 
     class Origin(models.TextChoices):
         WORKER = "worker", "scored by a worker"
@@ -62,7 +63,15 @@ class PairEvaluation(Run):
         ordering = ["-created_at"]
         constraints = [
             models.UniqueConstraint(
-                fields=["model", "pair_set", "content_hash", "word_probability", "metric"],
+                fields=[
+                    "model",
+                    "pair_set",
+                    "content_hash",
+                    "word_probability",
+                    "metric",
+                    "subset_size",
+                    "subset_seed",
+                ],
                 name="pair_evaluation_unique_content",
             ),
         ]

@@ -30,6 +30,7 @@ from evaluations.minimal_pairs.analysis import (
 from evaluations.minimal_pairs.tokens import TokenTable
 from evaluations.model_sources import public_source
 from evaluations.models import PairEvaluation, PairSentenceTokens
+from evaluations.subsets import Subset, canonical_key, run_subset, sample_indices
 from gym.errors import ApplicationError
 from suites.formats.minimal_pairs import MinimalPairSet, split_words, word_of_tokens
 from suites.minimal_pairs import sets as pair_sets
@@ -178,12 +179,48 @@ def token_table(evaluation: PairEvaluation) -> TokenTable:
     )
 
 
+def pair_sample(data: MinimalPairSet, subset: Subset | None) -> MinimalPairSet:
+    """The set with only the pairs `subset` samples (evaluations.subsets), each pair's
+    sentences together, in the set's order; the whole set without a subset. A pair is
+    named by its sentences (comparison, text, conditions), not by its pairid, which some
+    formats number by line. A set without pairs is sampled by sentence."""
+    if subset is None:
+        return data
+    if data.has_pairs:
+        groups = data.pairs()
+        keys = [
+            canonical_key(sorted([s.comparison or "", s.sentence, s.conditions] for s in group))
+            for group in groups.values()
+        ]
+        kept = sample_indices(keys, subset)
+        if kept is None:
+            return data
+        chosen = set(kept)
+        pairids = {pairid for i, pairid in enumerate(groups) if i in chosen}
+        sentences = [s for s in data.sentences if s.pairid in pairids]
+    else:
+        kept = sample_indices(
+            [canonical_key([s.sentence, s.conditions]) for s in data.sentences], subset
+        )
+        if kept is None:
+            return data
+        sentences = [data.sentences[i] for i in kept]
+    return replace(data, sentences=sentences)
+
+
+def sample_units(pair_set: Any) -> int:
+    """What a subset of the set counts: its pairs (its sentences when it has none)."""
+    return int(pair_set.pair_count or pair_set.sentence_count)
+
+
 def run_set_data(evaluation: PairEvaluation) -> MinimalPairSet:
     """The sentences the run was scored on: the set's current ones, or those kept when
-    the set was replaced (an outdated run). Raises PairAnalysisInvalid where they were
-    not kept (the content changed outside the replace service)."""
+    the set was replaced (an outdated run), sampled as the run's subset is. Raises
+    PairAnalysisInvalid where they were not kept (the content changed outside the
+    replace service)."""
     try:
-        return pair_sets.pair_set_data_at(evaluation.pair_set, evaluation.content_hash)
+        data = pair_sets.pair_set_data_at(evaluation.pair_set, evaluation.content_hash)
+        return pair_sample(data, run_subset(evaluation))
     except PairSetVersion.DoesNotExist:
         raise PairAnalysisInvalid(
             "the sentences this run was scored on are no longer stored, so it cannot be "

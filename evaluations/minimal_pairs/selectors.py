@@ -48,6 +48,8 @@ def pair_leaderboard(
         content_hash=F("pair_set__content_hash"),
         word_probability="tokens",
         metric=F("pair_set__metric"),
+        # Runs on a subset (the fast subset for sweeps) are another sample.
+        subset_size=0,
     ).order_by()
     cell_interval = None
     if intervals:
@@ -101,6 +103,8 @@ class PairScore:
     finished_at: datetime | None
     tags: tuple[str, ...] = ()
     metric: str = "nlpscholar"  # how the accuracy compares pairs
+    # "subset: 200 of 1,000 pairs, seed 0" for a run on a subset; "" for the whole set.
+    subset: str = ""
 
     @property
     def done(self) -> bool:
@@ -128,6 +132,7 @@ def _scores(runs: list[PairEvaluation], tags: dict[int, tuple[str, ...]]) -> lis
                 finished_at=run.finished_at,
                 tags=tags.get(run.pair_set_id, ()),
                 metric=run.metric,
+                subset=run.subset_label,
             )
         )
 
@@ -159,6 +164,9 @@ def _runs(**filters: object) -> list[PairEvaluation]:
             "content_hash",
             "finished_at",
             "created_at",
+            "subset_size",
+            "subset_seed",
+            "subset_total",
             *(f"model__{field}" for field in LanguageModel.SHOWN_FIELDS),
             "pair_set__name",
             "pair_set__content_hash",

@@ -26,6 +26,7 @@ from evaluations.minimal_pairs.tokens import TokenTable, parse_predictions_tsv
 from evaluations.models import IMPORTED_PREFIX, LanguageModel, PairEvaluation, PairSentenceTokens
 from evaluations.runs import lifecycle as runs
 from evaluations.scoring import WORD_PROBABILITY
+from evaluations.subsets import Subset, run_subset, subset_key
 from gym.errors import ApplicationError
 from suites.catalog_services import upload_limits
 from suites.formats import minimal_pairs as mp
@@ -61,10 +62,14 @@ PairRequestOutcome = runs.RequestOutcome[PairEvaluation]
 
 
 def pair_runs_request(
-    *, models: Sequence[LanguageModel], benchmarks: Sequence[MinimalPairSet], user: Any
+    *,
+    models: Sequence[LanguageModel],
+    benchmarks: Sequence[MinimalPairSet],
+    user: Any,
+    subset: Subset | None = None,
 ) -> None:
     """`pair_evaluation_request` as the run core's kinds registry calls it."""
-    pair_evaluation_request(models=models, pair_sets=benchmarks, user=user)
+    pair_evaluation_request(models=models, pair_sets=benchmarks, user=user, subset=subset)
 
 
 def pair_evaluation_request(
@@ -74,14 +79,18 @@ def pair_evaluation_request(
     pair_sets: Iterable[MinimalPairSet],
     word_probability: str = "tokens",
     metric: str | None = None,
+    subset: Subset | None = None,
 ) -> PairRequestOutcome:
-    """One run per (model, set, set content hash, word probability): asking again
+    """One run per (model, set, set content hash, word probability, metric, subset):
+    asking again
     returns the existing one (also an imported one). New runs go to the GPU queue once
     their rows are committed. `word_probability="corrected"` asks for word-corrected
     surprisals (each word's last token carries its boundary correction): separate runs,
     which the leaderboard and the comparisons leave out. `metric` (METRICS) is how the
     runs compare pairs; without it each set's own (`MinimalPairSet.metric`, from its
-    format): runs of another metric are separate runs.
+    format): runs of another metric are separate runs. `subset` (evaluations.subsets)
+    scores a fixed, seeded sample of each set's pairs, a pair's sentences together:
+    separate runs, which the leaderboard and the comparisons leave out.
 
     Raises PairRequestInvalid or ModelNotRunnable (nothing written), BrokerUnavailable
     (rows committed) when the queue cannot be reached."""
@@ -100,6 +109,8 @@ def pair_evaluation_request(
     with transaction.atomic():
         # One global order (set, then model), so that overlapping requests never deadlock.
         for pair_set in sorted(asked_sets, key=lambda s: s.pk):
+            units = pair_results.sample_units(pair_set)
+            sampled = subset_key(subset, units)
             for model in sorted(asked_models, key=lambda m: m.pk):
                 key = {
                     "model": model,
@@ -107,12 +118,14 @@ def pair_evaluation_request(
                     "content_hash": pair_set.content_hash,
                     "word_probability": word_probability,
                     "metric": metric or pair_set.metric,
+                    **sampled,
                 }
                 run, created = runs.run_get_or_create(
                     PairEvaluation,
                     key,
                     progress_total=pair_set.sentence_count,
                     requested_by=requester,
+                    subset_total=units if sampled["subset_size"] else 0,
                 )
                 (outcome.created if created else outcome.existing).append(run)
                 found[(pair_set.pk, model.pk)] = run
@@ -135,7 +148,12 @@ def pair_payload(evaluation: PairEvaluation) -> dict[str, Any]:
     model = evaluation.model
     pair_set = evaluation.pair_set
     sentences: list[str] | None = None
-    if evaluation.outdated:
+    if evaluation.is_subset:
+        try:
+            sentences = [s.sentence for s in pair_results.run_set_data(evaluation).sentences]
+        except pair_results.PairAnalysisInvalid:
+            pass  # scored on the current rows, and refused by the store (CONTENT_GONE)
+    elif evaluation.outdated:
         try:
             kept = pair_sets.pair_set_data_at(pair_set, evaluation.content_hash)
             sentences = [s.sentence for s in kept.sentences]
@@ -260,6 +278,8 @@ def pair_results_store(*, run_id: int, attempt: int, results: dict[str, Any]) ->
         except PairSetVersion.DoesNotExist:
             runs.run_fail(kind=PAIR_RUNS, run_id=run_id, attempt=attempt, reason=CONTENT_GONE)
             return False
+        # A run on a subset: the sampled pairs only, as its payload sent them.
+        data = pair_results.pair_sample(data, run_subset(evaluation))
         accuracy, ties, problem = _worker_outcome(evaluation, results, data)
         if problem:
             runs.run_fail(kind=PAIR_RUNS, run_id=run_id, attempt=attempt, reason=problem)

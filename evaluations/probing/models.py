@@ -7,15 +7,17 @@ from django.db import models
 from django.urls import reverse
 
 from evaluations.language_models.models import LanguageModel
-from evaluations.runs.models import Run
+from evaluations.runs.models import Run, Sampled
 
 
-class ProbingRun(Run):
+class ProbingRun(Run, Sampled):
     """One model's layers probed on one probing task's content, with one pooling and one
     probe. The per-layer accuracies are `ProbingLayerResult` rows; the best layer (chosen
     on va) and its te confusion matrix are kept here for the leaderboard and pages."""
 
     benchmark_field = "task"
+    # A probing subset counts te sentences; tr and va are sampled at the same rate.
+    subset_noun = "te sentences"
 
     class Pooling(models.TextChoices):
         MEAN = "mean", "mean of the sentence's tokens"
@@ -63,7 +65,17 @@ class ProbingRun(Run):
         constraints = [
             # NULLs are distinct in a unique index: a CMU run (no corpus) has its own.
             models.UniqueConstraint(
-                fields=["model", "task", "content_hash", "pooling", "probe", "seeds", "mdl"],
+                fields=[
+                    "model",
+                    "task",
+                    "content_hash",
+                    "pooling",
+                    "probe",
+                    "seeds",
+                    "mdl",
+                    "subset_size",
+                    "subset_seed",
+                ],
                 condition=models.Q(frequency_corpus__isnull=True),
                 name="probing_run_unique_options",
             ),
@@ -77,6 +89,8 @@ class ProbingRun(Run):
                     "seeds",
                     "mdl",
                     "frequency_corpus",
+                    "subset_size",
+                    "subset_seed",
                 ],
                 condition=models.Q(frequency_corpus__isnull=False),
                 name="probing_run_unique_options_corpus",

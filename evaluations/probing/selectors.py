@@ -227,7 +227,12 @@ def probing_board(
     tasks = list(ProbingTask.objects.order_by("name"))
     runs = (
         ProbingRun.objects.filter(
-            status=DONE, pooling=pooling, probe=probe, content_hash=F("task__content_hash")
+            status=DONE,
+            pooling=pooling,
+            probe=probe,
+            content_hash=F("task__content_hash"),
+            # Runs on a subset (the fast subset for sweeps) are another sample.
+            subset_size=0,
         )
         .select_related("model")
         # Runs of one model and task with other seeds or MDL: the latest finished wins.

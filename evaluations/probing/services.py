@@ -18,6 +18,14 @@ from evaluations.models import LanguageModel, ProbingAnnotation, ProbingLayerRes
 from evaluations.probing.controls import APPLICABLE, DEFAULT_SEEDS, MAX_SEEDS
 from evaluations.probing.selectors import annotation_sample
 from evaluations.runs import lifecycle as runs
+from evaluations.subsets import (
+    Subset,
+    canonical_key,
+    run_subset,
+    sample_indices,
+    stratified_indices,
+    subset_key,
+)
 from gym.errors import ApplicationError, FieldErrors
 from suites.corpora.models import Corpus
 from suites.corpora.services import corpus_in_store
@@ -83,12 +91,21 @@ class ProbingRequestOutcome:
 
 
 def probing_runs_request(
-    *, models: Sequence[LanguageModel], benchmarks: Sequence[ProbingTask], user: Any
+    *,
+    models: Sequence[LanguageModel],
+    benchmarks: Sequence[ProbingTask],
+    user: Any,
+    subset: Subset | None = None,
 ) -> None:
     """`probing_run_request` on each task (mean pooling, logistic regression), as the run
     core's kinds registry calls it."""
     for task in benchmarks:
-        probing_run_request(models=models, task=task, user=user)
+        probing_run_request(models=models, task=task, user=user, subset=subset)
+
+
+def te_count(task: ProbingTask) -> int:
+    """A task's te sentences: what a subset of it counts."""
+    return sum((task.counts.get("te") or {}).values())
 
 
 def probing_run_request(
@@ -101,11 +118,14 @@ def probing_run_request(
     mdl: bool = False,
     frequency_corpus: Corpus | None = None,
     user: User | AnonymousUser | None = None,
+    subset: Subset | None = None,
 ) -> ProbingRequestOutcome:
-    """One run per (model, task content, pooling, probe, seeds, mdl, frequency corpus):
-    asking again returns the existing one. New runs are sent to the GPU queue once their
-    rows are committed. `frequency_corpus`: the frequency baseline counts its forms in
-    this corpus instead of the CMU trigram's unigrams.
+    """One run per (model, task content, pooling, probe, seeds, mdl, frequency corpus,
+    subset): asking again returns the existing one. New runs are sent to the GPU queue
+    once their rows are committed. `frequency_corpus`: the frequency baseline counts its
+    forms in this corpus instead of the CMU trigram's unigrams. `subset`
+    (evaluations.subsets): `size` te sentences, and tr and va sampled at the same rate
+    (`probing_sample`), so that the run costs what its share of the task costs.
 
     Raises ProbingRequestInvalid (nothing written) for an n-gram model, an unknown
     option, last-token pooling of a masked model, or a frequency corpus for a task type
@@ -124,7 +144,10 @@ def probing_run_request(
         raise ProbingRequestInvalid(errors)
     requester = user if user is not None and user.is_authenticated else None
     outcome = ProbingRequestOutcome(runs=[])
+    total = te_count(task)
+    sampled = subset_key(subset, total)
     key = {
+        **sampled,
         "task": task,
         "content_hash": task.content_hash,
         "pooling": pooling,
@@ -141,6 +164,7 @@ def probing_run_request(
                 {"model": model, **key},
                 progress_total=task.instance_count,
                 requested_by=requester,
+                subset_total=total if sampled["subset_size"] else 0,
             )
             (outcome.created if created else outcome.existing).append(run)
             outcome.runs.append(run)
@@ -173,7 +197,10 @@ def probing_payload(run: ProbingRun) -> dict[str, Any]:
     sentences: list[str] = []
     forms: list[str] = []
     rows = task.instances.order_by("line").values_list("partition", "label", "sentence", "extra")
-    for partition, label, sentence, extra in rows.iterator(chunk_size=5000):
+    lines = list(rows.iterator(chunk_size=5000))
+    if run.is_subset:
+        lines = probing_sample(lines, run_subset(run))
+    for partition, label, sentence, extra in lines:
         partitions.append(partition)
         classes.append(code[label])
         sentences.append(sentence)
@@ -200,6 +227,30 @@ def probing_payload(run: ProbingRun) -> dict[str, Any]:
             "content_hash": corpus.content_hash,
         },
     }
+
+
+def probing_sample(
+    lines: Sequence[tuple[str, str, str, Any]], subset: Subset | None
+) -> list[tuple[str, str, str, Any]]:
+    """A task's (partition, label, sentence, extra) lines on a subset: `size` of its te
+    lines, and of tr and va the same share, label by label with at least one line of
+    each label a partition has (so every label is still learnt and the probe is trained
+    on as much less as it is tested on); each line is named by its label, sentence and
+    extra fields. The whole task without a subset, or for a size at or above te's."""
+    test = [i for i, line in enumerate(lines) if line[0] == "te"]
+    keys = [canonical_key([line[1], line[2], line[3]]) for line in lines]
+    chosen = sample_indices([keys[i] for i in test], subset)
+    if chosen is None or subset is None:
+        return list(lines)
+    kept = {test[i] for i in chosen}
+    fraction = subset.size / len(test)
+    for partition in ("tr", "va"):
+        positions = [i for i, line in enumerate(lines) if line[0] == partition]
+        picked = stratified_indices(
+            [lines[i][1] for i in positions], [keys[i] for i in positions], fraction, subset.seed
+        )
+        kept.update(positions[i] for i in picked)
+    return [line for i, line in enumerate(lines) if i in kept]
 
 
 def _document_problem(results: dict[str, Any]) -> str:

@@ -213,10 +213,14 @@ class RunKind:
     def retry_problem(self, run: Run) -> str:
         return import_string(self.retry_check)(run) if self.retry_check else ""
 
-    def request_runs(self, *, models: Sequence[Any], benchmarks: Sequence[Any], user: Any) -> None:
+    def request_runs(
+        self, *, models: Sequence[Any], benchmarks: Sequence[Any], user: Any, **options: Any
+    ) -> None:
+        """Ask for the runs of `models` on `benchmarks`; `options` are the kind's request
+        function's own (`subset`: the fast subset, evaluations.subsets)."""
         if not self.request:
             raise ValueError(f"runs of the kind {self.name!r} cannot be asked for by another kind")
-        import_string(self.request)(models=models, benchmarks=benchmarks, user=user)
+        import_string(self.request)(models=models, benchmarks=benchmarks, user=user, **options)
 
     @property
     def title(self) -> str:

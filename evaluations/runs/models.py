@@ -10,6 +10,7 @@ from django.db import models
 from django.utils import timezone
 
 from evaluations.language_models.models import LanguageModel
+from evaluations.subsets import subset_text
 
 
 class Run(models.Model):
@@ -93,6 +94,36 @@ class Run(models.Model):
         if user.is_staff:
             return True
         return user.pk in {self.requested_by_id, getattr(self.benchmark_owner(), "pk", None)}
+
+
+class Sampled(models.Model):
+    """A run that may be on a fixed, seeded sample of its benchmark (the fast subset for
+    sweeps, `evaluations.subsets`): part of the run's identity, so a run on a subset and
+    the run on the whole benchmark are separate rows, and boards never rank the two
+    together. Suite, minimal-pair and probing runs are."""
+
+    # 0: the whole benchmark. Otherwise the items kept (a probing task's te sentences),
+    # drawn with `subset_seed`, out of `subset_total`.
+    subset_size = models.PositiveIntegerField(default=0)
+    subset_seed = models.PositiveIntegerField(default=0)
+    subset_total = models.PositiveIntegerField(default=0)
+
+    # What the subset counts, as pages say it.
+    subset_noun: ClassVar[str] = "items"
+
+    class Meta:
+        abstract = True
+
+    @property
+    def is_subset(self) -> bool:
+        return self.subset_size > 0
+
+    @property
+    def subset_label(self) -> str:
+        """ "subset: 200 of 1,000 items, seed 0", or "" for a run on the whole benchmark."""
+        if not self.is_subset:
+            return ""
+        return subset_text(self.subset_size, self.subset_total, self.subset_seed, self.subset_noun)
 
 
 class RunPart(models.Model):

@@ -97,7 +97,11 @@ def current_results(suite: Suite, *, include_hidden: bool) -> list[tuple[Languag
     """(model, evaluation id) of every model with a current done result on the suite, by
     model name: the choices of the comparison page's selector. One query."""
     evaluations = Evaluation.objects.filter(
-        suite=suite, status=DONE, content_hash=suite.content_hash, word_probability="tokens"
+        suite=suite,
+        status=DONE,
+        content_hash=suite.content_hash,
+        word_probability="tokens",
+        subset_size=0,
     ).select_related("model")
     if not include_hidden:
         evaluations = evaluations.filter(model__is_hidden=False)
@@ -155,6 +159,7 @@ def _compared_models(
             content_hash=suite.content_hash,
             model__name__in=names,
             word_probability="tokens",
+            subset_size=0,
         ).values_list("model__name", "id", "accuracy")
     }
     models: list[ComparedModel] = []
@@ -354,6 +359,7 @@ def _current_accuracies(model_ids: set[int]) -> dict[int, dict[str, float]]:
             content_hash=F("suite__content_hash"),
             accuracy__isnull=False,
             word_probability="tokens",
+            subset_size=0,
         )
         .order_by()
         .values_list("model_id", "suite__name", "accuracy")

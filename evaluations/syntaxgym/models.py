@@ -8,11 +8,11 @@ from django.db import models
 from django.urls import reverse
 
 from evaluations.language_models.models import LanguageModel
-from evaluations.runs.models import Run
+from evaluations.runs.models import Run, Sampled
 from suites.syntaxgym.models import Suite
 
 
-class Evaluation(Run):
+class Evaluation(Run, Sampled):
     """One model on one suite's content (identified by its content hash)."""
 
     benchmark_field = "suite"
@@ -49,7 +49,14 @@ class Evaluation(Run):
         ordering = ["-created_at"]
         constraints = [
             models.UniqueConstraint(
-                fields=["model", "suite", "content_hash", "word_probability"],
+                fields=[
+                    "model",
+                    "suite",
+                    "content_hash",
+                    "word_probability",
+                    "subset_size",
+                    "subset_seed",
+                ],
                 name="evaluation_unique_content",
             ),
         ]

@@ -36,6 +36,7 @@ from evaluations.models import (
 )
 from evaluations.plots import plot_data, without_empty_regions
 from evaluations.statistics import wilson_interval
+from evaluations.subsets import subset_text
 from evaluations.syntaxgym.missing import MissingReason, MissingSummary, sentence_reasons
 from suites.formats import condition_names, region_names
 from suites.models import Suite
@@ -74,9 +75,13 @@ def leaderboard(
     against the one above it (`mark_versus_above`): one more query each.
     """
     # No ordering: the rows are grouped in Python, and sorting would read created_at.
-    # Word-corrected runs measure another quantity: never ranked with the rest.
+    # Word-corrected runs measure another quantity, and runs on a subset (the fast
+    # subset for sweeps) another sample: never ranked with the rest.
     current = Evaluation.objects.filter(
-        status=DONE, content_hash=F("suite__content_hash"), word_probability="tokens"
+        status=DONE,
+        content_hash=F("suite__content_hash"),
+        word_probability="tokens",
+        subset_size=0,
     ).order_by()
     cell_interval = None
     if intervals:
@@ -138,6 +143,8 @@ class SuiteScore:
     # judged on (0 and 0 until done).
     items_passed: int = 0
     items_evaluated: int = 0
+    # "subset: 200 of 1,000 items, seed 0" for a run on a subset; "" for the whole suite.
+    subset: str = ""
 
     @property
     def done(self) -> bool:
@@ -204,6 +211,9 @@ def model_scores(model: LanguageModel) -> ModelScores:
             "suite__content_hash",
             "created_at",
             "finished_at",
+            "subset_size",
+            "subset_total",
+            "subset_seed",
         )
     )
     counts = item_counts(
@@ -211,12 +221,16 @@ def model_scores(model: LanguageModel) -> ModelScores:
     )
     scores: list[SuiteScore] = []
     current: dict[int, float | None] = {}
-    for pk, suite_id, status, accuracy, content_hash, suite_hash, created, finished in rows:
+    for (
+        pk, suite_id, status, accuracy, content_hash, suite_hash, created, finished,
+        size, total, seed,
+    ) in rows:  # fmt: skip
         outdated = content_hash != suite_hash
         if outdated and status != DONE:
             # Only done evaluations have results; a failed run of old content says nothing.
             continue
-        if not outdated and status == DONE:
+        # A run on a subset is listed, marked, but counts in no mean.
+        if not outdated and status == DONE and not size:
             current[suite_id] = accuracy
         scores.append(
             SuiteScore(
@@ -231,9 +245,10 @@ def model_scores(model: LanguageModel) -> ModelScores:
                 tags=by_id[suite_id].tags,
                 items_passed=counts.get(pk, (0, 0))[0],
                 items_evaluated=counts.get(pk, (0, 0))[1],
+                subset=subset_text(size, total, seed) if size else "",
             )
         )
-    scores.sort(key=lambda s: (s.suite_name, s.outdated))
+    scores.sort(key=lambda s: (s.suite_name, s.outdated, bool(s.subset)))
     tags = [
         TagScore(
             tag=g.tag,
@@ -282,12 +297,20 @@ def suite_results(suite: Suite, *, include_hidden: bool = False) -> list[SuiteSc
                 finished_at=e.finished_at,
                 items_passed=counts.get(e.pk, (0, 0))[0],
                 items_evaluated=counts.get(e.pk, (0, 0))[1],
+                subset=e.subset_label,
             )
         )
 
-    def rank(s: SuiteScore) -> tuple[bool, bool, bool, float, str]:
+    def rank(s: SuiteScore) -> tuple[bool, bool, bool, bool, float, str]:
         name = s.model.display_name.lower() if s.model else ""
-        return (s.outdated, not s.done, s.accuracy is None, -(s.accuracy or 0.0), name)
+        return (
+            s.outdated,
+            bool(s.subset),
+            not s.done,
+            s.accuracy is None,
+            -(s.accuracy or 0.0),
+            name,
+        )
 
     return sorted(scores, key=rank)
 
@@ -305,6 +328,7 @@ def outdated_pairs(
         suite=OuterRef("suite"),
         content_hash=OuterRef("suite__content_hash"),
         word_probability="tokens",
+        subset_size=0,
     )
     old = (
         Evaluation.objects.filter(
@@ -312,6 +336,7 @@ def outdated_pairs(
             model__is_hidden=False,
             suite__archived_at__isnull=True,
             word_probability="tokens",
+            subset_size=0,
         )
         .exclude(content_hash=F("suite__content_hash"))
         .exclude(Exists(current))
@@ -553,7 +578,10 @@ def export_selection(
     tag's suites ("untagged" for suites without tags) or all of them, by suite then model.
     Two queries; the snapshots are not read, only their region names."""
     current = Evaluation.objects.filter(
-        status=DONE, content_hash=F("suite__content_hash"), word_probability="tokens"
+        status=DONE,
+        content_hash=F("suite__content_hash"),
+        word_probability="tokens",
+        subset_size=0,
     )
     if not include_hidden:
         current = current.filter(model__is_hidden=False)

@@ -26,6 +26,7 @@ from evaluations.models import (
 )
 from evaluations.runs import lifecycle as runs
 from evaluations.scoring import WORD_PROBABILITY
+from evaluations.subsets import Subset, subset_key, suite_sample
 from evaluations.syntaxgym import outcomes
 from evaluations.syntaxgym.selectors import outdated_pairs
 from suites import formats
@@ -64,10 +65,15 @@ def evaluation_request(
     suites: Iterable[Suite],
     user: User | AnonymousUser | None = None,
     word_probability: str = "tokens",
+    subset: Subset | None = None,
 ) -> RequestOutcome:
     """One model on some suites: see `evaluations_request`."""
     return evaluations_request(
-        models=[model], suites=suites, user=user, word_probability=word_probability
+        models=[model],
+        suites=suites,
+        user=user,
+        word_probability=word_probability,
+        subset=subset,
     )
 
 
@@ -77,13 +83,15 @@ def evaluations_request(
     suites: Iterable[Suite],
     user: User | AnonymousUser | None = None,
     word_probability: str = "tokens",
+    subset: Subset | None = None,
 ) -> RequestOutcome:
     """Every model on every suite, in one transaction: one evaluation per (model, suite,
-    content hash, word probability); asking again returns the existing one. `evaluations`
+    content hash, word probability, subset); asking again returns the existing one. `evaluations`
     lists them model by model, each in the order the suites were asked (see
     `_pairs_request`). `word_probability="corrected"` asks for word-corrected region
     sums (evaluations.scoring.boundary): separate runs, which the leaderboard and the
-    pages that compare models leave out."""
+    pages that compare models leave out. `subset` (evaluations.subsets) scores a fixed,
+    seeded sample of each suite's items: separate runs too, left out of the same pages."""
     if word_probability not in WORD_PROBABILITY:
         raise ValueError(f"word_probability must be one of {', '.join(WORD_PROBABILITY)}")
     asked_models = list({m.pk: m for m in models}.values())
@@ -92,14 +100,19 @@ def evaluations_request(
         [(m, s) for m in asked_models for s in asked_suites],
         user=user,
         word_probability=word_probability,
+        subset=subset,
     )
 
 
 def suite_runs_request(
-    *, models: Sequence[LanguageModel], benchmarks: Sequence[Suite], user: Any
+    *,
+    models: Sequence[LanguageModel],
+    benchmarks: Sequence[Suite],
+    user: Any,
+    subset: Subset | None = None,
 ) -> None:
     """`evaluations_request` as the run core's kinds registry calls it."""
-    evaluations_request(models=models, suites=benchmarks, user=user)
+    evaluations_request(models=models, suites=benchmarks, user=user, subset=subset)
 
 
 def evaluations_rerun_outdated(
@@ -121,6 +134,7 @@ def _pairs_request(
     *,
     user: User | AnonymousUser | None,
     word_probability: str = "tokens",
+    subset: Subset | None = None,
 ) -> RequestOutcome:
     """The evaluation of each (model, suite) on the suite's current content, created
     where missing, in one transaction. New ones are sent to the GPU queue after their rows
@@ -145,6 +159,7 @@ def _pairs_request(
                 requester=requester,
                 snapshots=snapshots,
                 word_probability=word_probability,
+                subset=subset,
             )
             (outcome.created if created else outcome.existing).append(evaluation)
             by_pair[model.pk, suite.pk] = evaluation
@@ -163,14 +178,19 @@ def _evaluation_get_or_create(
     requester: User | None,
     snapshots: dict[int, dict[str, Any]],
     word_probability: str = "tokens",
+    subset: Subset | None = None,
 ) -> tuple[Evaluation, bool]:
-    """The evaluation of `model` on the suite's current content, created when missing
-    (`snapshots` caches each suite's canonical form across models)."""
+    """The evaluation of `model` on the suite's current content (on the sample of its
+    items `subset` draws), created when missing (`snapshots` caches each suite's
+    canonical form across models). The snapshot of a run on a subset holds the sampled
+    items only, so that its payload, outcomes and pages are those of the sample."""
+    sampled = subset_key(subset, suite.item_count)
     key = {
         "model": model,
         "suite": suite,
         "content_hash": suite.content_hash,
         "word_probability": word_probability,
+        **sampled,
     }
     evaluation = Evaluation.objects.filter(**key).first()
     if evaluation is not None:
@@ -178,6 +198,8 @@ def _evaluation_get_or_create(
     if suite.pk not in snapshots:
         snapshots[suite.pk] = selectors.suite_canonical(suite)
     snapshot = snapshots[suite.pk]
+    if sampled["subset_size"]:
+        snapshot = suite_sample(snapshot, subset)
     try:
         evaluation = evaluation_create(
             model=model,
@@ -185,6 +207,8 @@ def _evaluation_get_or_create(
             content_hash=suite.content_hash,
             snapshot=snapshot,
             word_probability=word_probability,
+            subset_total=suite.item_count if sampled["subset_size"] else 0,
+            **sampled,
             metric=outcomes.prediction_metric(snapshot["meta"].get("metric")),
             progress_total=len(formats.sentences(snapshot)),
             requested_by=requester,

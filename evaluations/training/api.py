@@ -17,6 +17,7 @@ from rest_framework.views import APIView
 
 from evaluations.models import LanguageModel
 from evaluations.runs.api import request_body, run_action_apis
+from evaluations.subsets import subset_parse
 from evaluations.training import corpus_check, selectors, series, services
 from evaluations.training.models import ModelSeries, SeriesMember, TrainingRun
 from gym.rest import NameField
@@ -306,8 +307,15 @@ class SeriesEvaluateSerializer(serializers.Serializer):
     tags = serializers.ListField(
         child=serializers.CharField(max_length=64), required=False, default=list, max_length=50
     )
-    subset = serializers.ListField(
+    members = serializers.ListField(
         child=serializers.CharField(max_length=100), required=False, default=list, max_length=200
+    )
+    subset = serializers.JSONField(
+        required=False,
+        default=None,
+        allow_null=True,
+        help_text='The fast subset: a size (200) or {"size": 200, "seed": 0}, a fixed, '
+        "seeded sample of each benchmark (docs/series.md#the-fast-subset)",
     )
 
 
@@ -389,7 +397,8 @@ class ModelSeriesDetail(generics.RetrieveAPIView):
 
 
 class ModelSeriesEvaluate(APIView):
-    """Evaluate every member (or `subset`) on suites, tags, pair sets and probing tasks."""
+    """Evaluate every member (or `members`) on suites, tags, pair sets and probing tasks,
+    on the whole benchmarks or on a fixed, seeded `subset` of each."""
 
     permission_classes = [IsAuthenticatedOrReadOnly]
 
@@ -401,6 +410,7 @@ class ModelSeriesEvaluate(APIView):
         found = _series(name)
         _refuse_unknown(request.data, SeriesEvaluateSerializer)
         body = request_body(SeriesEvaluateSerializer, request)
+        body["subset"] = subset_parse(body.get("subset"))
         asked = series.series_evaluate(series=found, user=request.user, **body)
         return Response(asked, status=status.HTTP_202_ACCEPTED)
 

@@ -8,6 +8,7 @@ from django.urls import reverse
 
 from evaluations.language_models.models import LanguageModel
 from evaluations.runs.models import Run
+from evaluations.subsets import Subset
 
 
 class TrainingRun(Run):
@@ -125,6 +126,11 @@ class TrainingRun(Run):
         )
 
 
+def whole_only() -> list[dict[str, int]]:
+    """A series' samples until asked otherwise: the whole benchmarks."""
+    return [{"size": 0, "seed": 0}]
+
+
 class ModelSeries(models.Model):
     """Checkpoints of one training, registered as models and read as a learning curve:
     a training run's are made by the run; a series is one made of checkpoints trained
@@ -153,6 +159,11 @@ class ModelSeries(models.Model):
     probing_tasks = models.ManyToManyField(
         "suites.ProbingTask", blank=True, related_name="model_series"
     )
+    # The samples its curves show, as evaluate requests asked for them: {"size": 0} the
+    # whole benchmarks, {"size": N, "seed": S} a subset (the fast subset for sweeps).
+    # A series registered since starts with none (its first request says which); one
+    # registered before was evaluated on the whole benchmarks.
+    samples = models.JSONField(default=whole_only)
     registered_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
     )
@@ -162,6 +173,23 @@ class ModelSeries(models.Model):
         app_label = "evaluations"
         ordering = ["name"]
         verbose_name_plural = "model series"
+
+    def sample_list(self) -> list[Subset | None]:
+        """Its curves' samples: None for the whole benchmarks, then each subset."""
+        listed: list[Subset | None] = []
+        for sample in self.samples or []:
+            size = int(sample.get("size") or 0)
+            chosen = Subset(size, int(sample.get("seed") or 0)) if size else None
+            if chosen not in listed:
+                listed.append(chosen)
+        return listed or [None]
+
+    def sample_add(self, subset: Subset | None) -> None:
+        """Show the curves of `subset` (None: the whole benchmarks) too; saved."""
+        entry = subset.as_dict() if subset is not None else {"size": 0, "seed": 0}
+        if entry not in (self.samples or []):
+            self.samples = [*(self.samples or []), entry]
+            self.save(update_fields=["samples"])
 
     def __str__(self) -> str:
         return self.display_name or self.name

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import io
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ from django.db.models import F, QuerySet
 from evaluations.baseline import BASELINE_NAME
 from evaluations.models import Evaluation, LanguageModel, PairEvaluation, ProbingRun
 from evaluations.scoring import sources
+from evaluations.subsets import Subset, subset_text
 from evaluations.training import stored
 from evaluations.training.models import ModelSeries, TrainingRun
 
@@ -81,11 +83,19 @@ def _curve(
     kind: str,
     threshold: float,
     chance: float | None,
+    subset: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     points = [_point(point, found.get(point["model"]), kind) for point in checkpoints]
+    label = benchmark.name
+    if subset is not None:
+        label += f" ({subset_text(subset['size'], subset['of'], subset['seed'], _NOUNS[kind])})"
     return {
         "kind": kind,
         "suite": benchmark.name,
+        # On a subset (the fast subset for sweeps): {"size", "seed", "of"}; None for the
+        # whole benchmark. `label` names the curve with it.
+        "subset": subset,
+        "label": label,
         "chance": chance,
         "points": points,
         "age_of_acquisition": age_of_acquisition(points, threshold),
@@ -101,6 +111,20 @@ def _rank(found: Any) -> tuple[bool, bool, int]:
     return (not found.outdated, found.status == Evaluation.Status.DONE, found.pk)
 
 
+# What a subset of each kind counts, as curves name it.
+_NOUNS = {"suite": "items", "pairs": "pairs", "probing": "te sentences"}
+
+
+def sample_total(kind: str, benchmark: Any) -> int:
+    """What a subset of the benchmark is drawn from: a suite's items, a set's pairs (its
+    sentences when it has none), a probing task's te sentences."""
+    if kind == "suite":
+        return int(benchmark.item_count)
+    if kind == "pairs":
+        return int(benchmark.pair_count or benchmark.sentence_count)
+    return sum((benchmark.counts.get("te") or {}).values())
+
+
 def _kind_curves(
     checkpoints: list[dict[str, Any]],
     names: list[str],
@@ -110,12 +134,19 @@ def _kind_curves(
     field: str,
     kind: str,
     score: str,
+    subset: Subset | None = None,
 ) -> list[dict[str, Any]]:
     """The curves of one kind's benchmarks (`field`: the runs' benchmark field, `score`
-    the field read as the accuracy): the checkpoints' runs on them, one query."""
+    the field read as the accuracy): the checkpoints' runs on them, one query; the runs
+    on `subset` (its size and seed) of them, or those on the whole benchmarks."""
     by_name: dict[str, dict[str, Any]] = {b.name: {} for b in benchmarks}
+    sampled = (
+        {"subset_size": subset.size, "subset_seed": subset.seed}
+        if subset is not None
+        else {"subset_size": 0}
+    )
     for found in (
-        runs_of_kind.filter(model__name__in=names, **{f"{field}__in": benchmarks})
+        runs_of_kind.filter(model__name__in=names, **{f"{field}__in": benchmarks}, **sampled)
         .select_related("model", field)
         .only(
             "pk",
@@ -133,7 +164,17 @@ def _kind_curves(
             kept[found.model.name] = found
     chances = _chances(kind, benchmarks)
     return [
-        _curve(checkpoints, by_name[b.name], b, kind, threshold, chances.get(b.pk))
+        _curve(
+            checkpoints,
+            by_name[b.name],
+            b,
+            kind,
+            threshold,
+            chances.get(b.pk),
+            None
+            if subset is None
+            else {"size": subset.size, "seed": subset.seed, "of": sample_total(kind, b)},
+        )
         for b in benchmarks
     ]
 
@@ -162,6 +203,7 @@ def _chances(kind: str, benchmarks: list[Any]) -> dict[int, float | None]:
         suite__in=benchmarks,
         status=Evaluation.Status.DONE,
         word_probability="tokens",
+        subset_size=0,
         content_hash=F("suite__content_hash"),
     ).order_by("pk")
     return dict(baseline.values_list("suite_id", "accuracy"))
@@ -188,10 +230,14 @@ def checkpoint_curves(
     pair_sets: QuerySet[Any],
     probing_tasks: QuerySet[Any],
     threshold: float,
+    samples: Sequence[Subset | None] = (None,),
 ) -> dict[str, Any]:
     """The learning curves of `checkpoints` ({step, tokens, model} in order of tokens: a
     training run's, or a model series' members) on those benchmarks, as
-    `learning_curves` gives them."""
+    `learning_curves` gives them. `samples`: a curve per benchmark for each (None: the
+    whole benchmark; a subset: the runs on that sample, labelled so), never one point
+    of the one beside another's. A benchmark no larger than a subset's size is whole on
+    it: its curve is the whole benchmark's."""
     names = [c["model"] for c in checkpoints]
     # Each kind: its benchmarks, its runs that count, their benchmark field and the
     # kind's name in the curves.
@@ -203,16 +249,28 @@ def checkpoint_curves(
     rows = []
     for benchmarks, of_kind, field, kind in kinds:
         score = "best_te" if kind == "probing" else "accuracy"
-        rows += _kind_curves(
-            checkpoints,
-            names,
-            threshold,
-            list(benchmarks.order_by("name")),
-            of_kind,
-            field,
-            kind,
-            score,
+        listed = list(benchmarks.order_by("name"))
+        whole = listed if None in samples else []
+        found: list[dict[str, Any]] = []
+        for subset in (s for s in samples if s is not None):
+            smaller = [b for b in listed if sample_total(kind, b) <= subset.size]
+            whole += [b for b in smaller if b not in whole]
+            of = [b for b in listed if b not in smaller]
+            found += _kind_curves(
+                checkpoints, names, threshold, of, of_kind, field, kind, score, subset
+            )
+        found += _kind_curves(checkpoints, names, threshold, whole, of_kind, field, kind, score)
+        # Each benchmark's curves together: the whole one, then its subsets'.
+        order = {b.name: n for n, b in enumerate(listed)}
+        found.sort(
+            key=lambda r: (
+                order[r["suite"]],
+                r["subset"] is not None,
+                (r["subset"] or {}).get("size", 0),
+                (r["subset"] or {}).get("seed", 0),
+            )
         )
+        rows += found
     return {
         "threshold": threshold,
         "suites": rows,
@@ -222,12 +280,18 @@ def checkpoint_curves(
 
 
 def curves_csv(curves: dict[str, Any]) -> str:
+    """One line per point. Where some curve is on a subset (the fast subset for sweeps),
+    each line ends with its `subset_size`, `subset_seed` and `subset_of` (empty for the
+    whole benchmark)."""
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
+    sampled = any(row.get("subset") for row in curves["suites"])
     writer.writerow(
         ["kind", "benchmark", "tokens", "step", "model", "accuracy", "age_of_acquisition"]
+        + (["subset_size", "subset_seed", "subset_of"] if sampled else [])
     )
     for row in curves["suites"]:
+        subset = row.get("subset") or {}
         for point in row["points"]:
             writer.writerow(
                 [
@@ -239,6 +303,7 @@ def curves_csv(curves: dict[str, Any]) -> str:
                     "" if point["accuracy"] is None else f"{point['accuracy']:.6f}",
                     "" if row["age_of_acquisition"] is None else row["age_of_acquisition"],
                 ]
+                + ([subset.get(k, "") for k in ("size", "seed", "of")] if sampled else [])
             )
     return out.getvalue()
 
@@ -285,6 +350,7 @@ def series_curves(series: ModelSeries, *, threshold: float | None = None) -> dic
         pair_sets=series.pair_sets.all(),
         probing_tasks=series.probing_tasks.all(),
         threshold=series.threshold if threshold is None else threshold,
+        samples=series.sample_list(),
     )
 
 
@@ -302,6 +368,8 @@ def series_curves_body(series: ModelSeries, *, threshold: float | None = None) -
             {
                 "benchmark": row["suite"],
                 "kind": row["kind"],
+                "subset": row["subset"],
+                "label": row["label"],
                 "chance": row["chance"],
                 "age_of_acquisition": row["age_of_acquisition"],
                 "points": [
@@ -328,7 +396,8 @@ def seed_curves(series: ModelSeries) -> list[dict[str, Any]]:
     by_benchmark: dict[tuple[str, str], dict[str, Any]] = {}
     for seed in seeds:
         for row in series_curves(seed, threshold=series.threshold)["suites"]:
-            entry = by_benchmark.setdefault((row["kind"], row["suite"]), {"points": {}, "ages": {}})
+            # A benchmark's curve on a subset is another curve (`label` names it).
+            entry = by_benchmark.setdefault((row["kind"], row["label"]), {"points": {}, "ages": {}})
             entry["ages"][seed.name] = row["age_of_acquisition"]
             for point in row["points"]:
                 if point["accuracy"] is not None:

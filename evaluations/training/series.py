@@ -25,6 +25,7 @@ from evaluations import model_sources
 from evaluations.language_models import registry
 from evaluations.models import LanguageModel
 from evaluations.runs import lifecycle as runs
+from evaluations.subsets import Subset
 from evaluations.training.models import ModelSeries, SeriesMember
 from evaluations.training.services import tagged_suites
 from gym.errors import FieldErrors
@@ -288,6 +289,7 @@ def series_register(
             unit=unit,
             threshold=threshold,
             registered_by=owner,
+            samples=[],
         )
         order = sorted(found, key=lambda m: (m.tokens if unit != "steps" else m.step) or 0)
         for position, member in enumerate(order):
@@ -323,35 +325,39 @@ def series_evaluate(
     tags: Sequence[str] = (),
     pair_sets: Sequence[Any] = (),
     probing_tasks: Sequence[Any] = (),
-    subset: Sequence[str] = (),
+    members: Sequence[str] = (),
+    subset: Subset | None = None,
     user: User | AnonymousUser | None,
 ) -> dict[str, Any]:
-    """Ordinary runs of the series' members (those named in `subset`: model names or
-    member labels such as steps; all by default) on the benchmarks, asked for through the
-    kinds registry; the benchmarks are added to the series' curves. Each kind's runs of
-    one member are sent together, so that a worker loads the checkpoint once for all of
-    them (docs/series.md)."""
+    """Ordinary runs of the series' members (those named in `members`: model names or
+    steps; all by default) on the benchmarks, asked for through the kinds registry; the
+    benchmarks are added to the series' curves. Each kind's runs of one member are sent
+    together, so that a worker loads the checkpoint once for all of them
+    (docs/series.md). `subset` (evaluations.subsets): the runs are on a fixed, seeded
+    sample of each benchmark, and the series' curves show that sample's, labelled so,
+    beside (never mixed with) any on the whole benchmarks."""
     tagged, problems = tagged_suites(list(tags))
     if problems:
         raise SeriesInvalid(problems)
-    members = list(series.members.select_related("model").order_by("position"))
-    if subset:
-        wanted = {str(s) for s in subset}
-        chosen = [m for m in members if m.model.name in wanted or str(m.step) in wanted]
-        known = {m.model.name for m in members} | {str(m.step) for m in members}
+    listed = list(series.members.select_related("model").order_by("position"))
+    if members:
+        wanted = {str(s) for s in members}
+        chosen = [m for m in listed if m.model.name in wanted or str(m.step) in wanted]
+        known = {m.model.name for m in listed} | {str(m.step) for m in listed}
         unknown = sorted(wanted - known)
         if unknown:
             raise SeriesInvalid(
-                {"subset": f"no member {unknown[0][:100]!r}: name members by model or step"}
+                {"members": f"no member {unknown[0][:100]!r}: name members by model or step"}
             )
-        members = chosen
+        listed = chosen
     all_suites = list({s.pk: s for s in [*suites, *tagged]}.values())
     if not (all_suites or pair_sets or probing_tasks):
         raise SeriesInvalid(
             {"suites": "give suites, tags, pair_sets or probing_tasks to evaluate on"}
         )
-    models = [m.model for m in members]
+    models = [m.model for m in listed]
     with transaction.atomic():
+        series.sample_add(subset)
         series.suites.add(*all_suites)
         series.pair_sets.add(*pair_sets)
         series.probing_tasks.add(*probing_tasks)
@@ -366,7 +372,7 @@ def series_evaluate(
             ):
                 if benchmarks:
                     runs.kind_named(kind).request_runs(
-                        models=[model], benchmarks=benchmarks, user=user
+                        models=[model], benchmarks=benchmarks, user=user, subset=subset
                     )
     return {
         "series": series.name,
@@ -374,4 +380,5 @@ def series_evaluate(
         "suites": sorted(s.name for s in all_suites),
         "pair_sets": sorted(p.name for p in pair_sets),
         "probing_tasks": sorted(t.name for t in probing_tasks),
+        "subset": subset.as_dict() if subset is not None else None,
     }

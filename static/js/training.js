@@ -58,7 +58,7 @@
     learning.suites.forEach(function (row, i) {
       const colour = COLOURS[i % COLOURS.length];
       datasets.push({
-        label: row.suite,
+        label: row.label || row.suite,
         data: row.points.filter(function (p) { return p.accuracy !== null; })
           .map(function (p) { return { x: p.tokens, y: p.accuracy }; }),
         borderColor: colour,
@@ -68,7 +68,7 @@
       });
       if (row.chance !== null && row.chance !== undefined && tokens.length) {
         datasets.push({
-          label: row.suite + ": chance",
+          label: (row.label || row.suite) + ": chance",
           chance: true,
           data: [{ x: Math.min.apply(null, tokens), y: row.chance }, { x: Math.max.apply(null, tokens), y: row.chance }],
           borderColor: colour,

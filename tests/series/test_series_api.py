@@ -154,7 +154,7 @@ def test_evaluate_asks_for_every_kind_and_hostile_bodies(
         ({"pair_sets": "agreement"}, "$.pair_sets"),
         ({"tags": ["no-such-tag"]}, "$.tags"),
         ({}, "$.suites"),
-        ({"suites": ["agree"], "subset": ["99"]}, "$.subset"),
+        ({"suites": ["agree"], "members": ["99"]}, "$.members"),
         ({"suites": ["agree"], "models": ["x"]}, "$.models"),
     ]:
         response = post(client, url, body)
@@ -165,7 +165,7 @@ def test_evaluate_asks_for_every_kind_and_hostile_bodies(
         == 404
     )
     asked = post(
-        client, url, {"suites": ["agree"], "pair_sets": ["agreement"], "subset": ["500", "1500"]}
+        client, url, {"suites": ["agree"], "pair_sets": ["agreement"], "members": ["500", "1500"]}
     )
     assert asked.status_code == 202, asked.content
     members = [m.model for m in trainer_series.members.order_by("position")]
@@ -174,7 +174,7 @@ def test_evaluate_asks_for_every_kind_and_hostile_bodies(
         members[0].name, members[2].name}  # fmt: skip
     assert PairEvaluation.objects.count() == 2
     # Asking again makes no new run.
-    assert post(client, url, {"suites": ["agree"], "subset": ["500"]}).status_code == 202
+    assert post(client, url, {"suites": ["agree"], "members": ["500"]}).status_code == 202
     assert Evaluation.objects.count() == 2
 
 
