@@ -134,10 +134,12 @@ def measure(args: argparse.Namespace, tmp: Path) -> None:
 
     checkpoints = 3 if args.smoke else args.checkpoints
     sources: list[Any]
-    if args.smoke or not NEXTFLOW.is_dir():
+    if not args.smoke and not NEXTFLOW.is_dir():
+        raise SystemExit(f"series sweep: no suites at {NEXTFLOW} (set GYM_SHARED_DATA)")
+    if args.smoke:
         # Generated suites: the project's own agreement items, a few each.
         items = [("The keys", "here ."), ("The dog", "outside ."), ("My friend", "late .")]
-        sources = [agreement_suite(f"agree-{n}", items) for n in range(3 if args.smoke else 34)]
+        sources = [agreement_suite(f"agree-{n}", items) for n in range(3)]
         where = "generated agreement suites"
     else:
         sources = [f.read_bytes() for f in sorted(NEXTFLOW.glob("*.json"))[: args.suites]]
