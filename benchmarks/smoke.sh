@@ -9,7 +9,7 @@ PY=.venv/bin/python
 POSTGRES=${DATABASE_URL:-}
 # Benchmarks use their own throw-away SQLite databases and private brokers.
 unset DATABASE_URL CELERY_BROKER_URL
-for script in suites scoring site end_to_end minimal_pairs large_suite probing load uploads training ngram_out_of_core separators probes soak word_probability artifact_fetch; do
+for script in suites scoring site end_to_end minimal_pairs large_suite probing load uploads training ngram_out_of_core separators probes soak word_probability artifact_fetch series_sweep; do
   if [ -f "benchmarks/$script.py" ]; then
     extra=()
     if [ "$script" = soak ]; then

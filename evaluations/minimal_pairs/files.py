@@ -19,6 +19,7 @@ from evaluations.minimal_pairs.analysis import (
     Analysis,
     AnalysisError,
     AnalysisOptions,
+    Table,
     analyze_minimal_pairs,
     table_to_tsv,
 )
@@ -65,11 +66,20 @@ def results_path(results: Path, table: str) -> Path:
 
 
 def write_analysis(result: Analysis, results: Path) -> list[Path]:
+    """The tables as NLPScholar names them; under another metric than NLPScholar's each
+    ends with a `metric` column naming it, as the API's TSV tables do."""
     written: list[Path] = []
+    metric = result.options.metric
     for name in TABLES:
         table = getattr(result, name)
         if table is None:
             continue
+        if metric != "nlpscholar":
+            table = Table(
+                columns=[*table.columns, "metric"],
+                rows=[[*row, metric] for row in table.rows],
+                index=table.index,
+            )
         target = results_path(results, name)
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(table_to_tsv(table), encoding="utf-8")
@@ -120,6 +130,7 @@ def evaluate_file(
     dtype: str | None = None,
     progress: Callable[[int, int], None] | None = None,
     word_probability: str = "tokens",
+    metric: str = "nlpscholar",
 ) -> TokenTable:
     from evaluations.minimal_pairs.evaluate import evaluate_minimal_pairs
     from evaluations.scoring import load_model
@@ -131,6 +142,7 @@ def evaluate_file(
         model_name=model_name or source,
         progress=progress,
         word_probability=word_probability,
+        metric=metric,
     )
 
 

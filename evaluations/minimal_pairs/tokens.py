@@ -112,16 +112,23 @@ def _number(value: float) -> str:
     return "NA" if math.isnan(value) else repr(float(value))
 
 
-def predictions_to_tsv(table: TokenTable, *, word_probability: str | None = None) -> str:
+def predictions_to_tsv(
+    table: TokenTable, *, word_probability: str | None = None, metric: str | None = None
+) -> str:
     """The evaluate table as NLPScholar writes it (tab-separated, no index column).
 
     `word_probability` adds a last column of that name holding it on every row, so that
-    a word-corrected table says so (readers, ours and NLPScholar's, ignore extra columns).
+    a word-corrected table says so (readers, ours and NLPScholar's, ignore extra columns);
+    `metric` likewise a `metric` column, for tokens scored on another string than the
+    sentence (lm_eval: the harness's leading space), which `scored_metric` reads back.
     """
     out = io.StringIO()
     writer = csv.writer(out, delimiter="\t", lineterminator="\n", quotechar='"')
-    extra = () if word_probability is None else (word_probability,)
-    writer.writerow(COLUMNS + (() if word_probability is None else ("word_probability",)))
+    extra = tuple(v for v in (word_probability, metric) if v is not None)
+    named = (("word_probability",) if word_probability is not None else ()) + (
+        ("metric",) if metric is not None else ()
+    )
+    writer.writerow(COLUMNS + named)
     wordpos = table.wordpos.tolist()
     punct = table.punctuation.tolist()
     prob = table.prob.tolist()
@@ -187,6 +194,17 @@ def _token_table(reader: Any, feed: LineFeed) -> TokenTable:
     table = TokenTable.from_rows(rows)
     table.line = lines
     return table
+
+
+def scored_metric(data: bytes) -> str | None:
+    """The `metric` a predictions file names in its last column (`predictions_to_tsv`),
+    read from its first row; None for a file without one."""
+    lines = data.decode("utf-8-sig", errors="replace").splitlines()[:2]
+    rows = list(csv.reader(lines, delimiter="\t", quotechar='"'))
+    if len(rows) < 2 or "metric" not in [c.strip() for c in rows[0]]:
+        return None
+    at = [c.strip() for c in rows[0]].index("metric")
+    return rows[1][at].strip() if at < len(rows[1]) else None
 
 
 def _read_header(reader: Iterator[list[str]], feed: LineFeed) -> tuple[list[int], int]:

@@ -309,3 +309,104 @@ class TrainingRequestForm(forms.Form):
             if data.get("mask_probability") is not None:
                 options["mask_probability"] = data["mask_probability"]
         return options
+
+
+# Model series (docs/series.md, "From the site"): the API's fields, lists written as text.
+
+
+def _listed(text: str) -> list[str]:
+    """Items separated by commas, spaces or new lines."""
+    return [part for part in text.replace(",", " ").split() if part]
+
+
+class SeriesRegisterForm(forms.Form):
+    """`POST /api/model-series/` as a form: a folder of Trainer checkpoints, or a source
+    with revisions (a list, or a pattern with steps). The service checks what the API
+    checks and its messages are shown at their fields."""
+
+    name = forms.CharField(
+        max_length=100, help_text="A short name of letters, digits and hyphens: the page's address."
+    )
+    display_name = forms.CharField(max_length=200, required=False)
+    folder = forms.CharField(
+        max_length=500,
+        required=False,
+        help_text="A folder of Trainer checkpoints (checkpoint-500/, checkpoint-1000/, …) under "
+        "the model folders, absolute or relative to one of them. Or:",
+    )
+    source = forms.CharField(
+        max_length=500,
+        required=False,
+        help_text="A hub id (EleutherAI/pythia-160m), or a folder under the model folders "
+        "with one subfolder per revision, and its revisions:",
+    )
+    revisions = forms.CharField(
+        max_length=20_000,
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 2}),
+        help_text="Separated by commas or spaces: step1000, step2000, or BabyLM's chck_1M, "
+        "chck_10M (millions of words). Or a pattern with its steps:",
+    )
+    pattern = forms.CharField(max_length=100, required=False, help_text="Such as step{N}.")
+    steps = forms.CharField(
+        max_length=20_000, required=False, help_text="The steps {N} takes: 1000, 2000, 4000."
+    )
+    tokens_per_step = forms.IntegerField(
+        min_value=1,
+        max_value=10**9,
+        required=False,
+        help_text="Tokens per step, where trainer_state.json or the revision's name does not "
+        "say the tokens seen.",
+    )
+    group = forms.CharField(
+        max_length=100,
+        required=False,
+        label="Seed group",
+        help_text="Series of one group are seeds of one training: their mean with a band.",
+    )
+    threshold = forms.FloatField(
+        initial=0.8,
+        min_value=0.0,
+        max_value=1.0,
+        help_text="Age of acquisition: the accuracy a benchmark must keep from a checkpoint on.",
+    )
+
+    def clean_revisions(self) -> list[str]:
+        return _listed(self.cleaned_data["revisions"])
+
+    def clean_steps(self) -> list[int]:
+        steps = _listed(self.cleaned_data["steps"])
+        bad = [s for s in steps if not s.isdigit() or len(s) > 12]
+        if bad:
+            raise forms.ValidationError(
+                f"{bad[0][:20]!r} is not a step: give whole numbers separated by commas"
+            )
+        return [int(s) for s in steps]
+
+
+class SeriesEvaluateForm(forms.Form):
+    """`POST /api/model-series/<name>/evaluate/` as a form: every member on these."""
+
+    suites = forms.ModelMultipleChoiceField(
+        queryset=Suite.objects.filter(archived_at__isnull=True).order_by("name"),
+        to_field_name="name",
+        required=False,
+    )
+    tags = forms.ModelMultipleChoiceField(
+        queryset=Tag.objects.filter(suites__isnull=False).distinct().order_by("name"),
+        to_field_name="name",
+        required=False,
+        help_text="…and every suite with one of these tags.",
+    )
+    pair_sets = forms.ModelMultipleChoiceField(
+        queryset=MinimalPairSet.objects.order_by("name"),
+        to_field_name="name",
+        required=False,
+        label="Minimal-pair sets",
+    )
+    probing_tasks = forms.ModelMultipleChoiceField(
+        queryset=ProbingTask.objects.order_by("name"),
+        to_field_name="name",
+        required=False,
+        help_text="Causal models; mean pooling, logistic regression.",
+    )

@@ -43,6 +43,10 @@ LAST_NUMBER = re.compile(r"(\d{1,12})(?!.*\d)")
 REVISION = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._/-]{0,99}")
 
 
+# Addresses under /series/ that are pages, not series.
+RESERVED_NAMES = frozenset({"register"})
+
+
 class SeriesInvalid(FieldErrors):
     """`errors` maps each field of the request to what is wrong with it."""
 
@@ -262,6 +266,8 @@ def series_register(
     slug = slugify(name)[:100].strip("-")
     if not slug:
         raise SeriesInvalid({"name": "give a short name of letters, digits and hyphens"})
+    if slug in RESERVED_NAMES:
+        raise SeriesInvalid({"name": f"{slug!r} is a page of the site's; choose another name"})
     if ModelSeries.objects.filter(name=slug).exists():
         raise SeriesInvalid({"name": f"a series named {slug!r} exists; choose another name"})
     given = [bool(folder), bool(source), bool(models)]

@@ -22,7 +22,9 @@ urlpatterns = [
     path("training/<int:pk>/loss.jsonl", views.training_loss_log, name="training_loss_log"),
     path("training/<int:pk>/curves.json", views.training_curves_json, name="training_curves_json"),
     path("series/", views.model_series_list, name="model_series_list"),
+    path("series/register/", views.model_series_register, name="model_series_register"),
     path("series/<str:name>/", views.model_series, name="model_series"),
+    path("series/<str:name>/evaluate/", views.model_series_evaluate, name="model_series_evaluate"),
     path("series/<str:name>/curves.csv", views.model_series_csv, name="model_series_csv"),
 ]
 

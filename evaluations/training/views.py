@@ -11,11 +11,13 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.views.decorators.http import require_POST
 
 from evaluations.runs import lifecycle as runs
 from evaluations.runs.views import request_form_page, run_action_views
 from evaluations.training import corpus_check, selectors, services, stored
-from evaluations.training.forms import TrainingRequestForm
+from evaluations.training import series as series_services
+from evaluations.training.forms import SeriesEvaluateForm, SeriesRegisterForm, TrainingRequestForm
 from evaluations.training.models import ModelSeries, TrainingRun
 from evaluations.training.options import LOSS_FILE
 from gym import artifacts
@@ -178,7 +180,12 @@ def model_series_list(request: HttpRequest) -> HttpResponse:
 
 
 def model_series(request: HttpRequest, name: str) -> HttpResponse:
-    series = _series(name)
+    return _series_page(request, _series(name), SeriesEvaluateForm())
+
+
+def _series_page(
+    request: HttpRequest, series: ModelSeries, form: SeriesEvaluateForm, status: int = 200
+) -> HttpResponse:
     curves = selectors.series_curves(series, threshold=_series_threshold(request, series))
     curves["axis"] = AXIS.get(series.unit, "Tokens seen")
     seeds = selectors.seed_curves(series)
@@ -195,8 +202,88 @@ def model_series(request: HttpRequest, name: str) -> HttpResponse:
             "axis": curves["axis"],
             "seeds": seeds,
             "plot": {"loss": {"train": [], "validation": []}, "learning": curves},
+            "form": form,
         },
+        status=status,
     )
+
+
+def _field_errors(form: Any, errors: dict[str, str]) -> None:
+    """The service's messages (the API's) at their fields: `revisions.0` at revisions; a
+    key the form has no field for (a member's) above the form."""
+    for key, message in errors.items():
+        field = key.split(".", 1)[0]
+        form.add_error(field if field in form.fields else None, message)
+
+
+@login_required
+def model_series_register(request: HttpRequest) -> HttpResponse:
+    """The API's series registration as a form (docs/series.md, "From the site")."""
+    form = SeriesRegisterForm(request.POST or None)
+    status = 200
+    if request.method == "POST":
+        status = 400
+        if form.is_valid():
+            data = form.cleaned_data
+            try:
+                made = series_services.series_register(
+                    name=data["name"],
+                    display_name=data["display_name"],
+                    folder=data["folder"],
+                    source=data["source"],
+                    revisions=data["revisions"],
+                    pattern=data["pattern"],
+                    steps=data["steps"],
+                    tokens_per_step=data["tokens_per_step"],
+                    group=data["group"],
+                    threshold=data["threshold"],
+                    user=request.user,
+                )
+            except series_services.SeriesInvalid as refused:
+                _field_errors(form, refused.errors)
+            else:
+                count = made.members.count()
+                messages.success(
+                    request, f"Registered the series {made.display_name}: {count} checkpoints."
+                )
+                return redirect(made)
+    return render(request, "training/series_register.html", {"form": form}, status=status)
+
+
+@login_required
+@require_POST
+def model_series_evaluate(request: HttpRequest, name: str) -> HttpResponse:
+    """The API's series evaluation as a form on the series' page."""
+    series = _series(name)
+    form = SeriesEvaluateForm(request.POST)
+    status = 400
+    if form.is_valid():
+        data = form.cleaned_data
+        try:
+            asked = series_services.series_evaluate(
+                series=series,
+                suites=list(data["suites"]),
+                tags=[tag.name for tag in data["tags"]],
+                pair_sets=list(data["pair_sets"]),
+                probing_tasks=list(data["probing_tasks"]),
+                user=request.user,
+            )
+        except series_services.SeriesInvalid as refused:
+            _field_errors(form, refused.errors)
+        except runs.BrokerUnavailable as down:
+            messages.error(request, str(down))
+            status = 503
+        else:
+            benchmarks = (
+                len(asked["suites"]) + len(asked["pair_sets"]) + len(asked["probing_tasks"])
+            )
+            messages.success(
+                request,
+                f"Asked for the runs of {len(asked['models'])} checkpoints on {benchmarks} "
+                "benchmark(s), checkpoint by checkpoint; the curves fill in as they finish.",
+            )
+            return redirect(series)
+    return _series_page(request, series, form, status=status)
 
 
 def model_series_csv(request: HttpRequest, name: str) -> HttpResponse:

@@ -3,9 +3,6 @@ suites.minimal_pairs.sets (the same import service and reads as the pages)."""
 
 from __future__ import annotations
 
-import io
-import zipfile
-
 from django.db.models import QuerySet
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404
@@ -30,7 +27,7 @@ from suites.catalog_api import (
     upload_schema,
 )
 from suites.catalog_services import change_check
-from suites.formats import pair_datasets
+from suites.formats import lm_eval_tasks, pair_datasets
 from suites.minimal_pairs import lm_eval
 from suites.minimal_pairs import sets as pair_sets
 from suites.models import MinimalPairSet
@@ -221,10 +218,6 @@ def _lm_eval_zip(pair_set: MinimalPairSet, metric: str) -> HttpResponse:
         )
     except lm_eval.LmEvalTaskInvalid as bad:
         raise serializers.ValidationError({bad.where or "set": str(bad)}) from None
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
-        for file_name, content in folder.files.items():
-            archive.writestr(f"{task}/{file_name}", content)
-    response = HttpResponse(buffer.getvalue(), content_type="application/zip")
+    response = HttpResponse(lm_eval_tasks.zipped(folder, task), content_type="application/zip")
     response["Content-Disposition"] = f'attachment; filename="{task}.zip"'
     return response

@@ -24,14 +24,22 @@ from typing import Any
 
 import yaml
 
+from suites.formats import lm_eval_tasks as tasks
 from suites.formats import minimal_pairs as mp
 from suites.formats.limits import DEFAULT_LIMITS, InputLimits
+from suites.formats.lm_eval_tasks import (
+    DELIMITERS,
+    LmEvalTaskInvalid,
+    TaskFolder,
+    task_name,
+    write_task,
+)
+
+__all__ = ["DELIMITERS", "LmEvalTaskInvalid", "TaskFolder", "task_name", "write_task"]
 
 # The upload format's name (file_format; a zip is detected without it).
 UPLOAD_FORMAT = "lm-eval"
 
-# Gym metric -> the harness's target delimiter that reproduces it.
-DELIMITERS = {"lm_eval": " ", "sentence": ""}
 CHOICES = "{{[sentence_good, sentence_bad]}}"
 CONVENTIONS = {
     "lm_eval": "lm-evaluation-harness's BLiMP convention: the end-of-text token as context, "
@@ -39,20 +47,6 @@ CONVENTIONS = {
     "sentence": "the whole sentence after the start token, no leading space (target "
     'delimiter ""); equals Gym\'s metric sentence',
 }
-
-
-class LmEvalTaskInvalid(ValueError):
-    """A task folder that is not a pair set; `where` names the file and key."""
-
-    def __init__(self, message: str, *, where: str = "") -> None:
-        super().__init__(message)
-        self.where = where
-
-
-def task_name(set_name: str) -> str:
-    """A task name lm-eval accepts (letters, digits, _ and -) from the set's name."""
-    slug = re.sub(r"[^A-Za-z0-9_-]+", "_", set_name).strip("_") or "pairs"
-    return f"gym_{slug}"
 
 
 def pair_records(data: mp.MinimalPairSet) -> list[dict[str, str]]:
@@ -77,38 +71,21 @@ _RECORD_KEYS = ("sentence_good", "sentence_bad", "pairID")
 
 def task_yaml(name: str, data_file: str, *, metric: str, set_name: str, content_hash: str) -> str:
     """The task's YAML: BLiMP's template with local JSON data and the convention named."""
-    config: dict[str, Any] = {
-        "task": name,
-        "dataset_path": "json",
-        "dataset_kwargs": {"data_files": {"test": data_file}},
-        "test_split": "test",
-        "output_type": "multiple_choice",
-        "doc_to_text": "",
-        "doc_to_target": 0,
-        "doc_to_choice": CHOICES,
-        "target_delimiter": DELIMITERS[metric],
-        "num_fewshot": 0,
-        "metric_list": [{"metric": "acc", "aggregation": "mean", "higher_is_better": True}],
-        "metadata": {
-            "version": 1.0,
+    return tasks.multiple_choice_yaml(
+        name,
+        data_file,
+        choices=CHOICES,
+        metric=metric,
+        header=[
+            f"Exported by Gym from the minimal-pair set {set_name!r}.",
+            f"Convention: {CONVENTIONS[metric]}.",
+        ],
+        metadata={
             "gym_set": set_name,
             "gym_content_hash": content_hash,
-            "gym_metric": metric,
             "convention": CONVENTIONS[metric],
         },
-    }
-    header = (
-        f"# Exported by Gym from the minimal-pair set {set_name!r}.\n"
-        f"# Convention: {CONVENTIONS[metric]}.\n"
-        "# Ties: the harness counts a tie as correct (the first choice wins), Gym as a failure.\n"
     )
-    return header + yaml.safe_dump(config, sort_keys=False, allow_unicode=True)
-
-
-@dataclass
-class TaskFolder:
-    name: str
-    files: dict[str, bytes]  # file name -> content
 
 
 def export_task(
@@ -123,33 +100,17 @@ def export_task(
     folder's absolute path for the command; "" for a path relative to where lm_eval runs).
     Raises LmEvalTaskInvalid for a metric the harness cannot reproduce or a set without
     pairs."""
-    if metric not in DELIMITERS:
-        raise LmEvalTaskInvalid(
-            f"metric {metric!r} has no lm-eval convention; choose one of "
-            f"{', '.join(DELIMITERS)} (NLPScholar's word analysis is not a harness metric)",
-            where="metric",
-        )
+    tasks.metric_checked(metric)
     records = pair_records(data)
     if not records:
         raise LmEvalTaskInvalid("the set has no complete pairs to export", where="set")
     name = task_name(set_name)
     data_name = f"{name}.jsonl"
-    path = str(PurePosixPath(data_dir) / data_name) if data_dir else data_name
-    lines = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
+    path = tasks.data_path(data_dir, data_name)
     yaml_text = task_yaml(name, path, metric=metric, set_name=set_name, content_hash=content_hash)
     return TaskFolder(
-        name=name, files={f"{name}.yaml": yaml_text.encode(), data_name: lines.encode()}
+        name=name, files={f"{name}.yaml": yaml_text.encode(), data_name: tasks.jsonl(records)}
     )
-
-
-def write_task(folder: TaskFolder, out: Path) -> list[Path]:
-    out.mkdir(parents=True, exist_ok=True)
-    written = []
-    for file_name, content in folder.files.items():
-        path = out / file_name
-        path.write_bytes(content)
-        written.append(path)
-    return written
 
 
 # --- in ------------------------------------------------------------------------------------

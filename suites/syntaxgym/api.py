@@ -31,8 +31,10 @@ from suites.catalog_api import (
     upload_schema,
 )
 from suites.catalog_services import change_check
+from suites.formats import lm_eval_tasks
 from suites.formats.syntaxgym import TAG_MAX_LENGTH, TAGS_MAX_COUNT
 from suites.models import Suite, Tag
+from suites.syntaxgym import lm_eval as suite_lm_eval
 from suites.syntaxgym import selectors, services
 
 
@@ -204,21 +206,65 @@ class SuiteDetail(APIView):
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
+SUITE_EXPORTS = ("json", "csv", "lm-eval")
+
+
 class SuiteExport(APIView):
-    """The whole suite in the canonical current format (or CSV with ?as=csv)."""
+    """The whole suite in the canonical current format, as CSV with `as=csv`, or with
+    `as=lm-eval` as a zip of lm-eval tasks, one per prediction, where every prediction
+    compares whole sentences (what `manage.py export_lm_eval --suite` writes; `metric`
+    sentence or lm_eval names the convention it reproduces)."""
 
     @extend_schema(
-        parameters=[OpenApiParameter("as", str, enum=["json", "csv"])],
-        responses={(200, "application/json"): OpenApiTypes.OBJECT, (200, "text/csv"): str},
+        parameters=[
+            OpenApiParameter("as", str, enum=list(SUITE_EXPORTS), description="default: json"),
+            OpenApiParameter(
+                "metric",
+                str,
+                enum=sorted(lm_eval_tasks.DELIMITERS),
+                description="lm-eval only: the convention (default sentence)",
+            ),
+        ],
+        responses={
+            (200, "application/json"): OpenApiTypes.OBJECT,
+            (200, "text/csv"): str,
+            (200, "application/zip"): bytes,
+        },
     )
     def get(self, request: Request, name: str) -> HttpResponse:
         suite = get_object_or_404(Suite, name=name)
+        kind = str(request.query_params.get("as") or "json").strip()
+        if kind not in SUITE_EXPORTS:
+            raise serializers.ValidationError({"as": f"choose one of {', '.join(SUITE_EXPORTS)}"})
         data = selectors.suite_canonical(suite)
-        if request.query_params.get("as") == "csv":
+        if kind == "csv":
             return HttpResponse(formats.to_csv_text(data), content_type="text/csv; charset=utf-8")
+        if kind == "lm-eval":
+            metric = str(request.query_params.get("metric") or suite_lm_eval.DEFAULT_METRIC)
+            return _lm_eval_zip(suite, data, metric)
         return HttpResponse(
             json.dumps(data, ensure_ascii=False), content_type="application/json; charset=utf-8"
         )
+
+
+def _lm_eval_zip(suite: Suite, data: dict[str, Any], metric: str) -> HttpResponse:
+    """The tasks zipped as <task>/...; data_files is relative to where the zip is unpacked,
+    so `lm_eval --include_path <task> --tasks <tasks>` runs there as it is."""
+    top = lm_eval_tasks.task_name(suite.name)
+    try:
+        folder = suite_lm_eval.export_suite(
+            data,
+            suite_name=suite.name,
+            content_hash=suite.content_hash,
+            metric=metric,
+            data_dir=top,
+        )
+    except lm_eval_tasks.LmEvalTaskInvalid as bad:
+        raise serializers.ValidationError({bad.where or "suite": str(bad)}) from None
+    response = HttpResponse(lm_eval_tasks.zipped(folder, top), content_type="application/zip")
+    response["Content-Disposition"] = f'attachment; filename="{top}.zip"'
+    response["X-Lm-Eval-Tasks"] = folder.task_list
+    return response
 
 
 class TagList(generics.ListAPIView):

@@ -1,5 +1,6 @@
 """A series' page in a real browser: the learning curves draw against the words seen of
-BabyLM-named revisions (log axis), with no Content Security Policy violation."""
+BabyLM-named revisions (log axis); a series registered and evaluated through the site's
+forms, the API's messages shown at their fields; no Content Security Policy violation."""
 
 from __future__ import annotations
 
@@ -7,10 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from evaluations.models import LanguageModel
+from evaluations.models import Evaluation, LanguageModel, ModelSeries
 from evaluations.training import series as series_services
 from suites.syntaxgym import services as suite_services
+from tests.browser import login
 from tests.conftest import small_suite, suite_evaluation
+from tests.series.conftest import TRAINER_STEPS
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -57,3 +60,36 @@ def test_seeds_draw_as_a_mean_with_a_band(hub_standin: Path, page) -> None:
     assert by_label["agree: lowest seed"] == [0.5, 0.8]
     assert by_label["agree: highest seed"] == [0.7, 0.9]
     assert page.locator("td[data-seed-age]").inner_text() == "20000 [20000, 20000]"
+
+
+def test_register_and_evaluate_a_series_from_the_forms(
+    alice, trainer_folder: Path, page, _private_broker
+) -> None:
+    suite = suite_services.suite_import(source=small_suite("agree"), owner=alice).suite
+    login(page, "alice", "alice-pass-1234", next_url="/series/")
+    page.get_by_role("link", name="Register a series").click()
+    page.get_by_label("Name", exact=True).fill("trainer")
+    page.get_by_label("Folder").fill("no-such-run")
+    page.get_by_role("button", name="Register").click()
+    assert (
+        "no folder 'no-such-run' under the model folders"
+        in page.locator("#series-register").inner_text()
+    )
+    assert not ModelSeries.objects.exists()
+
+    page.get_by_label("Folder").fill(str(trainer_folder))
+    page.get_by_role("button", name="Register").click()
+    page.wait_for_url("**/series/trainer/")
+    assert "Registered the series trainer: 3 checkpoints." in page.locator("body").inner_text()
+    assert page.locator("table.checkpoints tbody tr").count() == len(TRAINER_STEPS)
+
+    page.get_by_role("button", name="Evaluate the series").click()  # nothing chosen
+    assert (
+        "give suites, tags, pair_sets or probing_tasks"
+        in page.locator("#series-evaluate").inner_text()
+    )
+    page.get_by_label("Suites").select_option(suite.name)
+    page.get_by_role("button", name="Evaluate the series").click()
+    page.wait_for_url("**/series/trainer/")
+    assert "Asked for the runs of 3 checkpoints" in page.locator("body").inner_text()
+    assert Evaluation.objects.filter(suite=suite).count() == len(TRAINER_STEPS)

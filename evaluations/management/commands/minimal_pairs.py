@@ -8,14 +8,28 @@ from django.core.management.base import CommandError, CommandParser
 from evaluations.management.standalone import StandaloneCommand
 from evaluations.minimal_pairs import files
 from evaluations.minimal_pairs.analysis import (
+    METRICS,
     PRED_MEASURES,
     PUNCTUATION,
     WORD_SUMMARIES,
     AnalysisError,
     AnalysisOptions,
 )
-from evaluations.minimal_pairs.tokens import predictions_to_tsv
-from suites.formats.minimal_pairs import MinimalPairFormatError
+from evaluations.minimal_pairs.tokens import predictions_to_tsv, scored_metric
+from suites.formats.minimal_pairs import MinimalPairFormatError, MinimalPairSet, format_metric
+
+METRIC_HELP = (
+    "how pairs are compared (docs/minimal-pairs.md, Metrics), as the API's `metric`: "
+    "sentence (the whole sentence's log probability after the start token), nlpscholar "
+    "(NLPScholar's analysis of the ROI words), lm_eval (the whole sentence as "
+    "lm-evaluation-harness scores it, with a leading space). Default: the set's format's "
+    "(nlpscholar for an NLPScholar TSV, sentence for BLiMP JSONL and its relatives)"
+)
+
+
+def set_metric(pair_set: MinimalPairSet) -> str:
+    """The metric a set's format (or its data) says its publishers report."""
+    return pair_set.metric or format_metric(pair_set.source_format)
 
 
 class Command(StandaloneCommand):
@@ -44,6 +58,12 @@ class Command(StandaloneCommand):
             "correction, so that word and ROI sums are word surprisals (causal LMs whose "
             "tokenizer marks word starts); the file then ends with a word_probability column",
         )
+        evaluate.add_argument(
+            "--metric",
+            choices=METRICS,
+            help=METRIC_HELP + "; only lm_eval scores another string, and the file then ends "
+            "with a metric column that `analyze` reads",
+        )
         evaluate.add_argument("--revision", default="", help="hub revision")
         evaluate.add_argument("--dtype", default="", help="bf16 or fp16 on a GPU")
         analyze = sub.add_parser("analyze", help="by_word / by_pair / by_cond tables")
@@ -58,6 +78,12 @@ class Command(StandaloneCommand):
             default="",
             help="report the predictions as the results of this model name (e.g. a model "
             "scored elsewhere with NLPScholar)",
+        )
+        analyze.add_argument(
+            "--metric",
+            choices=METRICS,
+            help=METRIC_HELP + "; predictions scored with --metric lm_eval are read only "
+            "under lm_eval, the default for them",
         )
         analyze.add_argument("--pred-measure", default="surp", choices=PRED_MEASURES)
         analyze.add_argument("--word-summary", default="mean", choices=WORD_SUMMARIES)
@@ -84,6 +110,7 @@ class Command(StandaloneCommand):
         pair_set = files.load_pairs(data, drop_incomplete_pairs=True)
         for warning in pair_set.warnings:
             self.stderr.write(f"warning: {warning}")
+        metric = options["metric"] or set_metric(pair_set)
         try:
             table = files.evaluate_file(
                 source=options["model"],
@@ -94,6 +121,7 @@ class Command(StandaloneCommand):
                 dtype=options["dtype"] or None,
                 progress=self.sentence_progress,
                 word_probability=options["word_probability"],
+                metric=metric,
             )
         except Exception as exc:  # noqa: BLE001 - a model that cannot run, told to the user
             raise CommandError(f"{exc.__class__.__name__}: {exc}") from exc
@@ -101,8 +129,13 @@ class Command(StandaloneCommand):
         out.parent.mkdir(parents=True, exist_ok=True)
         asked = options["word_probability"]
         named = None if asked == "tokens" else self._applied(options, asked)
-        out.write_text(predictions_to_tsv(table, word_probability=named), encoding="utf-8")
-        self.stderr.write(f"{out}: {len(table)} tokens of {len(pair_set.sentences)} sentences")
+        scored = "lm_eval" if metric == "lm_eval" else None
+        out.write_text(
+            predictions_to_tsv(table, word_probability=named, metric=scored), encoding="utf-8"
+        )
+        self.stderr.write(
+            f"{out}: {len(table)} tokens of {len(pair_set.sentences)} sentences (metric {metric})"
+        )
 
     def _applied(self, options: dict[str, Any], asked: str) -> str:
         """What the corrected table holds: "corrected", or "tokens" (with a warning) for a
@@ -125,7 +158,11 @@ class Command(StandaloneCommand):
             self._existing(options["data"]),
             drop_incomplete_pairs=options["drop_incomplete_pairs"],
         )
-        tokens = files.load_predictions(self._existing(options["pred"]))
+        pred = self._existing(options["pred"])
+        tokens = files.load_predictions(pred)
+        metric = self._analysis_metric(
+            options["metric"], pair_set, scored_metric(pred.read_bytes())
+        )
         if options["as_model"]:
             tokens = tokens.rename_model(options["as_model"])
         analysis_options = AnalysisOptions(
@@ -133,6 +170,7 @@ class Command(StandaloneCommand):
             word_summary=options["word_summary"],
             punctuation=options["punctuation"],
             conditions=tuple(c.strip() for c in options["conditions"].split(",") if c.strip()),
+            metric=metric,
         )
         result = files.analyze(
             tokens, pair_set, analysis_options, files.parse_save(options["save"])
@@ -141,6 +179,24 @@ class Command(StandaloneCommand):
             self.stderr.write(f"warning: {warning}")
         for path in files.write_analysis(result, Path(options["out"])):
             self.stderr.write(f"wrote {path}")
+        self.stderr.write(f"metric {metric}")
+
+    def _analysis_metric(
+        self, asked: str | None, pair_set: MinimalPairSet, scored: str | None
+    ) -> str:
+        """The metric asked for, else the predictions' (lm_eval), else the set's; refused
+        where it does not fit how the tokens were scored, as the API refuses it on a run."""
+        scored_lm_eval = scored == "lm_eval"
+        metric = asked or ("lm_eval" if scored_lm_eval else set_metric(pair_set))
+        if (metric == "lm_eval") != scored_lm_eval:
+            raise CommandError(
+                f"--metric {metric} does not fit these predictions, scored under "
+                f"{'lm_eval' if scored_lm_eval else 'the sentence itself'}: lm_eval needs "
+                "predictions scored as lm-evaluation-harness scores (minimal_pairs evaluate "
+                "--metric lm_eval, which names it in a metric column), and such predictions "
+                "are analysed only so"
+            )
+        return metric
 
     def _existing(self, name: str) -> Path:
         path = Path(name)
