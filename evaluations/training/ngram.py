@@ -218,7 +218,9 @@ class _Store:
         self.runs = 0
         self.names = 0
         self.maps: list[weakref.ref[np.memmap]] = []
-        self.mapped_limit = max(8 * 1024 * 1024, int(budget * MAPPED_SHARE))
+        # Over the file pages mapped before (libraries: a worker's torch is hundreds of MB).
+        share = max(8 * 1024 * 1024, int(budget * MAPPED_SHARE))
+        self.mapped_limit = (_mapped_bytes() + share) if folder else 0
         self.drops = 0
         half = budget // 2
         self.pending_entries = max(2, half // BYTES_PER_PENDING) if folder else MERGE_KEYS
