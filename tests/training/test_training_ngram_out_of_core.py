@@ -174,12 +174,14 @@ def test_train_command_memory_budget(tmp_path: Path) -> None:
             "4",
             "--memory-mb",
             memory,
+            "--disk-mb",
+            "100",
             "--out",
             str(out),
             stdout=stdout,
         )
         info = json.loads((out / ngram.INFO_NAME).read_text(encoding="utf-8"))
-        assert info["memory_mb"] == int(memory)
+        assert info["memory_mb"] == int(memory) and info["disk_mb"] == 100
         assert f"counted {info['counting']} (budget {int(memory):,} MB" in stdout.getvalue()
         texts.append((out / ngram.ARPA_NAME).read_text(encoding="utf-8"))
         assert scratch_folders(out) == []
