@@ -9,7 +9,12 @@ the process itself holds. The out-of-core runs share one ARPA check: the 3-gram 
 core must be byte for byte the 3-gram in memory.
 
     .venv/bin/python benchmarks/ngram_out_of_core.py [--words 5000000] [--memory-mb 256]
-        [--only-5gram] [--json OUT] [--smoke]
+        [--only-5gram | --runs 5,3ooc,3mem] [--corpus FILE] [--dir SCRATCH] [--disk-mb N]
+        [--json OUT] [--smoke]
+
+`--corpus` reuses a corpus file (one generated before: its words are counted by the
+trainer), `--dir` puts the corpus, the outputs and the trainer's scratch folder there
+instead of the system's temporary folder, `--disk-mb` bounds the scratch folder.
 """
 
 from __future__ import annotations
@@ -41,7 +46,13 @@ def _rss_anon_kb() -> int:
 
 
 def _child(
-    corpus: str, order: int, out: str, out_of_core: bool, memory_mb: int, queue: Any
+    corpus: str,
+    order: int,
+    out: str,
+    out_of_core: bool,
+    memory_mb: int,
+    disk_mb: int | None,
+    queue: Any,
 ) -> None:
     from evaluations.training import ngram
     from suites.corpora.reading import open_normalised
@@ -63,6 +74,7 @@ def _child(
         order=order,
         out_of_core=out_of_core,
         memory_mb=memory_mb,
+        disk_mb=disk_mb,
     )
     seconds = time.perf_counter() - started
     done.set()
@@ -85,11 +97,19 @@ def _child(
     )
 
 
-def run(corpus: Path, order: int, out: Path, out_of_core: bool, memory_mb: int) -> dict[str, Any]:
+def run(
+    corpus: Path,
+    order: int,
+    out: Path,
+    out_of_core: bool,
+    memory_mb: int,
+    disk_mb: int | None = None,
+) -> dict[str, Any]:
     context = multiprocessing.get_context("spawn")
     queue = context.Queue()
     child = context.Process(
-        target=_child, args=(str(corpus), order, str(out), out_of_core, memory_mb, queue)
+        target=_child,
+        args=(str(corpus), order, str(out), out_of_core, memory_mb, disk_mb, queue),
     )
     child.start()
     result = queue.get()
@@ -104,29 +124,50 @@ def main() -> None:
     parser.add_argument(
         "--only-5gram", action="store_true", help="only the 5-gram out of core (large corpora)"
     )
+    parser.add_argument(
+        "--runs",
+        default="3mem,3ooc,5ooc",
+        help="which runs, in order: <order>mem (in memory) or <order>ooc (out of core)",
+    )
+    parser.add_argument("--corpus", help="a corpus file to use instead of generating one")
+    parser.add_argument("--dir", help="where the corpus, outputs and scratch go")
+    parser.add_argument("--disk-mb", type=int, help="bound on the scratch folder (MB)")
     parser.add_argument("--json", help="write the figures here too")
     parser.add_argument("--smoke", action="store_true", help="a small workload for CI")
     args = parser.parse_args()
     words, memory = (100_000, 1) if args.smoke else (args.words, args.memory_mb)
-    with tempfile.TemporaryDirectory(prefix="gym-ngram-ooc-") as folder:
+    plan = [(int(r[:-3]), r.endswith("ooc")) for r in args.runs.split(",")]
+    if args.only_5gram:
+        plan = [(5, True)]
+    with tempfile.TemporaryDirectory(prefix="gym-ngram-ooc-", dir=args.dir) as folder:
         root = Path(folder)
-        corpus = root / "corpus.txt"
-        lines = generate_corpus(corpus, words)
-        print(f"corpus: {words:,} generated words, {lines:,} lines; out-of-core budget {memory} MB")
+        if args.corpus:
+            corpus = Path(args.corpus)
+            print(f"corpus: {corpus}; out-of-core budget {memory} MB")
+        else:
+            corpus = root / "corpus.txt"
+            lines = generate_corpus(corpus, words)
+            print(
+                f"corpus: {words:,} generated words, {lines:,} lines; out-of-core budget "
+                f"{memory} MB"
+            )
         results = []
-        plan = [(5, True)] if args.only_5gram else [(3, False), (3, True), (5, True)]
         for order, out_of_core in plan:
             budget = memory if out_of_core else 1 << 20
-            result = run(corpus, order, root / f"{order}-{out_of_core}", out_of_core, budget)
+            result = run(
+                corpus, order, root / f"{order}-{out_of_core}", out_of_core, budget, args.disk_mb
+            )
             results.append(result)
             print(
                 f"{order}-gram {result['path']:>11}: {result['seconds']:8.1f} s, max RSS "
                 f"{result['max_rss_mb']:,} MB, peak RssAnon {result['peak_anon_mb']:,} MB, "
                 f"{result['runs']:,} runs, temp disk at peak {result['temp_disk_peak_mb']:,} MB, "
-                f"n-grams {result['ngrams']}"
+                f"n-grams {result['ngrams']}, {result['words']:,} words",
+                flush=True,
             )
-        if not args.only_5gram:
-            same = results[0]["arpa_sha256"] == results[1]["arpa_sha256"]
+        if (3, False) in plan and (3, True) in plan:
+            shas = {(r["order"], r["path"]): r["arpa_sha256"] for r in results}
+            same = shas[(3, "in memory")] == shas[(3, "out of core")]
             print(f"3-gram ARPA in memory == out of core: {same}")
             if not same:
                 raise SystemExit("the out-of-core 3-gram differs from the in-memory one")

@@ -222,7 +222,8 @@ class TrainingRunListCreate(generics.ListAPIView):
         request=TrainingRequestSerializer,
         responses={201: TrainingRunSerializer, 400: OpenApiTypes.OBJECT, 503: None},
         description="Train a model on a corpus: kind 'ngram' (options order 2-6, "
-        "min_count), 'causal' or 'masked' (options preset, steps, batch_tokens, micro_batch, "
+        "min_count, memory_mb: the memory budget, default a quarter of the worker's memory, "
+        "disk_mb: a bound on the temporary disk), 'causal' or 'masked' (options preset, steps, batch_tokens, micro_batch, "
         "learning_rate, warmup_steps, weight_decay (0 to 1), checkpoints, save_every, "
         "retention (all, schedule, "
         "last) with keep_last, keep_states, seed; layers, width, heads, context, vocab, "

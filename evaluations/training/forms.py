@@ -33,7 +33,7 @@ class Group:
 
 GROUPS = (
     Group("Corpus and model", ("corpus", "name", "kind")),
-    Group("n-gram model", ("order", "min_count"), kinds="ngram"),
+    Group("n-gram model", ("order", "min_count", "memory_mb", "disk_mb"), kinds="ngram"),
     Group(
         "Transformer and tokenizer",
         ("preset", "base_model", "tokenizer", "tokenizer_model", "validation_corpus"),
@@ -87,6 +87,19 @@ class TrainingRequestForm(forms.Form):
     order = forms.IntegerField(initial=3, min_value=2, max_value=6, help_text="n-gram order")
     min_count = forms.IntegerField(
         initial=1, min_value=1, help_text="n-gram: words seen fewer times become <unk>"
+    )
+    memory_mb = forms.IntegerField(
+        required=False,
+        min_value=1,
+        label="Memory budget (MB)",
+        help_text="n-gram: above it, counts go to sorted runs on disk (blank: a quarter of "
+        "the worker's memory)",
+    )
+    disk_mb = forms.IntegerField(
+        required=False,
+        min_value=1,
+        label="Temporary disk bound (MB)",
+        help_text="n-gram: the run stops rather than pass it (blank: only the free space)",
     )
     preset = forms.ChoiceField(
         choices=[(p, p) for p in [*PRESETS, *MASKED_PRESETS, "custom"]],
@@ -274,7 +287,7 @@ class TrainingRequestForm(forms.Form):
     def options(self) -> dict[str, object]:
         data = self.cleaned_data
         if data["kind"] == TrainingRun.Kind.NGRAM:
-            return {"order": data["order"], "min_count": data["min_count"]}
+            return {key: data[key] for key in ("order", "min_count", "memory_mb", "disk_mb")}
         options: dict[str, object] = {
             key: data[key] or 0 if key in ("keep_states", "save_every", "keep_last") else data[key]
             for key in (

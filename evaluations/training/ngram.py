@@ -41,10 +41,12 @@ gamma(h) p(w | h[1:]), which is exactly the interpolated value.
 from __future__ import annotations
 
 import json
+import mmap
 import os
 import shutil
 import tempfile
 import time
+import weakref
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -76,6 +78,12 @@ BYTES_PER_ROW = 256
 BYTES_PER_LINE = 640
 BYTES_PER_READ = 64
 SCRATCH_PREFIX = ".ngram-"
+# Out of core: the scratch files' pages mapped into the process (RssFile) are dropped
+# (madvise MADV_DONTNEED; they stay in the page cache, dirty ones included) whenever they
+# pass this share of the budget, so that max RSS too stays near the budget.
+MAPPED_SHARE = 0.5
+# A pass that would leave less than this free on the scratch folder's disk stops the run.
+DISK_RESERVE_BYTES = 256 * 1024 * 1024
 ARPA_NAME = "model.arpa"
 INFO_NAME = "training.json"
 
@@ -127,6 +135,7 @@ class NgramSummary:
     memory_mb: int = 0  # the budget the path was chosen by (and out of core kept to)
     runs: int = 0  # sorted runs written to disk, all orders together
     temp_disk_peak_bytes: int = 0  # the scratch folder's largest size, id stream included
+    disk_mb: int | None = None  # the bound on the scratch folder's size (None: free space)
 
 
 def default_memory_mb() -> int:
@@ -146,30 +155,115 @@ def default_memory_mb() -> int:
         return 1024
 
 
+class NgramDiskFull(NgramTrainingError):
+    """The scratch folder would pass its bound (`disk_mb`) or fill its disk."""
+
+
+class _Disk:
+    """The scratch folder's size, its peak and its bound: `limit` bytes (None: none),
+    and never less than DISK_RESERVE_BYTES left free on the disk."""
+
+    def __init__(self, folder: Path, limit: int | None) -> None:
+        self.folder = folder
+        self.limit = limit
+        self.used = 0
+        self.peak = 0
+
+    def grow(self, size: int, what: str) -> None:
+        """Count `size` more bytes about to be written for `what`; NgramDiskFull (the
+        run stops, its scratch removed) if that passes the bound or the free space."""
+        if self.limit is not None and self.used + size > self.limit:
+            raise NgramDiskFull(
+                f"temporary disk: {what} would take the scratch folder {self.folder} to "
+                f"{_mb(self.used + size)} MB, over the bound of {_mb(self.limit)} MB "
+                "(disk_mb); raise the bound, or give a smaller corpus or order"
+            )
+        free = shutil.disk_usage(self.folder).free
+        if size > free - DISK_RESERVE_BYTES:
+            raise NgramDiskFull(
+                f"temporary disk: {what} needs {_mb(size)} MB in {self.folder}, which has "
+                f"{_mb(free)} MB free (the run keeps {_mb(DISK_RESERVE_BYTES)} MB free); "
+                "free some space or put the scratch folder on a larger disk"
+            )
+        self.used += size
+        self.peak = max(self.peak, self.used)
+
+    def shrink(self, size: int) -> None:
+        self.used -= size
+
+
+def _mb(size: int) -> str:
+    return f"{size / 2**20:,.0f}"
+
+
+def _mapped_bytes() -> int:
+    """The file pages mapped into this process now (RssFile + RssShmem, /proc/self/statm)."""
+    try:
+        with open("/proc/self/statm", encoding="ascii") as statm:
+            return int(statm.read().split()[2]) * mmap.PAGESIZE
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
 class _Store:
     """Where the big arrays live: in memory (`folder` None) or as files in the scratch
-    folder, mapped. Tracks the bytes on disk and their peak; `budget` is the working
-    memory in bytes out of core."""
+    folder, mapped. Tracks the bytes on disk and their peak (`disk`); `budget` is the
+    working memory in bytes out of core, and `bound()` keeps the mapped pages of the
+    scratch files within MAPPED_SHARE of it."""
 
-    def __init__(self, folder: Path | None, budget: int, stream_bytes: int) -> None:
+    def __init__(self, folder: Path | None, budget: int, disk: _Disk | None = None) -> None:
         self.folder = folder
         self.budget = budget
-        self.disk = stream_bytes
-        self.peak = stream_bytes
+        self.space = disk
         self.runs = 0
         self.names = 0
+        self.maps: list[weakref.ref[np.memmap]] = []
+        # Over the file pages mapped before (libraries: a worker's torch is hundreds of MB).
+        share = max(8 * 1024 * 1024, int(budget * MAPPED_SHARE))
+        self.mapped_limit = (_mapped_bytes() + share) if folder else 0
+        self.drops = 0
         half = budget // 2
         self.pending_entries = max(2, half // BYTES_PER_PENDING) if folder else MERGE_KEYS
         self.chunk_tokens = max(16, half // BYTES_PER_TOKEN) if folder else CHUNK_TOKENS
         self.block = max(16, budget // BYTES_PER_ROW) if folder else 1 << 62
         self.lines = max(16, min(500_000, budget // BYTES_PER_LINE)) if folder else 500_000
 
-    def grew(self, size: int) -> None:
-        self.disk += size
-        self.peak = max(self.peak, self.disk)
+    @property
+    def peak(self) -> int:
+        return self.space.peak if self.space else 0
+
+    def grew(self, size: int, what: str = "an array") -> None:
+        if self.space is not None:
+            self.space.grow(size, what)
 
     def shrank(self, size: int) -> None:
-        self.disk -= size
+        if self.space is not None:
+            self.space.shrink(size)
+
+    def map(self, path: Path, dtype: Any, mode: str = "r", n: int | None = None) -> np.memmap:
+        """A scratch file mapped, its pages then kept in bounds by `bound()`."""
+        shape = None if n is None else (n,)
+        out = np.memmap(path, dtype=dtype, mode=mode, shape=shape)  # type: ignore[call-overload]
+        self.maps.append(weakref.ref(out))
+        return out
+
+    def bound(self) -> None:
+        """Out of core: when the scratch files' pages mapped into the process pass the
+        limit, drop them from the process (MADV_DONTNEED: the data stays in the page
+        cache and on disk; the next touch maps it again). In memory: nothing."""
+        if self.folder is None or _mapped_bytes() <= self.mapped_limit:
+            return
+        live: list[weakref.ref[np.memmap]] = []
+        for ref in self.maps:
+            array = ref()
+            if array is None:
+                continue
+            live.append(ref)
+            handle = getattr(array, "_mmap", None)
+            if handle is not None and not handle.closed:
+                handle.madvise(mmap.MADV_DONTNEED)
+        self.maps = live
+        self.drops += 1
 
     def path(self, stem: str) -> Path:
         assert self.folder is not None
@@ -181,8 +275,8 @@ class _Store:
             out = np.empty(n, dtype=dtype)
         else:
             path = self.path("array")
-            out = np.memmap(path, dtype=dtype, mode="w+", shape=(n,))
-            self.grew(out.nbytes)
+            self.grew(n * np.dtype(dtype).itemsize, f"an array of {n:,} rows")
+            out = self.map(path, dtype, "w+", n)
         if fill is not None:
             out[:] = fill
         return out
@@ -201,6 +295,7 @@ class _Store:
         step = min(self.block, max(n, 1))
         for start in range(0, n, step):
             yield start, min(n, start + step)
+            self.bound()
 
 
 # --- the id stream ----------------------------------------------------------------------
@@ -211,6 +306,7 @@ def _write_stream(
     path: Path,
     progress: Callable[[int], None] | None,
     chunk_tokens: int = CHUNK_TOKENS,
+    disk: _Disk | None = None,
 ) -> tuple[np.ndarray, list[str], int]:
     """Words to provisional ids in first-seen order (0-2 are `<s>`, `</s>`, `<unk>`),
     written as int32 to `path`. Returns the count of each provisional id, the words, and
@@ -225,6 +321,8 @@ def _write_stream(
         def flush() -> None:
             nonlocal counts, buffer
             chunk = np.asarray(buffer, dtype=np.int32)
+            if disk is not None:
+                disk.grow(chunk.nbytes, "the corpus as word ids")
             chunk.tofile(out)
             found = np.bincount(chunk, minlength=len(words))
             counts = np.concatenate([counts, np.zeros(len(found) - len(counts), np.int64)])
@@ -319,7 +417,7 @@ def _count_order(
     In memory the counted chunks are merged as they come. Out of core (a `store` with a
     folder) the pending keys are merged and written as a sorted run whenever they pass
     the budget, and the runs are merged in a streaming pass (`_merge_runs`)."""
-    store = store or _Store(None, 0, 0)
+    store = store or _Store(None, 0)
     pending_keys: list[np.ndarray] = []
     pending_counts: list[np.ndarray] = []
     pending = 0
@@ -344,6 +442,7 @@ def _count_order(
             gram[ok] = where
             valid = ok
         valid[:skip] = False
+        store.bound()
         found, counts = np.unique(gram[valid], return_counts=True)
         pending_keys.append(found)
         pending_counts.append(counts.astype(np.int64))
@@ -374,9 +473,9 @@ def _count_order(
 def _write_run(store: _Store, keys: np.ndarray, counts: np.ndarray) -> tuple[Path, Path, int]:
     """One sorted run (unique keys and their counts) as two raw int64 files."""
     key_path, count_path = store.path("run-keys"), store.path("run-counts")
+    store.grew(2 * 8 * len(keys), f"a sorted run of {len(keys):,} n-grams")
     keys.astype(np.int64).tofile(key_path)
     counts.astype(np.int64).tofile(count_path)
-    store.grew(2 * 8 * len(keys))
     store.runs += 1
     return key_path, count_path, len(keys)
 
@@ -392,10 +491,7 @@ def _merge_runs(store: _Store, runs: list[tuple[Path, Path, int]]) -> _Order:
     key_path, raw_path, total = _merge_pass(store, runs)
     if total == 0:
         return _Order(keys=np.zeros(0, np.int64), raw=np.zeros(0, np.int64))
-    return _Order(
-        keys=np.memmap(key_path, dtype=np.int64, mode="r"),
-        raw=np.memmap(raw_path, dtype=np.int64, mode="r"),
-    )
+    return _Order(keys=store.map(key_path, np.int64), raw=store.map(raw_path, np.int64))
 
 
 def _merge_pass(store: _Store, runs: list[tuple[Path, Path, int]]) -> tuple[Path, Path, int]:
@@ -405,11 +501,7 @@ def _merge_pass(store: _Store, runs: list[tuple[Path, Path, int]]) -> tuple[Path
     every run, the smallest of their last keys bounds what is complete, every entry up
     to it is summed by key and appended, and the rest waits for the next round. At most
     the budget's worth of entries is in memory at once."""
-    maps = [
-        (np.memmap(kp, dtype=np.int64, mode="r"), np.memmap(cp, dtype=np.int64, mode="r"))
-        for kp, cp, n in runs
-        if n
-    ]
+    maps = [(store.map(kp, np.int64), store.map(cp, np.int64)) for kp, cp, n in runs if n]
     step = max(1, store.pending_entries // max(1, len(maps)) // 2)
     at = [0] * len(maps)
     key_path, raw_path = store.path("run-keys"), store.path("run-counts")
@@ -430,10 +522,11 @@ def _merge_pass(store: _Store, runs: list[tuple[Path, Path, int]]) -> tuple[Path
                 parts_c.append(np.asarray(counts[at[i] : upto]))
                 at[i] = upto
             merged_k, merged_c = _merge(parts_k, parts_c)
+            store.grew(2 * 8 * len(merged_k), f"merging {len(runs)} sorted runs")
             merged_k.tofile(key_out)
             merged_c.tofile(raw_out)
             total += len(merged_k)
-    store.grew(2 * 8 * total)
+            store.bound()
     del maps
     for kp, cp, n in runs:
         kp.unlink()
@@ -495,7 +588,7 @@ def _estimate(
     """Adjusted counts, discounts, probabilities and back-off weights of every order, a
     block of rows at a time (the whole table in memory, a budget's worth out of core).
     Every step is exact in blocks: integer sums, and per-row arithmetic."""
-    store = store or _Store(None, 0, 0)
+    store = store or _Store(None, 0)
     order = len(tables) - 1
     # Structure: prefix, word and suffix ids of every n-gram.
     for k in range(1, order + 1):
@@ -698,9 +791,14 @@ def _log10(values: np.ndarray) -> np.ndarray:
 
 
 def _write_arpa(
-    tables: list[_Order], words: list[str], path: Path, step: int = 500_000
+    tables: list[_Order],
+    words: list[str],
+    path: Path,
+    step: int = 500_000,
+    store: _Store | None = None,
 ) -> dict[str, int]:
-    """The ARPA file, written in a stream of `step` rows at a time."""
+    """The ARPA file, written in a stream of `step` rows at a time (each counted on the
+    `store`'s disk before it is written, its mapped pages kept in bounds)."""
     order = len(tables) - 1
     counts = {str(k): len(tables[k].keys) for k in range(1, order + 1)}
     with path.open("w", encoding="utf-8", newline="\n") as out:
@@ -730,6 +828,9 @@ def _write_arpa(
                     ]
                 else:
                     lines = [f"{p:.7f}\t{w}\n" for p, w in zip(probs.tolist(), text, strict=True)]
+                if store is not None:
+                    store.grew(sum(map(len, lines)), "the ARPA file")
+                    store.bound()
                 out.writelines(lines)
         out.write("\n\\end\\\n")
     return counts
@@ -751,6 +852,8 @@ def train_ngram(
     out_of_core: bool | None = None,
     memory_bytes: int | None = None,
     should_stop: Callable[[], bool] | None = None,
+    disk_mb: int | None = None,
+    disk_bytes: int | None = None,
 ) -> NgramSummary:
     """Train on `lines` (one sentence each) and write `out_dir/model.arpa` and
     `out_dir/training.json` (the summary, with the perplexity of the `heldout` lines).
@@ -762,6 +865,9 @@ def train_ngram(
     kept as files in the scratch folder. `out_of_core` forces either path; `memory_bytes`
     (tests) sets the budget in bytes. Both paths give the same model to the last digit.
     `should_stop()` is asked between stages; yes raises NgramTrainingStopped.
+    `disk_mb` bounds the scratch folder (`disk_bytes` in bytes, tests): a write that
+    would pass it, or leave under DISK_RESERVE_BYTES free on the disk, raises
+    NgramDiskFull before it is made; the peak is `temp_disk_peak_bytes`.
     The scratch folder (`work_dir` or `out_dir`, `.ngram-*`) is removed when the run
     ends, however it ends; one left by a killed run is removed by the next run there."""
     if not MIN_ORDER <= order <= MAX_ORDER:
@@ -770,9 +876,12 @@ def train_ngram(
         raise NgramTrainingError(f"the vocabulary cutoff must be 1 or more; got {min_count}")
     if memory_mb is not None and memory_mb < 1:
         raise NgramTrainingError(f"the memory budget must be 1 MB or more; got {memory_mb}")
+    if disk_mb is not None and disk_mb < 1:
+        raise NgramTrainingError(f"the temporary disk bound must be 1 MB or more; got {disk_mb}")
     started = time.perf_counter()
     summary = NgramSummary(order=order, min_count=min_count)
     summary.memory_mb = memory_mb or default_memory_mb()
+    summary.disk_mb = disk_mb
     budget = memory_bytes if memory_bytes is not None else summary.memory_mb * 1024 * 1024
     out_dir.mkdir(parents=True, exist_ok=True)
     parent = work_dir or out_dir
@@ -784,6 +893,8 @@ def train_ngram(
         if should_stop is not None and should_stop():
             raise NgramTrainingStopped("the n-gram training was stopped")
 
+    disk_limit = disk_bytes if disk_bytes is not None else (disk_mb or 0) * 1024 * 1024
+    disk = _Disk(scratch, disk_limit or None)
     try:
         stream_path = scratch / "ids.int32"
         counts, provisional, sentences = _write_stream(
@@ -791,15 +902,17 @@ def train_ngram(
             stream_path,
             (lambda n: progress("sentences", n)) if progress else None,
             max(16, min(CHUNK_TOKENS, budget // BYTES_PER_READ)),
+            disk,
         )
         if sentences == 0:
             raise NgramTrainingError("the corpus has no sentences")
         remap, words, unknown = _vocabulary(counts, provisional, min_count)
         vocab = len(words)
-        stream = np.memmap(stream_path, dtype=np.int32, mode="r")
+        tokens = stream_path.stat().st_size // 4
         if out_of_core is None:
-            out_of_core = _memory_needed(len(stream), order) > budget
-        store = _Store(scratch if out_of_core else None, budget, stream_path.stat().st_size)
+            out_of_core = _memory_needed(tokens, order) > budget
+        store = _Store(scratch if out_of_core else None, budget, disk)
+        stream = store.map(stream_path, np.int32)
         summary.counting = "out of core" if out_of_core else "in memory"
         summary.sentences = sentences
         summary.words = int(len(stream) - sentences)
@@ -820,8 +933,7 @@ def train_ngram(
         check()
         summary.heldout = heldout_perplexity(tables, words, heldout)
         arpa = scratch / ARPA_NAME
-        summary.ngrams = _write_arpa(tables, words, arpa, store.lines)
-        store.grew(arpa.stat().st_size)
+        summary.ngrams = _write_arpa(tables, words, arpa, store.lines, store)
         summary.runs = store.runs
         summary.temp_disk_peak_bytes = store.peak
         summary.seconds = round(time.perf_counter() - started, 3)

@@ -59,10 +59,12 @@ MAX_STEPS = 10_000_000
 # Room for "-<tokens>" after the name in a checkpoint's URL name (100 characters).
 NAME_MAX_LENGTH = 80
 MIB = 2**20
+# The largest n-gram memory budget and temporary disk bound, in MB (1 PB).
+MAX_MB = 2**30
 # Options of masked runs only.
 MASKING_OPTIONS = ("mask_probability", "whole_word_masking")
 # Every option `training_options` reads, by kind: any other key under options is a 400.
-NGRAM_OPTIONS = ("order", "min_count")
+NGRAM_OPTIONS = ("order", "min_count", "memory_mb", "disk_mb")
 CAUSAL_OPTIONS = (
     "preset",
     *causal_options.SHAPE_MAXIMA,
@@ -191,7 +193,8 @@ def training_options(
 ) -> tuple[dict[str, Any], dict[str, str], dict[str, LanguageModel]]:
     """The options of a request as stored (defaults filled in), what is wrong, by field,
     and the registered models they name ("base_model", "tokenizer_model"). n-gram:
-    order, min_count. causal: preset (and layers, width, heads, context, vocab, arch to
+    order, min_count, memory_mb and disk_mb (None: a quarter of the worker's memory, and
+    no bound but the free space). causal: preset (and layers, width, heads, context, vocab, arch to
     change it), or base_model (continued pre-training: the shape and tokenizer are the
     model's; context may shorten it); tokenizer (bpe, unigram, model) and
     tokenizer_model; steps, batch_tokens, micro_batch, learning_rate, warmup_steps,
@@ -213,6 +216,12 @@ def training_options(
             {
                 "order": _integer(raw.get("order", 3), "order", 2, 6, errors),
                 "min_count": _integer(raw.get("min_count", 1), "min_count", 1, 1_000_000, errors),
+                **{
+                    field: None
+                    if raw.get(field) in (None, "")
+                    else _integer(raw[field], field, 1, MAX_MB, errors)
+                    for field in ("memory_mb", "disk_mb")
+                },
             },
             errors,
             named,

@@ -99,6 +99,8 @@ def _ngram(
             out_dir,
             order=int(options["order"]),
             min_count=int(options["min_count"]),
+            memory_mb=options.get("memory_mb"),
+            disk_mb=options.get("disk_mb"),
             heldout=source.validation(),
             should_stop=should_stop,
         )

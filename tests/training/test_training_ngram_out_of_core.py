@@ -174,12 +174,14 @@ def test_train_command_memory_budget(tmp_path: Path) -> None:
             "4",
             "--memory-mb",
             memory,
+            "--disk-mb",
+            "100",
             "--out",
             str(out),
             stdout=stdout,
         )
         info = json.loads((out / ngram.INFO_NAME).read_text(encoding="utf-8"))
-        assert info["memory_mb"] == int(memory)
+        assert info["memory_mb"] == int(memory) and info["disk_mb"] == 100
         assert f"counted {info['counting']} (budget {int(memory):,} MB" in stdout.getvalue()
         texts.append((out / ngram.ARPA_NAME).read_text(encoding="utf-8"))
         assert scratch_folders(out) == []
@@ -220,3 +222,68 @@ def test_a_cancelled_site_run_stops_and_leaves_no_scratch(book_corpus) -> None:
     assert results["summary"]["counting"] == "in memory"
     assert results["summary"]["memory_mb"] == ngram.default_memory_mb()
     assert (folder / ngram.ARPA_NAME).exists() and scratch_folders(folder) == []
+
+
+@pytest.mark.parametrize("out_of_core", [False, True])
+def test_the_scratch_folder_is_bounded(tmp_path: Path, out_of_core: bool) -> None:
+    """A bound under what the run needs stops it before the write that would pass it,
+    with a message naming the bound; the scratch is removed and no model is written. A
+    bound of exactly its peak lets it finish."""
+    lines = corpus()
+    free = ngram.train_ngram(
+        lines, tmp_path / "free", order=4, out_of_core=out_of_core, memory_bytes=20_000
+    )
+    peak = free.temp_disk_peak_bytes
+    assert peak > 0 and free.disk_mb is None
+    for bound in (peak // 2, peak - 1):
+        folder = tmp_path / f"bound-{bound}"
+        with pytest.raises(ngram.NgramDiskFull, match=r"over the bound of .* MB \(disk_mb\)"):
+            ngram.train_ngram(
+                lines,
+                folder,
+                order=4,
+                out_of_core=out_of_core,
+                memory_bytes=20_000,
+                disk_bytes=bound,
+            )
+        assert scratch_folders(folder) == [] and not (folder / ngram.ARPA_NAME).exists()
+    exact = ngram.train_ngram(
+        lines,
+        tmp_path / "exact",
+        order=4,
+        out_of_core=out_of_core,
+        memory_bytes=20_000,
+        disk_bytes=peak,
+    )
+    assert exact.temp_disk_peak_bytes == peak
+    text = (tmp_path / "free" / ngram.ARPA_NAME).read_text(encoding="utf-8")
+    assert text == (tmp_path / "exact" / ngram.ARPA_NAME).read_text(encoding="utf-8")
+    with pytest.raises(ngram.NgramTrainingError, match="disk bound must be 1 MB or more; got 0"):
+        ngram.train_ngram(lines, tmp_path / "zero", order=2, disk_mb=0)
+
+
+def test_a_disk_without_room_stops_the_run(tmp_path: Path, monkeypatch) -> None:
+    """The free space is checked before each write: asked to keep more free than the
+    disk has, the run stops at its first write, saying so."""
+    monkeypatch.setattr(ngram, "DISK_RESERVE_BYTES", 2**62)
+    with pytest.raises(ngram.NgramDiskFull, match="MB free .* free some space"):
+        ngram.train_ngram(corpus(), tmp_path, order=3, out_of_core=True, memory_bytes=20_000)
+    assert scratch_folders(tmp_path) == [] and not (tmp_path / ngram.ARPA_NAME).exists()
+
+
+def test_mapped_pages_are_kept_within_the_budget(tmp_path: Path) -> None:
+    """Out of core, the pages of the scratch files mapped into the process pass no more
+    than their share of the budget for long: `bound()` drops them (they stay on disk)."""
+    size = 64 * 2**20
+    store = ngram._Store(tmp_path, budget=16 * 2**20)
+    array = store.empty(size // 8, "int64")
+    array[:] = 7  # every page touched, and dirty
+    before = ngram._mapped_bytes()
+    store.bound()
+    after = ngram._mapped_bytes()
+    assert before - after > size // 2, (before, after)
+    assert array[:: len(array) // 8].tolist() == [7] * 8  # the data is still there
+    assert store.drops == 1
+    # Within the limit, nothing is dropped.
+    store.bound()
+    assert store.drops == 1

@@ -89,7 +89,7 @@ def test_unknown_options_are_refused(book_corpus, alice, kind, options, path, me
 def test_every_option_a_kind_reads_is_known() -> None:
     """Each option of each kind, given alone with a valid value, raises no unknown-option
     error: the lists hold what `training_options` reads."""
-    valid = {"order": 3, "min_count": 1, "preset": "custom", "arch": "gpt2", "layers": 2,
+    valid = {"order": 3, "min_count": 1, "memory_mb": 64, "disk_mb": 100, "preset": "custom", "arch": "gpt2", "layers": 2,
              "width": 64, "heads": 2, "context": 64, "vocab": 512, "tokenizer": "bpe",
              "steps": 10, "batch_tokens": 0, "micro_batch": 2, "learning_rate": 1e-3,
              "warmup_steps": 1, "weight_decay": 0.0, "checkpoints": 2, "keep_states": 0,

@@ -47,6 +47,13 @@ class Command(StandaloneCommand):
             help="n-gram memory budget in MB: above it, count in sorted runs on disk "
             "(default: a quarter of the machine's memory)",
         )
+        parser.add_argument(
+            "--disk-mb",
+            type=int,
+            default=None,
+            help="n-gram: a bound on the temporary disk in MB; the run stops rather than "
+            "pass it (default: none but the free space)",
+        )
         parser.add_argument("--validation-fraction", type=float, default=0.01)
         parser.add_argument("--validation-max", type=int, default=10_000)
         parser.add_argument("--validation-seed", type=int, default=0)
@@ -214,6 +221,7 @@ class Command(StandaloneCommand):
                 order=options["order"],
                 min_count=options["min_count"],
                 memory_mb=options["memory_mb"],
+                disk_mb=options["disk_mb"],
                 progress=progress,
                 heldout=source.validation(),
             )
