@@ -2,7 +2,7 @@
 stored set (nothing stored; the same function as `minimal_pairs analyze`), evaluations
 (ask, list, status, retry, cancel), their four tables with analysis options, and the
 import of NLPScholar predictions. Lives in evaluations because suites never imports
-evaluations. Thin views over evaluations.minimal_pairs.services and pair_results."""
+evaluations. Thin views over evaluations.minimal_pairs.services and .results."""
 
 from __future__ import annotations
 
