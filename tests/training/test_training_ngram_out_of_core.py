@@ -13,6 +13,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from django.core.management import CommandError, call_command
@@ -164,19 +165,8 @@ def test_train_command_memory_budget(tmp_path: Path) -> None:
     for memory in ("1", "4096"):
         out = tmp_path / f"model-{memory}"
         stdout = io.StringIO()
-        call_command(
-            "train",
-            "--corpus",
-            str(corpus_file),
-            "--kind",
-            "ngram",
-            "--order",
-            "4",
-            "--memory-mb",
-            memory,
-            "--out",
-            str(out),
-            stdout=stdout,
+        train_ngram(
+            corpus_file, "--order", "4", "--memory-mb", memory, "--out", str(out), stdout=stdout
         )
         info = json.loads((out / ngram.INFO_NAME).read_text(encoding="utf-8"))
         assert info["memory_mb"] == int(memory)
@@ -185,17 +175,7 @@ def test_train_command_memory_budget(tmp_path: Path) -> None:
         assert scratch_folders(out) == []
     assert texts[0] == texts[1]
     with pytest.raises(CommandError, match="the memory budget must be 1 MB or more; got 0"):
-        call_command(
-            "train",
-            "--corpus",
-            str(corpus_file),
-            "--kind",
-            "ngram",
-            "--memory-mb",
-            "0",
-            "--out",
-            str(tmp_path / "x"),
-        )
+        train_ngram(corpus_file, "--memory-mb", "0", "--out", str(tmp_path / "x"))
 
 
 @pytest.mark.django_db
@@ -220,3 +200,8 @@ def test_a_cancelled_site_run_stops_and_leaves_no_scratch(book_corpus) -> None:
     assert results["summary"]["counting"] == "in memory"
     assert results["summary"]["memory_mb"] == ngram.default_memory_mb()
     assert (folder / ngram.ARPA_NAME).exists() and scratch_folders(folder) == []
+
+
+def train_ngram(corpus_file: Path, *args: str, **options: Any) -> None:
+    """`manage.py train --kind ngram` on `corpus_file`, with more of its arguments."""
+    call_command("train", "--corpus", str(corpus_file), "--kind", "ngram", *args, **options)
