@@ -8,7 +8,7 @@ from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 from typing import Any, Protocol
 
-from drf_spectacular.utils import inline_serializer
+from drf_spectacular.utils import OpenApiParameter, inline_serializer
 from rest_framework import serializers
 
 from evaluations.models import LanguageModel
@@ -29,6 +29,12 @@ class Compared(Protocol):
     def accuracy(self) -> float | None: ...
     @property
     def interval(self) -> tuple[float, float] | None: ...
+
+
+def models_parameter(description: str) -> OpenApiParameter:
+    """The `models` query parameter of a comparison API: the names of the models to
+    compare, and which are compared without it."""
+    return OpenApiParameter("models", str, description=description)
 
 
 def compared_fields(

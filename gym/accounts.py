@@ -1,7 +1,7 @@
-"""Log-in with a limit on failed attempts, for the log-in page and the API's token
-endpoint alike: past GYM_LOGIN_MAX_FAILURES failures for one account from one address
-(or five times that from one address) within GYM_LOGIN_WINDOW_SECONDS, every attempt is
-refused, right password or not, until the window ends."""
+"""Accounts: sign-up, and log-in with a limit on failed attempts, for the log-in page and
+the API's token endpoint alike: past GYM_LOGIN_MAX_FAILURES failures for one account
+from one address (or five times that from one address) within GYM_LOGIN_WINDOW_SECONDS,
+every attempt is refused, right password or not, until the window ends."""
 
 from __future__ import annotations
 
@@ -11,13 +11,16 @@ from typing import Any
 
 from django import forms
 from django.conf import settings
+from django.contrib import messages
 from django.contrib.admin.forms import AdminAuthenticationForm
+from django.contrib.auth import login
 from django.contrib.auth import views as auth_views
-from django.contrib.auth.forms import AuthenticationForm
+from django.contrib.auth.forms import AuthenticationForm, UserCreationForm
 from django.contrib.auth.models import AnonymousUser, User
 from django.core.cache import cache
 from django.core.exceptions import PermissionDenied
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
 from rest_framework import exceptions
 from rest_framework.authtoken.serializers import AuthTokenSerializer
 from rest_framework.authtoken.views import ObtainAuthToken
@@ -34,6 +37,28 @@ def signed_in(user: User | AnonymousUser) -> User:
     if not isinstance(user, User):
         raise PermissionDenied
     return user
+
+
+class SignupForm(UserCreationForm):
+    email = forms.EmailField(required=False, help_text="Optional; only used to reach you.")
+
+    class Meta:
+        model = User
+        fields = ("username", "email")
+
+
+def signup(request: HttpRequest) -> HttpResponse:
+    """The sign-up page: a new account, logged in at once, lands on the suites."""
+    if request.method == "POST":
+        form = SignupForm(request.POST)
+        if form.is_valid():
+            user = form.save()
+            login(request, user)
+            messages.success(request, f"Welcome, {user.username}. You can upload suites now.")
+            return redirect("suites:list")
+    else:
+        form = SignupForm()
+    return render(request, "registration/signup.html", {"form": form})
 
 
 def _keys(username: str, address: str) -> list[tuple[str, int]]:

@@ -8,7 +8,6 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitVie
 
 from evaluations.urls import api_urlpatterns as evaluation_api
 from gym import accounts, csp_reports, docs
-from suites.syntaxgym import views as suite_views
 from suites.urls import api_urlpatterns as suite_api
 
 # Swagger UI under the site's Content Security Policy: its start-up script is a file of
@@ -32,7 +31,7 @@ handler404 = "gym.errors.api_not_found"
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("csp-report/", csp_reports.csp_report, name="csp-report"),
-    path("accounts/signup/", suite_views.signup, name="signup"),
+    path("accounts/signup/", accounts.signup, name="signup"),
     path("accounts/login/", accounts.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("api/", include(api)),

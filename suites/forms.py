@@ -4,8 +4,6 @@ from typing import Any
 
 from django import forms
 from django.conf import settings
-from django.contrib.auth.forms import UserCreationForm
-from django.contrib.auth.models import User
 from django.core.files.uploadedfile import UploadedFile
 
 from suites.catalog_services import NAME_MAX_LENGTH, tag_list_errors, tag_slugs
@@ -61,14 +59,6 @@ class NamedFileForm(TaggedForm):
     description = forms.CharField(
         required=False, max_length=DESCRIPTION_MAX_LENGTH, widget=forms.Textarea(attrs={"rows": 3})
     )
-
-
-class SignupForm(UserCreationForm):
-    email = forms.EmailField(required=False, help_text="Optional; only used to reach you.")
-
-    class Meta:
-        model = User
-        fields = ("username", "email")
 
 
 class SuiteUploadForm(TaggedForm):

@@ -335,18 +335,11 @@ ATTACKS = {
 def stored() -> dict[str, int]:
     """The rows every upload could have written."""
     from evaluations.models import PairEvaluation, PairSentenceTokens
-    from suites.models import (
-        Item,
-        MinimalPairSet,
-        PairSetSentence,
-        ProbingInstance,
-        ProbingTask,
-        Suite,
-    )
+    from suites import models as data
 
     models = (
-        Suite, Item, MinimalPairSet, PairSetSentence, ProbingTask, ProbingInstance,
-        PairEvaluation, PairSentenceTokens,
+        data.Suite, data.Item, data.MinimalPairSet, data.PairSetSentence, data.ProbingTask,
+        data.ProbingInstance, PairEvaluation, PairSentenceTokens,
     )  # fmt: skip
     return {model.__name__: model.objects.count() for model in models}
 

@@ -18,6 +18,17 @@ from gym.accounts import signed_in
 from gym.errors import UploadTooLarge
 from suites.catalog_api import UploadFields, upload_schema, upload_stream
 
+# The fields of a model that only the site sets (read-only in every answer), in order.
+SET_BY_THE_SITE = [
+    "is_baseline",
+    "is_hidden",
+    "status",
+    "reason",
+    "content_hash",
+    "registered_by",
+    "created_at",
+]
+
 
 class LanguageModelSerializer(serializers.ModelSerializer):
     registered_by = serializers.CharField(
@@ -43,25 +54,9 @@ class LanguageModelSerializer(serializers.ModelSerializer):
             "parameter_count",
             "description",
             "reference_url",
-            "is_baseline",
-            "is_hidden",
-            "status",
-            "reason",
-            "content_hash",
-            "registered_by",
-            "created_at",
+            *SET_BY_THE_SITE,
         ]
-        read_only_fields = [
-            "kind",
-            "parameter_count",
-            "is_baseline",
-            "is_hidden",
-            "status",
-            "reason",
-            "content_hash",
-            "registered_by",
-            "created_at",
-        ]
+        read_only_fields = ["kind", "parameter_count", *SET_BY_THE_SITE]
         # As on the page: the short name is made from the source, the display name too.
         extra_kwargs = {
             "name": {"required": False, "allow_blank": True},

@@ -29,8 +29,9 @@ class LanguageModel(models.Model):
         READY = "ready", "ready"
         REFUSED = "refused", "refused"
 
-    # What a page reads to name a model with its badges (_model_badges.html): the fields
-    # a list of runs loads with `.only()`, as `model__<field>`.
+    # What a page reads to name a model with its badges (its template:
+    # evaluations/_model_badges.html): the fields a list of runs loads with `.only()`,
+    # as `model__<field>`.
     SHOWN_FIELDS = (
         "name",
         "display_name",

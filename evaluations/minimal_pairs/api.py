@@ -2,7 +2,7 @@
 stored set (nothing stored; the same function as `minimal_pairs analyze`), evaluations
 (ask, list, status, retry, cancel), their four tables with analysis options, and the
 import of NLPScholar predictions. Lives in evaluations because suites never imports
-evaluations. Thin views over evaluations.minimal_pairs.services and pair_results."""
+evaluations. Thin views over evaluations.minimal_pairs.services and .results."""
 
 from __future__ import annotations
 
@@ -48,6 +48,7 @@ from evaluations.runs import lifecycle as runs
 from evaluations.runs.api import (
     BAD_FILTER,
     RUN_FILTER_PARAMETERS,
+    RUN_STATE_FIELDS,
     QueuedNow,
     request_body,
     request_schema,
@@ -145,12 +146,7 @@ class PairEvaluationSerializer(serializers.ModelSerializer):
             "content_hash",
             "outdated",
             "origin",
-            "status",
-            "enqueued",
-            "attempt",
-            "progress_done",
-            "progress_total",
-            "error",
+            *RUN_STATE_FIELDS,
             "word_probability",
             "metric",
             "accuracy",

@@ -6,7 +6,7 @@ from django.db import models
 from django.urls import reverse
 
 from evaluations.language_models.models import LanguageModel
-from evaluations.runs.models import Run, Sampled
+from evaluations.runs.models import Run, Sampled, word_probability_field
 
 
 class PairEvaluation(Run, Sampled):
@@ -40,11 +40,7 @@ class PairEvaluation(Run, Sampled):
     # and the only ones the leaderboard and the comparisons read), or "corrected": each
     # word's last token also carries its word-boundary correction, so that word and ROI
     # sums are word surprisals (evaluations.minimal_pairs.evaluate.word_corrections).
-    word_probability = models.CharField(
-        max_length=10,
-        choices=[("tokens", "sum of token surprisals"), ("corrected", "word-corrected")],
-        default="tokens",
-    )
+    word_probability = word_probability_field()
 
     # How pairs are compared (evaluations.minimal_pairs.analysis.METRICS): the stored
     # accuracy's metric. A request without one takes the set's (MinimalPairSet.metric).

@@ -18,15 +18,9 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from evaluations import comparison_api
 from evaluations import leaderboard as boards
 from evaluations.compared_models import parse_model_names
-from evaluations.comparison_api import (
-    compared_data,
-    compared_fields,
-    left_out_data,
-    left_out_schema,
-    paired_test_schema,
-)
 from evaluations.leaderboard import board_query
 from evaluations.minimal_pairs import comparisons as pair_comparisons
 from evaluations.minimal_pairs import result_page as pair_result_page
@@ -207,13 +201,13 @@ PAIR_COMPARISON_SCHEMA = inline_serializer(
         "set": serializers.CharField(),
         "models": inline_serializer(
             "ComparedPairRun",
-            compared_fields(
+            comparison_api.compared_fields(
                 over="the pairs", counts={"pairs": "Pairs the run analysed", "pairs_passed": None}
             ),
             many=True,
         ),
-        "left_out": left_out_schema("PairComparisonLeftOut"),
-        "paired_test": paired_test_schema(
+        "left_out": comparison_api.left_out_schema("PairComparisonLeftOut"),
+        "paired_test": comparison_api.paired_test_schema(
             "PairedPairTest",
             counted=("pairs", "Pairs both runs analysed"),
             only_first="Pairs A gets right, B not",
@@ -229,9 +223,10 @@ def pair_comparison_data(comparison: pair_comparisons.PairComparison) -> dict[st
     return {
         "set": comparison.pair_set.name,
         "models": [
-            compared_data(m, pairs=m.pairs, pairs_passed=m.passed) for m in comparison.models
+            comparison_api.compared_data(m, pairs=m.pairs, pairs_passed=m.passed)
+            for m in comparison.models
         ],
-        "left_out": left_out_data(comparison.left_out),
+        "left_out": comparison_api.left_out_data(comparison.left_out),
         "paired_test": paired_test_data(comparison.paired, counted="pairs"),
     }
 
@@ -245,10 +240,8 @@ class PairSetComparisonAPI(APIView):
 
     @extend_schema(
         parameters=[
-            OpenApiParameter(
-                "models",
-                str,
-                description="Model names, comma-separated (the first two with a current "
+            comparison_api.models_parameter(
+                "Model names, comma-separated (the first two with a current "
                 "result are compared); without it, the first two models with a current "
                 "result on the set, by name",
             )
@@ -280,7 +273,7 @@ ACROSS_SETS_SCHEMA = inline_serializer(
             },
             many=True,
         ),
-        "left_out": left_out_schema("PairAcrossLeftOut"),
+        "left_out": comparison_api.left_out_schema("PairAcrossLeftOut"),
         "sets": inline_serializer(
             "PairSetTest",
             {
@@ -311,7 +304,7 @@ def across_sets_data(result: pair_comparisons.AcrossSets) -> dict[str, object]:
             {"letter": letter, "model": m.name, "display_name": m.display_name}
             for letter, m in zip(pair_comparisons.LETTERS, result.models, strict=False)
         ],
-        "left_out": left_out_data(result.left_out),
+        "left_out": comparison_api.left_out_data(result.left_out),
         "sets": [
             {
                 "set": t.set_name,

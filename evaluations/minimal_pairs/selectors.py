@@ -1,7 +1,7 @@
 """Reads of minimal-pair results that the leaderboard, the model page and the set page
 share: the board of models x minimal-pair sets (built by `boards.board`, as the
 suites' one is), and the list of one model's or one set's runs. The result page of one
-run has its own module (`pair_result_page`)."""
+run has its own module (`result_page`)."""
 
 from __future__ import annotations
 

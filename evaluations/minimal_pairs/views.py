@@ -1,6 +1,6 @@
 """Pages that start or move minimal-pair evaluations: asking for models on sets (also
 embedded in each set's page, which posts here), retry, cancel, and importing an
-NLPScholar predictions TSV as a model's results. The result page is pair_result_views'."""
+NLPScholar predictions TSV as a model's results. The result page is `result_views`'."""
 
 from __future__ import annotations
 

@@ -20,6 +20,9 @@ from evaluations.models import Run
 from evaluations.runs import lifecycle as runs
 from evaluations.runs import selectors as run_selectors
 
+# The fields of a run's state in every kind's answers, in this order.
+RUN_STATE_FIELDS = ["status", "enqueued", "attempt", "progress_done", "progress_total", "error"]
+
 # The filters every list of runs takes (`GET /api/runs/` also `kind`).
 RUN_FILTER_PARAMETERS = [
     OpenApiParameter("model", str, description="Only this model's runs (its short name)"),

@@ -1,5 +1,5 @@
-"""The run lifecycle, once for every kind of run (suites now; minimal pairs and probing
-tasks later): the kinds registry, the status machine, enqueueing, progress, failure,
+"""The run lifecycle, once for every kind of run (suites, minimal pairs, probing,
+training): the kinds registry, the status machine, enqueueing, progress, failure,
 cancel, retry and the sweep. A kind brings its run model (a subclass of
 `evaluations.runs.models.Run`), a payload builder, a worker function and a store function;
 everything here works on any of them. The Celery side is in `evaluations.runs.tasks`.

@@ -13,6 +13,17 @@ from evaluations.language_models.models import LanguageModel
 from evaluations.subsets import subset_text
 
 
+def word_probability_field() -> models.CharField:
+    """A run's `word_probability`: what its token surprisals are, "tokens" (as scored) or
+    "corrected" (each word's last token also carries its word-boundary correction). Every
+    kind that scores words declares it with this field."""
+    return models.CharField(
+        max_length=10,
+        choices=[("tokens", "sum of token surprisals"), ("corrected", "word-corrected")],
+        default="tokens",
+    )
+
+
 class Run(models.Model):
     """What every kind of run shares: one model on one benchmark's content, worked on a
     GPU worker, stored next to the database. Subclasses add the benchmark, the results

@@ -135,36 +135,42 @@ def _score(
         # Texts with nothing to run (empty, or a single token without BOS) are done now.
         batch_done([text for text, count in enumerate(remaining) if count == 0])
     run = _run_shared if use_tree else _run_plain
-    run(lm, sequences, results, remaining, token_budget, batch_done, boundary_ids, boundaries)
+    run(
+        _Pass(lm, sequences, results, remaining, token_budget, batch_done, boundary_ids, boundaries)
+    )
     return results, boundaries
 
 
-def _finish(
-    finished_seqs: Sequence[int],
-    sequences: Sequence[CausalSequence],
-    remaining: list[int],
-    batch_done: BatchDone | None,
-) -> None:
-    done: list[int] = []
-    for index in finished_seqs:
-        text = sequences[index].text
-        remaining[text] -= 1
-        if remaining[text] == 0:
-            done.append(text)
-    if batch_done is not None:
-        batch_done(done)
+@dataclass
+class _Pass:
+    """What the two ways of running a call's sequences work with: the sequences, and
+    what they fill in: each text's values (and log2 B before each token, with
+    `boundary_ids`), and how many of each text's sequences are still to run."""
+
+    lm: LoadedModel
+    sequences: Sequence[CausalSequence]
+    results: list[np.ndarray]
+    remaining: list[int]
+    token_budget: int
+    batch_done: BatchDone | None
+    boundary_ids: torch.Tensor | None
+    boundaries: list[np.ndarray] | None
+
+    def finish(self, finished_seqs: Sequence[int]) -> None:
+        """Count `finished_seqs` as run; tell `batch_done` of the texts now done."""
+        done: list[int] = []
+        for index in finished_seqs:
+            text = self.sequences[index].text
+            self.remaining[text] -= 1
+            if self.remaining[text] == 0:
+                done.append(text)
+        if self.batch_done is not None:
+            self.batch_done(done)
 
 
-def _run_plain(
-    lm: LoadedModel,
-    sequences: Sequence[CausalSequence],
-    results: list[np.ndarray],
-    remaining: list[int],
-    token_budget: int,
-    batch_done: BatchDone | None,
-    boundary_ids: torch.Tensor | None = None,
-    boundaries: list[np.ndarray] | None = None,
-) -> None:
+def _run_plain(work: _Pass) -> None:
+    lm, sequences, results, boundaries = work.lm, work.sequences, work.results, work.boundaries
+    token_budget, boundary_ids = work.token_budget, work.boundary_ids
     widths = [len(seq.ids) - 1 for seq in sequences]  # the last token is never an input
     for batch in plan_batches(widths, token_budget):
         width = widths[batch[0]]
@@ -193,7 +199,7 @@ def _run_plain(
             if boundaries is not None and marks is not None:
                 boundaries[seq.text][first : first + n] = marks[cursor : cursor + n]
             cursor += n
-        _finish(batch, sequences, remaining, batch_done)
+        work.finish(batch)
 
 
 @dataclass
@@ -295,17 +301,9 @@ def work_stats(
     }
 
 
-def _run_shared(
-    lm: LoadedModel,
-    sequences: Sequence[CausalSequence],
-    results: list[np.ndarray],
-    remaining: list[int],
-    token_budget: int,
-    batch_done: BatchDone | None,
-    boundary_ids: torch.Tensor | None = None,
-    boundaries: list[np.ndarray] | None = None,
-) -> None:
-    plan = plan_shared(sequences, token_budget)
+def _run_shared(work: _Pass) -> None:
+    lm, sequences, results, boundaries = work.lm, work.sequences, work.results, work.boundaries
+    plan = plan_shared(sequences, work.token_budget)
     values = np.full(len(plan.pair_tokens), np.nan)
     marks = np.full(len(plan.pair_tokens), np.nan)
     for number, batch in enumerate(plan.batches):
@@ -326,7 +324,7 @@ def _run_shared(
                 torch.tensor(batch.owner_positions, dtype=torch.long),
                 torch.tensor(rows_of_pairs, dtype=torch.long),
                 torch.tensor(tokens, dtype=torch.long),
-                boundary_ids,
+                work.boundary_ids,
             )
         values[pair_ids] = gathered.numpy()
         if marked is not None:
@@ -338,7 +336,7 @@ def _run_shared(
             results[seq.text][first : first + len(picked)] = picked
             if boundaries is not None:
                 boundaries[seq.text][first : first + len(picked)] = marks[plan.seq_pairs[index]]
-        _finish(plan.finishing[number], sequences, remaining, batch_done)
+        work.finish(plan.finishing[number])
 
 
 def _tree_inputs(

@@ -1,4 +1,6 @@
-"""REST API for models and evaluations: thin views over the services."""
+"""REST API of suite evaluations: ask for them, list them, read one, and rerun the
+outdated ones. Thin views over `services`; the language models' API is
+`evaluations.language_models.api`'s."""
 
 from __future__ import annotations
 
@@ -35,12 +37,7 @@ class EvaluationSerializer(serializers.ModelSerializer):
             "suite",
             "content_hash",
             "outdated",
-            "status",
-            "enqueued",
-            "attempt",
-            "progress_done",
-            "progress_total",
-            "error",
+            *run_api.RUN_STATE_FIELDS,
             "metric",
             "word_probability",
             "accuracy",

@@ -8,7 +8,7 @@ from django.db import models
 from django.urls import reverse
 
 from evaluations.language_models.models import LanguageModel
-from evaluations.runs.models import Run, Sampled
+from evaluations.runs.models import Run, Sampled, word_probability_field
 from suites.syntaxgym.models import Suite
 
 
@@ -32,11 +32,7 @@ class Evaluation(Run, Sampled):
     # What a region's `sum` is: "tokens", the sum of its token surprisals (every result
     # before this option, and the only one the leaderboard and the pages that compare
     # models read), or "corrected" for the word boundary (evaluations.scoring.boundary).
-    word_probability = models.CharField(
-        max_length=10,
-        choices=[("tokens", "sum of token surprisals"), ("corrected", "word-corrected")],
-        default="tokens",
-    )
+    word_probability = word_probability_field()
     # Which delivery of the current attempt is storing the results (a random token; empty
     # when none is). On SQLite a large store is written in several transactions
     # (`services.results_store`): a delivery claims the store with a conditional update,

@@ -32,6 +32,7 @@ from evaluations.comparison_api import (
     compared_fields,
     left_out_data,
     left_out_schema,
+    models_parameter,
     paired_test_schema,
 )
 from evaluations.language_models import registry as model_registry
@@ -455,10 +456,8 @@ class SuiteComparisonAPI(APIView):
 
     @extend_schema(
         parameters=[
-            OpenApiParameter(
-                "models",
-                str,
-                description="Model names, comma-separated (2 to 6 are compared); without "
+            models_parameter(
+                "Model names, comma-separated (2 to 6 are compared); without "
                 "it, every model with a current result on the suite",
             )
         ],

@@ -1,5 +1,7 @@
-"""Writes for evaluations: registering models, requesting and retrying evaluations,
-recording progress and storing results. Each is one function, one transaction."""
+"""Writes for suite evaluations: requesting them (and rerunning the outdated ones), their
+payload, recording progress and failure, and storing results; this module registers
+suites as a kind of run. Each is one function, one transaction. Registering models is
+`evaluations.language_models.registry`'s."""
 
 from __future__ import annotations
 

@@ -737,6 +737,63 @@ class _Group:
     size: int
 
 
+@dataclass
+class _Loop:
+    """What the training loop works with, made by `_loop`: `model` is what is saved and
+    evaluated, `trained` what trains (the model, or its DistributedDataParallel wrapper,
+    `parallel`, which averages the gradients of every rank in the backward pass of each
+    rank's last micro-batch). `vocab_rows`: the rows of the model's own vocabulary (a
+    loaded model's may be more than its tokenizer's entries); the model trains with them
+    padded (see VOCAB_MULTIPLE)."""
+
+    options: CausalOptions
+    out_dir: Path
+    tokenizer: Any
+    group: _Group | None
+    device: torch.device
+    model: Any
+    trained: Any
+    parallel: torch.nn.parallel.DistributedDataParallel | None
+    vocab_rows: int
+    optimizer: torch.optim.Optimizer
+    scheduler: torch.optim.lr_scheduler.LambdaLR
+    order: BlockOrder
+    train_blocks: np.ndarray
+    valid_blocks: np.ndarray
+    objective: Any = None
+    # The compiled loss while the compiler works (see `micro_loss`).
+    compiled: list[Any] = field(default_factory=list)
+
+    @property
+    def rank(self) -> int:
+        return self.group.rank if self.group else 0
+
+    @property
+    def size(self) -> int:
+        return self.group.size if self.group else 1
+
+    def autocast(self) -> Any:
+        # bf16 on a GPU (and TF32, under training_precision), never on the CPU.
+        return torch.autocast(
+            device_type=self.device.type, dtype=torch.bfloat16, enabled=self.device.type == "cuda"
+        )
+
+    def micro_loss(self, *tensors: torch.Tensor) -> torch.Tensor:
+        """One micro-batch's loss, compiled while the compiler works (with compile
+        "auto", a machine whose compiler cannot build the kernels trains eagerly)."""
+        if self.compiled:
+            try:
+                with self.autocast():
+                    return self.compiled[0](*tensors)
+            except Exception as exc:  # noqa: BLE001 - any failure of the compiler
+                if self.options.compile == "on":
+                    raise CausalTrainingError(f"torch.compile failed: {exc}") from exc
+                warnings.warn(f"torch.compile failed, training without it: {exc}", stacklevel=1)
+                self.compiled.clear()
+        with self.autocast():
+            return self.objective.loss(self.trained, *tensors, self.vocab_rows)
+
+
 def _train(
     out_dir: Path,
     options: CausalOptions,
@@ -752,24 +809,67 @@ def _train(
     (torch.distributed's, already set up): there rank 0 alone evaluates, writes
     checkpoints and the summary, hears `should_stop` and calls the callbacks, and its
     decision to stop reaches every rank. Returns the summary (None on other ranks)."""
-    rank, size = (group.rank, group.size) if group else (0, 1)
-    lead = rank == 0
-    data_dir = out_dir / DATA_DIR
     summary = CausalSummary(options={**asdict(options), "shape": asdict(options.shape)})
     resume = latest_checkpoint(out_dir)
+    loop = _loop(out_dir, options, tokenizer, group, resume, summary)
+    step = 0 if resume is None else _resume(loop, resume, summary)
+    summary.parameters = _saved_parameters(loop.model, loop.vocab_rows)
+    summary.vocabulary = len(tokenizer)
+    loop.objective = _objective(options, tokenizer)
+    _compile(loop)
+    schedule = checkpoint_steps(options.steps, options.checkpoints)
+    saves = set(schedule)
+    if options.save_every:
+        saves.update(range(options.save_every, options.steps, options.save_every))
+    per_step = options.tokens_per_step
+    # The whole loss log, one line an entry (the run's row keeps a thinned one).
+    loss_file = _loss_file(out_dir, summary.log) if loop.rank == 0 else None
+    loss_value = math.nan
+    while step < options.steps:
+        loss_value, lr = _train_step(loop, step)
+        step += 1
+        entry = {"step": step, "tokens": step * per_step, "loss": round(loss_value, 6), "lr": lr}
+        summary.log.append(entry)
+        _write_entry(loss_file, entry)
+        if on_step is not None:
+            on_step({**entry, "steps": options.steps, "tokens_total": options.steps * per_step})
+        if step in saves and loop.rank == 0:
+            point = _save_checkpoint(loop, summary, step, loss_value, step in schedule, loss_file)
+            if on_checkpoint is not None:
+                on_checkpoint(point)
+        if _stops(loop, step, step in saves, should_stop):
+            summary.stopped = True
+            break
+    if loss_file is not None:
+        loss_file.close()
+    if loop.rank != 0:
+        return None
+    return _finish(loop, summary, step, loss_value, started)
+
+
+def _loop(
+    out_dir: Path,
+    options: CausalOptions,
+    tokenizer: Any,
+    group: _Group | None,
+    resume: Path | None,
+    summary: CausalSummary,
+) -> _Loop:
+    """The token blocks (their counts into `summary`), and, seeded by the options, the
+    model (the last checkpoint's, a base model or a new one) on its device with its
+    optimizer, learning-rate schedule and block order."""
+    data_dir = out_dir / DATA_DIR
     train_file, valid_file = data_dir / "train.bin", data_dir / "validation.bin"
-    context = options.shape.context
-    train_blocks = _blocks(train_file, context)
-    valid_blocks = _blocks(valid_file, context)
+    train_blocks = _blocks(train_file, options.shape.context)
+    valid_blocks = _blocks(valid_file, options.shape.context)
     summary.training_tokens = int(train_file.stat().st_size // 4)
     summary.validation_tokens = int(valid_file.stat().st_size // 4)
-
     torch.manual_seed(options.seed)
     random.seed(options.seed)
     np.random.seed(options.seed % 2**32)
-    device = torch.device(f"cuda:{rank}" if group and options.device == "cuda" else options.device)
-    # `vocab_rows`: the rows of the model's own vocabulary (a loaded model's may be more than
-    # its tokenizer's entries); the model trains with them padded (see VOCAB_MULTIPLE).
+    device = torch.device(
+        f"cuda:{group.rank}" if group and options.device == "cuda" else options.device
+    )
     if resume is not None:
         model = _model_class(options).from_pretrained(resume, dtype=torch.float32)
         vocab_rows = _rows(model)
@@ -783,187 +883,185 @@ def _train(
     _pad_vocab(model, vocab_rows)
     model.to(device)
     model.train()
-    # What trains: the model, or its DistributedDataParallel wrapper, which averages the
-    # gradients of every rank in the backward pass of each rank's last micro-batch.
-    trained: Any = model
-    parallel: torch.nn.parallel.DistributedDataParallel | None = None
+    parallel = None
     if group:
         parallel = torch.nn.parallel.DistributedDataParallel(
             model, device_ids=[device.index] if device.type == "cuda" else None
         )
-        trained = parallel
     optimizer = _optimizer(model, options)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: lr_factor(s, options))
-    order = BlockOrder(len(train_blocks), options.seed)
-    step = 0
-    if resume is not None:
-        state = load_training_state(resume)
-        optimizer.load_state_dict(state["optimizer"])
-        scheduler.load_state_dict(state["scheduler"])
-        _set_rng_state(state["rng"])
-        order.position = int(state["data_position"])
-        step = int(state["step"])
-        summary.log = list(state["log"])
-        summary.checkpoints = list(state["checkpoints"])
-        summary.resumed_from_step = step
-    # The unused rows of the embedding are not parameters of the model that is saved.
+    return _Loop(
+        options=options,
+        out_dir=out_dir,
+        tokenizer=tokenizer,
+        group=group,
+        device=device,
+        model=model,
+        trained=model if parallel is None else parallel,
+        parallel=parallel,
+        vocab_rows=vocab_rows,
+        optimizer=optimizer,
+        scheduler=scheduler,
+        order=BlockOrder(len(train_blocks), options.seed),
+        train_blocks=train_blocks,
+        valid_blocks=valid_blocks,
+    )
+
+
+def _resume(loop: _Loop, resume: Path, summary: CausalSummary) -> int:
+    """The checkpoint's training state restored (optimizer, schedule, random states,
+    data position, log): the step it was written at."""
+    state = load_training_state(resume)
+    loop.optimizer.load_state_dict(state["optimizer"])
+    loop.scheduler.load_state_dict(state["scheduler"])
+    _set_rng_state(state["rng"])
+    loop.order.position = int(state["data_position"])
+    summary.log = list(state["log"])
+    summary.checkpoints = list(state["checkpoints"])
+    summary.resumed_from_step = int(state["step"])
+    return summary.resumed_from_step
+
+
+def _saved_parameters(model: Any, vocab_rows: int) -> int:
+    """The parameters of the model that is saved: not the unused rows of the embedding."""
     unused = sum(
         (int(w.shape[0]) - vocab_rows) * (w.numel() // int(w.shape[0]))
         for w in _vocab_tensors(model)
     )
-    summary.parameters = sum(p.numel() for p in model.parameters()) - unused
-    summary.vocabulary = len(tokenizer)
+    return sum(p.numel() for p in model.parameters()) - unused
 
-    use_bf16 = device.type == "cuda"  # and TF32, under training_precision
 
-    def autocast() -> Any:
-        return torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=use_bf16)
+def _compile(loop: _Loop) -> None:
+    """With `compile`, the loss of what trains compiled. `model` itself is what is saved
+    and evaluated (another batch shape would compile again). Every micro-batch has the
+    same shape, so the forward and backward compile once per process."""
+    if not loop.options.compiles:
+        return
+    objective, trained, rows = loop.objective, loop.trained, loop.vocab_rows
 
-    # The compiled model trains; `model` itself is what is saved and evaluated (another
-    # batch shape would compile again). Every micro-batch has the same shape, so the
-    # forward and backward compile once per process.
-    objective = _objective(options, tokenizer)
-    compiled: list[Any] = []
-    if options.compiles:
+    def training_loss(*tensors: torch.Tensor) -> torch.Tensor:
+        return objective.loss(trained, *tensors, rows)
 
-        def training_loss(*tensors: torch.Tensor) -> torch.Tensor:
-            return objective.loss(trained, *tensors, vocab_rows)
+    loop.compiled.append(torch.compile(training_loss))
 
-        compiled.append(torch.compile(training_loss))
 
-    def micro_loss(*tensors: torch.Tensor) -> torch.Tensor:
-        if compiled:
-            try:
-                with autocast():
-                    return compiled[0](*tensors)
-            except Exception as exc:  # noqa: BLE001 - any failure of the compiler
-                if options.compile == "on":
-                    raise CausalTrainingError(f"torch.compile failed: {exc}") from exc
-                # "auto": a machine whose compiler cannot build the kernels trains eagerly.
-                warnings.warn(f"torch.compile failed, training without it: {exc}", stacklevel=1)
-                compiled.clear()
-        with autocast():
-            return objective.loss(trained, *tensors, vocab_rows)
-
-    schedule = checkpoint_steps(options.steps, options.checkpoints)
-    saves = set(schedule)
-    if options.save_every:
-        saves.update(range(options.save_every, options.steps, options.save_every))
-    per_step = options.tokens_per_step
-    # The whole loss log, one line an entry (the run's row keeps a thinned one).
-    loss_file = _loss_file(out_dir, summary.log) if lead else None
+def _train_step(loop: _Loop, step: int) -> tuple[float, float]:
+    """One optimizer step (the `step`-th, from 0): the step's loss, over every rank, and
+    the learning rate it trained with."""
+    options, rank, size = loop.options, loop.rank, loop.size
     # Each rank takes every `size`-th of the step's micro-batches, from the one block order
     # all ranks follow: the step sees the same blocks however many ranks share it.
     share = options.accumulation // size
-    loss_value = math.nan
-    while step < options.steps:
-        blocks = order.take(options.accumulation * options.micro_batch)
-        mine = blocks.reshape(options.accumulation, options.micro_batch)[rank::size]
-        # The loss stays on the device until the step ends: one synchronisation a step.
-        summed = torch.zeros((), device=device)
-        for index, chosen in enumerate(mine):
-            # The micro-batch's place in the step, whichever rank runs it: the masks of a
-            # masked model depend on it and the seed only.
-            arrays = objective.arrays(train_blocks[chosen], (step, rank + index * size))
-            tensors = [torch.from_numpy(a).to(device, non_blocking=True) for a in arrays]
-            # Gradients are averaged across ranks once a step, in the last backward pass.
-            waits = index < share - 1
-            with parallel.no_sync() if parallel is not None and waits else contextlib.nullcontext():
-                loss = micro_loss(*tensors) / share
-                loss.backward()
-            summed += loss.detach().float()
-        if group:
-            # Every micro-batch has the same number of tokens, so the mean of the ranks'
-            # means is the mean over the whole step's batch.
-            torch.distributed.all_reduce(summed)
-            summed /= size
-        total = float(summed)
-        if options.grad_clip > 0:
-            torch.nn.utils.clip_grad_norm_(model.parameters(), options.grad_clip)
-        lr = optimizer.param_groups[0]["lr"]
-        optimizer.step()
-        scheduler.step()
-        optimizer.zero_grad(set_to_none=True)
-        step += 1
-        loss_value = total
-        stop = False
-        entry = {"step": step, "tokens": step * per_step, "loss": round(total, 6), "lr": lr}
-        summary.log.append(entry)
-        _write_entry(loss_file, entry)
-        if on_step is not None:
-            on_step({**entry, "steps": options.steps, "tokens_total": options.steps * per_step})
-        if step in saves and lead:
-            tokens = step * per_step
-            valid_loss = _evaluate(model, valid_blocks, options, autocast, vocab_rows, objective)
-            summary.log.append({"step": step, "tokens": tokens, "validation_loss": valid_loss})
-            _write_entry(loss_file, summary.log[-1])
-            folder = out_dir / f"{CHECKPOINT_PREFIX}{tokens}"
-            record = {
-                "step": step,
-                "tokens": tokens,
-                "folder": folder.name,
-                "train_loss": round(total, 6),
-                "validation_loss": valid_loss,
-                "scheduled": step in schedule,
-            }
-            summary.checkpoints.append(record)
-            _save_folder(model, tokenizer, folder, vocab_rows)
-            state = {
-                "optimizer": optimizer.state_dict(),
-                "scheduler": scheduler.state_dict(),
-                "rng": _rng_state(),
-                "data_position": order.position,
-                "step": step,
-                "log": summary.log,
-                "checkpoints": summary.checkpoints,
-            }
-            # The state last: a folder without it is not a checkpoint to resume from.
-            torch.save(state, folder / f"{STATE_NAME}.part")
-            os.replace(folder / f"{STATE_NAME}.part", folder / STATE_NAME)
-            _prune_states(out_dir, options.keep_states)
-            size_on_disk = record["bytes"] = folder_bytes(folder)
-            removed = retain_checkpoints(out_dir, summary.checkpoints, options)
-            if on_checkpoint is not None:
-                on_checkpoint(
-                    Checkpoint(
-                        step,
-                        tokens,
-                        folder,
-                        total,
-                        valid_loss,
-                        size_on_disk,
-                        step in schedule,
-                        removed,
-                    )
-                )
-        if (
-            step in saves
-            and options.stop_after_step
-            and options.stop_after_step <= step < options.steps
-        ):
-            stop = True
-        elif should_stop is not None and should_stop():
-            stop = True
-        if group:
-            # Rank 0's decision: every rank stops at the same step.
-            flag = torch.tensor([int(stop)], device=device)
-            torch.distributed.broadcast(flag, src=0)
-            stop = bool(flag.item())
-        if stop:
-            summary.stopped = True
-            break
-    if loss_file is not None:
-        loss_file.close()
-    if not lead:
-        return None
+    blocks = loop.order.take(options.accumulation * options.micro_batch)
+    mine = blocks.reshape(options.accumulation, options.micro_batch)[rank::size]
+    # The loss stays on the device until the step ends: one synchronisation a step.
+    summed = torch.zeros((), device=loop.device)
+    for index, chosen in enumerate(mine):
+        # The micro-batch's place in the step, whichever rank runs it: the masks of a
+        # masked model depend on it and the seed only.
+        arrays = loop.objective.arrays(loop.train_blocks[chosen], (step, rank + index * size))
+        tensors = [torch.from_numpy(a).to(loop.device, non_blocking=True) for a in arrays]
+        # Gradients are averaged across ranks once a step, in the last backward pass.
+        waits = index < share - 1
+        parallel = loop.parallel
+        with parallel.no_sync() if parallel is not None and waits else contextlib.nullcontext():
+            loss = loop.micro_loss(*tensors) / share
+            loss.backward()
+        summed += loss.detach().float()
+    if loop.group:
+        # Every micro-batch has the same number of tokens, so the mean of the ranks'
+        # means is the mean over the whole step's batch.
+        torch.distributed.all_reduce(summed)
+        summed /= size
+    total = float(summed)
+    if options.grad_clip > 0:
+        torch.nn.utils.clip_grad_norm_(loop.model.parameters(), options.grad_clip)
+    lr = loop.optimizer.param_groups[0]["lr"]
+    loop.optimizer.step()
+    loop.scheduler.step()
+    loop.optimizer.zero_grad(set_to_none=True)
+    return total, lr
+
+
+def _save_checkpoint(
+    loop: _Loop,
+    summary: CausalSummary,
+    step: int,
+    train_loss: float,
+    scheduled: bool,
+    loss_file: Any,
+) -> Checkpoint:
+    """Evaluate, save the checkpoint's folder (its training state last), and apply the
+    retention; the checkpoint as the callback hears of it."""
+    options, out_dir = loop.options, loop.out_dir
+    tokens = step * options.tokens_per_step
+    valid_loss = _evaluate(
+        loop.model, loop.valid_blocks, options, loop.autocast, loop.vocab_rows, loop.objective
+    )
+    summary.log.append({"step": step, "tokens": tokens, "validation_loss": valid_loss})
+    _write_entry(loss_file, summary.log[-1])
+    folder = out_dir / f"{CHECKPOINT_PREFIX}{tokens}"
+    record = {
+        "step": step,
+        "tokens": tokens,
+        "folder": folder.name,
+        "train_loss": round(train_loss, 6),
+        "validation_loss": valid_loss,
+        "scheduled": scheduled,
+    }
+    summary.checkpoints.append(record)
+    _save_folder(loop.model, loop.tokenizer, folder, loop.vocab_rows)
+    state = {
+        "optimizer": loop.optimizer.state_dict(),
+        "scheduler": loop.scheduler.state_dict(),
+        "rng": _rng_state(),
+        "data_position": loop.order.position,
+        "step": step,
+        "log": summary.log,
+        "checkpoints": summary.checkpoints,
+    }
+    # The state last: a folder without it is not a checkpoint to resume from.
+    torch.save(state, folder / f"{STATE_NAME}.part")
+    os.replace(folder / f"{STATE_NAME}.part", folder / STATE_NAME)
+    _prune_states(out_dir, options.keep_states)
+    size_on_disk = record["bytes"] = folder_bytes(folder)
+    removed = retain_checkpoints(out_dir, summary.checkpoints, options)
+    return Checkpoint(
+        step, tokens, folder, train_loss, valid_loss, size_on_disk, scheduled, removed
+    )
+
+
+def _stops(loop: _Loop, step: int, saved: bool, should_stop: Callable[[], bool] | None) -> bool:
+    """Whether the training stops after `step`: at `stop_after_step`'s checkpoint, or
+    when `should_stop` says so; on several ranks, rank 0's decision for all."""
+    options = loop.options
+    stop = False
+    if saved and options.stop_after_step and options.stop_after_step <= step < options.steps:
+        stop = True
+    elif should_stop is not None and should_stop():
+        stop = True
+    if loop.group:
+        # Rank 0's decision: every rank stops at the same step.
+        flag = torch.tensor([int(stop)], device=loop.device)
+        torch.distributed.broadcast(flag, src=0)
+        stop = bool(flag.item())
+    return stop
+
+
+def _finish(
+    loop: _Loop, summary: CausalSummary, step: int, loss_value: float, started: float
+) -> CausalSummary:
+    """The summary completed and written to INFO_NAME, and, unless stopped early, the
+    finished model saved in the folder itself."""
+    options, out_dir = loop.options, loop.out_dir
     summary.steps_done = step
-    summary.tokens_seen = step * per_step
+    summary.tokens_seen = step * options.tokens_per_step
     summary.final_loss = None if math.isnan(loss_value) else round(loss_value, 6)
     evaluations = [e for e in summary.log if "validation_loss" in e]
     summary.final_validation_loss = evaluations[-1]["validation_loss"] if evaluations else None
     summary.seconds = round(time.time() - started, 3)
     if not summary.stopped:
-        _save_folder(model, tokenizer, out_dir, vocab_rows)
+        _save_folder(loop.model, loop.tokenizer, out_dir, loop.vocab_rows)
     (out_dir / INFO_NAME).write_text(
         json.dumps({"kind": options.objective, **asdict(summary)}, indent=2, default=str) + "\n",
         encoding="utf-8",

@@ -13,6 +13,7 @@ runs with mean pooling and logistic regression), so that training imports no oth
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
@@ -202,47 +203,91 @@ def training_options(
     those of causal but base_model, its own presets and tokenizers (bpe, wordpiece, model),
     and mask_probability and whole_word_masking."""
     errors: dict[str, str] = unknown_options(kind, raw)
-    named: dict[str, LanguageModel] = {}
-    masked = kind == TrainingRun.Kind.MASKED
-    if not masked:
-        for field in MASKING_OPTIONS:
-            if raw.get(field) not in (None, ""):
-                errors[field] = f"{field} is an option of masked runs, not of {str(kind)[:40]} runs"
+    if kind != TrainingRun.Kind.MASKED:
+        why = f"is an option of masked runs, not of {str(kind)[:40]} runs"
+        _refuse_options(raw, MASKING_OPTIONS, why, errors)
     if kind == TrainingRun.Kind.NGRAM:
-        for field in ("base_model", "tokenizer", "tokenizer_model"):
-            if raw.get(field) not in (None, ""):
-                errors[field] = f"{field} is an option of causal runs; an n-gram model counts words"
-        return (
-            {
-                "order": _integer(raw.get("order", 3), "order", 2, 6, errors),
-                "min_count": _integer(raw.get("min_count", 1), "min_count", 1, 1_000_000, errors),
-                **{
-                    field: None
-                    if raw.get(field) in (None, "")
-                    else _integer(raw[field], field, 1, MAX_MB, errors)
-                    for field in ("memory_mb", "disk_mb")
-                },
-            },
-            errors,
-            named,
-        )
+        why = "is an option of causal runs; an n-gram model counts words"
+        _refuse_options(raw, ("base_model", "tokenizer", "tokenizer_model"), why, errors)
+        return _ngram_options(raw, errors), errors, {}
     if kind not in (TrainingRun.Kind.CAUSAL, TrainingRun.Kind.MASKED):
-        return (
-            {},
-            {"kind": f"kind must be one of {', '.join(KINDS)}, not {str(kind)[:40]!r}"},
-            named,
-        )
+        return {}, {"kind": f"kind must be one of {', '.join(KINDS)}, not {str(kind)[:40]!r}"}, {}
+    return _transformer_options(kind, raw, errors)
+
+
+def _refuse_options(
+    raw: dict[str, Any], fields: Iterable[str], why: str, errors: dict[str, str]
+) -> None:
+    """Each of `fields` that `raw` gives is an error: `<field> <why>`."""
+    for field in fields:
+        if raw.get(field) not in (None, ""):
+            errors[field] = f"{field} {why}"
+
+
+def _ngram_options(raw: dict[str, Any], errors: dict[str, str]) -> dict[str, Any]:
+    return {
+        "order": _integer(raw.get("order", 3), "order", 2, 6, errors),
+        "min_count": _integer(raw.get("min_count", 1), "min_count", 1, 1_000_000, errors),
+        **{
+            field: None
+            if raw.get(field) in (None, "")
+            else _integer(raw[field], field, 1, MAX_MB, errors)
+            for field in ("memory_mb", "disk_mb")
+        },
+    }
+
+
+def _transformer_options(
+    kind: str, raw: dict[str, Any], errors: dict[str, str]
+) -> tuple[dict[str, Any], dict[str, str], dict[str, LanguageModel]]:
+    """`training_options` of a causal or masked run."""
+    masked = kind == TrainingRun.Kind.MASKED
     kind_options = causal_options.options_class(kind)
+    base = _base_model_option(raw, masked, errors)
+    tokenizer, tokenizer_model = _tokenizer_options(kind_options, raw, base, errors)
+    named = {"base_model": base} if base is not None else {}
+    if tokenizer_model is not None and "tokenizer" not in errors:
+        named["tokenizer_model"] = tokenizer_model
+    shaped = _shape_option(kind, raw, base, tokenizer_model, errors)
+    if shaped is None:
+        return {}, errors, named
+    shape, preset = shaped
+    settings_ = kind_options(
+        shape=shape,
+        **_loop_options(raw, errors),
+        base_model=base.source if base is not None else "",
+        tokenizer=tokenizer,
+        tokenizer_source=tokenizer_model.source if tokenizer_model is not None else "",
+        **(_masking(raw, errors) if masked else {}),
+    )
+    if not errors:
+        errors.update(_causal_problems(settings_))
+    return _stored_options(settings_, preset, base, tokenizer_model), errors, named
+
+
+def _base_model_option(
+    raw: dict[str, Any], masked: bool, errors: dict[str, str]
+) -> LanguageModel | None:
+    """The registered model a causal run trains further, if it names one."""
     if masked and raw.get("base_model") not in (None, ""):
         errors["base_model"] = (
             "base_model is an option of causal runs: continued pre-training trains a causal "
             "model, and a masked run starts afresh"
         )
-    base = None if masked else _registered(raw.get("base_model"), "base_model", errors)
+    return None if masked else _registered(raw.get("base_model"), "base_model", errors)
+
+
+def _tokenizer_options(
+    kind_options: type[causal_options.CausalOptions],
+    raw: dict[str, Any],
+    base: LanguageModel | None,
+    errors: dict[str, str],
+) -> tuple[str, LanguageModel | None]:
+    """The tokenizer option (a base model's own when there is one) and the registered
+    model that lends its tokenizer."""
     tokenizer = str(raw.get("tokenizer") or ("model" if raw.get("tokenizer_model") else "bpe"))
     tokenizer_model = _registered(raw.get("tokenizer_model"), "tokenizer_model", errors)
     if base is not None:
-        named["base_model"] = base
         if raw.get("tokenizer") not in (None, "", "model") or tokenizer_model is not None:
             errors["tokenizer"] = (
                 "continued pre-training uses its base model's tokenizer: leave tokenizer "
@@ -259,8 +304,19 @@ def training_options(
         errors["tokenizer_model"] = (
             f"tokenizer_model goes with tokenizer 'model', not {tokenizer!r}"
         )
-    if tokenizer_model is not None and "tokenizer" not in errors:
-        named["tokenizer_model"] = tokenizer_model
+    return tokenizer, tokenizer_model
+
+
+def _shape_option(
+    kind: str,
+    raw: dict[str, Any],
+    base: LanguageModel | None,
+    tokenizer_model: LanguageModel | None,
+    errors: dict[str, str],
+) -> tuple[causal_options.ModelShape, str] | None:
+    """The model's shape and the preset named for it ("" for a base model's shape); None
+    when the shape cannot be made (the error is said at the option that shapes it)."""
+    masked = kind == TrainingRun.Kind.MASKED
     preset = str(raw.get("preset", "tiny-bert" if masked else "tiny"))
     overrides: dict[str, Any] = {}
     for field, most in causal_options.SHAPE_MAXIMA.items():
@@ -277,44 +333,53 @@ def training_options(
                 errors["base_model"] = (
                     f"the base model fixes the shape: leave {shaped} out (context may shorten it)"
                 )
-            shape = causal_options.base_shape(base.source, overrides.get("context"))
-            preset = ""
-        else:
-            shape = causal_options.shape_for(preset, kind, **overrides)
-            if tokenizer_model is not None and "tokenizer" not in errors:
-                shaping = "tokenizer_model"
-                loaded = causal_options.model_tokenizer(tokenizer_model.source, kind)
-                shape = replace(shape, vocab=len(loaded))
+            return causal_options.base_shape(base.source, overrides.get("context")), ""
+        shape = causal_options.shape_for(preset, kind, **overrides)
+        if tokenizer_model is not None and "tokenizer" not in errors:
+            shaping = "tokenizer_model"
+            loaded = causal_options.model_tokenizer(tokenizer_model.source, kind)
+            shape = replace(shape, vocab=len(loaded))
     except causal_options.CausalTrainingError as exc:
         errors[shaping] = str(exc)
-        return {}, errors, named
+        return None
+    return shape, preset
+
+
+def _loop_options(raw: dict[str, Any], errors: dict[str, str]) -> dict[str, Any]:
+    """The options of the training loop and its checkpoints, checked."""
     retention = str(raw.get("retention", "all"))
     if retention not in causal_options.RETENTIONS:
         errors["retention"] = (
             f"retention must be one of {', '.join(causal_options.RETENTIONS)}, not "
             f"{retention[:40]!r}"
         )
-    settings_ = kind_options(
-        shape=shape,
-        steps=_integer(raw.get("steps", 1000), "steps", 1, MAX_STEPS, errors),
-        batch_tokens=_integer(raw.get("batch_tokens", 0), "batch_tokens", 0, 2**31, errors),
-        micro_batch=_integer(raw.get("micro_batch", 8), "micro_batch", 1, 4096, errors),
-        learning_rate=_number(raw.get("learning_rate", 1e-3), "learning_rate", 1e-8, 1.0, errors),
-        warmup_steps=_integer(raw.get("warmup_steps", -1), "warmup_steps", -1, MAX_STEPS, errors),
-        weight_decay=_number(raw.get("weight_decay", 0.1), "weight_decay", 0.0, 1.0, errors),
-        checkpoints=_integer(raw.get("checkpoints", 8), "checkpoints", 1, 100, errors),
-        keep_states=_integer(raw.get("keep_states", 0), "keep_states", 0, 100, errors),
-        seed=_integer(raw.get("seed", 0), "seed", 0, 2**31 - 1, errors),
-        base_model=base.source if base is not None else "",
-        tokenizer=tokenizer,
-        tokenizer_source=tokenizer_model.source if tokenizer_model is not None else "",
-        save_every=_integer(raw.get("save_every", 0), "save_every", 0, MAX_STEPS, errors),
-        retention=retention,
-        keep_last=_integer(raw.get("keep_last", 0), "keep_last", 0, 10_000, errors),
-        **(_masking(raw, errors) if masked else {}),
-    )
-    if not errors:
-        errors.update(_causal_problems(settings_))
+    return {
+        "steps": _integer(raw.get("steps", 1000), "steps", 1, MAX_STEPS, errors),
+        "batch_tokens": _integer(raw.get("batch_tokens", 0), "batch_tokens", 0, 2**31, errors),
+        "micro_batch": _integer(raw.get("micro_batch", 8), "micro_batch", 1, 4096, errors),
+        "learning_rate": _number(
+            raw.get("learning_rate", 1e-3), "learning_rate", 1e-8, 1.0, errors
+        ),
+        "warmup_steps": _integer(
+            raw.get("warmup_steps", -1), "warmup_steps", -1, MAX_STEPS, errors
+        ),
+        "weight_decay": _number(raw.get("weight_decay", 0.1), "weight_decay", 0.0, 1.0, errors),
+        "checkpoints": _integer(raw.get("checkpoints", 8), "checkpoints", 1, 100, errors),
+        "keep_states": _integer(raw.get("keep_states", 0), "keep_states", 0, 100, errors),
+        "seed": _integer(raw.get("seed", 0), "seed", 0, 2**31 - 1, errors),
+        "save_every": _integer(raw.get("save_every", 0), "save_every", 0, MAX_STEPS, errors),
+        "retention": retention,
+        "keep_last": _integer(raw.get("keep_last", 0), "keep_last", 0, 10_000, errors),
+    }
+
+
+def _stored_options(
+    settings_: causal_options.CausalOptions,
+    preset: str,
+    base: LanguageModel | None,
+    tokenizer_model: LanguageModel | None,
+) -> dict[str, Any]:
+    """The options as a run keeps them: no device or paths, models by their names."""
     stored = asdict(settings_)
     for private in ("device", "stop_after_step", "base_model", "tokenizer_source"):
         stored.pop(private)
@@ -323,7 +388,7 @@ def training_options(
         stored["base_model"] = base.name
     if tokenizer_model is not None:
         stored["tokenizer_model"] = tokenizer_model.name
-    return stored, errors, named
+    return stored
 
 
 def unknown_options(kind: str, raw: dict[str, Any]) -> dict[str, str]:

@@ -13,18 +13,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from gym.accounts import signed_in
+from suites import catalog_api
 from suites.catalog import ListQuery
-from suites.catalog_api import (
-    CatalogDetail,
-    CatalogListCreate,
-    GymDataSerializer,
-    NamedUploadFields,
-    UploadAnswer,
-    list_schema,
-    upload_answer,
-    upload_schema,
-    upload_stream,
-)
 from suites.corpora import reading
 from suites.corpora.models import Corpus
 from suites.corpora.services import (
@@ -37,7 +27,7 @@ from suites.corpora.services import (
 from suites.corpora.views import corpus_name_from_file
 
 
-class CorpusSerializer(GymDataSerializer):
+class CorpusSerializer(catalog_api.GymDataSerializer):
     api_url_name = "api-corpus"
 
     class Meta:
@@ -92,12 +82,12 @@ class CorpusDetailSerializer(CorpusSerializer):
         return sample_lines(corpus.sample)
 
 
-class CorpusUploadSerializer(CorpusDetailSerializer, UploadAnswer):
+class CorpusUploadSerializer(CorpusDetailSerializer, catalog_api.UploadAnswer):
     class Meta(CorpusDetailSerializer.Meta):
-        fields = [*CorpusDetailSerializer.Meta.fields, *UploadAnswer.FIELDS]
+        fields = [*CorpusDetailSerializer.Meta.fields, *catalog_api.UploadAnswer.FIELDS]
 
 
-class CorpusUploadFields(NamedUploadFields):
+class CorpusUploadFields(catalog_api.NamedUploadFields):
     """A corpus's upload fields: how its validation lines are drawn."""
 
     validation_fraction = serializers.FloatField(
@@ -113,8 +103,8 @@ class CorpusUploadFields(NamedUploadFields):
     )
 
 
-@list_schema(noun="corpora", sorts=CORPUS_SORTS)
-class CorpusListCreate(CatalogListCreate):
+@catalog_api.list_schema(noun="corpora", sorts=CORPUS_SORTS)
+class CorpusListCreate(catalog_api.CatalogListCreate):
     """List corpora (search, tag, ordering, pagination) or upload one."""
 
     serializer_class = CorpusSerializer
@@ -122,7 +112,7 @@ class CorpusListCreate(CatalogListCreate):
     def listed(self, query: ListQuery) -> QuerySet[Corpus]:
         return corpus_list(q=query.q, tag=query.tag, sort=query.sort)
 
-    @upload_schema(
+    @catalog_api.upload_schema(
         fields=CorpusUploadFields,
         raw={"text/plain": OpenApiTypes.STR},
         responses={201: CorpusUploadSerializer},
@@ -132,7 +122,7 @@ class CorpusListCreate(CatalogListCreate):
         "limit, GYM_MAX_CORPUS_BYTES, and the file is read as it arrives.",
     )
     def post(self, request: Request) -> Response:
-        upload = upload_stream(
+        upload = catalog_api.upload_stream(
             request,
             CorpusUploadFields,
             limit=settings.GYM_MAX_CORPUS_BYTES,
@@ -157,10 +147,10 @@ class CorpusListCreate(CatalogListCreate):
         )
         body = CorpusUploadSerializer(corpus, context={"request": request}).data
         renamed_from = asked.strip() if corpus.name != asked.strip() else ""
-        return Response(upload_answer(body, renamed_from=renamed_from), status=201)
+        return Response(catalog_api.upload_answer(body, renamed_from=renamed_from), status=201)
 
 
-class CorpusDetail(CatalogDetail):
+class CorpusDetail(catalog_api.CatalogDetail):
     model = Corpus
     noun = "corpus"
     serializer_class = CorpusDetailSerializer

@@ -3,9 +3,10 @@ page, the API and `manage.py import_corpus`."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -70,6 +71,11 @@ def corpus_import(
     """
     name = upload_name(Corpus, name.strip(), rename_if_taken=rename_if_taken)
     tags = list(tags)
+    split = {
+        "validation_fraction": validation_fraction,
+        "validation_max": validation_max,
+        "validation_seed": validation_seed,
+    }
     errors = name_and_tag_errors(
         name=name,
         model=Corpus,
@@ -78,20 +84,52 @@ def corpus_import(
         tags=tags,
         description=description,
     )
-    if not 0.0 <= validation_fraction < 1.0:
+    errors.extend(_split_errors(validation_fraction, validation_max, validation_seed))
+    if errors:
+        raise CorpusInvalid(errors)
+    original = file_name or (Path(source).name if isinstance(source, (str, Path)) else "")
+    original = original or str(getattr(source, "name", "") or "")
+    with _corpus_file(source, original, split) as (summary, final):
+        with named_row_write(
+            name=name, model=Corpus, noun="corpus", reserved=RESERVED_NAMES, invalid=CorpusInvalid
+        ):
+            corpus = Corpus.objects.create(
+                name=name,
+                owner=owner,
+                description=description,
+                original_name=original[:255],
+                file_name=final.name,
+                **_summary_fields(summary),
+                **split,
+            )
+            tags_set(target=corpus, raw=tags)
+    return corpus
+
+
+def _split_errors(fraction: float, most: int, seed: int) -> list[SuiteError]:
+    """What is wrong with the options of the validation split."""
+    errors = []
+    if not 0.0 <= fraction < 1.0:
         errors.append(
             SuiteError("validation_fraction", "give a fraction from 0 up to (not including) 1")
         )
-    if not 0 <= validation_max <= 10_000_000:
+    if not 0 <= most <= 10_000_000:
         errors.append(SuiteError("validation_max", "give a number of lines from 0 to 10,000,000"))
-    if not 0 <= validation_seed < 2**62:
+    if not 0 <= seed < 2**62:
         errors.append(SuiteError("validation_seed", "give a seed from 0 to 2**62 - 1"))
-    if errors:
-        raise CorpusInvalid(errors)
+    return errors
+
+
+@contextlib.contextmanager
+def _corpus_file(
+    source: Path | Any, original: str, split: dict[str, Any]
+) -> Iterator[tuple[reading.CorpusSummary, Path]]:
+    """The file read and checked into `<content hash>.txt` among the corpora and put in
+    the artifact store: its summary and path, for the row to be written in the block. A
+    file this made is removed again when the block fails (unless a row names it); a
+    CorpusError becomes CorpusInvalid."""
     folder = Path(settings.GYM_CORPUS_DIR)
     folder.mkdir(parents=True, exist_ok=True)
-    original = file_name or (Path(source).name if isinstance(source, (str, Path)) else "")
-    original = original or str(getattr(source, "name", "") or "")
     handle, close = _opened(source)
     fd, temp_name = tempfile.mkstemp(prefix=".upload-", suffix=".txt", dir=folder)
     temp = Path(temp_name)
@@ -105,9 +143,7 @@ def corpus_import(
                 limit=settings.GYM_MAX_CORPUS_BYTES,
                 max_line=settings.GYM_MAX_CORPUS_LINE_BYTES,
                 sample_chars=settings.GYM_SAMPLE_LINE_CHARS,
-                validation_fraction=validation_fraction,
-                validation_max=validation_max,
-                validation_seed=validation_seed,
+                **split,
             )
         final = folder / f"{summary.content_hash}.txt"
         if final.exists():
@@ -118,34 +154,8 @@ def corpus_import(
         # In the artifact store before the row exists: a worker on another machine reads
         # it there. A store out of reach raises StoreUnavailable and keeps nothing.
         artifacts.put_content(final, "corpora", link=True)
-        with named_row_write(
-            name=name, model=Corpus, noun="corpus", reserved=RESERVED_NAMES, invalid=CorpusInvalid
-        ):
-            corpus = Corpus.objects.create(
-                name=name,
-                owner=owner,
-                description=description,
-                content_hash=summary.content_hash,
-                source_format=summary.source_format,
-                gzipped=summary.gzipped,
-                original_name=original[:255],
-                file_name=final.name,
-                bytes=summary.bytes,
-                line_count=summary.lines,
-                word_count=summary.words,
-                char_count=summary.characters,
-                blank_lines=summary.blank_lines,
-                length_counts=summary.length_histogram(),
-                sample=sample_lines(summary.sample),
-                validation_fraction=validation_fraction,
-                validation_max=validation_max,
-                validation_seed=validation_seed,
-                validation_threshold=summary.validation_threshold,
-                validation_lines=summary.validation_lines,
-            )
-            tags_set(target=corpus, raw=tags)
+        yield summary, final
         kept = None
-        return corpus
     except reading.CorpusError as exc:
         raise CorpusInvalid([SuiteError(exc.where, exc.message)]) from None
     finally:
@@ -154,6 +164,24 @@ def corpus_import(
         temp.unlink(missing_ok=True)
         if kept is not None and not Corpus.objects.filter(file_name=kept.name).exists():
             kept.unlink(missing_ok=True)
+
+
+def _summary_fields(summary: reading.CorpusSummary) -> dict[str, Any]:
+    """A corpus row's fields that reading its file counted."""
+    return {
+        "content_hash": summary.content_hash,
+        "source_format": summary.source_format,
+        "gzipped": summary.gzipped,
+        "bytes": summary.bytes,
+        "line_count": summary.lines,
+        "word_count": summary.words,
+        "char_count": summary.characters,
+        "blank_lines": summary.blank_lines,
+        "length_counts": summary.length_histogram(),
+        "sample": sample_lines(summary.sample),
+        "validation_threshold": summary.validation_threshold,
+        "validation_lines": summary.validation_lines,
+    }
 
 
 def sample_lines(sample: Iterable[Sequence[Any]]) -> list[list[Any]]:

@@ -10,18 +10,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from gym.accounts import signed_in
+from suites import catalog_api
 from suites.catalog import ListQuery
-from suites.catalog_api import (
-    CatalogDetail,
-    CatalogListCreate,
-    GymDataSerializer,
-    NamedUploadFields,
-    UploadAnswer,
-    list_schema,
-    upload_answer,
-    upload_read,
-    upload_schema,
-)
 from suites.formats.probing import TASK_TYPES, guess_task_type
 from suites.models import GymData, ProbingTask
 from suites.probing.services import (
@@ -32,7 +22,7 @@ from suites.probing.services import (
 )
 
 
-class ProbingTaskSerializer(GymDataSerializer):
+class ProbingTaskSerializer(catalog_api.GymDataSerializer):
     class Meta:
         model = ProbingTask
         fields = [
@@ -64,15 +54,15 @@ class ProbingTaskDetailSerializer(ProbingTaskSerializer):
         return probing_task_overview(task)
 
 
-class ProbingTaskUploadSerializer(UploadAnswer, ProbingTaskDetailSerializer):
+class ProbingTaskUploadSerializer(catalog_api.UploadAnswer, ProbingTaskDetailSerializer):
     """The answer to an upload: the task, and the name asked for when it was saved
     under another one (on_conflict=rename)."""
 
     class Meta(ProbingTaskDetailSerializer.Meta):
-        fields = [*ProbingTaskDetailSerializer.Meta.fields, *UploadAnswer.FIELDS]
+        fields = [*ProbingTaskDetailSerializer.Meta.fields, *catalog_api.UploadAnswer.FIELDS]
 
 
-class ProbingTaskUploadFields(NamedUploadFields):
+class ProbingTaskUploadFields(catalog_api.NamedUploadFields):
     task_type = serializers.ChoiceField(
         choices=list(TASK_TYPES),
         required=False,
@@ -81,12 +71,12 @@ class ProbingTaskUploadFields(NamedUploadFields):
     )
 
 
-@list_schema(
+@catalog_api.list_schema(
     noun="tasks",
     sorts=TASK_SORTS,
     more=[OpenApiParameter("type", str, enum=list(TASK_TYPES), description="Only this type")],
 )
-class ProbingTaskListCreate(CatalogListCreate):
+class ProbingTaskListCreate(catalog_api.CatalogListCreate):
     """List probing tasks (search, tag, type, ordering, pagination) or upload one."""
 
     serializer_class = ProbingTaskSerializer
@@ -95,7 +85,7 @@ class ProbingTaskListCreate(CatalogListCreate):
         task_type = self.request.query_params.get("type", "").strip()
         return probing_task_list(q=query.q, tag=query.tag, task_type=task_type, sort=query.sort)
 
-    @upload_schema(
+    @catalog_api.upload_schema(
         fields=ProbingTaskUploadFields,
         raw={"text/plain": OpenApiTypes.STR},
         responses={201: ProbingTaskUploadSerializer},
@@ -104,7 +94,7 @@ class ProbingTaskListCreate(CatalogListCreate):
         "saved unless the whole file is valid.",
     )
     def post(self, request: Request) -> Response:
-        upload = upload_read(request, ProbingTaskUploadFields)
+        upload = catalog_api.upload_read(request, ProbingTaskUploadFields)
         name = upload.name_or_stem().strip()
         task_type = upload.fields.get("task_type") or (
             guess_task_type(upload.filename) if upload.filename else None
@@ -120,10 +110,10 @@ class ProbingTaskListCreate(CatalogListCreate):
         )
         body = ProbingTaskDetailSerializer(task).data
         renamed_from = name if task.name != name else ""
-        return Response(upload_answer(body, renamed_from=renamed_from), status=201)
+        return Response(catalog_api.upload_answer(body, renamed_from=renamed_from), status=201)
 
 
-class ProbingTaskDetail(CatalogDetail):
+class ProbingTaskDetail(catalog_api.CatalogDetail):
     model = ProbingTask
     noun = "probing task"
     serializer_class = ProbingTaskDetailSerializer

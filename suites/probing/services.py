@@ -1,5 +1,5 @@
 """Writes to probing tasks: importing a SentEval-style file is one function, called by
-the command (and later the upload page and the API)."""
+the upload page, the API and `manage.py import_probing_task`."""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""REST API for suites: thin views over the same services and selectors the pages use."""
+"""REST API of SyntaxGym test suites: list and upload (the upload convention of every
+kind, `suites.catalog_api`), read, replace and delete one, its export, and the tags of
+all suites. Thin views over the same `services` and `selectors` the suite pages use; the
+grid editor's validation endpoints are `authoring`'s."""
 
 from __future__ import annotations
 

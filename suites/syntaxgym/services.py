@@ -1,5 +1,9 @@
-"""Writes to suites: every use case that touches several rows is one function here,
-called by pages, the API, management commands and the grid editor alike."""
+"""Writes to SyntaxGym test suites: importing one (a file, pasted JSON or the grid
+editor's), changing its metadata, replacing its content, copying and deleting it. Each
+is one function, called by the suite pages (`views`, `authoring`), the API (`api`) and
+`manage.py import_suites` alike. What every kind of data shares when it is written
+(names, tags, ownership, upload limits) is `suites.catalog_services`'; the other kinds
+have their own services in their packages."""
 
 from __future__ import annotations
 

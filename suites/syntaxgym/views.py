@@ -5,7 +5,6 @@ from collections.abc import Callable
 
 from django.conf import settings
 from django.contrib import messages
-from django.contrib.auth import login
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse, HttpResponseForbidden
@@ -17,25 +16,12 @@ from gym.accounts import signed_in
 from gym.downloads import attachment
 from suites import catalog_services, formats
 from suites.catalog import COMMON_SORT_LABELS, ListQuery, gym_data_or_404, list_context
-from suites.forms import SignupForm, SuiteMetaForm, SuiteUploadForm
+from suites.forms import SuiteMetaForm, SuiteUploadForm
 from suites.models import Suite, Tag
 from suites.syntaxgym import selectors, services
 
 SUITES_PER_PAGE = 25
 ITEMS_PER_PAGE = 50
-
-
-def signup(request: HttpRequest) -> HttpResponse:
-    if request.method == "POST":
-        form = SignupForm(request.POST)
-        if form.is_valid():
-            user = form.save()
-            login(request, user)
-            messages.success(request, f"Welcome, {user.username}. You can upload suites now.")
-            return redirect("suites:list")
-    else:
-        form = SignupForm()
-    return render(request, "registration/signup.html", {"form": form})
 
 
 def suite_list(request: HttpRequest, tag: str | None = None) -> HttpResponse:

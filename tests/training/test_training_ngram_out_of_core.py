@@ -13,6 +13,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from django.core.management import CommandError, call_command
@@ -164,12 +165,8 @@ def test_train_command_memory_budget(tmp_path: Path) -> None:
     for memory in ("1", "4096"):
         out = tmp_path / f"model-{memory}"
         stdout = io.StringIO()
-        call_command(
-            "train",
-            "--corpus",
-            str(corpus_file),
-            "--kind",
-            "ngram",
+        train_ngram(
+            corpus_file,
             "--order",
             "4",
             "--memory-mb",
@@ -187,17 +184,7 @@ def test_train_command_memory_budget(tmp_path: Path) -> None:
         assert scratch_folders(out) == []
     assert texts[0] == texts[1]
     with pytest.raises(CommandError, match="the memory budget must be 1 MB or more; got 0"):
-        call_command(
-            "train",
-            "--corpus",
-            str(corpus_file),
-            "--kind",
-            "ngram",
-            "--memory-mb",
-            "0",
-            "--out",
-            str(tmp_path / "x"),
-        )
+        train_ngram(corpus_file, "--memory-mb", "0", "--out", str(tmp_path / "x"))
 
 
 @pytest.mark.django_db
@@ -287,3 +274,8 @@ def test_mapped_pages_are_kept_within_the_budget(tmp_path: Path) -> None:
     # Within the limit, nothing is dropped.
     store.bound()
     assert store.drops == 1
+
+
+def train_ngram(corpus_file: Path, *args: str, **options: Any) -> None:
+    """`manage.py train --kind ngram` on `corpus_file`, with more of its arguments."""
+    call_command("train", "--corpus", str(corpus_file), "--kind", "ngram", *args, **options)

@@ -288,9 +288,39 @@ class Command(StandaloneCommand):
 
     def train_causal(self, source: Any, out: Path, options: dict[str, Any]) -> None:
         """--kind causal, or masked (the same training, BERT's objective)."""
-        kind = options["kind"]
+        base, tokenizer_source = self.model_sources(options)
+        try:
+            settings = self.causal_settings(options, base, tokenizer_source)
+        except causal.CausalTrainingError as exc:
+            raise CommandError(str(exc)) from None
+
+        def progress(entry: dict[str, Any]) -> None:
+            self.progress_line(f"step {entry['step']}/{entry['steps']} loss {entry['loss']:.4f}")
+
+        try:
+            summary = causal.train_causal(
+                source.training,
+                source.validation,
+                out,
+                settings,
+                on_step=progress,
+                on_checkpoint=self.checkpoint_line,
+                fresh=bool(self.fresh),
+            )
+        except causal.CausalTrainingError as exc:
+            raise CommandError(str(exc)) from None
+        except causal.TrainingProcessError as exc:
+            raise CommandError(f"{exc}\n{''.join(getattr(exc, '__notes__', []))}") from None
+        except CorpusError as exc:
+            raise CommandError(f"{source.path}, {exc}") from None
+        self.end_progress_line()
+        self.summary_line(summary, out)
+
+    def model_sources(self, options: dict[str, Any]) -> tuple[str, str]:
+        """The folders of --from-model (the base model) and --tokenizer-from ("" for
+        either not given), the flags that go with them checked."""
         base = tokenizer_source = ""
-        if options["from_model"] and kind == "masked":
+        if options["from_model"] and options["kind"] == "masked":
             raise CommandError(
                 "--from-model is an option of --kind causal: continued pre-training trains a "
                 "causal model, and a masked one starts afresh"
@@ -306,90 +336,81 @@ class Command(StandaloneCommand):
             if options["tokenizer"]:
                 raise CommandError("give --tokenizer or --tokenizer-from, not both")
             tokenizer_source = self.model_source(options["tokenizer_from"], "tokenizer-from", "")
-        kind_options = causal.options_class(kind)
-        tokenizer = "model" if base or tokenizer_source else options["tokenizer"] or "bpe"
+        return base, tokenizer_source
+
+    def causal_settings(
+        self, options: dict[str, Any], base: str, tokenizer_source: str
+    ) -> causal.CausalOptions:
+        """The training's options from the command's, checked (CausalTrainingError)."""
+        kind = options["kind"]
         masking: dict[str, Any] = {}
         if kind == "masked":
             masking["whole_word_masking"] = options["whole_word_masking"]
             if options["mask_probability"] is not None:
                 masking["mask_probability"] = options["mask_probability"]
-        try:
-            if base:
-                shaped = [k for k in ("arch", "layers", "width", "heads", "vocab") if options[k]]
-                if shaped:
-                    raise causal.CausalTrainingError(
-                        f"--from-model fixes the shape: leave out --{', --'.join(shaped)}"
-                    )
-                shape = causal.base_shape(base, options["context"])
-            else:
-                shape = causal.shape_for(
-                    options["preset"] or ("tiny-bert" if kind == "masked" else "tiny"),
-                    kind,
-                    arch=options["arch"],
-                    layers=options["layers"],
-                    width=options["width"],
-                    heads=options["heads"],
-                    context=options["context"],
-                    vocab=options["vocab"],
+        settings = causal.options_class(kind)(
+            shape=self.causal_shape(options, base, tokenizer_source),
+            steps=options["steps"],
+            batch_tokens=options["batch_tokens"],
+            micro_batch=options["micro_batch"],
+            learning_rate=options["lr"],
+            warmup_steps=options["warmup_steps"],
+            weight_decay=options["weight_decay"],
+            seed=options["seed"],
+            device=options["device"],
+            devices=self.devices(options["devices"], options["device"]),
+            compile=options["compile"],
+            checkpoints=options["checkpoints"],
+            keep_states=options["keep_states"],
+            stop_after_step=options["stop_after_step"],
+            base_model=base,
+            tokenizer="model" if base or tokenizer_source else options["tokenizer"] or "bpe",
+            tokenizer_source=tokenizer_source,
+            save_every=options["save_every"],
+            retention=options["retention"],
+            keep_last=options["keep_last"],
+            **masking,
+        )
+        settings.check()
+        return settings
+
+    def causal_shape(
+        self, options: dict[str, Any], base: str, tokenizer_source: str
+    ) -> causal.ModelShape:
+        """The base model's shape (its context may shorten), or the preset's with the
+        flags that change it and a tokenizer's model's vocabulary."""
+        kind = options["kind"]
+        if base:
+            shaped = [k for k in ("arch", "layers", "width", "heads", "vocab") if options[k]]
+            if shaped:
+                raise causal.CausalTrainingError(
+                    f"--from-model fixes the shape: leave out --{', --'.join(shaped)}"
                 )
-                if tokenizer_source:
-                    loaded = causal.model_tokenizer(tokenizer_source, kind)
-                    shape = replace(shape, vocab=len(loaded))
-            settings = kind_options(
-                shape=shape,
-                steps=options["steps"],
-                batch_tokens=options["batch_tokens"],
-                micro_batch=options["micro_batch"],
-                learning_rate=options["lr"],
-                warmup_steps=options["warmup_steps"],
-                weight_decay=options["weight_decay"],
-                seed=options["seed"],
-                device=options["device"],
-                devices=self.devices(options["devices"], options["device"]),
-                compile=options["compile"],
-                checkpoints=options["checkpoints"],
-                keep_states=options["keep_states"],
-                stop_after_step=options["stop_after_step"],
-                base_model=base,
-                tokenizer=tokenizer,
-                tokenizer_source=tokenizer_source,
-                save_every=options["save_every"],
-                retention=options["retention"],
-                keep_last=options["keep_last"],
-                **masking,
-            )
-            settings.check()
-        except causal.CausalTrainingError as exc:
-            raise CommandError(str(exc)) from None
+            return causal.base_shape(base, options["context"])
+        shape = causal.shape_for(
+            options["preset"] or ("tiny-bert" if kind == "masked" else "tiny"),
+            kind,
+            arch=options["arch"],
+            layers=options["layers"],
+            width=options["width"],
+            heads=options["heads"],
+            context=options["context"],
+            vocab=options["vocab"],
+        )
+        if tokenizer_source:
+            loaded = causal.model_tokenizer(tokenizer_source, kind)
+            shape = replace(shape, vocab=len(loaded))
+        return shape
 
-        def progress(entry: dict[str, Any]) -> None:
-            self.progress_line(f"step {entry['step']}/{entry['steps']} loss {entry['loss']:.4f}")
+    def checkpoint_line(self, point: causal.Checkpoint) -> None:
+        shown = "n/a" if point.validation_loss is None else f"{point.validation_loss:.4f}"
+        removed = f"; removed {', '.join(point.removed)}" if point.removed else ""
+        self.stdout.write(
+            f"{point.path}: step {point.step}, {point.tokens:,} tokens, train loss "
+            f"{point.train_loss:.4f}, validation loss {shown}{removed}"
+        )
 
-        def checkpoint(point: causal.Checkpoint) -> None:
-            shown = "n/a" if point.validation_loss is None else f"{point.validation_loss:.4f}"
-            removed = f"; removed {', '.join(point.removed)}" if point.removed else ""
-            self.stdout.write(
-                f"{point.path}: step {point.step}, {point.tokens:,} tokens, train loss "
-                f"{point.train_loss:.4f}, validation loss {shown}{removed}"
-            )
-
-        try:
-            summary = causal.train_causal(
-                source.training,
-                source.validation,
-                out,
-                settings,
-                on_step=progress,
-                on_checkpoint=checkpoint,
-                fresh=bool(self.fresh),
-            )
-        except causal.CausalTrainingError as exc:
-            raise CommandError(str(exc)) from None
-        except causal.TrainingProcessError as exc:
-            raise CommandError(f"{exc}\n{''.join(getattr(exc, '__notes__', []))}") from None
-        except CorpusError as exc:
-            raise CommandError(f"{source.path}, {exc}") from None
-        self.end_progress_line()
+    def summary_line(self, summary: causal.CausalSummary, out: Path) -> None:
         resumed = (
             f" (resumed at step {summary.resumed_from_step})" if summary.resumed_from_step else ""
         )
