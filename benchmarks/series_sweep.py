@@ -39,7 +39,6 @@ from benchmarks.end_to_end import (  # noqa: E402 - after the path is set
     embedded_site,
     received,
     start_worker,
-    wait_ready,
 )
 
 WAYS = ("series", "per-pair")
@@ -55,6 +54,19 @@ def trainer_folder(model: Path, folder: Path, checkpoints: int) -> Path:
         state = {"global_step": step, "num_input_tokens_seen": step * 4096}
         (checkpoint / "trainer_state.json").write_text(json.dumps(state))
     return folder
+
+
+def wait_ready(workers: dict[str, Any], logs: dict[str, Path], limit: float = 900) -> None:
+    """Until each worker says it is ready (a busy machine may take minutes)."""
+    deadline = time.monotonic() + limit
+    for queue, worker in workers.items():
+        while " ready." not in logs[queue].read_text():
+            if worker.poll() is not None or time.monotonic() > deadline:
+                raise SystemExit(
+                    f"series sweep: the {queue} worker did not start: "
+                    + logs[queue].read_text()[-2000:]
+                )
+            time.sleep(0.5)
 
 
 def loads(log: Path) -> int:

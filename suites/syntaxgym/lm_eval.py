@@ -78,8 +78,8 @@ def _whole_sentence(node: pred.Node, regions: set[int]) -> str | None:
     if not collect(node):
         return None
     conditions = {leaf.condition for leaf in leaves}
-    numbers = [leaf.region for leaf in leaves]
-    if len(conditions) != 1 or sorted(numbers) != sorted(regions):
+    numbers = sorted(leaf.region or 0 for leaf in leaves)
+    if len(conditions) != 1 or numbers != sorted(regions):
         return None
     return conditions.pop()
 
