@@ -619,7 +619,7 @@ def _paths_move(moves: list[tuple[str, str]]) -> int:
     with transaction.atomic():
         for label, column in (
             ("evaluations.LanguageModel", "source"),
-            ("evaluations.TrainingRun", "out_dir"),
+            ("evaluations.TrainingRun", "legacy_out_dir"),
         ):
             model = apps.get_model(label)
             for pk, path in model.objects.values_list("pk", column).iterator():
