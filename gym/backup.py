@@ -148,6 +148,8 @@ def site_stores(*, leave_out: Path | None = None) -> list[Store]:
         left_out = [o.root for o in kept if o is not store and _inside(o.root, store.root)]
         if store.name == "var":
             left_out += _var_left_out(store.root)
+        if store.name == "artifacts":
+            left_out.append(store.root / STORE_PREFIX)  # backups kept in the store
         if leave_out is not None:
             left_out.append(leave_out)
         result.append(Store(store.name, store.setting, store.root, tuple(left_out)))
@@ -407,6 +409,75 @@ def site_backup(*, folder: Path, force: bool = False) -> dict[str, Any]:
     return manifest
 
 
+# In the artifact store: a site whose machines share no folder keeps its backups where
+# every machine reaches (backups/<time>/, a stored folder: its manifest written last).
+
+STORE_PREFIX = "backups"
+
+
+def backup_to_store(*, name: str = "") -> tuple[str, dict[str, Any]]:
+    """A backup made in a scratch folder of this machine, then put into the artifact store
+    under backups/<name, by default the time>/ with a sha256 per file, the store's
+    manifest last; the scratch folder is removed. Returns the key and the manifest."""
+    from gym import artifacts
+
+    stamp = name or datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%SZ")
+    key = artifacts.check_key(f"{STORE_PREFIX}/{stamp}")
+    if artifacts.exists(f"{key}/manifest.json"):
+        raise BackupError(f"The artifact store already holds a backup {key}; give another name.")
+    var = _absolute(settings.VAR_DIR)
+    var.mkdir(parents=True, exist_ok=True)
+    scratch = Path(tempfile.mkdtemp(prefix=".backup-", dir=var))
+    try:
+        manifest = site_backup(folder=scratch / "backup")
+        artifacts.put_folder(key, scratch / "backup")
+    except artifacts.StoreUnavailable as exc:
+        raise BackupError(f"{exc} The backup was not stored; run the command again.") from None
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return key, manifest
+
+
+def backups_in_store() -> list[str]:
+    """The finished backups in the artifact store (those whose manifest was written)."""
+    from gym import artifacts
+
+    return sorted(
+        k.removesuffix("/manifest.json")
+        for k in artifacts.list_prefix(STORE_PREFIX)
+        if k.count("/") == 2 and k.endswith("/manifest.json")
+    )
+
+
+def backup_from_store(key: str, target: Path) -> Path:
+    """The stored backup `key` (backups/<name>) copied into the new folder `target`, each
+    file checked against the store's manifest; returns the backup's folder."""
+    from gym import artifacts
+
+    key = key.rstrip("/")
+    if not key.startswith(f"{STORE_PREFIX}/"):
+        key = f"{STORE_PREFIX}/{key}"
+    try:
+        key = artifacts.check_key(key)
+    except artifacts.BadKey as exc:
+        raise BackupError(f"{key!r} is not a backup's key: {exc}") from None
+    if not artifacts.exists(f"{key}/manifest.json"):
+        known = ", ".join(backups_in_store()) or "none"
+        raise BackupError(f"The artifact store holds no finished backup {key} (it holds: {known}).")
+    for entry in artifacts.read_manifest(key):
+        relative = _safe_relative("backup", str(entry["path"]))
+        path = target / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        digest = hashlib.sha256()
+        with path.open("wb") as out:
+            for chunk in artifacts.stream(f"{key}/files/{relative.as_posix()}"):
+                digest.update(chunk)
+                out.write(chunk)
+        if digest.hexdigest() != entry["sha256"]:
+            raise BackupError(f"{key}: the stored {relative} is damaged (its sha256 differs).")
+    return target
+
+
 # Restore
 
 
@@ -619,7 +690,7 @@ def _paths_move(moves: list[tuple[str, str]]) -> int:
     with transaction.atomic():
         for label, column in (
             ("evaluations.LanguageModel", "source"),
-            ("evaluations.TrainingRun", "out_dir"),
+            ("evaluations.TrainingRun", "legacy_out_dir"),
         ):
             model = apps.get_model(label)
             for pk, path in model.objects.values_list("pk", column).iterator():

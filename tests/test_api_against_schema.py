@@ -156,7 +156,6 @@ def site(alice, settings, tmp_path) -> dict[str, str]:
         corpus=corpus,
         content_hash=corpus.content_hash,
         training_kind="ngram",
-        out_dir="trained",
     )
     # A series of the one name, its member the model (a series' name is a slug when
     # registered; made here by hand, so that every read by name reaches it).

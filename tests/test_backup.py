@@ -139,7 +139,7 @@ def site(settings, tmp_path, alice) -> dict[str, Any]:
         corpus=corpus,
         content_hash=corpus.content_hash,
         training_kind="causal",
-        out_dir=str(trained),
+        legacy_out_dir=str(trained),
         status="done",
         checkpoints=[{"step": 1, "tokens": 64, "model": "trained-lm@64"}],
     )
@@ -211,7 +211,7 @@ print(json.dumps({
     "corpus": [corpus.name, corpus.line_count, corpus.path.read_text()],
     "local_source": local.source,
     "local_config": (Path(local.source) / "config.json").read_text(),
-    "training": [training.out_dir, training.checkpoints, training.corpus.name],
+    "training": [training.legacy_out_dir, training.checkpoints, training.corpus.name],
 }))
 """
 

@@ -169,8 +169,12 @@ def probe_task(
     memory_limit_bytes: int = DEFAULT_MEMORY_LIMIT,
     progress: StageProgress | None = None,
     frequency_source: controls.UnigramSource | None = None,
+    features: Features | None = None,
+    on_extracted: Callable[[Features], object] | None = None,
 ) -> dict[str, Any]:
-    """Probe every layer of `lm` on a valid task's instances; the result document."""
+    """Probe every layer of `lm` on a valid task's instances; the result document.
+    `features`: the vectors of these sentences, extracted before (the artifact store's),
+    instead of a forward pass; `on_extracted(features)` is told of vectors extracted."""
     labels, rows, y = label_arrays(instances)
     device = device or lm.device
     started = time.perf_counter()
@@ -179,14 +183,19 @@ def probe_task(
         if progress is not None:
             progress("vectors", done, total)
 
-    features = extract_features(
-        lm,
-        [item.sentence for item in instances],
-        pooling=pooling,
-        token_budget=token_budget,
-        memory_limit_bytes=memory_limit_bytes,
-        progress=vectors_progress,
-    )
+    if features is None:
+        features = extract_features(
+            lm,
+            [item.sentence for item in instances],
+            pooling=pooling,
+            token_budget=token_budget,
+            memory_limit_bytes=memory_limit_bytes,
+            progress=vectors_progress,
+        )
+        if on_extracted is not None:
+            on_extracted(features)
+    else:
+        vectors_progress(len(instances), len(instances))
     extracted = time.perf_counter()
     plan = LayerPlan.of(instances, rows, y, len(labels), task, probe, seeds, control, mdl, device)
     with features:

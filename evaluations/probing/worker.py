@@ -24,11 +24,11 @@ from typing import Any
 
 from evaluations.scoring.loading import LoadedModel, load_model
 from evaluations.scoring.schema import ScoringError
-from gym import artifact_cache
+from gym import artifact_cache, artifacts
 from suites.corpora.reading import open_normalised
 from suites.formats.probing import ProbingInstance
 
-from . import controls
+from . import controls, stored
 from .run import probe_task
 
 
@@ -123,15 +123,27 @@ def run_probing(
             layers = total
             progress(n + done, n + total)
 
-    return probe_task(
-        lm,
-        instances,
-        task=dict(payload["task"]),
-        pooling=payload["pooling"],
-        probe=payload["probe"],
-        seeds=int(payload.get("seeds") or 1),
-        mdl=bool(payload.get("mdl")),
-        memory_limit_bytes=max(0, int(payload["memory_mb"])) * 1024**2,
-        progress=report,
-        frequency_source=source,
-    )
+    def probe(**vectors: Any) -> dict[str, Any]:
+        return probe_task(
+            lm,
+            instances,
+            task=dict(payload["task"]),
+            pooling=payload["pooling"],
+            probe=payload["probe"],
+            seeds=int(payload.get("seeds") or 1),
+            mdl=bool(payload.get("mdl")),
+            memory_limit_bytes=max(0, int(payload["memory_mb"])) * 1024**2,
+            progress=report,
+            frequency_source=source,
+            **vectors,
+        )
+
+    # The vectors of a model the store holds still: fetched if some worker extracted
+    # them, else extracted here and stored for the next run (any machine's).
+    key = stored.vectors_key(payload)
+    if key is None:
+        return probe()
+    if artifacts.exists(f"{key}/manifest.json"):
+        with artifact_cache.using(key, folder=True) as folder:
+            return probe(features=stored.load(folder))
+    return probe(on_extracted=lambda features: stored.push(key, features))

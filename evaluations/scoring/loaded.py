@@ -52,6 +52,9 @@ class LoadedModel:
     scratch: threading.local = field(default_factory=threading.local, repr=False)
     # The tokenizer's word-start tokens (boundary.WordBoundary), found on first use.
     word_boundary: Any = field(default=None, repr=False)
+    # The source as it was asked for where it differs from `source` (an artifact: key
+    # loaded from this machine's cache): what a run records, never the local path.
+    named: str = ""
 
     @property
     def torch_dtype(self) -> torch.dtype:

@@ -100,7 +100,15 @@ def load_model(
     `kind` overrides detection ("causal", "masked" or "ngram"). Raises ModelLoadError
     with a message meant for the person who asked for the run.
     """
-    source = sources.resolve(source)  # an artifact: source becomes a local path
+    loaded = _load_cached(sources.resolve(source), revision, device, dtype, kind)
+    if loaded.source != source:  # an artifact: source, loaded from a local path
+        loaded.named = source
+    return loaded
+
+
+def _load_cached(
+    source: str, revision: str | None, device: str | None, dtype: str | None, kind: str | None
+) -> LoadedModel | NgramModel:
     if kind == kinds.NGRAM or (kind is None and Path(source).expanduser().is_file()):
         return _load_ngram(source)
     resolved_device = resolve_device(device)
@@ -348,7 +356,7 @@ def model_info(model: LoadedModel | NgramModel) -> dict[str, Any]:
         return model.info()
     return {
         "kind": model.kind,
-        "source": model.source,
+        "source": model.named or model.source,
         "revision": model.revision,
         "model_class": type(model.model).__name__,
         "model_type": getattr(model.model.config, "model_type", None),

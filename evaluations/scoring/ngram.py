@@ -345,6 +345,8 @@ class NgramModel:
     # No subword tokenizer: words are the tokens. Callers that name a model's tokenizer
     # (the minimal-pair token table) see None and use the model's name.
     tokenizer: None = None
+    # As LoadedModel.named: the artifact: source asked for, where `source` is the cache's.
+    named: str = ""
 
     @property
     def order(self) -> int:
@@ -377,7 +379,7 @@ class NgramModel:
     def info(self) -> dict[str, Any]:
         return {
             "kind": self.kind,
-            "source": self.source,
+            "source": self.named or self.source,
             "revision": None,
             "format": self.format,
             "order": self.order,

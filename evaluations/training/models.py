@@ -58,7 +58,13 @@ class TrainingRun(Run):
     # n-gram: order, min_count; causal: shape, steps, batch_tokens, learning_rate, ...;
     # masked: those and mask_probability, whole_word_masking
     options = models.JSONField(default=dict)
-    out_dir = models.CharField(max_length=500)
+    # The run's folder in the artifact store (evaluations.training.stored.folder_name):
+    # a key, never a machine's path. Each worker trains in a folder of that model's name
+    # under its own GYM_TRAINING_DIR.
+    store_folder = models.CharField(max_length=300, blank=True)
+    # An install from before the store: the web host's folder the run wrote to, read only
+    # by `manage.py artifacts_migrate`, which empties it once the run's files are stored.
+    legacy_out_dir = models.CharField(max_length=500, blank=True)
     suites = models.ManyToManyField("suites.Suite", blank=True, related_name="training_runs")
     pair_sets = models.ManyToManyField(
         "suites.MinimalPairSet", blank=True, related_name="training_runs"

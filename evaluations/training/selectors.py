@@ -329,12 +329,15 @@ def model_provenance(model: LanguageModel) -> dict[str, Any]:
         return {"run": run, "checkpoint": None}
     # A checkpoint's folder lies in its run's folder, on disk or in the artifact store
     # (trained/<the run's folder>/checkpoint-<tokens>).
+    # A checkpoint from before the store (an install artifacts_migrate has not moved) is
+    # named by its folder, whose parent has the run's model's name.
     key = sources.artifact_key(model.source)
     if key is not None:
         run_id = stored.run_id_of(key)
         found = TrainingRun.objects.filter(pk=run_id) if run_id is not None else None
     else:
-        found = TrainingRun.objects.filter(out_dir=str(Path(model.source).parent))
+        name = Path(model.source).parent.name
+        found = TrainingRun.objects.filter(model__name=name) if name else None
     for run in found.select_related("corpus") if found is not None else []:
         for point in run.checkpoints:
             if point["model"] == model.name:

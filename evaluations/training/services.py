@@ -570,8 +570,7 @@ def training_request(
         errors["name"] = f"the name is {len(slug)} characters long; at most {NAME_MAX_LENGTH}"
     elif LanguageModel.objects.filter(name=slug).exists():
         errors["name"] = f"a model named {slug!r} is already registered; choose another name"
-    out_dir = model_registry.training_dir() / slug
-    if slug and "name" not in errors and out_dir.exists():
+    if slug and "name" not in errors and (model_registry.training_dir() / slug).exists():
         errors["name"] = f"a trained model folder named {slug!r} exists; choose another name"
     if not 0.0 < threshold <= 1.0 or not math.isfinite(threshold):
         errors["threshold"] = f"the threshold is an accuracy above 0 and at most 1; got {threshold}"
@@ -584,15 +583,15 @@ def training_request(
         )
     if errors:
         raise TrainingRequestInvalid(errors)
-    # Set to where every machine will find it (the artifact store) once the run exists.
-    source = out_dir / NGRAM_ARPA if kind == TrainingRun.Kind.NGRAM else out_dir
     requester = user if user is not None and user.is_authenticated else None
     with transaction.atomic():
         _check_active_runs(requester)
         model = LanguageModel.objects.create(
             name=slug,
             display_name=display,
-            source=str(source),
+            # Where every machine will find it (the artifact store), set once the run
+            # exists: its key names the run (the name is unique, so is this stand-in).
+            source=f"training:{slug}",
             kind=kind,
             description=_description(corpus, kind, named.get("base_model")),
             registered_by=requester,
@@ -603,7 +602,6 @@ def training_request(
             content_hash=corpus.content_hash,
             training_kind=kind,
             options=stored,
-            out_dir=str(out_dir),
             threshold=threshold,
             progress_total=stored.get("steps", 1),
             requested_by=requester,
@@ -611,6 +609,8 @@ def training_request(
             base_model=named.get("base_model"),
             tokenizer_model=named.get("tokenizer_model"),
         )
+        run.store_folder = in_store.folder_name(slug, run.pk, run.created_at)
+        run.save(update_fields=["store_folder"])
         model.source = model_artifact_source(run)
         model.save(update_fields=["source"])
         if suites:
@@ -625,7 +625,13 @@ def training_request(
 
 def store_folder(run: TrainingRun) -> str:
     """The run's folder in the artifact store (evaluations.training.stored)."""
-    return in_store.folder_name(Path(run.out_dir).name, run.pk, run.created_at)
+    return run.store_folder
+
+
+def local_folder(run: TrainingRun) -> Path:
+    """The run's folder on this machine: its name under this machine's training folder,
+    where this machine's worker trains it (the embedded site's one worker, for one)."""
+    return model_registry.training_dir() / in_store.name_of(run.store_folder)
 
 
 def model_artifact_source(run: TrainingRun) -> str:
@@ -681,7 +687,7 @@ def training_payload(run: TrainingRun) -> dict[str, Any]:
         "options": options,
         # The run's folder by name: each worker keeps it under its own training folder,
         # and its checkpoints in the artifact store (evaluations.training.stored).
-        "folder": Path(run.out_dir).name,
+        "folder": in_store.name_of(run.store_folder),
         "store": store_folder(run),
     }
 
@@ -698,8 +704,8 @@ def ask_to_stop(run: TrainingRun) -> None:
     shared cache and a file in the model folder (whichever it can see)."""
     cache.set(stop_key(run.pk), run.attempt, timeout=7 * 24 * 3600)
     try:
-        folder = Path(run.out_dir)
-        if folder.is_dir():
+        folder = local_folder(run)
+        if run.store_folder and folder.is_dir():
             (folder / STOP_FILE).write_text(f"{run.attempt}\n")
     except OSError:
         pass
@@ -751,11 +757,9 @@ def _checkpoint_model(run: TrainingRun, point: dict[str, Any]) -> LanguageModel:
     base = run.model
     tokens = int(point["tokens"])
     # Where any worker finds it: the artifact store (a report from a worker before the
-    # store named its folder on the shared disk).
-    if point.get("key"):
-        folder = sources.artifact_source(str(point["key"]))
-    else:
-        folder = str(Path(run.out_dir) / str(point["folder"]))
+    # store named only its folder: where that worker's checkpoint is kept in the store).
+    key = point.get("key") or in_store.checkpoint_key(run.store_folder, str(point["folder"]))
+    folder = sources.artifact_source(str(key))
     existing = LanguageModel.objects.filter(source=folder, revision="").first()
     if existing is not None:
         return existing

@@ -9,6 +9,8 @@ never the same for two trainings, so a cached key never stands for other content
     states/checkpoint-<tokens>   its training state (optimizer, scheduler, random states,
                             data position), kept for the last `keep_states` as on disk
     inputs.json             what a resume must match (causal.check_inputs)
+    loss.jsonl              the loss log so far (stored with each checkpoint, and every
+                            LOSS_PUSH_SECONDS while training), for pages to read
     model/                  the finished model, with training.json and loss.jsonl
     model.arpa              an n-gram run's model
 
@@ -24,7 +26,7 @@ from pathlib import Path
 
 from gym import artifact_cache, artifacts
 
-from .options import CHECKPOINT_PREFIX
+from .options import CHECKPOINT_PREFIX, LOSS_FILE
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +49,22 @@ def run_id_of(key: str) -> int | None:
         return None
     pieces = parts[1].split("-")
     return int(pieces[-2]) if len(pieces) >= 3 and pieces[-2].isdigit() else None
+
+
+def name_of(folder: str) -> str:
+    """The model's name a store folder begins with: the name of the run's folder on each
+    worker (under its own training folder)."""
+    return folder.rsplit("-", 2)[0]
+
+
+def loss_key(folder: str) -> str:
+    """The loss log as the worker last stored it while training (the finished model's
+    copy is under model/)."""
+    return f"{prefix(folder)}/{LOSS_FILE}"
+
+
+def model_loss_key(folder: str) -> str:
+    return f"{prefix(folder)}/{MODEL}/files/{LOSS_FILE}"
 
 
 def prefix(folder: str) -> str:
@@ -97,6 +115,18 @@ def push_model(store: str, out_dir: Path) -> str:
 
     artifacts.put_folder(key, out_dir, include=include)
     return key
+
+
+def push_loss_log(store: str, out_dir: Path) -> None:
+    """The loss log so far, for the run's pages and download (best effort: the finished
+    model carries the whole log)."""
+    path = out_dir / LOSS_FILE
+    if not path.is_file():
+        return
+    try:
+        artifacts.put_file(loss_key(store), path)
+    except artifacts.StoreUnavailable as exc:
+        log.warning("loss log of %s not stored: %s", store, exc)
 
 
 def drop_checkpoint(store: str, name: str) -> None:

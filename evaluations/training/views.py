@@ -4,7 +4,6 @@ checkpoints, learning curves), cancel and retry, and the learning curves as CSV 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 from django.contrib import messages
@@ -19,7 +18,6 @@ from evaluations.training import corpus_check, selectors, services, stored
 from evaluations.training import series as series_services
 from evaluations.training.forms import SeriesEvaluateForm, SeriesRegisterForm, TrainingRequestForm
 from evaluations.training.models import ModelSeries, TrainingRun
-from evaluations.training.options import LOSS_FILE
 from gym import artifacts
 from suites.corpora.models import Corpus
 
@@ -126,20 +124,17 @@ def training_curves_json(request: HttpRequest, pk: int) -> HttpResponse:
 
 def training_loss_log(request: HttpRequest, pk: int) -> FileResponse:
     """The whole loss log (every step's training loss and every validation loss), one
-    JSON object a line, as the worker wrote it into the model's folder; the page and the
-    API show a thinned one."""
+    JSON object a line, as the worker wrote it, from the artifact store: the finished
+    model's copy, or while the run trains the copy its worker last stored. The page and
+    the API show a thinned one."""
     run = _run(pk)
-    path = Path(run.out_dir) / LOSS_FILE if run.out_dir else None
-    if path is not None and path.is_file():
-        handle: Any = path.open("rb")
-    else:
-        # Trained on another machine: the finished model's copy in the artifact store.
-        key = f"{stored.prefix(services.store_folder(run))}/{stored.MODEL}/files/{LOSS_FILE}"
-        if not run.out_dir or not artifacts.exists(key):
-            raise Http404(f"Training run {pk} has no loss log file (yet, or on this machine).")
-        handle = artifacts.open_file(key)
+    folder = services.store_folder(run)
+    keys = [stored.model_loss_key(folder), stored.loss_key(folder)] if folder else []
+    key = next((k for k in keys if artifacts.exists(k)), None)
+    if key is None:
+        raise Http404(f"Training run {pk} has no loss log in the artifact store (yet).")
     return FileResponse(
-        handle,
+        artifacts.open_file(key),
         as_attachment=True,
         filename=f"{run.model.name}.loss.jsonl",
         content_type="application/jsonl",

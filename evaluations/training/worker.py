@@ -23,6 +23,8 @@ KIND = "training"
 STOP_FILE = "STOP"
 # How often the worker looks for a stop request and sends its loss curve.
 REPORT_EVERY_SECONDS = 2.0
+# How often the loss log so far is stored for the run's pages (and with each checkpoint).
+LOSS_PUSH_SECONDS = 30.0
 
 
 def _send(task: Any, *args: Any, best_effort: bool = False) -> None:
@@ -53,15 +55,13 @@ def _stop_requested(run_id: int, attempt: int, out_dir: Path) -> bool:
 
 def run_folder(payload: dict[str, Any]) -> Path:
     """The run's folder on this worker: its name under this machine's training folder
-    (what is kept there is also in the artifact store). A payload queued before the
-    store named the web host's path instead."""
+    (what is kept there is also in the artifact store)."""
     from evaluations.language_models.registry import training_dir
 
-    if "folder" not in payload:
-        return Path(payload["out_dir"])
-    name = Path(str(payload["folder"])).name
+    named = payload.get("folder", payload.get("out_dir", ""))  # out_dir: queued before the store
+    name = Path(str(named)).name
     if not name or name in (".", ".."):
-        raise ValueError(f"the payload names no run folder: {payload['folder']!r}")
+        raise ValueError(f"the payload names no run folder: {named!r}")
     return training_dir() / name
 
 
@@ -171,7 +171,7 @@ def _causal(
         if options.devices > 1:
             log.info("run %s trains on %d GPUs", run_id, options.devices)
     pending: list[dict[str, Any]] = []
-    last = {"report": time.monotonic(), "stop": False}
+    last = {"report": time.monotonic(), "stop": False, "loss": time.monotonic()}
     pushed = {"inputs": False}
     store = str(payload["store"])
     # Killed on another machine: its last checkpoint comes from the store.
@@ -185,6 +185,9 @@ def _causal(
             _send(tasks.loss_report, KIND, run_id, attempt, list(pending), best_effort=True)
             pending.clear()
             last["stop"] = _stop_requested(run_id, attempt, out_dir)
+        if now - last["loss"] >= LOSS_PUSH_SECONDS:
+            last["loss"] = now
+            stored.push_loss_log(store, out_dir)
         progress(entry["step"], options.steps)
 
     def on_checkpoint(point: causal.Checkpoint) -> None:
@@ -196,6 +199,7 @@ def _causal(
         for name in point.removed:
             stored.drop_checkpoint(store, str(name))
         stored.prune_states(store, out_dir, causal.STATE_NAME)
+        stored.push_loss_log(store, out_dir)
         evaluation = {
             "step": point.step,
             "tokens": point.tokens,
@@ -228,6 +232,7 @@ def _causal(
         should_stop=should_stop,
     )
     model_key = None
+    stored.push_loss_log(store, out_dir)
     if not summary.stopped:
         causal.remove_training_data(out_dir)
         model_key = stored.push_model(store, out_dir)

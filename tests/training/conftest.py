@@ -130,7 +130,6 @@ def run_with_checkpoints(
         corpus=corpus,
         content_hash=corpus.content_hash,
         training_kind="causal",
-        out_dir=f"/tmp/{name}",
         checkpoints=[
             {"step": step, "tokens": 64 * step, "model": f"{name}-{64 * step}"} for step in steps
         ],

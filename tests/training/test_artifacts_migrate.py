@@ -13,9 +13,10 @@ import pytest
 from django.core.management import call_command
 from django.test import override_settings
 
-from evaluations.models import LanguageModel
+from evaluations.models import LanguageModel, TrainingRun
 from evaluations.scoring.loading import clear_model_cache, load_model
 from evaluations.training import services
+from evaluations.training.services import local_folder
 from evaluations.training.worker import run_training
 from gym import artifacts
 from suites.corpora.services import corpus_import
@@ -37,7 +38,7 @@ def test_an_old_install_moves_into_the_store_once(book_corpus, alice, tmp_path) 
     results = run_training(services.training_payload(run), progress=lambda done, total: None)
     assert services.training_results_store(run_id=run.pk, attempt=1, results=results)
     run.refresh_from_db()
-    arpa = Path(run.out_dir) / "model.arpa"
+    arpa = local_folder(run) / "model.arpa"
     upload = tmp_path / "uploads" / "f00d" / "model.arpa"
     upload.parent.mkdir(parents=True)
     upload.write_text(TINY_ARPA, encoding="utf-8")
@@ -52,6 +53,7 @@ def test_an_old_install_moves_into_the_store_once(book_corpus, alice, tmp_path) 
     gone = corpus_import(source=_text(tmp_path / "gone.txt"), name="gone", owner=None)
     # As before the store: rows name paths, and the store (a new folder) holds nothing.
     LanguageModel.objects.filter(pk=run.model.pk).update(source=str(arpa))
+    TrainingRun.objects.filter(pk=run.pk).update(legacy_out_dir=str(local_folder(run)))
     gone.path.unlink()
     fresh = artifacts.artifact_storage("", tmp_path / "new-store", endpoint="", region="x")
     with override_settings(
@@ -75,12 +77,14 @@ def test_an_old_install_moves_into_the_store_once(book_corpus, alice, tmp_path) 
         clear_model_cache()
         loaded = load_model(model.source, kind="ngram")
         assert loaded.order == 2  # type: ignore[union-attr]
-        # The files were left where they were.
+        # The files were left where they were; the run's row no longer names its folder
+        # (all of it is in the store: nothing is read from the path again).
         assert arpa.is_file() and upload.is_file()
+        assert TrainingRun.objects.get(pk=run.pk).legacy_out_dir == ""
 
         keys = artifacts.list_prefix("")
         said = _migrate()
-        assert "copied 0, 3 there already, 0 model row(s) pointed at the store" in said
+        assert "copied 0, 2 there already, 0 model row(s) pointed at the store" in said
         assert artifacts.list_prefix("") == keys
 
 

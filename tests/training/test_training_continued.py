@@ -17,6 +17,7 @@ from safetensors.torch import load_file
 from evaluations.models import LanguageModel
 from evaluations.training import causal, services
 from evaluations.training.models import TrainingRun
+from evaluations.training.services import local_folder
 from evaluations.training.worker import run_training
 from suites.corpora.services import corpus_import
 from tests.conftest import single_torch_thread
@@ -182,7 +183,7 @@ def test_a_run_trains_a_registered_model_further(
     assert payload["options"]["base_source"] == str(base)
     results = run_training(json.loads(json.dumps(payload)), progress=lambda done, total: None)
     assert [c["tokens"] for c in results["checkpoints"]] == [512, 1024]
-    out = Path(run.out_dir)
+    out = local_folder(run)
     assert (out / "tokenizer.json").read_text() == (base / "tokenizer.json").read_text()
     assert services.training_results_store(run_id=run.pk, attempt=1, results=results)
     html = alice_client.get(f"/training/{run.pk}/").content.decode()

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import re
 import time
-from pathlib import Path
 
 import pytest
 
@@ -18,6 +17,7 @@ from evaluations.runs.lifecycle import run_cancel
 from evaluations.training import causal, services
 from evaluations.training.data import CorpusSource
 from evaluations.training.models import TrainingRun
+from evaluations.training.services import local_folder
 from evaluations.training.worker import causal_options
 from gym import artifact_cache
 from suites.corpora.services import corpus_import
@@ -44,7 +44,7 @@ def test_killed_training_worker_resumes_from_its_last_checkpoint(
         user=alice,
     )
     run = pace.wait_held(run, timeout=180)  # after step 1, before its checkpoint
-    out = Path(run.out_dir)
+    out = local_folder(run)
     # Let it write the first checkpoint, then hold it again at a later step.
     pace.release()
     deadline = time.monotonic() + 120
@@ -130,7 +130,7 @@ def test_cancel_stops_the_worker_at_its_next_step(
     run = pace.wait_held(run, timeout=180)
     run_cancel(run=run, user=alice)
     # The worker reads no database: the STOP file in the run's folder tells it.
-    assert (Path(run.out_dir) / "STOP").read_text() == "1\n"
+    assert (local_folder(run) / "STOP").read_text() == "1\n"
     pace.release()
     deadline = time.monotonic() + 180
     while not re.search(r"runs\.store\[[^\]]*\] succeeded", storing.log.read_text()):
@@ -138,8 +138,8 @@ def test_cancel_stops_the_worker_at_its_next_step(
         time.sleep(0.3)
     run.refresh_from_db()
     assert run.status == "cancelled"
-    summary = causal.json.loads((Path(run.out_dir) / causal.INFO_NAME).read_text())
+    summary = causal.json.loads((local_folder(run) / causal.INFO_NAME).read_text())
     assert summary["stopped"] is True and summary["steps_done"] < 5000
     # Stopped early: no finished model was saved, and the store wrote nothing.
-    assert not (Path(run.out_dir) / "model.safetensors").exists()
+    assert not (local_folder(run) / "model.safetensors").exists()
     assert run.summary == {}

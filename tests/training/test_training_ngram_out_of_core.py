@@ -19,6 +19,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from evaluations.training import ngram
+from evaluations.training.services import local_folder
 from tests.training.conftest import sample_sentences
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -195,7 +196,7 @@ def test_a_cancelled_site_run_stops_and_leaves_no_scratch(book_corpus) -> None:
     run = services.training_request(
         corpus=book_corpus, name="book-kn3", kind="ngram", options={"order": 3}
     )
-    folder = Path(run.out_dir)
+    folder = local_folder(run)
     folder.mkdir(parents=True, exist_ok=True)
     # What cancelling writes (services.ask_to_stop) where the worker reads it.
     (folder / STOP_FILE).write_text(f"{run.attempt}\n")

@@ -17,6 +17,7 @@ from evaluations.runs import lifecycle as runs
 from evaluations.runs.forms import imported_note
 from evaluations.training import causal, services, tasks, worker
 from evaluations.training.models import TrainingRun
+from evaluations.training.services import local_folder
 from evaluations.training.worker import run_training
 from suites.corpora.services import corpus_import
 from suites.syntaxgym.services import suite_import
@@ -123,7 +124,7 @@ def test_removed_checkpoints_keep_their_models_and_are_never_queued(
 
     monkeypatch.setattr(worker, "_send", record)
     results = run_training(services.training_payload(run), progress=lambda d, t: None)
-    out = Path(run.out_dir)
+    out = local_folder(run)
     assert folders(out) == [1024]
     assert [(r["tokens"], r["removed"]) for r in reports] == [(256, []), (1024, ["checkpoint-256"])]
     for point in reports:

@@ -6,7 +6,6 @@ acquisition. The real-worker test is tests/training/test_training_worker.py."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,6 +14,7 @@ from django.test import Client
 from evaluations.models import Evaluation, LanguageModel, PairEvaluation, ProbingRun
 from evaluations.training import selectors, services
 from evaluations.training.models import TrainingRun
+from evaluations.training.services import local_folder
 from evaluations.training.worker import run_training
 from gym import artifacts
 from suites.corpora.services import corpus_import
@@ -103,7 +103,7 @@ def test_causal_run_in_process(
     reported = results["checkpoints"]
     assert [(c["step"], c["tokens"]) for c in reported] == [(1, 256), (2, 512), (4, 1024)]
     # What each checkpoint takes on disk, its training state included.
-    folder = Path(run.out_dir) / "checkpoint-256"
+    folder = local_folder(run) / "checkpoint-256"
     assert reported[0]["bytes"] == sum(f.stat().st_size for f in folder.rglob("*") if f.is_file())
     # Someone registered the name the second checkpoint would get: it gets another.
     LanguageModel.objects.create(name="book-gpt-512", display_name="x", source="gpt2")
@@ -156,7 +156,7 @@ def test_causal_run_in_process(
     loss = selectors.loss_curves(run)
     assert [p[0] for p in loss["train"]] == [256, 512, 768, 1024]
     assert [p[0] for p in loss["validation"]] == [256, 512, 1024]
-    logged = (Path(run.out_dir) / "loss.jsonl").read_text().splitlines()
+    logged = (local_folder(run) / "loss.jsonl").read_text().splitlines()
     assert [json.loads(line) for line in logged] == run.log
     download = Client().get(f"/training/{run.pk}/loss.jsonl")
     assert download.getvalue().decode().splitlines() == logged
@@ -222,7 +222,7 @@ def test_ngram_run_in_process(corpus, alice) -> None:
     assert run.status == "done"
     assert (
         b"".join(artifacts.stream(f"trained/{folder}/model.arpa"))
-        == (Path(run.out_dir) / "model.arpa").read_bytes()
+        == (local_folder(run) / "model.arpa").read_bytes()
     )
     # The held-out lines' perplexity (issue 46, defect 7), in the summary and on the page.
     heldout = run.summary["heldout"]
@@ -369,7 +369,6 @@ def test_learning_curves_read_current_done_runs_only(corpus, suite) -> None:
         corpus=corpus,
         content_hash=corpus.content_hash,
         training_kind="causal",
-        out_dir="/tmp/c",
         status="done",
         checkpoints=[
             {"step": step, "tokens": 64 * step, "model": name}

@@ -15,6 +15,7 @@ from transformers import AutoTokenizer
 from evaluations.training import causal, services
 from evaluations.training.data import corpus_file, with_validation_file
 from evaluations.training.models import TrainingRun
+from evaluations.training.services import local_folder
 from evaluations.training.worker import run_training
 from suites.corpora.services import corpus_import
 from tests.training.conftest import PAGE_FORM, sample_sentences, sentences_file
@@ -129,7 +130,7 @@ def test_a_run_validates_on_a_second_corpus(
     assert "path" not in payload["corpus"] and "path" not in payload["corpus"]["validation_from"]
     assert payload["corpus"]["validation_lines"] == 40
     results = run_training(json.loads(json.dumps(payload)), progress=lambda done, total: None)
-    out = Path(run.out_dir)
+    out = local_folder(run)
     assert results["summary"]["validation_tokens"] == tokens(out, valid.read_text().splitlines())
     html = alice_client.get(f"/training/{run.pk}/").content.decode()
     assert (

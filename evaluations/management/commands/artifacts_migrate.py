@@ -21,6 +21,7 @@ from evaluations.scoring import sources
 from evaluations.training import causal
 from evaluations.training import stored as in_store
 from evaluations.training.models import TrainingRun
+from evaluations.training.options import LOSS_FILE
 from evaluations.training.services import model_artifact_source, store_folder
 from gym import artifacts
 from suites.corpora.models import Corpus
@@ -103,33 +104,53 @@ def _uploads(report: Report, dry: bool) -> None:
 
 
 def _trained(report: Report, dry: bool) -> None:
-    for run in TrainingRun.objects.select_related("model").order_by("pk"):
-        folder = store_folder(run)
-        out_dir = Path(run.out_dir)
-        for record in run.checkpoints:
-            if record.get("removed") or record["model"] == run.model.name:
-                continue
-            model = LanguageModel.objects.filter(name=record["model"]).first()
-            name = f"{causal.CHECKPOINT_PREFIX}{record['tokens']}"
-            if model is not None and sources.artifact_key(model.source) is None:
-                checkpoint = out_dir / name
-                key = in_store.checkpoint_key(folder, name)
-                _put_and_point(report, dry, model, checkpoint, key, f"checkpoint {model.name}")
-                state = checkpoint / causal.STATE_NAME
-                if state.is_file() and not dry:
-                    artifacts.put_file(
-                        in_store.state_key(folder, name, causal.STATE_NAME), state, link=True
-                    )
-        if run.status != TrainingRun.Status.DONE:
+    for run in (
+        TrainingRun.objects.select_related("model").exclude(legacy_out_dir="").order_by("pk")
+    ):
+        _trained_run(report, dry, run)
+
+
+def _trained_run(report: Report, dry: bool, run: TrainingRun) -> None:
+    """A run from before the store: its folder on this host (the row's legacy path)
+    copied, and the path dropped from the row once nothing of it is missing."""
+    folder = store_folder(run)
+    out_dir = Path(run.legacy_out_dir)
+    missing = len(report.missing)
+    _trained_files(report, dry, run, folder, out_dir)
+    loss = out_dir / LOSS_FILE
+    if loss.is_file() and not artifacts.exists(in_store.loss_key(folder)):
+        if not dry:
+            artifacts.put_file(in_store.loss_key(folder), loss)
+        report.copied.append(f"loss log of {run.model.name}")
+    if len(report.missing) == missing and not dry:
+        TrainingRun.objects.filter(pk=run.pk).update(legacy_out_dir="")
+
+
+def _trained_files(report: Report, dry: bool, run: TrainingRun, folder: str, out_dir: Path) -> None:
+    for record in run.checkpoints:
+        if record.get("removed") or record["model"] == run.model.name:
             continue
-        if sources.artifact_key(run.model.source):
-            report.present.append(f"trained model {run.model.name}")
-            continue
-        key = sources.artifact_key(model_artifact_source(run)) or ""
-        if run.training_kind == TrainingRun.Kind.NGRAM:
-            _put_and_point(report, dry, run.model, out_dir / Path(key).name, key, run.model.name)
-        else:
-            _put_and_point(report, dry, run.model, out_dir, key, f"trained model {run.model.name}")
+        model = LanguageModel.objects.filter(name=record["model"]).first()
+        name = f"{causal.CHECKPOINT_PREFIX}{record['tokens']}"
+        if model is not None and sources.artifact_key(model.source) is None:
+            checkpoint = out_dir / name
+            key = in_store.checkpoint_key(folder, name)
+            _put_and_point(report, dry, model, checkpoint, key, f"checkpoint {model.name}")
+            state = checkpoint / causal.STATE_NAME
+            if state.is_file() and not dry:
+                artifacts.put_file(
+                    in_store.state_key(folder, name, causal.STATE_NAME), state, link=True
+                )
+    if run.status != TrainingRun.Status.DONE:
+        return
+    if sources.artifact_key(run.model.source):
+        report.present.append(f"trained model {run.model.name}")
+        return
+    key = sources.artifact_key(model_artifact_source(run)) or ""
+    if run.training_kind == TrainingRun.Kind.NGRAM:
+        _put_and_point(report, dry, run.model, out_dir / Path(key).name, key, run.model.name)
+    else:
+        _put_and_point(report, dry, run.model, out_dir, key, f"trained model {run.model.name}")
 
 
 def _put_and_point(

@@ -5,7 +5,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from gym.backup import BackupError, counts_text, site_backup
+from gym.backup import BackupError, backup_to_store, counts_text, site_backup
 
 
 class Command(BaseCommand):
@@ -17,7 +17,16 @@ class Command(BaseCommand):
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("dir", help="an empty or new folder")
+        parser.add_argument("dir", nargs="?", default="", help="an empty or new folder")
+        parser.add_argument(
+            "--to-store",
+            nargs="?",
+            const="now",
+            default=None,
+            metavar="NAME",
+            help="put the backup into the artifact store under backups/NAME/ (by default "
+            "the time) instead of a folder: for machines that share no folder",
+        )
         parser.add_argument(
             "--force",
             action="store_true",
@@ -25,13 +34,20 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
+        to_store = options["to_store"]
+        if (to_store is None) == (not options["dir"]):
+            raise CommandError("give a folder (DIR) or --to-store, one of the two")
+        where = options["dir"]
         try:
-            manifest = site_backup(folder=Path(options["dir"]), force=options["force"])
+            if to_store is not None:
+                where, manifest = backup_to_store(name="" if to_store == "now" else to_store)
+            else:
+                manifest = site_backup(folder=Path(options["dir"]), force=options["force"])
         except BackupError as exc:
             raise CommandError(str(exc)) from None
         size = sum(entry["bytes"] for entry in manifest["files"])
         self.stdout.write(
-            f"{options['dir']}: {manifest['database']['engine']} database "
+            f"{where}: {manifest['database']['engine']} database "
             f"({counts_text(manifest['counts'])}) and {len(manifest['files'])} files "
             f"({size:,} bytes)"
         )

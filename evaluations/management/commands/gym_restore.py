@@ -1,11 +1,12 @@
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from gym.backup import BackupError, counts_text, site_restore
+from gym.backup import BackupError, backup_from_store, counts_text, site_restore
 
 
 class Command(BaseCommand):
@@ -17,7 +18,16 @@ class Command(BaseCommand):
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("dir", help="the backup's folder (it holds manifest.json)")
+        parser.add_argument(
+            "dir", nargs="?", default="", help="the backup's folder (it holds manifest.json)"
+        )
+        parser.add_argument(
+            "--from-store",
+            metavar="KEY",
+            default="",
+            help="the backup in the artifact store (backups/NAME, as gym_backup --to-store "
+            "printed it): fetched, checked, then restored",
+        )
         parser.add_argument(
             "--force",
             action="store_true",
@@ -26,14 +36,24 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
+        key = options["from_store"]
+        if bool(key) == bool(options["dir"]):
+            raise CommandError("give a backup's folder (DIR) or --from-store KEY, one of the two")
         try:
-            restored = site_restore(
-                folder=Path(options["dir"]), force=options["force"], log=self.stdout.write
-            )
+            if key:
+                with tempfile.TemporaryDirectory(prefix="gym-restore-") as scratch:
+                    folder = backup_from_store(key, Path(scratch) / "backup")
+                    restored = site_restore(
+                        folder=folder, force=options["force"], log=self.stdout.write
+                    )
+            else:
+                restored = site_restore(
+                    folder=Path(options["dir"]), force=options["force"], log=self.stdout.write
+                )
         except BackupError as exc:
             raise CommandError(str(exc)) from None
         self.stdout.write(
-            f"{options['dir']}: restored {counts_text(restored['counts'])} and "
+            f"{key or options['dir']}: restored {counts_text(restored['counts'])} and "
             f"{restored['copied']} files"
             + (
                 f"; {restored['moved']} model paths moved to this site's folders"
