@@ -1,5 +1,6 @@
-"""Pages, downloads and API views that read stored results: the leaderboard, a model's
-page and the result page of one evaluation. Thin: each parses the request, calls a
+"""Pages, downloads and API views that read stored suite results: comparisons, the
+result page of one evaluation, its items and exports (the leaderboard and the model pages
+are in `evaluations.boards`). Thin: each parses the request, calls a
 selector and renders."""
 
 from __future__ import annotations
