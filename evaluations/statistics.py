@@ -196,3 +196,13 @@ def fleiss_kappa(items: Sequence[Sequence[Hashable]]) -> float | None:
     if expected >= 1.0:
         return None
     return (observed - expected) / (1.0 - expected)
+
+
+def majority_rate(counts: dict[str, dict[str, int]]) -> float | None:
+    """A probing task's chance: the te accuracy of always answering the label most
+    frequent in tr (what a probe that learnt only the labels' prior scores)."""
+    train, test = counts.get("tr") or {}, counts.get("te") or {}
+    if not train or not sum(test.values()):
+        return None
+    majority = max(sorted(train), key=lambda label: train[label])
+    return test.get(majority, 0) / sum(test.values())

@@ -16,8 +16,8 @@ from django.conf import settings
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from evaluations import leaderboard as boards
 from evaluations import statistics
+from evaluations.boards import leaderboard as boards
 from evaluations.models import Evaluation, ItemResult, LanguageModel
 from evaluations.syntaxgym import selectors
 from evaluations.syntaxgym.services import evaluation_create

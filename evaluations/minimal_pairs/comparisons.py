@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from django.db.models import F
 
 from evaluations import compared_models
-from evaluations import leaderboard as boards
+from evaluations.boards import leaderboard as boards
 from evaluations.minimal_pairs import result_page
 from evaluations.models import LanguageModel, PairEvaluation
 from evaluations.statistics import ALPHA, PairedTest, holm, paired_by_item, wilson_interval

@@ -19,9 +19,9 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from evaluations import comparison_api
-from evaluations import leaderboard as boards
+from evaluations.boards import leaderboard as boards
+from evaluations.boards.leaderboard import board_query
 from evaluations.compared_models import parse_model_names
-from evaluations.leaderboard import board_query
 from evaluations.minimal_pairs import comparisons as pair_comparisons
 from evaluations.minimal_pairs import result_page as pair_result_page
 from evaluations.minimal_pairs import results as pair_results

@@ -11,7 +11,7 @@ from typing import Any
 
 from django.db.models import F
 
-from evaluations import leaderboard as boards
+from evaluations.boards import leaderboard as boards
 from evaluations.minimal_pairs import result_page as pair_result_page
 from evaluations.models import LanguageModel, PairEvaluation
 from evaluations.statistics import wilson_interval

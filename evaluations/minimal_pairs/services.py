@@ -46,6 +46,10 @@ PAIR_RUNS = runs.RunKind(
     api_detail="api-pair-evaluation",
     request="evaluations.minimal_pairs.services.pair_runs_request",
     retry_check="evaluations.minimal_pairs.services.pair_retry_check",
+    results="evaluations.minimal_pairs.reads.pair_results",
+    chances="evaluations.minimal_pairs.reads.pair_chances",
+    board_section="evaluations.minimal_pairs.reads.board_section",
+    model_section="evaluations.minimal_pairs.reads.model_section",
 )
 runs.register(PAIR_RUNS)
 

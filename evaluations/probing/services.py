@@ -42,6 +42,10 @@ PROBING_RUNS = runs.RunKind(
     api_detail="api-probing-run",
     request="evaluations.probing.services.probing_runs_request",
     retry_check="evaluations.probing.services.probing_retry_check",
+    results="evaluations.probing.reads.probing_results",
+    chances="evaluations.probing.reads.probing_chances",
+    board_section="evaluations.probing.reads.board_section",
+    model_section="evaluations.probing.reads.model_section",
 )
 runs.register(PROBING_RUNS)
 

@@ -12,7 +12,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.text import slugify
 from django.views.decorators.http import require_http_methods
 
-from evaluations import leaderboard as boards
+from evaluations.boards import leaderboard as boards
 from evaluations.models import ProbingRun
 from evaluations.probing import exports as probing_exports
 from evaluations.probing import selectors as probing_selectors

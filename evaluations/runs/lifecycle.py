@@ -171,6 +171,24 @@ class RunKind:
       reads the benchmark refuses a retry that would score other content than the run
       is about.
 
+    What other rooms read of a kind goes through here too (all optional; see
+    docs/developing.md, "Adding a kind of run"):
+
+    - results: (*, models, benchmarks) -> [KindResult], the kind's result of each
+      model named in `models` on each of `benchmarks` (rows of its benchmark) that a
+      curve shows (`evaluations.runs.reads.results_of` picks it): learning curves of
+      training runs and model series read other kinds' results through it.
+    - chances: (benchmarks) -> {benchmark id: chance accuracy or None}, the curves'
+      chance line.
+    - board: (*, tag, sort, direction, include_hidden, training, intervals,
+      significance) -> Leaderboard, the kind's board (`evaluations.boards`), for a kind
+      whose board heads the leaderboard page.
+    - model_page: (request, model) -> dict, the context of a model page's main part,
+      for the kind whose results head it.
+    - board_section / model_section: (context, subject) -> HTML, the kind's section of
+      the leaderboard page (subject None) and of a model's page (subject the model),
+      each kind's in `section_order` (smaller first, then registration order).
+
     Every kind's run model has a `model` foreign key (the language model run) besides
     its benchmark's (`benchmark_field`): the list of runs of every kind reads both.
     """
@@ -189,6 +207,13 @@ class RunKind:
     request: str = ""
     stop: str = ""
     retry_check: str = ""
+    results: str = ""
+    chances: str = ""
+    board: str = ""
+    model_page: str = ""
+    board_section: str = ""
+    model_section: str = ""
+    section_order: int = 50
 
     @property
     def stops_itself(self) -> bool:
@@ -222,6 +247,31 @@ class RunKind:
             raise ValueError(f"runs of the kind {self.name!r} cannot be asked for by another kind")
         import_string(self.request)(models=models, benchmarks=benchmarks, user=user, **options)
 
+    def read_results(
+        self, *, models: Sequence[str], benchmarks: Sequence[Any], subset: Any = None
+    ) -> list[Any]:
+        """The kind's results of `models` on `benchmarks` (`KindResult`s), on the whole
+        benchmarks or on `subset` (evaluations.subsets)."""
+        if not self.results:
+            raise ValueError(f"the kind {self.name!r} declares no way to read its results")
+        return import_string(self.results)(models=models, benchmarks=benchmarks, subset=subset)
+
+    def read_chances(self, benchmarks: Sequence[Any]) -> dict[int, float | None]:
+        return import_string(self.chances)(benchmarks) if self.chances else {}
+
+    def read_board(self, **options: Any) -> Any:
+        if not self.board:
+            raise ValueError(f"the kind {self.name!r} declares no board")
+        return import_string(self.board)(**options)
+
+    def read_model_page(self, request: Any, model: Any) -> dict[str, Any]:
+        return import_string(self.model_page)(request, model) if self.model_page else {}
+
+    def section(self, where: str, context: Any, subject: Any) -> str:
+        """The kind's section of a page (`where`: "board" or "model"); "" without one."""
+        hook = self.board_section if where == "board" else self.model_section
+        return str(import_string(hook)(context, subject)) if hook else ""
+
     @property
     def title(self) -> str:
         return self.label or self.name
@@ -243,6 +293,14 @@ def kind_named(name: str) -> RunKind:
         return KINDS[name]
     except KeyError:
         raise LookupError(f"no run kind {name!r}; known: {sorted(KINDS)}") from None
+
+
+def kinds_with_sections(where: str) -> list[RunKind]:
+    """The kinds with a section on the leaderboard page ("board") or a model's page
+    ("model"), in the order the page shows them."""
+    hook = "board_section" if where == "board" else "model_section"
+    found = [kind for kind in KINDS.values() if getattr(kind, hook)]
+    return sorted(found, key=lambda kind: kind.section_order)
 
 
 def kind_of(run: Run) -> RunKind:

@@ -12,7 +12,7 @@ from typing import Any
 from django.db.models import CharField, QuerySet, Value
 from django.urls import reverse
 
-from evaluations.models import Evaluation, LanguageModel, PairEvaluation, ProbingRun, Run
+from evaluations.models import LanguageModel, Run
 from evaluations.runs import lifecycle as runs
 from gym.errors import ApplicationError
 
@@ -176,10 +176,10 @@ def run_rows(keys: Iterable[tuple[str, int, Any]]) -> list[RunRow]:
     ]
 
 
-def public_model_info(run: Evaluation | PairEvaluation | ProbingRun) -> dict[str, Any]:
+def public_model_info(run: Run) -> dict[str, Any]:
     """What the worker recorded about the model, with its source as pages show it (no
     server folders)."""
-    info = dict(run.model_info or {})
+    info = dict(getattr(run, "model_info", None) or {})
     if "source" in info:
         info["source"] = run.model.public_source
     return info

@@ -10,7 +10,7 @@ import io
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from evaluations.leaderboard import csv_number
+from evaluations.boards.leaderboard import csv_number
 from evaluations.models import ITEM_ROWS_SHOWN, Evaluation
 from evaluations.runs.selectors import public_model_info
 from evaluations.scoring import METRICS

@@ -17,7 +17,7 @@ from typing import Any
 
 from django.db.models import Count, Exists, F, OuterRef, Q, QuerySet
 
-from evaluations.leaderboard import (
+from evaluations.boards.leaderboard import (
     UNTAGGED,
     Leaderboard,
     SuiteColumn,

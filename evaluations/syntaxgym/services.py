@@ -49,6 +49,10 @@ SUITE_RUNS = runs.RunKind(
     label="Suite",
     api_detail="api-evaluation",
     request="evaluations.syntaxgym.services.suite_runs_request",
+    results="evaluations.syntaxgym.reads.suite_results",
+    chances="evaluations.syntaxgym.reads.suite_chances",
+    board="evaluations.syntaxgym.selectors.leaderboard",
+    model_page="evaluations.syntaxgym.reads.model_page",
 )
 runs.register(SUITE_RUNS)
 

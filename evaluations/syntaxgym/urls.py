@@ -32,9 +32,7 @@ urlpatterns = [
         cancel_view=views.evaluation_cancel,
     ),
     path("evaluations/rerun-outdated/", views.evaluation_rerun_outdated, name="rerun_outdated"),
-    path("leaderboard/", result_views.leaderboard_page, name="leaderboard"),
     path("suites/<str:name>/compare/", result_views.compare_page, name="compare"),
-    path("leaderboard.csv", result_views.leaderboard_csv_view, name="leaderboard_csv"),
     path("evaluations/<int:pk>/results/", result_views.result_page_view, name="result"),
     path(
         "evaluations/<int:pk>/items/<signed:item_number>/",
@@ -61,7 +59,6 @@ api_urlpatterns = [
         api.EvaluationRerunOutdated.as_view(),
         name="api-evaluations-rerun-outdated",
     ),
-    path("leaderboard/", result_views.LeaderboardAPI.as_view(), name="api-leaderboard"),
     path(
         "suites/<str:name>/compare/",
         result_views.SuiteComparisonAPI.as_view(),

@@ -13,7 +13,7 @@ from django.utils.html import escape
 from django.utils.http import urlencode
 from django.utils.safestring import SafeString, mark_safe
 
-from evaluations import leaderboard as boards
+from evaluations.boards import leaderboard as boards
 from evaluations.syntaxgym import selectors
 from suites.models import Suite
 

@@ -13,7 +13,6 @@ from django.utils.safestring import SafeString, mark_safe
 
 from evaluations.minimal_pairs import result_page as pair_result_page
 from evaluations.minimal_pairs import selectors as pair_selectors
-from evaluations.models import LanguageModel
 from suites.models import MinimalPairSet
 
 register = template.Library()
@@ -22,24 +21,6 @@ register = template.Library()
 def _staff(context: template.Context) -> bool:
     user = getattr(context.get("request"), "user", None)
     return bool(user is not None and user.is_staff)
-
-
-@register.inclusion_tag("evaluations/_pair_leaderboard.html", takes_context=True)
-def pair_board_section(context: template.Context) -> dict[str, Any]:
-    """The minimal-pair section of the leaderboard page, for the page's query string."""
-    from evaluations.minimal_pairs.result_views import pair_board
-
-    request = context["request"]
-    return {
-        "board": pair_board(request),
-        "user": request.user,
-        "prefix": pair_selectors.SORT_PREFIX,
-    }
-
-
-@register.inclusion_tag("evaluations/_model_pairs.html", takes_context=True)
-def model_pair_results(context: template.Context, model: LanguageModel) -> dict[str, Any]:
-    return {"model": model, "results": pair_selectors.model_pair_results(model)}
 
 
 @register.inclusion_tag("evaluations/_pair_set_results.html", takes_context=True)

@@ -9,7 +9,6 @@ from typing import Any
 
 from django import template
 
-from evaluations import leaderboard as boards
 from evaluations.probing import selectors as probing_selectors
 from evaluations.probing.forms import ProbingRunRequestForm
 from evaluations.templatetags.evaluation_tags import share_class
@@ -118,22 +117,3 @@ def probing_task_runs(context: template.Context, task: ProbingTask) -> dict[str,
         "user": user,
         "csrf_token": context.get("csrf_token"),
     }
-
-
-@register.inclusion_tag("evaluations/_probing_leaderboard.html", takes_context=True)
-def probing_leaderboard(context: template.Context) -> dict[str, Any]:
-    request = context.get("request")
-    query = request.GET if request is not None else {}
-    board = probing_selectors.probing_board(
-        pooling=query.get("pooling", "").strip(),
-        probe=query.get("probe", "").strip(),
-        include_hidden=_staff(context),
-        # The page's suite board has already answered 404 for a run that is not there.
-        training=boards.board_training(request) if request is not None else None,
-    )
-    return {"board": board, "request": request, "user": _user(context)}
-
-
-@register.inclusion_tag("evaluations/_probing_model.html", takes_context=True)
-def probing_model_curves(context: template.Context, model: Any) -> dict[str, Any]:
-    return {"model": model, "curves": probing_selectors.model_curves(model)}

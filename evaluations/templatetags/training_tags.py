@@ -4,7 +4,7 @@ from typing import Any
 
 from django import template
 
-from evaluations.training.selectors import corpus_runs, model_provenance
+from evaluations.training.selectors import corpus_runs
 
 register = template.Library()
 
@@ -19,10 +19,3 @@ def corpus_training_runs(context: template.Context, corpus: Any) -> dict[str, An
         "runs": list(corpus_runs(corpus)[:50]),
         "signed_in": bool(user is not None and user.is_authenticated),
     }
-
-
-@register.inclusion_tag("training/_model_provenance.html")
-def model_training(model: Any) -> dict[str, Any]:
-    """Where a trained model comes from: its training run (the finished model) or the
-    run it is a checkpoint of, with the corpus and the options."""
-    return {"model": model, **model_provenance(model)}

@@ -10,18 +10,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from django.db.models import F, QuerySet
+from django.db.models import QuerySet
 
-from evaluations.baseline import BASELINE_NAME
-from evaluations.models import Evaluation, LanguageModel, PairEvaluation, ProbingRun
+from evaluations.models import LanguageModel
+from evaluations.runs import lifecycle as runs
+from evaluations.runs.reads import KindResult
 from evaluations.scoring import sources
 from evaluations.subsets import Subset, subset_text
 from evaluations.training import stored
 from evaluations.training.models import ModelSeries, TrainingRun
-
-# A minimal pair is right or wrong: a model that picks one sentence at random is right
-# half the time.
-PAIRS_CHANCE = 0.5
 
 
 def loss_curves(run: TrainingRun) -> dict[str, list[list[float]]]:
@@ -52,15 +49,12 @@ def age_of_acquisition(points: list[dict[str, Any]], threshold: float) -> int | 
     return found
 
 
-def _point(point: dict[str, Any], found: Any, kind: str) -> dict[str, Any]:
-    """A checkpoint's point on one benchmark from the run `found` for it (or None): its
+def _point(point: dict[str, Any], found: KindResult | None) -> dict[str, Any]:
+    """A checkpoint's point on one benchmark from its result there (or None): its
     accuracy only when that run is done on the benchmark's current content. `status`
     says why a point has none: "outdated" (only runs on older content), "not asked", or
     the current run's status."""
     current = found is not None and not found.outdated
-    done = current and found.status == Evaluation.Status.DONE
-    # A probing run's accuracy: te at the layer chosen on va.
-    accuracy = getattr(found, "best_te" if kind == "probing" else "accuracy", None)
     if found is None:
         status = "not asked"
     else:
@@ -69,23 +63,23 @@ def _point(point: dict[str, Any], found: Any, kind: str) -> dict[str, Any]:
         "tokens": point["tokens"],
         "step": point["step"],
         "model": point["model"],
-        "accuracy": accuracy if done else None,
+        "accuracy": found.score if found is not None and current and found.done else None,
         "status": status,
-        "evaluation": found.pk if found else None,
-        "url": found.get_absolute_url() if found else "",
+        "evaluation": found.run_id if found else None,
+        "url": found.url if found else "",
     }
 
 
 def _curve(
     checkpoints: list[dict[str, Any]],
-    found: dict[str, Any],
+    found: dict[str, KindResult],
     benchmark: Any,
     kind: str,
     threshold: float,
     chance: float | None,
     subset: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    points = [_point(point, found.get(point["model"]), kind) for point in checkpoints]
+    points = [_point(point, found.get(point["model"])) for point in checkpoints]
     label = benchmark.name
     if subset is not None:
         label += f" ({subset_text(subset['size'], subset['of'], subset['seed'], _NOUNS[kind])})"
@@ -104,13 +98,6 @@ def _curve(
     }
 
 
-def _rank(found: Any) -> tuple[bool, bool, int]:
-    """Which of a checkpoint's runs on a benchmark its point shows: a run on the
-    benchmark's current content before one on older content, a done one before the rest,
-    then the latest."""
-    return (not found.outdated, found.status == Evaluation.Status.DONE, found.pk)
-
-
 # What a subset of each kind counts, as curves name it.
 _NOUNS = {"suite": "items", "pairs": "pairs", "probing": "te sentences"}
 
@@ -127,42 +114,22 @@ def sample_total(kind: str, benchmark: Any) -> int:
 
 def _kind_curves(
     checkpoints: list[dict[str, Any]],
-    names: list[str],
     threshold: float,
     benchmarks: list[Any],
-    runs_of_kind: QuerySet[Any],
-    field: str,
     kind: str,
-    score: str,
     subset: Subset | None = None,
 ) -> list[dict[str, Any]]:
-    """The curves of one kind's benchmarks (`field`: the runs' benchmark field, `score`
-    the field read as the accuracy): the checkpoints' runs on them, one query; the runs
-    on `subset` (its size and seed) of them, or those on the whole benchmarks."""
-    by_name: dict[str, dict[str, Any]] = {b.name: {} for b in benchmarks}
-    sampled = (
-        {"subset_size": subset.size, "subset_seed": subset.seed}
-        if subset is not None
-        else {"subset_size": 0}
-    )
-    for found in (
-        runs_of_kind.filter(model__name__in=names, **{f"{field}__in": benchmarks}, **sampled)
-        .select_related("model", field)
-        .only(
-            "pk",
-            "status",
-            score,
-            "model__name",
-            f"{field}__name",
-            f"{field}__content_hash",
-            "content_hash",
-        )
-    ):
-        kept = by_name[getattr(found, field).name]
-        other = kept.get(found.model.name)
-        if other is None or _rank(found) > _rank(other):
-            kept[found.model.name] = found
-    chances = _chances(kind, benchmarks)
+    """The curves of one kind's benchmarks, from the checkpoints' results on them as the
+    kind reads them (`RunKind.results`, `RunKind.chances`: no kind imports another): the
+    results on `subset` (its size and seed) of them, or those on the whole benchmarks."""
+    if not benchmarks:
+        return []
+    reads = runs.kind_named(kind)
+    names = [c["model"] for c in checkpoints]
+    by_name: dict[str, dict[str, KindResult]] = {b.name: {} for b in benchmarks}
+    for found in reads.read_results(models=names, benchmarks=benchmarks, subset=subset):
+        by_name[found.benchmark][found.model] = found
+    chances = reads.read_chances(benchmarks)
     return [
         _curve(
             checkpoints,
@@ -177,36 +144,6 @@ def _kind_curves(
         )
         for b in benchmarks
     ]
-
-
-def majority_rate(counts: dict[str, dict[str, int]]) -> float | None:
-    """A probing task's chance: the te accuracy of always answering the label most
-    frequent in tr (what a probe that learnt only the labels' prior scores)."""
-    train, test = counts.get("tr") or {}, counts.get("te") or {}
-    if not train or not sum(test.values()):
-        return None
-    majority = max(sorted(train), key=lambda label: train[label])
-    return test.get(majority, 0) / sum(test.values())
-
-
-def _chances(kind: str, benchmarks: list[Any]) -> dict[int, float | None]:
-    """Each benchmark's chance level, by its id: 0.5 for minimal pairs, the majority
-    label's rate for probing tasks, and for suites the random baseline's done result on
-    the suite's current content where there is one (a suite's predictions have no chance
-    level in general: a model at random satisfies an unknown share of them)."""
-    if kind == "pairs":
-        return {b.pk: PAIRS_CHANCE for b in benchmarks}
-    if kind == "probing":
-        return {b.pk: majority_rate(b.counts) for b in benchmarks}
-    baseline = Evaluation.objects.filter(
-        model__name=BASELINE_NAME,
-        suite__in=benchmarks,
-        status=Evaluation.Status.DONE,
-        word_probability="tokens",
-        subset_size=0,
-        content_hash=F("suite__content_hash"),
-    ).order_by("pk")
-    return dict(baseline.values_list("suite_id", "accuracy"))
 
 
 def learning_curves(run: TrainingRun, *, threshold: float | None = None) -> dict[str, Any]:
@@ -238,17 +175,10 @@ def checkpoint_curves(
     whole benchmark; a subset: the runs on that sample, labelled so), never one point
     of the one beside another's. A benchmark no larger than a subset's size is whole on
     it: its curve is the whole benchmark's."""
-    names = [c["model"] for c in checkpoints]
-    # Each kind: its benchmarks, its runs that count, their benchmark field and the
-    # kind's name in the curves.
-    kinds = [
-        (suites, Evaluation.objects.filter(word_probability="tokens"), "suite", "suite"),
-        (pair_sets, PairEvaluation.objects.filter(word_probability="tokens"), "pair_set", "pairs"),
-        (probing_tasks, ProbingRun.objects.filter(pooling="mean", probe="logreg"), "task", "probing"),
-    ]  # fmt: skip
+    # Each kind's benchmarks, by the kind's name in the registry (and in the curves).
+    kinds = [("suite", suites), ("pairs", pair_sets), ("probing", probing_tasks)]
     rows = []
-    for benchmarks, of_kind, field, kind in kinds:
-        score = "best_te" if kind == "probing" else "accuracy"
+    for kind, benchmarks in kinds:
         listed = list(benchmarks.order_by("name"))
         whole = listed if None in samples else []
         found: list[dict[str, Any]] = []
@@ -256,10 +186,8 @@ def checkpoint_curves(
             smaller = [b for b in listed if sample_total(kind, b) <= subset.size]
             whole += [b for b in smaller if b not in whole]
             of = [b for b in listed if b not in smaller]
-            found += _kind_curves(
-                checkpoints, names, threshold, of, of_kind, field, kind, score, subset
-            )
-        found += _kind_curves(checkpoints, names, threshold, whole, of_kind, field, kind, score)
+            found += _kind_curves(checkpoints, threshold, of, kind, subset)
+        found += _kind_curves(checkpoints, threshold, whole, kind)
         # Each benchmark's curves together: the whole one, then its subsets'.
         order = {b.name: n for n, b in enumerate(listed)}
         found.sort(

@@ -49,6 +49,9 @@ TRAINING_RUNS = runs.RunKind(
     api_detail="api-training-run",
     stop="evaluations.training.services.ask_to_stop",
     retry_check="evaluations.training.services.training_retry_problem",
+    # Where a trained model comes from: above the other kinds' sections of its page.
+    model_section="evaluations.training.reads.model_section",
+    section_order=10,
 )
 runs.register(TRAINING_RUNS)
 

@@ -61,7 +61,9 @@ def test_the_register_form_shows_the_apis_messages_and_keeps_nothing(
     alice, alice_client, hub_standin: Path, body: dict[str, str], field: str
 ) -> None:
     body = {k: v.replace("HUB", str(hub_standin)) for k, v in body.items()}
-    as_api = {k: (v.split() if k in ("revisions", "steps") else v) for k, v in body.items()}
+    as_api: dict[str, Any] = {
+        k: (v.split() if k in ("revisions", "steps") else v) for k, v in body.items()
+    }
     if "steps" in as_api:
         as_api["steps"] = [int(s) for s in as_api["steps"]]
     path, message = api_message(alice, as_api)

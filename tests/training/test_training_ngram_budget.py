@@ -33,7 +33,7 @@ def post(user: User, options: dict[str, Any], kind: str = "ngram", name: str = "
 
 
 def train(run: TrainingRun) -> dict[str, Any]:
-    Path(run.out_dir).mkdir(parents=True, exist_ok=True)
+    services.local_folder(run).mkdir(parents=True, exist_ok=True)
     return run_training(services.training_payload(run), progress=lambda done, total: None)
 
 
@@ -131,6 +131,6 @@ def test_a_run_past_its_disk_bound_stops_and_says_why(training_dirs, tmp_path: P
     )
     with pytest.raises(ngram.NgramDiskFull, match=r"over the bound of 1 MB \(disk_mb\)"):
         train(run)
-    folder = Path(run.out_dir)
+    folder = services.local_folder(run)
     assert not list(folder.glob(ngram.SCRATCH_PREFIX + "*"))
     assert not (folder / ngram.ARPA_NAME).exists()

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from django.test import Client
 
+from evaluations import statistics
 from evaluations.models import Evaluation, LanguageModel, PairEvaluation, ProbingRun
 from evaluations.training import selectors, services
 from evaluations.training.models import TrainingRun
@@ -421,8 +422,8 @@ def test_chance_levels(corpus, suite, attractors) -> None:
         return {row["kind"]: row["chance"] for row in selectors.learning_curves(run)["suites"]}
 
     assert chances() == {"suite": None, "pairs": 0.5, "probing": 18 / 50}
-    assert selectors.majority_rate({"tr": {"a": 3, "b": 3}, "te": {"a": 1, "b": 3}}) == 0.25
-    assert selectors.majority_rate({"tr": {}, "te": {"a": 1}}) is None
+    assert statistics.majority_rate({"tr": {"a": 3, "b": 3}, "te": {"a": 1, "b": 3}}) == 0.25
+    assert statistics.majority_rate({"tr": {}, "te": {"a": 1}}) is None
     baseline = LanguageModel.objects.create(name=BASELINE_NAME, source="/tmp/random")
     result = suite_evaluation(baseline, suite, status="done", accuracy=0.45)
     assert chances()["suite"] == 0.45

@@ -220,42 +220,11 @@ def board(
     only, results or not, ordered by tokens unless `sort` says else. `interval` gives
     each cell's interval; `passed(board)` the outcomes by which each row is tested
     against the row above it (`mark_versus_above`)."""
-    rows_of = training.checkpoint_models() if training is not None else None
-    all_groups = tag_groups(columns)
-    tags = [g.tag for g in all_groups]
+    tags, groups, suites = _columns_shown(columns, tag)
+    by_id, tokens, current = _row_models(current, training, include_hidden)
     if tag:
-        groups = [g for g in all_groups if g.tag == tag]
-        suites = groups[0].suites if groups else []
-    else:
-        groups, suites = all_groups, columns
-    suites = [replace(s, number=n) for n, s in enumerate(suites, start=1)]
-    numbered = {s.id: s for s in suites}
-    groups = [Group(g.tag, [numbered[s.id] for s in g.suites]) for g in groups]
-    suite_ids = set(numbered)
-
-    tokens: dict[int, int | None] = {}
-    if rows_of is not None:
-        by_id = {m.pk: m for m, _t in rows_of if include_hidden or not m.is_hidden}
-        tokens = {m.pk: t for m, t in rows_of}
-        current = current.filter(model_id__in=list(by_id))
-    else:
-        models = LanguageModel.objects.all()
-        if not include_hidden:
-            models = models.filter(is_hidden=False)
-        by_id = {m.pk: m for m in models}
-
-    # Hidden models are dropped below (by_id), which keeps this query free of a join.
-    if tag:
-        current = current.filter(**{f"{column}__in": suite_ids})
-    cells: dict[int, dict[int, tuple[float | None, int]]] = defaultdict(dict)
-    ties: dict[int, dict[int, int]] = defaultdict(dict)
-    for model_id, suite_id, accuracy, evaluation_id, tied in current.values_list(
-        "model_id", column, "accuracy", "id", "ties"
-    ):
-        if model_id in by_id and suite_id in suite_ids:
-            cells[model_id][suite_id] = (accuracy, evaluation_id)
-            ties[model_id][suite_id] = tied
-
+        current = current.filter(**{f"{column}__in": [s.id for s in suites]})
+    cells, ties = _cells(current, column, by_id, {s.id for s in suites})
     compared = _compared_suites(suites, cells.values())
     compared_ids = {s.id for s in compared}
     for group in groups:
@@ -264,7 +233,7 @@ def board(
         _row(by_id[model_id], model_cells, groups, suites, ties[model_id], compared_ids)
         for model_id, model_cells in cells.items()
     ]
-    if rows_of is not None:
+    if training is not None:  # every checkpoint is a row, results or not
         rows += [
             _row(by_id[i], {}, groups, suites, {}, compared_ids) for i in by_id if i not in cells
         ]
@@ -283,17 +252,73 @@ def board(
         compared=compared,
     )
     shown.training = training
-    if interval is not None:
-        shown.intervals_shown = True
-        for row in shown.rows:
-            for benchmark_id, (accuracy, run_id) in row.cells.items():
-                found = None if accuracy is None else interval(benchmark_id, accuracy, run_id)
-                if found is not None:
-                    row.intervals[benchmark_id] = found
+    _mark_intervals(shown, interval)
     if passed is not None:
         shown.significance_shown = True
         mark_versus_above(shown, passed(shown))
     return shown
+
+
+def _columns_shown(
+    columns: list[SuiteColumn], tag: str
+) -> tuple[list[str], list[Group], list[SuiteColumn]]:
+    """Every tag (for the filter), and the groups and columns of `tag` (all without one),
+    numbered 1, 2, ... in the board's order."""
+    all_groups = tag_groups(columns)
+    tags = [g.tag for g in all_groups]
+    if tag:
+        groups = [g for g in all_groups if g.tag == tag]
+        suites = groups[0].suites if groups else []
+    else:
+        groups, suites = all_groups, columns
+    suites = [replace(s, number=n) for n, s in enumerate(suites, start=1)]
+    numbered = {s.id: s for s in suites}
+    return tags, [Group(g.tag, [numbered[s.id] for s in g.suites]) for g in groups], suites
+
+
+def _row_models(
+    current: QuerySet[Any], training: Any, include_hidden: bool
+) -> tuple[dict[int, LanguageModel], dict[int, int | None], QuerySet[Any]]:
+    """The models that may be rows, by id: a training run's checkpoints (with the tokens
+    each had seen, and `current` narrowed to them), or every model; hidden ones only with
+    `include_hidden`."""
+    if training is not None:
+        rows_of = training.checkpoint_models()
+        by_id = {m.pk: m for m, _t in rows_of if include_hidden or not m.is_hidden}
+        tokens = {m.pk: t for m, t in rows_of}
+        return by_id, tokens, current.filter(model_id__in=list(by_id))
+    models = LanguageModel.objects.all()
+    if not include_hidden:
+        models = models.filter(is_hidden=False)
+    return {m.pk: m for m in models}, {}, current
+
+
+def _cells(
+    current: QuerySet[Any], column: str, by_id: dict[int, LanguageModel], suite_ids: set[int]
+) -> tuple[dict[int, dict[int, tuple[float | None, int]]], dict[int, dict[int, int]]]:
+    """Each row model's (accuracy, run id) and tied comparisons by benchmark id, in one
+    query. Hidden models are dropped here (`by_id`), which keeps the query free of a join."""
+    cells: dict[int, dict[int, tuple[float | None, int]]] = defaultdict(dict)
+    ties: dict[int, dict[int, int]] = defaultdict(dict)
+    for model_id, suite_id, accuracy, evaluation_id, tied in current.values_list(
+        "model_id", column, "accuracy", "id", "ties"
+    ):
+        if model_id in by_id and suite_id in suite_ids:
+            cells[model_id][suite_id] = (accuracy, evaluation_id)
+            ties[model_id][suite_id] = tied
+    return cells, ties
+
+
+def _mark_intervals(shown: Leaderboard, interval: CellInterval | None) -> None:
+    """Each cell's interval, where `interval` gives one (nothing without `interval`)."""
+    if interval is None:
+        return
+    shown.intervals_shown = True
+    for row in shown.rows:
+        for benchmark_id, (accuracy, run_id) in row.cells.items():
+            found = None if accuracy is None else interval(benchmark_id, accuracy, run_id)
+            if found is not None:
+                row.intervals[benchmark_id] = found
 
 
 def _compared_suites(
