@@ -685,7 +685,7 @@ class _Solver:
             new_theta = theta + _per(step) * d
             new_loss, new_grad = self.loss_grad(new_theta, l2, running)
             pending = running & (new_loss > loss + 1e-4 * step.double() * slope)
-            for _halving in range(30):
+            for _halving in range(4):
                 if not pending.any():
                     break
                 step = torch.where(pending, step * 0.5, step)
