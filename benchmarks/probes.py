@@ -6,7 +6,7 @@ labels and a control task's (a label per word type, as Hewitt and Liang's), 3 se
 the l2 grid of Gym's probes (0.1, 0.01, 0.001, 0.0001, chosen on va). Prints the time of
 
 - Gym's batched fit (`fit_logreg_batched`: every layer, label set and seed as one
-  problem per batch of layers), and
+  batched problem, each probe with its own L-BFGS state), and
 - scikit-learn's `LogisticRegression(solver="lbfgs")` fitted layer by layer, label set by
   label set, for each l2 of the grid (C = 1 / (l2 n), the same loss; lbfgs from zero is
   deterministic, so one fit stands for the 3 seeds: this counts a third of the fits
@@ -16,6 +16,12 @@ and the largest difference between their chosen probes' te accuracies.
 
     .venv/bin/python benchmarks/probes.py --train 20000       # minutes on 2 CPU cores
     .venv/bin/python benchmarks/probes.py --smoke             # seconds
+
+The full size (`--train 100000`: 100,000 / 10,000 / 10,000, 13 layers of 768) holds its
+features in memory, about 4.8 GB of float32, plus a batch's standardised copies (2 GB)
+and scikit-learn's float64 copy of one layer. On a busy machine pass `--threads 1` with
+OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1: two spinning threads on an oversubscribed CPU
+cost both sides many times the work.
 """
 
 from __future__ import annotations

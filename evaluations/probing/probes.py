@@ -354,11 +354,21 @@ def length_baseline(
 
 
 # Batched logistic regression: the probes of several layers, label sets (the task's and
-# a control's) and seeds at once.
+# a control's) and seeds at once, each probe with its own L-BFGS state.
 
-# Bytes of features a batch of layers may hold on its device (standardised copies of tr,
-# va and te); more layers than fit are fitted in several batches.
+# Bytes a batch of layers may hold on its device (standardised copies of tr, va and te,
+# and the probes' L-BFGS state); more layers than fit are fitted in several batches.
 BATCH_FEATURE_BYTES = 2 * 1024**3
+# Stop a probe's fit at this largest gradient component (scikit-learn's lbfgs `tol`).
+BATCHED_TOL = 1e-4
+# L-BFGS pairs kept per probe.
+HISTORY = 10
+# Rows the preconditioner's Gram matrix is estimated from.
+GRAM_ROWS = 16_384
+# Böhning's bound on the curvature of the multinomial log-loss: 1/2 (I - 11'/K) <= 1/2.
+BOHNING = 0.5
+# Bytes of logits one matrix product may make; more rows are taken in several.
+LOGIT_BYTES = 256 * 1024**2
 
 
 @dataclass
@@ -388,42 +398,34 @@ def fit_logreg_batched(
     grid: Sequence[float] = LOGREG_GRID,
     device: str = "cpu",
     max_iter: int = 100,
+    tol: float = BATCHED_TOL,
     batch_bytes: int = BATCH_FEATURE_BYTES,
 ) -> list[list[list[ProbeFit]]]:
-    """`fit_logreg` for every (layer, label set, seed), as one problem per batch of
-    layers: fits[layer][label set][seed]. The same loss, starting weights, grid (strongest
-    first, each l2 starting from the previous one's weights) and choice on va (strictly
-    better only) as `fit_logreg`; the losses of all the probes are summed, so the
-    gradient of each probe's weights is its own loss's, and one L-BFGS (`max_iter`
-    iterations per l2, as `fit_logreg`'s) runs on them all: each layer's features are
-    multiplied once per evaluation for all its probes, instead of once per probe. The
-    optimum of each probe is the same convex optimum; where L-BFGS stops short of it
-    differs, so accuracies agree with `fit_logreg`'s within its own seed-to-seed noise."""
+    """`fit_logreg` for every (layer, label set, seed): fits[layer][label set][seed].
+
+    The same loss (mean cross-entropy + l2/2 |W|^2 on features standardised with tr's
+    mean and spread), starting weights, grid (strongest first, each l2 starting from the
+    previous one's weights) and choice on va (strictly better only) as `fit_logreg`. All
+    the probes of a batch of layers are one problem for `_solve`: one matrix product per
+    layer and step serves every probe of that layer, while each probe keeps its own
+    L-BFGS history, step and stopping point (largest gradient component under `tol`, as
+    scikit-learn's lbfgs, or `max_iter` iterations per l2). The optimum of each probe is
+    the same convex optimum as a lone fit's, so accuracies agree with `fit_logreg`'s
+    within its own seed-to-seed noise."""
     if not layers:
         return []
+    width = layers[0].x_tr.shape[1]
     n = max(1, len(layers[0].x_tr) + len(layers[0].x_va) + len(layers[0].x_te))
-    per_layer = 4 * n * layers[0].x_tr.shape[1]
+    probes = len(label_sets) * len(seeds)
+    state = (2 * HISTORY + 6) * (width + 1) * probes * n_classes
+    per_layer = 4 * (n * width + state + width * width)
     step = max(1, min(len(layers), batch_bytes // max(per_layer, 1)))
     fits: list[list[list[ProbeFit]]] = []
     for start in range(0, len(layers), step):
         fits += _fit_batch(
-            layers[start : start + step], label_sets, n_classes, seeds, grid, device, max_iter
+            layers[start : start + step], label_sets, n_classes, seeds, grid, device, max_iter, tol
         )
     return fits
-
-
-def _standardised(layers: Sequence[Layer], device: str) -> tuple[torch.Tensor, ...]:
-    """(L, n, d) tensors of tr, va and te, each layer standardised as `_tensors` does."""
-    prepared = [
-        _tensors(
-            Split(
-                b.x_tr, np.zeros(len(b.x_tr), np.int64), b.x_va, np.zeros(0), b.x_te, np.zeros(0), 1
-            ),
-            device,
-        )  # fmt: skip
-        for b in layers
-    ]
-    return tuple(torch.stack([p[i] for p in prepared]) for i in (0, 2, 3))
 
 
 def _start_weights(width: int, n_classes: int, seeds: Sequence[int]) -> torch.Tensor:
@@ -447,73 +449,262 @@ def _fit_batch(
     grid: Sequence[float],
     device: str,
     max_iter: int,
+    tol: float,
 ) -> list[list[list[ProbeFit]]]:
-    x_tr, x_va, x_te = _standardised(layers, device)
-    n_layers, _, width = x_tr.shape
+    prepared = [
+        _tensors(Split(b.x_tr, np.zeros(0), b.x_va, np.zeros(0), b.x_te, np.zeros(0), 1), device)
+        for b in layers
+    ]
+    x_tr = [p[0] for p in prepared]
+    x_va = [p[2] for p in prepared]
+    x_te = [p[3] for p in prepared]
+    width = x_tr[0].shape[1]
     probes = len(label_sets) * len(seeds)  # per layer, label set major
-    start = _start_weights(width, n_classes, seeds).repeat(1, len(label_sets))
-    weight = start.expand(n_layers, -1, -1).clone().to(device).requires_grad_(True)
-    bias = torch.zeros((n_layers, 1, probes * n_classes), device=device, requires_grad=True)
-    # Targets (probes, n_tr): each label set's, once per seed.
+    start = _start_weights(width, n_classes, seeds).view(width, len(seeds), n_classes)
+    theta = torch.zeros((len(layers), width + 1, probes, n_classes))
+    theta[:, :width] = start.repeat(1, len(label_sets), 1)
+    theta = theta.to(device)
     targets = torch.stack(
-        [
-            torch.as_tensor(labels.y_tr, dtype=torch.long) for labels in label_sets for _ in seeds
-        ]  # fmt: skip
+        [torch.as_tensor(labels.y_tr, dtype=torch.long) for labels in label_sets for _ in seeds]
     ).to(device)
-    best: list[list[ProbeFit | None]] = [[None] * probes for _ in range(n_layers)]
+    solver = _Solver(x_tr, targets, n_classes, history=HISTORY)
+    best: list[list[ProbeFit | None]] = [[None] * probes for _ in layers]
     for l2 in sorted(grid, reverse=True):
-        optimizer = _lbfgs([weight, bias], max_iter)
-
-        def closure(l2: float = l2, optimizer: torch.optim.LBFGS = optimizer) -> torch.Tensor:
-            optimizer.zero_grad()
-            logits = (torch.bmm(x_tr, weight) + bias).view(n_layers, -1, probes, n_classes)
-            # (layers, classes, n, probes) against (layers, n, probes) targets.
-            loss = (
-                torch.nn.functional.cross_entropy(
-                    logits.permute(0, 3, 1, 2),
-                    targets.t().expand(n_layers, -1, -1),
-                    reduction="none",
-                )
-                .mean(dim=1)
-                .sum()
-            )
-            loss = loss + 0.5 * l2 * weight.pow(2).sum()
-            loss.backward()
-            return loss
-
-        optimizer.step(closure)
-        _choose(best, x_va, x_te, weight, bias, label_sets, seeds, n_classes, l2)
+        theta = solver.solve(theta, torch.full((len(layers), probes), l2), max_iter, tol)
+        for k in range(len(layers)):
+            va = _predict(x_va[k], theta[k]).cpu().numpy()
+            te = _predict(x_te[k], theta[k]).cpu().numpy()
+            for p in range(probes):
+                labels = label_sets[p // len(seeds)]
+                va_accuracy = accuracy(va[:, p], labels.y_va)
+                found = best[k][p]
+                # Strictly better only: on a tie the stronger penalty (seen first) stays.
+                if found is None or va_accuracy > found.va_accuracy:
+                    best[k][p] = ProbeFit(
+                        va_accuracy, accuracy(te[:, p], labels.y_te), {"l2": l2}, te[:, p]
+                    )
     return [
         [[best[k][s * len(seeds) + i] for i in range(len(seeds))]  # type: ignore[misc]
          for s in range(len(label_sets))]
-        for k in range(n_layers)
+        for k in range(len(layers))
     ]  # fmt: skip
 
 
-def _choose(
-    best: list[list[ProbeFit | None]],
-    x_va: torch.Tensor,
-    x_te: torch.Tensor,
-    weight: torch.Tensor,
-    bias: torch.Tensor,
-    label_sets: Sequence[Labels],
-    seeds: Sequence[int],
-    n_classes: int,
-    l2: float,
-) -> None:
-    """Keep, for each probe, this l2's fit when its va accuracy is strictly better."""
-    n_layers = x_va.shape[0]
-    probes = len(label_sets) * len(seeds)
-    with torch.no_grad():
-        va = (torch.bmm(x_va, weight) + bias).view(n_layers, -1, probes, n_classes).argmax(3)
-        te = (torch.bmm(x_te, weight) + bias).view(n_layers, -1, probes, n_classes).argmax(3)
-    va_pred, te_pred = va.cpu().numpy(), te.cpu().numpy()
-    for k in range(n_layers):
-        for p in range(probes):
-            labels = label_sets[p // len(seeds)]
-            va_accuracy = accuracy(va_pred[k, :, p], labels.y_va)
-            if best[k][p] is None or va_accuracy > best[k][p].va_accuracy:  # type: ignore[union-attr]
-                predicted = te_pred[k, :, p]
-                best[k][p] = ProbeFit(
-                    va_accuracy, accuracy(predicted, labels.y_te), {"l2": l2}, predicted
-                )
+def _logits(x: torch.Tensor, theta: torch.Tensor) -> torch.Tensor:
+    """(n, probes, classes) logits of rows x (n, d) under weights theta (d + 1, probes,
+    classes), the last row of theta being the biases."""
+    width, probes, classes = theta.shape[0] - 1, theta.shape[1], theta.shape[2]
+    weight = theta[:width].reshape(width, probes * classes)
+    bias = theta[width].reshape(probes * classes)
+    return torch.addmm(bias, x, weight).view(len(x), probes, classes)
+
+
+def _predict(x: torch.Tensor, theta: torch.Tensor) -> torch.Tensor:
+    return _logits(x, theta).argmax(2)
+
+
+def _dot(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """Each probe's inner product of two (layers, d + 1, probes, classes) tensors."""
+    return (a * b).sum(dim=(1, 3))
+
+
+def _per(values: torch.Tensor) -> torch.Tensor:
+    """(layers, probes) values broadcast over (layers, d + 1, probes, classes)."""
+    return values[:, None, :, None]
+
+
+class _Solver:
+    """L-BFGS for a batch of independent multinomial logistic regressions.
+
+    Problem (k, p) is layer k's rows `xs[k]` (n, d) with targets `targets[p]` and
+    penalty l2[k, p] (one per layer); its weights are theta[k, :, p, :] ((d + 1) x classes, the last row
+    the biases, unpenalised). Each problem has its own L-BFGS pairs, line search
+    (backtracking to the Armijo condition) and stop; a step evaluates, layer by layer,
+    the problems still running with one product of the layer's rows for all of them.
+
+    The first step and every two-loop recursion start from Böhning's bound on the
+    Hessian, (c XᵀX / n + l2 I) with c = 1/2, inverted from the layer's Gram matrix
+    (estimated on GRAM_ROWS rows; one Cholesky inverse per layer and penalty): correlated
+    features, as the layers of language models have, then cost few more iterations than
+    independent ones.
+    When l2 changes (the grid's path), each pair's gradient difference is corrected by
+    the change of penalty, which is exact, so the history carries over.
+    """
+
+    def __init__(
+        self, xs: Sequence[torch.Tensor], targets: torch.Tensor, n_classes: int, history: int
+    ) -> None:
+        self.xs = xs
+        self.targets = targets
+        self.n_classes = n_classes
+        self.history = history
+        self.grams = [self._gram(x) for x in xs]
+        self.inverses: list[torch.Tensor] = []
+        self.pairs: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None
+        self.l2: torch.Tensor | None = None
+        self.evaluations = 0
+
+    @staticmethod
+    def _gram(x: torch.Tensor) -> torch.Tensor:
+        stride = max(1, len(x) // GRAM_ROWS)
+        rows = x[::stride]
+        return rows.t() @ rows / max(1, len(rows))
+
+    def _invert(self, l2: torch.Tensor) -> None:
+        """(c G + l2 I)^-1 for each layer (one penalty for all of a layer's problems)."""
+        self.inverses = []
+        for k, gram in enumerate(self.grams):
+            values = set(l2[k].tolist())
+            assert len(values) == 1, "one penalty per layer"
+            eye = torch.eye(len(gram), dtype=torch.float64, device=gram.device)
+            bound = BOHNING * gram.double() + values.pop() * eye
+            self.inverses.append(torch.cholesky_inverse(torch.linalg.cholesky(bound)).float())
+
+    def loss_grad(
+        self, theta: torch.Tensor, l2: torch.Tensor, running: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Each problem's loss (layers, probes; float64) and gradient (as theta), for the
+        problems `running` (layers, probes) only: the others get 0."""
+        n_layers, d1, probes, classes = theta.shape
+        width = d1 - 1
+        loss = torch.zeros((n_layers, probes), dtype=torch.float64, device=theta.device)
+        grad = torch.zeros_like(theta)
+        self.evaluations += 1
+        for k in range(n_layers):
+            ps = running[k].nonzero().flatten()
+            if len(ps) == 0:
+                continue
+            x = self.xs[k]
+            n = len(x)
+            sub = theta[k][:, ps]  # (d + 1, a, classes)
+            a = len(ps)
+            y = self.targets[ps.to(self.targets.device)].t()  # (n, a)
+            total = torch.zeros(a, dtype=torch.float64, device=theta.device)
+            gsub = torch.zeros_like(sub)
+            rows = max(1, LOGIT_BYTES // (4 * a * classes))
+            for first in range(0, n, rows):
+                xr, yr = x[first : first + rows], y[first : first + rows, :, None]
+                log_p = _logits(xr, sub).log_softmax(2)
+                total -= log_p.gather(2, yr).squeeze(2).double().sum(0)
+                g = log_p.exp_()
+                g.scatter_add_(2, yr, torch.full(yr.shape, -1.0, device=g.device))
+                gsub[:width] += (xr.t() @ g.view(len(xr), a * classes)).view(width, a, classes)
+                gsub[width] += g.sum(0)
+            gsub /= max(1, n)
+            penalty = l2[k, ps.to(l2.device)].to(theta.device)
+            gsub[:width] += penalty[None, :, None] * sub[:width]
+            loss_sub = total / max(1, n)
+            loss_sub += 0.5 * penalty.double() * sub[:width].double().pow(2).sum(dim=(0, 2))
+            grad[k][:, ps] = gsub
+            loss[k, ps] = loss_sub
+        return loss, grad
+
+    def precondition(self, q: torch.Tensor, l2: torch.Tensor) -> torch.Tensor:
+        """Böhning's bound inverted, applied to q (as theta)."""
+        width = q.shape[1] - 1
+        out = torch.empty_like(q)
+        for k, inverse in enumerate(self.inverses):
+            flat = inverse @ q[k, :width].reshape(width, -1)
+            out[k, :width] = flat.view(width, q.shape[2], q.shape[3])
+            out[k, width] = q[k, width] / BOHNING
+        return out
+
+    def direction(self, g: torch.Tensor, l2: torch.Tensor, gamma: torch.Tensor) -> torch.Tensor:
+        q = g.clone()
+        if self.pairs is None:
+            return -self.precondition(q, l2)
+        s_hist, y_hist, rho = self.pairs
+        alphas = []
+        for i in range(len(rho) - 1, -1, -1):
+            alpha = rho[i] * _dot(s_hist[i], q)
+            q -= _per(alpha) * y_hist[i]
+            alphas.append(alpha)
+        r = self.precondition(q, l2) * _per(gamma)
+        for i in range(len(rho)):
+            beta = rho[i] * _dot(y_hist[i], r)
+            r += _per(alphas[len(rho) - 1 - i] - beta) * s_hist[i]
+        return -r
+
+    def remember(self, s: torch.Tensor, y: torch.Tensor, moved: torch.Tensor) -> torch.Tensor:
+        """Keep the pair (s, y) of the problems that `moved` with positive curvature; the
+        scale of the next initial Hessian, per problem."""
+        sy = _dot(s, y)
+        keep = moved & (sy > 1e-12)
+        rho = torch.where(keep, 1.0 / sy.clamp_min(1e-12), torch.zeros_like(sy))
+        s = s * _per(keep)
+        y = y * _per(keep)
+        if self.pairs is None:
+            self.pairs = (s[None], y[None], rho[None])
+        else:
+            s_hist, y_hist, rhos = self.pairs
+            self.pairs = (
+                torch.cat([s_hist, s[None]])[-self.history :],
+                torch.cat([y_hist, y[None]])[-self.history :],
+                torch.cat([rhos, rho[None]])[-self.history :],
+            )
+        return sy
+
+    def retarget(self, theta: torch.Tensor, l2: torch.Tensor) -> None:
+        """A new penalty: the kept pairs' gradient differences change by (new - old) s."""
+        if self.pairs is None or self.l2 is None:
+            self.l2 = l2
+            return
+        width = theta.shape[1] - 1
+        s_hist, y_hist, _ = self.pairs
+        delta = (l2 - self.l2).to(theta.device)
+        y_hist = y_hist.clone()
+        y_hist[:, :, :width] += delta[None, :, None, :, None] * s_hist[:, :, :width]
+        sy = (s_hist * y_hist).sum(dim=(2, 4))
+        keep = sy > 1e-12
+        rho = torch.where(keep, 1.0 / sy.clamp_min(1e-12), torch.zeros_like(sy))
+        self.pairs = (s_hist, y_hist, rho)
+        self.l2 = l2
+
+    def solve(
+        self, theta: torch.Tensor, l2: torch.Tensor, max_iter: int, tol: float
+    ) -> torch.Tensor:
+        """Every problem from `theta` to its optimum with penalties l2 (layers, probes)."""
+        l2 = l2.to(theta.device)
+        self._invert(l2)
+        self.retarget(theta, l2)
+        everything = torch.ones(l2.shape, dtype=torch.bool, device=theta.device)
+        loss, grad = self.loss_grad(theta, l2, everything)
+        running = grad.abs().amax(dim=(1, 3)) > tol
+        gamma = torch.ones(l2.shape, device=theta.device)
+        for _ in range(max_iter):
+            if not running.any():
+                break
+            d = self.direction(grad, l2, gamma) * _per(running)
+            slope = _dot(grad, d).double()
+            # Not a descent direction (a history gone stale): the preconditioned gradient.
+            uphill = running & (slope >= 0)
+            if uphill.any():
+                d = torch.where(_per(uphill), -self.precondition(grad, l2), d)
+                slope = _dot(grad, d).double()
+            step = torch.ones(l2.shape, device=theta.device)
+            new_theta = theta + _per(step) * d
+            new_loss, new_grad = self.loss_grad(new_theta, l2, running)
+            pending = running & (new_loss > loss + 1e-4 * step.double() * slope)
+            for _halving in range(4):
+                if not pending.any():
+                    break
+                step = torch.where(pending, step * 0.5, step)
+                trial = theta + _per(step) * d
+                trial_loss, trial_grad = self.loss_grad(trial, l2, pending)
+                new_theta = torch.where(_per(pending), trial, new_theta)
+                new_loss = torch.where(pending, trial_loss, new_loss)
+                new_grad = torch.where(_per(pending), trial_grad, new_grad)
+                pending = pending & (new_loss > loss + 1e-4 * step.double() * slope)
+            # A problem whose line search found no decrease is as far as float32 goes.
+            stalled = pending
+            moved = running & ~stalled
+            s = (new_theta - theta) * _per(moved)
+            y = (new_grad - grad) * _per(moved)
+            sy = self.remember(s, y, moved)
+            yy = _dot(y, self.precondition(y, l2))
+            gamma = torch.where(moved & (sy > 1e-12), sy / yy.clamp_min(1e-30), gamma)
+            theta = torch.where(_per(moved), new_theta, theta)
+            loss = torch.where(moved, new_loss, loss)
+            grad = torch.where(_per(moved), new_grad, grad)
+            running = moved & (grad.abs().amax(dim=(1, 3)) > tol)
+        return theta

@@ -179,7 +179,10 @@ def test_one_seed_and_no_control_is_the_single_probe(gpt2: LoadedModel) -> None:
     three = probe_task(gpt2, instances, seeds=3, control=False)
     assert one["control"] is None and "selectivity" not in one["layers"][0]
     for a, b in zip(one["layers"], three["layers"], strict=True):
-        assert a["seed_te"] == b["seed_te"][:1]  # the first seed is the same probe
+        # The first seed is the same probe: alone or beside two others in a batch, it
+        # stops where float32 rounding lets it, within the batched fit's 0.5 points.
+        assert a["seed_te"][0] == pytest.approx(b["seed_te"][0], abs=0.005)
+        assert a["seed_va"][0] == pytest.approx(b["seed_va"][0], abs=0.005)
         assert a["te_std"] == 0.0
 
 
