@@ -17,11 +17,11 @@ and the largest difference between their chosen probes' te accuracies.
     .venv/bin/python benchmarks/probes.py --train 20000       # minutes on 2 CPU cores
     .venv/bin/python benchmarks/probes.py --smoke             # seconds
 
-The full size (`--train 100000`: 100,000 / 10,000 / 10,000, 13 layers of 768) holds its
-features in memory, about 4.8 GB of float32, plus a batch's standardised copies (2 GB)
-and scikit-learn's float64 copy of one layer. On a busy machine pass `--threads 1` with
-OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1: two spinning threads on an oversubscribed CPU
-cost both sides many times the work.
+On a busy machine pass `--threads 1` with OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1: two
+spinning threads on an oversubscribed CPU cost both sides many times the work (at load
+15 on the 2-core VM a --smoke fit took 32 s with 2 threads and 1.3 s with one). The
+full size (`--train 100000`) holds its features in memory, about 4.8 GB of float32,
+plus a batch's standardised copies (2 GB) and scikit-learn's float64 copy of a layer.
 """
 
 from __future__ import annotations
