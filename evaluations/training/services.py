@@ -228,14 +228,15 @@ def _refuse_options(
 
 
 def _ngram_options(raw: dict[str, Any], errors: dict[str, str]) -> dict[str, Any]:
+    """order and min_count with their defaults; memory_mb and disk_mb only when given, so
+    a run that leaves them out stores (and answers) the options it always did."""
     return {
         "order": _integer(raw.get("order", 3), "order", 2, 6, errors),
         "min_count": _integer(raw.get("min_count", 1), "min_count", 1, 1_000_000, errors),
         **{
-            field: None
-            if raw.get(field) in (None, "")
-            else _integer(raw[field], field, 1, MAX_MB, errors)
+            field: _integer(raw[field], field, 1, MAX_MB, errors)
             for field in ("memory_mb", "disk_mb")
+            if raw.get(field) not in (None, "")
         },
     }
 
