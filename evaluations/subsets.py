@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gym.errors import FieldErrors
+from gym.application_errors import FieldErrors
 
 # The largest size and seed a request may name.
 MAX_SIZE = 10_000_000
