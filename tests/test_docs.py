@@ -293,14 +293,14 @@ def test_every_docs_link_in_the_templates_reaches_a_page_and_anchor() -> None:
             found.append(f"{template.relative_to(REPO / 'templates')}:{match['slug']}")
     # The pages the issue named link to the docs that explain them.
     for expected in (
-        "suites/suite_upload.html:formats",
-        "evaluations/result.html:evaluation",
-        "suites/probing_list.html:probing",
-        "suites/probing_detail.html:probing",
-        "evaluations/probing_run.html:probing",
-        "suites/pair_set_list.html:minimal-pairs",
-        "suites/pair_set_detail.html:minimal-pairs",
-        "evaluations/pair_result.html:minimal-pairs",
+        "suites/syntaxgym/suite_upload.html:formats",
+        "evaluations/syntaxgym/result.html:evaluation",
+        "suites/probing/probing_list.html:probing",
+        "suites/probing/probing_detail.html:probing",
+        "evaluations/probing/probing_run.html:probing",
+        "suites/minimal_pairs/pair_set_list.html:minimal-pairs",
+        "suites/minimal_pairs/pair_set_detail.html:minimal-pairs",
+        "evaluations/minimal_pairs/pair_result.html:minimal-pairs",
     ):
         assert expected in found
 

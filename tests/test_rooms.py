@@ -295,3 +295,34 @@ def test_editor_modules_import_no_cycle() -> None:
     assert not cycles, "The editor's modules import each other in a circle:\n" + "\n".join(
         _report(" -> ".join([c[0].source] + [e.target for e in c]), c) for c in cycles
     )
+
+
+TEMPLATES = ROOT / "templates"
+# Folders of templates every room shares: the site's frame (the top level), the docs
+# pages and the log-in pages.
+SHARED_TEMPLATES = {"", "docs", "registration"}
+TEMPLATE_NAME = re.compile(r"""["']((?:evaluations|suites)/[\w/]+\.html)["']""")
+
+
+def test_templates_follow_the_packages() -> None:
+    """A template lives in the folder named as the package that renders it
+    (`templates/evaluations/probing/` for `evaluations/probing/`), or in a shared one;
+    each app's own folder holds only what all its kinds share."""
+    folders = {p.parent.relative_to(TEMPLATES).as_posix() for p in TEMPLATES.rglob("*.html")}
+    folders = {"" if f == "." else f for f in folders}
+    astray = sorted(
+        f for f in folders - SHARED_TEMPLATES if not (ROOT / f / "__init__.py").is_file()
+    )
+    assert not astray, f"template folders that name no package: {astray}"
+    # Each name a module renders is a file, and its own package's or a shared one (the
+    # template tags, wiring, render every kind's).
+    wrong = []
+    for module, path in MODULES.items():
+        wiring = any(within(module, f"{app}.{w}") for app in APPS for w in WIRING_PACKAGES)
+        for name in TEMPLATE_NAME.findall(path.read_text()):
+            folder = name.rsplit("/", 1)[0]
+            if not (TEMPLATES / name).is_file():
+                wrong.append(f"{path.relative_to(ROOT)} names {name}, which is not there")
+            elif not (wiring or folder in APPS or within(module, folder.replace("/", "."))):
+                wrong.append(f"{path.relative_to(ROOT)} renders {name}, another room's")
+    assert not wrong, "\n".join(wrong)

@@ -41,7 +41,7 @@ def _board(request: HttpRequest | Request, *, toggles: bool = False) -> boards.L
 
 def leaderboard_page(request: HttpRequest) -> HttpResponse:
     board = _board(request, toggles=True)
-    return render(request, "evaluations/leaderboard.html", {"board": board})
+    return render(request, "evaluations/boards/leaderboard.html", {"board": board})
 
 
 def leaderboard_csv_view(request: HttpRequest) -> HttpResponse:
@@ -55,7 +55,7 @@ def model_page(request: HttpRequest, name: str) -> HttpResponse:
     # registered it); to anyone else it is a 404, as in the API.
     model = get_object_or_404(model_registry.visible_models(request.user), name=name)
     main = runs.kind_named(MAIN_KIND).read_model_page(request, model)
-    return render(request, "evaluations/model_detail.html", {"model": model, **main})
+    return render(request, "evaluations/boards/model_detail.html", {"model": model, **main})
 
 
 LEADERBOARD_SCHEMA = inline_serializer(

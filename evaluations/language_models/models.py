@@ -30,7 +30,7 @@ class LanguageModel(models.Model):
         REFUSED = "refused", "refused"
 
     # What a page reads to name a model with its badges (its template:
-    # evaluations/_model_badges.html): the fields a list of runs loads with `.only()`,
+    # evaluations/language_models/_model_badges.html): the fields a list of runs loads with `.only()`,
     # as `model__<field>`.
     SHOWN_FIELDS = (
         "name",

@@ -18,7 +18,7 @@ from gym.errors import UploadTooLarge
 
 def model_list(request: HttpRequest) -> HttpResponse:
     models = model_registry.visible_models(request.user)
-    return render(request, "evaluations/model_list.html", {"models": models})
+    return render(request, "evaluations/language_models/model_list.html", {"models": models})
 
 
 def _saved(request: HttpRequest, form: ModelRegisterForm) -> tuple[LanguageModel, str]:
@@ -55,7 +55,9 @@ def model_register(request: HttpRequest) -> HttpResponse:
             messages.success(request, message)
             return redirect(model)
     status = 400 if request.method == "POST" else 200
-    return render(request, "evaluations/model_register.html", {"form": form}, status=status)
+    return render(
+        request, "evaluations/language_models/model_register.html", {"form": form}, status=status
+    )
 
 
 @login_required

@@ -41,9 +41,9 @@ def board_section(context: template.Context, _subject: None) -> SafeString:
     """The minimal-pair section of the leaderboard page, for the page's query string."""
     request = context["request"]
     data = {"board": pair_board(request), "user": request.user, "prefix": selectors.SORT_PREFIX}
-    return included(context, "evaluations/_pair_leaderboard.html", data)
+    return included(context, "evaluations/minimal_pairs/_pair_leaderboard.html", data)
 
 
 def model_section(context: template.Context, model: LanguageModel) -> SafeString:
     data = {"model": model, "results": selectors.model_pair_results(model)}
-    return included(context, "evaluations/_model_pairs.html", data)
+    return included(context, "evaluations/minimal_pairs/_model_pairs.html", data)

@@ -137,7 +137,7 @@ def pair_result_view(request: HttpRequest, pk: int) -> HttpResponse:
     evaluation = _run(pk)
     context: dict[str, Any] = {"evaluation": evaluation}
     if evaluation.status != PairEvaluation.Status.DONE:
-        return render(request, "evaluations/pair_result.html", context)
+        return render(request, "evaluations/minimal_pairs/pair_result.html", context)
     try:
         page = pair_result_page.result_page(evaluation, request.GET)
     except pair_result_page.PageQueryError as bad:
@@ -154,7 +154,7 @@ def pair_result_view(request: HttpRequest, pk: int) -> HttpResponse:
         default_label=f"metric {defaults.metric}, {defaults.pred_measure}, "
         f"{defaults.word_summary}, punctuation {defaults.punctuation}",
     )
-    return render(request, "evaluations/pair_result.html", context)
+    return render(request, "evaluations/minimal_pairs/pair_result.html", context)
 
 
 METRIC_LABELS = {
@@ -190,7 +190,7 @@ def pair_compare_page(request: HttpRequest, name: str) -> HttpResponse:
     choices = pair_comparisons.current_results(pair_set, include_hidden=bool(request.user.is_staff))
     return render(
         request,
-        "evaluations/pair_compare.html",
+        "evaluations/minimal_pairs/pair_compare.html",
         {"comparison": comparison, "pair_set": pair_set, "choices": choices, "asked": names},
     )
 

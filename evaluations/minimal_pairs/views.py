@@ -62,7 +62,7 @@ def pair_request(request: HttpRequest) -> HttpResponse:
             back=data["pair_sets"][0],
         )
 
-    return request_form_page(request, form, "evaluations/pair_request.html", ask)
+    return request_form_page(request, form, "evaluations/minimal_pairs/pair_request.html", ask)
 
 
 def _evaluation(pk: int) -> PairEvaluation:
@@ -81,9 +81,9 @@ def pair_import(request: HttpRequest, name: str) -> HttpResponse:
     form = _PredictionsImportForm(request.POST or None, request.FILES or None)
     context = {"form": form, "pair_set": pair_set, "max_bytes": settings.GYM_MAX_UPLOAD_BYTES}
     if request.method != "POST":
-        return render(request, "evaluations/pair_import.html", context)
+        return render(request, "evaluations/minimal_pairs/pair_import.html", context)
     if not form.is_valid():
-        return render(request, "evaluations/pair_import.html", context, status=400)
+        return render(request, "evaluations/minimal_pairs/pair_import.html", context, status=400)
     return _import_upload(request, form, pair_set, context)
 
 
@@ -91,7 +91,7 @@ def _import_upload(
     request: HttpRequest, form: _PredictionsImportForm, pair_set: MinimalPairSet, context: dict
 ) -> HttpResponse:
     """The import of a valid form: the run's page, or the form again with what is wrong."""
-    page = "evaluations/pair_import.html"
+    page = "evaluations/minimal_pairs/pair_import.html"
     upload = form.cleaned_data["file"]
     if upload.size > settings.GYM_MAX_UPLOAD_BYTES:
         form.add_error("file", "The file is larger than the upload limit.")

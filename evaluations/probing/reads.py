@@ -54,9 +54,9 @@ def board_section(context: template.Context, _subject: None) -> SafeString:
         training=boards.board_training(request) if request is not None else None,
     )
     data = {"board": board, "request": request, "user": user}
-    return included(context, "evaluations/_probing_leaderboard.html", data)
+    return included(context, "evaluations/probing/_probing_leaderboard.html", data)
 
 
 def model_section(context: template.Context, model: LanguageModel) -> SafeString:
     data = {"model": model, "curves": selectors.model_curves(model)}
-    return included(context, "evaluations/_probing_model.html", data)
+    return included(context, "evaluations/probing/_probing_model.html", data)

@@ -76,7 +76,7 @@ def probing_request(request: HttpRequest) -> HttpResponse:
     return request_form_page(
         request,
         form,
-        "evaluations/probing_request.html",
+        "evaluations/probing/probing_request.html",
         ask,
         invalid=(probing_services.ProbingRequestInvalid,),
     )
@@ -94,7 +94,7 @@ def probing_run(request: HttpRequest, pk: int) -> HttpResponse:
     context = {"run": run, "may_manage": run.may_manage(request.user)}
     if run.status == ProbingRun.Status.DONE:
         context["page"] = probing_selectors.result_page(run, control_id=_control_id(request))
-    return render(request, "evaluations/probing_run.html", context)
+    return render(request, "evaluations/probing/probing_run.html", context)
 
 
 probing_retry, probing_cancel = run_action_views(_run)
@@ -166,5 +166,5 @@ def probing_annotate(request: HttpRequest, name: str) -> HttpResponse:
         "human": probing_selectors.human_accuracy(task) if state.next is None else None,
     }
     return render(
-        request, "evaluations/probing_annotate.html", context, status=400 if error else 200
+        request, "evaluations/probing/probing_annotate.html", context, status=400 if error else 200
     )

@@ -36,7 +36,7 @@ def run_list(request: HttpRequest) -> HttpResponse:
     models = LanguageModel.objects.only("name", "display_name")
     return render(
         request,
-        "evaluations/run_list.html",
+        "evaluations/runs/run_list.html",
         {
             "page": page,
             "rows": run_selectors.run_rows(page.object_list),

@@ -59,7 +59,7 @@ def compare_page(request: HttpRequest, name: str) -> HttpResponse:
     choices = comparisons.current_results(suite, include_hidden=bool(request.user.is_staff))
     return render(
         request,
-        "evaluations/compare.html",
+        "evaluations/syntaxgym/compare.html",
         {"comparison": comparison, "suite": suite, "choices": choices, "asked": names},
     )
 
@@ -90,7 +90,7 @@ def result_page_view(request: HttpRequest, pk: int) -> HttpResponse:
         show = ""
     return render(
         request,
-        "evaluations/result.html",
+        "evaluations/syntaxgym/result.html",
         {
             "evaluation": evaluation,
             "page": page,
@@ -112,7 +112,9 @@ def _item(pk: int, item_number: int) -> items.ItemPage:
 
 def item_page_view(request: HttpRequest, pk: int, item_number: int) -> HttpResponse:
     page = _item(pk, item_number)
-    return render(request, "evaluations/item.html", {"evaluation": page.evaluation, "page": page})
+    return render(
+        request, "evaluations/syntaxgym/item.html", {"evaluation": page.evaluation, "page": page}
+    )
 
 
 def _compare_with(

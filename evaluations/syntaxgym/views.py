@@ -41,7 +41,7 @@ def evaluation_request(request: HttpRequest) -> HttpResponse:
         )
         return _request_answer(request, outcome)
 
-    return request_form_page(request, form, "evaluations/evaluation_request.html", ask)
+    return request_form_page(request, form, "evaluations/syntaxgym/evaluation_request.html", ask)
 
 
 @login_required
@@ -127,7 +127,7 @@ def evaluation_list(request: HttpRequest) -> HttpResponse:
     page = Paginator(evaluations, 50).get_page(request.GET.get("page"))
     return render(
         request,
-        "evaluations/evaluation_list.html",
+        "evaluations/syntaxgym/evaluation_list.html",
         {
             "page": page,
             "status": status,
@@ -147,7 +147,7 @@ def evaluation_detail(request: HttpRequest, pk: int) -> HttpResponse:
     )
     return render(
         request,
-        "evaluations/evaluation_detail.html",
+        "evaluations/syntaxgym/evaluation_detail.html",
         {"evaluation": evaluation, "may_manage": evaluation.may_manage(request.user)},
     )
 

@@ -49,7 +49,7 @@ def percent(value: float | None) -> str:
     return "" if value is None else f"{float(value) * 100:.0f}%"
 
 
-@register.inclusion_tag("evaluations/_suite_results.html", takes_context=True)
+@register.inclusion_tag("evaluations/syntaxgym/_suite_results.html", takes_context=True)
 def suite_results(context: template.Context, suite: Suite) -> dict[str, Any]:
     request = context.get("request")
     user = getattr(request, "user", None)

@@ -13,7 +13,7 @@ from evaluations.minimal_pairs.forms import PairRequestForm
 register = template.Library()
 
 
-@register.inclusion_tag("evaluations/_pair_set_actions.html", takes_context=True)
+@register.inclusion_tag("evaluations/minimal_pairs/_pair_set_actions.html", takes_context=True)
 def pair_set_actions(context: template.Context, pair_set: Any) -> dict[str, Any]:
     request = context.get("request")
     user = getattr(request, "user", None)
@@ -30,7 +30,7 @@ def pair_set_actions(context: template.Context, pair_set: Any) -> dict[str, Any]
     }
 
 
-@register.inclusion_tag("evaluations/_pair_run_actions.html", takes_context=True)
+@register.inclusion_tag("evaluations/minimal_pairs/_pair_run_actions.html", takes_context=True)
 def pair_run_actions(context: template.Context, evaluation: Any) -> dict[str, Any]:
     """Retry and cancel buttons for those who may (the set's owner, requester, staff)."""
     request = context.get("request")

@@ -23,7 +23,7 @@ def _staff(context: template.Context) -> bool:
     return bool(user is not None and user.is_staff)
 
 
-@register.inclusion_tag("evaluations/_pair_set_results.html", takes_context=True)
+@register.inclusion_tag("evaluations/minimal_pairs/_pair_set_results.html", takes_context=True)
 def pair_set_results(context: template.Context, pair_set: MinimalPairSet) -> dict[str, Any]:
     return {
         "pair_set": pair_set,

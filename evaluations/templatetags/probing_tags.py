@@ -105,7 +105,7 @@ def _staff(context: template.Context) -> bool:
     return bool(user is not None and user.is_staff)
 
 
-@register.inclusion_tag("evaluations/_probing_task_runs.html", takes_context=True)
+@register.inclusion_tag("evaluations/probing/_probing_task_runs.html", takes_context=True)
 def probing_task_runs(context: template.Context, task: ProbingTask) -> dict[str, Any]:
     """The task page's runs and, for people signed in, the form that asks for more."""
     user = _user(context)

@@ -9,7 +9,7 @@ from evaluations.training.selectors import corpus_runs
 register = template.Library()
 
 
-@register.inclusion_tag("training/_corpus_runs.html", takes_context=True)
+@register.inclusion_tag("evaluations/training/_corpus_runs.html", takes_context=True)
 def corpus_training_runs(context: template.Context, corpus: Any) -> dict[str, Any]:
     """The training runs that used a corpus, for its page, and a link to train one."""
     request = context.get("request")

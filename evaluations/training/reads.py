@@ -15,5 +15,7 @@ def model_section(context: template.Context, model: LanguageModel) -> SafeString
     """Its training run (the finished model) or the run it is a checkpoint of, with the
     corpus and the options."""
     return included(
-        context, "training/_model_provenance.html", {"model": model, **model_provenance(model)}
+        context,
+        "evaluations/training/_model_provenance.html",
+        {"model": model, **model_provenance(model)},
     )

@@ -62,7 +62,11 @@ def training_request(request: HttpRequest) -> HttpResponse:
         return redirect(run)
 
     return request_form_page(
-        request, form, "training/request.html", ask, invalid=(services.TrainingRequestInvalid,)
+        request,
+        form,
+        "evaluations/training/request.html",
+        ask,
+        invalid=(services.TrainingRequestInvalid,),
     )
 
 
@@ -71,7 +75,7 @@ def training_run(request: HttpRequest, pk: int) -> HttpResponse:
     curves = selectors.learning_curves(run, threshold=_threshold(request, run))
     return render(
         request,
-        "training/run.html",
+        "evaluations/training/run.html",
         {
             "run": run,
             "may_manage": run.may_manage(request.user),
@@ -91,7 +95,7 @@ def training_runs(request: HttpRequest) -> HttpResponse:
     corpora = Corpus.objects.order_by("name")
     return render(
         request,
-        "training/run_list.html",
+        "evaluations/training/run_list.html",
         {"runs": listed, "corpora": corpora[:CORPORA_LISTED], "more": corpora.count()},
     )
 
@@ -171,7 +175,7 @@ def _series_threshold(request: HttpRequest, series: ModelSeries) -> float:
 
 def model_series_list(request: HttpRequest) -> HttpResponse:
     listed = ModelSeries.objects.prefetch_related("members")[:500]
-    return render(request, "training/series_list.html", {"series_list": listed})
+    return render(request, "evaluations/training/series_list.html", {"series_list": listed})
 
 
 def model_series(request: HttpRequest, name: str) -> HttpResponse:
@@ -188,7 +192,7 @@ def _series_page(
     members = list(series.members.select_related("model").order_by("position"))
     return render(
         request,
-        "training/series.html",
+        "evaluations/training/series.html",
         {
             "series": series,
             "members": members,
@@ -242,7 +246,9 @@ def model_series_register(request: HttpRequest) -> HttpResponse:
                     request, f"Registered the series {made.display_name}: {count} checkpoints."
                 )
                 return redirect(made)
-    return render(request, "training/series_register.html", {"form": form}, status=status)
+    return render(
+        request, "evaluations/training/series_register.html", {"form": form}, status=status
+    )
 
 
 @login_required

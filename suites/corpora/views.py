@@ -68,7 +68,7 @@ def corpus_list_page(request: HttpRequest) -> HttpResponse:
     sorts = [*COMMON_SORT_LABELS, ("words", "Most words")]
     return render(
         request,
-        "corpora/corpus_list.html",
+        "suites/corpora/corpus_list.html",
         {
             **list_context(query, page=page, sorts=sorts, list_url=reverse("suites:corpora")),
             "all_tags": Tag.objects.filter(corpora__isnull=False).distinct(),
@@ -80,7 +80,7 @@ def corpus_detail(request: HttpRequest, name: str) -> HttpResponse:
     corpus = gym_data_or_404(Corpus, name, noun="corpus")
     return render(
         request,
-        "corpora/corpus_detail.html",
+        "suites/corpora/corpus_detail.html",
         {
             "corpus": corpus,
             "tags": list(corpus.tags.all()),
@@ -114,7 +114,7 @@ def corpus_upload(request: HttpRequest) -> HttpResponse:
     return upload_page(
         request,
         form,
-        template="corpora/corpus_upload.html",
+        template="suites/corpora/corpus_upload.html",
         max_bytes=settings.GYM_MAX_CORPUS_BYTES,
         save=save,
         limits={"line_bytes": settings.GYM_MAX_CORPUS_LINE_BYTES},

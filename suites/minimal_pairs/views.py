@@ -33,7 +33,7 @@ def pair_set_list(request: HttpRequest) -> HttpResponse:
     sorts = [*COMMON_SORT_LABELS, ("pairs", "Most pairs")]
     return render(
         request,
-        "suites/pair_set_list.html",
+        "suites/minimal_pairs/pair_set_list.html",
         list_context(query, page=page, sorts=sorts, list_url=reverse("suites:pair_sets")),
     )
 
@@ -45,7 +45,7 @@ def pair_set_detail(request: HttpRequest, name: str) -> HttpResponse:
     rows = pair_sets.pair_rows(pair_set, start=page.start_index() - 1, stop=page.end_index())
     return render(
         request,
-        "suites/pair_set_detail.html",
+        "suites/minimal_pairs/pair_set_detail.html",
         {
             "pair_set": pair_set,
             "tags": list(pair_set.tags.all()),
@@ -121,13 +121,13 @@ def _upload_page(
             report = write(form.cleaned_data["file"])
         except pair_sets.PairSetInvalid as invalid:
             return render(
-                request, "suites/pair_set_upload.html", {**context, "errors": invalid.errors},
+                request, "suites/minimal_pairs/pair_set_upload.html", {**context, "errors": invalid.errors},
                 status=400,
             )  # fmt: skip
         _report_message(request, report, replaced=pair_set is not None)
         return redirect(report.pair_set)
     status = 400 if form.errors else 200
-    return render(request, "suites/pair_set_upload.html", context, status=status)
+    return render(request, "suites/minimal_pairs/pair_set_upload.html", context, status=status)
 
 
 def _report_message(request: HttpRequest, report: pair_sets.PairSetReport, replaced: bool) -> None:

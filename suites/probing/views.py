@@ -39,7 +39,7 @@ def probing_list(request: HttpRequest) -> HttpResponse:
     sorts = [*COMMON_SORT_LABELS, ("instances", "Most instances")]
     return render(
         request,
-        "suites/probing_list.html",
+        "suites/probing/probing_list.html",
         {
             **list_context(query, page=page, sorts=sorts, list_url=reverse("suites:probing_list")),
             "task_type": task_type,
@@ -63,7 +63,7 @@ def probing_detail(request: HttpRequest, name: str) -> HttpResponse:
     page = Paginator(examples.order_by("line"), EXAMPLES_PER_PAGE).get_page(request.GET.get("page"))
     return render(
         request,
-        "suites/probing_detail.html",
+        "suites/probing/probing_detail.html",
         {
             "task": task,
             "tags": list(task.tags.all()),
@@ -99,7 +99,7 @@ def probing_upload(request: HttpRequest) -> HttpResponse:
     return upload_page(
         request,
         form,
-        template="suites/probing_upload.html",
+        template="suites/probing/probing_upload.html",
         max_bytes=settings.GYM_MAX_UPLOAD_BYTES,
         save=save,
     )

@@ -75,7 +75,7 @@ def _editor_config(request: HttpRequest, *, mode: str, suite: Suite | None) -> d
 def editor_new(request: HttpRequest) -> HttpResponse:
     return render(
         request,
-        "suites/editor.html",
+        "suites/syntaxgym/editor.html",
         {
             "mode": "new",
             "suite": None,
@@ -94,7 +94,7 @@ def editor_edit(request: HttpRequest, name: str) -> HttpResponse:
     mode = "edit" if catalog_services.can_change(request.user, suite) else "view"
     return render(
         request,
-        "suites/editor.html",
+        "suites/syntaxgym/editor.html",
         {
             "mode": mode,
             "suite": suite,
@@ -354,4 +354,4 @@ def prediction_docs(request: HttpRequest) -> HttpResponse:
         "max_nesting": predictions.MAX_NESTING,
         "relation_formula": predictions.relation_to_formula("greaterthan", 3, "mismatch", "match"),
     }
-    return render(request, "suites/prediction_docs.html", context)
+    return render(request, "suites/syntaxgym/prediction_docs.html", context)

@@ -34,7 +34,7 @@ def suite_list(request: HttpRequest, tag: str | None = None) -> HttpResponse:
     sorts = [*COMMON_SORT_LABELS, ("updated", "Recently updated"), ("items", "Most items")]
     return render(
         request,
-        "suites/suite_list.html",
+        "suites/syntaxgym/suite_list.html",
         {
             **list_context(
                 query, page=page, sorts=sorts, list_url=reverse("suites:list"), tags_to_list=False
@@ -45,7 +45,7 @@ def suite_list(request: HttpRequest, tag: str | None = None) -> HttpResponse:
 
 
 def tag_list(request: HttpRequest) -> HttpResponse:
-    return render(request, "suites/tag_list.html", {"tags": selectors.tag_counts()})
+    return render(request, "suites/syntaxgym/tag_list.html", {"tags": selectors.tag_counts()})
 
 
 def _suite_or_404(name: str) -> Suite:
@@ -59,7 +59,7 @@ def suite_detail(request: HttpRequest, name: str) -> HttpResponse:
     page = Paginator(suite.items.all(), ITEMS_PER_PAGE).get_page(request.GET.get("page"))
     return render(
         request,
-        "suites/suite_detail.html",
+        "suites/syntaxgym/suite_detail.html",
         {
             "suite": suite,
             "regions": regions,
@@ -117,11 +117,13 @@ def _upload_page(
             if suite is None and invalid.taken_name:
                 context.update(_rename_offer(request, form, invalid.taken_name))
             return _import_errors_response(
-                request, "suites/suite_upload.html", context, invalid.errors
+                request, "suites/syntaxgym/suite_upload.html", context, invalid.errors
             )
         _report_messages(request, report)
         return redirect(report.suite)
-    return render(request, "suites/suite_upload.html", context, status=400 if form.errors else 200)
+    return render(
+        request, "suites/syntaxgym/suite_upload.html", context, status=400 if form.errors else 200
+    )
 
 
 def _rename_offer(request: HttpRequest, form: SuiteUploadForm, taken: str) -> dict:
@@ -198,7 +200,7 @@ def suite_edit(request: HttpRequest, name: str) -> HttpResponse:
                 "tags": ", ".join(t.name for t in suite.tags.all()),
             }
         )
-    return render(request, "suites/suite_edit.html", {"form": form, "suite": suite})
+    return render(request, "suites/syntaxgym/suite_edit.html", {"form": form, "suite": suite})
 
 
 @login_required
@@ -221,7 +223,7 @@ def suite_delete(request: HttpRequest, name: str) -> HttpResponse:
     results, others = selectors.suite_results_count(suite)
     return render(
         request,
-        "suites/suite_delete.html",
+        "suites/syntaxgym/suite_delete.html",
         {"suite": suite, "results": results, "others_results": others},
     )
 
