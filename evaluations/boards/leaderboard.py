@@ -16,7 +16,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
-from typing import Any
+from typing import Any, TypedDict
 
 from django.db.models import QuerySet
 from django.http import Http404, HttpRequest
@@ -196,6 +196,18 @@ def mean_of(values: Iterable[float | None]) -> float | None:
 
 # A cell's 95% interval from its benchmark id, accuracy and run id (None: none shown).
 CellInterval = Callable[[int, float, int], "tuple[float, float] | None"]
+
+
+class BoardQuery(TypedDict, total=False):
+    """What a page asks a kind's board for (`board`'s keywords of the same names): the
+    tag, the sort and its direction, whether hidden models show (staff), and a training
+    run whose checkpoints are the rows."""
+
+    tag: str
+    sort: str
+    direction: str
+    include_hidden: bool
+    training: Any
 
 
 def board(

@@ -6,7 +6,7 @@ from django.db import models
 from django.urls import reverse
 
 from evaluations.language_models.models import LanguageModel
-from evaluations.runs.models import Run, Sampled, word_probability_field
+from evaluations.runs.models import Run, Sampled, run_identity, word_probability_field
 
 
 class PairEvaluation(Run, Sampled):
@@ -59,15 +59,7 @@ class PairEvaluation(Run, Sampled):
         ordering = ["-created_at"]
         constraints = [
             models.UniqueConstraint(
-                fields=[
-                    "model",
-                    "pair_set",
-                    "content_hash",
-                    "word_probability",
-                    "metric",
-                    "subset_size",
-                    "subset_seed",
-                ],
+                fields=run_identity("pair_set", "content_hash", "word_probability", "metric"),
                 name="pair_evaluation_unique_content",
             ),
         ]

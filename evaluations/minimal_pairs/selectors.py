@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Unpack
 
 from django.db.models import F
 
@@ -24,13 +24,9 @@ SORT_PREFIX = "pairs_"
 
 def pair_leaderboard(
     *,
-    tag: str = "",
-    sort: str = "",
-    direction: str = "",
-    include_hidden: bool = False,
-    training: Any = None,
     intervals: bool = False,
     significance: bool = False,
+    **query: Unpack[boards.BoardQuery],
 ) -> boards.Leaderboard:
     """Models x minimal-pair sets: each cell the pair accuracy (default analysis
     options) of the done run on the set's current content; runs on earlier content are
@@ -63,11 +59,7 @@ def pair_leaderboard(
         boards.data_columns(MinimalPairSet.objects.all(), metric=True),
         current,
         "pair_set_id",
-        tag=tag,
-        sort=sort,
-        direction=direction,
-        include_hidden=include_hidden,
-        training=training,
+        **query,
         interval=cell_interval,
         passed=_passed_by_pair if significance else None,
     )

@@ -7,7 +7,10 @@ from django.db import models
 from django.urls import reverse
 
 from evaluations.language_models.models import LanguageModel
-from evaluations.runs.models import Run, Sampled
+from evaluations.runs.models import Run, Sampled, run_identity
+
+# The task, its content and the options that change a probing run's results.
+PROBE_IDENTITY = ("task", "content_hash", "pooling", "probe", "seeds", "mdl")
 
 
 class ProbingRun(Run, Sampled):
@@ -65,33 +68,12 @@ class ProbingRun(Run, Sampled):
         constraints = [
             # NULLs are distinct in a unique index: a CMU run (no corpus) has its own.
             models.UniqueConstraint(
-                fields=[
-                    "model",
-                    "task",
-                    "content_hash",
-                    "pooling",
-                    "probe",
-                    "seeds",
-                    "mdl",
-                    "subset_size",
-                    "subset_seed",
-                ],
+                fields=run_identity(*PROBE_IDENTITY),
                 condition=models.Q(frequency_corpus__isnull=True),
                 name="probing_run_unique_options",
             ),
             models.UniqueConstraint(
-                fields=[
-                    "model",
-                    "task",
-                    "content_hash",
-                    "pooling",
-                    "probe",
-                    "seeds",
-                    "mdl",
-                    "frequency_corpus",
-                    "subset_size",
-                    "subset_seed",
-                ],
+                fields=run_identity(*PROBE_IDENTITY, "frequency_corpus"),
                 condition=models.Q(frequency_corpus__isnull=False),
                 name="probing_run_unique_options_corpus",
             ),

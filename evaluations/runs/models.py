@@ -137,6 +137,13 @@ class Sampled(models.Model):
         return subset_text(self.subset_size, self.subset_total, self.subset_seed, self.subset_noun)
 
 
+def run_identity(*fields: str) -> list[str]:
+    """The fields of a sampled run kind's unique constraint: the model, the kind's own
+    `fields` (its benchmark, the content hash, the options that change its results), then
+    the subset (`Sampled`), so that a run on a sample never stands for the whole one."""
+    return ["model", *fields, "subset_size", "subset_seed"]
+
+
 class RunPart(models.Model):
     """One part of a run whose sentences were split across several work tasks (see
     `evaluations.runs.packing`): its progress while it is worked on, then its results until

@@ -8,7 +8,7 @@ from django.db import models
 from django.urls import reverse
 
 from evaluations.language_models.models import LanguageModel
-from evaluations.runs.models import Run, Sampled, word_probability_field
+from evaluations.runs.models import Run, Sampled, run_identity, word_probability_field
 from suites.syntaxgym.models import Suite
 
 
@@ -45,14 +45,7 @@ class Evaluation(Run, Sampled):
         ordering = ["-created_at"]
         constraints = [
             models.UniqueConstraint(
-                fields=[
-                    "model",
-                    "suite",
-                    "content_hash",
-                    "word_probability",
-                    "subset_size",
-                    "subset_seed",
-                ],
+                fields=run_identity("suite", "content_hash", "word_probability"),
                 name="evaluation_unique_content",
             ),
         ]

@@ -13,12 +13,13 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, Unpack
 
 from django.db.models import Count, Exists, F, OuterRef, Q, QuerySet
 
 from evaluations.boards.leaderboard import (
     UNTAGGED,
+    BoardQuery,
     Leaderboard,
     SuiteColumn,
     board,
@@ -53,13 +54,9 @@ def _suite_columns() -> list[SuiteColumn]:
 
 def leaderboard(
     *,
-    tag: str = "",
-    sort: str = "",
-    direction: str = "",
-    include_hidden: bool = False,
-    training: Any = None,
     intervals: bool = False,
     significance: bool = False,
+    **query: Unpack[BoardQuery],
 ) -> Leaderboard:
     """Models x suites with each model's current accuracy.
 
@@ -94,11 +91,7 @@ def leaderboard(
         _suite_columns(),
         current,
         "suite_id",
-        tag=tag,
-        sort=sort,
-        direction=direction,
-        include_hidden=include_hidden,
-        training=training,
+        **query,
         interval=cell_interval,
         passed=(lambda shown: _passed_by_item(current, shown)) if significance else None,
     )

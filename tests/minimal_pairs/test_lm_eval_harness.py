@@ -8,10 +8,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import subprocess
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,6 +18,7 @@ from evaluations.models import PairEvaluation
 from suites.minimal_pairs import sets as pair_sets
 from tests.celery_harness import wait_finished
 from tests.conftest import token_client
+from tests.lm_eval_harness import run_lm_eval
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
@@ -39,33 +36,6 @@ BLIMP = "".join(
     json.dumps({"sentence_good": good, "sentence_bad": bad, "pairID": str(i), "field": "x"}) + "\n"
     for i, (good, bad) in enumerate(PAIRS, start=1)
 )
-
-
-def _harness(model: Path, include: Path, task: str, out: Path) -> dict[str, Any]:
-    """`lm_eval` as a user runs it on the exported folder; (results, samples by pairID)."""
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
-    env.update(TRANSFORMERS_OFFLINE="1", HF_DATASETS_CACHE=str(out / "cache"))
-    env["OMP_NUM_THREADS"] = "1"
-    command = [
-        str(Path(sys.executable).parent / "lm_eval"),
-        "--model", "hf",
-        "--model_args", f"pretrained={model},dtype=float32",
-        "--include_path", str(include),
-        "--tasks", task,
-        "--device", "cpu",
-        "--batch_size", "1",
-        "--output_path", str(out),
-        "--log_samples",
-    ]  # fmt: skip
-    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
-    (results_file,) = out.rglob("results_*.json")
-    (samples_file,) = out.rglob(f"samples_{task}_*.jsonl")
-    samples = [json.loads(line) for line in samples_file.read_text().splitlines()]
-    return {
-        "acc": json.loads(results_file.read_text())["results"][task]["acc,none"],
-        "samples": {s["doc"]["pairID"]: s for s in samples},
-    }
 
 
 def _log_likelihoods(sample: dict[str, Any]) -> tuple[float, float]:
@@ -98,7 +68,9 @@ def test_an_exported_task_under_the_harness_equals_gyms_runs(
     for metric in ("lm_eval", "sentence"):
         folder = tmp_path / f"task-{metric}"
         call_command("export_lm_eval", set="agr", out=str(folder), metric=metric)
-        harness = _harness(tiny_gpt2, folder, "gym_agr", tmp_path / f"out-{metric}")
+        harness = run_lm_eval(tiny_gpt2, folder, "gym_agr", tmp_path / f"out-{metric}", "pairID")[
+            "gym_agr"
+        ]
         assert harness["acc"] == pytest.approx(runs[metric].accuracy, abs=1e-12), metric
         by_pair = client.get(f"/api/pairs/evaluations/{runs[metric].pk}/by_pair/").json()
         assert by_pair["metric"] == metric

@@ -10,11 +10,7 @@ from __future__ import annotations
 import io
 import json
 import math
-import os
-import subprocess
-import sys
 import zipfile
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -25,6 +21,7 @@ from evaluations.models import Evaluation, ItemResult, PredictionResult
 from suites.syntaxgym import services as suite_services
 from tests.celery_harness import wait_finished
 from tests.conftest import token_client
+from tests.lm_eval_harness import run_lm_eval
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
@@ -65,39 +62,6 @@ def suite(name: str, predictions: list[str]) -> dict[str, Any]:
     }
 
 
-def _harness(model: Path, include: Path, tasks: str, out: Path) -> dict[str, Any]:
-    """`lm_eval` as a user runs it, in `include` (where the API's zip was unpacked)."""
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
-    env.update(TRANSFORMERS_OFFLINE="1", HF_DATASETS_CACHE=str(out / "cache"))
-    env["OMP_NUM_THREADS"] = "1"
-    command = [
-        str(Path(sys.executable).parent / "lm_eval"),
-        "--model", "hf",
-        "--model_args", f"pretrained={model},dtype=float32",
-        "--include_path", str(include),
-        "--tasks", tasks,
-        "--device", "cpu",
-        "--batch_size", "1",
-        "--output_path", str(out),
-        "--log_samples",
-    ]  # fmt: skip
-    done = subprocess.run(
-        command, env=env, cwd=include, capture_output=True, text=True, timeout=600
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    (results_file,) = out.rglob("results_*.json")
-    results = json.loads(results_file.read_text())["results"]
-    found: dict[str, Any] = {}
-    for task in tasks.split(","):
-        (samples_file,) = out.rglob(f"samples_{task}_*.jsonl")
-        samples = [json.loads(line) for line in samples_file.read_text().splitlines()]
-        found[task] = {
-            "acc": results[task]["acc,none"],
-            "samples": {s["doc"]["item_number"]: s for s in samples},
-        }
-    return found
-
-
 def test_exported_suites_under_the_harness_equal_gyms_evaluations(
     redis_broker, workers, tiny_gpt2, alice, tmp_path
 ) -> None:
@@ -134,7 +98,7 @@ def test_exported_suites_under_the_harness_equal_gyms_evaluations(
     zipfile.ZipFile(io.BytesIO(zipped.content)).extractall(work)
     call_command("export_lm_eval", suite=two.name, out=str(work / "two"))
     tasks = "gym_agree_one,gym_agree_two_p1,gym_agree_two_p2"
-    harness = _harness(tiny_gpt2, work, tasks, tmp_path / "out")
+    harness = run_lm_eval(tiny_gpt2, work, tasks, tmp_path / "out", "item_number")
 
     assert harness["gym_agree_one"]["acc"] == pytest.approx(runs["agree_one"].accuracy, abs=1e-12)
     expected = {

@@ -6,15 +6,7 @@ from typing import Any
 from django.core.management.base import CommandError, CommandParser
 
 from evaluations.management.standalone import StandaloneCommand
-from evaluations.minimal_pairs import files
-from evaluations.minimal_pairs.analysis import (
-    METRICS,
-    PRED_MEASURES,
-    PUNCTUATION,
-    WORD_SUMMARIES,
-    AnalysisError,
-    AnalysisOptions,
-)
+from evaluations.minimal_pairs import analysis, files
 from evaluations.minimal_pairs.tokens import predictions_to_tsv, scored_metric
 from suites.formats.minimal_pairs import MinimalPairFormatError, MinimalPairSet, format_metric
 
@@ -60,7 +52,7 @@ class Command(StandaloneCommand):
         )
         evaluate.add_argument(
             "--metric",
-            choices=METRICS,
+            choices=analysis.METRICS,
             help=METRIC_HELP + "; only lm_eval scores another string, and the file then ends "
             "with a metric column that `analyze` reads",
         )
@@ -81,13 +73,13 @@ class Command(StandaloneCommand):
         )
         analyze.add_argument(
             "--metric",
-            choices=METRICS,
+            choices=analysis.METRICS,
             help=METRIC_HELP + "; predictions scored with --metric lm_eval are read only "
             "under lm_eval, the default for them",
         )
-        analyze.add_argument("--pred-measure", default="surp", choices=PRED_MEASURES)
-        analyze.add_argument("--word-summary", default="mean", choices=WORD_SUMMARIES)
-        analyze.add_argument("--punctuation", default="previous", choices=PUNCTUATION)
+        analyze.add_argument("--pred-measure", default="surp", choices=analysis.PRED_MEASURES)
+        analyze.add_argument("--word-summary", default="mean", choices=analysis.WORD_SUMMARIES)
+        analyze.add_argument("--punctuation", default="previous", choices=analysis.PUNCTUATION)
         analyze.add_argument("--conditions", default="", help="condition columns, comma-separated")
         analyze.add_argument(
             "--drop-incomplete-pairs",
@@ -102,7 +94,7 @@ class Command(StandaloneCommand):
                 self._evaluate(options)
             else:
                 self._analyze(options)
-        except (MinimalPairFormatError, AnalysisError, files.ConfigError) as exc:
+        except (MinimalPairFormatError, analysis.AnalysisError, files.ConfigError) as exc:
             raise CommandError(str(exc)) from exc
 
     def _evaluate(self, options: dict[str, Any]) -> None:
@@ -165,7 +157,7 @@ class Command(StandaloneCommand):
         )
         if options["as_model"]:
             tokens = tokens.rename_model(options["as_model"])
-        analysis_options = AnalysisOptions(
+        analysis_options = analysis.AnalysisOptions(
             pred_measure=options["pred_measure"],
             word_summary=options["word_summary"],
             punctuation=options["punctuation"],
