@@ -590,8 +590,21 @@ def _estimate(
     Every step is exact in blocks: integer sums, and per-row arithmetic."""
     store = store or _Store(None, 0)
     order = len(tables) - 1
-    # Structure: prefix, word and suffix ids of every n-gram.
+    _structure(tables, vocab, store)
+    _adjusted_counts(tables, store)
     for k in range(1, order + 1):
+        tables[k].raw = store.free(tables[k].raw)
+    # Unigrams: <s> is never predicted.
+    tables[1].adjusted[BOS] = 0
+    lower = np.full(vocab, 1.0 / (vocab - 1))
+    lower[BOS] = 0.0
+    for k in range(1, order + 1):
+        _probabilities(tables, k, lower, summary, store)
+
+
+def _structure(tables: list[_Order], vocab: int, store: _Store) -> None:
+    """The prefix, word and suffix ids of every n-gram of every order."""
+    for k in range(1, len(tables)):
         t = tables[k]
         n = len(t.keys)
         t.prefix, t.word = store.empty(n, np.int64), store.empty(n, np.int64)
@@ -606,8 +619,12 @@ def _estimate(
             below = tables[k - 1]
             wanted = np.asarray(below.suffix[prefix]) if k > 2 else np.zeros(b - a, np.int64)
             t.suffix[a:b] = np.searchsorted(below.keys, wanted * vocab + word)
-    # Adjusted counts: raw at the top and for n-grams starting with <s>; else the number
-    # of distinct words before (order k+1 n-grams with this suffix).
+
+
+def _adjusted_counts(tables: list[_Order], store: _Store) -> None:
+    """Adjusted counts: raw at the top order and for n-grams starting with <s>; else the
+    number of distinct words before (order k+1 n-grams with this suffix)."""
+    order = len(tables) - 1
     for k in range(1, order + 1):
         t = tables[k]
         n = len(t.keys)
@@ -626,67 +643,79 @@ def _estimate(
             t.adjusted[a:b] = np.where(starts_bos, t.raw[a:b], left[a:b])
         store.free(left)
         del left
-    for k in range(1, order + 1):
-        tables[k].raw = store.free(tables[k].raw)
-    # Unigrams: <s> is never predicted.
-    uni = tables[1]
-    uni.adjusted[BOS] = 0
-    lower = np.full(vocab, 1.0 / (vocab - 1))
-    lower[BOS] = 0.0
-    for k in range(1, order + 1):
-        t = tables[k]
-        n = len(t.keys)
-        of_counts = [0] * 5
-        for a, b in store.blocks(n):
-            found = np.bincount(np.minimum(np.asarray(t.adjusted[a:b]), 5), minlength=6)
-            of_counts = [x + int(y) for x, y in zip(of_counts, found[:5], strict=True)]
-        d, notes = _discounts_of(of_counts)
-        summary.discounts[str(k)] = [round(x, 6) for x in d]
-        summary.discount_notes.extend(f"order {k}: {note}" for note in notes)
-        contexts = len(tables[k - 1].keys) if k > 1 else 1
-        # Per context (contiguous: the table is sorted by prefix): the sum of adjusted
-        # counts and how many n-grams have 1, 2, 3 or more.
-        total = store.empty(contexts, np.int64, fill=0)
-        ones, twos, more = (store.empty(contexts, np.int64, fill=0) for _ in range(3))
-        for a, b in store.blocks(n):
-            prefix = np.asarray(t.prefix[a:b]) if k > 1 else np.zeros(b - a, np.int64)
-            adjusted = np.asarray(t.adjusted[a:b])
-            at, first = np.unique(prefix, return_index=True)
-            total[at] += np.add.reduceat(adjusted, first)
-            for column, hit in (
-                (ones, adjusted == 1),
-                (twos, adjusted == 2),
-                (more, adjusted >= 3),
-            ):
-                column[at] += np.add.reduceat(hit.astype(np.int64), first)
-        gamma = store.empty(contexts, np.float64)
+
+
+def _probabilities(
+    tables: list[_Order], k: int, lower: np.ndarray, summary: NgramSummary, store: _Store
+) -> None:
+    """Order k's discounts (into `summary`), interpolated probabilities, and the back-off
+    weights of its contexts (kept on order k-1); frees what order k no longer needs.
+    `lower` is the uniform distribution the unigrams back off to."""
+    t = tables[k]
+    n = len(t.keys)
+    d = _order_discounts(t, k, summary, store)
+    contexts = len(tables[k - 1].keys) if k > 1 else 1
+    total, ones, twos, more = _context_sums(t, k, contexts, store)
+    gamma = store.empty(contexts, np.float64)
+    for a, b in store.blocks(contexts):
+        mass = d[0] * ones[a:b] + d[1] * twos[a:b] + d[2] * more[a:b]
+        sums = np.asarray(total[a:b])
+        with np.errstate(divide="ignore", invalid="ignore"):
+            gamma[a:b] = np.where(sums > 0, mass / sums, 0.0)
+    t.prob = store.empty(n, np.float64)
+    for a, b in store.blocks(n):
+        prefix = np.asarray(t.prefix[a:b]) if k > 1 else np.zeros(b - a, np.int64)
+        adjusted = np.asarray(t.adjusted[a:b])
+        taken = _discounted(adjusted, d)
+        sums = np.asarray(total[prefix]).astype(np.float64)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            own = np.where(sums > 0, (adjusted - taken) / sums, 0.0)
+        word = np.asarray(t.word[a:b])
+        backed = lower[word] if k == 1 else np.asarray(tables[k - 1].prob[t.suffix[a:b]])
+        t.prob[a:b] = own + np.asarray(gamma[prefix]) * backed
+    if k == 1:
+        t.prob[BOS] = 0.0
+        store.free(gamma)
+    else:  # a context's back-off weight; NaN: never a context (no weight written)
         for a, b in store.blocks(contexts):
-            mass = d[0] * ones[a:b] + d[1] * twos[a:b] + d[2] * more[a:b]
-            sums = np.asarray(total[a:b])
-            with np.errstate(divide="ignore", invalid="ignore"):
-                gamma[a:b] = np.where(sums > 0, mass / sums, 0.0)
-        t.prob = store.empty(n, np.float64)
-        for a, b in store.blocks(n):
-            prefix = np.asarray(t.prefix[a:b]) if k > 1 else np.zeros(b - a, np.int64)
-            adjusted = np.asarray(t.adjusted[a:b])
-            taken = _discounted(adjusted, d)
-            sums = np.asarray(total[prefix]).astype(np.float64)
-            with np.errstate(divide="ignore", invalid="ignore"):
-                own = np.where(sums > 0, (adjusted - taken) / sums, 0.0)
-            word = np.asarray(t.word[a:b])
-            backed = lower[word] if k == 1 else np.asarray(tables[k - 1].prob[t.suffix[a:b]])
-            t.prob[a:b] = own + np.asarray(gamma[prefix]) * backed
-        if k == 1:
-            t.prob[BOS] = 0.0
-            store.free(gamma)
-        else:  # a context's back-off weight; NaN: never a context (no weight written)
-            for a, b in store.blocks(contexts):
-                gamma[a:b] = np.where(total[a:b] > 0, gamma[a:b], np.nan)
-            tables[k - 1].gamma = gamma
-        for done in (total, ones, twos, more):
-            store.free(done)
-        t.adjusted, t.suffix = store.free(t.adjusted), store.free(t.suffix)
-        del total, ones, twos, more, gamma
+            gamma[a:b] = np.where(total[a:b] > 0, gamma[a:b], np.nan)
+        tables[k - 1].gamma = gamma
+    for done in (total, ones, twos, more):
+        store.free(done)
+    t.adjusted, t.suffix = store.free(t.adjusted), store.free(t.suffix)
+    del total, ones, twos, more, gamma
+
+
+def _order_discounts(t: _Order, k: int, summary: NgramSummary, store: _Store) -> list[float]:
+    """Order k's three discounts from its counts of counts (adjusted counts 1 to 4), and
+    what was done where they could not be estimated, recorded in `summary`."""
+    of_counts = [0] * 5
+    for a, b in store.blocks(len(t.keys)):
+        found = np.bincount(np.minimum(np.asarray(t.adjusted[a:b]), 5), minlength=6)
+        of_counts = [x + int(y) for x, y in zip(of_counts, found[:5], strict=True)]
+    d, notes = _discounts_of(of_counts)
+    summary.discounts[str(k)] = [round(x, 6) for x in d]
+    summary.discount_notes.extend(f"order {k}: {note}" for note in notes)
+    return d
+
+
+def _context_sums(t: _Order, k: int, contexts: int, store: _Store) -> tuple[Any, Any, Any, Any]:
+    """Per context (contiguous: the table is sorted by prefix): the sum of adjusted counts
+    and how many n-grams have 1, 2, 3 or more."""
+    total = store.empty(contexts, np.int64, fill=0)
+    ones, twos, more = (store.empty(contexts, np.int64, fill=0) for _ in range(3))
+    for a, b in store.blocks(len(t.keys)):
+        prefix = np.asarray(t.prefix[a:b]) if k > 1 else np.zeros(b - a, np.int64)
+        adjusted = np.asarray(t.adjusted[a:b])
+        at, first = np.unique(prefix, return_index=True)
+        total[at] += np.add.reduceat(adjusted, first)
+        for column, hit in (
+            (ones, adjusted == 1),
+            (twos, adjusted == 2),
+            (more, adjusted >= 3),
+        ):
+            column[at] += np.add.reduceat(hit.astype(np.int64), first)
+    return total, ones, twos, more
 
 
 def _first_word(tables: list[_Order], k: int, rows: np.ndarray | None = None) -> np.ndarray:
@@ -870,24 +899,14 @@ def train_ngram(
     NgramDiskFull before it is made; the peak is `temp_disk_peak_bytes`.
     The scratch folder (`work_dir` or `out_dir`, `.ngram-*`) is removed when the run
     ends, however it ends; one left by a killed run is removed by the next run there."""
-    if not MIN_ORDER <= order <= MAX_ORDER:
-        raise NgramTrainingError(f"the order must be from {MIN_ORDER} to {MAX_ORDER}; got {order}")
-    if min_count < 1:
-        raise NgramTrainingError(f"the vocabulary cutoff must be 1 or more; got {min_count}")
-    if memory_mb is not None and memory_mb < 1:
-        raise NgramTrainingError(f"the memory budget must be 1 MB or more; got {memory_mb}")
-    if disk_mb is not None and disk_mb < 1:
-        raise NgramTrainingError(f"the temporary disk bound must be 1 MB or more; got {disk_mb}")
+    _check_options(order, min_count, memory_mb, disk_mb)
     started = time.perf_counter()
     summary = NgramSummary(order=order, min_count=min_count)
     summary.memory_mb = memory_mb or default_memory_mb()
     summary.disk_mb = disk_mb
     budget = memory_bytes if memory_bytes is not None else summary.memory_mb * 1024 * 1024
     out_dir.mkdir(parents=True, exist_ok=True)
-    parent = work_dir or out_dir
-    remove_stale_scratch(parent)
-    scratch = Path(tempfile.mkdtemp(prefix=SCRATCH_PREFIX, dir=parent))
-    (scratch / "pid").write_text(str(os.getpid()), encoding="ascii")
+    scratch = _new_scratch(work_dir or out_dir)
 
     def check() -> None:
         if should_stop is not None and should_stop():
@@ -896,40 +915,11 @@ def train_ngram(
     disk_limit = disk_bytes if disk_bytes is not None else (disk_mb or 0) * 1024 * 1024
     disk = _Disk(scratch, disk_limit or None)
     try:
-        stream_path = scratch / "ids.int32"
-        counts, provisional, sentences = _write_stream(
-            lines,
-            stream_path,
-            (lambda n: progress("sentences", n)) if progress else None,
-            max(16, min(CHUNK_TOKENS, budget // BYTES_PER_READ)),
-            disk,
+        tables, words, store = _count_all(
+            lines, scratch, summary, budget, disk, out_of_core, progress, check
         )
-        if sentences == 0:
-            raise NgramTrainingError("the corpus has no sentences")
-        remap, words, unknown = _vocabulary(counts, provisional, min_count)
-        vocab = len(words)
-        tokens = stream_path.stat().st_size // 4
-        if out_of_core is None:
-            out_of_core = _memory_needed(tokens, order) > budget
-        store = _Store(scratch if out_of_core else None, budget, disk)
-        stream = store.map(stream_path, np.int32)
-        summary.counting = "out of core" if out_of_core else "in memory"
-        summary.sentences = sentences
-        summary.words = int(len(stream) - sentences)
-        summary.vocabulary = vocab
-        summary.unknown_types = unknown
-        tables: list[_Order] = [_Order(keys=np.zeros(1, np.int64), raw=np.zeros(1, np.int64))]
-        # Every word of the vocabulary is a unigram (<unk> even when unseen).
-        raw = np.bincount(remap, weights=counts, minlength=vocab).astype(np.int64)
-        tables.append(_Order(keys=np.arange(vocab, dtype=np.int64), raw=raw))
-        for k in range(2, order + 1):
-            check()
-            tables.append(_count_order(k, stream, remap, tables, vocab, store))
-            if progress is not None:
-                progress("order", k)
-        del stream
         check()
-        _estimate(tables, vocab, summary, store)
+        _estimate(tables, len(words), summary, store)
         check()
         summary.heldout = heldout_perplexity(tables, words, heldout)
         arpa = scratch / ARPA_NAME
@@ -944,6 +934,75 @@ def train_ngram(
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     return summary
+
+
+def _check_options(order: int, min_count: int, memory_mb: int | None, disk_mb: int | None) -> None:
+    if not MIN_ORDER <= order <= MAX_ORDER:
+        raise NgramTrainingError(f"the order must be from {MIN_ORDER} to {MAX_ORDER}; got {order}")
+    if min_count < 1:
+        raise NgramTrainingError(f"the vocabulary cutoff must be 1 or more; got {min_count}")
+    if memory_mb is not None and memory_mb < 1:
+        raise NgramTrainingError(f"the memory budget must be 1 MB or more; got {memory_mb}")
+    if disk_mb is not None and disk_mb < 1:
+        raise NgramTrainingError(f"the temporary disk bound must be 1 MB or more; got {disk_mb}")
+
+
+def _new_scratch(parent: Path) -> Path:
+    """A scratch folder of this process's under `parent`, after removing those of runs
+    that were killed there."""
+    remove_stale_scratch(parent)
+    scratch = Path(tempfile.mkdtemp(prefix=SCRATCH_PREFIX, dir=parent))
+    (scratch / "pid").write_text(str(os.getpid()), encoding="ascii")
+    return scratch
+
+
+def _count_all(
+    lines: Iterable[str],
+    scratch: Path,
+    summary: NgramSummary,
+    budget: int,
+    disk: _Disk,
+    out_of_core: bool | None,
+    progress: Callable[[str, int], None] | None,
+    check: Callable[[], None],
+) -> tuple[list[_Order], list[str], _Store]:
+    """The corpus read into an id stream, its vocabulary, and the raw counts of every order
+    up to `summary.order` (in memory, or out of core when the estimate passes `budget`,
+    or as `out_of_core` forces); the corpus' facts go into `summary`. The tables (index 0
+    a placeholder), the words by id, and the store that holds the tables."""
+    stream_path = scratch / "ids.int32"
+    counts, provisional, sentences = _write_stream(
+        lines,
+        stream_path,
+        (lambda n: progress("sentences", n)) if progress else None,
+        max(16, min(CHUNK_TOKENS, budget // BYTES_PER_READ)),
+        disk,
+    )
+    if sentences == 0:
+        raise NgramTrainingError("the corpus has no sentences")
+    remap, words, unknown = _vocabulary(counts, provisional, summary.min_count)
+    vocab = len(words)
+    tokens = stream_path.stat().st_size // 4
+    if out_of_core is None:
+        out_of_core = _memory_needed(tokens, summary.order) > budget
+    store = _Store(scratch if out_of_core else None, budget, disk)
+    stream = store.map(stream_path, np.int32)
+    summary.counting = "out of core" if out_of_core else "in memory"
+    summary.sentences = sentences
+    summary.words = int(len(stream) - sentences)
+    summary.vocabulary = vocab
+    summary.unknown_types = unknown
+    tables: list[_Order] = [_Order(keys=np.zeros(1, np.int64), raw=np.zeros(1, np.int64))]
+    # Every word of the vocabulary is a unigram (<unk> even when unseen).
+    raw = np.bincount(remap, weights=counts, minlength=vocab).astype(np.int64)
+    tables.append(_Order(keys=np.arange(vocab, dtype=np.int64), raw=raw))
+    for k in range(2, summary.order + 1):
+        check()
+        tables.append(_count_order(k, stream, remap, tables, vocab, store))
+        if progress is not None:
+            progress("order", k)
+    del stream
+    return tables, words, store
 
 
 def _memory_needed(tokens: int, order: int) -> int:
