@@ -13,9 +13,12 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from evaluations.training import stored
+
+if TYPE_CHECKING:
+    from evaluations.training.causal import CausalSummary, Checkpoint
 
 log = logging.getLogger(__name__)
 
@@ -157,19 +160,10 @@ def causal_options(raw: dict[str, Any], device: str, kind: str = "causal") -> An
 def _causal(
     payload: dict[str, Any], source: Any, out_dir: Path, progress: Callable[[int, int], None]
 ) -> dict[str, Any]:
-    import torch
-
     from evaluations.training import causal, tasks
 
     run_id, attempt = int(payload["run"]), int(payload["attempt"])
-    device = "cuda" if torch.cuda.is_available() else "cpu"
-    options = causal_options(payload["options"], device, payload["kind"])
-    if options.device == "cuda":
-        # Every visible GPU that the step's micro-batches split evenly across: a run
-        # trains on the same batches, to the same model, however many a worker has.
-        options.devices = causal.usable_devices(options.accumulation, torch.cuda.device_count())
-        if options.devices > 1:
-            log.info("run %s trains on %d GPUs", run_id, options.devices)
+    options = _device_options(payload)
     pending: list[dict[str, Any]] = []
     last = {"report": time.monotonic(), "stop": False, "loss": time.monotonic()}
     pushed = {"inputs": False}
@@ -205,17 +199,7 @@ def _causal(
             "tokens": point.tokens,
             "validation_loss": point.validation_loss,
         }
-        record = {
-            "step": point.step,
-            "tokens": point.tokens,
-            "folder": point.path.name,
-            "train_loss": point.train_loss,
-            "validation_loss": point.validation_loss,
-            "bytes": point.bytes,
-            "scheduled": point.scheduled,
-            "removed": point.removed,
-            "key": key,
-        }
+        record = _checkpoint_record(point, key)
         _send(tasks.checkpoint, KIND, run_id, attempt, record, [*pending, evaluation])
         pending.clear()
 
@@ -231,6 +215,48 @@ def _causal(
         on_checkpoint=on_checkpoint,
         should_stop=should_stop,
     )
+    return _causal_result(summary, options, store, out_dir)
+
+
+def _device_options(payload: dict[str, Any]) -> Any:
+    """The run's options on this worker's device: on CUDA, every visible GPU that the
+    step's micro-batches split evenly across (a run trains on the same batches, to the
+    same model, however many a worker has)."""
+    import torch
+
+    from evaluations.training import causal
+
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    options = causal_options(payload["options"], device, payload["kind"])
+    if options.device == "cuda":
+        options.devices = causal.usable_devices(options.accumulation, torch.cuda.device_count())
+        if options.devices > 1:
+            log.info("run %s trains on %d GPUs", payload["run"], options.devices)
+    return options
+
+
+def _checkpoint_record(point: Checkpoint, key: str) -> dict[str, Any]:
+    """What the checkpoint task records of a checkpoint stored under `key`."""
+    return {
+        "step": point.step,
+        "tokens": point.tokens,
+        "folder": point.path.name,
+        "train_loss": point.train_loss,
+        "validation_loss": point.validation_loss,
+        "bytes": point.bytes,
+        "scheduled": point.scheduled,
+        "removed": point.removed,
+        "key": key,
+    }
+
+
+def _causal_result(
+    summary: CausalSummary, options: Any, store: str, out_dir: Path
+) -> dict[str, Any]:
+    """The finished (or stopped) run's loss log and model in the store, and the result
+    the storing worker records."""
+    from evaluations.training import causal
+
     model_key = None
     stored.push_loss_log(store, out_dir)
     if not summary.stopped:

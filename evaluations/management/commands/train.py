@@ -66,6 +66,11 @@ class Command(StandaloneCommand):
 
     def add_causal_arguments(self, parser: CommandParser) -> None:
         """Options of --kind causal and masked (see evaluations.training.causal)."""
+        self.add_shape_arguments(parser)
+        self.add_loop_arguments(parser)
+
+    def add_shape_arguments(self, parser: CommandParser) -> None:
+        """The model's shape and tokenizer, and masking (--kind masked)."""
         parser.add_argument(
             "--preset",
             choices=[*causal.PRESETS, *causal.MASKED_PRESETS, "custom"],
@@ -109,6 +114,9 @@ class Command(StandaloneCommand):
             help="use this model's tokenizer (a folder or a registered model's name) instead "
             "of training one",
         )
+
+    def add_loop_arguments(self, parser: CommandParser) -> None:
+        """The training loop, its checkpoints, devices and where it starts."""
         parser.add_argument("--steps", type=int, default=100, help="optimizer steps (100)")
         parser.add_argument(
             "--batch-tokens",
