@@ -17,7 +17,9 @@ from pathlib import Path
 
 import pytest
 
+from evaluations.language_models.uploads import UPLOADED_PREFIX
 from evaluations.models import LanguageModel
+from gym import artifacts
 from tests.conftest import token_client
 from tests.scoring.test_ngram import TINY_ARPA
 
@@ -31,7 +33,13 @@ def uploads_dir(settings, tmp_path_factory) -> Path:
     """This test's own uploads folder, inside the model folders (as the default is)."""
     folder = tmp_path_factory.mktemp("uploads")
     settings.GYM_UPLOADED_MODELS_DIR = str(folder)
+    _STORE_BEFORE[folder] = set(artifacts.list_prefix(UPLOADED_PREFIX))
     return folder
+
+
+# The uploads' keys in the artifact store (one store for the test process) when each
+# test's uploads folder was made: what a test adds is the difference.
+_STORE_BEFORE: dict[Path, set[str]] = {}
 
 
 def files_of(folder: Path) -> dict[str, bytes]:
@@ -75,8 +83,11 @@ def raw_upload(client, data: bytes, query: str, content_type: str = "application
 
 
 def assert_nothing_kept(folder: Path) -> None:
+    """No row, no file in the uploads folder and nothing in the artifact store."""
     assert LanguageModel.objects.count() == 0
     assert list(folder.iterdir()) == [], "the upload left files behind"
+    stored = set(artifacts.list_prefix(UPLOADED_PREFIX)) - _STORE_BEFORE[folder]
+    assert not stored, f"the upload left {sorted(stored)} in the artifact store"
 
 
 # -- accepted uploads ----------------------------------------------------------------
