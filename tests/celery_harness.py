@@ -12,7 +12,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -236,20 +236,74 @@ def fork_server() -> ForkServer:
     return _FORK_SERVER[0]
 
 
+def role_environment(**env: str) -> dict[str, str]:
+    """The environment of a process of the site under test (a worker, beat, the web
+    server): this one's, the tests' broker and database, and `env`."""
+    return {
+        **os.environ,
+        "CELERY_BROKER_URL": REDIS_URL,
+        "DATABASE_URL": database_url(),
+        "HF_HUB_OFFLINE": "1",
+        "PYTHONUNBUFFERED": "1",
+        **env,
+    }
+
+
+def spawn(
+    command: list[str], env: dict[str, str], log: Path, launcher: Sequence[str] = ()
+) -> subprocess.Popen[bytes]:
+    """`command` run in the repository after `launcher` (a prefix that execs it, such as
+    one that gives it a mount namespace of its own), its output in `log`, leading its
+    own process group, so that a kill takes its children."""
+    with log.open("w") as out:
+        return subprocess.Popen(
+            [*launcher, *command],
+            cwd=REPO,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+
+def stop_group(process: subprocess.Popen[bytes] | ForkedWorker, grace: float = 30) -> None:
+    """SIGTERM a process started by `spawn` (or forked) and its group; SIGKILL after
+    `grace` seconds."""
+    if process.poll() is not None:
+        return
+    try:
+        os.killpg(process.pid, signal.SIGTERM)
+        process.wait(timeout=grace)
+    except ProcessLookupError:
+        pass
+    except subprocess.TimeoutExpired:
+        kill_group(process)
+
+
+def kill_group(process: subprocess.Popen[bytes] | ForkedWorker) -> None:
+    """SIGKILL the process and its group, as a crashed machine would."""
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    process.wait(timeout=30)
+
+
 class Worker:
-    def __init__(self, log_dir: Path, queues: str = "celery,gpu", **env: str) -> None:
+    def __init__(
+        self,
+        log_dir: Path,
+        queues: str = "celery,gpu",
+        *,
+        launcher: Sequence[str] = (),
+        **env: str,
+    ) -> None:
         """A worker process for `queues`; production runs one for `celery` (storing,
-        progress) and GPU workers for `gpu`, the embedded default one of each."""
+        progress) and GPU workers for `gpu`, the embedded default one of each. With a
+        `launcher` (see `spawn`) it is started through it, never forked."""
         self.name = f"test-{uuid.uuid4().hex[:8]}@localhost"
         self.log = log_dir / f"{self.name.split('@')[0]}.log"
-        environment = {
-            **os.environ,
-            "CELERY_BROKER_URL": REDIS_URL,
-            "DATABASE_URL": database_url(),
-            "HF_HUB_OFFLINE": "1",
-            "PYTHONUNBUFFERED": "1",
-            **env,
-        }
+        environment = role_environment(**env)
         argv = [
             "-A",
             "gym",
@@ -270,17 +324,12 @@ class Worker:
         self.process: subprocess.Popen[bytes] | ForkedWorker
         # Threads or hub settings of its own: a worker forked from libraries imported
         # with other ones would not have them (no fork server is started for it).
-        own = any(key.startswith(READ_AT_IMPORT) for key in env)
+        own = any(key.startswith(READ_AT_IMPORT) for key in env) or bool(launcher)
         if not own and (server := fork_server()).imported_as(environment):
             self.process = server.start(argv, environment, self.log)
         else:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "celery", *argv],
-                cwd=REPO,
-                env=environment,
-                stdout=self.log.open("w"),
-                stderr=subprocess.STDOUT,
-                start_new_session=True,  # its own process group, so a kill takes its children
+            self.process = spawn(
+                [sys.executable, "-m", "celery", *argv], environment, self.log, launcher
             )
 
     def wait_ready(self, timeout: float = 90) -> None:
@@ -295,19 +344,10 @@ class Worker:
 
     def kill(self) -> None:
         """SIGKILL the worker and its pool children, as a crashed machine would."""
-        try:
-            os.killpg(self.process.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        self.process.wait(timeout=30)
+        kill_group(self.process)
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGTERM)
-            try:
-                self.process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.kill()
+        stop_group(self.process)
 
 
 class Pace:
@@ -406,12 +446,13 @@ def redis_broker() -> Iterator[str]:
 
 @pytest.fixture
 def workers(tmp_path: Path) -> Iterator[Any]:
-    """start(queues="celery,gpu", **env) starts a worker and waits until it is ready;
-    every worker started is stopped after the test."""
+    """start(queues="celery,gpu", *, launcher=(), **env) starts a worker (through
+    `launcher`, see `spawn`) and waits until it is ready; every worker started is
+    stopped after the test."""
     started: list[Worker] = []
 
-    def start(queues: str = "celery,gpu", **env: str) -> Worker:
-        worker = Worker(tmp_path, queues, **env)
+    def start(queues: str = "celery,gpu", *, launcher: Sequence[str] = (), **env: str) -> Worker:
+        worker = Worker(tmp_path, queues, launcher=launcher, **env)
         started.append(worker)
         worker.wait_ready()
         return worker
