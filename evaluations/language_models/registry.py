@@ -48,8 +48,11 @@ def detect_kind(source: str, revision: str = "") -> tuple[str, str]:
 
 def model_dirs() -> list[Path]:
     """Where local models may lie: GYM_MODEL_DIRS, and always the site's own var/models,
-    where the run command builds the random baseline."""
-    return [*settings.GYM_MODEL_DIRS, settings.VAR_DIR / "models"]
+    where the run command builds the random baseline; each once (by default they are the
+    same folder, which messages would otherwise name twice)."""
+    return list(
+        dict.fromkeys(Path(d) for d in [*settings.GYM_MODEL_DIRS, settings.VAR_DIR / "models"])
+    )
 
 
 def training_dir() -> Path:
