@@ -102,7 +102,7 @@ def _imports(
         checked = node.body
     for child in ast.iter_child_nodes(node):
         if isinstance(child, Statement):
-            yield child, in_function, typing_only
+            yield child, in_function, typing_only or any(child is c for c in checked)
         else:
             inner = in_function or isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef)
             yield from _imports(child, inner, typing_only or any(child is c for c in checked))

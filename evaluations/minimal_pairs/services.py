@@ -35,6 +35,8 @@ from suites.minimal_pairs import sets as pair_sets
 from suites.models import MinimalPairSet, PairSetVersion
 
 PAIR_RUNS = runs.RunKind(
+    work_name="Scoring",
+    shorter="Split the minimal-pair set into smaller ones",
     name="pairs",
     model="evaluations.PairEvaluation",
     payload="evaluations.minimal_pairs.services.pair_payload",

@@ -32,6 +32,8 @@ from suites.corpora.services import corpus_in_store
 from suites.models import ProbingTask
 
 PROBING_RUNS = runs.RunKind(
+    work_name="Probing",
+    shorter="Use a task with fewer sentences",
     name="probing",
     model="evaluations.ProbingRun",
     payload="evaluations.probing.services.probing_payload",

@@ -174,9 +174,9 @@ class RunKind:
     What other rooms read of a kind goes through here too (all optional; see
     docs/developing.md, "Adding a kind of run"):
 
-    - results: (*, models, benchmarks) -> [KindResult], the kind's result of each
-      model named in `models` on each of `benchmarks` (rows of its benchmark) that a
-      curve shows (`evaluations.runs.reads.results_of` picks it): learning curves of
+    - results: (*, models, benchmarks, subset) -> [KindResult], the kind's result of
+      each model named in `models` on each of `benchmarks` (rows of its benchmark) that a
+      curve shows, on the whole benchmarks (subset None) or on that sample (`evaluations.runs.reads.results_of` picks it): learning curves of
       training runs and model series read other kinds' results through it.
     - chances: (benchmarks) -> {benchmark id: chance accuracy or None}, the curves'
       chance line.
@@ -188,6 +188,8 @@ class RunKind:
     - board_section / model_section: (context, subject) -> HTML, the kind's section of
       the leaderboard page (subject None) and of a model's page (subject the model),
       each kind's in `section_order` (smaller first, then registration order).
+    - work_name, shorter: what a failed run's page calls the kind's work ("Scoring"),
+      and what a user can do to shorten a run that passed the time limit.
 
     Every kind's run model has a `model` foreign key (the language model run) besides
     its benchmark's (`benchmark_field`): the list of runs of every kind reads both.
@@ -214,6 +216,10 @@ class RunKind:
     board_section: str = ""
     model_section: str = ""
     section_order: int = 50
+    # What a failed run's page calls the kind's work, and what a user can do to make a
+    # run shorter when it passed the site's time limit.
+    work_name: str = "The work"
+    shorter: str = "Use a smaller benchmark"
 
     @property
     def stops_itself(self) -> bool:

@@ -487,22 +487,21 @@ def results_prune(*, older_than_seconds: float) -> int:
     return pruned
 
 
-# What a kind's work is called on its pages, and what a user can do to make it shorter.
-WORK_WORDS: dict[str, tuple[str, str]] = {
-    "suite": ("Scoring", "Split the suite into smaller ones"),
-    "pairs": ("Scoring", "Split the minimal-pair set into smaller ones"),
-    "probing": ("Probing", "Use a task with fewer sentences"),
-}
-
-
 def failure_reason(
     exc: BaseException, *, retries: int = 0, limit: int | None = None, kind: str = "suite"
 ) -> str:
-    """What the run's page says about a run that failed for good."""
-    work, shorter = WORK_WORDS.get(kind, ("The work", "Use a smaller benchmark"))
+    """What the run's page says about a run that failed for good, in the words its kind
+    declares (`RunKind.work_name`, `RunKind.shorter`)."""
+    from evaluations.runs import lifecycle as runs
+
+    declared = runs.KINDS.get(kind)
+    work = declared.work_name if declared else "The work"
+    shorter = declared.shorter if declared else "Use a smaller benchmark"
     if isinstance(exc, SoftTimeLimitExceeded | TimeLimitExceeded):
-        # The same run on the same worker would take as long again.
-        packing = ", to lower GYM_PACK_TOKEN_BUDGET (smaller tasks)" if kind == "suite" else ""
+        # The same run on the same worker would take as long again; a kind whose runs
+        # are packed into tasks also runs in smaller tasks under a smaller budget.
+        packs = declared is not None and declared.packs
+        packing = ", to lower GYM_PACK_TOKEN_BUDGET (smaller tasks)" if packs else ""
         return (
             f"{work} took longer than this site's limit of {limit or '?'} s per run and "
             f"was stopped. {shorter}, or ask the site's administrator to raise "

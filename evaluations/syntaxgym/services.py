@@ -39,6 +39,8 @@ log = logging.getLogger(__name__)
 
 # Suite evaluations as a kind of run: the lifecycle in `evaluations.runs.lifecycle` moves them.
 SUITE_RUNS = runs.RunKind(
+    work_name="Scoring",
+    shorter="Split the suite into smaller ones",
     name="suite",
     model="evaluations.Evaluation",
     payload="evaluations.syntaxgym.services.scoring_payload",

@@ -247,6 +247,9 @@ def test_a_run_over_the_time_limit_is_told_in_its_own_kind_s_words() -> None:
     probing = failure_reason(SoftTimeLimitExceeded(), limit=600, kind="probing")
     assert probing.startswith("Probing took longer than this site's limit of 600 s")
     assert "suite" not in probing and "GYM_PACK_TOKEN_BUDGET" not in probing
+    # Minimal pairs are packed into tasks too: a smaller budget shortens them as well.
+    pairs_late = failure_reason(SoftTimeLimitExceeded(), limit=600, kind="pairs")
+    assert "Split the minimal-pair set" in pairs_late and "GYM_PACK_TOKEN_BUDGET" in pairs_late
     pairs = failure_reason(ValueError("bad input"), kind="pairs")
     assert pairs == "Scoring failed: ValueError: bad input"
     assert failure_reason(ValueError("x"), kind="probing") == "Probing failed: ValueError: x"
