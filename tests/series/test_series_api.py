@@ -13,6 +13,7 @@ import pytest
 
 from evaluations.models import Evaluation, LanguageModel, ModelSeries, PairEvaluation
 from evaluations.training import series as series_services
+from suites.minimal_pairs import sets as pair_sets
 from suites.syntaxgym import services as suite_services
 from tests.conftest import small_suite, suite_evaluation, token_client
 from tests.series.conftest import TOKENS_PER_STEP, TRAINER_STEPS
@@ -211,6 +212,49 @@ def test_curves_and_age_of_acquisition_from_the_members_results(
     assert 'href="/series/"' in client.get("/training/").content.decode()
     assert client.get("/series/nothing/").status_code == 404
     assert client.get("/api/model-series/nothing/curves/").status_code == 404
+
+
+BLIMP = (
+    '{"sentence_good": "the keys are here", "sentence_bad": "the keys is here", "pairID": "1"}\n'
+    '{"sentence_good": "no dog barks", "sentence_bad": "a dog barks", "pairID": "2"}\n'
+)
+
+
+def test_pair_curves_read_only_the_sets_metric_and_every_curve_names_its_own(
+    alice, client, trainer_series: ModelSeries
+) -> None:
+    """A BLiMP-format set's metric is `sentence`: a member's later lm_eval or nlpscholar
+    run on it (asked through /api/pairs/evaluations/) is no point of its curve, and the
+    curve, its CSV lines and its table row say `sentence`."""
+    blimp = pair_sets.minimal_pair_set_import(
+        data=BLIMP, filename="small.jsonl", name="blimpish", owner=alice
+    ).pair_set
+    assert blimp.metric == "sentence"
+    suite = suite_services.suite_import(source=small_suite("agree"), owner=alice).suite
+    trainer_series.pair_sets.add(blimp)
+    trainer_series.suites.add(suite)
+    members = [m.model for m in trainer_series.members.order_by("position")]
+    for model, accuracy in zip(members, (0.5, 0.9, 0.95), strict=True):
+        suite_evaluation(model, suite, status="done", accuracy=0.5)
+        for metric, value in (("sentence", accuracy), ("lm_eval", 0.0), ("nlpscholar", 0.1)):
+            PairEvaluation.objects.create(
+                model=model, pair_set=blimp, content_hash=blimp.content_hash,
+                status="done", accuracy=value, metric=metric,
+            )  # fmt: skip
+    body = client.get("/api/model-series/trainer/curves/").json()
+    by_kind = {c["kind"]: c for c in body["curves"]}
+    pairs = by_kind["pairs"]
+    assert (pairs["benchmark"], pairs["metric"]) == ("blimpish", "sentence")
+    assert [(p["model"], p["accuracy"]) for p in pairs["points"]] == [
+        (m.name, a) for m, a in zip(members, (0.5, 0.9, 0.95), strict=True)
+    ]
+    assert pairs["age_of_acquisition"] == 1000 * TOKENS_PER_STEP
+    assert by_kind["suite"]["metric"] == "predictions"
+    lines = client.get("/series/trainer/curves.csv").content.decode().splitlines()
+    assert lines[0] == "kind,benchmark,tokens,step,model,accuracy,age_of_acquisition,metric"
+    assert [line.rsplit(",", 1)[1] for line in lines[1:]] == ["predictions"] * 3 + ["sentence"] * 3
+    page = client.get("/series/trainer/").content.decode()
+    assert "data-metric" in page and ">sentence</span>" in page
 
 
 def test_seeds_are_a_mean_with_a_band_and_a_spread_of_ages(
