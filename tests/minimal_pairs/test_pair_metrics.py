@@ -8,6 +8,7 @@ import io
 import json
 import zipfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -113,6 +114,36 @@ def test_the_api_asks_answers_and_analyses_by_metric(alice, pair_set, model) -> 
     assert 'data-metric="sentence"' in page and "accuracy (metric sentence)" in page
     listed = client.get("/minimal-pairs/small/").content.decode()
     assert 'title="the metric this accuracy compares pairs by">nlpscholar</span>' in listed
+
+
+def test_analyze_takes_the_sets_metric_unless_asked_and_names_it(alice, blimp_set, model) -> None:
+    """POST /api/minimal-pairs/<name>/analyze/ analyses as a pair run does: under the
+    set's own metric (a BLiMP file's: sentence), or the one asked; a bad one is a 400 at
+    `$.metric`."""
+    client = token_client(alice)
+    run = _run(alice, blimp_set, model)
+    assert run.metric == "sentence"
+    predictions = client.get(f"/api/pairs/evaluations/{run.pk}/tokens/?format=tsv").content
+    url = "/api/minimal-pairs/blimpish/analyze/"
+
+    def analyze(query: str = "") -> Any:
+        return client.post(f"{url}{query}", predictions, content_type="text/plain")
+
+    own = analyze().json()
+    assert own["metric"] == "sentence"
+    # Both pairs fail over the whole sentence (14 > 8 and 9 > 3 bits), as the run's accuracy.
+    assert {row[own["columns"].index("acc")] for row in own["rows"]} == {0.0} == {run.accuracy}
+    assert analyze("?metric=nlpscholar").json()["metric"] == "nlpscholar"
+    assert analyze("?metric=lm_eval").json()["metric"] == "lm_eval"
+    header, first = analyze("?as=tsv").content.decode().splitlines()[:2]
+    assert header.endswith("\tmetric") and first.endswith("\tsentence")
+    assert "metric" not in analyze("?as=tsv&metric=nlpscholar").content.decode().splitlines()[0]
+    for bad in ("mean", "SENTENCE", "%20nlp"):
+        refused = analyze(f"?metric={bad}")
+        assert refused.status_code == 400, refused.content
+        (error,) = refused.json()["errors"]
+        assert error["path"] == "$.metric" and "choose one of sentence" in error["message"]
+    assert analyze("?metric=%00").status_code == 400  # the site refuses a NUL anywhere
 
 
 def test_boards_rank_only_runs_of_the_sets_metric(alice, pair_set, model) -> None:
