@@ -210,8 +210,27 @@ def test_an_exported_task_imports_back_as_the_same_pairs(alice, blimp_set, tmp_p
         ({"dataset_path": "nyu-mll/blimp"}, "dataset_path"),
         ({"target_delimiter": "\n"}, "target_delimiter"),
         ({"output_type": "loglikelihood"}, "output_type"),
+        # Values of the wrong type: a refusal at the setting, never a plain Python error.
+        ({"num_fewshot": "five"}, "yaml num_fewshot: num_fewshot must be 0"),
+        ({"num_fewshot": [1]}, "yaml num_fewshot: num_fewshot must be 0"),
+        ({"dataset_kwargs": ["gym_blimpish.jsonl"]}, "yaml dataset_kwargs: dataset_kwargs must"),
+        ({"dataset_kwargs": "gym_blimpish.jsonl"}, "yaml dataset_kwargs: dataset_kwargs must"),
+        ({"test_split": ["test"]}, "yaml test_split: test_split must be a split's name"),
+        ({"doc_to_target": True}, "yaml doc_to_target: doc_to_target must be 0 or 1"),
+        ({"doc_to_choice": ["a", "b"]}, "yaml doc_to_choice"),
+        ({"target_delimiter": 1}, "yaml target_delimiter"),
+        ({"task": ["gym"]}, "yaml task: task must be the task's name as text"),
+        ({"description": "Which is right?"}, "yaml description: description must be empty"),
+        # Metrics the pair set's accuracy is not.
+        ({"metric_list": [{"metric": "acc_norm"}]}, "yaml metric_list.0: metric \"acc_norm\""),
+        ({"metric_list": [{"metric": "acc"}, {"metric": "acc_mutual_info"}]}, "metric_list.1"),
+        ({"metric_list": [{"metric": "acc", "aggregation": "median"}]},
+         "metric_list.0.aggregation"),
+        ({"metric_list": None}, "yaml metric_list: metric_list is missing"),
+        ({"metric_list": []}, "yaml metric_list: metric_list must be a list"),
+        ({"metric_list": ["acc"]}, "yaml metric_list.0: each metric is a mapping"),
     ],
-)
+)  # fmt: skip
 def test_a_task_a_pair_set_cannot_represent_is_refused_with_the_place(
     alice, blimp_set, tmp_path, change, where
 ) -> None:
@@ -224,6 +243,21 @@ def test_a_task_a_pair_set_cannot_represent_is_refused_with_the_place(
         call_command("import_lm_eval", str(out), stdout=io.StringIO())
     assert "gym_blimpish.yaml" in str(refused.value) and where in str(refused.value)
     assert not MinimalPairSet.objects.filter(name="gym_blimpish").exists()
+
+
+def test_a_metric_the_import_cannot_represent_says_why_and_how(alice, blimp_set, tmp_path) -> None:
+    out = tmp_path / "task"
+    call_command("export_lm_eval", set="blimpish", out=str(out), stdout=io.StringIO())
+    path = out / "gym_blimpish.yaml"
+    config = yaml.safe_load(path.read_text())
+    assert config["metric_list"] == [{"metric": "acc", "aggregation": "mean",
+                                      "higher_is_better": True}]  # fmt: skip
+    path.write_text(yaml.safe_dump(config | {"metric_list": [{"metric": "acc_norm"}]}))
+    with pytest.raises(CommandError) as refused:
+        call_command("import_lm_eval", str(out), stdout=io.StringIO())
+    message = str(refused.value)
+    assert "divided by each choice's length" in message  # why
+    assert "give metric_list: [{metric: acc" in message  # how to fix
 
 
 def test_data_outside_the_folder_is_refused(alice, blimp_set, tmp_path: Path) -> None:
@@ -262,7 +296,15 @@ def test_a_zipped_task_uploads_as_a_set_and_a_bad_one_is_a_located_400(alice, bl
     config = yaml.safe_load(files["gym_blimpish/gym_blimpish.yaml"])
     config["doc_to_text"] = "Which is right?"
     files["gym_blimpish/gym_blimpish.yaml"] = yaml.safe_dump(config).encode()
+    hostile = {}
+    for setting, value in (("num_fewshot", "five"), ("num_fewshot", [1]),
+                           ("dataset_kwargs", ["x.jsonl"]), ("metric_list", [{"metric": "acc_norm"}])):  # fmt: skip
+        changed = dict(files)
+        changed["gym_blimpish/gym_blimpish.yaml"] = yaml.safe_dump(config | {
+            "doc_to_text": "", setting: value}).encode()  # fmt: skip
+        hostile[f"gym_blimpish.yaml {setting}"] = _zipped(changed)
     for body, where in (
+        *((body, where) for where, body in hostile.items()),
         (_zipped(files), "gym_blimpish.yaml doc_to_text"),
         (b"PK\x03\x04 not really a zip", "zip"),
         (_zipped({"a.txt": b"x"}), "folder"),
