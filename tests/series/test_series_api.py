@@ -97,6 +97,65 @@ def test_a_hub_id_registers_each_revision(alice) -> None:
     ]
 
 
+def test_registered_models_with_their_steps_and_tokens_are_a_series(alice) -> None:
+    """Models already registered (uploaded checkpoints, say) with the steps and tokens the
+    user gives: each member is that model, ordered by tokens."""
+    client = token_client(alice)
+    for n in (1, 2, 3):
+        LanguageModel.objects.create(name=f"up-{n}", display_name=f"Up {n}", source=f"me/up-{n}")
+    body = {"name": "uploaded", "models": ["up-3", "up-1", "up-2"], "steps": [300, 100, 200],
+            "tokens": [3_000_000, 1_000_000, 2_000_000]}  # fmt: skip
+    response = post(client, "/api/model-series/", body)
+    assert response.status_code == 201, response.content
+    answer = response.json()
+    assert answer["unit"] == "tokens"
+    assert [(m["model"], m["step"], m["tokens"]) for m in answer["members"]] == [
+        ("up-1", 100, 1_000_000), ("up-2", 200, 2_000_000), ("up-3", 300, 3_000_000)]  # fmt: skip
+    assert LanguageModel.objects.count() == 3  # no model registered again
+    # Without tokens: drawn against the steps.
+    stepped = post(client, "/api/model-series/", {"name": "stepped", "models": ["up-2", "up-1"],
+                                                   "steps": [20, 10]})  # fmt: skip
+    assert stepped.status_code == 201, stepped.content
+    assert stepped.json()["unit"] == "steps"
+    assert [(m["model"], m["tokens"]) for m in stepped.json()["members"]] == [
+        ("up-1", None), ("up-2", None)]  # fmt: skip
+    for bad, where in (({"steps": [1, 2]}, "$.steps"), ({"tokens": [1]}, "$.tokens")):
+        refused = post(client, "/api/model-series/", body | {"name": "bad"} | bad)
+        assert refused.status_code == 400 and where in paths(refused), refused.content
+
+
+def test_tokens_given_with_a_folder_or_a_source_are_the_members_tokens(
+    alice, trainer_folder: Path, hub_standin: Path
+) -> None:
+    """`tokens` beside `folder` (one per checkpoint, by step) or `source` (one per
+    revision, as listed) are used, over trainer_state.json or the name; null keeps those."""
+    client = token_client(alice)
+    folder = post(client, "/api/model-series/", {"name": "f", "folder": str(trainer_folder),
+                                                  "tokens": [7, None, 9_000_000]})  # fmt: skip
+    assert folder.status_code == 201, folder.content
+    assert [(m["step"], m["tokens"]) for m in folder.json()["members"]] == [
+        (500, 7), (1000, 1000 * TOKENS_PER_STEP), (1500, 9_000_000)]  # fmt: skip
+    source = post(client, "/api/model-series/", {"name": "s", "source": str(hub_standin),
+                  "revisions": ["step2000", "step1000"], "tokens": [20, 10]})  # fmt: skip
+    assert source.status_code == 201, source.content
+    assert source.json()["unit"] == "tokens"
+    assert [(m["step"], m["tokens"]) for m in source.json()["members"]] == [(1000, 10), (2000, 20)]
+    babylm = post(client, "/api/model-series/", {"name": "b", "source": str(hub_standin),
+                  "revisions": ["chck_1M", "chck_10M"], "tokens": [5, 50]})  # fmt: skip
+    assert babylm.status_code == 201, babylm.content
+    assert babylm.json()["unit"] == "tokens"  # the user's tokens, not the name's words
+    for body in (
+        {"name": "x", "folder": str(trainer_folder), "tokens": [1, 2]},
+        {"name": "x", "source": str(hub_standin), "revisions": ["step1000"], "tokens": [1, 2]},
+        {"name": "x", "source": str(hub_standin), "revisions": ["chck_1M", "chck_10M"],
+         "tokens": [5, None]},
+    ):  # fmt: skip
+        refused = post(client, "/api/model-series/", body)
+        assert refused.status_code == 400, refused.content
+        assert paths(refused) == ["$.tokens"], refused.json()
+    assert not ModelSeries.objects.filter(name="x").exists()
+
+
 @pytest.mark.parametrize(
     ("body", "where"),
     [
