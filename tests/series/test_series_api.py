@@ -11,14 +11,20 @@ from typing import Any
 
 import pytest
 
-from evaluations.models import Evaluation, LanguageModel, ModelSeries, PairEvaluation
+from evaluations.models import Evaluation, LanguageModel, ModelSeries, PairEvaluation, ProbingRun
 from evaluations.training import series as series_services
 from suites.minimal_pairs import sets as pair_sets
+from suites.models import Tag
+from suites.probing.services import probing_task_import
 from suites.syntaxgym import services as suite_services
 from tests.conftest import small_suite, suite_evaluation, token_client
 from tests.series.conftest import TOKENS_PER_STEP, TRAINER_STEPS
 
 pytestmark = pytest.mark.django_db
+
+PROBING_TASK = (
+    Path(__file__).resolve().parents[2] / "examples" / "probing" / "subject_number_attractors.txt"
+)
 
 
 def post(client: Any, url: str, body: Any) -> Any:
@@ -236,6 +242,41 @@ def test_evaluate_asks_for_every_kind_and_hostile_bodies(
     # Asking again makes no new run.
     assert post(client, url, {"suites": ["agree"], "members": ["500"]}).status_code == 202
     assert Evaluation.objects.count() == 2
+
+
+def test_evaluate_asks_for_probing_tasks_and_tagged_suites(
+    alice, trainer_series: ModelSeries, _private_broker
+) -> None:
+    """`tags` asks for the suites with the tag (and only those), `probing_tasks` for the
+    probing runs the curves read (mean pooling, logistic regression), on every member."""
+    tagged = suite_services.suite_import(source=small_suite("agree"), owner=alice).suite
+    suite_services.suite_import(source=small_suite("untagged"), owner=alice)
+    tagged.tags.add(Tag.objects.create(name="agreement"))
+    probing_task_import(source=PROBING_TASK, name="attractors", owner=None, task_type="custom")
+    client = token_client(alice)
+    url = "/api/model-series/trainer/evaluate/"
+    asked = post(client, url, {"tags": ["agreement"], "probing_tasks": ["attractors"]})
+    assert asked.status_code == 202, asked.content
+    members = [m.model.name for m in trainer_series.members.order_by("position")]
+    answer = asked.json()
+    assert (answer["models"], answer["suites"], answer["probing_tasks"], answer["pair_sets"]) == (
+        members, ["agree"], ["attractors"], [])  # fmt: skip
+    assert sorted(Evaluation.objects.values_list("model__name", "suite__name")) == sorted(
+        (m, "agree") for m in members
+    )
+    probes = ProbingRun.objects.order_by("model__name")
+    assert sorted(probes.values_list("model__name", "task__name", "pooling", "probe")) == sorted(
+        (m, "attractors", "mean", "logreg") for m in members
+    )
+    assert PairEvaluation.objects.count() == 0
+    # Both are on the series' curves now, each naming what it measures.
+    curves = client.get("/api/model-series/trainer/curves/").json()["curves"]
+    assert [(c["kind"], c["benchmark"], c["metric"]) for c in curves] == [
+        ("suite", "agree", "predictions"), ("probing", "attractors", "probe")]  # fmt: skip
+    # Asked again: no new run.
+    again = post(client, url, {"tags": ["agreement"], "probing_tasks": ["attractors"]})
+    assert again.status_code == 202
+    assert (Evaluation.objects.count(), ProbingRun.objects.count()) == (3, 3)
 
 
 def test_curves_and_age_of_acquisition_from_the_members_results(
