@@ -72,7 +72,8 @@ class PairSetAnalyze(APIView):
     """Analyse a predictions TSV (NLPScholar's evaluate columns, from NLPScholar itself
     or `minimal_pairs evaluate`) against the stored set; nothing is stored. The file and
     the options come as in every upload: the multipart field `file` with the options
-    beside it, or the file as the body with the options in the query."""
+    beside it, or the file as the body with the options in the query. `metric`: the
+    set's own (from its format) unless asked, as a pair run's; the answer names it."""
 
     parser_classes = UPLOAD_PARSERS
 
@@ -80,6 +81,9 @@ class PairSetAnalyze(APIView):
         request=file_body("text/tab-separated-values"),
         parameters=[
             OpenApiParameter("table", str, enum=["by_cond", "by_pair", "by_word"]),
+            OpenApiParameter(
+                "metric", str, enum=list(METRICS), description="default: the set's own metric"
+            ),
             OpenApiParameter("pred_measure", str, enum=["surp", "prob", "perplexity"]),
             OpenApiParameter("word_summary", str, enum=["mean", "sum"]),
             OpenApiParameter("punctuation", str, enum=["previous", "next", "separate", "ignore"]),
@@ -92,6 +96,8 @@ class PairSetAnalyze(APIView):
         pair_set = get_object_or_404(MinimalPairSet, name=name)
         data, _, params = upload_received(request)
         table = params.get("table", "by_cond")
+        # A located 400 (`$.metric`) as the tables' `?metric=` gives.
+        metric = pair_results.metric_asked(params, pair_set.metric)
         try:
             if table not in ("by_cond", "by_pair", "by_word"):
                 raise AnalysisError("table must be by_cond, by_pair or by_word")
@@ -103,6 +109,7 @@ class PairSetAnalyze(APIView):
                 conditions=tuple(
                     c.strip() for c in params.get("conditions", "").split(",") if c.strip()
                 ),
+                metric=metric,
             )
             result = analyze_minimal_pairs(
                 tokens, pair_sets.pair_set_data(pair_set), options, tables=(table,)
@@ -118,10 +125,20 @@ class PairSetAnalyze(APIView):
             )
         out = getattr(result, table)
         if params.get("as") == "tsv":
+            if metric != "nlpscholar":
+                # As a run's tables: named where it is not NLPScholar's own analysis.
+                out = with_column(out, "metric", metric)
             return HttpResponse(
                 table_to_tsv(out), content_type="text/tab-separated-values; charset=utf-8"
             )
-        return Response({"columns": out.columns, "rows": out.rows, "warnings": result.warnings})
+        return Response(
+            {
+                "columns": out.columns,
+                "rows": out.rows,
+                "metric": metric,
+                "warnings": result.warnings,
+            }
+        )
 
 
 # ---------------------------------------------------------------- evaluations (runs)

@@ -133,6 +133,8 @@ class SetTest:
     evaluation_ids: tuple[int, int]
     test: PairedTest
     adjusted_p: float
+    # The metric both runs are of: the set's own (the runs are read so).
+    metric: str = ""
 
     @property
     def significant(self) -> bool:
@@ -181,7 +183,7 @@ def compare_across_sets(names: Sequence[str], *, tag: str = "") -> AcrossSets:
     ).select_related("model", "pair_set"):
         if run.pair_set_id in wanted:
             runs[(run.model_id, run.pair_set_id)] = run
-    tested: list[tuple[str, tuple[int, int], PairedTest]] = []
+    tested: list[tuple[str, tuple[int, int], PairedTest, str]] = []
     for set_id, set_name in sorted(wanted.items(), key=lambda kv: kv[1]):
         pair = [runs.get((m.pk, set_id)) for m in models]
         if pair[0] is None or pair[1] is None:
@@ -194,14 +196,14 @@ def compare_across_sets(names: Sequence[str], *, tag: str = "") -> AcrossSets:
         except result_page.PageQueryError as bad:
             left_out.append((set_name, f"cannot be analysed: {bad}"))
             continue
-        tested.append((set_name, (first.pk, second.pk), test))
-    adjusted = holm([test.p_value for _n, _ids, test in tested])
+        tested.append((set_name, (first.pk, second.pk), test, first.metric))
+    adjusted = holm([test.p_value for _n, _ids, test, _m in tested])
     return AcrossSets(
         models=models,
         left_out=left_out,
         tag=tag,
         sets=[
-            SetTest(set_name=name, evaluation_ids=ids, test=test, adjusted_p=p)
-            for (name, ids, test), p in zip(tested, adjusted, strict=True)
+            SetTest(set_name=name, evaluation_ids=ids, test=test, adjusted_p=p, metric=metric)
+            for (name, ids, test, metric), p in zip(tested, adjusted, strict=True)
         ],
     )

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from django import template
+from django.db.models import F
 from django.utils.safestring import SafeString
 
 from evaluations.minimal_pairs import selectors
@@ -23,8 +24,10 @@ PAIRS_CHANCE = 0.5
 def pair_results(
     *, models: Sequence[str], benchmarks: Sequence[Any], subset: Any = None
 ) -> list[KindResult]:
+    """The models' results on the sets, as curves show them: runs of each set's own
+    metric (as the boards rank them), so that a curve never mixes metrics."""
     return results_of(
-        PairEvaluation.objects.filter(word_probability="tokens"),
+        PairEvaluation.objects.filter(word_probability="tokens", metric=F("pair_set__metric")),
         models=models,
         benchmarks=benchmarks,
         field="pair_set",
@@ -35,6 +38,11 @@ def pair_results(
 
 def pair_chances(benchmarks: Sequence[Any]) -> dict[int, float | None]:
     return {b.pk: PAIRS_CHANCE for b in benchmarks}
+
+
+def pair_metrics(benchmarks: Sequence[Any]) -> dict[int, str]:
+    """Each set's curve is of its own metric (`pair_results`)."""
+    return {b.pk: b.metric for b in benchmarks}
 
 
 def board_section(context: template.Context, _subject: None) -> SafeString:

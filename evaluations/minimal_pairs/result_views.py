@@ -199,6 +199,10 @@ PAIR_COMPARISON_SCHEMA = inline_serializer(
     "PairSetComparison",
     {
         "set": serializers.CharField(),
+        "metric": serializers.CharField(
+            help_text="The metric the accuracies compare pairs by: the set's own "
+            "(sentence, nlpscholar or lm_eval); only runs of it are compared"
+        ),
         "models": inline_serializer(
             "ComparedPairRun",
             comparison_api.compared_fields(
@@ -222,6 +226,7 @@ PAIR_COMPARISON_SCHEMA = inline_serializer(
 def pair_comparison_data(comparison: pair_comparisons.PairComparison) -> dict[str, object]:
     return {
         "set": comparison.pair_set.name,
+        "metric": comparison.pair_set.metric,
         "models": [
             comparison_api.compared_data(m, pairs=m.pairs, pairs_passed=m.passed)
             for m in comparison.models
@@ -278,6 +283,9 @@ ACROSS_SETS_SCHEMA = inline_serializer(
             "PairSetTest",
             {
                 "set": serializers.CharField(),
+                "metric": serializers.CharField(
+                    help_text="The metric both runs compare pairs by: the set's own"
+                ),
                 "evaluations": serializers.ListField(
                     child=serializers.IntegerField(), min_length=2, max_length=2
                 ),
@@ -308,6 +316,7 @@ def across_sets_data(result: pair_comparisons.AcrossSets) -> dict[str, object]:
         "sets": [
             {
                 "set": t.set_name,
+                "metric": t.metric,
                 "evaluations": list(t.evaluation_ids),
                 **t.test.counts("pairs"),
                 "adjusted_p": t.adjusted_p,

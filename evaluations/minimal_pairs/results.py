@@ -78,16 +78,23 @@ def metric_check(evaluation: PairEvaluation, metric: str) -> None:
         )
 
 
+def metric_asked(query: Mapping[str, Any], default: str) -> str:
+    """The query's `metric` (one of METRICS), `default` when absent or blank; a
+    PairAnalysisInvalid at `metric` otherwise."""
+    raw = str(query.get("metric") or "").strip() or default
+    if raw not in METRICS:
+        raise PairAnalysisInvalid(
+            f"metric is {raw[:50]!r}; choose one of {', '.join(METRICS)}", path="metric"
+        )
+    return raw
+
+
 def analysis_options(query: Mapping[str, Any], metric: str = "nlpscholar") -> AnalysisOptions:
     """Options from a query string: metric (one of METRICS; `metric`, the run's, when
     absent or blank), pred_measure, word_summary, punctuation (each one of its choices,
     NLPScholar's default when absent or blank) and conditions (condition columns,
     comma-separated; checked against the set by `analyze_evaluation`)."""
-    raw_metric = str(query.get("metric") or "").strip() or metric
-    if raw_metric not in METRICS:
-        raise PairAnalysisInvalid(
-            f"metric is {raw_metric[:50]!r}; choose one of {', '.join(METRICS)}", path="metric"
-        )
+    raw_metric = metric_asked(query, metric)
     values: dict[str, str] = {}
     for name, choices in _CHOICES.items():
         raw = query.get(name)

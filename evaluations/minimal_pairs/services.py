@@ -50,6 +50,7 @@ PAIR_RUNS = runs.RunKind(
     retry_check="evaluations.minimal_pairs.services.pair_retry_check",
     results="evaluations.minimal_pairs.reads.pair_results",
     chances="evaluations.minimal_pairs.reads.pair_chances",
+    metrics="evaluations.minimal_pairs.reads.pair_metrics",
     board_section="evaluations.minimal_pairs.reads.board_section",
     model_section="evaluations.minimal_pairs.reads.model_section",
 )

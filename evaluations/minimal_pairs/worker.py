@@ -14,7 +14,8 @@ boundary correction (`evaluate.word_surprisals`), as `minimal_pairs evaluate
 "word_boundary" saying why), as the suites' worker does.
 
 With "metric": "lm_eval" each sentence is scored as lm-evaluation-harness scores it,
-" " + sentence after BOS (`evaluate.harness_string`); its offsets are the sentence's.
+" " + sentence after BOS (`evaluate.score_pair_sentences` passes
+`evaluate.HARNESS_DELIMITER` as the engine's `lead`); its offsets are the sentence's.
 
 Small sets share a task (`evaluations.runs.packing`): `run_pairs_groups` takes "groups" (each
 part's sentences) instead of "sentences", scores them in one engine call and gives one

@@ -37,6 +37,15 @@ def probing_chances(benchmarks: Sequence[Any]) -> dict[int, float | None]:
     return {b.pk: majority_rate(b.counts) for b in benchmarks}
 
 
+# What a probing task's curve measures: te accuracy of the probe (`probing_results`) at the
+# layer chosen on va.
+PROBING_METRIC = "probe"
+
+
+def probing_metrics(benchmarks: Sequence[Any]) -> dict[int, str]:
+    return {b.pk: PROBING_METRIC for b in benchmarks}
+
+
 def _user(context: template.Context) -> Any:
     return getattr(context.get("request"), "user", None)
 

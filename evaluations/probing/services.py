@@ -46,6 +46,7 @@ PROBING_RUNS = runs.RunKind(
     retry_check="evaluations.probing.services.probing_retry_check",
     results="evaluations.probing.reads.probing_results",
     chances="evaluations.probing.reads.probing_chances",
+    metrics="evaluations.probing.reads.probing_metrics",
     board_section="evaluations.probing.reads.board_section",
     model_section="evaluations.probing.reads.model_section",
 )

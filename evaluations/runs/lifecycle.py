@@ -180,6 +180,8 @@ class RunKind:
       training runs and model series read other kinds' results through it.
     - chances: (benchmarks) -> {benchmark id: chance accuracy or None}, the curves'
       chance line.
+    - metrics: (benchmarks) -> {benchmark id: metric}, what each benchmark's curve
+      measures (a pair set's own metric; one name for every benchmark of other kinds).
     - board: (*, tag, sort, direction, include_hidden, training, intervals,
       significance) -> Leaderboard, the kind's board (`evaluations.boards`), for a kind
       whose board heads the leaderboard page.
@@ -211,6 +213,7 @@ class RunKind:
     retry_check: str = ""
     results: str = ""
     chances: str = ""
+    metrics: str = ""
     board: str = ""
     model_page: str = ""
     board_section: str = ""
@@ -264,6 +267,9 @@ class RunKind:
 
     def read_chances(self, benchmarks: Sequence[Any]) -> dict[int, float | None]:
         return import_string(self.chances)(benchmarks) if self.chances else {}
+
+    def read_metrics(self, benchmarks: Sequence[Any]) -> dict[int, str]:
+        return import_string(self.metrics)(benchmarks) if self.metrics else {}
 
     def read_board(self, **options: Any) -> Any:
         if not self.board:

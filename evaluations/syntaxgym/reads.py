@@ -46,6 +46,14 @@ def suite_chances(benchmarks: Sequence[Any]) -> dict[int, float | None]:
     return dict(baseline.values_list("suite_id", "accuracy"))
 
 
+# What a suite's curve measures: the share of its evaluable items whose predictions all hold.
+SUITE_METRIC = "predictions"
+
+
+def suite_metrics(benchmarks: Sequence[Any]) -> dict[int, str]:
+    return {b.pk: SUITE_METRIC for b in benchmarks}
+
+
 def model_page(request: HttpRequest, model: LanguageModel) -> dict[str, Any]:
     """The head of a model's page: its suite scores, the scatter against another model
     (`?vs=`) and, for a signed-in user, its outdated evaluations."""

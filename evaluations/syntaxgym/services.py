@@ -53,6 +53,7 @@ SUITE_RUNS = runs.RunKind(
     request="evaluations.syntaxgym.services.suite_runs_request",
     results="evaluations.syntaxgym.reads.suite_results",
     chances="evaluations.syntaxgym.reads.suite_chances",
+    metrics="evaluations.syntaxgym.reads.suite_metrics",
     board="evaluations.syntaxgym.selectors.leaderboard",
     model_page="evaluations.syntaxgym.reads.model_page",
 )

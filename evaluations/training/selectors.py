@@ -78,6 +78,7 @@ def _curve(
     threshold: float,
     chance: float | None,
     subset: dict[str, Any] | None = None,
+    metric: str = "",
 ) -> dict[str, Any]:
     points = [_point(point, found.get(point["model"])) for point in checkpoints]
     label = benchmark.name
@@ -91,6 +92,10 @@ def _curve(
         "subset": subset,
         "label": label,
         "chance": chance,
+        # What the accuracies measure (`RunKind.metrics`): a pair set's own metric
+        # (sentence, nlpscholar, lm_eval), "predictions" for a suite, "probe" for a
+        # probing task; every point of a curve is of it.
+        "metric": metric,
         "points": points,
         "age_of_acquisition": age_of_acquisition(points, threshold),
         "outdated": sum(p["status"] == "outdated" for p in points),
@@ -130,6 +135,7 @@ def _kind_curves(
     for found in reads.read_results(models=names, benchmarks=benchmarks, subset=subset):
         by_name[found.benchmark][found.model] = found
     chances = reads.read_chances(benchmarks)
+    metrics = reads.read_metrics(benchmarks)
     return [
         _curve(
             checkpoints,
@@ -141,6 +147,7 @@ def _kind_curves(
             None
             if subset is None
             else {"size": subset.size, "seed": subset.seed, "of": sample_total(kind, b)},
+            metrics.get(b.pk, ""),
         )
         for b in benchmarks
     ]
@@ -208,14 +215,15 @@ def checkpoint_curves(
 
 
 def curves_csv(curves: dict[str, Any]) -> str:
-    """One line per point. Where some curve is on a subset (the fast subset for sweeps),
-    each line ends with its `subset_size`, `subset_seed` and `subset_of` (empty for the
-    whole benchmark)."""
+    """One line per point, with the `metric` its curve measures. Where some curve is on a
+    subset (the fast subset for sweeps), each line ends with its `subset_size`,
+    `subset_seed` and `subset_of` (empty for the whole benchmark)."""
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     sampled = any(row.get("subset") for row in curves["suites"])
     writer.writerow(
         ["kind", "benchmark", "tokens", "step", "model", "accuracy", "age_of_acquisition"]
+        + ["metric"]
         + (["subset_size", "subset_seed", "subset_of"] if sampled else [])
     )
     for row in curves["suites"]:
@@ -230,6 +238,7 @@ def curves_csv(curves: dict[str, Any]) -> str:
                     point["model"],
                     "" if point["accuracy"] is None else f"{point['accuracy']:.6f}",
                     "" if row["age_of_acquisition"] is None else row["age_of_acquisition"],
+                    row.get("metric", ""),
                 ]
                 + ([subset.get(k, "") for k in ("size", "seed", "of")] if sampled else [])
             )
@@ -287,8 +296,9 @@ def series_curves(series: ModelSeries, *, threshold: float | None = None) -> dic
 
 def series_curves_body(series: ModelSeries, *, threshold: float | None = None) -> dict[str, Any]:
     """The API's answer: {"series", "unit", "threshold", "curves": [{"benchmark", "kind",
-    "chance", "age_of_acquisition", "points": [{"model", "step", "tokens", "accuracy",
-    "status"}]}]}; `tokens` counts what `unit` says (tokens, words, or steps)."""
+    "metric", "chance", "age_of_acquisition", "points": [{"model", "step", "tokens",
+    "accuracy", "status"}]}]}; `tokens` counts what `unit` says (tokens, words, or
+    steps), `metric` what the accuracies measure."""
     curves = series_curves(series, threshold=threshold)
     return {
         "series": series.name,
@@ -299,6 +309,7 @@ def series_curves_body(series: ModelSeries, *, threshold: float | None = None) -
             {
                 "benchmark": row["suite"],
                 "kind": row["kind"],
+                "metric": row["metric"],
                 "subset": row["subset"],
                 "label": row["label"],
                 "chance": row["chance"],
@@ -328,7 +339,9 @@ def seed_curves(series: ModelSeries) -> list[dict[str, Any]]:
     for seed in seeds:
         for row in series_curves(seed, threshold=series.threshold)["suites"]:
             # A benchmark's curve on a subset is another curve (`label` names it).
-            entry = by_benchmark.setdefault((row["kind"], row["label"]), {"points": {}, "ages": {}})
+            entry = by_benchmark.setdefault(
+                (row["kind"], row["label"]), {"points": {}, "ages": {}, "metric": row["metric"]}
+            )
             entry["ages"][seed.name] = row["age_of_acquisition"]
             for point in row["points"]:
                 if point["accuracy"] is not None:
@@ -342,6 +355,7 @@ def seed_curves(series: ModelSeries) -> list[dict[str, Any]]:
             {
                 "kind": kind,
                 "benchmark": name,
+                "metric": entry["metric"],
                 "seeds": len(entry["ages"]),
                 "points": [
                     {

@@ -60,6 +60,8 @@ class Member:
     revision: str
     step: int | None
     tokens: int | None
+    # The tokens were given by the user (`tokens`), not read from the checkpoint or name.
+    tokens_given: bool = False
 
 
 def _model_folders() -> list[Path]:
@@ -210,7 +212,7 @@ def source_members(
 
 def _unit(members: Sequence[Member]) -> str:
     if all(m.tokens is not None for m in members):
-        babylm = all(BABYLM.fullmatch(m.label) for m in members)
+        babylm = all(BABYLM.fullmatch(m.label) and not m.tokens_given for m in members)
         return ModelSeries.Unit.WORDS if babylm else ModelSeries.Unit.TOKENS
     if all(m.step is not None for m in members):
         return ModelSeries.Unit.STEPS
@@ -262,7 +264,9 @@ def series_register(
 ) -> ModelSeries:
     """Register a series from `folder`, from `source` with `revisions` (or `pattern` and
     `steps`), or from registered `models` (uploaded checkpoints) with their `steps` and
-    `tokens`. Raises SeriesInvalid naming each bad field."""
+    `tokens`. `tokens` with a folder or a source: the tokens seen of each checkpoint
+    (`_tokens_given`), over what is read for it. Raises SeriesInvalid naming each bad
+    field."""
     slug = slugify(name)[:100].strip("-")
     if not slug:
         raise SeriesInvalid({"name": "give a short name of letters, digits and hyphens"})
@@ -282,6 +286,8 @@ def series_register(
         found = source_members(source, asked, tokens_per_step=tokens_per_step)
     else:
         found = _registered_members(models, steps, tokens)
+    if tokens and not models:
+        found = _tokens_given(found, tokens, "folder" if folder else "revisions")
     if len(found) > MAX_MEMBERS:
         raise SeriesInvalid({"folder": f"a series holds at most {MAX_MEMBERS} checkpoints"})
     unit = _unit(found)
@@ -307,6 +313,35 @@ def series_register(
                 position=position,
             )
     return series
+
+
+def _tokens_given(found: list[Member], tokens: Sequence[int | None], of: str) -> list[Member]:
+    """The members with the tokens the user gave, one per member in order (the folder's
+    checkpoints by step, the revisions as listed); a null keeps what the checkpoint's
+    trainer_state.json, `tokens_per_step` or the revision's name says."""
+    if len(tokens) != len(found):
+        labels = ", ".join(m.label for m in found[:10]) + (", ..." if len(found) > 10 else "")
+        order = "by step" if of == "folder" else "as the revisions are listed"
+        raise SeriesInvalid(
+            {
+                "tokens": f"give one number of tokens seen per checkpoint ({order}), or null "
+                f"to keep what is read for it: {len(tokens)} given for {len(found)} "
+                f"checkpoints ({labels})"
+            }
+        )
+    given = [
+        Member(m.label, m.source, m.revision, m.step, seen, True) if seen is not None else m
+        for m, seen in zip(found, tokens, strict=True)
+    ]
+    words = [m.label for m in given if not m.tokens_given and BABYLM.fullmatch(m.label)]
+    if words and len(words) != len(given):
+        raise SeriesInvalid(
+            {
+                "tokens": f"give the tokens of every revision or of none: {words[0]} counts "
+                "words (BabyLM's name), and one curve cannot mix words and tokens"
+            }
+        )
+    return given
 
 
 def _registered_members(

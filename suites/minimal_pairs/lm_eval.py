@@ -140,39 +140,118 @@ def read_task_yaml(text: str, where: str) -> dict[str, Any]:
     return config
 
 
+def _shown(value: Any) -> str:
+    """A setting's value as a refusal quotes it (YAML's spelling, cut short)."""
+    text = json.dumps(value, ensure_ascii=False, default=str)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+# The harness's metrics Gym's accuracy is: the share of pairs whose expected sentence
+# has the higher log-likelihood, averaged over the pairs.
+SAME_AS_ACC = frozenset({"acc"})
+# Why the others cannot be represented (the rest: not an accuracy over two choices).
+NOT_ACC = {
+    "acc_norm": "it compares log-likelihoods divided by each choice's length in bytes",
+    "acc_bytes": "it compares log-likelihoods divided by each choice's length in bytes",
+    "acc_mutual_info": "it subtracts each choice's log-likelihood without its context",
+}
+
+
+def _check_metrics(config: dict[str, Any], where: str) -> None:
+    """The task's `metric_list` asks for the harness's `acc` alone (mean over the
+    pairs, higher better): what a pair set's accuracy is."""
+    place = f"{where} metric_list"
+    how = "give metric_list: [{metric: acc, aggregation: mean, higher_is_better: true}]"
+    metrics = config.get("metric_list")
+    if metrics is None:
+        raise _refuse(
+            "metric_list is missing, and without it the harness reports acc and acc_norm; "
+            f"a pair set's accuracy is acc alone: {how}",
+            place,
+        )
+    if not isinstance(metrics, list) or not metrics:
+        raise _refuse(f"metric_list must be a list of metrics, not {_shown(metrics)}: {how}", place)
+    for index, entry in enumerate(metrics):
+        at = f"{place}.{index}"
+        if not isinstance(entry, dict) or not isinstance(entry.get("metric"), str):
+            raise _refuse(f"each metric is a mapping with a metric name: {how}", at)
+        name = entry["metric"]
+        if name not in SAME_AS_ACC:
+            why = NOT_ACC.get(name, "it is not the accuracy over the two choices")
+            raise _refuse(
+                f"metric {_shown(name)} cannot be represented: {why}; a pair set's accuracy "
+                f"is acc (the expected sentence more likely), so {how}",
+                at,
+            )
+        if entry.get("aggregation", "mean") != "mean":
+            raise _refuse(
+                f"aggregation must be mean (the share of pairs), not {_shown(entry['aggregation'])}",
+                f"{at}.aggregation",
+            )
+        if entry.get("higher_is_better", True) is not True:
+            raise _refuse("higher_is_better must be true for acc", f"{at}.higher_is_better")
+
+
 def _check_shape(config: dict[str, Any], where: str) -> tuple[str, str, int, str]:
     """(good field, bad field... as choices, target index, delimiter) of a task in
-    BLiMP's shape; LmEvalTaskInvalid naming the first setting that is not."""
+    BLiMP's shape; LmEvalTaskInvalid naming the first setting that is not. Every setting
+    read here is checked for its type first, so that no value makes a plain error."""
     if "include" in config or "group" in config or "task" not in config:
         raise _refuse(
             "a task with its own `task` name and every setting in the file is needed "
             "(no `include` of another template, no `group`)",
             where,
         )
+    name = config["task"]
+    if not isinstance(name, str) or not name.strip():
+        raise _refuse(f"task must be the task's name as text, not {_shown(name)}", f"{where} task")
     if config.get("output_type") != "multiple_choice":
         raise _refuse("output_type must be multiple_choice (log-likelihood of choices)", where)
-    if str(config.get("doc_to_text", "")) != "":
+    if config.get("doc_to_text", "") != "":
         raise _refuse(
             'doc_to_text must be "" (each choice scored on its own after the start token); '
             "a pair set has no shared context",
             f"{where} doc_to_text",
         )
-    if int(config.get("num_fewshot") or 0) != 0:
-        raise _refuse("num_fewshot must be 0", f"{where} num_fewshot")
-    choices = _CHOICE.match(str(config.get("doc_to_choice", "")))
+    if config.get("description") not in (None, ""):
+        raise _refuse(
+            "description must be empty: the harness puts it before every choice, and a pair "
+            "set has no shared context",
+            f"{where} description",
+        )
+    fewshot = config.get("num_fewshot")
+    if fewshot is not None and (not _is_int(fewshot) or fewshot != 0):
+        raise _refuse(
+            f"num_fewshot must be 0 (or left out), not {_shown(fewshot)}: a pair set has no "
+            "examples to show",
+            f"{where} num_fewshot",
+        )
+    raw_choices = config.get("doc_to_choice", "")
+    choices = _CHOICE.match(raw_choices) if isinstance(raw_choices, str) else None
     if not choices:
         raise _refuse(
             "doc_to_choice must be two document fields, as {{[sentence_good, sentence_bad]}}",
             f"{where} doc_to_choice",
         )
     target = config.get("doc_to_target")
-    if target not in (0, 1):
-        raise _refuse("doc_to_target must be 0 or 1 (which choice is expected)", where)
-    delimiter = str(config.get("target_delimiter", " "))
-    if delimiter not in (" ", ""):
-        raise _refuse('target_delimiter must be " " or ""', f"{where} target_delimiter")
+    if not _is_int(target) or target not in (0, 1):
+        raise _refuse(
+            f"doc_to_target must be 0 or 1 (which choice is expected), not {_shown(target)}",
+            f"{where} doc_to_target",
+        )
+    delimiter = config.get("target_delimiter", " ")
+    if delimiter not in (" ", "") or not isinstance(delimiter, str):
+        raise _refuse(
+            f'target_delimiter must be " " or "", not {_shown(delimiter)}',
+            f"{where} target_delimiter",
+        )
     if config.get("process_docs") or config.get("filter_list"):
         raise _refuse("process_docs and filter_list cannot be represented", where)
+    _check_metrics(config, where)
     return choices.group(1), choices.group(2), int(target), delimiter
 
 
@@ -183,7 +262,19 @@ def _data_name(config: dict[str, Any], where: str) -> str:
             "fetched here)",
             f"{where} dataset_path",
         )
-    files = (config.get("dataset_kwargs") or {}).get("data_files")
+    kwargs = config.get("dataset_kwargs") or {}
+    if not isinstance(kwargs, dict):
+        raise _refuse(
+            f"dataset_kwargs must be a mapping with data_files, not {_shown(kwargs)}",
+            f"{where} dataset_kwargs",
+        )
+    for key in ("test_split", "validation_split"):
+        if config.get(key) is not None and not isinstance(config[key], str):
+            raise _refuse(
+                f"{key} must be a split's name (test), not {_shown(config[key])}",
+                f"{where} {key}",
+            )
+    files = kwargs.get("data_files")
     split = config.get("test_split") or config.get("validation_split")
     if isinstance(files, str):
         return files
@@ -273,7 +364,7 @@ def task_from_files(
     parsed = mp.parse_blimp_jsonl(lines, limits=limits)
     parsed.source_format = mp.LM_EVAL_TASK
     parsed.metric = "lm_eval" if delimiter == " " else "sentence"
-    return ImportedTask(name=str(config["task"]), metric=parsed.metric, pair_set=parsed)
+    return ImportedTask(name=config["task"].strip(), metric=parsed.metric, pair_set=parsed)
 
 
 def import_task(folder: Path, *, limits: InputLimits = DEFAULT_LIMITS) -> ImportedTask:

@@ -133,6 +133,9 @@ def test_compare_page_and_api(anon_client, two_runs) -> None:
     assert "<strong data-only-second>1</strong>" in html
     assert "<strong data-p-value>p = 0.0703</strong>" in html
     assert "no significant difference on this set" in html
+    # The accuracies name their metric: the set's own (a TSV set's: nlpscholar).
+    assert 'data-metric title="the metric these accuracies compare pairs by' in html
+    assert ">nlpscholar</span></th>" in html
     # The form's repeated `models` works as the comma-separated form does.
     repeated = anon_client.get(
         "/minimal-pairs/agreement pairs/compare/?models=model-a&models=model-b"
@@ -146,6 +149,7 @@ def test_compare_page_and_api(anon_client, two_runs) -> None:
     assert body.status_code == 200
     data = body.json()
     assert data["set"] == "agreement pairs"
+    assert data["metric"] == "nlpscholar"
     assert data["paired_test"] == {
         "method": "McNemar, exact, two-sided",
         "pairs": 12,
@@ -299,6 +303,7 @@ def test_two_models_across_sets_holm_adjusted(anon_client, ranked) -> None:
     # first: b = 10, c = 0: p = 2 / 1024; second: b = 1, c = 0: p = 1. Holm over two:
     # 2 · 0.001953125 = 0.00390625, then max(0.0039, 1 · 1) = 1.
     assert (first["set"], first["only_first"], first["only_second"]) == ("first", 10, 0)
+    assert first["metric"] == second["metric"] == "nlpscholar"  # each set's own
     assert (first["p_value"], first["adjusted_p"], first["significant"]) == (
         0.001953125,
         0.00390625,

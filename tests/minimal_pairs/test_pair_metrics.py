@@ -8,6 +8,7 @@ import io
 import json
 import zipfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -115,6 +116,36 @@ def test_the_api_asks_answers_and_analyses_by_metric(alice, pair_set, model) -> 
     assert 'title="the metric this accuracy compares pairs by">nlpscholar</span>' in listed
 
 
+def test_analyze_takes_the_sets_metric_unless_asked_and_names_it(alice, blimp_set, model) -> None:
+    """POST /api/minimal-pairs/<name>/analyze/ analyses as a pair run does: under the
+    set's own metric (a BLiMP file's: sentence), or the one asked; a bad one is a 400 at
+    `$.metric`."""
+    client = token_client(alice)
+    run = _run(alice, blimp_set, model)
+    assert run.metric == "sentence"
+    predictions = client.get(f"/api/pairs/evaluations/{run.pk}/tokens/?format=tsv").content
+    url = "/api/minimal-pairs/blimpish/analyze/"
+
+    def analyze(query: str = "") -> Any:
+        return client.post(f"{url}{query}", predictions, content_type="text/plain")
+
+    own = analyze().json()
+    assert own["metric"] == "sentence"
+    # Both pairs fail over the whole sentence (14 > 8 and 9 > 3 bits), as the run's accuracy.
+    assert {row[own["columns"].index("acc")] for row in own["rows"]} == {0.0} == {run.accuracy}
+    assert analyze("?metric=nlpscholar").json()["metric"] == "nlpscholar"
+    assert analyze("?metric=lm_eval").json()["metric"] == "lm_eval"
+    header, first = analyze("?as=tsv").content.decode().splitlines()[:2]
+    assert header.endswith("\tmetric") and first.endswith("\tsentence")
+    assert "metric" not in analyze("?as=tsv&metric=nlpscholar").content.decode().splitlines()[0]
+    for bad in ("mean", "SENTENCE", "%20nlp"):
+        refused = analyze(f"?metric={bad}")
+        assert refused.status_code == 400, refused.content
+        (error,) = refused.json()["errors"]
+        assert error["path"] == "$.metric" and "choose one of sentence" in error["message"]
+    assert analyze("?metric=%00").status_code == 400  # the site refuses a NUL anywhere
+
+
 def test_boards_rank_only_runs_of_the_sets_metric(alice, pair_set, model) -> None:
     other = LanguageModel.objects.create(name="other", display_name="Other", source="o/m")
     own = _run(alice, pair_set, model)
@@ -179,8 +210,27 @@ def test_an_exported_task_imports_back_as_the_same_pairs(alice, blimp_set, tmp_p
         ({"dataset_path": "nyu-mll/blimp"}, "dataset_path"),
         ({"target_delimiter": "\n"}, "target_delimiter"),
         ({"output_type": "loglikelihood"}, "output_type"),
+        # Values of the wrong type: a refusal at the setting, never a plain Python error.
+        ({"num_fewshot": "five"}, "yaml num_fewshot: num_fewshot must be 0"),
+        ({"num_fewshot": [1]}, "yaml num_fewshot: num_fewshot must be 0"),
+        ({"dataset_kwargs": ["gym_blimpish.jsonl"]}, "yaml dataset_kwargs: dataset_kwargs must"),
+        ({"dataset_kwargs": "gym_blimpish.jsonl"}, "yaml dataset_kwargs: dataset_kwargs must"),
+        ({"test_split": ["test"]}, "yaml test_split: test_split must be a split's name"),
+        ({"doc_to_target": True}, "yaml doc_to_target: doc_to_target must be 0 or 1"),
+        ({"doc_to_choice": ["a", "b"]}, "yaml doc_to_choice"),
+        ({"target_delimiter": 1}, "yaml target_delimiter"),
+        ({"task": ["gym"]}, "yaml task: task must be the task's name as text"),
+        ({"description": "Which is right?"}, "yaml description: description must be empty"),
+        # Metrics the pair set's accuracy is not.
+        ({"metric_list": [{"metric": "acc_norm"}]}, "yaml metric_list.0: metric \"acc_norm\""),
+        ({"metric_list": [{"metric": "acc"}, {"metric": "acc_mutual_info"}]}, "metric_list.1"),
+        ({"metric_list": [{"metric": "acc", "aggregation": "median"}]},
+         "metric_list.0.aggregation"),
+        ({"metric_list": None}, "yaml metric_list: metric_list is missing"),
+        ({"metric_list": []}, "yaml metric_list: metric_list must be a list"),
+        ({"metric_list": ["acc"]}, "yaml metric_list.0: each metric is a mapping"),
     ],
-)
+)  # fmt: skip
 def test_a_task_a_pair_set_cannot_represent_is_refused_with_the_place(
     alice, blimp_set, tmp_path, change, where
 ) -> None:
@@ -193,6 +243,21 @@ def test_a_task_a_pair_set_cannot_represent_is_refused_with_the_place(
         call_command("import_lm_eval", str(out), stdout=io.StringIO())
     assert "gym_blimpish.yaml" in str(refused.value) and where in str(refused.value)
     assert not MinimalPairSet.objects.filter(name="gym_blimpish").exists()
+
+
+def test_a_metric_the_import_cannot_represent_says_why_and_how(alice, blimp_set, tmp_path) -> None:
+    out = tmp_path / "task"
+    call_command("export_lm_eval", set="blimpish", out=str(out), stdout=io.StringIO())
+    path = out / "gym_blimpish.yaml"
+    config = yaml.safe_load(path.read_text())
+    assert config["metric_list"] == [{"metric": "acc", "aggregation": "mean",
+                                      "higher_is_better": True}]  # fmt: skip
+    path.write_text(yaml.safe_dump(config | {"metric_list": [{"metric": "acc_norm"}]}))
+    with pytest.raises(CommandError) as refused:
+        call_command("import_lm_eval", str(out), stdout=io.StringIO())
+    message = str(refused.value)
+    assert "divided by each choice's length" in message  # why
+    assert "give metric_list: [{metric: acc" in message  # how to fix
 
 
 def test_data_outside_the_folder_is_refused(alice, blimp_set, tmp_path: Path) -> None:
@@ -231,7 +296,15 @@ def test_a_zipped_task_uploads_as_a_set_and_a_bad_one_is_a_located_400(alice, bl
     config = yaml.safe_load(files["gym_blimpish/gym_blimpish.yaml"])
     config["doc_to_text"] = "Which is right?"
     files["gym_blimpish/gym_blimpish.yaml"] = yaml.safe_dump(config).encode()
+    hostile = {}
+    for setting, value in (("num_fewshot", "five"), ("num_fewshot", [1]),
+                           ("dataset_kwargs", ["x.jsonl"]), ("metric_list", [{"metric": "acc_norm"}])):  # fmt: skip
+        changed = dict(files)
+        changed["gym_blimpish/gym_blimpish.yaml"] = yaml.safe_dump(config | {
+            "doc_to_text": "", setting: value}).encode()  # fmt: skip
+        hostile[f"gym_blimpish.yaml {setting}"] = _zipped(changed)
     for body, where in (
+        *((body, where) for where, body in hostile.items()),
         (_zipped(files), "gym_blimpish.yaml doc_to_text"),
         (b"PK\x03\x04 not really a zip", "zip"),
         (_zipped({"a.txt": b"x"}), "folder"),

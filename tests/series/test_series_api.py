@@ -11,13 +11,20 @@ from typing import Any
 
 import pytest
 
-from evaluations.models import Evaluation, LanguageModel, ModelSeries, PairEvaluation
+from evaluations.models import Evaluation, LanguageModel, ModelSeries, PairEvaluation, ProbingRun
 from evaluations.training import series as series_services
+from suites.minimal_pairs import sets as pair_sets
+from suites.models import Tag
+from suites.probing.services import probing_task_import
 from suites.syntaxgym import services as suite_services
 from tests.conftest import small_suite, suite_evaluation, token_client
 from tests.series.conftest import TOKENS_PER_STEP, TRAINER_STEPS
 
 pytestmark = pytest.mark.django_db
+
+PROBING_TASK = (
+    Path(__file__).resolve().parents[2] / "examples" / "probing" / "subject_number_attractors.txt"
+)
 
 
 def post(client: Any, url: str, body: Any) -> Any:
@@ -94,6 +101,65 @@ def test_a_hub_id_registers_each_revision(alice) -> None:
         ("EleutherAI/pythia-70m", "step1000", 1000),
         ("EleutherAI/pythia-70m", "step3000", 3000),
     ]
+
+
+def test_registered_models_with_their_steps_and_tokens_are_a_series(alice) -> None:
+    """Models already registered (uploaded checkpoints, say) with the steps and tokens the
+    user gives: each member is that model, ordered by tokens."""
+    client = token_client(alice)
+    for n in (1, 2, 3):
+        LanguageModel.objects.create(name=f"up-{n}", display_name=f"Up {n}", source=f"me/up-{n}")
+    body = {"name": "uploaded", "models": ["up-3", "up-1", "up-2"], "steps": [300, 100, 200],
+            "tokens": [3_000_000, 1_000_000, 2_000_000]}  # fmt: skip
+    response = post(client, "/api/model-series/", body)
+    assert response.status_code == 201, response.content
+    answer = response.json()
+    assert answer["unit"] == "tokens"
+    assert [(m["model"], m["step"], m["tokens"]) for m in answer["members"]] == [
+        ("up-1", 100, 1_000_000), ("up-2", 200, 2_000_000), ("up-3", 300, 3_000_000)]  # fmt: skip
+    assert LanguageModel.objects.count() == 3  # no model registered again
+    # Without tokens: drawn against the steps.
+    stepped = post(client, "/api/model-series/", {"name": "stepped", "models": ["up-2", "up-1"],
+                                                   "steps": [20, 10]})  # fmt: skip
+    assert stepped.status_code == 201, stepped.content
+    assert stepped.json()["unit"] == "steps"
+    assert [(m["model"], m["tokens"]) for m in stepped.json()["members"]] == [
+        ("up-1", None), ("up-2", None)]  # fmt: skip
+    for bad, where in (({"steps": [1, 2]}, "$.steps"), ({"tokens": [1]}, "$.tokens")):
+        refused = post(client, "/api/model-series/", body | {"name": "bad"} | bad)
+        assert refused.status_code == 400 and where in paths(refused), refused.content
+
+
+def test_tokens_given_with_a_folder_or_a_source_are_the_members_tokens(
+    alice, trainer_folder: Path, hub_standin: Path
+) -> None:
+    """`tokens` beside `folder` (one per checkpoint, by step) or `source` (one per
+    revision, as listed) are used, over trainer_state.json or the name; null keeps those."""
+    client = token_client(alice)
+    folder = post(client, "/api/model-series/", {"name": "f", "folder": str(trainer_folder),
+                                                  "tokens": [7, None, 9_000_000]})  # fmt: skip
+    assert folder.status_code == 201, folder.content
+    assert [(m["step"], m["tokens"]) for m in folder.json()["members"]] == [
+        (500, 7), (1000, 1000 * TOKENS_PER_STEP), (1500, 9_000_000)]  # fmt: skip
+    source = post(client, "/api/model-series/", {"name": "s", "source": str(hub_standin),
+                  "revisions": ["step2000", "step1000"], "tokens": [20, 10]})  # fmt: skip
+    assert source.status_code == 201, source.content
+    assert source.json()["unit"] == "tokens"
+    assert [(m["step"], m["tokens"]) for m in source.json()["members"]] == [(1000, 10), (2000, 20)]
+    babylm = post(client, "/api/model-series/", {"name": "b", "source": str(hub_standin),
+                  "revisions": ["chck_1M", "chck_10M"], "tokens": [5, 50]})  # fmt: skip
+    assert babylm.status_code == 201, babylm.content
+    assert babylm.json()["unit"] == "tokens"  # the user's tokens, not the name's words
+    for body in (
+        {"name": "x", "folder": str(trainer_folder), "tokens": [1, 2]},
+        {"name": "x", "source": str(hub_standin), "revisions": ["step1000"], "tokens": [1, 2]},
+        {"name": "x", "source": str(hub_standin), "revisions": ["chck_1M", "chck_10M"],
+         "tokens": [5, None]},
+    ):  # fmt: skip
+        refused = post(client, "/api/model-series/", body)
+        assert refused.status_code == 400, refused.content
+        assert paths(refused) == ["$.tokens"], refused.json()
+    assert not ModelSeries.objects.filter(name="x").exists()
 
 
 @pytest.mark.parametrize(
@@ -178,6 +244,41 @@ def test_evaluate_asks_for_every_kind_and_hostile_bodies(
     assert Evaluation.objects.count() == 2
 
 
+def test_evaluate_asks_for_probing_tasks_and_tagged_suites(
+    alice, trainer_series: ModelSeries, _private_broker
+) -> None:
+    """`tags` asks for the suites with the tag (and only those), `probing_tasks` for the
+    probing runs the curves read (mean pooling, logistic regression), on every member."""
+    tagged = suite_services.suite_import(source=small_suite("agree"), owner=alice).suite
+    suite_services.suite_import(source=small_suite("untagged"), owner=alice)
+    tagged.tags.add(Tag.objects.create(name="agreement"))
+    probing_task_import(source=PROBING_TASK, name="attractors", owner=None, task_type="custom")
+    client = token_client(alice)
+    url = "/api/model-series/trainer/evaluate/"
+    asked = post(client, url, {"tags": ["agreement"], "probing_tasks": ["attractors"]})
+    assert asked.status_code == 202, asked.content
+    members = [m.model.name for m in trainer_series.members.order_by("position")]
+    answer = asked.json()
+    assert (answer["models"], answer["suites"], answer["probing_tasks"], answer["pair_sets"]) == (
+        members, ["agree"], ["attractors"], [])  # fmt: skip
+    assert sorted(Evaluation.objects.values_list("model__name", "suite__name")) == sorted(
+        (m, "agree") for m in members
+    )
+    probes = ProbingRun.objects.order_by("model__name")
+    assert sorted(probes.values_list("model__name", "task__name", "pooling", "probe")) == sorted(
+        (m, "attractors", "mean", "logreg") for m in members
+    )
+    assert PairEvaluation.objects.count() == 0
+    # Both are on the series' curves now, each naming what it measures.
+    curves = client.get("/api/model-series/trainer/curves/").json()["curves"]
+    assert [(c["kind"], c["benchmark"], c["metric"]) for c in curves] == [
+        ("suite", "agree", "predictions"), ("probing", "attractors", "probe")]  # fmt: skip
+    # Asked again: no new run.
+    again = post(client, url, {"tags": ["agreement"], "probing_tasks": ["attractors"]})
+    assert again.status_code == 202
+    assert (Evaluation.objects.count(), ProbingRun.objects.count()) == (3, 3)
+
+
 def test_curves_and_age_of_acquisition_from_the_members_results(
     alice, client, trainer_series: ModelSeries
 ) -> None:
@@ -211,6 +312,49 @@ def test_curves_and_age_of_acquisition_from_the_members_results(
     assert 'href="/series/"' in client.get("/training/").content.decode()
     assert client.get("/series/nothing/").status_code == 404
     assert client.get("/api/model-series/nothing/curves/").status_code == 404
+
+
+BLIMP = (
+    '{"sentence_good": "the keys are here", "sentence_bad": "the keys is here", "pairID": "1"}\n'
+    '{"sentence_good": "no dog barks", "sentence_bad": "a dog barks", "pairID": "2"}\n'
+)
+
+
+def test_pair_curves_read_only_the_sets_metric_and_every_curve_names_its_own(
+    alice, client, trainer_series: ModelSeries
+) -> None:
+    """A BLiMP-format set's metric is `sentence`: a member's later lm_eval or nlpscholar
+    run on it (asked through /api/pairs/evaluations/) is no point of its curve, and the
+    curve, its CSV lines and its table row say `sentence`."""
+    blimp = pair_sets.minimal_pair_set_import(
+        data=BLIMP, filename="small.jsonl", name="blimpish", owner=alice
+    ).pair_set
+    assert blimp.metric == "sentence"
+    suite = suite_services.suite_import(source=small_suite("agree"), owner=alice).suite
+    trainer_series.pair_sets.add(blimp)
+    trainer_series.suites.add(suite)
+    members = [m.model for m in trainer_series.members.order_by("position")]
+    for model, accuracy in zip(members, (0.5, 0.9, 0.95), strict=True):
+        suite_evaluation(model, suite, status="done", accuracy=0.5)
+        for metric, value in (("sentence", accuracy), ("lm_eval", 0.0), ("nlpscholar", 0.1)):
+            PairEvaluation.objects.create(
+                model=model, pair_set=blimp, content_hash=blimp.content_hash,
+                status="done", accuracy=value, metric=metric,
+            )  # fmt: skip
+    body = client.get("/api/model-series/trainer/curves/").json()
+    by_kind = {c["kind"]: c for c in body["curves"]}
+    pairs = by_kind["pairs"]
+    assert (pairs["benchmark"], pairs["metric"]) == ("blimpish", "sentence")
+    assert [(p["model"], p["accuracy"]) for p in pairs["points"]] == [
+        (m.name, a) for m, a in zip(members, (0.5, 0.9, 0.95), strict=True)
+    ]
+    assert pairs["age_of_acquisition"] == 1000 * TOKENS_PER_STEP
+    assert by_kind["suite"]["metric"] == "predictions"
+    lines = client.get("/series/trainer/curves.csv").content.decode().splitlines()
+    assert lines[0] == "kind,benchmark,tokens,step,model,accuracy,age_of_acquisition,metric"
+    assert [line.rsplit(",", 1)[1] for line in lines[1:]] == ["predictions"] * 3 + ["sentence"] * 3
+    page = client.get("/series/trainer/").content.decode()
+    assert "data-metric" in page and ">sentence</span>" in page
 
 
 def test_seeds_are_a_mean_with_a_band_and_a_spread_of_ages(

@@ -196,17 +196,20 @@ def test_causal_run_in_process(
     assert row["age_of_acquisition"] == 256
     assert selectors.learning_curves(run, threshold=0.88)["suites"][0]["age_of_acquisition"] is None
     assert selectors.learning_curves(run, threshold=0.5)["suites"][1]["age_of_acquisition"] == 256
+    # Each curve names what it measures: the pair set's own metric (a TSV set's is
+    # nlpscholar), a suite's predictions, a probing task's probe; the CSV's last column.
+    assert [r["metric"] for r in curves["suites"]] == ["predictions", "nlpscholar", "probe"]
     assert selectors.curves_csv(curves).splitlines() == [
-        "kind,benchmark,tokens,step,model,accuracy,age_of_acquisition",
-        f"suite,{suite.name},256,1,book-gpt-256,0.900000,256",
-        f"suite,{suite.name},512,2,book-gpt-512-run{run.pk},0.800000,256",
-        f"suite,{suite.name},1024,4,book-gpt,0.850000,256",
-        "pairs,agreement pairs,256,1,book-gpt-256,0.500000,",
-        f"pairs,agreement pairs,512,2,book-gpt-512-run{run.pk},0.500000,",
-        "pairs,agreement pairs,1024,4,book-gpt,0.500000,",
-        "probing,attractors,256,1,book-gpt-256,0.700000,",
-        f"probing,attractors,512,2,book-gpt-512-run{run.pk},,",
-        "probing,attractors,1024,4,book-gpt,,",
+        "kind,benchmark,tokens,step,model,accuracy,age_of_acquisition,metric",
+        f"suite,{suite.name},256,1,book-gpt-256,0.900000,256,predictions",
+        f"suite,{suite.name},512,2,book-gpt-512-run{run.pk},0.800000,256,predictions",
+        f"suite,{suite.name},1024,4,book-gpt,0.850000,256,predictions",
+        "pairs,agreement pairs,256,1,book-gpt-256,0.500000,,nlpscholar",
+        f"pairs,agreement pairs,512,2,book-gpt-512-run{run.pk},0.500000,,nlpscholar",
+        "pairs,agreement pairs,1024,4,book-gpt,0.500000,,nlpscholar",
+        "probing,attractors,256,1,book-gpt-256,0.700000,,probe",
+        f"probing,attractors,512,2,book-gpt-512-run{run.pk},,,probe",
+        "probing,attractors,1024,4,book-gpt,,,probe",
     ]
 
 
