@@ -226,7 +226,7 @@ def test_an_exported_task_imports_back_as_the_same_pairs(alice, blimp_set, tmp_p
         ({"metric_list": [{"metric": "acc"}, {"metric": "acc_mutual_info"}]}, "metric_list.1"),
         ({"metric_list": [{"metric": "acc", "aggregation": "median"}]},
          "metric_list.0.aggregation"),
-        ({"metric_list": None}, "yaml metric_list: metric_list is missing"),
+        ({"metric_list": None}, "yaml metric_list: metric_list must be a list"),
         ({"metric_list": []}, "yaml metric_list: metric_list must be a list"),
         ({"metric_list": ["acc"]}, "yaml metric_list.0: each metric is a mapping"),
     ],
@@ -243,6 +243,18 @@ def test_a_task_a_pair_set_cannot_represent_is_refused_with_the_place(
         call_command("import_lm_eval", str(out), stdout=io.StringIO())
     assert "gym_blimpish.yaml" in str(refused.value) and where in str(refused.value)
     assert not MinimalPairSet.objects.filter(name="gym_blimpish").exists()
+
+
+def test_a_task_without_a_metric_list_is_its_acc(alice, blimp_set, tmp_path) -> None:
+    """Without metric_list the harness reports acc and acc_norm: the set is its acc."""
+    out = tmp_path / "task"
+    call_command("export_lm_eval", set="blimpish", out=str(out), stdout=io.StringIO())
+    path = out / "gym_blimpish.yaml"
+    config = yaml.safe_load(path.read_text())
+    del config["metric_list"]
+    path.write_text(yaml.safe_dump(config))
+    call_command("import_lm_eval", str(out), stdout=io.StringIO())
+    assert MinimalPairSet.objects.get(name="gym_blimpish").metric == "lm_eval"  # delimiter " "
 
 
 def test_a_metric_the_import_cannot_represent_says_why_and_how(alice, blimp_set, tmp_path) -> None:
