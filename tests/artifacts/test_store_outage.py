@@ -66,3 +66,59 @@ def test_a_store_outage_while_storing_is_retried_said_and_keeps_the_results(
     # The store back: the results are still there, not deleted by the failure.
     _restart(store, tmp_path)
     assert tasks.results_unpack(packed) == {"sentences": [1, 2]}
+
+
+def test_a_check_that_meets_a_dead_store_leaves_the_model_checking(
+    store, tmp_path: Path, alice, monkeypatch
+) -> None:
+    from celery import current_app
+
+    from evaluations.language_models import checks
+    from evaluations.language_models import tasks as check_tasks
+
+    model = LanguageModel.objects.create(
+        name="up",
+        display_name="Up",
+        source="artifact:models/uploaded/" + "0" * 64,
+        content_hash="0" * 64,
+        status=LanguageModel.Status.CHECKING,
+        registered_by=alice,
+    )
+    store[-1].stop(kill=True)
+    monkeypatch.setattr(check_tasks.check, "max_retries", 0)
+    # The verdict's hand-over runs here too, not through a broker.
+    current_app.conf.task_always_eager = True
+    try:
+        check_tasks.check.apply(args=(model.pk, model.source, "causal"))
+    finally:
+        current_app.conf.task_always_eager = False
+    model.refresh_from_db()
+    # No verdict: still checking, saying why, and unsent so that the sweep sends it again.
+    assert model.status == LanguageModel.Status.CHECKING
+    assert "could not be reached" in model.reason
+    assert model.reason.endswith(checks.STORE_DOWN_NOTE)
+    assert model.check_sent_at is None
+
+
+def test_a_model_refused_for_an_outage_does_not_block_its_upload(alice, bob) -> None:
+    from evaluations.language_models import uploads
+
+    def refused(owner) -> LanguageModel:
+        return LanguageModel.objects.create(
+            name=f"old-{owner.username}",
+            display_name="Old",
+            source="artifact:models/uploaded/x",
+            content_hash="1" * 64,
+            status=LanguageModel.Status.REFUSED,
+            reason="The model cannot run: The artifact store at s3://gym could not be reached",
+            registered_by=owner,
+        )
+
+    mine = refused(alice)
+    uploads._uploaded_before("1" * 64, alice)  # no refusal: the upload goes on
+    assert not LanguageModel.objects.filter(pk=mine.pk).exists()
+    theirs = refused(bob)
+    with pytest.raises(uploads.ModelUploadRefused):
+        uploads._uploaded_before("1" * 64, alice)
+    theirs.refresh_from_db()
+    assert (theirs.status, theirs.check_sent_at) == (LanguageModel.Status.CHECKING, None)
