@@ -3,7 +3,9 @@
 that sends again a check that never reached the task queue or was lost with it.
 
 A model's status goes `checking` -> `ready` or `refused` (with the reason), once: a
-verdict that comes again (a re-delivered check) changes nothing."""
+verdict that comes again (a re-delivered check) changes nothing. A check that could not
+reach the artifact store gives no verdict: the model stays `checking`, its reason says
+the store could not be reached, and the sweep sends the check again."""
 
 from __future__ import annotations
 
@@ -58,6 +60,33 @@ def model_check_record(*, model_id: int, reason: str, info: dict[str, Any]) -> b
     if isinstance(info.get("n_params"), int):
         changes["parameter_count"] = info["n_params"]
     return bool(LanguageModel.objects.filter(pk=model_id, status=Status.CHECKING).update(**changes))
+
+
+STORE_DOWN_NOTE = "The check is sent again when the store is back."
+
+
+def model_check_again(*, model_id: int, reason: str) -> bool:
+    """A check that could not reach the artifact store: no verdict. The model stays
+    `checking` with the reason (the store could not be reached), and is marked unsent, so
+    the next sweep sends its check again. False when the model was not being checked."""
+    return bool(
+        LanguageModel.objects.filter(pk=model_id, status=Status.CHECKING).update(
+            reason=public_error(f"{reason} {STORE_DOWN_NOTE}"), check_sent_at=None
+        )
+    )
+
+
+def refused_for_an_outage(model: LanguageModel) -> bool:
+    """Refused by a check that met an unreachable store (before such a check left the
+    model checking): a verdict about the store, not about the model."""
+    return model.status == Status.REFUSED and "could not be reached" in model.reason
+
+
+def model_check_sent_again(model_id: int) -> None:
+    """Back to `checking`, unsent: the sweep sends its check."""
+    LanguageModel.objects.filter(pk=model_id).update(
+        status=Status.CHECKING, reason="", check_sent_at=None
+    )
 
 
 def lost_after() -> timedelta:

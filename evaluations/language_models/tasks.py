@@ -14,7 +14,12 @@ from celery import Task, shared_task
 from celery.exceptions import SoftTimeLimitExceeded, TimeLimitExceeded
 from django.conf import settings
 
-from evaluations.language_models.checks import CHECK_LABEL, CHECK_TASK, model_check_record
+from evaluations.language_models.checks import (
+    CHECK_LABEL,
+    CHECK_TASK,
+    model_check_again,
+    model_check_record,
+)
 from evaluations.runs import broker_watch
 from evaluations.runs.publish import DEFAULT_QUEUE, HANDOVER_RETRY_POLICY
 from evaluations.runs.tasks import (
@@ -23,6 +28,7 @@ from evaluations.runs.tasks import (
     lost_too_often_reason,
     retry_countdown,
 )
+from gym.artifacts import StoreUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -91,6 +97,16 @@ def check(self: Any, model_id: int, source: str, kind: str) -> None:
     except Exception as exc:
         if is_transient(exc) and self.request.retries < self.max_retries:
             raise self.retry(exc=exc, countdown=retry_countdown(self.request.retries)) from exc
+        if isinstance(exc, StoreUnavailable):
+            # Not the model's fault: no verdict; the sweep sends the check again.
+            log.warning("check of model %s met an unreachable store: %s", model_id, exc)
+            _send(
+                check_again,
+                [model_id, str(exc)],
+                queue=DEFAULT_QUEUE,
+                retry_policy=HANDOVER_RETRY_POLICY,
+            )
+            return
         log.info("model %s refused by its check: %s", model_id, exc)
         _hand_over(model_id, check_reason(exc), {})
         return
@@ -100,3 +116,8 @@ def check(self: Any, model_id: int, source: str, kind: str) -> None:
 @shared_task(name="models.check_record", **STORE_RETRY_OPTIONS)
 def check_record(model_id: int, reason: str, info: dict[str, Any]) -> bool:
     return model_check_record(model_id=model_id, reason=reason, info=info)
+
+
+@shared_task(name="models.check_again", **STORE_RETRY_OPTIONS)
+def check_again(model_id: int, reason: str) -> bool:
+    return model_check_again(model_id=model_id, reason=reason)

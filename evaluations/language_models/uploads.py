@@ -297,6 +297,12 @@ def _uploaded_before(content_hash: str, user: User) -> None:
     earlier = LanguageModel.objects.filter(content_hash=content_hash).first()
     if earlier is None:
         return
+    if checks.refused_for_an_outage(earlier):
+        # Refused for the store, not for the model: never the end of this file.
+        if earlier.registered_by_id == user.pk:
+            earlier.delete()  # the sender's own: this upload takes its place
+            return
+        checks.model_check_sent_again(earlier.pk)  # someone else's: checked again
     seen = model_registry.visible_models(user).filter(pk=earlier.pk).exists()
     where = f"as the model '{earlier.name}'" if seen else "by someone else, as a hidden model"
     raise ModelUploadRefused(f"this same file was uploaded already, {where}")

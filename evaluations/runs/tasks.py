@@ -74,8 +74,16 @@ from gym.artifacts import StoreUnavailable
 
 log = logging.getLogger(__name__)
 
-# Database and broker errors that pass: storing and failing retry them with back-off.
-TRANSIENT_STORE_ERRORS = (DatabaseError, InterfaceError, BrokerError, ConnectionError)
+# Database, broker and artifact-store errors that pass: storing and failing retry them
+# with back-off (the results of a run may be read from the store, or its kind's store
+# function may read it).
+TRANSIENT_STORE_ERRORS = (
+    DatabaseError,
+    InterfaceError,
+    BrokerError,
+    ConnectionError,
+    StoreUnavailable,
+)
 STORE_MAX_RETRIES = 8
 
 
@@ -461,8 +469,14 @@ def _results_key(packed: dict[str, Any]) -> str:
 
 
 def results_discard(packed: dict[str, Any]) -> None:
+    """Remove the results once stored. Best effort for a key in the store: once the run is
+    stored, a store that went away meanwhile costs a stray file, never a retry of the
+    stored run."""
     if "key" in packed:
-        artifacts.delete(_results_key(packed))
+        try:
+            artifacts.delete(_results_key(packed))
+        except StoreUnavailable as exc:
+            log.warning("stored results %s not removed: %s", packed["key"], exc)
         return
     path = _results_path(packed)
     if path is not None:
@@ -550,6 +564,8 @@ class StoreTask(Task):
         kind, run_id, attempt = args[0], args[1], args[2]
         if self.name == fail.name and len(args) > 3:
             reason = str(args[3])  # recording the failure failed: record it from here
+        elif isinstance(exc, StoreUnavailable):
+            reason = f"The results could not be stored. {failure_reason(exc, retries=self.request.retries)}"
         else:
             reason = (
                 f"The results could not be stored ({exc.__class__.__name__}: {exc}). Retry the run."
@@ -558,6 +574,11 @@ class StoreTask(Task):
             runs.run_fail(kind=runs.kind_named(kind), run_id=run_id, attempt=attempt, reason=reason)
         except Exception:  # noqa: BLE001 - the database is gone; the sweep fails it later
             log.exception("could not record the failure of %s run %s", kind, run_id)
+        if isinstance(exc, StoreUnavailable):
+            # The results are kept (a file in the results folder, or a key in the store):
+            # the store may be back by the time anyone reads them. `results_prune`
+            # removes them after a week if nobody does.
+            return
         if self.name in (store.name, store_part.name) and isinstance(args[-1], dict):
             results_discard(args[-1])
 
