@@ -384,6 +384,30 @@ def _sparse_tar(model: Path) -> bytes:
     return archive.read_bytes()
 
 
+def _tar_raw_name(raw: bytes) -> Callable[[Path], bytes]:
+    """The model as a GNU tar.gz with one more member named by the bytes `raw`."""
+
+    def build(model: Path) -> bytes:
+        out = io.BytesIO()
+        with tarfile.open(
+            fileobj=out, mode="w:gz", format=tarfile.GNU_FORMAT, errors="surrogateescape"
+        ) as tar:
+            files = {**files_of(model), raw.decode("utf-8", "surrogateescape"): b"{}"}
+            for name, data in files.items():
+                info = tarfile.TarInfo(name)
+                info.size = len(data)
+                tar.addfile(info, io.BytesIO(data))
+        return out.getvalue()
+
+    return build
+
+
+def _zip_bad_utf8(model: Path) -> bytes:
+    """A zip whose member name is flagged UTF-8 (as any non-ASCII name is) but is not."""
+    whole = zip_of({**files_of(model), "\u00e9x.txt": b"x"})
+    return whole.replace("\u00e9x.txt".encode(), b"\xff\xfex.txt")
+
+
 # (case id) -> (builder of the body, the status, words the message holds, the member named)
 HOSTILE: dict[str, tuple[Callable[[Path], bytes], int, str, str | None]] = {
     "pickled weights": (
@@ -475,6 +499,30 @@ HOSTILE: dict[str, tuple[Callable[[Path], bytes], int, str, str | None]] = {
         None,
     ),
     "a bare pickle": (lambda m: b"\x80\x02}q\x00.", 400, "pickled weights (.pt)", None),
+    "a tar name not in UTF-8": (
+        _tar_raw_name(b"\xff\xfe.txt"),
+        400,
+        "the name is not valid UTF-8",
+        "\\xff\\xfe.txt",
+    ),
+    "a zip name flagged UTF-8 that is not": (
+        _zip_bad_utf8,
+        400,
+        "the name is not valid UTF-8, though the archive says it is",
+        "\\xff\\xfex.txt",
+    ),
+    "a path longer than the OS allows": (
+        _named_member("a/" * 2100 + "f.txt"),
+        400,
+        "a name longer than 1,024 bytes",
+        "a/" * 2100 + "f.txt",
+    ),
+    "a name part over 255 bytes": (
+        _named_member("x" * 300 + ".json"),
+        400,
+        "a name longer than 255 bytes",
+        "x" * 300 + ".json",
+    ),
     "not a model": (lambda m: b"hello", 400, "not a model file Gym can take", None),
 }
 
@@ -507,6 +555,59 @@ def test_a_hostile_upload_is_refused_where_it_is_wrong(
         assert error["location"] == {"member": member}
     assert str(uploads_dir) not in error["message"]
     assert_nothing_kept(uploads_dir)
+
+
+# -- the unpacking alone: what the OS or the readers raise -----------------------------
+
+
+def _unpack(tmp_path: Path, body: bytes, fmt: str, files: int = 20) -> Path:
+    from evaluations.language_models import archives
+
+    path, folder = tmp_path / f"upload.{fmt}", tmp_path / "unpacked"
+    path.write_bytes(body)
+    folder.mkdir()
+    limits = archives.Limits(files=files, unpacked=1024 * KB, member=128 * KB)
+    archives.unpack(path, fmt=fmt, folder=folder, limits=limits)
+    return folder
+
+
+def test_a_name_the_os_refuses_is_refused_at_its_member(tmp_path, monkeypatch) -> None:
+    from evaluations.language_models import archives
+
+    monkeypatch.setattr(archives, "_NAME_BYTES", 100_000)
+    name = "a/" * 2100 + "f.txt"
+    with pytest.raises(archives.ArchiveRefused, match="too long to be a file's") as refused:
+        _unpack(tmp_path, tar_of({name: b"x"}, top=""), "tar.gz")
+    assert refused.value.member == name
+
+
+def test_a_damaged_member_is_refused_at_it(tmp_path) -> None:
+    from evaluations.language_models import archives
+
+    data = bytes(range(256)) * 64
+    whole = zip_of({"vocab.txt": data})
+    start = whole.index(b"vocab.txt") + len("vocab.txt")  # its deflated bytes follow
+    broken = whole[:start] + bytes(64) + whole[start + 64 :]
+    with pytest.raises(archives.ArchiveRefused, match="damaged or cut short") as refused:
+        _unpack(tmp_path, broken, "zip")
+    assert refused.value.member == "vocab.txt"
+
+
+def test_a_fault_of_ours_is_not_taken_for_the_senders(tmp_path, monkeypatch) -> None:
+    """A full disk while writing our folder fails loudly (a 500), not as a refusal."""
+    import errno
+
+    real_open = Path.open
+
+    def full(self: Path, mode: str = "r", *args, **kwargs):
+        if mode == "xb":
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_open(self, mode, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "open", full)
+    with pytest.raises(OSError) as raised:
+        _unpack(tmp_path, tar_of({"config.json": b"{}"}), "tar.gz")
+    assert raised.value.errno == errno.ENOSPC
 
 
 def test_the_upload_limit_is_its_own(alice, settings, uploads_dir) -> None:

@@ -7,13 +7,15 @@ caller gives the limits and the folder, and removes the folder when this refuses
 
 from __future__ import annotations
 
-import gzip
+import errno
+import lzma
 import stat
+import struct
 import tarfile
 import zipfile
 import zlib
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Generator, Iterator
+from contextlib import closing, contextmanager
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path, PurePosixPath
@@ -37,6 +39,22 @@ NO_CODE = (
 _MAC_FOLDER = "__MACOSX"
 _CHUNK = 1024 * 1024
 _NAME_PART_BYTES = 255
+# A whole member name; far below the OS's path limit (4,096 bytes with our folder's).
+_NAME_BYTES = 1024
+# What the archive readers raise on a damaged or hostile archive: reading the upload
+# can raise these; writing our own folder is held apart (`_unpack_member`), so a fault of
+# ours (a full disk) is not taken for the sender's.
+_UNREADABLE = (
+    tarfile.TarError,
+    zipfile.BadZipFile,
+    lzma.LZMAError,
+    EOFError,
+    zlib.error,
+    struct.error,
+    ValueError,
+    OSError,
+)
+_DAMAGED = "the archive is damaged or cut short (truncated), or not readable"
 
 
 @dataclass(frozen=True)
@@ -58,9 +76,20 @@ class ArchiveRefused(ValueError):
     `too_large` when a limit was reached."""
 
     def __init__(self, message: str, *, member: str = "", too_large: bool = False) -> None:
+        member = shown(member)
         super().__init__(f"member '{member}': {message}" if member else message)
         self.member = member
         self.too_large = too_large
+
+
+def shown(name: str) -> str:
+    """A member's name as it can be shown (and sent as JSON): bytes that are not UTF-8,
+    which tarfile keeps as surrogates, written as \\xff."""
+    try:
+        raw = name.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        return name.encode("utf-8", "backslashreplace").decode()
+    return raw.decode("utf-8", "backslashreplace")
 
 
 @dataclass(frozen=True)
@@ -90,7 +119,7 @@ def _tar_what(info: tarfile.TarInfo) -> str:
     return "not a plain file or folder"
 
 
-def _tar_members(path: Path, *, gzipped: bool) -> Iterator[Member]:
+def _tar_members(path: Path, *, gzipped: bool) -> Generator[Member, None, None]:
     # Read as a stream, front to back: a member is unpacked before the next is read.
     with tarfile.open(path, mode="r|gz" if gzipped else "r|") as tar:
         for info in tar:
@@ -119,8 +148,19 @@ def _zip_what(info: zipfile.ZipInfo) -> str:
     return "folder" if info.is_dir() else "file"
 
 
-def _zip_members(path: Path) -> Iterator[Member]:
-    with zipfile.ZipFile(path) as archive:
+def _zip_archive(path: Path) -> zipfile.ZipFile:
+    try:
+        return zipfile.ZipFile(path)
+    except UnicodeDecodeError as exc:  # a name flagged UTF-8 that is not
+        name = exc.object if isinstance(exc.object, bytes) else b""
+        raise ArchiveRefused(
+            "the name is not valid UTF-8, though the archive says it is; name the files in UTF-8",
+            member=name.decode("utf-8", "backslashreplace"),
+        ) from None
+
+
+def _zip_members(path: Path) -> Generator[Member, None, None]:
+    with _zip_archive(path) as archive:
         for info in archive.infolist():
             yield Member(
                 info.filename, _zip_what(info), info.file_size, partial(archive.open, info)
@@ -130,6 +170,14 @@ def _zip_members(path: Path) -> Iterator[Member]:
 def _safe_name(name: str) -> PurePosixPath | None:
     """The member's place inside the folder, or None for the folder itself ('.', './').
     Raises ArchiveRefused for a name that would reach outside it."""
+    try:
+        size = len(name.encode())
+    except UnicodeEncodeError:
+        raise ArchiveRefused(
+            "the name is not valid UTF-8; name the files in UTF-8", member=name
+        ) from None
+    if size > _NAME_BYTES:
+        raise ArchiveRefused(f"a name longer than {_NAME_BYTES:,} bytes", member=name)
     if "\x00" in name or "\\" in name:
         raise ArchiveRefused("a NUL or backslash in the name", member=name)
     if name.startswith("/") or (len(name) > 1 and name[1] == ":"):
@@ -200,9 +248,15 @@ def _write(member: Member, target: Path, place: PurePosixPath, counter: _Counter
     counter.declared(member.name, member.size, place)
     target.parent.mkdir(parents=True, exist_ok=True)
     written = 0
+    with _read_refused(member.name):
+        source = member.open()
     # "x": a name that appears twice in the archive is refused, not overwritten.
-    with member.open() as source, target.open("xb") as out:
-        while chunk := source.read(_CHUNK):
+    with source, target.open("xb") as out:
+        while True:
+            with _read_refused(member.name):
+                chunk = source.read(_CHUNK)
+            if not chunk:
+                break
             written += len(chunk)
             counter.wrote(member.name, len(chunk), written, place)
             out.write(chunk)
@@ -228,19 +282,28 @@ def _unpack_member(member: Member, folder: Path, counter: _Counter) -> None:
         raise ArchiveRefused(
             "the name is given twice, or as a file and a folder", member=member.name
         ) from None
+    except OSError as exc:  # writing our folder: only a name the OS refuses is theirs
+        if exc.errno != errno.ENAMETOOLONG:
+            raise
+        raise ArchiveRefused("a name too long to be a file's", member=member.name) from None
 
 
 @contextmanager
-def _damage_refused() -> Iterator[None]:
-    """What a cut-short or damaged archive raises, as ArchiveRefused."""
+def _read_refused(member: str) -> Iterator[None]:
+    """What reading a damaged or hostile archive raises, as ArchiveRefused (at `member`,
+    or at none when it is the archive's own records)."""
     try:
         yield
-    except (tarfile.TarError, zipfile.BadZipFile, EOFError, zlib.error, gzip.BadGzipFile) as exc:
+    except ArchiveRefused:
+        raise
+    except _UNREADABLE as exc:
+        # An OSError's text may hold our file's path: its reason alone is said.
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         raise ArchiveRefused(
-            f"the archive is damaged or cut short (truncated): {exc}; send it again whole"
+            f"{_DAMAGED}: {reason or type(exc).__name__}; send it again whole", member=member
         ) from None
     except NotImplementedError as exc:  # a zip compression method Python cannot read
-        raise ArchiveRefused(f"the archive cannot be read: {exc}") from None
+        raise ArchiveRefused(f"{_DAMAGED}: {exc}", member=member) from None
 
 
 def unpack(path: Path, *, fmt: str, folder: Path, limits: Limits) -> None:
@@ -249,8 +312,12 @@ def unpack(path: Path, *, fmt: str, folder: Path, limits: Limits) -> None:
     the caller's to remove."""
     counter = _Counter(limits)
     members = _zip_members(path) if fmt == "zip" else _tar_members(path, gzipped=fmt == "tar.gz")
-    with _damage_refused():
-        for member in members:
+    with closing(members):
+        while True:
+            with _read_refused(""):
+                member = next(members, None)
+            if member is None:
+                break
             _unpack_member(member, folder, counter)
 
 
