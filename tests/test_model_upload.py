@@ -499,6 +499,12 @@ HOSTILE: dict[str, tuple[Callable[[Path], bytes], int, str, str | None]] = {
         None,
     ),
     "a bare pickle": (lambda m: b"\x80\x02}q\x00.", 400, "pickled weights (.pt)", None),
+    "a zip of too many members": (
+        lambda m: zip_of({**files_of(m), **{f"extra/{i}.txt": b"" for i in range(30)}}),
+        413,
+        "more than 20 members (GYM_MAX_MODEL_FILES)",
+        None,
+    ),
     "a tar name not in UTF-8": (
         _tar_raw_name(b"\xff\xfe.txt"),
         400,
@@ -591,6 +597,45 @@ def test_a_damaged_member_is_refused_at_it(tmp_path) -> None:
     with pytest.raises(archives.ArchiveRefused, match="damaged or cut short") as refused:
         _unpack(tmp_path, broken, "zip")
     assert refused.value.member == "vocab.txt"
+
+
+def _zip_claiming(entries: int, files: dict[str, bytes]) -> bytes:
+    """`files` as a zip whose end record says it holds `entries` members."""
+    import struct
+
+    whole = bytearray(zip_of(files))
+    at = whole.rindex(b"PK\x05\x06")
+    struct.pack_into("<2H", whole, at + 8, entries, entries)
+    return bytes(whole)
+
+
+def test_a_zip_of_too_many_members_is_refused_before_it_is_read(tmp_path, monkeypatch) -> None:
+    from evaluations.language_models import archives
+
+    body = zip_of({f"extra/{i}.txt": b"" for i in range(30)})
+
+    def unread(*args, **kwargs):
+        raise AssertionError("zipfile read the central directory")
+
+    monkeypatch.setattr(archives.zipfile, "ZipFile", unread)
+    with pytest.raises(
+        archives.ArchiveRefused, match=r"more than 20 members \(GYM_MAX_MODEL_FILES\)"
+    ) as refused:
+        _unpack(tmp_path, body, "zip")
+    assert refused.value.too_large
+
+
+def test_a_zip_that_hides_its_members_is_refused_before_it_is_read(tmp_path, monkeypatch) -> None:
+    from evaluations.language_models import archives
+
+    body = _zip_claiming(1, {f"extra/{i}.txt": b"" for i in range(300)})
+
+    def unread(*args, **kwargs):
+        raise AssertionError("zipfile read the central directory")
+
+    monkeypatch.setattr(archives.zipfile, "ZipFile", unread)
+    with pytest.raises(archives.ArchiveRefused, match="larger than its 1 members can need"):
+        _unpack(tmp_path, body, "zip")
 
 
 def test_a_fault_of_ours_is_not_taken_for_the_senders(tmp_path, monkeypatch) -> None:
