@@ -119,9 +119,57 @@ def _tar_what(info: tarfile.TarInfo) -> str:
     return "not a plain file or folder"
 
 
+# Headers that tarfile reads whole, before the member they name: GNU long names and
+# links, and pax headers, whose parser in Python < 3.11.10 takes time quadratic in their
+# size (CVE-2024-6232: 0.13 s at 8 KB, 21 s at 100 KB). A real one holds a name (ours are
+# at most _NAME_BYTES) and a few times and attributes.
+_EXTENDED_TYPES = (
+    tarfile.GNUTYPE_LONGNAME,
+    tarfile.GNUTYPE_LONGLINK,
+    tarfile.XHDTYPE,
+    tarfile.XGLTYPE,
+    tarfile.SOLARIS_XHDTYPE,
+)
+_EXTENDED_BYTES = 8 * 1024
+# ... and in all, one archive's (about 2 s of that parser at worst).
+_EXTENDED_TOTAL_BYTES = 128 * 1024
+
+
+def _guarded_info() -> type[tarfile.TarInfo]:
+    """A TarInfo that refuses an extended header over the bounds from its header block,
+    before tarfile reads what it declares."""
+    seen = 0
+
+    class GuardedInfo(tarfile.TarInfo):
+        def _proc_member(self, tar: tarfile.TarFile) -> tarfile.TarInfo:
+            nonlocal seen
+            if self.type in _EXTENDED_TYPES:
+                seen += self.size
+                if self.size > _EXTENDED_BYTES:
+                    raise ArchiveRefused(
+                        f"an extended (pax or GNU long name) header of {self.size:,} bytes; "
+                        f"none needs more than {_EXTENDED_BYTES:,}",
+                        member=self.name,
+                    )
+                if seen > _EXTENDED_TOTAL_BYTES:
+                    raise ArchiveRefused(
+                        f"more than {_EXTENDED_TOTAL_BYTES:,} bytes of extended (pax or GNU "
+                        "long name) headers in all",
+                        member=self.name,
+                    )
+            return super()._proc_member(tar)  # type: ignore[misc]
+
+    return GuardedInfo
+
+
 def _tar_members(path: Path, *, gzipped: bool) -> Generator[Member, None, None]:
     # Read as a stream, front to back: a member is unpacked before the next is read.
-    with tarfile.open(path, mode="r|gz" if gzipped else "r|") as tar:
+    guarded = _guarded_info()
+    with (
+        tarfile.open(path, mode="r|gz", tarinfo=guarded)
+        if gzipped
+        else tarfile.open(path, mode="r|", tarinfo=guarded)
+    ) as tar:
         for info in tar:
             yield Member(info.name, _tar_what(info), info.size, partial(_tar_file, tar, info))
 
