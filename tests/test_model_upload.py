@@ -408,6 +408,21 @@ def _zip_bad_utf8(model: Path) -> bytes:
     return whole.replace("\u00e9x.txt".encode(), b"\xff\xfex.txt")
 
 
+def _extended_header(kind: bytes, size: int) -> Callable[[Path], bytes]:
+    """The model as a .tar.gz led by an extended header of `kind` that declares `size`
+    bytes (sent: a few digits, as a ReDoS of the pax parser would)."""
+
+    def build(model: Path) -> bytes:
+        header = tarfile.TarInfo("././@LongLink")
+        header.type, header.size = kind, size
+        out = io.BytesIO()
+        with gzip.GzipFile(fileobj=out, mode="wb") as gz:
+            gz.write(header.tobuf(tarfile.GNU_FORMAT) + b"1" * 2048)
+        return out.getvalue()
+
+    return build
+
+
 # (case id) -> (builder of the body, the status, words the message holds, the member named)
 HOSTILE: dict[str, tuple[Callable[[Path], bytes], int, str, str | None]] = {
     "pickled weights": (
@@ -499,6 +514,24 @@ HOSTILE: dict[str, tuple[Callable[[Path], bytes], int, str, str | None]] = {
         None,
     ),
     "a bare pickle": (lambda m: b"\x80\x02}q\x00.", 400, "pickled weights (.pt)", None),
+    "a zip of too many members": (
+        lambda m: zip_of({**files_of(m), **{f"extra/{i}.txt": b"" for i in range(30)}}),
+        413,
+        "more than 20 members (GYM_MAX_MODEL_FILES)",
+        None,
+    ),
+    "a GNU long name of 300 MB": (
+        _extended_header(tarfile.GNUTYPE_LONGNAME, 300 * 1024 * KB),
+        400,
+        "an extended (pax or GNU long name) header of 314,572,800 bytes",
+        "././@LongLink",
+    ),
+    "a pax header of 100 KB": (
+        _extended_header(tarfile.XHDTYPE, 100 * KB),
+        400,
+        "an extended (pax or GNU long name) header of 102,400 bytes",
+        "././@LongLink",
+    ),
     "a tar name not in UTF-8": (
         _tar_raw_name(b"\xff\xfe.txt"),
         400,
@@ -591,6 +624,58 @@ def test_a_damaged_member_is_refused_at_it(tmp_path) -> None:
     with pytest.raises(archives.ArchiveRefused, match="damaged or cut short") as refused:
         _unpack(tmp_path, broken, "zip")
     assert refused.value.member == "vocab.txt"
+
+
+def _zip_claiming(entries: int, files: dict[str, bytes]) -> bytes:
+    """`files` as a zip whose end record says it holds `entries` members."""
+    import struct
+
+    whole = bytearray(zip_of(files))
+    at = whole.rindex(b"PK\x05\x06")
+    struct.pack_into("<2H", whole, at + 8, entries, entries)
+    return bytes(whole)
+
+
+def test_a_zip_of_too_many_members_is_refused_before_it_is_read(tmp_path, monkeypatch) -> None:
+    from evaluations.language_models import archives
+
+    body = zip_of({f"extra/{i}.txt": b"" for i in range(30)})
+
+    def unread(*args, **kwargs):
+        raise AssertionError("zipfile read the central directory")
+
+    monkeypatch.setattr(archives.zipfile, "ZipFile", unread)
+    with pytest.raises(
+        archives.ArchiveRefused, match=r"more than 20 members \(GYM_MAX_MODEL_FILES\)"
+    ) as refused:
+        _unpack(tmp_path, body, "zip")
+    assert refused.value.too_large
+
+
+def test_a_zip_that_hides_its_members_is_refused_before_it_is_read(tmp_path, monkeypatch) -> None:
+    from evaluations.language_models import archives
+
+    body = _zip_claiming(1, {f"extra/{i}.txt": b"" for i in range(300)})
+
+    def unread(*args, **kwargs):
+        raise AssertionError("zipfile read the central directory")
+
+    monkeypatch.setattr(archives.zipfile, "ZipFile", unread)
+    with pytest.raises(archives.ArchiveRefused, match="larger than its 1 members can need"):
+        _unpack(tmp_path, body, "zip")
+
+
+def test_extended_headers_are_held_to_a_total(tmp_path) -> None:
+    from evaluations.language_models import archives
+
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for i in range(40):  # 40 pax headers of about 4 KB each: each under the bound
+            info = tarfile.TarInfo(f"f{i}.txt")
+            info.pax_headers = {"comment": "c" * 4000}
+            tar.addfile(info, io.BytesIO())
+    with pytest.raises(archives.ArchiveRefused, match="extended .* headers in all"):
+        _unpack(tmp_path, out.getvalue(), "tar", files=100)
 
 
 def test_a_fault_of_ours_is_not_taken_for_the_senders(tmp_path, monkeypatch) -> None:
