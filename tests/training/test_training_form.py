@@ -115,7 +115,7 @@ def test_fields_of_another_kind_or_preset_are_not_read(alice_client, attractor_t
     response = alice_client.post_form("/training/new/", ngram)
     assert response.status_code == 302, response.content.decode()[-3000:]
     run = TrainingRun.objects.get(model__name="words")
-    assert run.options == {"order": 3, "min_count": 1, "memory_mb": None, "disk_mb": None}
+    assert run.options == {"order": 3, "min_count": 1}  # no bounds given, none stored
     assert run.validation_corpus is None and not run.probing_tasks.exists()
 
 
