@@ -219,7 +219,8 @@ def _unit(members: Sequence[Member]) -> str:
     raise SeriesInvalid(
         {
             "revisions": "the steps or tokens of some revisions cannot be read from their "
-            "names: name them with their step (step1000) or BabyLM's chck_<N>M"
+            "names: name them with their step (step1000) or BabyLM's chck_<N>M, or give "
+            "steps, one per revision as listed"
         }
     )
 
