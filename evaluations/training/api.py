@@ -380,7 +380,8 @@ class ModelSeriesListCreate(generics.ListAPIView):
         responses={201: ModelSeriesSerializer, 400: OpenApiTypes.OBJECT},
         description="Register a series of checkpoints: `folder` (a folder of Trainer "
         "checkpoints, checkpoint-<step>, under the model folders GYM_MODEL_DIRS), or "
-        "`source` with `revisions` (or `pattern` such as step{N} with `steps`; BabyLM's "
+        "`source` with `revisions` (and, optionally, one of `steps` per revision, over what "
+        "their names say), or `pattern` such as step{N} with `steps` (BabyLM's "
         "chck_<N>M count words), or registered `models` with their `steps` (and `tokens`). "
         "Tokens seen come from trainer_state.json, `tokens_per_step` or the revision's name.",
     )

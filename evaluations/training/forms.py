@@ -362,7 +362,9 @@ class SeriesRegisterForm(forms.Form):
     )
     pattern = forms.CharField(max_length=100, required=False, help_text="Such as step{N}.")
     steps = forms.CharField(
-        max_length=20_000, required=False, help_text="The steps {N} takes: 1000, 2000, 4000."
+        max_length=20_000,
+        required=False,
+        help_text="The steps {N} takes, or one step per revision listed above: 1000, 2000.",
     )
     tokens_per_step = forms.IntegerField(
         min_value=1,

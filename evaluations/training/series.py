@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -219,7 +219,8 @@ def _unit(members: Sequence[Member]) -> str:
     raise SeriesInvalid(
         {
             "revisions": "the steps or tokens of some revisions cannot be read from their "
-            "names: name them with their step (step1000) or BabyLM's chck_<N>M"
+            "names: name them with their step (step1000) or BabyLM's chck_<N>M, or give "
+            "steps, one per revision as listed"
         }
     )
 
@@ -279,11 +280,20 @@ def series_register(
         raise SeriesInvalid(
             {"folder": "give one of folder (Trainer checkpoints), source with revisions, or models"}
         )
+    if folder and steps:
+        raise SeriesInvalid(
+            {
+                "steps": "a folder's checkpoints take their steps from their names "
+                "(checkpoint-500) and trainer_state.json; leave steps out"
+            }
+        )
     if folder:
         found = folder_members(_folder(folder, "folder"), tokens_per_step=tokens_per_step)
     elif source:
         asked = revision_list({"revisions": list(revisions), "pattern": pattern, "steps": steps})
         found = source_members(source, asked, tokens_per_step=tokens_per_step)
+        if steps and not pattern:
+            found = _steps_given(found, steps, tokens_per_step)
     else:
         found = _registered_members(models, steps, tokens)
     if tokens and not models:
@@ -341,6 +351,31 @@ def _tokens_given(found: list[Member], tokens: Sequence[int | None], of: str) ->
                 "words (BabyLM's name), and one curve cannot mix words and tokens"
             }
         )
+    return given
+
+
+def _steps_given(
+    found: list[Member], steps: Sequence[int], tokens_per_step: int | None
+) -> list[Member]:
+    """The members with the steps the user gave beside explicit revisions, one per
+    revision as listed, over what the revisions' names say. The tokens are
+    `tokens_per_step` times the given step, except for BabyLM's chck_<N>M, whose names
+    say the words seen."""
+    if len(steps) != len(found):
+        raise SeriesInvalid(
+            {
+                "steps": f"give one step per revision, as the revisions are listed: "
+                f"{len(steps)} given for {len(found)} revisions"
+            }
+        )
+    if len(set(steps)) != len(steps):
+        raise SeriesInvalid({"steps": "a step is given twice; each checkpoint has its own"})
+    given = []
+    for member, step in zip(found, steps, strict=True):
+        tokens = member.tokens
+        if tokens_per_step and not BABYLM.fullmatch(member.label):
+            tokens = step * tokens_per_step
+        given.append(replace(member, step=step, tokens=tokens))
     return given
 
 

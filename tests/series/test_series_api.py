@@ -162,9 +162,28 @@ def test_tokens_given_with_a_folder_or_a_source_are_the_members_tokens(
     assert not ModelSeries.objects.filter(name="x").exists()
 
 
+def test_steps_beside_revisions_are_the_members_steps(alice) -> None:
+    """Revisions whose names say no step ("early", "late") take the steps given."""
+    client = token_client(alice)
+    body = {"name": "named", "source": "owner/model", "revisions": ["late", "early"]}
+    response = post(client, "/api/model-series/", {**body, "steps": [200, 100]})
+    assert response.status_code == 201, response.content
+    assert response.json()["unit"] == "steps"
+    members = [(m["revision"], m["step"], m["tokens"]) for m in response.json()["members"]]
+    assert members == [("early", 100, None), ("late", 200, None)]
+    # Given steps win over a name's, and tokens_per_step counts from them.
+    body = {"name": "renamed", "source": "owner/other", "revisions": ["step1", "step2"]}
+    response = post(client, "/api/model-series/", {**body, "steps": [10, 30], "tokens_per_step": 4})
+    assert response.status_code == 201, response.content
+    assert [(m["step"], m["tokens"]) for m in response.json()["members"]] == [(10, 40), (30, 120)]
+
+
 @pytest.mark.parametrize(
     ("body", "where"),
     [
+        ({"name": "x", "source": "o/m", "revisions": ["a", "b"], "steps": [1]}, "$.steps"),
+        ({"name": "x", "source": "o/m", "revisions": ["a", "b"], "steps": [1, 1]}, "$.steps"),
+        ({"name": "x", "folder": "TRAINER", "steps": [1, 2, 3]}, "$.steps"),
         ({"name": "x", "folder": "/etc"}, "$.folder"),
         ({"name": "x", "folder": "../../../../etc"}, "$.folder"),
         ({"name": "x", "folder": "nothing-here"}, "$.folder"),
@@ -187,8 +206,11 @@ def test_tokens_given_with_a_folder_or_a_source_are_the_members_tokens(
         ({"name": "x", "source": "o/m", "revisions": ["step1"], "threshold": 2}, "$.threshold"),
     ],
 )  # fmt: skip
-def test_hostile_registrations_are_400_with_where(alice, hub_standin, body, where) -> None:
-    body = {k: str(hub_standin) if v == "HUB" else v for k, v in body.items()}
+def test_hostile_registrations_are_400_with_where(
+    alice, hub_standin, trainer_folder, body, where
+) -> None:
+    named = {"HUB": str(hub_standin), "TRAINER": str(trainer_folder)}
+    body = {k: named.get(v, v) if isinstance(v, str) else v for k, v in body.items()}
     response = post(token_client(alice), "/api/model-series/", body)
     assert response.status_code == 400, response.content
     assert where in paths(response), response.json()

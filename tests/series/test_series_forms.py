@@ -15,7 +15,7 @@ from evaluations.models import Evaluation, ModelSeries
 from evaluations.training import series as series_services
 from suites.syntaxgym import services as suite_services
 from tests.conftest import small_suite, token_client
-from tests.series.conftest import TRAINER_STEPS
+from tests.series.conftest import TRAINER_STEPS, copy_model
 
 pytestmark = pytest.mark.django_db
 
@@ -55,6 +55,9 @@ def test_registering_needs_a_sign_in_and_the_csrf_token(anon_client, alice_clien
         ({"name": "s", "source": "HUB", "pattern": "step", "steps": "1"}, "pattern"),
         ({"name": "s", "source": "HUB", "pattern": "step{N}"}, "steps"),
         ({"name": "register", "source": "HUB", "revisions": "step1000"}, "name"),
+        ({"name": "s", "source": "HUB", "revisions": "step1000 step2000", "steps": "1"}, "steps"),
+        ({"name": "s", "source": "HUB", "revisions": "step1000 step2000", "steps": "5 5"}, "steps"),
+        ({"name": "s", "source": "owner/model", "revisions": "main-a"}, "revisions"),
     ],
 )
 def test_the_register_form_shows_the_apis_messages_and_keeps_nothing(
@@ -111,6 +114,34 @@ def test_a_trainer_folder_and_revisions_registered_from_the_form(
     assert [m.tokens for m in babylm.members.order_by("position")] == [10**6, 10**7, 10**8]
     listing = alice_client.get("/series/")
     assert b"/series/register/" in listing.content
+
+
+def test_steps_beside_revisions_from_the_form_are_the_members_steps(
+    alice_client, tiny_gpt2: Path, hub_standin: Path
+) -> None:
+    """Revisions whose names say no step take the steps given, one per revision listed;
+    with tokens_per_step the tokens count from them."""
+    for revision in ("main-a", "main-b"):
+        copy_model(tiny_gpt2, hub_standin / revision)
+    response = alice_client.post_form(
+        "/series/register/",
+        {
+            "name": "named",
+            "source": str(hub_standin),
+            "revisions": "main-b, main-a",
+            "steps": "2000, 1000",
+            "tokens_per_step": "8",
+            "threshold": "0.8",
+        },
+    )
+    assert response.status_code == 302, field_errors(response, "steps")
+    made = ModelSeries.objects.get(name="named")
+    members = [
+        (m.model.source.rsplit("/", 1)[-1], m.step, m.tokens)
+        for m in made.members.select_related("model").order_by("position")
+    ]
+    assert members == [("main-a", 1000, 8000), ("main-b", 2000, 16000)]
+    assert made.unit == "tokens"
 
 
 def test_the_evaluate_form_asks_for_every_members_runs(
