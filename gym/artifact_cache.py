@@ -2,7 +2,10 @@
 
 A worker never reads a file where another machine wrote it: it asks for a key and gets a
 path in its own cache folder (GYM_ARTIFACT_CACHE_DIR), fetched from the store on first
-use and checked by SHA-256 on arrival. The cache holds at most GYM_ARTIFACT_CACHE_BYTES:
+use and checked by SHA-256 on arrival, before it appears in the cache: against the hash
+the caller gives, else the one its key names (corpora/<sha256>), else the one recorded
+beside it in the store (gym.artifacts.put_file's record_hash), else the manifest's for a
+folder's file. The cache holds at most GYM_ARTIFACT_CACHE_BYTES:
 after each fetch, the entries used least recently are removed until it fits again, except
 an entry some process is using (`using`), and the entry just fetched (a single artifact
 larger than the bound is kept, and said in the log).
@@ -21,6 +24,7 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import json
 import logging
 import os
 import shutil
@@ -38,7 +42,7 @@ DATA = "data"
 
 
 class CorruptArtifact(Exception):
-    """A fetched file whose hash or size is not the one the store's manifest gives."""
+    """A fetched file whose hash or size is not the one it was stored with."""
 
 
 def cache_dir() -> Path:
@@ -94,12 +98,14 @@ def _download(key: str, target: Path, *, sha256: str | None, size: int | None) -
         found = digest.hexdigest()
     if sha256 is not None and found != sha256:
         raise CorruptArtifact(
-            f"{key} arrived from the store at {artifacts.where()} with SHA-256 "
-            f"{found}, not {sha256}: the stored file is damaged or was "
-            "replaced; store it again."
+            f"The stored object {key} is damaged: it arrived from the store at "
+            f"{artifacts.where()} with SHA-256 {found}, not {sha256}, the hash it was "
+            "stored with. Store it again."
         )
     if size is not None and written != size:
-        raise CorruptArtifact(f"{key} arrived with {written} bytes, not {size}.")
+        raise CorruptArtifact(
+            f"The stored object {key} is damaged: it arrived with {written} bytes, not {size}."
+        )
 
 
 def _link_local(key: str, target: Path) -> bool:
@@ -114,7 +120,30 @@ def _link_local(key: str, target: Path) -> bool:
 
 
 def _fill_file(key: str, staging: Path, sha256: str | None) -> None:
-    _download(key, staging / DATA, sha256=sha256, size=None)
+    size = None
+    if sha256 is None:
+        sha256, size = _expected(key)
+    _download(key, staging / DATA, sha256=sha256, size=size)
+
+
+def _expected(key: str) -> tuple[str | None, int | None]:
+    """The hash (and size) a file stored under key must arrive with, when the caller
+    gives none: the one its key names, else the one recorded beside it."""
+    named = artifacts.content_hash_of(key)
+    if named is not None:
+        return named, None
+    record = artifacts.hash_record(key)
+    if record is None:
+        log.warning("%s was stored without its hash (by an older version): not checked", key)
+        return None, None
+    try:
+        parsed = json.loads(record)
+        return str(parsed["sha256"]), int(parsed["size"])
+    except (ValueError, KeyError, TypeError):
+        raise CorruptArtifact(
+            f"The stored object {key} is damaged: the hash recorded beside it "
+            f"({key}{artifacts.HASH_SUFFIX}) cannot be read. Store it again."
+        ) from None
 
 
 def _fill_folder(prefix: str, staging: Path) -> None:
@@ -164,7 +193,8 @@ def _note_fetch(key: str) -> None:
 
 def fetch_file(key: str, *, sha256: str | None = None) -> Path:
     """The stored file `key` as a local path (fetched if not cached; checked against
-    `sha256` when given)."""
+    `sha256`, or the hash the store knows it by: see the module's docstring). Raises
+    CorruptArtifact, and keeps nothing, when the bytes that arrive are not those."""
     entry, _ = _fetch(key, lambda staging: _fill_file(key, staging, sha256))
     return entry / DATA
 

@@ -9,7 +9,10 @@ Keys are slash-separated names. Immutable content is keyed by its SHA-256
 (`corpora/<sha256>`); a folder (a model, a checkpoint) is a manifest
 (`<prefix>/manifest.json`, each file's relative path, size and hash) beside its files
 (`<prefix>/files/<path>`), so that a worker can fetch, check and cache each file alone and
-two folders that share a file cost nothing more to check. This module knows no kind of
+two folders that share a file cost nothing more to check. A single file that is not
+keyed by its hash (a training state, a run's inputs, an ARPA model) may have its hash
+recorded beside it (`put_file(..., record_hash=True)`: `<key>.sha256`), so that a worker's
+cache checks it on arrival as it checks the others. This module knows no kind of
 artifact: the kinds import it.
 
 Every call that reaches the store raises StoreUnavailable when the store cannot be reached,
@@ -19,8 +22,10 @@ with a message that names where it was looked for.
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -28,6 +33,9 @@ from typing import IO, Any
 from urllib.parse import urlparse
 
 CHUNK = 1024 * 1024
+# Beside a file whose key does not name its hash: {"sha256": ..., "size": ...}.
+HASH_SUFFIX = ".sha256"
+_SHA256 = re.compile(r"[0-9a-f]{64}")
 
 
 class StoreUnavailable(Exception):
@@ -157,12 +165,39 @@ class _opened:
             self.stream.close()
 
 
-def put_file(key: str, source: str | Path | IO[bytes], *, link: bool = False) -> Stored:
+def put_file(
+    key: str, source: str | Path | IO[bytes], *, link: bool = False, record_hash: bool = False
+) -> Stored:
     """Write a file or stream under key, streamed, replacing what was there. `link`: the
     source file is never changed again (a checkpoint's file), so a local-folder store on
-    its filesystem may hold it as a hard link."""
+    its filesystem may hold it as a hard link. `record_hash`: its hash is stored beside
+    it (after it: a reader who finds the hash finds the file), for a cache to check."""
     key = check_key(key)
-    return _put(key, source, *sha256_of(source), link=link)
+    stored = _put(key, source, *sha256_of(source), link=link)
+    if record_hash:
+        record = json.dumps({"sha256": stored.sha256, "size": stored.size}).encode()
+        _put(key + HASH_SUFFIX, io.BytesIO(record), *sha256_of(io.BytesIO(record)), link=False)
+    return stored
+
+
+def content_hash_of(key: str) -> str | None:
+    """The SHA-256 a content-addressed key names (put_content's <prefix>/<sha256>), else
+    None."""
+    last = check_key(key).rsplit("/", 1)[-1]
+    return last if _SHA256.fullmatch(last) else None
+
+
+def hash_record(key: str) -> bytes | None:
+    """What put_file(..., record_hash=True) stored beside key (JSON: sha256, size), or
+    None when nothing was (a file stored without its hash, by an older version)."""
+    record_key = key + HASH_SUFFIX
+    if not exists(record_key):
+        return None
+    with open_file(record_key) as handle:
+        try:
+            return bytes(handle.read())
+        except _guarded_errors() as error:
+            raise _unreachable(error) from error
 
 
 def _put(key: str, source: str | Path | IO[bytes], sha: str, length: int, *, link: bool) -> Stored:
@@ -323,8 +358,6 @@ def put_folder(
         stored = put_file(f"{prefix}/files/{relative}", path, link=link)
         entries.append({"path": relative, "sha256": stored.sha256, "size": stored.size})
     manifest = json.dumps({"files": entries}, indent=1, sort_keys=True).encode()
-    import io
-
     return put_file(f"{prefix}/manifest.json", io.BytesIO(manifest))
 
 

@@ -386,7 +386,7 @@ def _stored(source: Path, content_hash: str) -> str:
     key = f"{UPLOADED_PREFIX}/{content_hash}"
     if source.is_file():  # an ARPA model
         key = f"{key}/{source.name}"
-        artifacts.put_file(key, source, link=True)
+        artifacts.put_file(key, source, link=True, record_hash=True)
     else:
         artifacts.put_folder(key, source, link=True)
     return sources.artifact_source(key)

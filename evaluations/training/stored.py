@@ -9,6 +9,8 @@ never the same for two trainings, so a cached key never stands for other content
     states/checkpoint-<tokens>   its training state (optimizer, scheduler, random states,
                             data position), kept for the last `keep_states` as on disk
     inputs.json             what a resume must match (causal.check_inputs)
+    <file>.sha256           beside each single file a worker fetches (a state,
+                            inputs.json, model.arpa): its hash, checked on arrival
     loss.jsonl              the loss log so far (stored with each checkpoint, and every
                             LOSS_PUSH_SECONDS while training), for pages to read
     model/                  the finished model, with training.json and loss.jsonl
@@ -84,18 +86,21 @@ def push_checkpoint(store: str, checkpoint: Path, state_name: str) -> str:
     key = checkpoint_key(store, checkpoint.name)
     state = checkpoint / state_name
     if state.is_file():
-        artifacts.put_file(state_key(store, checkpoint.name, state_name), state, link=True)
+        artifacts.put_file(
+            state_key(store, checkpoint.name, state_name), state, link=True, record_hash=True
+        )
     artifacts.put_folder(key, checkpoint, link=True, include=lambda p: p.name != state_name)
     return key
 
 
 def push_file(store: str, out_dir: Path, name: str) -> str | None:
-    """A file of the run's folder (inputs.json, model.arpa) under its name."""
+    """A file of the run's folder (inputs.json, model.arpa) under its name, its hash
+    beside it for the cache that fetches it."""
     path = out_dir / name
     if not path.is_file():
         return None
     key = f"{prefix(store)}/{name}"
-    artifacts.put_file(key, path)
+    artifacts.put_file(key, path, record_hash=True)
     return key
 
 

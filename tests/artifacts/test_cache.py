@@ -58,6 +58,62 @@ def test_wrong_hash_refused_and_nothing_kept(store_and_cache: Path) -> None:
     assert artifact_cache.fetch_file(stored.key, sha256=stored.sha256).read_bytes() == b"text\n"
 
 
+def _damage(key: str, data: bytes) -> None:
+    """Replace a stored object's bytes behind Gym's back (a disk fault, a hand edit), in
+    whichever store this test runs on."""
+    from django.core.files.base import ContentFile
+    from django.core.files.storage import storages
+
+    storage = storages["artifacts"]
+    storage.delete(key)
+    assert storage.save(key, ContentFile(data)) == key
+
+
+def _nothing_cached(root: Path) -> None:
+    assert artifact_cache.cache_report()["entries"] == 0
+    assert list((root / "cache" / "tmp").iterdir()) == []
+
+
+def test_a_damaged_content_key_is_refused_without_a_hash_given(store_and_cache: Path) -> None:
+    # The corpus's key names its hash: no caller has to pass it for it to be checked.
+    stored = artifacts.put_content(io.BytesIO(b"the dog barks\n" * 100), "corpora")
+    _damage(stored.key, b"the dog bites\n" * 100)
+    with pytest.raises(artifact_cache.CorruptArtifact) as refused:
+        artifact_cache.fetch_file(stored.key)
+    assert f"The stored object {stored.key} is damaged" in str(refused.value)
+    _nothing_cached(store_and_cache)
+
+
+@pytest.mark.parametrize("damage", ["bytes", "record"])
+def test_a_damaged_single_file_is_refused_by_its_recorded_hash(
+    store_and_cache: Path, damage: str
+) -> None:
+    # A training state, a run's inputs, an ARPA model: keys that do not name their hash.
+    key = "trained/run-1-2/states/checkpoint-64/training_state.pt"
+    stored = artifacts.put_file(key, io.BytesIO(b"state" * 300), record_hash=True)
+    assert artifacts.exists(key + artifacts.HASH_SUFFIX)
+    if damage == "bytes":
+        _damage(key, b"STATE" * 300)
+    else:
+        _damage(key + artifacts.HASH_SUFFIX, b"{not json")
+    with pytest.raises(artifact_cache.CorruptArtifact, match=f"The stored object {key} is damaged"):
+        artifact_cache.fetch_file(key)
+    _nothing_cached(store_and_cache)
+    # Stored again, whole: it arrives, checked.
+    artifacts.put_file(key, io.BytesIO(b"state" * 300), record_hash=True)
+    assert artifact_cache.fetch_file(key).read_bytes() == b"state" * 300
+    assert artifacts.sha256_of(artifact_cache.fetch_file(key))[0] == stored.sha256
+
+
+def test_a_file_cut_short_is_refused_by_its_recorded_size(store_and_cache: Path) -> None:
+    key = "trained/run-1-2/inputs.json"
+    artifacts.put_file(key, io.BytesIO(b'{"corpus": "x"}'), record_hash=True)
+    _damage(key, b'{"corpus"')
+    with pytest.raises(artifact_cache.CorruptArtifact, match=key):
+        artifact_cache.fetch_file(key)
+    _nothing_cached(store_and_cache)
+
+
 def test_folder_checked_against_manifest(store_and_cache: Path) -> None:
     folder = _model_folder(store_and_cache / "model", b"\1" * 500)
     artifacts.put_folder("models/m1", folder)
