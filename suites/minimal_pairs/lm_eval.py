@@ -197,10 +197,10 @@ def _check_shape(config: dict[str, Any], where: str) -> tuple[str, str, int, str
     """(good field, bad field... as choices, target index, delimiter) of a task in
     BLiMP's shape; LmEvalTaskInvalid naming the first setting that is not. Every setting
     read here is checked for its type first, so that no value makes a plain error."""
-    if "include" in config or "group" in config or "task" not in config:
+    if "group" in config or "task" not in config:
         raise _refuse(
-            "a task with its own `task` name and every setting in the file is needed "
-            "(no `include` of another template, no `group`)",
+            "a task with its own `task` name is needed (set in the file or a template it "
+            "includes; no `group` of several tasks)",
             where,
         )
     name = config["task"]
@@ -283,6 +283,51 @@ def _data_name(config: dict[str, Any], where: str) -> str:
     )
 
 
+# How deep `include`s may nest (a task file, its template, the template's template, ...).
+MAX_INCLUDES = 4
+
+
+def _include_path(including: str, named: Any) -> str:
+    """The folder's file that `include: named` in the file `including` means: a relative
+    path from that file's folder, never outside the task folder."""
+    where = f"{PurePosixPath(including).name} include"
+    if not isinstance(named, str) or not named.strip():
+        raise _refuse(f"include must name a template file, not {_shown(named)}", where)
+    path = PurePosixPath(named.strip().replace("\\", "/"))
+    if path.is_absolute() or ".." in path.parts:
+        raise _refuse(
+            f"include {named[:200]!r} must be a file of the task folder, named relative to "
+            "the including file (no absolute path, no '..')",
+            where,
+        )
+    return str(PurePosixPath(including).parent / path).removeprefix("./")
+
+
+def _with_includes(
+    name: str, config: dict[str, Any], files: dict[str, bytes], chain: tuple[str, ...]
+) -> dict[str, Any]:
+    """`config` with what its `include` (and theirs) sets beneath its own settings, as
+    lm-eval reads it: the including file's keys win."""
+    if "include" not in config:
+        return config
+    where = f"{PurePosixPath(name).name} include"
+    target = _include_path(name, config["include"])
+    if target in chain or target == name:
+        raise _refuse(f"include {target!r} includes itself, through {' -> '.join(chain)}", where)
+    if len(chain) >= MAX_INCLUDES:
+        raise _refuse(f"includes nest at most {MAX_INCLUDES} deep", where)
+    if target not in files:
+        raise _refuse(
+            f"include {target[:200]!r} is not a file inside the task folder (links are "
+            "not followed): put the template beside the task file",
+            where,
+        )
+    base = read_task_yaml(mp.decode_text(files[target]), PurePosixPath(target).name)
+    merged = dict(_with_includes(target, base, files, (*chain, name)))
+    merged.update({k: v for k, v in config.items() if k != "include"})
+    return merged
+
+
 def _data_file(named: str, files: dict[str, bytes], where: str) -> tuple[str, bytes]:
     """The data file among the folder's files: by its relative path, else (a path
     written for another machine, as an export's absolute one) by its name alone."""
@@ -346,14 +391,21 @@ def task_from_files(
     """A task folder's files (its one YAML and the local JSONL it names) as a pair set
     (lm-eval-task format, metric lm_eval for delimiter " ", sentence for ""). Raises
     LmEvalTaskInvalid (where: the file and setting) or MinimalPairFormatError (rows)."""
-    yamls = sorted(k for k in files if PurePosixPath(k).suffix in (".yaml", ".yml"))
+    configs = {
+        k: read_task_yaml(mp.decode_text(files[k]), PurePosixPath(k).name)
+        for k in sorted(files)
+        if PurePosixPath(k).suffix in (".yaml", ".yml")
+    }
+    included = {_include_path(k, c["include"]) for k, c in configs.items() if "include" in c}
+    yamls = [k for k in configs if k not in included]
     if len(yamls) != 1:
         raise LmEvalTaskInvalid(
-            f"a task folder holds one task YAML file; this one holds {len(yamls)}",
+            f"a task folder holds one task YAML file (and the templates it includes); "
+            f"this one holds {len(yamls)}",
             where="folder",
         )
     where = PurePosixPath(yamls[0]).name
-    config = read_task_yaml(mp.decode_text(files[yamls[0]]), where)
+    config = _with_includes(yamls[0], configs[yamls[0]], files, ())
     first, second, target, delimiter = _check_shape(config, where)
     data_name, data = _data_file(_data_name(config, where), files, where)
     good, bad = (first, second) if target == 0 else (second, first)

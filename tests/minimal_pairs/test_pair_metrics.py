@@ -354,3 +354,72 @@ def test_the_request_form_asks_for_a_metric(bob, pair_set, model) -> None:
         "/pairs/evaluations/new/", {"models": ["tiny"], "pair_sets": ["small"], "metric": "mean"}
     )
     assert bad.status_code == 400 and PairEvaluation.objects.count() == 2
+
+
+def _split_into_template(out: Path, **task_keys: object) -> dict[str, object]:
+    """The exported task as BLiMP's lm-eval tasks are laid out: the settings in
+    `_template_yaml`, the task file only its name, data and `include` of it."""
+    path = out / "gym_blimpish.yaml"
+    config = yaml.safe_load(path.read_text())
+    own = {"include": "_template_yaml", "task": config.pop("task")}
+    own["dataset_kwargs"] = config.pop("dataset_kwargs")
+    (out / "_template_yaml").write_text(yaml.safe_dump(config))
+    path.write_text(yaml.safe_dump(own | task_keys))
+    return config
+
+
+def test_a_task_including_its_template_imports_as_the_flat_one(alice, blimp_set, tmp_path) -> None:
+    out = tmp_path / "task"
+    call_command("export_lm_eval", set="blimpish", out=str(out), stdout=io.StringIO())
+    _split_into_template(out)
+    call_command("import_lm_eval", str(out), name="included", owner="alice", stdout=io.StringIO())
+    included = MinimalPairSet.objects.get(name="included")
+    assert (included.metric, included.pair_count) == ("lm_eval", 2)
+    sentences = list(included.sentences.order_by("position").values_list("sentence", "comparison"))
+    original = list(blimp_set.sentences.order_by("position").values_list("sentence", "comparison"))
+    assert sentences == original
+    # The task file's own keys win over the template's, as in lm-eval.
+    again = tmp_path / "again"
+    call_command("export_lm_eval", set="blimpish", out=str(again), stdout=io.StringIO())
+    _split_into_template(again, target_delimiter="")
+    call_command("import_lm_eval", str(again), name="own", owner="alice", stdout=io.StringIO())
+    assert MinimalPairSet.objects.get(name="own").metric == "sentence"
+
+
+@pytest.mark.parametrize(
+    ("include", "where"),
+    [
+        ("../_template_yaml", "no absolute path, no '..'"),
+        ("/etc/passwd", "no absolute path, no '..'"),
+        ("missing_yaml", "is not a file inside the task folder"),
+        ("LINK", "is not a file inside the task folder"),
+        ("CYCLE", "includes itself"),
+        ("DEEP", "nest at most"),
+        (["_template_yaml"], "include must name a template file"),
+    ],
+)
+def test_hostile_includes_are_refused_with_the_place(
+    alice, blimp_set, tmp_path, include, where
+) -> None:
+    out = tmp_path / "task"
+    call_command("export_lm_eval", set="blimpish", out=str(out), stdout=io.StringIO())
+    template = _split_into_template(out)
+    (tmp_path / "outside_yaml").write_text(yaml.safe_dump(template))
+    if include == "LINK":
+        (out / "linked_yaml").symlink_to(tmp_path / "outside_yaml")
+        include = "linked_yaml"
+    elif include == "CYCLE":
+        (out / "_template_yaml").write_text(yaml.safe_dump(template | {"include": "_other"}))
+        (out / "_other").write_text(yaml.safe_dump({"include": "_template_yaml"}))
+        include = "_template_yaml"
+    elif include == "DEEP":
+        for level in range(6):
+            (out / f"_level{level}").write_text(yaml.safe_dump({"include": f"_level{level + 1}"}))
+        (out / "_level6").write_text(yaml.safe_dump(template))
+        include = "_level0"
+    path = out / "gym_blimpish.yaml"
+    path.write_text(yaml.safe_dump(yaml.safe_load(path.read_text()) | {"include": include}))
+    with pytest.raises(CommandError) as refused:
+        call_command("import_lm_eval", str(out), stdout=io.StringIO())
+    assert "include" in str(refused.value) and where in str(refused.value), refused.value
+    assert not MinimalPairSet.objects.filter(name="gym_blimpish").exists()
