@@ -12,6 +12,7 @@ from typing import Any
 from django import forms
 
 from evaluations.models import LanguageModel
+from evaluations.subsets import MAX_SEED, MAX_SIZE, Subset
 from evaluations.training.models import TrainingRun
 from evaluations.training.options import ARCHITECTURES, MASK_PROBABILITY, MASKED_PRESETS, PRESETS
 from suites.corpora.models import Corpus
@@ -425,3 +426,27 @@ class SeriesEvaluateForm(forms.Form):
         required=False,
         help_text="Causal models; mean pooling, logistic regression.",
     )
+    subset_size = forms.IntegerField(
+        required=False,
+        min_value=1,
+        max_value=MAX_SIZE,
+        label="Fast subset: items per benchmark",
+        help_text="Leave empty for the whole benchmarks. A fixed, seeded sample of this many "
+        "items (pairs, lines) of each benchmark; its curves are shown beside the whole "
+        "benchmarks', never mixed with them.",
+    )
+    subset_seed = forms.IntegerField(
+        required=False,
+        min_value=0,
+        max_value=MAX_SEED,
+        label="Subset seed",
+        help_text="Which sample (0 when empty); the same size and seed give the same items.",
+    )
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        size, seed = data.get("subset_size"), data.get("subset_seed")
+        if size is None and seed is not None and "subset_size" not in self.errors:
+            self.add_error("subset_size", "give the subset's size to draw a sample with a seed")
+        data["subset"] = Subset(size, seed or 0) if size is not None else None
+        return data

@@ -267,6 +267,7 @@ def model_series_evaluate(request: HttpRequest, name: str) -> HttpResponse:
                 tags=[tag.name for tag in data["tags"]],
                 pair_sets=list(data["pair_sets"]),
                 probing_tasks=list(data["probing_tasks"]),
+                subset=data["subset"],
                 user=request.user,
             )
         except series_services.SeriesInvalid as refused:
@@ -278,10 +279,13 @@ def model_series_evaluate(request: HttpRequest, name: str) -> HttpResponse:
             benchmarks = (
                 len(asked["suites"]) + len(asked["pair_sets"]) + len(asked["probing_tasks"])
             )
+            sample = data["subset"]
+            on = f", each on a subset of {sample.size:,} (seed {sample.seed})" if sample else ""
             messages.success(
                 request,
                 f"Asked for the runs of {len(asked['models'])} checkpoints on {benchmarks} "
-                "benchmark(s), checkpoint by checkpoint; the curves fill in as they finish.",
+                f"benchmark(s){on}, checkpoint by checkpoint; the curves fill in as they "
+                "finish.",
             )
             return redirect(series)
     return _series_page(request, series, form, status=status)

@@ -276,3 +276,41 @@ def test_hostile_subsets_are_refused_where_they_are_wrong(
     assert errors[0]["message"]
     assert Evaluation.objects.count() == 0
     assert ModelSeries.objects.get(name="trainer").samples == []
+
+
+def test_the_series_evaluate_form_takes_a_subset_size_and_seed(
+    alice, alice_client, trainer_series: ModelSeries, _private_broker
+) -> None:
+    suite = suite_services.suite_import(
+        source=big_suite("twelve", list(range(12))), owner=alice
+    ).suite
+    page = alice_client.get("/series/trainer/").content.decode()
+    assert 'name="subset_size"' in page and 'name="subset_seed"' in page
+    url = "/series/trainer/evaluate/"
+    for fields, where in [
+        ({"subset_size": "0"}, "subset_size"),
+        ({"subset_size": "ten"}, "subset_size"),
+        ({"subset_size": "4", "subset_seed": "-1"}, "subset_seed"),
+        ({"subset_seed": "3"}, "subset_size"),
+    ]:
+        refused = alice_client.post_form(url, {"suites": ["twelve"], **fields})
+        assert refused.status_code == 400, fields
+        assert refused.context["form"].errors.get(where), (fields, refused.context["form"].errors)
+    assert not Evaluation.objects.exists()
+    assert ModelSeries.objects.get(name="trainer").samples == []
+
+    done = alice_client.post_form(
+        url, {"suites": ["twelve"], "subset_size": "4", "subset_seed": "7"}
+    )
+    assert done.status_code == 302, done.content
+    runs = Evaluation.objects.filter(suite=suite)
+    assert runs.count() == 3
+    assert {(r.subset_size, r.subset_seed, r.subset_total) for r in runs} == {(4, 7, 12)}
+    assert ModelSeries.objects.get(name="trainer").samples == [{"size": 4, "seed": 7}]
+    followed = alice_client.get("/series/trainer/").content.decode()
+    assert "each on a subset of 4 (seed 7)" in followed
+    assert "subset: 4 of 12, seed 7" in followed
+
+    whole = alice_client.post_form(url, {"suites": ["twelve"]})
+    assert whole.status_code == 302
+    assert Evaluation.objects.filter(suite=suite, subset_size=0).count() == 3
