@@ -16,7 +16,10 @@ cache checks it on arrival as it checks the others. This module knows no kind of
 artifact: the kinds import it.
 
 Every call that reaches the store raises StoreUnavailable when the store cannot be reached,
-with a message that names where it was looked for.
+with a message that names where it was looked for. A worker's own writes (what a run made)
+go through `patiently`, which tries again for a while before it gives up; `reachable`
+says whether the store answers now (the sweep asks it before it sends again the runs that
+failed for an outage).
 """
 
 from __future__ import annotations
@@ -24,13 +27,18 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import logging
 import os
 import re
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import IO, Any
+from typing import IO, Any, TypeVar
 from urllib.parse import urlparse
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 CHUNK = 1024 * 1024
 # Beside a file whose key does not name its hash: {"sha256": ..., "size": ...}.
@@ -272,6 +280,53 @@ def _call(method: str, *args: Any) -> Any:
 
 def exists(key: str) -> bool:
     return bool(_call("exists", check_key(key)))
+
+
+# A name no artifact has: asking for it only tells whether the store answers.
+_PROBE_KEY = "gym-probe/reachable"
+
+
+def reachable() -> bool:
+    """Whether the store answers now."""
+    try:
+        exists(_PROBE_KEY)
+    except StoreUnavailable:
+        return False
+    return True
+
+
+def patiently(
+    call: Callable[[], T],
+    *,
+    what: str,
+    patience: float | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+) -> T:
+    """`call()` (a write of what a worker made), tried again while the store cannot be
+    reached: after 1, 2, 4 ... s (at most 30 s apart) for up to `patience` seconds
+    (GYM_STORE_WRITE_PATIENCE), so that a store that restarts or a network that blinks
+    costs a run a pause, not its work. Past that the last StoreUnavailable is raised,
+    saying how long it was tried. `call` must be safe to repeat (a put of the same key)."""
+    from django.conf import settings
+
+    budget = settings.GYM_STORE_WRITE_PATIENCE if patience is None else patience
+    deadline = time.monotonic() + max(0.0, budget)
+    wait, tries = 1.0, 0
+    while True:
+        tries += 1
+        try:
+            return call()
+        except StoreUnavailable as exc:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                if tries == 1:
+                    raise
+                raise StoreUnavailable(
+                    f"{exc} (writing {what}: tried {tries} times over {budget:g} s)"
+                ) from exc
+            log.warning("writing %s: %s; trying again in %.0f s", what, exc, min(wait, left))
+            sleep(min(wait, left))
+            wait = min(wait * 2, 30.0)
 
 
 def size(key: str) -> int:

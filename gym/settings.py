@@ -488,6 +488,12 @@ if GYM_PACK_TOKEN_BUDGET < 0:
 # without reaching the broker before it re-sends it.
 GYM_SWEEP_EVERY_SECONDS = envint("GYM_SWEEP_EVERY_SECONDS", 60)
 GYM_SWEEP_RESEND_AFTER = envint("GYM_SWEEP_RESEND_AFTER", 30)
+# A run failed because the artifact store could not be reached is sent again by the
+# sweep once the store answers, at most this many times (then it stays failed, for a
+# person to retry). A worker's own writes to the store (results, checkpoints, a trained
+# model) are tried again for up to GYM_STORE_WRITE_PATIENCE seconds before the run fails.
+GYM_STORE_OUTAGE_RESENDS = envint("GYM_STORE_OUTAGE_RESENDS", 3)
+GYM_STORE_WRITE_PATIENCE = envint("GYM_STORE_WRITE_PATIENCE", 120)
 CELERY_BEAT_SCHEDULE = {
     # A sweep not taken within its period is dropped: the next one does its work. Without
     # it, sweeps that take longer than their period (each waits for the workers' answers)

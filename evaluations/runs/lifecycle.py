@@ -28,6 +28,7 @@ from django.utils.module_loading import import_string
 from evaluations.model_sources import public_error
 from evaluations.models import IMPORTED_PREFIX, Run, RunPart
 from evaluations.runs import broker_watch, packing, publish
+from gym import artifacts
 from gym.errors import ApplicationError
 
 log = logging.getLogger(__name__)
@@ -500,10 +501,19 @@ def _store_parts(kind: RunKind, run_id: int, attempt: int, parts: int) -> bool:
 
 
 def run_fail(*, kind: RunKind, run_id: int, attempt: int, reason: str) -> bool:
+    """Fail the run's `attempt` with `reason`. A reason that ends with
+    publish.STORE_OUTAGE_NOTE (the artifact store could not be reached) marks the run
+    `waiting_for_store`: the sweep sends it again once the store answers."""
     # Everyone may read the reason: no server paths in it.
     reason = public_error(reason)
     return run_advance(
-        kind, run_id, attempt, S.FAILED, error=reason[:5000], finished_at=timezone.now()
+        kind,
+        run_id,
+        attempt,
+        S.FAILED,
+        error=reason[:5000],
+        finished_at=timezone.now(),
+        waiting_for_store=reason.endswith(publish.STORE_OUTAGE_NOTE),
     )
 
 
@@ -610,25 +620,33 @@ def run_retry(*, run: R, user: Any) -> R:
         if problem:
             raise RunConflict(problem)
     with transaction.atomic():
-        updated = kind.run_model.objects.filter(
-            pk=run.pk, status__in=(S.FAILED, S.CANCELLED)
-        ).update(
-            status=S.QUEUED,
-            enqueued=False,
-            attempt=F("attempt") + 1,
-            error="",
-            progress_done=0,
-            queued_at=timezone.now(),
-            started_at=None,
-            finished_at=None,
-        )
-        run.refresh_from_db()
-        # Parts of the earlier attempt are never stored now.
-        RunPart.objects.filter(kind=kind.name, run_id=run.pk).exclude(attempt=run.attempt).delete()
+        # A person's retry: the automatic resends after store outages count afresh.
+        updated = _requeue(kind, run, (S.FAILED, S.CANCELLED), store_resends=0)
         if not updated and not run.waiting_for_broker:
             raise RunConflict(_not_retryable(run))
         runs_enqueue_on_commit(kind=kind, runs=[run])
     return run
+
+
+def _requeue(kind: RunKind, run: Run, statuses: Sequence[str], **fields: Any) -> bool:
+    """Queue `run` again as a new attempt if its status is one of `statuses` (refreshed
+    either way); the parts of its earlier attempts are dropped. Inside a transaction."""
+    updated = kind.run_model.objects.filter(pk=run.pk, status__in=statuses).update(
+        status=S.QUEUED,
+        enqueued=False,
+        attempt=F("attempt") + 1,
+        error="",
+        progress_done=0,
+        queued_at=timezone.now(),
+        started_at=None,
+        finished_at=None,
+        waiting_for_store=False,
+        **fields,
+    )
+    run.refresh_from_db()
+    # Parts of the earlier attempt are never stored now.
+    RunPart.objects.filter(kind=kind.name, run_id=run.pk).exclude(attempt=run.attempt).delete()
+    return updated == 1
 
 
 def _not_retryable(run: Run) -> str:
@@ -682,6 +700,8 @@ class SweepReport:
     unsent: int = 0
     failed: int = 0
     orphans: int = 0
+    # Runs that failed for an artifact store out of reach, sent again now that it answers.
+    store_resent: int = 0
 
 
 def stale_reason(seconds: int) -> str:
@@ -728,11 +748,62 @@ def runs_sweep(*, now: Any = None, holds: Any = None) -> SweepReport:
             ):
                 report.failed += 1
         _prune_parts(kind)
+    report.store_resent = _resend_after_store_outage(resend_before)
     if holds is not None:
         report.orphans = _resend_orphans(holds)
-    if report.resent or report.failed or report.unsent or report.orphans:
+    if report.resent or report.failed or report.unsent or report.orphans or report.store_resent:
         log.info("sweep: %s", report)
     return report
+
+
+def _resend_after_store_outage(failed_before: Any) -> int:
+    """Runs that failed before `failed_before` because the artifact store could not be
+    reached (`waiting_for_store`): once the store answers, each is queued again as a new
+    attempt, at most GYM_STORE_OUTAGE_RESENDS times in all. One past that, or one whose
+    benchmark changed since (`RunKind.retry_problem`), stays failed for a person to
+    retry, and is no longer waiting."""
+    waiting = [
+        (kind, run)
+        for kind in KINDS.values()
+        for run in kind.run_model.objects.filter(
+            status=S.FAILED, waiting_for_store=True, finished_at__lt=failed_before
+        ).order_by("finished_at")[:200]
+    ]
+    if not waiting or not artifacts.reachable():
+        return 0
+    resent: dict[str, list[Run]] = {}
+    for kind, run in waiting:
+        with transaction.atomic():
+            problem = kind.retry_problem(run)
+            if run.store_resends >= settings.GYM_STORE_OUTAGE_RESENDS or problem:
+                why = problem or (
+                    f"It was sent again {run.store_resends} time(s) after outages of the "
+                    "store, the most this site allows: retry it once the store is back."
+                )
+                kind.run_model.objects.filter(pk=run.pk, attempt=run.attempt).update(
+                    waiting_for_store=False,
+                    error=run.error.removesuffix(publish.STORE_OUTAGE_NOTE) + why,
+                )
+                continue
+            attempt = run.attempt
+            if _requeue(kind, run, (S.FAILED,), store_resends=F("store_resends") + 1):
+                log.warning(
+                    "sweep: %s run %s failed (attempt %s) because the artifact store could "
+                    "not be reached; the store answers again: sent again as attempt %s",
+                    kind.name,
+                    run.pk,
+                    attempt,
+                    run.attempt,
+                )
+                resent.setdefault(kind.name, []).append(run)
+    sent = 0
+    for name, runs in resent.items():
+        try:
+            runs_enqueue(kind=KINDS[name], runs=runs)
+        except BrokerUnavailable as exc:  # queued and unsent: the next sweep sends them
+            log.warning("sweep: %s", exc)
+        sent += len(runs)
+    return sent
 
 
 def _resend_orphans(holds: Any) -> int:

@@ -51,6 +51,11 @@ class Run(models.Model):
     progress_done = models.PositiveIntegerField(default=0)
     progress_total = models.PositiveIntegerField(default=0)
     error = models.TextField(blank=True)
+    # Failed because the artifact store could not be reached (the reason says so): the
+    # sweep sends it again, as a new attempt, once the store answers, at most
+    # GYM_STORE_OUTAGE_RESENDS times in all (`store_resends` counts them).
+    waiting_for_store = models.BooleanField(default=False)
+    store_resends = models.PositiveSmallIntegerField(default=0)
     requested_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
     )

@@ -13,6 +13,14 @@ from django.conf import settings
 
 from evaluations.runs import broker_watch
 
+# The end of the reason of a run that failed because the artifact store could not be
+# reached (`tasks.failure_reason`): `lifecycle.run_fail` marks such a run
+# `waiting_for_store`, and the sweep sends it again once the store answers (at most
+# GYM_STORE_OUTAGE_RESENDS times).
+STORE_OUTAGE_NOTE = (
+    "Nothing was lost: the site sends the run again once the store is back (or retry it then)."
+)
+
 GPU_QUEUE = "gpu"
 DEFAULT_QUEUE = "celery"
 # Publishing from a web request must fail fast when the broker is down, so that the

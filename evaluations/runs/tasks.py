@@ -65,6 +65,7 @@ from evaluations.runs.publish import (
     DEFAULT_QUEUE,
     GPU_QUEUE,
     HANDOVER_RETRY_POLICY,
+    STORE_OUTAGE_NOTE,
     WORK_PACK_TASK,
     WORK_TASK,
     soft_time_limit,
@@ -420,8 +421,14 @@ def results_pack(kind: str, run_id: int, attempt: int, results: dict[str, Any]) 
     folder = settings.GYM_RUN_RESULTS_DIR
     if not folder and settings.GYM_ARTIFACTS_URL:
         # Many machines: through the artifact store every one of them reaches.
+        # Through a store that blinks, tried again for a while (GYM_STORE_WRITE_PATIENCE):
+        # the results took the GPU's time.
         key = f"results/{kind}-{run_id}-{attempt}-{uuid.uuid4().hex}.json"
-        artifacts.put_file(key, io.BytesIO(json.dumps(results, separators=(",", ":")).encode()))
+        data = json.dumps(results, separators=(",", ":")).encode()
+        artifacts.patiently(
+            lambda: artifacts.put_file(key, io.BytesIO(data)),
+            what=f"the results of {kind} run {run_id}",
+        )
         return {"key": key}
     if not folder:
         return {"inline": results}
@@ -535,10 +542,7 @@ def failure_reason(
     if isinstance(exc, ScoringError):
         return f"{work} failed: {exc}"
     if isinstance(exc, StoreUnavailable):
-        return (
-            f"{exc} (tried {retries + 1} times). Nothing was lost: retry the run once the "
-            "store is back."
-        )
+        return f"{exc} (tried {retries + 1} times). {STORE_OUTAGE_NOTE}"
     if is_transient(exc):
         return f"Gave up after {retries} retries: {exc.__class__.__name__}: {exc}"
     return f"{work} failed: {exc.__class__.__name__}: {exc}"

@@ -85,11 +85,20 @@ def push_checkpoint(store: str, checkpoint: Path, state_name: str) -> str:
     """Store a checkpoint's model (and its training state apart): returns its key."""
     key = checkpoint_key(store, checkpoint.name)
     state = checkpoint / state_name
+    what = f"the checkpoint {checkpoint.name}"
     if state.is_file():
-        artifacts.put_file(
-            state_key(store, checkpoint.name, state_name), state, link=True, record_hash=True
+        artifacts.patiently(
+            lambda: artifacts.put_file(
+                state_key(store, checkpoint.name, state_name), state, link=True, record_hash=True
+            ),
+            what=f"{what}'s training state",
         )
-    artifacts.put_folder(key, checkpoint, link=True, include=lambda p: p.name != state_name)
+    artifacts.patiently(
+        lambda: artifacts.put_folder(
+            key, checkpoint, link=True, include=lambda p: p.name != state_name
+        ),
+        what=what,
+    )
     return key
 
 
@@ -100,7 +109,7 @@ def push_file(store: str, out_dir: Path, name: str) -> str | None:
     if not path.is_file():
         return None
     key = f"{prefix(store)}/{name}"
-    artifacts.put_file(key, path, record_hash=True)
+    artifacts.patiently(lambda: artifacts.put_file(key, path, record_hash=True), what=name)
     return key
 
 
@@ -118,7 +127,9 @@ def push_model(store: str, out_dir: Path) -> str:
             and not (name.endswith(".part"))
         )
 
-    artifacts.put_folder(key, out_dir, include=include)
+    artifacts.patiently(
+        lambda: artifacts.put_folder(key, out_dir, include=include), what="the trained model"
+    )
     return key
 
 

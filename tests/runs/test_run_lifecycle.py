@@ -214,7 +214,8 @@ def test_an_unreachable_store_is_retried_then_said() -> None:
     reason = failure_reason(down, retries=5, kind="training")
     assert reason.startswith("The artifact store at s3://gym (http://s3:8333) could not be")
     assert reason.endswith(
-        "(tried 6 times). Nothing was lost: retry the run once the store is back."
+        "(tried 6 times). Nothing was lost: the site sends the run again once the store is "
+        "back (or retry it then)."
     )
 
 
