@@ -329,6 +329,48 @@ def patiently(
             wait = min(wait * 2, 30.0)
 
 
+def exists_file(key: str) -> bool:
+    """Whether a file is stored under key: not a folder of keys below it, which a
+    local-folder store also says exists (a half-copied folder has files, no manifest)."""
+    from django.core.files.storage import FileSystemStorage
+
+    if isinstance(_storage(), FileSystemStorage):
+        return local_file(key) is not None
+    return exists(key)
+
+
+def stored_problem(key: str, *, sha256: str | None = None) -> str:
+    """What is wrong with what is stored under key ("" when it checks out), read back
+    whole: a folder (a manifest under key) file by file against its manifest; a file
+    against `sha256`, else the hash its key names, else the one recorded beside it (a
+    file with none of them only has to be there)."""
+    if exists(f"{check_key(key)}/manifest.json"):
+        for entry in read_manifest(key):
+            name = f"{key}/files/{entry['path']}"
+            if not exists_file(name):
+                return f"its file {entry['path']} is missing"
+            if _stored_sha(name) != entry["sha256"]:
+                return f"its file {entry['path']} does not match its manifest's hash"
+        return ""
+    if not exists_file(key):
+        return "nothing is stored there"
+    expected = sha256 or content_hash_of(key)
+    record = hash_record(key) if expected is None else None
+    if record is not None:
+        expected = str(json.loads(record).get("sha256", "")) or None
+    if expected is not None and _stored_sha(key) != expected:
+        return f"its content's hash is not {expected}"
+    return ""
+
+
+def _stored_sha(key: str) -> str:
+    with open_file(key) as handle:
+        try:
+            return sha256_of(handle)[0]
+        except _guarded_errors() as error:
+            raise _unreachable(error) from error
+
+
 def size(key: str) -> int:
     return int(_call("size", check_key(key)))
 

@@ -104,3 +104,64 @@ def test_a_copy_whose_hash_differs_is_refused(book_corpus, tmp_path) -> None:
         said = _migrate()
         assert "missing: corpus book" in said and "the file's hash is" in said
         assert artifacts.list_prefix("corpora") == []
+
+
+def _folder_model(tmp_path: Path) -> tuple[LanguageModel, Path]:
+    """An uploaded model from before the store: a folder on this host."""
+    folder = tmp_path / "uploads" / "beef"
+    folder.mkdir(parents=True)
+    (folder / "config.json").write_text('{"model_type": "gpt2"}', encoding="utf-8")
+    (folder / "model.safetensors").write_bytes(b"weights " * 100)
+    model = LanguageModel.objects.create(
+        name="folder",
+        display_name="Folder",
+        source=str(folder),
+        upload_key="beef",
+        content_hash="beef" * 16,
+    )
+    return model, folder
+
+
+def test_a_half_copied_folder_is_copied_again_and_a_damaged_copy_replaced(
+    book_corpus, tmp_path
+) -> None:
+    model, folder = _folder_model(tmp_path)
+    key = f"models/uploaded/{'beef' * 16}"
+    fresh = artifacts.artifact_storage("", tmp_path / "new-store", endpoint="", region="x")
+    with override_settings(
+        STORAGES={"artifacts": fresh, "default": fresh}, GYM_ARTIFACTS_DIR=tmp_path / "new-store"
+    ):
+        # An earlier run stopped halfway: one file of the folder, no manifest; and the
+        # corpus's key holds other bytes (a copy damaged in the store).
+        artifacts.put_file(f"{key}/files/config.json", folder / "config.json")
+        artifacts.put_file(book_corpus.artifact_key, io.BytesIO(b"not the corpus\n"))
+        said = _migrate()
+        assert "copied 2, 0 there already, 1 model row(s) pointed at the store" in said, said
+        assert "0 missing, 0 damaged" in said
+        assert "replacing a stored copy whose content's hash is not" in said
+        assert [e["path"] for e in artifacts.read_manifest(key)] == [
+            "config.json",
+            "model.safetensors",
+        ]
+        assert artifacts.stored_problem(key) == ""
+        assert artifacts.stored_problem(book_corpus.artifact_key) == ""
+        assert LanguageModel.objects.get(pk=model.pk).source == f"artifact:{key}"
+
+        # Damaged again, now with no good file here: reported, not hidden, not replaced.
+        stored_weights = tmp_path / "new-store" / key / "files" / "model.safetensors"
+        stored_weights.unlink()  # a hard link to the upload: never write through it
+        stored_weights.write_bytes(b"flipped bits")
+        saved = tmp_path / "saved-corpus"
+        shutil.move(book_corpus.path, saved)
+        artifacts.delete(book_corpus.artifact_key)
+        artifacts.put_file(book_corpus.artifact_key, io.BytesIO(b"not the corpus\n"))
+        said = _migrate()
+        assert "copied 0, 0 there already" in said and "2 damaged" in said, said
+        assert (
+            f"damaged: uploaded model folder ({key}): its file model.safetensors does not "
+            "match its manifest's hash"
+        ) in said
+        assert f"damaged: corpus book ({book_corpus.artifact_key}): its content's hash" in said
+        assert "failed their hash check" in said
+        assert stored_weights.read_bytes() == b"flipped bits"
+        shutil.move(saved, book_corpus.path)

@@ -2,7 +2,10 @@
 
 Copies what the database references and the store lacks (corpora, uploaded models,
 trained models with their checkpoints and training states), checks each copy by its hash,
-points the model rows at the store, and reports what it could not find. Idempotent: a
+points the model rows at the store, and reports what it could not find. What the store
+holds already is read back and checked too (a folder against its manifest: a folder half
+copied by an interrupted run has no manifest, and is copied again); a damaged copy is
+replaced from this machine's file when that checks out, else reported. Idempotent: a
 second run copies nothing and changes nothing. The files stay where they were (remove
 them by hand once every machine reads the store)."""
 
@@ -33,6 +36,8 @@ class Report:
     present: list[str] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)
     repointed: list[str] = field(default_factory=list)
+    # In the store but not what the database names, with no good copy here to replace it.
+    damaged: list[str] = field(default_factory=list)
 
 
 class Command(BaseCommand):
@@ -58,7 +63,8 @@ class Command(BaseCommand):
         self.stdout.write(
             f"artifacts_migrate into {artifacts.where()}: {verb} {len(report.copied)}, "
             f"{len(report.present)} there already, {len(report.repointed)} model row(s) "
-            f"{'to point' if dry else 'pointed'} at the store, {len(report.missing)} missing"
+            f"{'to point' if dry else 'pointed'} at the store, {len(report.missing)} missing, "
+            f"{len(report.damaged)} damaged"
         )
         for line in report.copied:
             self.stdout.write(f"  {verb}: {line}")
@@ -66,11 +72,19 @@ class Command(BaseCommand):
             self.stdout.write(f"  {'would point' if dry else 'pointed'}: {line}")
         for line in report.missing:
             self.stdout.write(f"  missing: {line}")
+        for line in report.damaged:
+            self.stdout.write(f"  damaged: {line}")
         if report.missing:
             self.stderr.write(
                 f"{len(report.missing)} file(s) the database names were found neither here nor "
                 "in the store: run the command on the machine that has them, or restore them "
                 "from a backup."
+            )
+        if report.damaged:
+            self.stderr.write(
+                f"{len(report.damaged)} stored copy(ies) failed their hash check and this "
+                "machine has no good file to replace them: run the command where the files "
+                "are, or restore them from a backup."
             )
 
 
@@ -78,24 +92,35 @@ def _corpora(report: Report, dry: bool) -> None:
     for corpus in Corpus.objects.order_by("pk"):
         key = corpus.artifact_key
         what = f"corpus {corpus.name} ({key})"
-        if artifacts.exists(key):
-            report.present.append(what)
-        elif not corpus.path.is_file():
-            report.missing.append(f"{what}: no file {corpus.file_name} in GYM_CORPUS_DIR")
-        else:
+        have = corpus.path.is_file()
+        if artifacts.exists_file(key):
+            problem = artifacts.stored_problem(key)
+            if not problem:
+                report.present.append(what)
+                continue
+            if not have or artifacts.sha256_of(corpus.path)[0] != artifacts.content_hash_of(key):
+                report.damaged.append(f"{what}: {problem}")
+                continue
+            what += f", replacing a stored copy whose {problem.removeprefix('its ')}"
             if not dry:
-                put = artifacts.put_content(corpus.path, "corpora", link=True)
-                if put.key != key:  # the file is not the text the row describes
-                    artifacts.delete(put.key)
-                    report.missing.append(f"{what}: the file's hash is {put.sha256}")
-                    continue
-            report.copied.append(what)
+                artifacts.delete(key)
+        elif not have:
+            report.missing.append(f"{what}: no file {corpus.file_name} in GYM_CORPUS_DIR")
+            continue
+        if not dry:
+            put = artifacts.put_content(corpus.path, "corpora", link=True)
+            if put.key != key:  # the file is not the text the row describes
+                artifacts.delete(put.key)
+                report.missing.append(f"{what}: the file's hash is {put.sha256}")
+                continue
+        report.copied.append(what)
 
 
 def _uploads(report: Report, dry: bool) -> None:
     for model in LanguageModel.objects.exclude(upload_key="").order_by("pk"):
-        if sources.artifact_key(model.source) is not None:
-            report.present.append(f"uploaded model {model.name}")
+        key = sources.artifact_key(model.source)
+        if key is not None:
+            _check_present(report, key, f"uploaded model {model.name}")
             continue
         path = Path(model.source)
         key = f"{UPLOADED_PREFIX}/{model.content_hash}"
@@ -143,8 +168,9 @@ def _trained_files(report: Report, dry: bool, run: TrainingRun, folder: str, out
                 )
     if run.status != TrainingRun.Status.DONE:
         return
-    if sources.artifact_key(run.model.source):
-        report.present.append(f"trained model {run.model.name}")
+    stored_key = sources.artifact_key(run.model.source)
+    if stored_key:
+        _check_present(report, stored_key, f"trained model {run.model.name}")
         return
     key = sources.artifact_key(model_artifact_source(run)) or ""
     if run.training_kind == TrainingRun.Kind.NGRAM:
@@ -153,32 +179,55 @@ def _trained_files(report: Report, dry: bool, run: TrainingRun, folder: str, out
         _put_and_point(report, dry, run.model, out_dir, key, f"trained model {run.model.name}")
 
 
+def _check_present(report: Report, key: str, what: str) -> None:
+    """Something already in the store, with no file here to copy again: checked."""
+    problem = artifacts.stored_problem(key)
+    if problem:
+        report.damaged.append(f"{what} ({key}): {problem}")
+    else:
+        report.present.append(what)
+
+
 def _put_and_point(
     report: Report, dry: bool, model: LanguageModel, path: Path, key: str, what: str
 ) -> None:
     """Store `path` (a file, or a model folder without its checkpoints and token files)
-    under `key` unless it is there, then point the model's row at it."""
-    manifest = f"{key}/manifest.json"
-    there = artifacts.exists(key) or artifacts.exists(manifest)
-    if there:
+    under `key` unless a copy that checks out is there, then point the model's row at
+    it. A folder counts as there only with its manifest, which is written last."""
+    folder = artifacts.exists(f"{key}/manifest.json")
+    there = folder or artifacts.exists_file(key)
+    problem = artifacts.stored_problem(key, sha256=_file_sha(path)) if there else ""
+    if there and not problem:
         report.present.append(what)
-    elif path.is_file():
-        if not dry:
-            artifacts.put_file(key, path, link=True)
-            _check_file(key, path)
-        report.copied.append(f"{what} ({key})")
-    elif path.is_dir():
-        if not dry:
-            artifacts.put_folder(key, path, link=True, include=_model_file)
-            _check_folder(key, path)
-        report.copied.append(f"{what} ({key})")
-    else:
-        report.missing.append(f"{what}: nothing at {path}")
+    elif not (path.is_file() or path.is_dir()):
+        if there:
+            report.damaged.append(f"{what} ({key}): {problem}")
+        else:
+            report.missing.append(f"{what}: nothing at {path}")
         return
+    else:
+        if problem:
+            what += f", replacing a stored copy whose {problem.removeprefix('its ')}"
+        if not dry:
+            if problem and folder:
+                artifacts.delete_prefix(key)
+            elif problem:
+                artifacts.delete(key)
+            if path.is_file():
+                artifacts.put_file(key, path, link=True)
+                _check_file(key, path)
+            else:
+                artifacts.put_folder(key, path, link=True, include=_model_file)
+                _check_folder(key, path)
+        report.copied.append(f"{what} ({key})")
     report.repointed.append(f"{model.name} -> {sources.artifact_source(key)}")
     if not dry:
         with transaction.atomic():
             LanguageModel.objects.filter(pk=model.pk).update(source=sources.artifact_source(key))
+
+
+def _file_sha(path: Path) -> str | None:
+    return artifacts.sha256_of(path)[0] if path.is_file() else None
 
 
 def _model_file(relative: Path) -> bool:
