@@ -149,6 +149,25 @@ def test_an_arpa_file_plain_or_gzipped(alice, uploads_dir, gz: bool) -> None:
     assert (uploads_dir / model.upload_key).read_bytes() == body
 
 
+def test_a_multipart_name_beside_the_file_names_the_model(alice, uploads_dir) -> None:
+    """`POST /api/models/` with the multipart fields `file` and `name`, as
+    `curl -F file=@model.arpa -F name=...` sends them."""
+    client = token_client(alice)
+    body = TINY_ARPA.encode()
+    bad = upload(client, body, "model.arpa", name="no spaces here")
+    assert bad.status_code == 400, bad.content
+    assert [e["path"] for e in bad.json()["errors"]] == ["$.name"]
+    assert_nothing_kept(uploads_dir)
+    response = upload(client, body, "model.arpa", name="home-trigram", display_name="Home 3-gram")
+    assert response.status_code == 202, response.content
+    answer = response.json()
+    assert (answer["name"], answer["display_name"]) == ("home-trigram", "Home 3-gram")
+    assert (answer["kind"], answer["status"]) == ("ngram", "checking")
+    model = LanguageModel.objects.get()
+    assert model.name == "home-trigram" and model.registered_by == alice
+    assert (uploads_dir / model.upload_key).read_bytes() == body
+
+
 def test_the_register_page_takes_a_model_file(alice, alice_client, tiny_gpt2) -> None:
     page = alice_client.get("/models/register/").content.decode()
     assert 'enctype="multipart/form-data"' in page and 'name="file"' in page
