@@ -38,8 +38,10 @@ from rest_framework.authtoken.models import Token
 
 from evaluations.models import Evaluation, LanguageModel, PairEvaluation, ProbingRun
 from evaluations.runs import lifecycle as runs
-from evaluations.training import services
+from evaluations.training import services, stored
 from evaluations.training.models import TrainingRun
+from evaluations.training.options import CHECKPOINT_PREFIX
+from gym import artifacts
 from suites.syntaxgym.services import suite_import
 from tests.artifacts.conftest import s3_settings
 from tests.celery_harness import (
@@ -58,6 +60,18 @@ pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
 # The roles, each a machine of its own.
 ROLES = ("web", "storing", "beat", "gpu-a", "gpu-b")
+
+
+def _stored_checkpoints(folder: str) -> list[int]:
+    """The tokens of each checkpoint of a training stored with its training state and
+    its manifest: what another machine can resume from."""
+    found = []
+    for key in artifacts.list_prefix(f"{stored.prefix(folder)}/{stored.STATES}"):
+        name = key.split("/")[-2]
+        manifest = f"{stored.checkpoint_key(folder, name)}/manifest.json"
+        if name.removeprefix(CHECKPOINT_PREFIX).isdigit() and artifacts.exists(manifest):
+            found.append(int(name.removeprefix(CHECKPOINT_PREFIX)))
+    return sorted(found)
 
 
 def _role(root: Path, name: str) -> dict[str, str]:
@@ -340,11 +354,16 @@ def test_many_machines_share_only_the_services_and_the_store(
 
         # 2. Worker A's machine dies; worker B, which has never seen A's folders, resumes.
         gpu_a.kill()
+        # The checkpoints A stored whole (its state and its manifest) before it died: B
+        # must resume from the last of them, not from zero nor from an earlier one.
+        kept = _stored_checkpoints(TrainingRun.objects.get(pk=run.pk).store_folder)
+        assert kept, "worker A stored no checkpoint before it was killed"
         pace.release()
         workers("gpu", launcher=launcher("gpu-b"), **shared, **_role(machines, "gpu-b"))
         run = wait_finished(TrainingRun, run.pk, what="the resumed training", timeout=400)
         assert run.status == "done", run.error
-        assert run.summary["resumed_from_step"] >= 1  # not from zero
+        per_step = run.checkpoints[-1]["tokens"] // 8  # the last one is at the last step
+        assert run.summary["resumed_from_step"] == max(kept) // per_step, (kept, run.summary)
         assert [c["tokens"] for c in run.checkpoints] == [256, 512, 1024, 2048]
         on_b = homes["gpu-b"] / "trained" / "book-tiny"
         assert (on_b / "model.safetensors").is_file()
