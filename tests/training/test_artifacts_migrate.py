@@ -165,3 +165,38 @@ def test_a_half_copied_folder_is_copied_again_and_a_damaged_copy_replaced(
         assert "failed their hash check" in said
         assert stored_weights.read_bytes() == b"flipped bits"
         shutil.move(saved, book_corpus.path)
+
+
+def test_models_registered_by_a_path_move_into_the_store(tiny_gpt2, settings, tmp_path) -> None:
+    """An administrator's models named by their paths (a folder, an ARPA file, as the
+    baselines are): copied under models/local/, pointed at, loaded from there; a second
+    run and gym_bootstrap leave them in the store."""
+    from evaluations.language_models.registry import model_register
+
+    base = Path(settings.GYM_MODEL_DIRS[0])
+    folder = base / "lab-gpt2"
+    shutil.copytree(tiny_gpt2, folder)
+    arpa = base / "lab.arpa"
+    arpa.write_text(TINY_ARPA, encoding="utf-8")
+    neural = model_register(source=str(folder), name="lab-gpt2")
+    ngram = model_register(source=str(arpa), name="lab-3gram")
+    hub = LanguageModel.objects.create(name="hub", display_name="Hub", source="gpt2")
+    assert neural.source == str(folder.resolve())
+    fresh = artifacts.artifact_storage("", tmp_path / "new-store", endpoint="", region="x")
+    with override_settings(
+        STORAGES={"artifacts": fresh, "default": fresh}, GYM_ARTIFACTS_DIR=tmp_path / "new-store"
+    ):
+        said = _migrate()
+        assert "copied 2, 0 there already, 2 model row(s) pointed at the store" in said, said
+        neural.refresh_from_db()
+        ngram.refresh_from_db()
+        assert neural.source.startswith("artifact:models/local/")
+        assert ngram.source.startswith("artifact:models/local/")
+        assert ngram.source.endswith("/lab.arpa")
+        assert LanguageModel.objects.get(pk=hub.pk).source == "gpt2"  # a hub id: no path
+        assert str(base) not in neural.source + ngram.source
+        clear_model_cache()
+        assert load_model(ngram.source, kind="ngram").order == 3  # type: ignore[union-attr]
+        assert load_model(neural.source, kind="causal") is not None
+        keys = artifacts.list_prefix("")
+        assert "copied 0" in _migrate() and artifacts.list_prefix("") == keys

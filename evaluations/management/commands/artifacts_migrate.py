@@ -1,7 +1,8 @@
 """manage.py artifacts_migrate: move an existing install's files into the artifact store.
 
 Copies what the database references and the store lacks (corpora, uploaded models,
-trained models with their checkpoints and training states), checks each copy by its hash,
+trained models with their checkpoints and training states, and models an administrator
+registered by a path on this machine, the baselines included), checks each copy by its hash,
 points the model rows at the store, and reports what it could not find. What the store
 holds already is read back and checked too (a folder against its manifest: a folder half
 copied by an interrupted run has no manifest, and is copied again); a damaged copy is
@@ -11,6 +12,7 @@ them by hand once every machine reads the store)."""
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -57,6 +59,7 @@ class Command(BaseCommand):
             _corpora(report, dry)
             _uploads(report, dry)
             _trained(report, dry)
+            _local_models(report, dry)
         except artifacts.StoreUnavailable as exc:
             raise CommandError(f"{exc} Nothing more was copied; run the command again.") from None
         verb = "would copy" if dry else "copied"
@@ -126,6 +129,42 @@ def _uploads(report: Report, dry: bool) -> None:
         key = f"{UPLOADED_PREFIX}/{model.content_hash}"
         key = f"{key}/{path.name}" if path.is_file() else key
         _put_and_point(report, dry, model, path, key, f"uploaded model {model.name}")
+
+
+# Models registered by their path on this host, once in the store.
+LOCAL_PREFIX = "models/local"
+
+
+def _local_models(report: Report, dry: bool) -> None:
+    """Models registered by a path (a folder or an ARPA file under GYM_MODEL_DIRS, the
+    baselines): stored under models/local/<sha256 of the content> and pointed at, so that
+    no row names a path of this host. Uploads and trained models were handled above."""
+    trained = TrainingRun.objects.values("model_id")
+    for model in (
+        LanguageModel.objects.filter(upload_key="", source__startswith="/")
+        .exclude(pk__in=trained)
+        .order_by("pk")
+    ):
+        path = Path(model.source)
+        what = f"local model {model.name}"
+        if path.is_file():
+            key = f"{LOCAL_PREFIX}/{artifacts.sha256_of(path)[0]}/{path.name}"
+        elif path.is_dir():
+            key = f"{LOCAL_PREFIX}/{_folder_digest(path)}"
+        else:
+            report.missing.append(f"{what}: nothing at {path}")
+            continue
+        _put_and_point(report, dry, model, path, key, what)
+
+
+def _folder_digest(folder: Path) -> str:
+    """One hash of a model folder's files (those a copy holds): their paths and hashes."""
+    lines = [
+        f"{p.relative_to(folder).as_posix()}\t{artifacts.sha256_of(p)[0]}\n"
+        for p in sorted(folder.rglob("*"))
+        if p.is_file() and _model_file(p.relative_to(folder))
+    ]
+    return hashlib.sha256("".join(lines).encode()).hexdigest()
 
 
 def _trained(report: Report, dry: bool) -> None:

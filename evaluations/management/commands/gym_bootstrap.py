@@ -14,6 +14,7 @@ from evaluations.minimal_pairs import services as pair_services
 from evaluations.models import LanguageModel
 from evaluations.probing import services as probing_services
 from evaluations.runs.lifecycle import RequestOutcome
+from evaluations.scoring import sources
 from evaluations.syntaxgym import services
 from suites.models import MinimalPairSet, ProbingTask, Suite
 
@@ -146,7 +147,11 @@ class Command(BaseCommand):
         name = fields["name"]
         existing = LanguageModel.objects.filter(name=name).first()
         if existing is not None:
-            if existing.source != fields["source"]:
+            if sources.artifact_key(existing.source) is not None:
+                # Moved into the artifact store (artifacts_migrate): every machine reads
+                # it there; this machine's path is not pointed at again.
+                self.stdout.write(f"{existing.display_name} already registered (in the store)")
+            elif existing.source != fields["source"]:
                 # A reinstalled package or a moved checkout: point the baseline at the
                 # file that exists now (its results stay).
                 LanguageModel.objects.filter(pk=existing.pk).update(source=fields["source"])
