@@ -595,7 +595,10 @@ class _Solver:
                 total += (norm.log() - z.gather(2, yr)).squeeze(2).double().sum(0)
                 g /= norm
                 g.scatter_add_(2, yr, torch.full(yr.shape, -1.0, device=g.device))
-                gsub[:width] += (xr.t() @ g.view(len(xr), a * classes)).view(width, a, classes)
+                # gᵀ x rather than xᵀ g: the same sums, with the long dimension where the
+                # matrix kernels want it (about twice as fast on a CPU).
+                gt = g.view(len(xr), a * classes).t().contiguous()
+                gsub[:width] += (gt @ xr).t().reshape(width, a, classes)
                 gsub[width] += g.sum(0)
             gsub /= max(1, n)
             penalty = l2[k, ps.to(l2.device)].to(theta.device)
