@@ -12,9 +12,12 @@ the l2 grid of Gym's probes (0.1, 0.01, 0.001, 0.0001, chosen on va). Prints the
   deterministic, so one fit stands for the 3 seeds: this counts a third of the fits
   Gym makes),
 
-and the largest difference between their chosen probes' te accuracies.
+and the largest difference between their chosen probes' te accuracies; with
+`--mdl-layers N`, the online code (MDL) of N layers with every block of every layer in
+one batch against block by block.
 
     .venv/bin/python benchmarks/probes.py --train 20000       # minutes on 2 CPU cores
+    .venv/bin/python benchmarks/probes.py --train 20000 --skip-sklearn --mdl-layers 13
     .venv/bin/python benchmarks/probes.py --smoke             # seconds
 
 On a busy machine pass `--threads 1` with OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1: two
@@ -106,6 +109,46 @@ def sklearn_layer_by_layer(features, labels) -> tuple[float, list]:
     return time.perf_counter() - started, found
 
 
+def mdl_side_by_side(features, labels, classes: int, layers: int) -> dict[str, object]:
+    """The online code (MDL) of the task's probe on the first `layers` layers: every
+    block of every layer in one batch, against block by block (`online_codelength`, a
+    fit per block and layer), with the same penalty (0.01) on each layer."""
+    from evaluations.probing import probes
+
+    chosen = features[:layers]
+    penalties = [0.01] * len(chosen)
+    y = labels[0]
+    started = time.perf_counter()
+    batched = probes.online_codelength_batched(
+        [f["tr"] for f in chosen], y["tr"], classes, penalties
+    )
+    batched_seconds = time.perf_counter() - started
+    started = time.perf_counter()
+    alone = [
+        probes.online_codelength(
+            probes.Split(f["tr"], y["tr"], f["va"], y["va"], f["te"], y["te"], classes),
+            hyperparameter=penalties[k],
+        )
+        for k, f in enumerate(chosen)
+    ]
+    alone_seconds = time.perf_counter() - started
+    return {
+        "mdl_layers": len(chosen),
+        "mdl_blocks": batched[0]["blocks"],
+        "mdl_batched_seconds": round(batched_seconds, 2),
+        "mdl_block_by_block_seconds": round(alone_seconds, 2),
+        "mdl_speedup": round(alone_seconds / batched_seconds, 2),
+        "mdl_bits_batched": [round(code["bits"], 1) for code in batched],
+        "mdl_bits_block_by_block": [round(code["bits"], 1) for code in alone],
+        "mdl_largest_relative_difference": round(
+            max(
+                abs(a["bits"] - b["bits"]) / a["bits"] for a, b in zip(alone, batched, strict=True)
+            ),
+            5,
+        ),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--smoke", action="store_true")
@@ -114,6 +157,12 @@ def main() -> None:
     parser.add_argument("--width", type=int, default=768)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--skip-sklearn", action="store_true")
+    parser.add_argument(
+        "--mdl-layers",
+        type=int,
+        default=0,
+        help="also time the online code (MDL) of this many layers, batched and block by block",
+    )
     args = parser.parse_args()
     import torch
 
@@ -142,6 +191,9 @@ def main() -> None:
             "gym": [round(float(np.mean(gym_te[k][0])), 4) for k in range(layers)],
             "sklearn": [round(sk_te[k][0], 4) for k in range(layers)],
         }
+    mdl_layers = 2 if args.smoke else args.mdl_layers
+    if mdl_layers:
+        result.update(mdl_side_by_side(features, labels, classes, mdl_layers))
     print(json.dumps(result, indent=2))
 
 

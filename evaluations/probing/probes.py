@@ -25,6 +25,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -267,7 +268,7 @@ def online_codelength(
     hyperparameter: float | None = None,
     device: str = "cpu",
     seed: int = SEED,
-) -> dict[str, float | None]:
+) -> dict[str, Any]:
     """The description length of tr's labels given its vectors, in bits.
 
     tr is shuffled with `seed`; the first block is sent with the uniform code
@@ -280,7 +281,7 @@ def online_codelength(
     x, y = split.x_tr[order], split.y_tr[order]
     uniform_per = float(np.log2(split.n_classes))
     ends = mdl_blocks(n)
-    bits = ends[0] * uniform_per
+    block_bits = [ends[0] * uniform_per]
     grid = None if hyperparameter is None else (hyperparameter,)
     for start, end in zip(ends, ends[1:], strict=False):
         block = Split(
@@ -294,13 +295,15 @@ def online_codelength(
         )
         fit = fit_probe(block, probe=probe, device=device, seed=seed, grid=grid, log_probs=True)
         assert fit.te_log2_gold is not None
-        bits -= float(fit.te_log2_gold.sum())
+        block_bits.append(-float(fit.te_log2_gold.sum()))
+    bits = float(sum(block_bits))
     uniform = n * uniform_per
     return {
         "bits": bits,
         "uniform_bits": uniform,
         "compression": uniform / bits if bits > 0 else None,
         "blocks": len(ends),
+        "block_bits": block_bits,
     }
 
 
@@ -371,6 +374,10 @@ GRAM_ROWS = 16_384
 BOHNING = 0.5
 # Bytes of logits one matrix product may make; more rows are taken in several.
 LOGIT_BYTES = 256 * 1024**2
+# The online code's probes stop at this largest gradient component: a block is small
+# and its probe weakly penalised, so its optimum is slow to reach, and the bits of the
+# next block are read off it (the block-by-block fit's L-BFGS stops at the same).
+MDL_TOL = 1e-6
 
 
 @dataclass
@@ -534,21 +541,43 @@ class _Solver:
     """
 
     def __init__(
-        self, xs: Sequence[torch.Tensor], targets: torch.Tensor, n_classes: int, history: int
+        self,
+        xs: Sequence[torch.Tensor],
+        targets: torch.Tensor,
+        n_classes: int,
+        history: int,
+        *,
+        counts: torch.Tensor | None = None,
+        scales: torch.Tensor | None = None,
     ) -> None:
         self.xs = xs
         self.targets = targets
         self.n_classes = n_classes
         self.history = history
-        self.grams = [self._gram(x) for x in xs]
+        # Problem p uses only the first counts[p] rows (the online code's blocks); None:
+        # every problem all of them.
+        self.counts = counts
+        # Each weight's penalty is l2 times scales[k, j, p] (layers, width, probes): the
+        # online code's blocks, each standardised on its own rows; None: 1.
+        self.scales = scales
+        # Böhning's bound needs each problem's own rows: one Gram matrix per layer, or
+        # per layer and problem when problems count different rows. Those rows' mean is
+        # not 0 (standardised with all of tr's), so the bound takes in the biases too:
+        # (probes, d + 1, d + 1), of the rows with a column of ones.
+        self.grams = [
+            self._gram(x)
+            if counts is None
+            else torch.stack([self._gram(_with_ones(x[: int(c)]), GRAM_ROWS // 4) for c in counts])
+            for x in xs
+        ]
         self.inverses: list[torch.Tensor] = []
         self.pairs: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None
         self.l2: torch.Tensor | None = None
         self.evaluations = 0
 
     @staticmethod
-    def _gram(x: torch.Tensor) -> torch.Tensor:
-        stride = max(1, len(x) // GRAM_ROWS)
+    def _gram(x: torch.Tensor, most: int = GRAM_ROWS) -> torch.Tensor:
+        stride = max(1, len(x) // most)
         rows = x[::stride]
         return rows.t() @ rows / max(1, len(rows))
 
@@ -558,8 +587,20 @@ class _Solver:
         for k, gram in enumerate(self.grams):
             values = set(l2[k].tolist())
             assert len(values) == 1, "one penalty per layer"
-            eye = torch.eye(len(gram), dtype=torch.float64, device=gram.device)
-            bound = BOHNING * gram.double() + values.pop() * eye
+            penalty = values.pop()
+            if self.scales is None:
+                eye = torch.eye(gram.shape[-1], dtype=torch.float64, device=gram.device)
+                bound = BOHNING * gram.double() + penalty * eye
+            else:  # one bound per problem and its bias: (probes, d + 1, d + 1)
+                weights = penalty * self.scales[k].t().double()  # (probes, d)
+                diagonal = torch.diag_embed(torch.nn.functional.pad(weights, (0, 1)))
+                bound = BOHNING * gram.double() + diagonal.to(gram.device)
+                # A block of a few rows leaves the bound nearly singular (the bias is not
+                # penalised): a small ridge keeps it a preconditioner Cholesky can take.
+                ridge = 1e-6 * bound.diagonal(dim1=1, dim2=2).mean(1).clamp_min(1e-12)
+                bound += ridge[:, None, None] * torch.eye(
+                    bound.shape[-1], dtype=bound.dtype, device=bound.device
+                )
             self.inverses.append(torch.cholesky_inverse(torch.linalg.cholesky(bound)).float())
 
     def loss_grad(
@@ -577,34 +618,47 @@ class _Solver:
             if len(ps) == 0:
                 continue
             x = self.xs[k]
-            n = len(x)
             sub = theta[k][:, ps]  # (d + 1, a, classes)
             a = len(ps)
             y = self.targets[ps.to(self.targets.device)].t()  # (n, a)
+            counts = None if self.counts is None else self.counts[ps.cpu()].to(theta.device)
+            n = len(x) if counts is None else int(counts.max())
             total = torch.zeros(a, dtype=torch.float64, device=theta.device)
             gsub = torch.zeros_like(sub)
             rows = max(1, LOGIT_BYTES // (4 * a * classes))
             for first in range(0, n, rows):
-                xr, yr = x[first : first + rows], y[first : first + rows, :, None]
+                xr = x[first : min(n, first + rows)]
+                yr = y[first : first + len(xr), :, None]
                 # The softmax over a few classes by hand: log_softmax's kernel is slow
                 # on so short a last dimension (about 2x on a CPU).
                 z = _logits(xr, sub)
                 z -= z.amax(2, keepdim=True)
                 g = z.exp()
                 norm = g.sum(2, keepdim=True)
-                total += (norm.log() - z.gather(2, yr)).squeeze(2).double().sum(0)
+                losses = (norm.log() - z.gather(2, yr)).squeeze(2)
                 g /= norm
                 g.scatter_add_(2, yr, torch.full(yr.shape, -1.0, device=g.device))
+                if counts is not None:  # the rows past a problem's count are not its
+                    index = torch.arange(first, first + len(xr), device=theta.device)
+                    inside = (index[:, None] < counts[None, :]).float()
+                    losses = losses * inside
+                    g *= inside[:, :, None]
+                total += losses.double().sum(0)
                 # gᵀ x rather than xᵀ g: the same sums, with the long dimension where the
                 # matrix kernels want it (about twice as fast on a CPU).
                 gt = g.view(len(xr), a * classes).t().contiguous()
                 gsub[:width] += (gt @ xr).t().reshape(width, a, classes)
                 gsub[width] += g.sum(0)
-            gsub /= max(1, n)
-            penalty = l2[k, ps.to(l2.device)].to(theta.device)
-            gsub[:width] += penalty[None, :, None] * sub[:width]
-            loss_sub = total / max(1, n)
-            loss_sub += 0.5 * penalty.double() * sub[:width].double().pow(2).sum(dim=(0, 2))
+            divisor = torch.full((a,), max(1, n)) if counts is None else counts.clamp_min(1)
+            divisor = divisor.to(theta.device)
+            gsub /= divisor[None, :, None]
+            penalty = l2[k, ps.to(l2.device)].to(theta.device)[None, :]  # (1 or d, a)
+            if self.scales is not None:
+                penalty = penalty * self.scales[k][:, ps.cpu()].to(theta.device)
+            gsub[:width] += penalty[:, :, None] * sub[:width]
+            loss_sub = total / divisor.double()
+            squares = sub[:width].double().pow(2).sum(dim=2)  # (d, a)
+            loss_sub += 0.5 * (penalty.double() * squares).sum(dim=0)
             grad[k][:, ps] = gsub
             loss[k, ps] = loss_sub
         return loss, grad
@@ -614,6 +668,9 @@ class _Solver:
         width = q.shape[1] - 1
         out = torch.empty_like(q)
         for k, inverse in enumerate(self.inverses):
+            if inverse.dim() == 3:  # one per problem, its bias included
+                out[k] = torch.einsum("pij,jpc->ipc", inverse, q[k])
+                continue
             flat = inverse @ q[k, :width].reshape(width, -1)
             out[k, :width] = flat.view(width, q.shape[2], q.shape[3])
             out[k, width] = q[k, width] / BOHNING
@@ -661,9 +718,11 @@ class _Solver:
             return
         width = theta.shape[1] - 1
         s_hist, y_hist, _ = self.pairs
-        delta = (l2 - self.l2).to(theta.device)
+        delta = (l2 - self.l2).to(theta.device)[:, None, :]  # (layers, 1, probes)
+        if self.scales is not None:
+            delta = delta * self.scales.to(theta.device)
         y_hist = y_hist.clone()
-        y_hist[:, :, :width] += delta[None, :, None, :, None] * s_hist[:, :, :width]
+        y_hist[:, :, :width] += delta[None, :, :, :, None] * s_hist[:, :, :width]
         sy = (s_hist * y_hist).sum(dim=(2, 4))
         keep = sy > 1e-12
         rho = torch.where(keep, 1.0 / sy.clamp_min(1e-12), torch.zeros_like(sy))
@@ -718,3 +777,93 @@ class _Solver:
             grad = torch.where(_per(moved), new_grad, grad)
             running = moved & (grad.abs().amax(dim=(1, 3)) > tol)
         return theta
+
+
+def online_codelength_batched(
+    layers: Sequence[np.ndarray],
+    y_tr: np.ndarray,
+    n_classes: int,
+    l2s: Sequence[float],
+    *,
+    seed: int = SEED,
+    device: str = "cpu",
+    max_iter: int = 300,
+    tol: float = MDL_TOL,
+) -> list[dict[str, Any]]:
+    """`online_codelength` of the logistic-regression probe for each layer's tr vectors
+    `layers[k]` with its penalty `l2s[k]`, every block of every layer one problem of one
+    batch (`_Solver`). The same shuffle, blocks, start weights and loss as block by
+    block: each block's probe is trained on the rows before it, standardised with those
+    rows' own mean and spread. That standardisation is carried as each weight's penalty
+    instead (l2 (s / s_b)² on features standardised once, s the whole tr's spread and
+    s_b the block's, the same probe written in other units), so that one product of a
+    layer's rows serves all its blocks; a block's problem counts only its own rows."""
+    if not layers:
+        return []
+    n = len(y_tr)
+    order = np.random.default_rng(seed).permutation(n)
+    ends = mdl_blocks(n)
+    starts = ends[:-1]
+    uniform_per = float(np.log2(n_classes))
+    width = layers[0].shape[1]
+    xs, scales = [], []
+    for x_tr in layers:
+        x = torch.as_tensor(np.ascontiguousarray(x_tr[order]), dtype=torch.float32)
+        scale = _scale(x.double().std(0, correction=0))
+        mean = x.double().mean(0)
+        rows = []
+        for start in starts:
+            block = x[:start].double()
+            # The block's own standardisation, as fit_logreg makes it (numpy's std).
+            rows.append((scale / _scale(block.std(0, correction=0))).pow(2))
+        xs.append(x.sub_(mean.float().to(x.device)).mul_(scale.float()).to(device))
+        scales.append(torch.stack(rows, dim=1).float())  # (d, blocks)
+    targets = torch.as_tensor(y_tr[order], dtype=torch.long)[None].repeat(len(starts), 1)
+    counts = torch.as_tensor(starts, dtype=torch.long)
+    solver = _Solver(
+        xs,
+        targets.to(device),
+        n_classes,
+        history=HISTORY,
+        counts=counts,
+        scales=torch.stack(scales).to(device),
+    )
+    start_weights = _start_weights(width, n_classes, (seed,)).view(width, 1, n_classes)
+    theta = torch.zeros((len(layers), width + 1, len(starts), n_classes))
+    # Each block's start (zero, or the seed's draw) in its own units, as block by block.
+    theta[:, :width] = start_weights / torch.stack(scales)[:, :, :, None].sqrt()
+    theta = theta.to(device)
+    l2 = torch.tensor([[float(v)] * len(starts) for v in l2s])
+    theta = solver.solve(theta, l2, max_iter, tol)
+    y = torch.as_tensor(y_tr[order], dtype=torch.long)
+    found = []
+    for k, x in enumerate(xs):
+        # Each block's bits: the first's by the uniform code, each next one's by the
+        # probe trained on the blocks before it.
+        block_bits = [ends[0] * uniform_per]
+        for b, (start, end) in enumerate(zip(starts, ends[1:], strict=True)):
+            logits = _logits(x[start:end], theta[k][:, b : b + 1])[:, 0].double()
+            log_p = torch.log_softmax(logits, dim=1).cpu()
+            gold = log_p[torch.arange(end - start), y[start:end]]
+            block_bits.append(-float(gold.sum()) / np.log(2.0))
+        bits = float(sum(block_bits))
+        uniform = n * uniform_per
+        found.append(
+            {
+                "bits": bits,
+                "uniform_bits": uniform,
+                "compression": uniform / bits if bits > 0 else None,
+                "blocks": len(ends),
+                "block_bits": block_bits,
+            }
+        )
+    return found
+
+
+def _with_ones(x: torch.Tensor) -> torch.Tensor:
+    return torch.cat([x, torch.ones((len(x), 1), dtype=x.dtype, device=x.device)], dim=1)
+
+
+def _scale(std: torch.Tensor) -> torch.Tensor:
+    """1 / spread, or 1 where a dimension is constant (as `_tensors`)."""
+    return torch.where(std > 1e-6, 1.0 / std, torch.ones_like(std))

@@ -11,7 +11,8 @@ stored run will keep:
      "layers": [{"layer", "va_accuracy", "te_accuracy", "hyperparameters",   # means
                  "va_std", "te_std", "seed_va", "seed_te",
                  "control": {"va_accuracy", "te_accuracy", "te_std"}, "selectivity",
-                 "mdl": {"bits", "uniform_bits", "compression", "blocks"}}, ...],
+                 "mdl": {"bits", "uniform_bits", "compression", "blocks",
+                         "block_bits"}}, ...],
      "best_layer", "best": {...that layer...}, "best_selectivity",
      "confusion": {"labels": [...], "matrix": [[...]]},   # te, at best_layer, first seed
      "diagnostics": {...}}
@@ -48,6 +49,7 @@ from .probes import (
     length_baseline,
     majority_baseline,
     online_codelength,
+    online_codelength_batched,
 )
 
 # progress(stage, done, total): stage is "vectors" (sentences) or "probes" (layers).
@@ -326,7 +328,8 @@ def _probe_layer(
     fitted: list[list[ProbeFit]] | None = None,
 ) -> tuple[dict[str, Any], np.ndarray]:
     """One layer's entry of the document, and the first seed's te predictions. `fitted`:
-    the task's and the control's probes of this layer, fitted in a batch already."""
+    the task's and the control's probes of this layer, fitted in a batch already (its
+    online code is then the batch's too: `_batched_codelengths`)."""
     fits = fitted[0] if fitted else _fits(x, plan, plan.y, "task")
     va = [fit.va_accuracy for fit in fits]
     te = [fit.te_accuracy for fit in fits]
@@ -350,7 +353,7 @@ def _probe_layer(
             "te_std": _spread(c_te),
         }
         entry["selectivity"] = entry["te_accuracy"] - control_te
-    if plan.mdl:
+    if plan.mdl and not fitted:
         clock = time.perf_counter()
         chosen = fits[0].hyperparameters.get("l2", fits[0].hyperparameters.get("weight_decay"))
         entry["mdl"] = online_codelength(
@@ -377,13 +380,38 @@ def probe_layers(
         ks = range(first, min(first + chunk, features.n_layers))
         xs = [{name: features.layer(k, plan.rows[name]) for name in PARTITIONS} for k in ks]
         batched = _batched_fits(xs, plan) if plan.probe == "logreg" else [None] * len(xs)
+        entries = []
         for k, x, fitted in zip(ks, xs, batched, strict=True):
             entry, te_predictions = _probe_layer(x, plan, k, fitted)
-            layers.append(entry)
+            entries.append(entry)
             predictions.append(te_predictions)
-            if progress is not None:
+            if progress is not None and not (plan.mdl and fitted):
                 progress("probes", k + 1, features.n_layers)
+        if plan.mdl and plan.probe == "logreg":
+            _batched_codelengths(xs, entries, plan)
+            if progress is not None:
+                progress("probes", ks[-1] + 1, features.n_layers)
+        layers += entries
     return layers, predictions
+
+
+def _batched_codelengths(
+    xs: list[dict[str, np.ndarray]], entries: list[dict[str, Any]], plan: LayerPlan
+) -> None:
+    """The online code of each layer's logistic-regression probe (its penalty the one
+    chosen on va for the task's first seed), every block of every layer in one batch."""
+    clock = time.perf_counter()
+    codes = online_codelength_batched(
+        [x["tr"] for x in xs],
+        plan.y["tr"],
+        plan.n_classes,
+        [float(entry["hyperparameters"]["l2"]) for entry in entries],
+        seed=plan.seeds[0],
+        device=plan.device,
+    )
+    for entry, code in zip(entries, codes, strict=True):
+        entry["mdl"] = code
+    plan.seconds["mdl"] += time.perf_counter() - clock
 
 
 def _layers_per_batch(features: Features, plan: LayerPlan) -> int:

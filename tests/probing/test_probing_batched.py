@@ -70,3 +70,46 @@ def test_batched_probes_equal_probes_fitted_alone(task) -> None:
                 assert together.hyperparameters["l2"] in probes.LOGREG_GRID
                 assert len(together.te_predictions) == len(labels.y_te)
                 assert abs(narrow[k][s][i].te_accuracy - alone.te_accuracy) <= 0.005, (k, s, i)
+
+
+@pytest.mark.parametrize("task", ["subj_number", "past_present", "obj_number"])
+@pytest.mark.parametrize("seed", [probes.SEED, 1])
+def test_batched_online_codes_equal_block_by_block(task, seed) -> None:
+    """The MDL probe's blocks of every layer in one batch give each block's bits as the
+    blocks fitted one after another do (`online_codelength`), within 0.5%. A block whose
+    training rows hold one class only has no optimum (its bias grows without end): its
+    bits are where each solver stops, and are left out. So is a weak penalty on these
+    samples' first blocks (a dozen rows, 96 dimensions): the loss is then flat to
+    float32's precision over probes that read the next block differently
+    (docs/probing.md, "The online code")."""
+    layers, sets, n_classes = task_data(task)
+    labels = sets[0]
+    penalties = [0.01, 0.1, 0.03]
+    batched = probes.online_codelength_batched(
+        [layer.x_tr for layer in layers], labels.y_tr, n_classes, penalties, seed=seed
+    )
+    order = np.random.default_rng(seed).permutation(len(labels.y_tr))
+    ends = probes.mdl_blocks(len(order))
+    compared = 0
+    for k, layer in enumerate(layers):
+        split = probes.Split(
+            layer.x_tr, labels.y_tr, layer.x_va, labels.y_va,
+            layer.x_te, labels.y_te, n_classes,
+        )  # fmt: skip
+        alone = probes.online_codelength(split, hyperparameter=penalties[k], seed=seed)
+        together = batched[k]
+        assert (together["blocks"], together["uniform_bits"]) == (
+            alone["blocks"],
+            alone["uniform_bits"],
+        )
+        assert together["bits"] == pytest.approx(sum(together["block_bits"]))
+        assert together["compression"] == pytest.approx(together["uniform_bits"] / together["bits"])
+        assert together["block_bits"][0] == alone["block_bits"][0]  # the uniform code
+        for b, start in enumerate(ends[:-1], start=1):
+            if len(set(labels.y_tr[order[:start]])) < 2:
+                continue
+            compared += 1
+            assert together["block_bits"][b] == pytest.approx(
+                alone["block_bits"][b], rel=0.005, abs=0.01
+            ), (k, b, start)
+    assert compared >= 3 * len(layers)
