@@ -669,7 +669,7 @@ class _Solver:
         out = torch.empty_like(q)
         for k, inverse in enumerate(self.inverses):
             if inverse.dim() == 3:  # one per problem, its bias included
-                out[k] = torch.einsum("pij,jpc->ipc", inverse, q[k])
+                out[k] = torch.bmm(inverse, q[k].transpose(0, 1)).transpose(0, 1)
                 continue
             flat = inverse @ q[k, :width].reshape(width, -1)
             out[k, :width] = flat.view(width, q.shape[2], q.shape[3])
@@ -809,14 +809,20 @@ def online_codelength_batched(
     xs, scales = [], []
     for x_tr in layers:
         x = torch.as_tensor(np.ascontiguousarray(x_tr[order]), dtype=torch.float32)
-        scale = _scale(x.double().std(0, correction=0))
-        mean = x.double().mean(0)
-        rows = []
-        for start in starts:
-            block = x[:start].double()
-            # The block's own standardisation, as fit_logreg makes it (numpy's std).
-            rows.append((scale / _scale(block.std(0, correction=0))).pow(2))
-        xs.append(x.sub_(mean.float().to(x.device)).mul_(scale.float()).to(device))
+        # Each block's spread (its own standardisation, as fit_logreg's) from the sums
+        # of the rows between two ends, in float64: one pass over the rows.
+        total = torch.zeros(width, dtype=torch.float64)
+        squares = torch.zeros(width, dtype=torch.float64)
+        spreads = []
+        for before, end in zip([0, *ends[:-1]], ends, strict=True):
+            part = x[before:end].double()
+            total += part.sum(0)
+            squares += part.pow(2).sum(0)
+            mean = total / end
+            spreads.append((squares / end - mean.pow(2)).clamp_min(0).sqrt())
+        scale = _scale(spreads[-1])
+        rows = [(scale / _scale(spread)).pow(2) for spread in spreads[:-1]]
+        xs.append(x.sub_(mean.float()).mul_(scale.float()).to(device))
         scales.append(torch.stack(rows, dim=1).float())  # (d, blocks)
     targets = torch.as_tensor(y_tr[order], dtype=torch.long)[None].repeat(len(starts), 1)
     counts = torch.as_tensor(starts, dtype=torch.long)

@@ -326,10 +326,12 @@ def _probe_layer(
     plan: LayerPlan,
     k: int,
     fitted: list[list[ProbeFit]] | None = None,
+    mdl_later: bool = False,
 ) -> tuple[dict[str, Any], np.ndarray]:
     """One layer's entry of the document, and the first seed's te predictions. `fitted`:
-    the task's and the control's probes of this layer, fitted in a batch already (its
-    online code is then the batch's too: `_batched_codelengths`)."""
+    the task's and the control's probes of this layer, fitted in a batch already;
+    `mdl_later`: its online code comes from the batch of its layers' blocks
+    (`_batched_codelengths`)."""
     fits = fitted[0] if fitted else _fits(x, plan, plan.y, "task")
     va = [fit.va_accuracy for fit in fits]
     te = [fit.te_accuracy for fit in fits]
@@ -353,7 +355,7 @@ def _probe_layer(
             "te_std": _spread(c_te),
         }
         entry["selectivity"] = entry["te_accuracy"] - control_te
-    if plan.mdl and not fitted:
+    if plan.mdl and not mdl_later:
         clock = time.perf_counter()
         chosen = fits[0].hyperparameters.get("l2", fits[0].hyperparameters.get("weight_decay"))
         entry["mdl"] = online_codelength(
@@ -376,23 +378,32 @@ def probe_layers(
     if progress is not None:
         progress("probes", 0, features.n_layers)
     chunk = _layers_per_batch(features, plan)
+    batched_mdl = batched_codelengths(plan.device)
     for first in range(0, features.n_layers, chunk):
         ks = range(first, min(first + chunk, features.n_layers))
         xs = [{name: features.layer(k, plan.rows[name]) for name in PARTITIONS} for k in ks]
         batched = _batched_fits(xs, plan) if plan.probe == "logreg" else [None] * len(xs)
+        mdl_later = plan.mdl and plan.probe == "logreg" and batched_mdl
         entries = []
         for k, x, fitted in zip(ks, xs, batched, strict=True):
-            entry, te_predictions = _probe_layer(x, plan, k, fitted)
+            entry, te_predictions = _probe_layer(x, plan, k, fitted, mdl_later)
             entries.append(entry)
             predictions.append(te_predictions)
-            if progress is not None and not (plan.mdl and fitted):
+            if progress is not None and not mdl_later:
                 progress("probes", k + 1, features.n_layers)
-        if plan.mdl and plan.probe == "logreg":
+        if mdl_later:
             _batched_codelengths(xs, entries, plan)
             if progress is not None:
                 progress("probes", ks[-1] + 1, features.n_layers)
         layers += entries
     return layers, predictions
+
+
+def batched_codelengths(device: str) -> bool:
+    """Whether the online code's blocks are fitted in one batch on `device`: on a GPU.
+    On a CPU the batch measured no faster than block by block (benchmarks/README.md,
+    "The online code in a batch"), so a CPU run fits them one after another."""
+    return str(device).startswith("cuda")
 
 
 def _batched_codelengths(

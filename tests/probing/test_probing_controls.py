@@ -223,3 +223,27 @@ def test_mdl_per_layer_when_asked(gpt2: LoadedModel) -> None:
         mdl = layer["mdl"]
         assert mdl["uniform_bits"] == n_tr  # two labels: one bit each
         assert mdl["compression"] == pytest.approx(mdl["uniform_bits"] / mdl["bits"])
+
+
+def test_a_run_with_the_blocks_in_a_batch_gives_the_same_codes(
+    gpt2: LoadedModel, monkeypatch
+) -> None:
+    """A run's online code with every block of every layer in one batch (what a GPU run
+    does) against the blocks fitted one by one (a CPU run): the same document."""
+    from evaluations.probing import run as probing_run
+
+    instances = load_probing_file(sample("obj_number")).instances
+    alone = probe_task(gpt2, instances, seeds=1, control=False, mdl=True)
+    monkeypatch.setattr(probing_run, "batched_codelengths", lambda device: True)
+    together = probe_task(gpt2, instances, seeds=1, control=False, mdl=True)
+    assert [layer["te_accuracy"] for layer in together["layers"]] == [
+        layer["te_accuracy"] for layer in alone["layers"]
+    ]
+    for a, b in zip(alone["layers"], together["layers"], strict=True):
+        assert b["mdl"]["blocks"] == a["mdl"]["blocks"]
+        assert b["mdl"]["uniform_bits"] == a["mdl"]["uniform_bits"]
+        assert len(b["mdl"]["block_bits"]) == len(a["mdl"]["block_bits"])
+        # Where both fits are defined (see test_probing_batched): within a few percent
+        # in all, on 228 sentences whose first blocks hold a handful of rows.
+        assert b["mdl"]["bits"] == pytest.approx(a["mdl"]["bits"], rel=0.05)
+    assert together["diagnostics"]["seconds_mdl"] > 0
