@@ -34,7 +34,12 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
-DEFAULT_SUITES = REPO.parent / "shared" / "data" / "syntaxgym-2020" / "nextflow"
+# The shared data as the tests find it: GYM_SHARED_DATA, else ../shared/data.
+DEFAULT_SUITES = (
+    Path(os.environ.get("GYM_SHARED_DATA", REPO.parent / "shared" / "data"))
+    / "syntaxgym-2020"
+    / "nextflow"
+)
 DEFAULT_MINICONS_PYTHON = REPO / ".venv-minicons" / "bin" / "python"
 LN2 = math.log(2.0)
 
