@@ -542,7 +542,9 @@ def failure_reason(
     if isinstance(exc, ScoringError):
         return f"{work} failed: {exc}"
     if isinstance(exc, StoreUnavailable):
-        return f"{exc} (tried {retries + 1} times). {STORE_OUTAGE_NOTE}"
+        # A write that waited for the store (artifacts.patiently) says its own tries.
+        tried = f" (tried {retries + 1} times)" if retries else ""
+        return f"{exc}{tried}. {STORE_OUTAGE_NOTE}"
     if is_transient(exc):
         return f"Gave up after {retries} retries: {exc.__class__.__name__}: {exc}"
     return f"{work} failed: {exc.__class__.__name__}: {exc}"

@@ -217,6 +217,15 @@ def test_an_unreachable_store_is_retried_then_said() -> None:
         "(tried 6 times). Nothing was lost: the site sends the run again once the store is "
         "back (or retry it then)."
     )
+    # A worker's write that waited for the store already says how often it tried.
+    waited = StoreUnavailable(
+        "The artifact store at s3://gym could not be reached: x (writing the results of "
+        "suite run 5: tried 7 times over 120 s)"
+    )
+    assert failure_reason(waited, kind="suite") == (
+        f"{waited}. Nothing was lost: the site sends the run again once the store is back "
+        "(or retry it then)."
+    )
 
 
 @pytest.mark.django_db(transaction=True)
