@@ -628,10 +628,18 @@ def run_retry(*, run: R, user: Any) -> R:
     return run
 
 
-def _requeue(kind: RunKind, run: Run, statuses: Sequence[str], **fields: Any) -> bool:
-    """Queue `run` again as a new attempt if its status is one of `statuses` (refreshed
-    either way); the parts of its earlier attempts are dropped. Inside a transaction."""
-    updated = kind.run_model.objects.filter(pk=run.pk, status__in=statuses).update(
+def _requeue(
+    kind: RunKind,
+    run: Run,
+    statuses: Sequence[str],
+    only: dict[str, Any] | None = None,
+    **fields: Any,
+) -> bool:
+    """Queue `run` again as a new attempt if its status is one of `statuses` (and its row
+    matches `only`), refreshed either way; the parts of its earlier attempts are
+    dropped. Inside a transaction."""
+    matching = kind.run_model.objects.filter(pk=run.pk, status__in=statuses, **(only or {}))
+    updated = matching.update(
         status=S.QUEUED,
         enqueued=False,
         attempt=F("attempt") + 1,
@@ -786,7 +794,9 @@ def _resend_after_store_outage(failed_before: Any) -> int:
                 )
                 continue
             attempt = run.attempt
-            if _requeue(kind, run, (S.FAILED,), store_resends=F("store_resends") + 1):
+            # Still this attempt, still waiting: not one a person retried meanwhile.
+            still = {"attempt": attempt, "waiting_for_store": True}
+            if _requeue(kind, run, (S.FAILED,), still, store_resends=F("store_resends") + 1):
                 log.warning(
                     "sweep: %s run %s failed (attempt %s) because the artifact store could "
                     "not be reached; the store answers again: sent again as attempt %s",
