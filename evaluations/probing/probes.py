@@ -82,7 +82,7 @@ def _tensors(split: Split, device: str) -> tuple[torch.Tensor, ...]:
     mean = torch.as_tensor(split.x_tr.mean(0, dtype=np.float64))
     std = torch.as_tensor(split.x_tr.std(0, dtype=np.float64))
     # Constant dimensions (some layers have them) must not divide by zero.
-    scale = torch.where(std > 1e-6, 1.0 / std, torch.ones_like(std)).float()
+    scale = _scale(std).float()
     mean = mean.float()
 
     def prepared(x: np.ndarray) -> torch.Tensor:
@@ -296,13 +296,18 @@ def online_codelength(
         fit = fit_probe(block, probe=probe, device=device, seed=seed, grid=grid, log_probs=True)
         assert fit.te_log2_gold is not None
         block_bits.append(-float(fit.te_log2_gold.sum()))
+    return _online_code(block_bits, n * uniform_per)
+
+
+def _online_code(block_bits: list[float], uniform: float) -> dict[str, Any]:
+    """The online code's entry of a layer from each block's bits (the first the uniform
+    code's) and the uniform code of all of tr."""
     bits = float(sum(block_bits))
-    uniform = n * uniform_per
     return {
         "bits": bits,
         "uniform_bits": uniform,
         "compression": uniform / bits if bits > 0 else None,
-        "blocks": len(ends),
+        "blocks": len(block_bits),
         "block_bits": block_bits,
     }
 
@@ -852,17 +857,7 @@ def online_codelength_batched(
             log_p = torch.log_softmax(logits, dim=1).cpu()
             gold = log_p[torch.arange(end - start), y[start:end]]
             block_bits.append(-float(gold.sum()) / np.log(2.0))
-        bits = float(sum(block_bits))
-        uniform = n * uniform_per
-        found.append(
-            {
-                "bits": bits,
-                "uniform_bits": uniform,
-                "compression": uniform / bits if bits > 0 else None,
-                "blocks": len(ends),
-                "block_bits": block_bits,
-            }
-        )
+        found.append(_online_code(block_bits, n * uniform_per))
     return found
 
 

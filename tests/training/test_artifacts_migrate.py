@@ -167,13 +167,13 @@ def test_a_half_copied_folder_is_copied_again_and_a_damaged_copy_replaced(
         shutil.move(saved, book_corpus.path)
 
 
-def test_models_registered_by_a_path_move_into_the_store(tiny_gpt2, settings, tmp_path) -> None:
+def test_models_registered_by_a_path_move_into_the_store(tiny_gpt2, model_dir, tmp_path) -> None:
     """An administrator's models named by their paths (a folder, an ARPA file, as the
     baselines are): copied under models/local/, pointed at, loaded from there; a second
-    run and gym_bootstrap leave them in the store."""
+    run leaves them in the store."""
     from evaluations.language_models.registry import model_register
 
-    base = Path(settings.GYM_MODEL_DIRS[0])
+    base = model_dir
     folder = base / "lab-gpt2"
     shutil.copytree(tiny_gpt2, folder)
     arpa = base / "lab.arpa"

@@ -281,9 +281,7 @@ def _model_file(relative: Path) -> bool:
 
 
 def _check_file(key: str, path: Path) -> None:
-    with artifacts.open_file(key) as handle:
-        stored_sha, _ = artifacts.sha256_of(handle)
-    if stored_sha != artifacts.sha256_of(path)[0]:
+    if artifacts.stored_problem(key, sha256=artifacts.sha256_of(path)[0]):
         raise CommandError(f"{key}: the stored copy's hash differs from {path}'s; run again.")
 
 
@@ -291,6 +289,6 @@ def _check_folder(key: str, path: Path) -> None:
     for entry in artifacts.read_manifest(key):
         if artifacts.sha256_of(path / entry["path"])[0] != entry["sha256"]:
             raise CommandError(f"{key}: {entry['path']} changed while it was copied; run again.")
-        with artifacts.open_file(f"{key}/files/{entry['path']}") as handle:
-            if artifacts.sha256_of(handle)[0] != entry["sha256"]:
-                raise CommandError(f"{key}: the stored {entry['path']} is damaged; run again.")
+    problem = artifacts.stored_problem(key)
+    if problem:
+        raise CommandError(f"{key}: the stored copy is damaged ({problem}); run again.")
